@@ -1,0 +1,225 @@
+"""`agentlake`: ingest agents' stores into the lake, query it, run Dagster.
+
+Exit status: 0 success; 1 the run finished but some source failed, or a place to look
+(a registry, the config) could not be read; 2 bad usage or nothing to query.
+"""
+
+import argparse
+import os
+import sys
+
+from transforms.provider import DiscoverOptions
+from warehouse.config import ConfigError, load_config
+from warehouse.layout import Layout
+
+
+def _layout(args) -> Layout:
+    return Layout.resolve(args.home, args.lake, args.warehouse)
+
+
+def _options(args, layout: Layout) -> DiscoverOptions:
+    config = load_config(layout.config_file)
+    return DiscoverOptions(
+        env=dict(os.environ),
+        extra_stores=tuple(args.db or ()) + config.extra_stores,
+        extra_roots=tuple(args.crush_root or ()) + config.extra_roots,
+        use_default=not args.no_default and config.use_default,
+    )
+
+
+def _err(*parts) -> None:
+    print(*parts, file=sys.stderr, flush=True)
+
+
+# -- commands -------------------------------------------------------------------------------
+
+def cmd_sources(args) -> int:
+    from warehouse.ingest import discover_sources
+
+    layout = _layout(args)
+    sources, problems = discover_sources(_options(args, layout))
+    for problem in problems:
+        _err(f"warning: {problem}")
+    for s in sources:
+        state = f"skipped: {s.skip_reason}" if s.skip_reason else "ok"
+        print(f"{s.partition_key}\t{s.path}\t{state}")
+    if not sources:
+        _err("no sources found (see `agentlake sources --help` for where agentlake looks)")
+    return 1 if problems else 0
+
+
+def cmd_ingest(args) -> int:
+    from pipelines.runner import run_ingest, print_summary
+
+    from transforms.crush.discover import global_data_dir
+
+    layout = _layout(args)
+    options = _options(args, layout)
+    summary = run_ingest(layout, options, full_refresh=args.full_refresh, quiet=args.quiet)
+    print_summary(summary, layout)
+    if not summary.results:
+        where = f"{global_data_dir(options.env) / 'projects.json'}" if options.use_default else "the named places"
+        _err(f"no sources found (looked in {where}); name stores with --db or --crush-root, "
+             "or try `agentlake demo`")
+    return summary.exit_code
+
+
+def cmd_demo(args) -> int:
+    from pipelines.runner import print_summary, run_ingest
+    from transforms.crush.synth import generate_store
+
+    layout = _layout(args)
+    store = layout.home / "demo-crush"
+    if not (store / "projects.json").exists() or args.regenerate:
+        _err(f"generating demo Crush data in {store} (seed {args.seed}) ...")
+        generate_store(store, projects=args.projects, sessions_per_project=args.sessions, seed=args.seed)
+    options = DiscoverOptions(env={}, extra_roots=(str(store),), use_default=False)
+    summary = run_ingest(layout, options, full_refresh=False, quiet=args.quiet)
+    print_summary(summary, layout)
+    _first_look(layout)
+    return summary.exit_code
+
+
+def cmd_quickstart(args) -> int:
+    """Your own Crush data if there is any, else a demo; then a first look at the result."""
+    from warehouse.ingest import discover_sources
+
+    layout = _layout(args)
+    sources, _ = discover_sources(_options(args, layout))
+    if any(not s.skip_reason for s in sources):
+        code = cmd_ingest(args)
+        _first_look(layout)
+        return code
+    _err("no Crush data found on this machine: using a generated demo dataset instead")
+    args.home = str(layout.home / "demo")
+    args.lake = args.warehouse = None
+    args.projects, args.sessions, args.seed, args.regenerate = 4, 6, 7, False
+    return cmd_demo(args)
+
+
+FIRST_LOOK = """
+SELECT project,
+       COUNT(*) AS root_sessions,
+       ROUND(SUM(cost_usd), 2) AS cost_usd
+FROM sessions WHERE is_root
+GROUP BY project ORDER BY cost_usd DESC
+"""
+
+
+def _first_look(layout: Layout) -> None:
+    from warehouse.formatting import render
+    from warehouse.views import connect
+
+    with connect(layout.warehouse) as con:
+        cur = con.execute(FIRST_LOOK)
+        print("\nCost per project (root sessions only: a root's cost includes its sub-agents'):")
+        print(render([d[0] for d in cur.description], cur.fetchall()))
+    home = f" --home {layout.home}" if layout.home != Layout.resolve().home else ""
+    print(f"\nNext: agentlake sql{home} \"SELECT tool_name, COUNT(*) FROM tool_calls GROUP BY 1 ORDER BY 2 DESC\"")
+
+
+def cmd_sql(args) -> int:
+    import duckdb
+
+    from warehouse.formatting import render
+    from warehouse.views import connect
+
+    layout = _layout(args)
+    try:
+        con = connect(layout.warehouse)
+    except FileNotFoundError as exc:
+        _err(f"error: {exc}")
+        return 2
+    with con:
+        try:
+            cur = con.execute(args.query)
+        except duckdb.Error as exc:
+            _err(f"error: {exc}")
+            return 2
+        columns = [d[0] for d in cur.description] if cur.description else []
+        print(render(columns, cur.fetchall(), args.format))
+    return 0
+
+
+def cmd_dev(args) -> int:
+    from pipelines.runner import dagster_env
+
+    layout = _layout(args)
+    env = dagster_env(layout)
+    cmd = [sys.executable, "-m", "dagster", "dev", "-m", "pipelines.definitions", *args.dagster_args]
+    _err(f"DAGSTER_HOME={env['DAGSTER_HOME']}  AGENTLAKE_HOME={env['AGENTLAKE_HOME']}")
+    os.execvpe(cmd[0], cmd, env)
+
+
+# -- parser ---------------------------------------------------------------------------------
+
+def _common(p: argparse.ArgumentParser, discovery: bool = False) -> None:
+    p.add_argument("--home", help="agentlake home (default: $AGENTLAKE_HOME, else $XDG_DATA_HOME/agentlake)")
+    p.add_argument("--lake", help="lake directory (default: <home>/lake)")
+    p.add_argument("--warehouse", help="warehouse file (default: <home>/warehouse.duckdb)")
+    if discovery:
+        p.add_argument("--db", action="append", metavar="PATH",
+                       help="also ingest this crush.db, data dir or project dir (repeatable)")
+        p.add_argument("--crush-root", action="append", metavar="DIR",
+                       help="also read this Crush global data dir's projects.json (repeatable)")
+        p.add_argument("--no-default", action="store_true",
+                       help="do not read the default Crush data dir ($CRUSH_GLOBAL_DATA, $XDG_DATA_HOME/crush, ...)")
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="agentlake", description=__doc__.split("\n")[0],
+                                 epilog="Exit status: 0 ok; 1 some source failed or could not be looked at; 2 usage error.")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("quickstart", help="ingest your Crush data (or a demo if you have none) and show a first query")
+    _common(p, discovery=True)
+    p.add_argument("--quiet", action="store_true", help="no per-source progress")
+    p.add_argument("--full-refresh", action="store_true", help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_quickstart)
+
+    p = sub.add_parser("ingest", help="materialise the lake and the warehouse in-process, with progress")
+    _common(p, discovery=True)
+    p.add_argument("--full-refresh", action="store_true", help="re-read every source, even unchanged ones")
+    p.add_argument("--quiet", action="store_true", help="no per-source progress")
+    p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("demo", help="generate demo Crush data under <home>/demo-crush and ingest it")
+    _common(p)
+    p.add_argument("--projects", type=int, default=4)
+    p.add_argument("--sessions", type=int, default=6, help="root sessions per project")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--regenerate", action="store_true", help="write the demo data again")
+    p.add_argument("--quiet", action="store_true", help="no per-source progress")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("sql", help="run a query against the warehouse (read-only)")
+    _common(p)
+    p.add_argument("query")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.set_defaults(func=cmd_sql)
+
+    p = sub.add_parser("sources", help="list the sources discovery finds, without reading them")
+    _common(p, discovery=True)
+    p.set_defaults(func=cmd_sources)
+
+    p = sub.add_parser("dev", help="start the Dagster UI and daemon (dagster dev) on this home")
+    _common(p)
+    p.add_argument("dagster_args", nargs=argparse.REMAINDER, help="passed on to `dagster dev`")
+    p.set_defaults(func=cmd_dev)
+    return ap
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ConfigError as exc:
+        _err(f"error: {exc}")
+        return 1
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+import dagster as dg
+
+from pipelines.defs.lake.checks import CHECK_SPECS, check_results
+from pipelines.defs.partitions import sources_partitions
+from pipelines.defs.resources import AgentlakeResource, Reporter
+from transforms.contract import ALL_TABLES
+from warehouse.ingest import RunSummary, clean_stale_staging, ingest_source
+
+LAKE_KEYS = {t.name: dg.AssetKey(["lake", t.name]) for t in ALL_TABLES}
+
+
+class IngestConfig(dg.Config):
+    full_refresh: bool = False  # re-read sources even when their fingerprint is unchanged
+    run_id: str = ""  # id recorded in `sources`; the CLI passes one id for its whole run
+
+
+@dg.multi_asset(
+    specs=[dg.AssetSpec(key, description=f"Lake table `{name}` (hive Parquet)", group_name="lake")
+           for name, key in LAKE_KEYS.items()],
+    check_specs=CHECK_SPECS,
+    partitions_def=sources_partitions,
+    backfill_policy=dg.BackfillPolicy.multi_run(max_partitions_per_run=50),
+    pool="source_snapshot",
+    can_subset=False,
+)
+def lake_tables(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: AgentlakeResource,
+                reporter: dg.ResourceParam[Reporter]):
+    """Snapshot, normalise and write every source in the run's partitions."""
+    layout = agentlake.layout()
+    found, problems = agentlake.discover()
+    for problem in problems:
+        context.log.warning(problem)
+    clean_stale_staging(layout)
+    summary = RunSummary(config.run_id or context.run_id, problems=problems)
+    keys = context.partition_keys
+    for i, key in enumerate(keys, 1):
+        source = found.get(key)
+        if source is None:  # registered once, not found now: its lake files are kept
+            context.log.warning(f"{key}: no longer discovered; its lake files are left as they are")
+            continue
+        result = ingest_source(source, layout, summary.run_id, force=config.full_refresh)
+        summary.results.append(result)
+        context.log.info(f"{key}: {result.status} {result.error or ''}".rstrip())
+        reporter.source_done(i, len(keys), result)
+    metadata = {name: {"rows_written": n} for name, n in summary.rows.items()}
+    metadata["sources"] = {f"sources_{status}": n for status, n in summary.by_status.items()}
+    for name, key in LAKE_KEYS.items():
+        yield dg.MaterializeResult(asset_key=key, metadata=metadata[name])
+    yield from check_results(layout.lake, summary)
+    failed = [r for r in summary.results if r.status == "failed"]
+    if failed:
+        raise dg.Failure(
+            description="; ".join(f"{r.source.partition_key}: {r.error}" for r in failed),
+            metadata={"failed_sources": len(failed)},
+        )

@@ -1,0 +1,49 @@
+import os
+
+import dagster as dg
+
+from transforms.provider import DiscoverOptions
+from transforms.sources import Source
+from warehouse.config import load_config
+from warehouse.ingest import discover_sources
+from warehouse.layout import Layout
+
+
+class AgentlakeResource(dg.ConfigurableResource):
+    """Where the lake lives and where to look for agents' stores.
+
+    Unset fields fall back to the environment (AGENTLAKE_HOME, CRUSH_GLOBAL_DATA, ...) and to
+    `<home>/config.toml`, exactly as the CLI does.
+    """
+
+    home: str | None = None
+    lake: str | None = None
+    warehouse: str | None = None
+    extra_stores: list[str] = []
+    extra_roots: list[str] = []
+    use_default: bool = True
+
+    def layout(self) -> Layout:
+        return Layout.resolve(self.home, self.lake, self.warehouse)
+
+    def options(self) -> DiscoverOptions:
+        config = load_config(self.layout().config_file)
+        return DiscoverOptions(
+            env=dict(os.environ),
+            extra_stores=tuple(self.extra_stores) + config.extra_stores,
+            extra_roots=tuple(self.extra_roots) + config.extra_roots,
+            use_default=self.use_default and config.use_default,
+        )
+
+    def discover(self) -> tuple[dict[str, Source], list[str]]:
+        sources, problems = discover_sources(self.options())
+        return {s.partition_key: s for s in sources}, problems
+
+
+class Reporter:
+    """Told about each source as it is done. The CLI passes one that prints progress."""
+
+    def source_done(self, index: int, total: int, result) -> None:
+        pass
+
+

@@ -1,0 +1,258 @@
+"""The canonical tables: the single source of truth for column names, types and meanings.
+
+Every provider's normaliser emits rows for these tables; the lake writer casts to these
+schemas; docs/TABLES.md is generated from this module (a test keeps it current).
+`date` and `project` are hive keys: they live in the directory names, not in the files.
+"""
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+# Naive timestamps that are always UTC: DuckDB reads them without the ICU extension.
+TS = pa.timestamp("us")
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: pa.DataType
+    doc: str
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    doc: str
+    date_from: str  # which column gives the row its hive `date`
+    columns: tuple[Column, ...]
+
+    @property
+    def schema(self) -> pa.Schema:
+        return pa.schema([pa.field(c.name, c.type) for c in self.columns])
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+
+def _c(name: str, type_: pa.DataType, doc: str) -> Column:
+    return Column(name, type_, doc)
+
+
+# Columns every table starts with: where the row came from, down to the source row.
+LINEAGE = (
+    _c("provider", pa.string(), "Agent that wrote the source: `crush`."),
+    _c("source_id", pa.string(), "Stable id of the source store (hash of its resolved path)."),
+    _c("project_path", pa.string(), "The project's directory on the machine that ran the agent."),
+    _c("source_table", pa.string(), "Table in the source store the row comes from."),
+    _c("source_rowid", pa.int64(), "SQLite `rowid` of the source row in `source_table`."),
+)
+
+SESSIONS = Table(
+    "sessions",
+    "One row per agent session, sub-agent sessions included.",
+    "created_at",
+    LINEAGE
+    + (
+        _c("session_id", pa.string(), "Session id as the agent stores it."),
+        _c("parent_session_id", pa.string(), "Calling session for a sub-agent session; null for a root."),
+        _c("root_session_id", pa.string(), "Top of the parent chain (itself for a root)."),
+        _c("is_root", pa.bool_(), "True when the session has no parent."),
+        _c("title", pa.string(), "Session title."),
+        _c("created_at", TS, "When the session was created (UTC)."),
+        _c("updated_at", TS, "Last update of the session row (UTC); roughly the last activity."),
+        _c(
+            "cost_usd",
+            pa.float64(),
+            "Session cost in USD as the agent recorded it. For Crush a root's cost ALREADY "
+            "INCLUDES its sub-agents' cost: sum `cost_usd` over `is_root` rows only.",
+        ),
+        _c("cost_source", pa.string(), "`native`: the agent recorded the cost itself."),
+        _c("cost_includes_subagents", pa.bool_(), "True when `cost_usd` already holds the sub-agents' cost."),
+        _c("message_count", pa.int64(), "Messages in the session, as the agent counts them."),
+        _c(
+            "last_step_prompt_tokens",
+            pa.int64(),
+            "Crush `prompt_tokens`: the LAST step's input size (context occupancy), not a total.",
+        ),
+        _c(
+            "last_step_completion_tokens",
+            pa.int64(),
+            "Crush `completion_tokens`: the LAST step's output size, not a total.",
+        ),
+        _c("summary_message_id", pa.string(), "Id of the compaction summary message, if any."),
+        _c("todos", pa.string(), "The session's todo list as raw JSON (Crush >= v0.24), else null."),
+        _c("extra_columns", pa.string(), "Unknown source columns of this row, as a JSON object; null if none."),
+    ),
+)
+
+MESSAGES = Table(
+    "messages",
+    "One row per message (user, assistant, tool).",
+    "created_at",
+    LINEAGE
+    + (
+        _c("message_id", pa.string(), "Message id."),
+        _c("session_id", pa.string(), "Owning session."),
+        _c("message_index", pa.int64(), "0-based order within the session by (created_at, rowid): breaks same-second ties."),
+        _c("role", pa.string(), "`user`, `assistant` or `tool`."),
+        _c("model", pa.string(), "Model id; null where the agent stored none (user and tool rows)."),
+        _c("llm_provider", pa.string(), "LLM provider key (`anthropic`, `openai`, ...); null if none."),
+        _c("created_at", TS, "When the message was created (UTC)."),
+        _c("updated_at", TS, "Last update of the message (UTC)."),
+        _c("finished_at", TS, "When the step finished (UTC); null for user/tool rows and unfinished steps."),
+        _c("is_summary", pa.bool_(), "True for a compaction summary message."),
+        _c("part_count", pa.int64(), "Parts in the message; null when its parts JSON could not be parsed."),
+        _c("parts_ok", pa.bool_(), "False when the parts JSON was unparseable (the raw text is in `quarantine`)."),
+        _c("extra_columns", pa.string(), "Unknown source columns of this row, as a JSON object; null if none."),
+    ),
+)
+
+PARTS = Table(
+    "parts",
+    "One row per message part, exploded from the message's parts JSON. `raw` keeps the part's JSON.",
+    "created_at",
+    LINEAGE
+    + (
+        _c("message_id", pa.string(), "Owning message."),
+        _c("session_id", pa.string(), "Owning session."),
+        _c("part_index", pa.int64(), "0-based position in the message's parts array."),
+        _c("part_type", pa.string(), "`text`, `reasoning`, `tool_call`, `tool_result`, `finish`, `binary`, `image_url`, `shell_command`, or an unknown type kept as is."),
+        _c("is_known_type", pa.bool_(), "False for a part type this version does not know (kept raw)."),
+        _c("role", pa.string(), "Role of the owning message."),
+        _c("created_at", TS, "The owning message's `created_at` (UTC)."),
+        _c("text", pa.string(), "text: the text."),
+        _c("reasoning", pa.string(), "reasoning: the thinking text."),
+        _c("reasoning_started_at", TS, "reasoning: start time, if recorded."),
+        _c("reasoning_finished_at", TS, "reasoning: end time, if recorded."),
+        _c("tool_call_id", pa.string(), "tool_call / tool_result: the call id."),
+        _c("tool_name", pa.string(), "tool_call / tool_result: the tool name."),
+        _c("tool_input", pa.string(), "tool_call: the arguments string exactly as stored (JSON text inside the JSON)."),
+        _c("tool_result", pa.string(), "tool_result: the content text as stored."),
+        _c("tool_result_metadata", pa.string(), "tool_result: the metadata string (JSON text) as stored."),
+        _c("is_error", pa.bool_(), "tool_result: the tool-level error flag."),
+        _c("finish_reason", pa.string(), "finish: the reason (`end_turn`, `tool_use`, `stop`, ...)."),
+        _c("finish_time", TS, "finish: the time; null when 0 (user and tool rows)."),
+        _c("finish_message", pa.string(), "finish: error title, if any."),
+        _c("finish_details", pa.string(), "finish: error details, if any."),
+        _c("mime_type", pa.string(), "binary / tool_result: MIME type."),
+        _c("binary_path", pa.string(), "binary: the attachment's path."),
+        _c("binary_size", pa.int64(), "binary: decoded size in bytes of the base64 `Data`."),
+        _c("url", pa.string(), "image_url: the URL."),
+        _c("shell_command", pa.string(), "shell_command: the user's bang-mode command."),
+        _c("shell_output", pa.string(), "shell_command: its output."),
+        _c("shell_exit_code", pa.int64(), "shell_command: its exit code."),
+        _c("raw", pa.string(), "The part's JSON, re-serialised compactly. Nothing is lost."),
+    ),
+)
+
+TOOL_CALLS = Table(
+    "tool_calls",
+    "One row per tool call, joined to its result by (session, call id). Orphan results are kept with `has_call` false.",
+    "called_at",
+    LINEAGE
+    + (
+        _c("session_id", pa.string(), "Session of the call."),
+        _c("message_id", pa.string(), "Assistant message holding the call (null for an orphan result)."),
+        _c("result_message_id", pa.string(), "Message holding the result; null when there is none."),
+        _c("tool_call_id", pa.string(), "Call id."),
+        _c("tool_name", pa.string(), "Native tool name (`bash`, `edit`, `mcp_<server>_<tool>`, ...)."),
+        _c("tool_category", pa.string(), "One of shell, read, edit, write, search, fetch, agent, todo, mcp, other."),
+        _c("input", pa.string(), "Decoded arguments as compact JSON; null when absent or not valid JSON."),
+        _c("input_raw", pa.string(), "Arguments string exactly as stored."),
+        _c("is_input_valid", pa.bool_(), "False when the arguments string is empty or not a JSON object."),
+        _c("command", pa.string(), "Shell command (bash), when present."),
+        _c("file_path", pa.string(), "Target file path (edit, write, view, ...), when present."),
+        _c("has_call", pa.bool_(), "False for a result whose call was not found."),
+        _c("has_result", pa.bool_(), "False when the call never got a result."),
+        _c("is_error", pa.bool_(), "The result's tool-level error flag; null without a result. A non-zero exit is NOT an error here."),
+        _c("exit_code", pa.int64(), "bash: exit code read from the result (`Exit code N`; 0 otherwise); null when aborted or not bash."),
+        _c("result_text", pa.string(), "Result content with the trailing `<cwd>...</cwd>` tag stripped."),
+        _c("result_cwd", pa.string(), "bash: the working directory from the stripped `<cwd>` tag."),
+        _c("result_size", pa.int64(), "Size in UTF-8 bytes of `result_text`."),
+        _c("called_at", TS, "Creation time of the calling message (UTC); of the result for an orphan."),
+        _c("result_at", TS, "Creation time of the result message (UTC)."),
+    ),
+)
+
+FILE_VERSIONS = Table(
+    "file_versions",
+    "File history snapshots (Crush `files` table): full contents, not diffs.",
+    "created_at",
+    LINEAGE
+    + (
+        _c("file_id", pa.string(), "Row id."),
+        _c("session_id", pa.string(), "Session that changed the file."),
+        _c("path", pa.string(), "File path, resolved against the project directory."),
+        _c("version", pa.int64(), "Version number (global per path: not contiguous within a session)."),
+        _c("content", pa.string(), "Full file content at this version."),
+        _c("size_bytes", pa.int64(), "UTF-8 size of `content`."),
+        _c("content_sha256", pa.string(), "SHA-256 of `content`."),
+        _c("created_at", TS, "When the snapshot was stored (UTC)."),
+        _c("updated_at", TS, "Row update time (UTC); equal to created_at in practice."),
+        _c("extra_columns", pa.string(), "Unknown source columns of this row, as a JSON object; null if none."),
+    ),
+)
+
+READ_FILES = Table(
+    "read_files",
+    "When an agent last read or wrote each file (Crush >= v0.37).",
+    "read_at",
+    LINEAGE
+    + (
+        _c("session_id", pa.string(), "Session."),
+        _c("path", pa.string(), "Path resolved against the project directory."),
+        _c("path_raw", pa.string(), "Path as stored (relative to the agent's working directory)."),
+        _c("read_at", TS, "Last read (UTC)."),
+    ),
+)
+
+QUARANTINE = Table(
+    "quarantine",
+    "Rows that could not be parsed, kept whole with the reason.",
+    "created_at",
+    LINEAGE
+    + (
+        _c("key", pa.string(), "Key of the bad row (message id, ...)."),
+        _c("error", pa.string(), "Why it could not be parsed."),
+        _c("raw", pa.string(), "The unparsed text."),
+        _c("created_at", TS, "The row's own time when known, else the run time (UTC)."),
+    ),
+)
+
+SOURCES = Table(
+    "sources",
+    "One row per discovered source and run: what was read and how it went.",
+    "run_at",
+    (
+        _c("provider", pa.string(), "Agent: `crush`."),
+        _c("source_id", pa.string(), "Stable id of the source (hash of its resolved path)."),
+        _c("partition_key", pa.string(), "Dagster partition key of the source (a slug, never a path)."),
+        _c("project_path", pa.string(), "Project directory."),
+        _c("db_path", pa.string(), "The store's path."),
+        _c("run_id", pa.string(), "Id of the ingestion run."),
+        _c("run_at", TS, "When the run looked at the source (UTC)."),
+        _c("status", pa.string(), "`ok` (ingested), `unchanged` (fingerprint unchanged, skipped cheaply), `skipped` (project directory gone) or `failed`."),
+        _c("error", pa.string(), "Why it failed or was skipped; null when ok."),
+        _c("warnings", pa.string(), "Non-fatal findings (unknown columns or part types, millisecond timestamps, quarantined rows); null if none."),
+        _c("schema_version", pa.int64(), "goose version (MAX(version_id) of goose_db_version)."),
+        _c("migrations", pa.int64(), "Number of Crush migrations applied (4, 5, 6 or 7)."),
+        _c("fingerprint", pa.string(), "Size and mtime of the db and its -wal."),
+        _c("sessions", pa.int64(), "Rows written to `sessions` (null unless ok)."),
+        _c("messages", pa.int64(), "Rows written to `messages`."),
+        _c("parts", pa.int64(), "Rows written to `parts`."),
+        _c("tool_calls", pa.int64(), "Rows written to `tool_calls`."),
+        _c("file_versions", pa.int64(), "Rows written to `file_versions`."),
+        _c("read_files", pa.int64(), "Rows written to `read_files`."),
+        _c("quarantined", pa.int64(), "Rows written to `quarantine`."),
+        _c("unknown_part_types", pa.int64(), "Parts of an unknown type (kept raw)."),
+        _c("duration_s", pa.float64(), "Seconds spent on the source in this run."),
+    ),
+)
+
+DATA_TABLES = (SESSIONS, MESSAGES, PARTS, TOOL_CALLS, FILE_VERSIONS, READ_FILES, QUARANTINE)
+ALL_TABLES = DATA_TABLES + (SOURCES,)
+BY_NAME = {t.name: t for t in ALL_TABLES}
+
+TOOL_CATEGORIES = ("shell", "read", "edit", "write", "search", "fetch", "agent", "todo", "mcp", "other")

@@ -1,0 +1,124 @@
+"""Find every crush.db: the registry (projects.json) in Crush's global data dir, plus extras.
+
+Discovery never opens a database, and never reads Crush's global crush.json (it can hold
+credentials): only projects.json.
+"""
+
+import json
+import os
+from pathlib import Path
+
+from transforms.sources import Discovery, Source, slugify
+
+PROVIDER = "crush"
+DB_NAME = "crush.db"
+
+
+def global_data_dir(env=os.environ, platform: str = os.name) -> Path:
+    """Crush's global data dir, resolved exactly as Crush does (crush-format.md §4)."""
+    if env.get("CRUSH_GLOBAL_DATA"):
+        return Path(env["CRUSH_GLOBAL_DATA"])
+    if env.get("XDG_DATA_HOME"):
+        return Path(env["XDG_DATA_HOME"]) / "crush"
+    if platform == "nt":
+        if env.get("LOCALAPPDATA"):
+            return Path(env["LOCALAPPDATA"]) / "crush"
+        return Path(env.get("USERPROFILE", "~")).expanduser() / "AppData" / "Local" / "crush"
+    return Path(env.get("HOME") or Path.home()) / ".local" / "share" / "crush"
+
+
+class RegistryError(ValueError):
+    pass
+
+
+def read_registry(path: Path) -> list[dict]:
+    """Entries of projects.json. Accepts the real `{"projects": [...]}` shape, a bare array,
+    and an object keyed by project id."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RegistryError(f"cannot read Crush registry {path}: {exc}") from None
+    except ValueError as exc:
+        raise RegistryError(f"Crush registry {path} is not valid JSON: {exc}") from None
+    if isinstance(data, dict) and isinstance(data.get("projects"), list):
+        entries = data["projects"]
+    elif isinstance(data, list):
+        entries = data
+    elif isinstance(data, dict):
+        entries = list(data.values())
+    else:
+        raise RegistryError(f"Crush registry {path} has an unknown shape ({type(data).__name__})")
+    return entries
+
+
+def _source(db: Path, project_path: Path, skip_reason: str | None = None) -> Source:
+    return Source(
+        provider=PROVIDER,
+        path=str(db),
+        project_path=str(project_path),
+        project=slugify(project_path.name),
+        skip_reason=skip_reason,
+    )
+
+
+def from_registry(global_dir: Path, seen: set, found: Discovery) -> None:
+    registry = global_dir / "projects.json"
+    if not registry.exists():
+        return
+    try:
+        entries = read_registry(registry)
+    except RegistryError as exc:
+        found.problems.append(str(exc))
+        return
+    bad = [e for e in entries if not (isinstance(e, dict) and isinstance(e.get("path"), str))]
+    if bad:
+        found.problems.append(f"Crush registry {registry}: {len(bad)} entries without a path were ignored")
+    for entry in entries:
+        if entry in bad:
+            continue
+        project = Path(entry["path"]).expanduser()
+        data_dir = Path(entry.get("data_dir") or ".crush").expanduser()
+        if not data_dir.is_absolute():  # before Crush v0.68 it could be relative to the project
+            data_dir = project / data_dir
+        db = Path(os.path.abspath(data_dir / DB_NAME))
+        key = os.path.realpath(data_dir)
+        if key in seen:  # several projects can share one data dir
+            continue
+        seen.add(key)
+        if not project.is_dir():
+            found.sources.append(_source(db, project, "project directory is gone"))
+        elif not db.is_file():
+            found.sources.append(_source(db, project, f"no {DB_NAME} in {data_dir}"))
+        else:
+            found.sources.append(_source(db, project))
+
+
+def from_path(path: Path, seen: set, found: Discovery) -> None:
+    """An explicitly named crush.db, data dir, or project dir (holding .crush/crush.db)."""
+    path = Path(os.path.abspath(Path(path).expanduser()))
+    if path.is_dir():
+        db = path / DB_NAME if (path / DB_NAME).is_file() else path / ".crush" / DB_NAME
+    else:
+        db = path
+    if not db.is_file():
+        found.problems.append(f"no Crush database at {path}")
+        return
+    data_dir = db.parent
+    key = os.path.realpath(data_dir)
+    if key in seen:
+        return
+    seen.add(key)
+    project = data_dir.parent if data_dir.name == ".crush" else data_dir
+    found.sources.append(_source(db, project))
+
+
+def discover(env=os.environ, extra_roots=(), extra_dbs=(), use_default=True) -> Discovery:
+    found = Discovery()
+    seen: set = set()
+    roots = [global_data_dir(env)] if use_default else []
+    roots += [Path(r).expanduser() for r in extra_roots]
+    for root in roots:
+        from_registry(root, seen, found)
+    for db in extra_dbs:
+        from_path(Path(db), seen, found)
+    return found

@@ -1,0 +1,354 @@
+"""Crush snapshot rows -> canonical rows. Pure: no I/O, no Dagster.
+
+This is where Crush's traps are handled:
+- a root session's `cost` already includes its sub-agents' cost (kept, and flagged);
+- `prompt_tokens`/`completion_tokens` are the last step's sizes (renamed to say so);
+- timestamps are seconds, but milliseconds are detected by magnitude and counted;
+- `tool_call.input` and `tool_result.metadata` are JSON text inside the parts JSON.
+"""
+
+import base64
+import hashlib
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+
+from transforms.findings import Findings
+from transforms.crush.parts import PartsError, parse_parts, part_columns, to_raw
+from transforms.timestamps import from_epoch
+from transforms.tools import bash_exit_code, decode_input, split_cwd, tool_category
+
+PROVIDER = "crush"
+
+KNOWN_COLUMNS = {
+    "sessions": (
+        "id", "parent_session_id", "title", "message_count", "prompt_tokens", "completion_tokens",
+        "cost", "updated_at", "created_at", "summary_message_id", "todos",
+    ),
+    "messages": (
+        "id", "session_id", "role", "parts", "model", "created_at", "updated_at", "finished_at",
+        "provider", "is_summary_message",
+    ),
+    "files": ("id", "session_id", "path", "content", "version", "created_at", "updated_at"),
+    "read_files": ("session_id", "path", "read_at"),
+}
+
+
+@dataclass
+class RawTable:
+    """Rows of one source table as read from the snapshot; `rowid` is the first column."""
+
+    columns: list[str]
+    rows: list[tuple]
+
+    def dicts(self):
+        cols = ["rowid", *self.columns]
+        for row in self.rows:
+            yield dict(zip(cols, row))
+
+
+@dataclass
+class SourceContext:
+    source_id: str
+    project_path: str
+    run_at: datetime
+
+
+def _json_default(value):
+    if isinstance(value, bytes):
+        return {"base64": base64.b64encode(value).decode()}
+    return str(value)
+
+
+def _extra(row: dict, extra_cols: list[str]) -> str | None:
+    if not extra_cols:
+        return None
+    return json.dumps({c: row[c] for c in extra_cols}, default=_json_default, ensure_ascii=False)
+
+
+def _int(value) -> int | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _float(value) -> float | None:
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _text(value) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def _resolve(project_path: str, path: str | None) -> str | None:
+    if not path:
+        return path
+    if os.path.isabs(path) or not project_path:
+        return os.path.normpath(path)
+    return os.path.normpath(os.path.join(project_path, path))
+
+
+class _Normaliser:
+    def __init__(self, tables: dict[str, RawTable], ctx: SourceContext):
+        self.tables = tables
+        self.ctx = ctx
+        self.findings = Findings()
+        self.out = {name: [] for name in ("sessions", "messages", "parts", "tool_calls", "file_versions", "read_files", "quarantine")}
+
+    # -- shared helpers -------------------------------------------------------------------
+    def lineage(self, table: str, rowid) -> dict:
+        return {
+            "provider": PROVIDER,
+            "source_id": self.ctx.source_id,
+            "project_path": self.ctx.project_path,
+            "source_table": table,
+            "source_rowid": rowid,
+        }
+
+    def ts(self, value):
+        return from_epoch(value, self.findings.non_second_timestamps)
+
+    def extra_cols(self, name: str) -> list[str]:
+        table = self.tables.get(name)
+        if table is None:
+            return []
+        extra = [c for c in table.columns if c not in KNOWN_COLUMNS[name]]
+        if extra:
+            self.findings.unknown_columns[name] = extra
+        return extra
+
+    def quarantine(self, table: str, rowid, key, error: str, raw, created_at=None):
+        row = self.lineage(table, rowid)
+        if not isinstance(raw, str):
+            raw = json.dumps(raw, default=_json_default, ensure_ascii=False)
+        row.update(key=_text(key), error=error, raw=raw, created_at=created_at or self.ctx.run_at)
+        self.out["quarantine"].append(row)
+
+    def rows(self, name: str):
+        table = self.tables.get(name)
+        return table.dicts() if table is not None else ()
+
+    # -- tables ---------------------------------------------------------------------------
+    def sessions(self):
+        extra = self.extra_cols("sessions")
+        raw_rows = list(self.rows("sessions"))
+        parents = {r.get("id"): r.get("parent_session_id") for r in raw_rows}
+        self.summary_ids = {r.get("summary_message_id") for r in raw_rows if r.get("summary_message_id")}
+        self.session_created = {}
+        for r in raw_rows:
+            try:
+                sid = _text(r["id"])
+                created = self.ts(r.get("created_at"))
+                self.session_created[sid] = created
+                parent = _text(r.get("parent_session_id")) or None
+                row = self.lineage("sessions", r["rowid"])
+                row.update(
+                    session_id=sid,
+                    parent_session_id=parent,
+                    root_session_id=_root_of(sid, parents),
+                    is_root=parent is None,
+                    title=_text(r.get("title")),
+                    created_at=created,
+                    updated_at=self.ts(r.get("updated_at")),
+                    cost_usd=_float(r.get("cost")),
+                    cost_source="native",
+                    cost_includes_subagents=True,
+                    message_count=_int(r.get("message_count")),
+                    last_step_prompt_tokens=_int(r.get("prompt_tokens")),
+                    last_step_completion_tokens=_int(r.get("completion_tokens")),
+                    summary_message_id=_text(r.get("summary_message_id")),
+                    todos=_text(r.get("todos")),
+                    extra_columns=_extra(r, extra),
+                )
+            except Exception as exc:  # one bad row never sinks the source
+                self.quarantine("sessions", r.get("rowid"), r.get("id"), f"unreadable session row: {exc}", r)
+                self.findings.diverted["sessions"] += 1
+                continue
+            self.out["sessions"].append(row)
+
+    def messages(self):
+        extra = self.extra_cols("messages")
+        raw_rows = list(self.rows("messages"))
+        # order within a session: created_at has one-second resolution, rowid breaks ties
+        raw_rows.sort(key=lambda r: (str(r.get("session_id")), _float(r.get("created_at")) or 0.0, r["rowid"]))
+        index = Counter()
+        self.calls = []
+        self.open_calls = {}
+        for r in raw_rows:
+            try:
+                self.message(r, extra, index)
+            except Exception as exc:
+                self.quarantine("messages", r.get("rowid"), r.get("id"), f"unreadable message row: {exc}", r)
+                self.findings.diverted["messages"] += 1
+
+    def message(self, r: dict, extra: list[str], index: Counter):
+        mid, sid = _text(r["id"]), _text(r["session_id"])
+        created = self.ts(r.get("created_at"))
+        role = _text(r.get("role"))
+        row = self.lineage("messages", r["rowid"])
+        row.update(
+            message_id=mid,
+            session_id=sid,
+            message_index=index[sid],
+            role=role,
+            model=_text(r.get("model")) or None,
+            llm_provider=_text(r.get("provider")) or None,
+            created_at=created,
+            updated_at=self.ts(r.get("updated_at")),
+            finished_at=self.ts(r.get("finished_at")),
+            is_summary=bool(_int(r.get("is_summary_message"))) or mid in self.summary_ids,
+            extra_columns=_extra(r, extra),
+        )
+        index[sid] += 1
+        try:
+            parts = parse_parts(r.get("parts"))
+        except PartsError as exc:
+            row.update(part_count=None, parts_ok=False)
+            self.out["messages"].append(row)
+            self.quarantine("messages", r["rowid"], mid, str(exc), _text(r.get("parts")), created)
+            return
+        row.update(part_count=len(parts), parts_ok=True)
+        self.out["messages"].append(row)
+        for i, part in enumerate(parts):
+            cols = part_columns(part, self.findings.non_second_timestamps)
+            if not cols["is_known_type"]:
+                self.findings.unknown_part_types[cols["part_type"]] += 1
+            prow = self.lineage("messages", r["rowid"])
+            prow.update(message_id=mid, session_id=sid, part_index=i, role=role, created_at=created)
+            prow.update(cols)
+            prow["raw"] = to_raw(part)
+            self.out["parts"].append(prow)
+            if cols.get("part_type") == "tool_call" and cols["is_known_type"]:
+                self.add_call(prow, r["rowid"])
+            elif cols.get("part_type") == "tool_result" and cols["is_known_type"]:
+                self.add_result(prow, r["rowid"])
+
+    def add_call(self, part: dict, rowid):
+        name = part.get("tool_name")
+        decoded = decode_input(part.get("tool_input"))
+        row = self.lineage("messages", rowid)
+        row.update(
+            session_id=part["session_id"],
+            message_id=part["message_id"],
+            result_message_id=None,
+            tool_call_id=part.get("tool_call_id"),
+            tool_name=name,
+            tool_category=tool_category(name),
+            input=json.dumps(decoded, ensure_ascii=False, separators=(",", ":")) if decoded is not None else None,
+            input_raw=part.get("tool_input"),
+            is_input_valid=decoded is not None,
+            command=_text(decoded.get("command")) if decoded and name == "bash" else None,
+            file_path=_text(decoded.get("file_path")) if decoded else None,
+            has_call=True,
+            has_result=False,
+            called_at=part["created_at"],
+        )
+        self.calls.append(row)
+        self.open_calls.setdefault((row["session_id"], row["tool_call_id"]), []).append(row)
+
+    def add_result(self, part: dict, rowid):
+        waiting = self.open_calls.get((part["session_id"], part.get("tool_call_id")))
+        if waiting:
+            row = waiting.pop(0)
+        else:  # a result whose call is missing: keep it, flagged
+            name = part.get("tool_name")
+            row = self.lineage("messages", rowid)
+            row.update(
+                session_id=part["session_id"], message_id=None, tool_call_id=part.get("tool_call_id"),
+                tool_name=name, tool_category=tool_category(name), has_call=False,
+                called_at=part["created_at"],
+            )
+            self.calls.append(row)
+        content = part.get("tool_result") or ""
+        text, cwd = split_cwd(content)
+        is_error = part.get("is_error")
+        row.update(
+            result_message_id=part["message_id"],
+            has_result=True,
+            is_error=is_error,
+            exit_code=bash_exit_code(text, is_error) if row.get("tool_name") == "bash" else None,
+            result_text=text,
+            result_cwd=cwd,
+            result_size=len(text.encode("utf-8", "replace")),
+            result_at=part["created_at"],
+        )
+
+    def files(self):
+        extra = self.extra_cols("files")
+        for r in self.rows("files"):
+            try:
+                content = _text(r.get("content")) or ""
+                data = content.encode("utf-8", "replace")
+                row = self.lineage("files", r["rowid"])
+                row.update(
+                    file_id=_text(r["id"]),
+                    session_id=_text(r["session_id"]),
+                    path=_resolve(self.ctx.project_path, _text(r.get("path"))),
+                    version=_int(r.get("version")),  # a pre-release db stored it as TEXT
+                    content=content,
+                    size_bytes=len(data),
+                    content_sha256=hashlib.sha256(data).hexdigest(),
+                    created_at=self.ts(r.get("created_at")),
+                    updated_at=self.ts(r.get("updated_at")),
+                    extra_columns=_extra(r, extra),
+                )
+            except Exception as exc:
+                self.quarantine("files", r.get("rowid"), r.get("id"), f"unreadable file row: {exc}", r)
+                self.findings.diverted["file_versions"] += 1
+                continue
+            self.out["file_versions"].append(row)
+
+    def read_files(self):
+        self.extra_cols("read_files")
+        for r in self.rows("read_files"):
+            raw = _text(r.get("path"))
+            row = self.lineage("read_files", r["rowid"])
+            row.update(
+                session_id=_text(r.get("session_id")),
+                path=_resolve(self.ctx.project_path, raw),
+                path_raw=raw,
+                read_at=self.ts(r.get("read_at")),
+            )
+            self.out["read_files"].append(row)
+
+    def run(self) -> dict[str, list[dict]]:
+        self.sessions()
+        self.messages()
+        self.out["tool_calls"] = self.calls
+        self.files()
+        self.read_files()
+        return self.out
+
+
+def _root_of(sid, parents: dict) -> str:
+    seen = {sid}
+    current = sid
+    while True:
+        parent = parents.get(current)
+        if not parent or parent in seen:
+            return current
+        if parent not in parents:  # the parent row is gone: the chain stops at it
+            return parent
+        seen.add(parent)
+        current = parent
+
+
+def normalise(tables: dict[str, RawTable], ctx: SourceContext) -> tuple[dict[str, list[dict]], Findings]:
+    """All canonical rows of one Crush store, plus the findings to report."""
+    n = _Normaliser(tables, ctx)
+    out = n.run()
+    return out, n.findings

@@ -1,0 +1,48 @@
+"""The provider interface: what one agent's module set must offer.
+
+A provider discovers its sources, fingerprints each one cheaply, and extracts one source into
+canonical rows (transforms.contract). Adding an agent is a new folder under transforms/ that
+implements this, plus one line in transforms.providers.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from transforms.findings import Findings
+from transforms.sources import Discovery, Source
+
+
+class SourceError(Exception):
+    """A source cannot be read. The message is for the user: what is wrong, and where."""
+
+
+@dataclass(frozen=True)
+class DiscoverOptions:
+    env: Mapping[str, str]
+    extra_stores: tuple[str, ...] = ()  # explicit stores (a crush.db, a data dir, ...)
+    extra_roots: tuple[str, ...] = ()  # explicit agent homes (Crush global data dirs, ...)
+    use_default: bool = True  # also look where the agent keeps its data by default
+
+
+@dataclass
+class Extract:
+    """One source's canonical rows, with what is needed to report and reconcile them."""
+
+    rows: dict[str, list[dict]]
+    findings: Findings
+    schema_version: int | None = None
+    migrations: int | None = None
+    # rows each canonical table must reconcile with, counted on the snapshot itself
+    expected: dict[str, int] = field(default_factory=dict)
+
+
+class Provider(Protocol):
+    name: str
+
+    def discover(self, options: DiscoverOptions) -> Discovery: ...
+
+    def fingerprint(self, source: Source) -> str: ...
+
+    def extract(self, source: Source, workdir: Path, run_at) -> Extract: ...

@@ -1,0 +1,73 @@
+"""Data checks over the files one source just wrote: unique keys and no orphans.
+
+Run with an in-memory DuckDB over those files only, so they never touch warehouse.duckdb
+and cost nothing for sources that did not change.
+"""
+
+from pathlib import Path
+
+import duckdb
+
+# table -> key columns that must be unique within a source
+KEYS = {
+    "sessions": ("session_id",),
+    "messages": ("message_id",),
+    "parts": ("message_id", "part_index"),
+    "file_versions": ("file_id",),
+    "read_files": ("session_id", "path_raw"),
+}
+# (child table, column) -> (parent table, column): every child must find its parent
+REFERENCES = {
+    ("messages", "session_id"): ("sessions", "session_id"),
+    ("parts", "message_id"): ("messages", "message_id"),
+    ("tool_calls", "session_id"): ("sessions", "session_id"),
+    ("file_versions", "session_id"): ("sessions", "session_id"),
+    ("read_files", "session_id"): ("sessions", "session_id"),
+}
+
+
+def _files_by_table(lake: Path, files: list[str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for rel in files:
+        out.setdefault(rel.split("/", 1)[0], []).append(str(lake / rel))
+    return out
+
+
+def _relation(con, paths: list[str] | None):
+    return con.read_parquet(paths) if paths else None
+
+
+def duplicate_keys(lake: Path, files: list[str]) -> dict[str, int]:
+    """Rows whose key repeats, per table (0 everywhere when all is well)."""
+    tables = _files_by_table(lake, files)
+    out = {}
+    with duckdb.connect() as con:
+        for table, cols in KEYS.items():
+            rel = _relation(con, tables.get(table))
+            if rel is None:
+                out[table] = 0
+                continue
+            keys = ", ".join(cols)
+            out[table] = rel.query("t", f"SELECT COUNT(*) - COUNT(DISTINCT ({keys})) FROM t").fetchone()[0]
+    return out
+
+
+def orphans(lake: Path, files: list[str]) -> dict[str, int]:
+    """Rows whose parent row is missing, per reference (0 everywhere when all is well)."""
+    tables = _files_by_table(lake, files)
+    out = {}
+    with duckdb.connect() as con:
+        for (child, col), (parent, pcol) in REFERENCES.items():
+            name = f"{child}.{col} -> {parent}.{pcol}"
+            if not tables.get(child):
+                out[name] = 0
+                continue
+            parents = tables.get(parent) or []
+            con.execute(f"CREATE OR REPLACE TEMP VIEW c AS SELECT * FROM read_parquet({tables[child]!r})")
+            if parents:
+                con.execute(f"CREATE OR REPLACE TEMP VIEW p AS SELECT * FROM read_parquet({parents!r})")
+                sql = f"SELECT COUNT(*) FROM c WHERE {col} IS NOT NULL AND {col} NOT IN (SELECT {pcol} FROM p)"
+            else:
+                sql = f"SELECT COUNT(*) FROM c WHERE {col} IS NOT NULL"
+            out[name] = con.execute(sql).fetchone()[0]
+    return out

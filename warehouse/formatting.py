@@ -1,0 +1,56 @@
+"""Query results as a terminal table, CSV or JSON."""
+
+import csv
+import io
+import json
+from datetime import date, datetime
+from decimal import Decimal
+
+FORMATS = ("table", "csv", "json")
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6f}".rstrip("0").rstrip(".")  # costs carry up to 6 decimals
+    return str(value)
+
+
+def _json_value(value):
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return float(value)
+    return value
+
+
+def render(columns: list[str], rows: list[tuple], fmt: str = "table", max_width: int = 60) -> str:
+    if fmt == "json":
+        return json.dumps([{c: _json_value(v) for c, v in zip(columns, row)} for row in rows],
+                          indent=2, ensure_ascii=False, default=str)
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows([["" if v is None else v for v in row] for row in rows])
+        return buf.getvalue().rstrip("\n")
+    if fmt != "table":
+        raise ValueError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
+    cells = [[_clip(_cell(v), max_width) for v in row] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    numeric = [all(isinstance(r[i], (int, float, Decimal)) or r[i] is None for r in rows) and rows
+               for i in range(len(columns))]
+
+    def line(values):
+        return "  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(values, widths, numeric)).rstrip()
+
+    out = [line(columns), "  ".join("-" * w for w in widths)]
+    out += [line(r) for r in cells]
+    out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    return "\n".join(out)
+
+
+def _clip(text: str, width: int) -> str:
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -1,0 +1,216 @@
+"""One ingestion run: for each source, fingerprint -> snapshot + normalise -> write -> record.
+
+No Dagster here: the assets and the CLI both call `ingest_source`. A source that fails is
+recorded with its reason and leaves its previous lake files alone; the run goes on.
+"""
+
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from transforms.contract import DATA_TABLES, SOURCES
+from transforms.provider import DiscoverOptions, Provider, SourceError
+from transforms.providers import PROVIDERS
+from transforms.sources import Source
+from warehouse import state as state_store
+from warehouse.layout import Layout, relative_path
+from warehouse.writer import append_rows, write_source
+
+STATUSES = ("ok", "unchanged", "skipped", "failed")
+
+
+@dataclass
+class SourceResult:
+    source: Source
+    status: str
+    error: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    rows: dict[str, int] = field(default_factory=dict)
+    # table -> (expected from the snapshot, written + quarantined in its place)
+    reconcile: dict[str, tuple[int, int]] = field(default_factory=dict)
+    unknown_part_types: int = 0
+    schema_version: int | None = None
+    migrations: int | None = None
+    fingerprint: str | None = None
+    files: list[str] = field(default_factory=list)
+    duration_s: float = 0.0
+
+    @property
+    def reconciled(self) -> bool:
+        return all(exp == got for exp, got in self.reconcile.values())
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    results: list[SourceResult] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def by_status(self) -> Counter:
+        counts = Counter({s: 0 for s in STATUSES})
+        counts.update(r.status for r in self.results)
+        return counts
+
+    @property
+    def rows(self) -> Counter:
+        total = Counter({t.name: 0 for t in DATA_TABLES})
+        for r in self.results:
+            total.update(r.rows)
+        return total
+
+    @property
+    def exit_code(self) -> int:
+        """0: all good; 1: some source failed or a place to look was unreadable."""
+        return 1 if self.by_status["failed"] or self.problems else 0
+
+
+def new_run_id() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:8]
+
+
+def discover_sources(options: DiscoverOptions, providers: dict[str, Provider] = PROVIDERS):
+    """Every provider's sources, and the problems met while looking (never fatal)."""
+    sources, problems = [], []
+    for provider in providers.values():
+        found = provider.discover(options)
+        sources.extend(found.sources)
+        problems.extend(found.problems)
+    return sources, problems
+
+
+def ingest_source(
+    source: Source,
+    layout: Layout,
+    run_id: str,
+    *,
+    force: bool = False,
+    providers: dict[str, Provider] = PROVIDERS,
+) -> SourceResult:
+    started = time.monotonic()
+    run_at = datetime.now(timezone.utc)
+    staging = layout.staging_dir / f"{os.getpid()}-{run_id}"
+    with state_store.source_lock(layout.state_dir, source.provider, source.source_id):
+        result = _ingest_locked(source, layout, staging, run_at, force, providers[source.provider])
+        result.duration_s = round(time.monotonic() - started, 3)
+        _record(result, layout, staging, run_id, run_at)
+    shutil.rmtree(staging, ignore_errors=True)
+    return result
+
+
+def _ingest_locked(source, layout, staging, run_at, force, provider) -> SourceResult:
+    if source.skip_reason:
+        return SourceResult(source, "skipped", error=source.skip_reason)
+    previous = state_store.load(layout.state_dir, source.provider, source.source_id)
+    fingerprint = provider.fingerprint(source)
+    files_present = all((layout.lake / rel).exists() for rel in previous.files)
+    if not force and previous.fingerprint == fingerprint and files_present:
+        return SourceResult(source, "unchanged", fingerprint=fingerprint, files=sorted(previous.files))
+    workdir = Path(tempfile.mkdtemp(prefix="agentlake-snapshot-"))
+    try:
+        extract = provider.extract(source, workdir, run_at)
+    except Exception as exc:  # the reason goes to `sources`; other sources go on
+        return SourceResult(source, "failed", error=_reason(exc), fingerprint=fingerprint)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    try:
+        written = write_source(
+            layout.lake, staging, list(DATA_TABLES), extract.rows,
+            provider=source.provider, source_id=source.source_id, project=source.project,
+            previous=previous.files,
+        )
+    except OSError as exc:
+        return SourceResult(source, "failed", error=f"cannot write the lake: {exc}", fingerprint=fingerprint)
+    state_store.save(
+        layout.state_dir, source.provider, source.source_id,
+        state_store.SourceState(fingerprint, written.files, source.partition_key, source.path),
+    )
+    findings = extract.findings
+    findings.null_timestamps = written.undated
+    reconcile = {
+        table: (expected, written.rows.get(table, 0) + findings.diverted.get(table, 0))
+        for table, expected in extract.expected.items()
+    }
+    warnings = findings.warnings(written.rows.get("quarantine", 0))
+    warnings += [
+        f"{table}: snapshot has {exp} rows, lake got {got}" for table, (exp, got) in reconcile.items() if exp != got
+    ]
+    return SourceResult(
+        source, "ok", warnings=warnings, rows=written.rows, reconcile=reconcile,
+        unknown_part_types=sum(findings.unknown_part_types.values()),
+        schema_version=extract.schema_version, migrations=extract.migrations,
+        fingerprint=fingerprint, files=sorted(written.files),
+    )
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, SourceError):  # written for the user already
+        return str(exc)
+    return f"unexpected {type(exc).__name__} while reading the source: {exc}"
+
+
+def _record(result: SourceResult, layout: Layout, staging: Path, run_id: str, run_at: datetime) -> None:
+    """Append this run's row for the source to the `sources` table."""
+    s = result.source
+    ok = result.status == "ok"
+    row = {
+        "provider": s.provider, "source_id": s.source_id, "partition_key": s.partition_key,
+        "project_path": s.project_path, "db_path": s.path, "run_id": run_id, "run_at": run_at,
+        "status": result.status, "error": result.error,
+        "warnings": "; ".join(result.warnings) or None,
+        "schema_version": result.schema_version, "migrations": result.migrations,
+        "fingerprint": result.fingerprint,
+        "sessions": result.rows.get("sessions") if ok else None,
+        "messages": result.rows.get("messages") if ok else None,
+        "parts": result.rows.get("parts") if ok else None,
+        "tool_calls": result.rows.get("tool_calls") if ok else None,
+        "file_versions": result.rows.get("file_versions") if ok else None,
+        "read_files": result.rows.get("read_files") if ok else None,
+        "quarantined": result.rows.get("quarantine") if ok else None,
+        "unknown_part_types": result.unknown_part_types if ok else None,
+        "duration_s": result.duration_s,
+    }
+    rel = relative_path("sources", run_at.date().isoformat(), s.project, s.provider, s.source_id)
+    append_rows(layout.lake, staging, SOURCES, rel, [row])
+
+
+def clean_stale_staging(layout: Layout) -> int:
+    """Remove staging dirs left by runs that died (their pid is gone)."""
+    removed = 0
+    if not layout.staging_dir.is_dir():
+        return 0
+    for entry in layout.staging_dir.iterdir():
+        pid = entry.name.split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def ingest_all(sources, layout: Layout, *, force: bool = False, run_id: str | None = None, progress=None,
+               problems=()) -> RunSummary:
+    """Ingest many sources in one run; `progress(i, n, result)` is called after each."""
+    summary = RunSummary(run_id or new_run_id(), problems=list(problems))
+    clean_stale_staging(layout)
+    for i, source in enumerate(sources, 1):
+        result = ingest_source(source, layout, summary.run_id, force=force)
+        summary.results.append(result)
+        if progress:
+            progress(i, len(sources), result)
+    return summary

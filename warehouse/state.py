@@ -1,0 +1,60 @@
+"""Per-source state: the fingerprint last ingested and the files written for it.
+
+It lets a rerun skip an unchanged source without opening it, and lets a changed source
+remove the files it no longer needs. The state is written last, so a crash before it only
+means the next run redoes the source.
+"""
+
+import json
+import os
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; runs must not overlap there
+    fcntl = None
+
+
+@dataclass
+class SourceState:
+    fingerprint: str | None = None
+    files: dict[str, str] = field(default_factory=dict)
+    partition_key: str | None = None
+    path: str | None = None
+
+
+def _path(state_dir: Path, provider: str, source_id: str) -> Path:
+    return state_dir / f"{provider}-{source_id}.json"
+
+
+def load(state_dir: Path, provider: str, source_id: str) -> SourceState:
+    try:
+        data = json.loads(_path(state_dir, provider, source_id).read_text())
+        return SourceState(**data)
+    except (OSError, ValueError, TypeError):
+        return SourceState()  # no usable state: the source is simply ingested again
+
+
+def save(state_dir: Path, provider: str, source_id: str, state: SourceState) -> None:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    path = _path(state_dir, provider, source_id)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(asdict(state), indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+@contextmanager
+def source_lock(state_dir: Path, provider: str, source_id: str):
+    """One writer per source at a time (the sensor's run and a manual ingest, say)."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    if fcntl is None:
+        yield
+        return
+    with open(state_dir / f"{provider}-{source_id}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

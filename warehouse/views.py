@@ -1,0 +1,76 @@
+"""warehouse.duckdb: views only, over the Parquet lake, built atomically.
+
+The file holds no data, so ingestion never needs its lock: it is rebuilt into a temporary
+file and swapped in with os.replace. Readers open it read_only; a reader that has it open
+keeps the old file until it reconnects. Lake paths inside the views are absolute, so any
+client, from any working directory, sees the same data.
+"""
+
+import glob
+import os
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from transforms.contract import ALL_TABLES, Table
+from warehouse.layout import table_glob
+
+HIVE_KEYS = ("date", "project")
+
+_DUCK_TYPES = {
+    pa.string(): "VARCHAR",
+    pa.int64(): "BIGINT",
+    pa.float64(): "DOUBLE",
+    pa.bool_(): "BOOLEAN",
+    pa.timestamp("us"): "TIMESTAMP",
+}
+
+
+def duck_type(type_: pa.DataType) -> str:
+    return _DUCK_TYPES[type_]
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def view_sql(table: Table, lake: Path) -> str:
+    """The view of one table: hive keys first, then the contract's columns, in order."""
+    cols = ", ".join(f'"{c.name}"' for c in table.columns)
+    pattern = table_glob(lake, table.name)
+    if glob.glob(pattern):
+        source = (
+            f"read_parquet({_quote(pattern)}, hive_partitioning = true, union_by_name = true, "
+            "hive_types = {'date': 'DATE', 'project': 'VARCHAR'})"
+        )
+        return f'CREATE OR REPLACE VIEW "{table.name}" AS SELECT "date", "project", {cols} FROM {source}'
+    # no file yet: an empty view with the same columns, so queries work on an empty lake
+    typed = ", ".join(f'CAST(NULL AS {duck_type(c.type)}) AS "{c.name}"' for c in table.columns)
+    return (
+        f'CREATE OR REPLACE VIEW "{table.name}" AS SELECT CAST(NULL AS DATE) AS "date", '
+        f'CAST(NULL AS VARCHAR) AS "project", {typed} WHERE false'
+    )
+
+
+def build_warehouse(lake: Path, warehouse: Path, tables=ALL_TABLES) -> list[str]:
+    """(Re)build the views file atomically; returns the view names."""
+    warehouse.parent.mkdir(parents=True, exist_ok=True)
+    tmp = warehouse.with_name(f".{warehouse.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        with duckdb.connect(str(tmp)) as con:
+            for table in tables:
+                con.execute(view_sql(table, lake))
+        os.replace(tmp, warehouse)
+    finally:
+        tmp.unlink(missing_ok=True)
+        Path(str(tmp) + ".wal").unlink(missing_ok=True)
+    return [t.name for t in tables]
+
+
+def connect(warehouse: Path) -> duckdb.DuckDBPyConnection:
+    """A read-only connection, as every reader should open the warehouse."""
+    if not Path(warehouse).exists():
+        raise FileNotFoundError(f"no warehouse at {warehouse}: run `agentlake ingest` (or `agentlake demo`) first")
+    return duckdb.connect(str(warehouse), read_only=True)
