@@ -33,8 +33,9 @@ def _files_by_table(lake: Path, files: list[str]) -> dict[str, list[str]]:
     return out
 
 
-def _relation(con, paths: list[str] | None):
-    return con.read_parquet(paths) if paths else None
+def _scan(paths: list[str]) -> str:
+    quoted = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
+    return f"read_parquet([{quoted}])"
 
 
 def duplicate_keys(lake: Path, files: list[str]) -> dict[str, int]:
@@ -43,12 +44,12 @@ def duplicate_keys(lake: Path, files: list[str]) -> dict[str, int]:
     out = {}
     with duckdb.connect() as con:
         for table, cols in KEYS.items():
-            rel = _relation(con, tables.get(table))
-            if rel is None:
+            if not tables.get(table):
                 out[table] = 0
                 continue
             keys = ", ".join(cols)
-            out[table] = rel.query("t", f"SELECT COUNT(*) - COUNT(DISTINCT ({keys})) FROM t").fetchone()[0]
+            sql = f"SELECT COUNT(*) - COUNT(DISTINCT ({keys})) FROM {_scan(tables[table])}"
+            out[table] = con.execute(sql).fetchone()[0]
     return out
 
 
@@ -62,12 +63,9 @@ def orphans(lake: Path, files: list[str]) -> dict[str, int]:
             if not tables.get(child):
                 out[name] = 0
                 continue
-            parents = tables.get(parent) or []
-            con.execute(f"CREATE OR REPLACE TEMP VIEW c AS SELECT * FROM read_parquet({tables[child]!r})")
+            parents = tables.get(parent)
+            sql = f"SELECT COUNT(*) FROM {_scan(tables[child])} WHERE {col} IS NOT NULL"
             if parents:
-                con.execute(f"CREATE OR REPLACE TEMP VIEW p AS SELECT * FROM read_parquet({parents!r})")
-                sql = f"SELECT COUNT(*) FROM c WHERE {col} IS NOT NULL AND {col} NOT IN (SELECT {pcol} FROM p)"
-            else:
-                sql = f"SELECT COUNT(*) FROM c WHERE {col} IS NOT NULL"
+                sql += f" AND {col} NOT IN (SELECT {pcol} FROM {_scan(parents)})"
             out[name] = con.execute(sql).fetchone()[0]
     return out

@@ -7,7 +7,7 @@ from pipelines.defs.partitions import sources_partitions
 from pipelines.defs.resources import AgentlakeResource
 from transforms.providers import PROVIDERS
 
-ingest_job = dg.define_asset_job("ingest_sources", selection=[lake_tables], partitions_def=sources_partitions)
+ingest_job = dg.define_asset_job("ingest_sources", selection=[lake_tables])
 
 
 @dg.sensor(job=ingest_job, minimum_interval_seconds=300, default_status=dg.DefaultSensorStatus.RUNNING)

@@ -31,7 +31,7 @@ def lake_tables(context: dg.AssetExecutionContext, config: IngestConfig, agentla
     for problem in problems:
         context.log.warning(problem)
     clean_stale_staging(layout)
-    summary = RunSummary(config.run_id or context.run_id, problems=problems)
+    summary = RunSummary(config.run_id or context.run.run_id, problems=problems)
     keys = context.partition_keys
     for i, key in enumerate(keys, 1):
         source = found.get(key)

@@ -1,0 +1,137 @@
+"""The Dagster layer: definitions load, assets materialise per source, the sensor and schedule."""
+
+import sqlite3
+from datetime import datetime, timezone
+
+import dagster as dg
+import pytest
+
+from pipelines.defs.lake.assets import lake_tables
+from pipelines.defs.partitions import sources_partitions
+from pipelines.defs.resources import AgentlakeResource, Reporter
+from pipelines.defs.schedules import daily_full_refresh
+from pipelines.defs.sensors import discover_sources
+from pipelines.defs.warehouse.assets import warehouse_views
+from tests.conftest import T0, query, scalar
+from transforms.crush.synth import add_message, add_session
+from transforms.crush.synth_parts import text_part
+
+
+@pytest.fixture
+def instance():
+    with dg.instance_for_test() as inst:  # a real (temporary) instance: schedules need its ref
+        yield inst
+
+
+def _resource(layout, *stores) -> AgentlakeResource:
+    return AgentlakeResource(home=str(layout.home), extra_stores=[str(s) for s in stores], use_default=False)
+
+
+def _store(project, name, cost=0.5):
+    p = project(name)
+    add_session(p.conn, "s", title="t", created_at=T0, cost=cost)
+    add_message(p.conn, "m", "s", "user", [text_part("hi")], created_at=T0)
+    p.close()
+    return p
+
+
+def test_definitions_load():
+    from pipelines.definitions import defs
+
+    repo = defs.get_repository_def()
+    keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
+    assert {"lake/sessions", "lake/messages", "lake/parts", "lake/tool_calls", "lake/sources",
+            "warehouse/views"} <= keys
+    assert repo.get_sensor_def("discover_sources") and repo.get_schedule_def("daily_full_refresh")
+
+
+def test_sensor_adds_partitions_and_requests_only_changed_sources(layout, project, instance):
+    a, b = _store(project, "alpha"), _store(project, "beta")
+    resource = _resource(layout, a.db, b.db)
+    ctx = dg.build_sensor_context(instance=instance, resources={"agentlake": resource})
+    result = discover_sources(ctx)
+    keys = sorted(r.partition_key for r in result.run_requests)
+    assert len(keys) == 2 and all(k.startswith(("crush-alpha-", "crush-beta-")) for k in keys)
+    assert sorted(result.dynamic_partitions_requests[0].partition_keys) == keys
+    assert all(r.run_key.startswith(r.partition_key + ":") for r in result.run_requests)
+    instance.add_dynamic_partitions("sources", keys)
+
+    # nothing changed: no run; then one db changes: one run, for it only
+    again = discover_sources(dg.build_sensor_context(instance=instance, cursor=result.cursor,
+                                                     resources={"agentlake": resource}))
+    assert again.run_requests == [] and again.dynamic_partitions_requests == []
+    conn = sqlite3.connect(a.db)
+    conn.execute("UPDATE sessions SET cost = 0.9")
+    conn.commit()
+    conn.close()
+    third = discover_sources(dg.build_sensor_context(instance=instance, cursor=again.cursor,
+                                                     resources={"agentlake": resource}))
+    assert [r.partition_key for r in third.run_requests] == [k for k in keys if k.startswith("crush-alpha")]
+
+
+def test_materialize_one_source_partition_and_the_views(layout, project, instance):
+    a, b = _store(project, "alpha", cost=0.5), _store(project, "beta", cost=0.25)
+    resource = _resource(layout, a.db, b.db)
+    found, _ = resource.discover()
+    instance.add_dynamic_partitions("sources", sorted(found))
+    key = next(k for k in found if k.startswith("crush-alpha"))
+    result = dg.materialize([lake_tables], partition_key=key, instance=instance,
+                            resources={"agentlake": resource, "reporter": Reporter()})
+    assert result.success
+    mats = result.get_asset_materialization_events()
+    assert {m.partition for m in mats} == {key}
+    by_key = {m.asset_key.to_user_string(): m.materialization.metadata for m in mats}
+    assert by_key["lake/sessions"]["rows_written"].value == 1
+    checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
+    assert checks == {"rows_reconcile": True, "keys_unique": True, "no_orphans": True, "unknown_part_types": True}
+
+    assert dg.materialize([warehouse_views], instance=instance, resources={"agentlake": resource}).success
+    assert query(layout, "SELECT project, cost_usd FROM sessions") == [("alpha", 0.5)]
+
+
+def test_failed_source_fails_its_partition_with_the_reason(layout, project, instance, tmp_path):
+    bad_dir = tmp_path / "broken" / ".crush"
+    bad_dir.mkdir(parents=True)
+    (bad_dir / "crush.db").write_bytes(b"\0" * 4096)
+    resource = _resource(layout, bad_dir / "crush.db")
+    (key,) = resource.discover()[0]
+    instance.add_dynamic_partitions("sources", [key])
+    result = dg.materialize([lake_tables], partition_key=key, instance=instance, raise_on_error=False,
+                            resources={"agentlake": resource, "reporter": Reporter()})
+    assert not result.success
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    assert "crush.db" in failure.event_specific_data.error.message
+    from warehouse.views import build_warehouse
+
+    build_warehouse(layout.lake, layout.warehouse)
+    assert scalar(layout, "SELECT status FROM sources") == "failed"
+
+
+def test_daily_schedule_requests_a_full_refresh_of_every_source(instance):
+    when = datetime(2026, 3, 1, 3, tzinfo=timezone.utc)
+    assert isinstance(daily_full_refresh(dg.build_schedule_context(instance, scheduled_execution_time=when)),
+                      dg.SkipReason)
+    instance.add_dynamic_partitions("sources", ["crush-a-1", "crush-b-2", "crush-c-3"])
+    request = daily_full_refresh(dg.build_schedule_context(instance, scheduled_execution_time=when))
+    assert request.run_key == "full-refresh-2026-03-01"
+    assert request.tags["dagster/asset_partition_range_start"] == "crush-a-1"
+    assert request.tags["dagster/asset_partition_range_end"] == "crush-c-3"
+    assert request.run_config["ops"]["lake_tables"]["config"]["full_refresh"] is True
+
+
+def test_partition_range_run_ingests_every_source(layout, project, instance):
+    """What the schedule launches: one run over a range of source partitions."""
+    stores = [_store(project, n) for n in ("alpha", "beta", "gamma")]
+    resource = _resource(layout, *(s.db for s in stores))
+    keys = sorted(resource.discover()[0])
+    instance.add_dynamic_partitions("sources", keys)
+    result = dg.materialize(
+        [lake_tables], instance=instance, resources={"agentlake": resource, "reporter": Reporter()},
+        tags={"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]},
+        run_config={"ops": {"lake_tables": {"config": {"full_refresh": True}}}},
+    )
+    assert result.success
+    assert {m.partition for m in result.get_asset_materialization_events()} == set(keys)
+    assert dg.materialize([warehouse_views], instance=instance, resources={"agentlake": resource}).success
+    assert scalar(layout, "SELECT COUNT(DISTINCT project) FROM sessions") == 3
+    assert sorted(r[0] for r in query(layout, "SELECT partition_key FROM sources")) == keys
