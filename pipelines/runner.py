@@ -34,9 +34,9 @@ def dagster_env(layout: Layout) -> dict:
 
 
 class PrintingReporter:
-    def __init__(self, quiet: bool = False, stream=sys.stderr):
+    def __init__(self, quiet: bool = False, stream=None):
         self.quiet = quiet
-        self.stream = stream
+        self.stream = stream or sys.stderr
         self.results = []
         self.done = 0
         self.total = 0
@@ -108,7 +108,8 @@ def run_ingest(layout: Layout, options: DiscoverOptions, *, full_refresh: bool =
     return summary
 
 
-def print_summary(summary: RunSummary, layout: Layout, stream=sys.stdout) -> None:
+def print_summary(summary: RunSummary, layout: Layout, stream=None) -> None:
+    stream = stream or sys.stdout
     counts = summary.by_status
     print(f"\nsources: {counts['ok']} ok, {counts['unchanged']} unchanged, {counts['skipped']} skipped, "
           f"{counts['failed']} failed", file=stream)

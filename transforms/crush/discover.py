@@ -73,6 +73,7 @@ def from_registry(global_dir: Path, seen: set, found: Discovery) -> None:
     bad = [e for e in entries if not (isinstance(e, dict) and isinstance(e.get("path"), str))]
     if bad:
         found.problems.append(f"Crush registry {registry}: {len(bad)} entries without a path were ignored")
+    by_data_dir: dict[str, list[tuple[Path, Path]]] = {}
     for entry in entries:
         if entry in bad:
             continue
@@ -80,11 +81,15 @@ def from_registry(global_dir: Path, seen: set, found: Discovery) -> None:
         data_dir = Path(entry.get("data_dir") or ".crush").expanduser()
         if not data_dir.is_absolute():  # before Crush v0.68 it could be relative to the project
             data_dir = project / data_dir
-        db = Path(os.path.abspath(data_dir / DB_NAME))
-        key = os.path.realpath(data_dir)
-        if key in seen:  # several projects can share one data dir
+        # several projects can share one data dir (Crush searches upward for .crush)
+        by_data_dir.setdefault(os.path.realpath(data_dir), []).append((project, data_dir))
+    for key, candidates in by_data_dir.items():
+        if key in seen:
             continue
         seen.add(key)
+        # the registry is newest first: take the newest entry whose project still exists
+        project, data_dir = next(((p, d) for p, d in candidates if p.is_dir()), candidates[0])
+        db = Path(key) / DB_NAME
         if not project.is_dir():
             found.sources.append(_source(db, project, "project directory is gone"))
         elif not db.is_file():
@@ -109,7 +114,8 @@ def from_path(path: Path, seen: set, found: Discovery) -> None:
         return
     seen.add(key)
     project = data_dir.parent if data_dir.name == ".crush" else data_dir
-    found.sources.append(_source(db, project))
+    # the resolved path keeps source_id stable however the store is reached (symlinks)
+    found.sources.append(_source(Path(key) / db.name, project))
 
 
 def discover(env=os.environ, extra_roots=(), extra_dbs=(), use_default=True) -> Discovery:

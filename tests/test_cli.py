@@ -1,0 +1,84 @@
+"""The agentlake command, run in-process as a user would, on real stores."""
+
+import json
+
+import pytest
+
+from pipelines.cli import main
+from tests.conftest import T0
+from transforms.crush.synth import add_message, add_session, write_registry
+from transforms.crush.synth_parts import text_part
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("AGENTLAKE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    monkeypatch.setenv("CRUSH_GLOBAL_DATA", str(tmp_path / "crush-global"))  # never the real one
+    return tmp_path / "home"
+
+
+def _store(project, name="cli-proj", cost=0.125):
+    p = project(name)
+    add_session(p.conn, "s", title="t", created_at=T0, cost=cost)
+    add_message(p.conn, "m", "s", "user", [text_part("hi")], created_at=T0)
+    p.close()
+    return p
+
+
+def test_ingest_reads_the_registry_then_sql_answers(home, project, tmp_path, capsys):
+    p = _store(project)
+    write_registry(tmp_path / "crush-global", [{"path": str(p.path), "data_dir": ".crush",
+                                                "last_accessed": "2026-01-01T00:00:00Z"}])
+    assert main(["ingest"]) == 0
+    out, err = capsys.readouterr()
+    assert "[1/1] ok" in err and "sources: 1 ok, 0 unchanged, 0 skipped, 0 failed" in out
+    assert main(["sql", "SELECT project, cost_usd FROM sessions", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"project": "cli-proj", "cost_usd": 0.125}]
+    assert main(["ingest"]) == 0
+    assert "0 ok, 1 unchanged" in capsys.readouterr().out
+
+
+def test_sql_formats(home, project, capsys):
+    p = _store(project)
+    main(["ingest", "--db", str(p.db)])
+    capsys.readouterr()
+    main(["sql", "SELECT 'a,b' AS x, 1.5 AS y", "--format", "csv"])
+    assert capsys.readouterr().out.splitlines() == ["x,y", '"a,b",1.5']
+    main(["sql", "SELECT 'a' AS x, 1.5 AS y"])
+    assert capsys.readouterr().out.splitlines() == ["x    y", "-  ---", "a  1.5", "(1 row)"]
+
+
+def test_bad_query_and_missing_warehouse_exit_2(home, capsys):
+    assert main(["sql", "SELECT 1"]) == 2
+    assert "run `agentlake ingest`" in capsys.readouterr().err
+
+
+def test_failed_source_exits_1_and_names_it(home, project, tmp_path, capsys):
+    good = _store(project)
+    bad = tmp_path / "bad" / ".crush"
+    bad.mkdir(parents=True)
+    (bad / "crush.db").write_bytes(b"")
+    assert main(["ingest", "--db", str(good.db), "--db", str(bad / "crush.db")]) == 1
+    out = capsys.readouterr().out
+    assert "1 ok, 0 unchanged, 0 skipped, 1 failed" in out
+    assert f"FAILED  {bad / 'crush.db'}: not a Crush database" in out
+    assert main(["sql", "SELECT COUNT(*) AS n FROM sessions", "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["n", "1"]
+
+
+def test_unreadable_registry_is_reported_and_exit_1(home, tmp_path, capsys):
+    (tmp_path / "crush-global").mkdir()
+    (tmp_path / "crush-global" / "projects.json").write_text("{not json")
+    assert main(["ingest"]) == 1
+    captured = capsys.readouterr()
+    assert "projects.json is not valid JSON" in captured.err + captured.out
+
+
+def test_help_lists_subcommands(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for name in ("quickstart", "ingest", "demo", "sql", "sources", "dev"):
+        assert name in out

@@ -1,0 +1,40 @@
+"""docs/TABLES.md, generated from transforms.contract so the docs cannot drift from the code.
+
+    python -m warehouse.tables_doc > docs/TABLES.md
+"""
+
+from transforms.contract import ALL_TABLES
+from warehouse.views import duck_type
+
+HEADER = """# Tables and columns
+
+Generated from `transforms/contract.py` by `python -m warehouse.tables_doc > docs/TABLES.md`;
+a test fails when this file is out of date.
+
+Each table is a view of the same name in `warehouse.duckdb`, over
+`<lake>/<table>/date=YYYY-MM-DD/project=<slug>/<provider>-<source_id>.parquet`.
+Every view starts with the two hive keys:
+
+| column | type | meaning |
+| --- | --- | --- |
+| `date` | DATE | The row's own UTC date (from the column named under each table). Rows without a usable timestamp are dated 1970-01-01 and reported. |
+| `project` | VARCHAR | Slug of the project directory's name. |
+
+Timestamps are `TIMESTAMP` values in UTC (no time zone attached, so no extension is needed).
+Where the agent did not record a value the column is null, never 0 or ''.
+"""
+
+
+def render() -> str:
+    out = [HEADER]
+    for table in ALL_TABLES:
+        out.append(f"\n## `{table.name}`\n\n{table.doc} `date` comes from `{table.date_from}`.\n")
+        out.append("| column | type | meaning |\n| --- | --- | --- |")
+        for c in table.columns:
+            doc = c.doc.replace("|", r"\|")
+            out.append(f"| `{c.name}` | {duck_type(c.type)} | {doc} |")
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    print(render(), end="")
