@@ -1,0 +1,187 @@
+"""Benchmark: ingestion against a read-only baseline, on a generated Crush corpus.
+
+    .venv/bin/python benchmarks/run.py --projects 60 --sessions 40 --repeat 3
+
+Every phase runs in a fresh subprocess, timed from outside and with its own peak RSS, and is
+repeated; the medians are printed as a Markdown table for docs/BENCHMARKS.md.
+
+- baseline: snapshot every db, read every row, decode every parts JSON once; nothing else.
+  The practical floor for any ingester.
+- cold ingest (library): warehouse.ingest.ingest_all into an empty home.
+- cold ingest (CLI): `agentlake ingest` end to end (Python, Dagster, views) into an empty home.
+- no-op rerun (CLI): `agentlake ingest` again, nothing changed.
+- one source changed (CLI): one db gets a new message, then `agentlake ingest`.
+- queries: cost by day and project, tool usage, one session's transcript (read-only DuckDB).
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PY = sys.executable
+
+BASELINE = r"""
+import json, sqlite3, sys, tempfile, pathlib
+from transforms.crush.discover import discover
+from transforms.crush.snapshot import take_snapshot
+found = discover(env={}, extra_roots=[sys.argv[1]], use_default=False)
+rows = parts = 0
+with tempfile.TemporaryDirectory() as tmp:
+    for s in found.sources:
+        snap = pathlib.Path(tmp) / "s.db"
+        take_snapshot(s.path, snap)
+        con = sqlite3.connect(snap)
+        for table in ("sessions", "files", "read_files"):
+            rows += len(con.execute(f"SELECT rowid, * FROM {table}").fetchall())
+        for (text,) in con.execute("SELECT parts FROM messages"):
+            rows += 1
+            parts += len(json.loads(text))
+        con.close()
+        snap.unlink()
+print(json.dumps({"rows": rows, "parts": parts}))
+"""
+
+LIBRARY_INGEST = r"""
+import json, sys
+from transforms.provider import DiscoverOptions
+from warehouse.ingest import discover_sources, ingest_all
+from warehouse.layout import Layout
+sources, _ = discover_sources(DiscoverOptions(env={}, extra_roots=(sys.argv[1],), use_default=False))
+summary = ingest_all(sources, Layout.resolve(home=sys.argv[2]))
+print(json.dumps(dict(summary.rows)))
+"""
+
+QUERIES = {
+    "cost by day and project": "SELECT date, project, SUM(cost_usd) FROM sessions WHERE is_root GROUP BY ALL",
+    "tool usage": "SELECT tool_name, COUNT(*), AVG(is_error::INT), AVG((exit_code <> 0)::INT) FROM tool_calls GROUP BY ALL",
+    "one session transcript": "SELECT m.message_index, p.part_index, p.part_type, p.text, p.tool_name FROM messages m "
+                              "JOIN parts p USING (message_id) WHERE m.session_id = (SELECT session_id FROM sessions "
+                              "WHERE is_root ORDER BY message_count DESC LIMIT 1) ORDER BY 1, 2",
+}
+
+
+def measure(cmd: list[str], env=None) -> tuple[float, float, str]:
+    """(wall seconds, peak RSS in MiB, stdout) of one subprocess."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=HERE.parent)
+    out = proc.stdout.read().decode()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    if status != 0 and os.waitstatus_to_exitcode(status) not in (0, 1):
+        raise SystemExit(f"{' '.join(cmd)} failed with status {status}")
+    return wall, usage.ru_maxrss / 1024, out
+
+
+def du(path: Path, pattern: str = "*") -> int:
+    return sum(p.stat().st_size for p in path.rglob(pattern) if p.is_file())
+
+
+def median_of(runs):
+    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--projects", type=int, default=60)
+    ap.add_argument("--sessions", type=int, default=40, help="root sessions per project")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--workdir", help="keep the corpus here (default: a temp dir, removed)")
+    args = ap.parse_args()
+
+    from transforms.crush.synth import generate_store
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="agentlake-bench-"))
+    corpus = work / "crush"
+    t = time.perf_counter()
+    if not (corpus / "projects.json").exists():
+        truth = generate_store(corpus, projects=args.projects, sessions_per_project=args.sessions, seed=args.seed)
+        messages = truth.messages
+    else:
+        messages = None
+    gen_s = time.perf_counter() - t
+    dbs = list(corpus.rglob("crush.db"))
+    messages = messages or sum(sqlite3.connect(d).execute("SELECT COUNT(*) FROM messages").fetchone()[0] for d in dbs)
+    source_bytes = sum(du(d.parent, "crush.db*") for d in dbs)
+
+    results = {}
+    results["baseline"] = [measure([PY, "-c", BASELINE, str(corpus)]) for _ in range(args.repeat)]
+    rows = json.loads(results["baseline"][0][2])
+    lib, cli_cold, noop, changed = [], [], [], []
+    for i in range(args.repeat):
+        home = work / f"lib-{i}"
+        lib.append(measure([PY, "-c", LIBRARY_INGEST, str(corpus), str(home)]))
+        shutil.rmtree(home)
+        home = work / f"cli-{i}"
+        env = {**os.environ, "AGENTLAKE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster")}
+        cli = [str(Path(PY).with_name("agentlake")), "ingest", "--quiet", "--no-default", "--crush-root", str(corpus)]
+        cli_cold.append(measure(cli, env))
+        noop.append(measure(cli, env))
+        _touch_one(dbs[i % len(dbs)], i)
+        changed.append(measure(cli, env))
+        if i < args.repeat - 1:
+            shutil.rmtree(home)
+    results.update({"cold ingest (library)": lib, "cold ingest (CLI, Dagster)": cli_cold,
+                    "no-op rerun (CLI)": noop, "one source changed (CLI)": changed})
+    lake = home / "lake"
+    lake_bytes = du(lake, "*.parquet")
+    parquet_files = len(list(lake.rglob("*.parquet")))
+    query_times = _queries(home / "warehouse.duckdb", args.repeat)
+    _report(args, gen_s, len(dbs), messages, rows, source_bytes, lake_bytes, parquet_files, results, query_times)
+    if not args.workdir:
+        shutil.rmtree(work)
+
+
+def _touch_one(db: Path, i: int) -> None:
+    con = sqlite3.connect(db)
+    sid = con.execute("SELECT id FROM sessions LIMIT 1").fetchone()[0]
+    con.execute("INSERT INTO messages (id, session_id, role, parts, model, created_at, updated_at) "
+                "VALUES (?, ?, 'user', '[]', '', strftime('%s','now'), strftime('%s','now'))", (f"bench-{i}", sid))
+    con.commit()
+    con.close()
+
+
+def _queries(warehouse: Path, repeat: int) -> dict[str, float]:
+    import duckdb
+
+    out = {}
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        for name, sql in QUERIES.items():
+            times = []
+            for _ in range(repeat + 1):
+                t = time.perf_counter()
+                con.execute(sql).fetchall()
+                times.append(time.perf_counter() - t)
+            out[name] = statistics.median(times[1:])  # the first run warms the file cache
+    return out
+
+
+def _report(args, gen_s, n_dbs, messages, rows, source_bytes, lake_bytes, files, results, query_times) -> None:
+    base_wall, _ = median_of(results["baseline"])
+    print(f"Corpus: {n_dbs} crush.db, {messages:,} messages, {rows['parts']:,} parts, {rows['rows']:,} source rows, "
+          f"{source_bytes / 2**20:.1f} MiB (generated in {gen_s:.1f} s; --projects {args.projects} "
+          f"--sessions {args.sessions} --seed {args.seed}).")
+    print(f"Lake: {lake_bytes / 2**20:.1f} MiB in {files} Parquet files "
+          f"({lake_bytes / source_bytes:.2f}x the source size). Medians of {args.repeat} runs.\n")
+    print("| phase | wall (s) | x baseline | peak RSS (MiB) | messages/s |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for name, runs in results.items():
+        wall, rss = median_of(runs)
+        rate = f"{messages / wall:,.0f}" if "rerun" not in name and "changed" not in name else ""
+        print(f"| {name} | {wall:.2f} | {wall / base_wall:.2f} | {rss:.0f} | {rate} |")
+    print("\n| query (warm, read-only) | median (ms) |\n| --- | ---: |")
+    for name, seconds in query_times.items():
+        print(f"| {name} | {seconds * 1000:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
