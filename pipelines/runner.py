@@ -63,7 +63,7 @@ def _unchanged(source, layout: Layout) -> bool:
 
 def run_ingest(layout: Layout, options: DiscoverOptions, *, full_refresh: bool = False,
                quiet: bool = False) -> RunSummary:
-    os.environ.update(dagster_env(layout))
+    os.environ["DAGSTER_HOME"] = dagster_env(layout)["DAGSTER_HOME"]
     warnings.filterwarnings("ignore")  # Dagster's beta/preview notices are not for end users
     import dagster as dg
 
