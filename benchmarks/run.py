@@ -40,7 +40,8 @@ with tempfile.TemporaryDirectory() as tmp:
         snap = pathlib.Path(tmp) / "s.db"
         take_snapshot(s.path, snap)
         con = sqlite3.connect(snap)
-        for table in ("sessions", "files", "read_files"):
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        for table in {"sessions", "files", "read_files"} & tables:
             rows += len(con.execute(f"SELECT rowid, * FROM {table}").fetchall())
         for (text,) in con.execute("SELECT parts FROM messages"):
             rows += 1
@@ -72,12 +73,14 @@ QUERIES = {
 def measure(cmd: list[str], env=None) -> tuple[float, float, str]:
     """(wall seconds, peak RSS in MiB, stdout) of one subprocess."""
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=HERE.parent)
-    out = proc.stdout.read().decode()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    if status != 0 and os.waitstatus_to_exitcode(status) not in (0, 1):
-        raise SystemExit(f"{' '.join(cmd)} failed with status {status}")
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, env=env, cwd=HERE.parent)
+        out = proc.stdout.read().decode()
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        if os.waitstatus_to_exitcode(status) != 0:
+            err.seek(0)
+            raise SystemExit(f"{cmd[0]} {cmd[1]} failed:\n{err.read().decode()[-2000:]}")
     return wall, usage.ru_maxrss / 1024, out
 
 

@@ -6,6 +6,7 @@ Exit status: 0 success; 1 the run finished but some source failed, or a place to
 
 import argparse
 import os
+import shutil
 import sys
 
 from transforms.provider import DiscoverOptions
@@ -115,7 +116,8 @@ def _first_look(layout: Layout) -> None:
         print("\nCost per project (root sessions only: a root's cost includes its sub-agents'):")
         print(render([d[0] for d in cur.description], cur.fetchall()))
     home = f" --home {layout.home}" if layout.home != Layout.resolve().home else ""
-    print(f"\nNext: agentlake sql{home} \"SELECT tool_name, COUNT(*) FROM tool_calls GROUP BY 1 ORDER BY 2 DESC\"")
+    exe = "agentlake" if shutil.which("agentlake") else sys.argv[0]  # a venv not on PATH
+    print(f"\nNext: {exe} sql{home} \"SELECT tool_name, COUNT(*) FROM tool_calls GROUP BY 1 ORDER BY 2 DESC\"")
 
 
 def cmd_sql(args) -> int:

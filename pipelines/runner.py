@@ -1,8 +1,9 @@
 """Run the Dagster assets in-process for the CLI, with progress and a summary.
 
-Unchanged and skipped sources are settled without a Dagster run (nothing is materialised for
-them); each changed source gets one partitioned run of `lake_tables`, as the sensor would
-request; then `warehouse/views` is rebuilt.
+Unchanged and skipped sources are settled without Dagster (it is not even imported when
+nothing changed). Changed sources are materialised as partitions of `lake_tables`, neighbours
+in the partition order sharing one run (a cold ingest is a single run); then
+`warehouse/views` is rebuilt.
 """
 
 import os
@@ -38,11 +39,13 @@ class PrintingReporter:
         self.quiet = quiet
         self.stream = stream or sys.stderr
         self.results = []
+        self.reported = set()
         self.done = 0
         self.total = 0
 
     def source_done(self, index, total, result) -> None:
         self.results.append(result)
+        self.reported.add(result.source.partition_key)
         self.done += 1
         if self.quiet:
             return
@@ -61,8 +64,49 @@ def _unchanged(source, layout: Layout) -> bool:
     )
 
 
+def contiguous_batches(keys: list[str], order: list[str]) -> list[list[str]]:
+    """Group partition keys into runs of neighbours in the partition order.
+
+    One Dagster run can cover a range of partitions, so a cold ingest (every key new, hence
+    adjacent) is a single run, and a few changed sources are a few small runs.
+    """
+    position = {k: i for i, k in enumerate(order)}
+    batches: list[list[str]] = []
+    for key in sorted(keys, key=position.__getitem__):
+        if batches and position[key] == position[batches[-1][-1]] + 1:
+            batches[-1].append(key)
+        else:
+            batches.append([key])
+    return batches
+
+
+def partition_tags(batch: list[str]) -> dict:
+    return {"dagster/partition": batch[0]} if len(batch) == 1 else {
+        "dagster/asset_partition_range_start": batch[0], "dagster/asset_partition_range_end": batch[-1]}
+
+
 def run_ingest(layout: Layout, options: DiscoverOptions, *, full_refresh: bool = False,
                quiet: bool = False) -> RunSummary:
+    sources, problems = discover_sources(options)
+    for problem in problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    reporter = PrintingReporter(quiet)
+    reporter.total = len(sources)
+    summary = RunSummary(new_run_id(), problems=problems)
+    to_run = []
+    for source in sources:  # settled without Dagster: nothing is materialised for them
+        if source.skip_reason or (not full_refresh and _unchanged(source, layout)):
+            reporter.source_done(0, len(sources), ingest_source(source, layout, summary.run_id))
+        else:
+            to_run.append(source)
+    if to_run or not layout.warehouse.exists():
+        _materialise(layout, options, to_run, sources, reporter, summary, full_refresh)
+    summary.results = reporter.results
+    return summary
+
+
+def _materialise(layout, options, to_run, sources, reporter, summary, full_refresh) -> None:
+    """The changed sources' partitions in as few runs as possible, then the views."""
     os.environ["DAGSTER_HOME"] = dagster_env(layout)["DAGSTER_HOME"]
     warnings.filterwarnings("ignore")  # Dagster's beta/preview notices are not for end users
     import dagster as dg
@@ -71,41 +115,32 @@ def run_ingest(layout: Layout, options: DiscoverOptions, *, full_refresh: bool =
     from pipelines.defs.resources import AgentlakeResource
     from pipelines.defs.warehouse.assets import warehouse_views
 
-    sources, problems = discover_sources(options)
-    for problem in problems:
-        print(f"warning: {problem}", file=sys.stderr)
-    reporter = PrintingReporter(quiet)
-    reporter.total = len(sources)
-    summary = RunSummary(new_run_id(), problems=problems)
     resource = AgentlakeResource(
         home=str(layout.home), lake=str(layout.lake), warehouse=str(layout.warehouse),
         extra_stores=list(options.extra_stores), extra_roots=list(options.extra_roots),
         use_default=options.use_default,
     )
+    by_key = {s.partition_key: s for s in to_run}
+    config = {"full_refresh": full_refresh, "run_id": summary.run_id}
     with dg.DagsterInstance.get() as instance:
         known = set(instance.get_dynamic_partitions("sources"))
         new_keys = [s.partition_key for s in sources if s.partition_key not in known]
         if new_keys:
             instance.add_dynamic_partitions("sources", new_keys)
-        for source in sources:
-            if source.skip_reason or (not full_refresh and _unchanged(source, layout)):
-                reporter.source_done(0, len(sources), ingest_source(source, layout, summary.run_id))
-                continue
-            before = reporter.done
+        for batch in contiguous_batches(list(by_key), instance.get_dynamic_partitions("sources")):
             run = dg.materialize(
-                [lake_tables], partition_key=source.partition_key, instance=instance, raise_on_error=False,
+                [lake_tables], instance=instance, raise_on_error=False, tags=partition_tags(batch),
                 resources={"agentlake": resource, "reporter": reporter},
-                run_config={**QUIET_LOGS, "ops": {"lake_tables": {"config": {"full_refresh": full_refresh, "run_id": summary.run_id}}}},
+                run_config={**QUIET_LOGS, "ops": {"lake_tables": {"config": config}}},
             )
-            if reporter.done == before:  # the run died before reaching the source
-                reporter.source_done(0, len(sources), SourceResult(
-                    source, "failed", error=f"Dagster run {run.run_id} failed before ingesting the source"))
+            for key in batch:
+                if key not in reporter.reported:  # the run died before reaching the source
+                    reporter.source_done(0, len(sources), SourceResult(
+                        by_key[key], "failed", error=f"Dagster run {run.run_id} failed before ingesting the source"))
         views = dg.materialize([warehouse_views], instance=instance, resources={"agentlake": resource},
                                run_config=QUIET_LOGS, raise_on_error=False)
         if not views.success:
             summary.problems.append(f"could not build the warehouse at {layout.warehouse}")
-    summary.results = reporter.results
-    return summary
 
 
 def print_summary(summary: RunSummary, layout: Layout, stream=None) -> None:
