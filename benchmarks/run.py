@@ -56,7 +56,7 @@ import json, sys
 from transforms.provider import DiscoverOptions
 from warehouse.ingest import discover_sources, ingest_all
 from warehouse.layout import Layout
-sources, _ = discover_sources(DiscoverOptions(env={}, extra_roots=(sys.argv[1],), use_default=False))
+sources, _ = discover_sources(DiscoverOptions(env={}, extra_roots={"crush": (sys.argv[1],)}, use_default=False))
 summary = ingest_all(sources, Layout.resolve(home=sys.argv[2]))
 print(json.dumps(dict(summary.rows)))
 """

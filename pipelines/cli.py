@@ -9,7 +9,7 @@ import os
 import shutil
 import sys
 
-from transforms.provider import DiscoverOptions
+from transforms.provider import DiscoverOptions, merge_paths
 from warehouse.config import ConfigError, load_config
 from warehouse.layout import Layout
 
@@ -20,10 +20,12 @@ def _layout(args) -> Layout:
 
 def _options(args, layout: Layout) -> DiscoverOptions:
     config = load_config(layout.config_file)
+    flags_stores = {"crush": tuple(args.db or ()), "codewhale": tuple(args.codewhale_session or ())}
+    flags_roots = {"crush": tuple(args.crush_root or ()), "codewhale": tuple(args.codewhale_home or ())}
     return DiscoverOptions(
         env=dict(os.environ),
-        extra_stores=tuple(args.db or ()) + config.extra_stores,
-        extra_roots=tuple(args.crush_root or ()) + config.extra_roots,
+        extra_stores=merge_paths(flags_stores, config.extra_stores),
+        extra_roots=merge_paths(flags_roots, config.extra_roots),
         use_default=not args.no_default and config.use_default,
     )
 
@@ -74,7 +76,7 @@ def cmd_demo(args) -> int:
     if not (store / "projects.json").exists() or args.regenerate:
         _err(f"generating demo Crush data in {store} (seed {args.seed}) ...")
         generate_store(store, projects=args.projects, sessions_per_project=args.sessions, seed=args.seed)
-    options = DiscoverOptions(env={}, extra_roots=(str(store),), use_default=False)
+    options = DiscoverOptions(env={}, extra_roots={"crush": (str(store),)}, use_default=False)
     summary = run_ingest(layout, options, full_refresh=False, quiet=args.quiet)
     print_summary(summary, layout)
     _first_look(layout)
@@ -164,8 +166,12 @@ def _common(p: argparse.ArgumentParser, discovery: bool = False) -> None:
                        help="also ingest this crush.db, data dir or project dir (repeatable)")
         p.add_argument("--crush-root", action="append", metavar="DIR",
                        help="also read this Crush global data dir's projects.json (repeatable)")
+        p.add_argument("--codewhale-home", action="append", metavar="DIR",
+                       help="also read this CodeWhale home's sessions/ (repeatable)")
+        p.add_argument("--codewhale-session", action="append", metavar="PATH",
+                       help="also ingest this CodeWhale session file or sessions dir (repeatable)")
         p.add_argument("--no-default", action="store_true",
-                       help="do not read the default Crush data dir ($CRUSH_GLOBAL_DATA, $XDG_DATA_HOME/crush, ...)")
+                       help="do not read the agents' default locations ($CRUSH_GLOBAL_DATA, $CODEWHALE_HOME, ...)")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -117,7 +117,8 @@ def _materialise(layout, options, to_run, sources, reporter, summary, full_refre
 
     resource = AgentlakeResource(
         home=str(layout.home), lake=str(layout.lake), warehouse=str(layout.warehouse),
-        extra_stores=list(options.extra_stores), extra_roots=list(options.extra_roots),
+        extra_stores={p: list(v) for p, v in options.extra_stores.items()},
+        extra_roots={p: list(v) for p, v in options.extra_roots.items()},
         use_default=options.use_default,
     )
     by_key = {s.partition_key: s for s in to_run}

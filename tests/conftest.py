@@ -50,10 +50,14 @@ def project(tmp_path):
             pass
 
 
-def ingest(layout: Layout, *stores, roots=(), force=False):
+def ingest(layout: Layout, *stores, roots=(), force=False, codewhale_homes=()):
     """Discover the named stores only (never the machine's own data) and ingest them."""
-    options = DiscoverOptions(env={}, extra_stores=tuple(map(str, stores)), extra_roots=tuple(map(str, roots)),
-                              use_default=False)
+    options = DiscoverOptions(
+        env={},
+        extra_stores={"crush": tuple(map(str, stores))},
+        extra_roots={"crush": tuple(map(str, roots)), "codewhale": tuple(map(str, codewhale_homes))},
+        use_default=False,
+    )
     sources, problems = discover_sources(options)
     summary = ingest_all(sources, layout, force=force, problems=problems)
     build_warehouse(layout.lake, layout.warehouse)

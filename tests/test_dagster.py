@@ -24,7 +24,8 @@ def instance():
 
 
 def _resource(layout, *stores) -> AgentlakeResource:
-    return AgentlakeResource(home=str(layout.home), extra_stores=[str(s) for s in stores], use_default=False)
+    return AgentlakeResource(home=str(layout.home), extra_stores={"crush": [str(s) for s in stores]},
+                             use_default=False)
 
 
 def _store(project, name, cost=0.5):

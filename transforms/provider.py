@@ -21,9 +21,26 @@ class SourceError(Exception):
 @dataclass(frozen=True)
 class DiscoverOptions:
     env: Mapping[str, str]
-    extra_stores: tuple[str, ...] = ()  # explicit stores (a crush.db, a data dir, ...)
-    extra_roots: tuple[str, ...] = ()  # explicit agent homes (Crush global data dirs, ...)
-    use_default: bool = True  # also look where the agent keeps its data by default
+    # by provider name: explicit stores (a crush.db, a session file, ...)
+    extra_stores: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # by provider name: explicit agent homes (a Crush global data dir, a CodeWhale home, ...)
+    extra_roots: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    use_default: bool = True  # also look where each agent keeps its data by default
+
+    def stores(self, provider: str) -> tuple[str, ...]:
+        return tuple(self.extra_stores.get(provider, ()))
+
+    def roots(self, provider: str) -> tuple[str, ...]:
+        return tuple(self.extra_roots.get(provider, ()))
+
+
+def merge_paths(*mappings: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    """Per-provider path lists joined in order (flags first, then the config file)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for mapping in mappings:
+        for provider, paths in mapping.items():
+            out[provider] = out.get(provider, ()) + tuple(paths)
+    return out
 
 
 @dataclass

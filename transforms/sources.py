@@ -15,10 +15,13 @@ class Source:
     project_path: str
     project: str  # hive key: a slug of the project's name
     skip_reason: str | None = None  # set when the store cannot be read at all (project gone)
+    # what makes two paths the same source: the path itself, or an id the agent gives the
+    # store (a CodeWhale session id, found under a current or a legacy home)
+    identity: str | None = None
 
     @property
     def source_id(self) -> str:
-        return source_id_for(self.provider, self.path)
+        return source_id_for(self.provider, self.identity or self.path)
 
     @property
     def partition_key(self) -> str:

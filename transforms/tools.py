@@ -1,76 +1,46 @@
-"""Tool names to categories, and what can be read back from tool inputs and results."""
+"""Shared tool-call helpers: categories across providers, and arguments stored as JSON text."""
 
 import json
-import re
-
-# Native tool name -> category. Categories are shared by every provider (contract.TOOL_CATEGORIES).
-_CATEGORY = {
-    "bash": "shell", "job_output": "shell", "job_kill": "shell",
-    "view": "read", "ls": "read", "diagnostics": "read", "lsp_diagnostics": "read",
-    "edit": "edit", "multiedit": "edit", "lsp_rename": "edit", "lsp_replace_symbol": "edit",
-    "write": "write",
-    "glob": "search", "grep": "search", "sourcegraph": "search", "web_search": "search",
-    "lsp_references": "search", "lsp_definition": "search", "lsp_symbols": "search",
-    "lsp_call_hierarchy": "search",
-    "fetch": "fetch", "download": "fetch", "web_fetch": "fetch",
-    # both start a sub-agent session whose cost lands in the caller's
-    "agent": "agent", "agentic_fetch": "agent",
-    "todos": "todo",
-    "list_mcp_resources": "mcp", "read_mcp_resource": "mcp",
-}
 
 
-def tool_category(name: str | None) -> str:
+def categorise(name: str | None, native: dict[str, str]) -> str:
+    """One of contract.TOOL_CATEGORIES for a native tool name, given a provider's own map.
+
+    MCP tools are `mcp_<server>_<tool>` (or `mcp__...`) for every agent we know.
+    """
     if not name:
         return "other"
     if name.startswith("mcp_"):
         return "mcp"
-    return _CATEGORY.get(name, "other")
+    return native.get(name, "other")
 
 
 def decode_input(raw) -> dict | None:
-    """Tool arguments are JSON text stored inside the parts JSON: decode the second layer.
+    """Tool arguments are often JSON text stored inside the record's JSON: decode that layer.
 
     Returns the object, or None when the text is empty (still streaming, killed) or not a JSON
-    object.
+    object. An object is returned as it is (agents that store it unencoded).
     """
-    if isinstance(raw, dict):  # some writers store the object itself
+    if isinstance(raw, dict):
         return raw
     if not isinstance(raw, str) or not raw.strip():
         return None
     try:
         value = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 
 
-_CWD_TAIL = re.compile(r"\n*<cwd>(.*?)</cwd>\s*\Z", re.DOTALL)
-_EXIT_TAIL = re.compile(r"(?:\A|\n)Exit code (-?\d+)\s*\Z")
-_ABORTED_TAIL = "Command was aborted before completion"
-_BACKGROUND = ("Background shell started with ID:", "Command is taking longer than expected")
+def compact_json(value) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def split_cwd(content: str) -> tuple[str, str | None]:
-    """Strip the `<cwd>dir</cwd>` tag Crush appends to bash output; return (text, cwd)."""
-    m = _CWD_TAIL.search(content)
-    if not m:
-        return content, None
-    return content[: m.start()], m.group(1)
-
-
-def bash_exit_code(text: str, is_error: bool | None) -> int | None:
-    """Exit code of a bash result whose `<cwd>` tag is already stripped.
-
-    Crush reports a non-zero exit as a trailing `Exit code N` and leaves is_error false. Null
-    when the tool itself failed, the command was aborted or moved to the background.
-    """
-    if is_error:
+def first_str(args: dict | None, keys: tuple[str, ...]) -> str | None:
+    """The first of `keys` whose value is a string (agents name the same argument differently)."""
+    if not args:
         return None
-    stripped = text.rstrip()
-    m = _EXIT_TAIL.search(stripped)
-    if m:
-        return int(m.group(1))
-    if stripped.endswith(_ABORTED_TAIL) or stripped.startswith(_BACKGROUND):
-        return None
-    return 0
+    for key in keys:
+        if isinstance(args.get(key), str):
+            return args[key]
+    return None

@@ -1,14 +1,21 @@
 """`<AGENTLAKE_HOME>/config.toml`: extra places to look for agents' stores.
 
+    use_default = true                     # also read each agent's default location
+
     [crush]
-    extra_dbs = ["/srv/old-laptop/proj/.crush/crush.db"]   # a crush.db, data dir or project dir
-    extra_roots = ["/mnt/backup/crush"]                   # Crush global data dirs (projects.json)
-    use_default = true                                    # also read CRUSH_GLOBAL_DATA & co.
+    extra_stores = ["/srv/old-laptop/proj/.crush/crush.db"]   # crush.db files, data dirs or project dirs
+    extra_roots = ["/mnt/backup/crush"]                       # Crush global data dirs (with projects.json)
+
+    [codewhale]
+    extra_stores = ["/mnt/backup/sessions/0f8b9c1e.json"]     # session files or sessions dirs
+    extra_roots = ["/mnt/backup/.codewhale"]                  # CodeWhale homes (with sessions/)
 """
 
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from transforms.providers import PROVIDERS
 
 
 class ConfigError(ValueError):
@@ -17,30 +24,33 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Config:
-    extra_stores: tuple[str, ...] = ()
-    extra_roots: tuple[str, ...] = ()
+    extra_stores: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    extra_roots: dict[str, tuple[str, ...]] = field(default_factory=dict)
     use_default: bool = True
 
 
-def load_config(path: Path) -> Config:
+def load_config(path: Path, providers=tuple(PROVIDERS)) -> Config:
     if not path.exists():
         return Config()
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}") from None
-    crush = data.get("crush", {})
-    if not isinstance(crush, dict):
-        raise ConfigError(f"{path}: [crush] must be a table")
-    return Config(
-        extra_stores=_paths(path, crush, "extra_dbs"),
-        extra_roots=_paths(path, crush, "extra_roots"),
-        use_default=bool(crush.get("use_default", True)),
-    )
+    unknown = sorted(k for k, v in data.items() if isinstance(v, dict) and k not in providers)
+    if unknown:
+        raise ConfigError(f"{path}: unknown section [{unknown[0]}]; known: {', '.join(providers)}")
+    stores, roots = {}, {}
+    for provider in providers:
+        section = data.get(provider, {})
+        if not isinstance(section, dict):
+            raise ConfigError(f"{path}: [{provider}] must be a table")
+        stores[provider] = _paths(path, provider, section, "extra_stores")
+        roots[provider] = _paths(path, provider, section, "extra_roots")
+    return Config(stores, roots, bool(data.get("use_default", True)))
 
 
-def _paths(path: Path, section: dict, key: str) -> tuple[str, ...]:
+def _paths(path: Path, provider: str, section: dict, key: str) -> tuple[str, ...]:
     value = section.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{path}: crush.{key} must be a list of paths")
+        raise ConfigError(f"{path}: {provider}.{key} must be a list of paths")
     return tuple(value)

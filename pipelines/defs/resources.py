@@ -2,7 +2,7 @@ import os
 
 import dagster as dg
 
-from transforms.provider import DiscoverOptions
+from transforms.provider import DiscoverOptions, merge_paths
 from transforms.sources import Source
 from warehouse.config import load_config
 from warehouse.ingest import discover_sources
@@ -19,8 +19,8 @@ class AgentlakeResource(dg.ConfigurableResource):
     home: str | None = None
     lake: str | None = None
     warehouse: str | None = None
-    extra_stores: list[str] = []
-    extra_roots: list[str] = []
+    extra_stores: dict[str, list[str]] = {}  # by provider: explicit stores
+    extra_roots: dict[str, list[str]] = {}  # by provider: explicit agent homes
     use_default: bool = True
 
     def layout(self) -> Layout:
@@ -30,8 +30,8 @@ class AgentlakeResource(dg.ConfigurableResource):
         config = load_config(self.layout().config_file)
         return DiscoverOptions(
             env=dict(os.environ),
-            extra_stores=tuple(self.extra_stores) + config.extra_stores,
-            extra_roots=tuple(self.extra_roots) + config.extra_roots,
+            extra_stores=merge_paths(self.extra_stores, config.extra_stores),
+            extra_roots=merge_paths(self.extra_roots, config.extra_roots),
             use_default=self.use_default and config.use_default,
         )
 

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from transforms.findings import Findings
-from transforms.crush.parts import PartsError, parse_parts, part_columns, to_raw
+from transforms.crush.parts import PartsError, parse_parts, part_columns
 from transforms.timestamps import from_epoch
-from transforms.tools import bash_exit_code, decode_input, split_cwd, tool_category
+from transforms.crush.tools import bash_exit_code, split_cwd, tool_category
+from transforms.tools import compact_json, decode_input
 
 PROVIDER = "crush"
 
@@ -230,7 +231,7 @@ class _Normaliser:
             prow = self.lineage("messages", r["rowid"])
             prow.update(message_id=mid, session_id=sid, part_index=i, role=role, created_at=created)
             prow.update(cols)
-            prow["raw"] = to_raw(part)
+            prow["raw"] = compact_json(part)
             self.out["parts"].append(prow)
             if cols.get("part_type") == "tool_call" and cols["is_known_type"]:
                 self.add_call(prow, r["rowid"])
@@ -248,7 +249,7 @@ class _Normaliser:
             tool_call_id=part.get("tool_call_id"),
             tool_name=name,
             tool_category=tool_category(name),
-            input=json.dumps(decoded, ensure_ascii=False, separators=(",", ":")) if decoded is not None else None,
+            input=compact_json(decoded) if decoded is not None else None,
             input_raw=part.get("tool_input"),
             is_input_valid=decoded is not None,
             command=_text(decoded.get("command")) if decoded and name == "bash" else None,

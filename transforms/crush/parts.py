@@ -8,6 +8,7 @@ where they are used (transforms.tools).
 import json
 
 from transforms.timestamps import from_epoch
+from transforms.tools import compact_json
 
 KNOWN_TYPES = frozenset(
     {"text", "reasoning", "image_url", "binary", "tool_call", "tool_result", "finish", "shell_command"}
@@ -35,15 +36,11 @@ def parse_parts(text) -> list:
     return value
 
 
-def to_raw(part) -> str:
-    return json.dumps(part, ensure_ascii=False, separators=(",", ":"))
-
-
 def _s(v):
     """A string column: strings as they are, other JSON values as JSON text."""
     if v is None or isinstance(v, str):
         return v
-    return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+    return compact_json(v)
 
 
 def _i(v):

@@ -32,8 +32,8 @@ class CrushProvider:
     def discover(self, options: DiscoverOptions) -> Discovery:
         return crush_discover.discover(
             env=options.env,
-            extra_roots=options.extra_roots,
-            extra_dbs=options.extra_stores,
+            extra_roots=options.roots(PROVIDER),
+            extra_dbs=options.stores(PROVIDER),
             use_default=options.use_default,
         )
 
