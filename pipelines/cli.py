@@ -69,14 +69,19 @@ def cmd_ingest(args) -> int:
 
 def cmd_demo(args) -> int:
     from pipelines.runner import print_summary, run_ingest
+    from transforms.codewhale.synth import generate_home
     from transforms.crush.synth import generate_store
 
     layout = _layout(args)
-    store = layout.home / "demo-crush"
+    store, whale = layout.home / "demo-crush", layout.home / "demo-codewhale"
     if not (store / "projects.json").exists() or args.regenerate:
-        _err(f"generating demo Crush data in {store} (seed {args.seed}) ...")
-        generate_store(store, projects=args.projects, sessions_per_project=args.sessions, seed=args.seed)
-    options = DiscoverOptions(env={}, extra_roots={"crush": (str(store),)}, use_default=False)
+        _err(f"generating demo Crush and CodeWhale data in {layout.home} (seed {args.seed}) ...")
+        truth = generate_store(store, projects=args.projects, sessions_per_project=args.sessions, seed=args.seed)
+        # CodeWhale sessions in the same projects, so both agents show side by side
+        generate_home(whale, sessions=args.sessions, seed=args.seed, without_cost=2,
+                      workspaces=tuple(str(d.project_path) for d in truth.dbs))
+    options = DiscoverOptions(env={}, extra_roots={"crush": (str(store),), "codewhale": (str(whale),)},
+                              use_default=False)
     summary = run_ingest(layout, options, full_refresh=False, quiet=args.quiet)
     print_summary(summary, layout)
     _first_look(layout)
@@ -93,7 +98,7 @@ def cmd_quickstart(args) -> int:
         code = cmd_ingest(args)
         _first_look(layout)
         return code
-    _err("no Crush data found on this machine: using a generated demo dataset instead")
+    _err("no Crush or CodeWhale data found on this machine: using a generated demo dataset instead")
     args.home = str(layout.home / "demo")
     args.lake = args.warehouse = None
     args.projects, args.sessions, args.seed, args.regenerate = 4, 6, 7, False
@@ -101,11 +106,12 @@ def cmd_quickstart(args) -> int:
 
 
 FIRST_LOOK = """
-SELECT project,
+SELECT project, provider,
        COUNT(*) AS root_sessions,
-       ROUND(SUM(cost_usd), 2) AS cost_usd
+       ROUND(SUM(cost_usd), 4) AS cost_usd,
+       STRING_AGG(DISTINCT cost_source, ', ') AS cost_source
 FROM sessions WHERE is_root
-GROUP BY project ORDER BY cost_usd DESC
+GROUP BY ALL ORDER BY project, provider
 """
 
 
@@ -191,7 +197,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no per-source progress")
     p.set_defaults(func=cmd_ingest)
 
-    p = sub.add_parser("demo", help="generate demo Crush data under <home>/demo-crush and ingest it")
+    p = sub.add_parser("demo", help="generate demo Crush and CodeWhale data under <home> and ingest it")
     _common(p)
     p.add_argument("--projects", type=int, default=4)
     p.add_argument("--sessions", type=int, default=6, help="root sessions per project")

@@ -14,7 +14,8 @@ from transforms.crush.synth_parts import text_part
 def home(tmp_path, monkeypatch):
     monkeypatch.setenv("AGENTLAKE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
-    monkeypatch.setenv("CRUSH_GLOBAL_DATA", str(tmp_path / "crush-global"))  # never the real one
+    monkeypatch.setenv("CRUSH_GLOBAL_DATA", str(tmp_path / "crush-global"))  # never the real ones
+    monkeypatch.setenv("CODEWHALE_HOME", str(tmp_path / "codewhale"))
     return tmp_path / "home"
 
 

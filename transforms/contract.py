@@ -42,11 +42,11 @@ def _c(name: str, type_: pa.DataType, doc: str) -> Column:
 
 # Columns every table starts with: where the row came from, down to the source row.
 LINEAGE = (
-    _c("provider", pa.string(), "Agent that wrote the source: `crush`."),
-    _c("source_id", pa.string(), "Stable id of the source store (hash of its resolved path)."),
+    _c("provider", pa.string(), "Agent that wrote the source: `crush` or `codewhale`."),
+    _c("source_id", pa.string(), "Stable id of the source (hash of the store's resolved path, or of the agent's own id for a CodeWhale session)."),
     _c("project_path", pa.string(), "The project's directory on the machine that ran the agent."),
-    _c("source_table", pa.string(), "Table in the source store the row comes from."),
-    _c("source_rowid", pa.int64(), "SQLite `rowid` of the source row in `source_table`."),
+    _c("source_table", pa.string(), "Where in the source the row comes from: a SQLite table (Crush), or a JSON path such as `metadata` or `messages` (CodeWhale)."),
+    _c("source_rowid", pa.int64(), "SQLite `rowid` of the source row (Crush), or the index in the JSON array (CodeWhale)."),
 )
 
 SESSIONS = Table(
@@ -56,7 +56,7 @@ SESSIONS = Table(
     LINEAGE
     + (
         _c("session_id", pa.string(), "Session id as the agent stores it."),
-        _c("parent_session_id", pa.string(), "Calling session for a sub-agent session; null for a root."),
+        _c("parent_session_id", pa.string(), "Calling session for a sub-agent session (Crush); null for a root."),
         _c("root_session_id", pa.string(), "Top of the parent chain (itself for a root)."),
         _c("is_root", pa.bool_(), "True when the session has no parent."),
         _c("title", pa.string(), "Session title."),
@@ -65,21 +65,42 @@ SESSIONS = Table(
         _c(
             "cost_usd",
             pa.float64(),
-            "Session cost in USD as the agent recorded it. For Crush a root's cost ALREADY "
-            "INCLUDES its sub-agents' cost: sum `cost_usd` over `is_root` rows only.",
+            "Session cost in USD. A root's cost ALREADY INCLUDES its sub-agents' cost: sum "
+            "`cost_usd` over `is_root` rows only. A fork's cost is its own (see `inherited_cost_usd`). "
+            "Null when unknown, never 0 for unknown.",
         ),
-        _c("cost_source", pa.string(), "`native`: the agent recorded the cost itself."),
+        _c(
+            "cost_source",
+            pa.string(),
+            "`native` (the agent recorded it; a recorded 0 is a real 0), `estimated` (priced by us from "
+            "tokens with the bundled price table) or `unknown` (no cost recorded and the model is unpriced).",
+        ),
         _c("cost_includes_subagents", pa.bool_(), "True when `cost_usd` already holds the sub-agents' cost."),
+        _c("forked_from_session_id", pa.string(), "The session this one was forked from (CodeWhale); null otherwise."),
+        _c(
+            "inherited_cost_usd",
+            pa.float64(),
+            "For a fork: the parent's cost taken off the fork's snapshot, which copies the parent's "
+            "totals. Null when not a fork, or when the parent's snapshot was not found.",
+        ),
+        _c("model", pa.string(), "The session's model as the agent records it per session (CodeWhale); null otherwise."),
+        _c("llm_provider", pa.string(), "The session's LLM provider, where recorded per session; null otherwise."),
+        _c(
+            "total_tokens",
+            pa.int64(),
+            "One undivided token total, as the agent records it (CodeWhale; a fork's own part). "
+            "Never split into input and output. Null where not recorded (Crush).",
+        ),
         _c("message_count", pa.int64(), "Messages in the session, as the agent counts them."),
         _c(
             "last_step_prompt_tokens",
             pa.int64(),
-            "Crush `prompt_tokens`: the LAST step's input size (context occupancy), not a total.",
+            "Crush `prompt_tokens`: the LAST step's input size (context occupancy), not a total. Null for other agents.",
         ),
         _c(
             "last_step_completion_tokens",
             pa.int64(),
-            "Crush `completion_tokens`: the LAST step's output size, not a total.",
+            "Crush `completion_tokens`: the LAST step's output size, not a total. Null for other agents.",
         ),
         _c("summary_message_id", pa.string(), "Id of the compaction summary message, if any."),
         _c("todos", pa.string(), "The session's todo list as raw JSON (Crush >= v0.24), else null."),
@@ -226,18 +247,18 @@ SOURCES = Table(
     "One row per discovered source and run: what was read and how it went.",
     "run_at",
     (
-        _c("provider", pa.string(), "Agent: `crush`."),
+        _c("provider", pa.string(), "Agent: `crush` or `codewhale`."),
         _c("source_id", pa.string(), "Stable id of the source (hash of its resolved path)."),
         _c("partition_key", pa.string(), "Dagster partition key of the source (a slug, never a path)."),
         _c("project_path", pa.string(), "Project directory."),
-        _c("db_path", pa.string(), "The store's path."),
+        _c("db_path", pa.string(), "The store's path (a crush.db, a session file)."),
         _c("run_id", pa.string(), "Id of the ingestion run."),
         _c("run_at", TS, "When the run looked at the source (UTC)."),
         _c("status", pa.string(), "`ok` (ingested), `unchanged` (fingerprint unchanged, skipped cheaply), `skipped` (project directory gone) or `failed`."),
         _c("error", pa.string(), "Why it failed or was skipped; null when ok."),
         _c("warnings", pa.string(), "Non-fatal findings (unknown columns or part types, millisecond timestamps, quarantined rows); null if none."),
-        _c("schema_version", pa.int64(), "goose version (MAX(version_id) of goose_db_version)."),
-        _c("migrations", pa.int64(), "Number of Crush migrations applied (4, 5, 6 or 7)."),
+        _c("schema_version", pa.int64(), "Crush: the goose version (MAX(version_id) of goose_db_version); CodeWhale: the file's `schema_version`."),
+        _c("migrations", pa.int64(), "Number of Crush migrations applied (4, 5, 6 or 7); null for other agents."),
         _c("fingerprint", pa.string(), "Size and mtime of the db and its -wal."),
         _c("sessions", pa.int64(), "Rows written to `sessions` (null unless ok)."),
         _c("messages", pa.int64(), "Rows written to `messages`."),

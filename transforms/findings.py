@@ -14,6 +14,7 @@ class Findings:
     null_timestamps: int = 0
     # canonical rows sent to quarantine instead of their table, by table (for reconciliation)
     diverted: Counter = field(default_factory=Counter)
+    notes: list[str] = field(default_factory=list)  # anything else worth a warning
 
     def warnings(self, quarantined: int) -> list[str]:
         out = []
@@ -28,4 +29,4 @@ class Findings:
             out.append(f"{self.null_timestamps} rows without a usable timestamp (dated 1970-01-01)")
         if quarantined:
             out.append(f"{quarantined} unparseable rows quarantined")
-        return out
+        return out + self.notes

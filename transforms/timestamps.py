@@ -56,3 +56,16 @@ def from_epoch(value, counter: dict | None = None) -> datetime | None:
         return datetime.fromtimestamp(value / _DIVISOR[unit], timezone.utc)
     except (OverflowError, OSError, ValueError):
         return None
+
+
+def from_iso(value) -> datetime | None:
+    """A UTC datetime from an RFC 3339 string (any fraction length, `Z` or an offset)."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:  # no offset written: agents write UTC
+        return parsed.replace(tzinfo=timezone.utc)
+    return parsed.astimezone(timezone.utc)

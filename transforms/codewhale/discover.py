@@ -1,0 +1,107 @@
+"""Find CodeWhale session files: `$CODEWHALE_HOME/sessions/*.json`, else `~/.codewhale/sessions`
+then the legacy `~/.deepseek/sessions`.
+
+One session file is one source, identified by its session id (the file name's stem), so the
+same session under the current and the legacy home is one source (the current copy wins), and
+a session CodeWhale prunes (it keeps 50) keeps its history in the lake.
+"""
+
+import json
+import os
+import re
+from pathlib import Path
+
+from transforms.sources import Discovery, Source, slugify
+
+PROVIDER = "codewhale"
+# crash-recovery and bookkeeping files that sit beside the sessions
+SIDE_FILES = frozenset({"latest.json", "offline_queue.json", "session_boot_owners.json"})
+PREFIX_BYTES = 64 * 1024  # metadata comes first in the file: enough to find the workspace
+_WORKSPACE = re.compile(rb'"workspace"\s*:\s*("(?:[^"\\]|\\.)*")')
+
+
+def user_home(env=os.environ) -> Path:
+    for value in (env.get("HOME"), env.get("USERPROFILE")):
+        if value:
+            return Path(value)
+    if env.get("HOMEDRIVE") and env.get("HOMEPATH"):
+        return Path(env["HOMEDRIVE"] + env["HOMEPATH"])
+    return Path.home()
+
+
+def session_dirs(env=os.environ) -> tuple[list[Path], list[str]]:
+    """Where CodeWhale keeps sessions, newest layout first; plus problems with the env."""
+    explicit = env.get("CODEWHALE_HOME")
+    if explicit:
+        home = Path(explicit).expanduser()
+        if not home.is_absolute():  # CodeWhale itself rejects a relative home
+            return [], [f"CODEWHALE_HOME={explicit!r} is relative; CodeWhale requires an absolute path"]
+        return [home / "sessions"], []  # an explicit home is exact: no legacy fallback
+    home = user_home(env)
+    return [home / ".codewhale" / "sessions", home / ".deepseek" / "sessions"], []
+
+
+def session_files(directory: Path) -> list[Path]:
+    """Top-level `*.json` session files; side files and per-session folders are skipped."""
+    if not directory.is_dir():
+        return []
+    return sorted(
+        p for p in directory.iterdir()
+        if p.suffix == ".json" and p.name not in SIDE_FILES and not p.name.startswith(".") and p.is_file()
+    )
+
+
+def workspace_of(path: Path) -> str | None:
+    """The session's workspace from the file's first 64 KiB, without parsing the transcript."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(PREFIX_BYTES)
+    except OSError:
+        return None
+    m = _WORKSPACE.search(head)
+    if not m:
+        return None
+    try:
+        value = json.loads(m.group(1).decode("utf-8", "replace"))
+    except ValueError:
+        return None
+    return value if isinstance(value, str) and value else None
+
+
+def _source(path: Path) -> Source:
+    workspace = workspace_of(path)
+    project_path = workspace or ""
+    return Source(
+        provider=PROVIDER,
+        path=str(path),
+        project_path=project_path,
+        project=slugify(Path(workspace).name if workspace else "", default="unknown"),
+        identity=path.stem,
+    )
+
+
+def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True) -> Discovery:
+    found = Discovery()
+    dirs: list[Path] = []
+    if use_default:
+        dirs, problems = session_dirs(env)
+        found.problems.extend(problems)
+    dirs += [Path(r).expanduser() / "sessions" for r in extra_roots]
+    files: list[Path] = []
+    for d in dirs:
+        files += session_files(d)
+    for store in extra_stores:
+        p = Path(store).expanduser()
+        if p.is_dir():
+            files += session_files(p)
+        elif p.is_file():
+            files.append(p)
+        else:
+            found.problems.append(f"no CodeWhale session at {p}")
+    seen: set[str] = set()
+    for path in files:  # earlier places win: the current home before the legacy one
+        if path.stem in seen:
+            continue
+        seen.add(path.stem)
+        found.sources.append(_source(Path(os.path.realpath(path))))
+    return found

@@ -1,0 +1,49 @@
+"""Offline prices from the bundled `genai-prices` table, for agents that record no cost.
+
+Only a total token count may be known (CodeWhale): it is priced at the model's input rate for
+a request under the long-context threshold, a documented estimate, never an invented split.
+A model the table does not know has no price: its cost is unknown, never $0.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from functools import lru_cache
+
+SAMPLE_TOKENS = 100_000  # below every long-context tier (200k), so the base rate applies
+
+
+@dataclass(frozen=True)
+class Priced:
+    cost_usd: float | None
+    cost_source: str  # "estimated" or "unknown"
+    note: str
+
+
+@lru_cache(maxsize=512)
+def input_rate(model: str, provider: str | None, day: str | None) -> tuple[Decimal, str] | None:
+    """USD per input token for the model (and the matched model id), or None if unpriced."""
+    from genai_prices import Usage, calc_price  # imported on first use: it loads a large table
+
+    when = datetime.fromisoformat(day) if day else None
+    for provider_id in dict.fromkeys((provider, None)):  # the agent's provider, then a guess
+        try:
+            price = calc_price(Usage(input_tokens=SAMPLE_TOKENS), model, provider_id=provider_id,
+                               genai_request_timestamp=when)
+        except (LookupError, ValueError):
+            continue
+        return Decimal(price.total_price) / SAMPLE_TOKENS, f"{price.provider.id}/{price.model.id}"
+    return None
+
+
+def price_total_tokens(total_tokens: int | None, model: str | None, provider: str | None,
+                       at: datetime | None) -> Priced:
+    if not model or total_tokens is None:
+        return Priced(None, "unknown", "no model or token count recorded")
+    day = at.strftime("%Y-%m-%dT%H:00:00+00:00") if at else None  # prices vary by hour at most
+    rate = input_rate(model, provider if provider not in (None, "", "custom") else None, day)
+    if rate is None:
+        return Priced(None, "unknown", f"model {model!r} is not in the price table")
+    per_token, matched = rate
+    return Priced(float(round(per_token * total_tokens, 9)), "estimated",
+                  f"{total_tokens} tokens at the input rate of {matched}")
