@@ -177,7 +177,7 @@ def test_registry_entries_without_a_path_are_reported_and_the_rest_kept(tmp_path
 
     found = discover(env=env_for(tmp_path / "g"))
 
-    assert len(found.problems) == 1 and "2 entries" in found.problems[0]
+    assert [p.split(": ", 1)[1] for p in found.problems] == ["entry 0 ignored: no path", "entry 1 ignored: no path"]
     assert [s.project_path for s in found.sources] == [good["path"]]
 
 
@@ -324,3 +324,39 @@ def test_source_id_does_not_depend_on_the_spelling_of_the_project_path(tmp_path)
     ids |= {s.source_id for s in discover(env={}, extra_dbs=[link], use_default=False).sources}
 
     assert len(ids) == 1
+
+
+# --------------------------------------------------------------------------- odd registry entries
+
+
+def test_bad_entries_are_reported_one_by_one(tmp_path):
+    good = make_project(tmp_path / "p", "good")
+    write_registry(tmp_path / "g", [{"path": "/x", "data_dir": 5, "last_accessed": "x"},
+                                    {"path": "rel", "data_dir": ".crush", "last_accessed": "x"}, good])
+    found = discover(env=env_for(tmp_path / "g"))
+    assert [p.split(": ", 1)[1] for p in found.problems] == [
+        "entry 0 ignored: data_dir is a int, not a path",
+        "entry 1 ignored: path 'rel' and data_dir '.crush' are both relative"]
+    assert dbs(found) == {str(Path(good["path"]) / ".crush" / "crush.db")}
+
+
+def test_relative_path_with_an_absolute_data_dir_is_found(tmp_path):
+    real = make_project(tmp_path / "p", "proj")
+    entry = {"path": "proj", "data_dir": str(Path(real["path"]) / ".crush"), "last_accessed": "x"}
+    write_registry(tmp_path / "g", [entry])
+    (source,) = discover(env=env_for(tmp_path / "g")).sources
+    assert source.skip_reason is None and source.project_path == real["path"]
+
+
+def test_shared_crush_dir_keeps_one_project_whichever_entry_is_newest(tmp_path):
+    repo = make_project(tmp_path / "p", "repo")
+    sub = Path(repo["path"]) / "pkg"
+    sub.mkdir()
+    shared = str(Path(repo["path"]) / ".crush")
+    entries = [{"path": str(sub), "data_dir": shared, "last_accessed": "x"}, {**repo, "data_dir": shared}]
+    write_registry(tmp_path / "g1", entries)
+    write_registry(tmp_path / "g2", entries[::-1])
+    first = discover(env=env_for(tmp_path / "g1")).sources
+    second = discover(env=env_for(tmp_path / "g2")).sources
+    assert [(s.project, s.partition_key) for s in first] == [(s.project, s.partition_key) for s in second]
+    assert first[0].project == "repo"

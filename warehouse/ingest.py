@@ -20,7 +20,7 @@ from transforms.providers import PROVIDERS
 from transforms.sources import Source
 from warehouse import state as state_store
 from warehouse.layout import Layout, relative_path
-from warehouse.writer import append_rows, write_source
+from warehouse.writer import append_rows, build_files, write_files
 
 STATUSES = ("ok", "unchanged", "skipped", "failed")
 
@@ -120,17 +120,22 @@ def _ingest_locked(source, layout, staging, run_at, force, provider) -> SourceRe
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     try:
-        written = write_source(
-            layout.lake, staging, list(DATA_TABLES), extract.rows,
-            provider=source.provider, source_id=source.source_id, project=source.project,
-            previous=previous.files,
-        )
+        built = build_files(list(DATA_TABLES), extract.rows, provider=source.provider,
+                            source_id=source.source_id, project=source.project)
+    except Exception as exc:  # a value Arrow cannot hold: this source fails, the lake is untouched
+        return SourceResult(source, "failed", error=f"cannot convert the rows: {type(exc).__name__}: {exc}",
+                            fingerprint=fingerprint)
+    # first record every file this write may leave behind, so that a crash or a full disk
+    # half-way never orphans one: the next run re-reads the source and removes what is stale
+    intent = {**previous.files, **{rel: "" for rel in built.data if rel not in previous.files}}
+    try:
+        state_store.save(layout.state_dir, source.provider, source.source_id,
+                         state_store.SourceState(None, intent, source.partition_key, source.path))
+        written = write_files(layout.lake, staging, built, previous.files)
+        state_store.save(layout.state_dir, source.provider, source.source_id,
+                         state_store.SourceState(fingerprint, written.files, source.partition_key, source.path))
     except OSError as exc:
         return SourceResult(source, "failed", error=f"cannot write the lake: {exc}", fingerprint=fingerprint)
-    state_store.save(
-        layout.state_dir, source.provider, source.source_id,
-        state_store.SourceState(fingerprint, written.files, source.partition_key, source.path),
-    )
     findings = extract.findings
     findings.null_timestamps = written.undated
     reconcile = {
@@ -177,7 +182,10 @@ def _record(result: SourceResult, layout: Layout, staging: Path, run_id: str, ru
         "duration_s": result.duration_s,
     }
     rel = relative_path("sources", run_at.date().isoformat(), s.project, s.provider, s.source_id)
-    append_rows(layout.lake, staging, SOURCES, rel, [row])
+    try:
+        append_rows(layout.lake, staging, SOURCES, rel, [row])
+    except OSError as exc:  # the data is written or not already; only the log entry is lost
+        result.warnings.append(f"could not record this run in `sources`: {exc}")
 
 
 def clean_stale_staging(layout: Layout) -> int:

@@ -46,7 +46,10 @@ def group_by_date(table: Table, rows: list[dict]) -> dict[str, list[dict]]:
 def atomic_write(path: Path, data: bytes, staging: Path) -> None:
     staging.mkdir(parents=True, exist_ok=True)
     tmp = staging / f"{os.getpid()}-{uuid.uuid4().hex}.tmp"  # pid: leftovers of dead runs are found
-    tmp.write_bytes(data)
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())  # the rename must never publish a file whose bytes are not on disk
     path.parent.mkdir(parents=True, exist_ok=True)
     os.replace(tmp, path)
 
@@ -61,34 +64,48 @@ class WriteResult:
     removed: int = 0
 
 
-def write_source(
-    lake: Path,
-    staging: Path,
-    tables: list[Table],
-    rows: dict[str, list[dict]],
-    *,
-    provider: str,
-    source_id: str,
-    project: str,
-    previous: dict[str, str],
-) -> WriteResult:
-    """Write every table of one source; `previous` is what the last run wrote (path -> sha)."""
-    result = WriteResult()
+@dataclass
+class SourceFiles:
+    """Every file of one source, built in memory before any is written: a value that cannot be
+    converted fails the source before the lake is touched."""
+
+    data: dict[str, bytes] = field(default_factory=dict)  # relative path -> Parquet bytes
+    rows: dict[str, int] = field(default_factory=dict)
+    undated: int = 0
+
+
+def build_files(tables: list[Table], rows: dict[str, list[dict]], *, provider: str, source_id: str,
+                project: str) -> SourceFiles:
+    built = SourceFiles()
     for table in tables:
         table_rows = rows.get(table.name, [])
-        result.rows[table.name] = len(table_rows)
+        built.rows[table.name] = len(table_rows)
         for date, group in sorted(group_by_date(table, table_rows).items()):
             if date == UNDATED:
-                result.undated += len(group)
+                built.undated += len(group)
             rel = relative_path(table.name, date, project, provider, source_id)
-            data = parquet_bytes(to_arrow(table, group))
-            digest = hashlib.sha256(data).hexdigest()
-            result.files[rel] = digest
-            if previous.get(rel) == digest and (lake / rel).exists():
-                result.unchanged += 1
-                continue
-            atomic_write(lake / rel, data, staging)
-            result.replaced += 1
+            built.data[rel] = parquet_bytes(to_arrow(table, group))
+    return built
+
+
+def _in_place(path: Path, size: int) -> bool:
+    try:
+        return path.stat().st_size == size  # a truncated file left by a crash is rewritten
+    except OSError:
+        return False
+
+
+def write_files(lake: Path, staging: Path, built: SourceFiles, previous: dict[str, str]) -> WriteResult:
+    """Put one source's files in place; `previous` is what the last run wrote (path -> sha)."""
+    result = WriteResult(rows=built.rows, undated=built.undated)
+    for rel, data in built.data.items():
+        digest = hashlib.sha256(data).hexdigest()
+        result.files[rel] = digest
+        if previous.get(rel) == digest and _in_place(lake / rel, len(data)):
+            result.unchanged += 1
+            continue
+        atomic_write(lake / rel, data, staging)
+        result.replaced += 1
     for rel in previous.keys() - result.files.keys():
         remove_file(lake, rel)
         result.removed += 1

@@ -9,10 +9,10 @@ The traps (providers.md §5):
   the journal when it lines up with the messages, else the session's `created_at`.
 """
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 
+from transforms import jsontext
 from transforms.codewhale.tools import COMMAND_KEYS, FILE_KEYS, tool_category
 from transforms.findings import Findings
 from transforms.pricing import price_total_tokens
@@ -45,7 +45,7 @@ class Context:
 
 def parse_session(text: str) -> dict:
     try:
-        doc = json.loads(text)
+        doc = jsontext.loads(text)
     except (ValueError, RecursionError) as exc:
         raise SessionFileError(f"not valid JSON: {exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("metadata"), dict):

@@ -70,32 +70,55 @@ def from_registry(global_dir: Path, seen: set, found: Discovery) -> None:
     except RegistryError as exc:
         found.problems.append(str(exc))
         return
-    bad = [e for e in entries if not (isinstance(e, dict) and isinstance(e.get("path"), str))]
-    if bad:
-        found.problems.append(f"Crush registry {registry}: {len(bad)} entries without a path were ignored")
     by_data_dir: dict[str, list[tuple[Path, Path]]] = {}
-    for entry in entries:
-        if entry in bad:
+    for i, entry in enumerate(entries):
+        try:
+            project, data_dir = entry_paths(entry)
+        except (ValueError, TypeError, RuntimeError) as exc:  # one bad entry never hides the others
+            found.problems.append(f"Crush registry {registry}: entry {i} ignored: {exc}")
             continue
-        project = Path(entry["path"]).expanduser()
-        data_dir = Path(entry.get("data_dir") or ".crush").expanduser()
-        if not data_dir.is_absolute():  # before Crush v0.68 it could be relative to the project
-            data_dir = project / data_dir
         # several projects can share one data dir (Crush searches upward for .crush)
         by_data_dir.setdefault(os.path.realpath(data_dir), []).append((project, data_dir))
     for key, candidates in by_data_dir.items():
         if key in seen:
             continue
         seen.add(key)
-        # the registry is newest first: take the newest entry whose project still exists
-        project, data_dir = next(((p, d) for p, d in candidates if p.is_dir()), candidates[0])
         db = Path(key) / DB_NAME
-        if not project.is_dir():
-            found.sources.append(_source(db, project, "project directory is gone"))
-        elif not db.is_file():
-            found.sources.append(_source(db, project, f"no {DB_NAME} in {data_dir}"))
-        else:
+        project = project_of(Path(key), candidates)
+        if db.is_file():
             found.sources.append(_source(db, project))
+        elif not project.is_dir():
+            found.sources.append(_source(db, project, "project directory is gone"))
+        else:
+            found.sources.append(_source(db, project, f"no {DB_NAME} in {candidates[0][1]}"))
+
+
+def entry_paths(entry) -> tuple[Path, Path]:
+    """(project dir, data dir) of one registry entry; ValueError says what is wrong with it."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("path"), str) or not entry["path"]:
+        raise ValueError("no path")
+    data_dir = entry.get("data_dir") or ".crush"
+    if not isinstance(data_dir, str):
+        raise ValueError(f"data_dir is a {type(data_dir).__name__}, not a path")
+    project, data = Path(entry["path"]).expanduser(), Path(data_dir).expanduser()
+    if not data.is_absolute():  # before Crush v0.68 it could be relative to the project
+        if not project.is_absolute():
+            raise ValueError(f"path {entry['path']!r} and data_dir {data_dir!r} are both relative")
+        data = project / data
+    if not project.is_absolute():  # Crush records --cwd as given; the data dir says where it was
+        project = data.parent if data.name == ".crush" else data
+    return project, data
+
+
+def project_of(data_dir: Path, candidates: list[tuple[Path, Path]]) -> Path:
+    """The project a data dir belongs to, stable whichever registry entry was used last.
+
+    A `.crush` dir belongs to the directory holding it (the repository root, when Crush found
+    it by searching upward); a custom data dir to the newest entry whose directory exists.
+    """
+    if data_dir.name == ".crush":
+        return data_dir.parent
+    return next((p for p, _ in candidates if p.is_dir()), candidates[0][0])
 
 
 def from_path(path: Path, seen: set, found: Discovery) -> None:

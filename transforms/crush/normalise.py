@@ -69,13 +69,18 @@ def _extra(row: dict, extra_cols: list[str]) -> str | None:
     return json.dumps({c: row[c] for c in extra_cols}, default=_json_default, ensure_ascii=False)
 
 
+_INT64 = range(-(2**63), 2**63)
+
+
 def _int(value) -> int | None:
+    """An int64, or None: SQLite's loose typing can hand us REALs, TEXT or huge numbers."""
     if value is None or isinstance(value, bool):
         return None
     try:
-        return int(value)
-    except (TypeError, ValueError):
+        number = int(value)
+    except (TypeError, ValueError, OverflowError):
         return None
+    return number if number in _INT64 else None
 
 
 def _float(value) -> float | None:
@@ -214,28 +219,32 @@ class _Normaliser:
             is_summary=bool(_int(r.get("is_summary_message"))) or mid in self.summary_ids,
             extra_columns=_extra(r, extra),
         )
-        index[sid] += 1
         try:
             parts = parse_parts(r.get("parts"))
         except PartsError as exc:
+            index[sid] += 1
             row.update(part_count=None, parts_ok=False)
             self.out["messages"].append(row)
             self.quarantine("messages", r["rowid"], mid, str(exc), _text(r.get("parts")), created)
             return
-        row.update(part_count=len(parts), parts_ok=True)
-        self.out["messages"].append(row)
+        # build every part before keeping anything, so a failure leaves no half message behind
+        part_rows = []
         for i, part in enumerate(parts):
-            cols = part_columns(part, self.findings.non_second_timestamps)
-            if not cols["is_known_type"]:
-                self.findings.unknown_part_types[cols["part_type"]] += 1
             prow = self.lineage("messages", r["rowid"])
             prow.update(message_id=mid, session_id=sid, part_index=i, role=role, created_at=created)
-            prow.update(cols)
+            prow.update(part_columns(part, self.findings.non_second_timestamps))
             prow["raw"] = compact_json(part)
-            self.out["parts"].append(prow)
-            if cols.get("part_type") == "tool_call" and cols["is_known_type"]:
+            part_rows.append(prow)
+        index[sid] += 1
+        row.update(part_count=len(parts), parts_ok=True)
+        self.out["messages"].append(row)
+        self.out["parts"].extend(part_rows)
+        for prow in part_rows:
+            if not prow["is_known_type"]:
+                self.findings.unknown_part_types[prow["part_type"]] += 1
+            elif prow["part_type"] == "tool_call":
                 self.add_call(prow, r["rowid"])
-            elif cols.get("part_type") == "tool_result" and cols["is_known_type"]:
+            elif prow["part_type"] == "tool_result":
                 self.add_result(prow, r["rowid"])
 
     def add_call(self, part: dict, rowid):

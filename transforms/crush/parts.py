@@ -5,8 +5,7 @@ inputs and result metadata are JSON text inside that JSON; they stay text here a
 where they are used (transforms.tools).
 """
 
-import json
-
+from transforms import jsontext
 from transforms.timestamps import from_epoch
 from transforms.tools import compact_json
 
@@ -19,16 +18,11 @@ class PartsError(ValueError):
     """The parts text is not a JSON array; the message goes to quarantine."""
 
 
-def _reject_constant(name):
-    # Go never writes NaN or Infinity; text that holds them was not written by Crush
-    raise ValueError(f"non-finite number {name} is not JSON")
-
-
 def parse_parts(text) -> list:
     if text is None:
         raise PartsError("parts is NULL")
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = jsontext.loads(text)
     except (ValueError, RecursionError) as exc:
         raise PartsError(f"parts is not valid JSON: {exc}") from None
     if not isinstance(value, list):
@@ -70,7 +64,7 @@ def part_columns(part, counter: dict) -> dict:
         return {"part_type": None, "is_known_type": False}
     kind = part.get("type")
     data = part.get("data")
-    cols = {"part_type": _s(kind), "is_known_type": kind in KNOWN_TYPES}
+    cols = {"part_type": _s(kind), "is_known_type": isinstance(kind, str) and kind in KNOWN_TYPES}
     if not isinstance(data, dict):
         cols["is_known_type"] = False  # a known name with a shape we cannot read
         return cols

@@ -25,8 +25,11 @@ def tool_category(name: str | None) -> str:
     return categorise(name, _CATEGORY)
 
 
-_CWD_TAIL = re.compile(r"\n*<cwd>(.*?)</cwd>\s*\Z", re.DOTALL)
-_EXIT_TAIL = re.compile(r"(?:\A|\n)Exit code (-?\d+)\s*\Z")
+# Crush appends "\n\n<cwd>dir</cwd>" last: anchor on that tag only, since the command's own
+# output may contain "<cwd>" too
+_CWD_TAIL = re.compile(r"\n\n<cwd>([^\n]*)</cwd>\s*\Z")
+# and a real exit line always follows a newline; a command printing "Exit code 3" is not one
+_EXIT_TAIL = re.compile(r"\nExit code (-?\d+)\s*\Z")
 _ABORTED_TAIL = "Command was aborted before completion"
 _BACKGROUND = ("Background shell started with ID:", "Command is taking longer than expected")
 

@@ -1,0 +1,99 @@
+"""Odd values and failures half-way: one source may fail, the run and the lake never break."""
+
+import sqlite3
+
+import pytest
+
+from tests.conftest import T0, ingest, query, scalar
+from transforms.crush.synth import add_message, add_session
+from transforms.crush.synth_parts import bash_output, finish_part, text_part, tool_call_part, tool_result_part
+from warehouse import writer
+
+
+def _bash(p, cid, output):
+    add_message(p.conn, f"a-{cid}", "s", "assistant", [tool_call_part(cid, "bash", {"command": cid})], created_at=T0)
+    add_message(p.conn, f"r-{cid}", "s", "tool", [tool_result_part(cid, "bash", output), finish_part("stop")],
+                created_at=T0 + 1)
+
+
+def test_bash_output_that_looks_like_crush_markers(layout, project):
+    p = project()
+    add_session(p.conn, "s", title="t", created_at=T0)
+    _bash(p, "grep", bash_output('x.py: re.compile("<cwd>(.*)</cwd>")', stderr="", exit_code=2, cwd="/w"))
+    _bash(p, "echo", bash_output("Exit code 3", cwd="/w"))  # exit 0, printing the marker
+    p.close()
+    ingest(layout, p.db)
+    got = {r[0]: r[1:] for r in query(layout, "SELECT tool_call_id, exit_code, result_cwd, result_text FROM tool_calls")}
+    assert got["grep"][:2] == (2, "/w") and got["grep"][2].startswith('x.py: re.compile("<cwd>(.*)</cwd>")')
+    assert got["echo"] == (0, "/w", "Exit code 3")
+
+
+def test_odd_values_are_kept_or_nulled_never_fatal(layout, project):
+    p = project()
+    add_session(p.conn, "s", title="t", created_at=T0)
+    p.conn.execute("UPDATE sessions SET prompt_tokens = 1e20")  # REAL beyond int64
+    add_message(p.conn, "lone", "s", "user", '[{"type":"text","data":{"text":"half emoji \\ud83d"}}]', created_at=T0)
+    add_message(p.conn, "listtype", "s", "user", [{"type": ["x"], "data": {}}, text_part("after")], created_at=T0 + 1)
+    add_message(p.conn, "nan", "s", "user", '[{"type":"text","data":{"n":NaN}}]', created_at=T0 + 2)
+    p.conn.execute("INSERT INTO files VALUES ('f', 's', '/p/a', 'x', '99999999999999999999999', ?, ?)", (T0, T0))
+    p.close()
+    summary = ingest(layout, p.db)
+    result = summary.results[0]
+    assert result.status == "ok" and result.reconciled, result.reconcile
+    assert scalar(layout, "SELECT last_step_prompt_tokens FROM sessions") is None
+    assert scalar(layout, "SELECT text FROM parts WHERE message_id = 'lone'") == "half emoji ?"
+    assert query(layout, "SELECT part_index, is_known_type FROM parts WHERE message_id = 'listtype' ORDER BY 1") == [
+        (0, False), (1, True)]
+    assert query(layout, "SELECT key FROM quarantine") == [("nan",)]  # NaN is not JSON
+    assert query(layout, "SELECT version FROM file_versions") == [(None,)]
+
+
+def test_a_write_failing_half_way_leaves_no_orphan_files(layout, project, monkeypatch):
+    p = project()
+    for day in range(3):
+        add_session(p.conn, f"s{day}", title="t", created_at=T0 + day * 86400, cost=1.0)
+    p.close()
+    ingest(layout, p.db)
+    con = sqlite3.connect(p.db)
+    add_session(con, "new", title="t", created_at=T0 + 9 * 86400, cost=5.0)  # a new date
+    add_message(con, "m", "new", "user", [text_part("hi")], created_at=T0 + 9 * 86400)
+    con.commit()
+    con.close()
+    real = writer.atomic_write
+
+    def full_disk(path, data, staging):  # the new sessions file lands, then the disk is full
+        if "/messages/" in str(path):
+            raise OSError(28, "No space left on device")
+        real(path, data, staging)
+
+    monkeypatch.setattr(writer, "atomic_write", full_disk)
+    failed = ingest(layout, p.db)
+    assert failed.results[0].status == "failed" and "No space left" in failed.results[0].error
+    monkeypatch.undo()
+
+    con = sqlite3.connect(p.db)
+    con.execute("PRAGMA foreign_keys = ON")
+    con.execute("DELETE FROM sessions WHERE id = 'new'")
+    con.commit()
+    con.close()
+    ingest(layout, p.db)
+    assert scalar(layout, "SELECT SUM(cost_usd) FROM sessions WHERE is_root") == pytest.approx(3.0)
+    assert not list(layout.lake.glob("*/date=2026-01-10/**/*.parquet"))
+
+
+def test_value_arrow_cannot_hold_fails_only_its_source(layout, project, monkeypatch):
+    good, bad = project("good"), project("bad")
+    for p in (good, bad):
+        add_session(p.conn, "s", title="t", created_at=T0)
+        p.close()
+    real = writer.to_arrow
+
+    def picky(table, rows):
+        if table.name != "sources" and any(r["project_path"].endswith("bad") for r in rows):
+            raise OverflowError("value too large")
+        return real(table, rows)
+
+    monkeypatch.setattr(writer, "to_arrow", picky)
+    summary = ingest(layout, good.db, bad.db)
+    assert sorted((r.source.project, r.status) for r in summary.results) == [("bad", "failed"), ("good", "ok")]
+    assert "OverflowError" in next(r.error for r in summary.results if r.status == "failed")

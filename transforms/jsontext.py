@@ -1,0 +1,33 @@
+"""JSON text from agents' stores, decoded without letting odd input crash a run."""
+
+import json
+import re
+
+# a \\uD800-\\uDFFF escape: JSON allows a lone surrogate, UTF-8 (and Parquet) cannot hold one
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _reject_constant(name):
+    # agents write RFC 8259 JSON: NaN and Infinity mean the text was not written by them
+    raise ValueError(f"non-finite number {name} is not JSON")
+
+
+def _clean(value):
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8")  # lone surrogates -> '?'
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if isinstance(value, dict):
+        return {_clean(k): _clean(v) for k, v in value.items()}
+    return value
+
+
+def loads(text: str):
+    """json.loads that rejects NaN/Infinity and replaces lone surrogates.
+
+    Raises ValueError (or RecursionError for absurd nesting) on bad input.
+    """
+    value = json.loads(text, parse_constant=_reject_constant)
+    if _SURROGATE_ESCAPE.search(text):  # rare: only then walk the value
+        value = _clean(value)
+    return value
