@@ -3,6 +3,7 @@
 Discovery must never open a database nor read Crush's global crush.json (crush-format.md §4).
 """
 
+import json
 import re
 from datetime import datetime, timezone
 from pathlib import Path
@@ -331,8 +332,9 @@ def test_source_id_does_not_depend_on_the_spelling_of_the_project_path(tmp_path)
 
 def test_bad_entries_are_reported_one_by_one(tmp_path):
     good = make_project(tmp_path / "p", "good")
-    write_registry(tmp_path / "g", [{"path": "/x", "data_dir": 5, "last_accessed": "x"},
-                                    {"path": "rel", "data_dir": ".crush", "last_accessed": "x"}, good])
+    (tmp_path / "g").mkdir()
+    (tmp_path / "g" / "projects.json").write_text(json.dumps({"projects": [
+        {"path": "/x", "data_dir": 5}, {"path": "rel", "data_dir": ".crush"}, good]}))
     found = discover(env=env_for(tmp_path / "g"))
     assert [p.split(": ", 1)[1] for p in found.problems] == [
         "entry 0 ignored: data_dir is a int, not a path",
