@@ -334,7 +334,8 @@ def test_bad_entries_are_reported_one_by_one(tmp_path):
     good = make_project(tmp_path / "p", "good")
     (tmp_path / "g").mkdir()
     (tmp_path / "g" / "projects.json").write_text(json.dumps({"projects": [
-        {"path": "/x", "data_dir": 5}, {"path": "rel", "data_dir": ".crush"}, good]}))
+        {"path": "/x", "data_dir": 5}, {"path": "rel", "data_dir": ".crush"},
+        {"path": good["path"], "data_dir": ".crush"}]}))
     found = discover(env=env_for(tmp_path / "g"))
     assert [p.split(": ", 1)[1] for p in found.problems] == [
         "entry 0 ignored: data_dir is a int, not a path",
