@@ -31,3 +31,23 @@ def test_no_future_annotations_in_dagster_modules():
     offenders = [str(f.relative_to(ROOT)) for f in (ROOT / "pipelines").rglob("*.py")
                  if "from __future__ import annotations" in f.read_text()]
     assert offenders == []
+
+
+def test_every_provider_maps_tools_to_the_shared_categories():
+    from transforms.codewhale import tools as codewhale_tools
+    from transforms.contract import TOOL_CATEGORIES
+    from transforms.crush import tools as crush_tools
+
+    for module in (crush_tools, codewhale_tools):
+        assert set(module._CATEGORY.values()) <= set(TOOL_CATEGORIES), module.__name__
+        assert module.tool_category("mcp_github_create_issue") == "mcp"
+        assert module.tool_category("no_such_tool") == "other"
+
+
+def test_a_provider_is_one_folder_behind_one_interface():
+    from transforms.providers import PROVIDERS
+
+    for name, provider in PROVIDERS.items():
+        assert provider.name == name
+        assert (ROOT / "transforms" / name).is_dir()
+        assert all(callable(getattr(provider, m)) for m in ("discover", "fingerprint", "extract"))
