@@ -136,3 +136,23 @@ def test_partition_range_run_ingests_every_source(layout, project, instance):
     assert dg.materialize([warehouse_views], instance=instance, resources={"agentlake": resource}).success
     assert scalar(layout, "SELECT COUNT(DISTINCT project) FROM sessions") == 3
     assert sorted(r[0] for r in query(layout, "SELECT partition_key FROM sources")) == keys
+
+
+def test_one_partition_set_and_sensor_for_every_provider(layout, project, instance, tmp_path):
+    from transforms.codewhale.synth import generate_home
+
+    crush = _store(project, "alpha")
+    generate_home(tmp_path / "cw", sessions=2, workspaces=(str(crush.path),))
+    resource = AgentlakeResource(home=str(layout.home), extra_stores={"crush": [str(crush.db)]},
+                                 extra_roots={"codewhale": [str(tmp_path / "cw")]}, use_default=False)
+    result = discover_sources(dg.build_sensor_context(instance=instance, resources={"agentlake": resource}))
+    keys = sorted(r.partition_key for r in result.run_requests)
+    assert [k.split("-")[0] for k in keys] == ["codewhale", "codewhale", "crush"]
+    instance.add_dynamic_partitions("sources", keys)
+    run = dg.materialize([lake_tables], instance=instance, resources={"agentlake": resource, "reporter": Reporter()},
+                         tags={"dagster/asset_partition_range_start": keys[0],
+                               "dagster/asset_partition_range_end": keys[-1]})
+    assert run.success
+    assert dg.materialize([warehouse_views], instance=instance, resources={"agentlake": resource}).success
+    assert query(layout, "SELECT provider, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 1") == [
+        ("codewhale", 2), ("crush", 1)]
