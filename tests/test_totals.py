@@ -72,3 +72,19 @@ def test_message_count_column_matches_rows(lake):
     assert query(layout, """
         SELECT s.session_id FROM sessions s LEFT JOIN messages m USING (session_id)
         GROUP BY s.session_id, s.message_count HAVING COUNT(m.message_id) <> s.message_count""") == []
+
+
+def test_daily_costs_add_up_to_the_root_costs(store, lake):
+    layout, _ = lake
+    got = dict(query(layout, "SELECT project, SUM(cost_usd) FROM daily_costs GROUP BY 1"))
+    want = {}
+    for d in store.dbs:
+        slug = d.project_path.name
+        want[slug] = want.get(slug, 0) + d.root_cost
+    assert {k: round(float(v), 6) for k, v in got.items()} == {k: round(v, 6) for k, v in want.items()}
+    # and every root session's shares sum to its own cost, to the nano-dollar
+    assert query(layout, """
+        WITH shares AS (SELECT project, SUM(cost_usd) AS s FROM daily_costs GROUP BY 1),
+             roots AS (SELECT project, SUM(CAST(ROUND(cost_usd * 1e9) AS HUGEINT)) / 1e9 AS r
+                       FROM sessions WHERE is_root GROUP BY 1)
+        SELECT project FROM shares JOIN roots USING (project) WHERE abs(s::DOUBLE - r) > 1e-9""") == []

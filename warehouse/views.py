@@ -53,20 +53,44 @@ def view_sql(table: Table, lake: Path) -> str:
     )
 
 
+MARTS_DIR = Path(__file__).parent / "sql" / "marts"
+
+
+def mart_sql() -> list[tuple[str, str]]:
+    """(view name, SQL) of every mart, in dependency order (the files are numbered).
+    Names starting with `_` are internal building blocks."""
+    out = []
+    for path in sorted(MARTS_DIR.glob("*.sql")):
+        sql = path.read_text()
+        name = sql.split("CREATE OR REPLACE VIEW", 1)[1].split()[0]
+        out.append((name, sql))
+    return out
+
+
+MARTS = tuple(name for name, _ in mart_sql() if not name.startswith("_"))
+
+
+def create_views(con, lake: Path, tables=ALL_TABLES) -> list[str]:
+    for table in tables:
+        con.execute(view_sql(table, lake))
+    for _, sql in mart_sql():
+        con.execute(sql)
+    return [t.name for t in tables] + list(MARTS)
+
+
 def build_warehouse(lake: Path, warehouse: Path, tables=ALL_TABLES) -> list[str]:
-    """(Re)build the views file atomically; returns the view names."""
+    """(Re)build the views file atomically; returns the public view names."""
     warehouse.parent.mkdir(parents=True, exist_ok=True)
     tmp = warehouse.with_name(f".{warehouse.name}.{os.getpid()}.tmp")
     tmp.unlink(missing_ok=True)
     try:
         with duckdb.connect(str(tmp)) as con:
-            for table in tables:
-                con.execute(view_sql(table, lake))
+            names = create_views(con, lake, tables)
         os.replace(tmp, warehouse)
     finally:
         tmp.unlink(missing_ok=True)
         Path(str(tmp) + ".wal").unlink(missing_ok=True)
-    return [t.name for t in tables]
+    return names
 
 
 def connect(warehouse: Path) -> duckdb.DuckDBPyConnection:

@@ -1,0 +1,157 @@
+"""The marts: column contracts from docs/MARTS.md, and exact figures on a fixture with known totals."""
+
+import re
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import T0, ingest, query, scalar
+from transforms.codewhale.synth import cost_snapshot, session_doc, text_block, write_session
+from transforms.crush.synth import add_file, add_message, add_session
+from transforms.crush.synth_parts import bash_output, finish_part, text_part, tool_call_part, tool_result_part
+from warehouse.views import MARTS
+
+DAY = 86400
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def documented_columns() -> dict[str, list[tuple[str, str]]]:
+    text = (ROOT / "docs" / "MARTS.md").read_text()
+    out = {}
+    for section in re.split(r"^## ", text, flags=re.M)[1:]:
+        name = re.match(r"`(\w+)`", section).group(1)
+        out[name] = re.findall(r"^\| `(\w+)` \| ([A-Z0-9(),]+) \|", section, flags=re.M)
+    return out
+
+
+def assistant(conn, mid, sid, t, model="claude-sonnet-4-5", provider="anthropic", parts=None):
+    add_message(conn, mid, sid, "assistant", parts or [text_part("ok"), finish_part("end_turn", t)],
+                created_at=t, finished_at=t, model=model, provider=provider)
+
+
+@pytest.fixture
+def lake(layout, project, tmp_path):
+    """Known totals: a two-day root with a sub-agent, an awkward three-way split, a session
+    without assistant messages, tool calls with failures, and CodeWhale estimated/unknown costs."""
+    p = project("shop")
+    c = p.conn
+    # R: cost 1.0, of which its sub-agent's 0.3; assistant messages: day 1 two (sonnet),
+    # day 2 one (gpt) plus the sub-agent's one (sonnet) -> shares 0.5 / 0.25 / 0.25
+    add_session(c, "R", title="two days", created_at=T0, cost=1.0)
+    add_session(c, "a1$$call-sub", title="New Agent Session", created_at=T0 + DAY, parent="R", cost=0.3)
+    assistant(c, "r1", "R", T0 + 10)
+    assistant(c, "r2", "R", T0 + 20)
+    assistant(c, "r3", "R", T0 + DAY + 10, model="gpt-5.1", provider="openai")
+    assistant(c, "s1", "a1$$call-sub", T0 + DAY + 20)
+    add_message(c, "u1", "R", "user", [text_part("go")], created_at=T0)
+    # S: cost 0.1 over three days -> 0.033333333 + 0.033333333 + 0.033333334
+    add_session(c, "S", title="thirds", created_at=T0 + 2 * DAY, cost=0.1)
+    for i in range(3):
+        assistant(c, f"t{i}", "S", T0 + (2 + i) * DAY, model="claude-haiku-4-5")
+    # Q: no assistant message, cost lands on its creation day
+    add_session(c, "Q", title="quiet", created_at=T0 + 6 * DAY, cost=0.2)
+    # tools in R: two bash (one exits 1), one failed edit, one good edit, one write
+    calls = [("b1", "bash", {"command": "FOO=1 npm test"}, bash_output("ok"), False),
+             ("b2", "bash", {"command": "npm test -- --watch"}, bash_output("", stderr="x", exit_code=1), False),
+             ("e1", "edit", {"file_path": str(p.path / "a.py")}, "old_string not found", True),
+             ("e2", "edit", {"file_path": str(p.path / "a.py")}, "edited", False),
+             ("w1", "write", {"file_path": "b.py"}, "written", False)]
+    for i, (cid, name, args, result, is_error) in enumerate(calls):
+        add_message(c, f"call-{cid}", "R", "assistant", [tool_call_part(cid, name, args), finish_part("tool_use", T0 + 100 + i)],
+                    created_at=T0 + 100 + i, model="claude-sonnet-4-5", provider="anthropic")
+        add_message(c, f"res-{cid}", "R", "tool", [tool_result_part(cid, name, result, is_error=is_error)],
+                    created_at=T0 + 101 + i)
+    add_file(c, "f0", "R", str(p.path / "a.py"), "", 0, created_at=T0 + 104)
+    add_file(c, "f1", "R", str(p.path / "a.py"), "x", 1, created_at=T0 + 104)
+    p.close()
+    # CodeWhale in the same project: one native, one estimated, one unpriced
+    sessions = tmp_path / "cw" / "sessions"
+    msgs = [{"role": "user", "content": [text_block("hi")]}, {"role": "assistant", "content": [text_block("ok")]}]
+    from datetime import datetime, timezone
+    when = datetime.fromtimestamp(T0, timezone.utc)
+    write_session(sessions, session_doc("cw-native", title="n", created_at=when, workspace=p.path, messages=msgs,
+                                        total_tokens=1000, cost=cost_snapshot(0.04, 0.01)))
+    write_session(sessions, session_doc("cw-estimated", title="e", created_at=when, workspace=p.path, messages=msgs,
+                                        total_tokens=100_000, cost=None))
+    write_session(sessions, session_doc("cw-unknown", title="u", created_at=when, workspace=p.path, messages=msgs,
+                                        total_tokens=5000, cost=None, model="glm-4.6", model_provider="custom"))
+    ingest(layout, p.db, codewhale_homes=[tmp_path / "cw"])
+    return layout
+
+
+def test_every_mart_matches_its_documented_columns(lake):
+    documented = documented_columns()
+    assert sorted(documented) == sorted(MARTS)
+    for mart, columns in documented.items():
+        actual = [(name, type_.replace(" ", "")) for name, type_, *_ in query(lake, f"DESCRIBE {mart}")]
+        assert actual == columns, mart
+
+
+def test_daily_costs_split_multi_day_sessions_exactly(lake):
+    rows = query(lake, "SELECT date::VARCHAR, model, sessions, cost_usd FROM daily_costs "
+                       "WHERE provider = 'crush' ORDER BY 1, 2")
+    # R (1.0) has 9 assistant messages: 7 on day 1 (2 answers, 5 tool steps), and on day 2 one
+    # gpt answer and one from its sub-agent; S (0.1) has one on each of 3 days; Q (0.2) has none
+    assert rows == [
+        ("2026-01-01", "claude-sonnet-4-5", 1, Decimal("0.777777778")),
+        ("2026-01-02", "claude-sonnet-4-5", 1, Decimal("0.111111111")),
+        ("2026-01-02", "gpt-5.1", 1, Decimal("0.111111111")),  # the last share takes the remainder
+        ("2026-01-03", "claude-haiku-4-5", 1, Decimal("0.033333333")),
+        ("2026-01-04", "claude-haiku-4-5", 1, Decimal("0.033333333")),
+        ("2026-01-05", "claude-haiku-4-5", 1, Decimal("0.033333334")),
+        ("2026-01-07", None, 1, Decimal("0.2")),
+    ]
+    # each session's shares sum exactly to its cost, and sub-agents are never counted twice
+    assert scalar(lake, "SELECT SUM(cost_usd) FROM daily_costs WHERE provider = 'crush'") == Decimal("1.3")
+    assert sum(c for d, m, _, c in rows if d in ("2026-01-01", "2026-01-02")) == Decimal("1.0")
+
+
+def test_daily_costs_say_where_each_number_came_from(lake):
+    rows = dict(query(lake, "SELECT cost_source, SUM(cost_usd) FROM daily_costs WHERE provider = 'codewhale' "
+                            "GROUP BY 1"))
+    assert rows["native"] == Decimal("0.05")
+    assert rows["estimated"] > 0
+    assert "unknown" in rows and rows["unknown"] is None  # shown as unknown, never as $0
+
+
+def test_session_summary(lake):
+    row = query(lake, "SELECT messages, assistant_messages, tool_calls, tool_errors, nonzero_exits, subagents, "
+                      "cost_usd, models, duration_s FROM session_summary WHERE session_id = 'R'")[0]
+    assert row[:7] == (15, 9, 5, 1, 1, 1, 1.0)
+    assert row[7] == "claude-sonnet-4-5, gpt-5.1"
+    assert row[8] >= DAY
+    assert scalar(lake, "SELECT COUNT(*) FROM session_summary WHERE provider = 'crush'") == 3  # roots only
+
+
+def test_tool_usage(lake):
+    rows = {r[0]: r[1:] for r in query(lake, "SELECT tool_name, calls, errors, error_rate, nonzero_exits, "
+                                             "median_result_bytes FROM tool_usage WHERE provider = 'crush'")}
+    assert rows["bash"][:4] == (2, 0, 0.0, 1)
+    assert rows["edit"][:3] == (2, 1, 0.5)
+    assert rows["write"][:2] == (1, 0)
+
+
+def test_shell_commands_by_first_word_and_command(lake):
+    first = query(lake, "SELECT first_word, calls, failures, failure_rate FROM shell_commands "
+                        "WHERE \"grouping\" = 'first_word'")
+    assert first == [("npm", 2, 1, 0.5)]
+    full = dict(query(lake, "SELECT command, failures FROM shell_commands WHERE \"grouping\" = 'command'"))
+    assert full == {"FOO=1 npm test": 0, "npm test -- --watch": 1}
+
+
+def test_file_activity_ignores_failed_edits(lake, project):
+    rows = {Path(r[0]).name: r[1:] for r in query(
+        lake, "SELECT path, changes, edits, writes, failed_changes, versions FROM file_activity")}
+    assert rows["a.py"] == (1, 1, 0, 1, 2)  # the failed edit changed nothing
+    assert rows["b.py"] == (1, 0, 1, 0, 0)  # a relative path, resolved against the project
+    assert scalar(lake, "SELECT path FROM file_activity WHERE path LIKE '%b.py'").endswith("/shop/b.py")
+
+
+def test_model_usage(lake):
+    rows = {r[0]: r[1:] for r in query(lake, "SELECT model, messages, sessions, cost_usd, cost_sources "
+                                             "FROM model_usage WHERE provider = 'crush'")}
+    assert rows["gpt-5.1"] == (1, 1, Decimal("0.111111111"), "native")
+    assert rows["claude-haiku-4-5"][:3] == (3, 1, Decimal("0.1"))
+    unknown = query(lake, "SELECT cost_usd, cost_sources FROM model_usage WHERE model = 'glm-4.6'")
+    assert unknown == [(None, "unknown")]

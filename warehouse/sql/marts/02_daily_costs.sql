@@ -1,0 +1,58 @@
+-- daily_costs: root-session cost spread over days and models.
+-- Rule: a root session's cost (which already includes its sub-agents') is split over the
+-- (day, model, llm_provider) of the assistant messages of the session and its sub-agents, in
+-- proportion to their counts. Shares are computed in whole nano-dollars (integers: exact), each
+-- but the last rounded half up; the last takes the remainder, so one session's shares sum
+-- exactly to its cost. A session with no assistant
+-- message puts its whole cost on the day it was created. Unknown costs stay NULL.
+CREATE OR REPLACE VIEW daily_costs AS
+WITH roots AS (
+    SELECT provider, project, source_id, session_id, created_at, model, llm_provider, cost_source,
+           CAST(ROUND(cost_usd * 1e9) AS HUGEINT) AS nanos
+    FROM sessions
+    WHERE is_root
+),
+weights AS (
+    SELECT t.source_id, t.root_session_id, m.date, m.model, m.llm_provider, COUNT(*) AS n
+    FROM messages AS m
+    JOIN _session_tree AS t ON t.source_id = m.source_id AND t.session_id = m.session_id
+    WHERE m.role = 'assistant'
+    GROUP BY ALL
+),
+shares AS (
+    SELECT
+        r.provider, r.project, r.source_id, r.session_id, r.nanos, r.cost_source,
+        COALESCE(w.date, CAST(r.created_at AS DATE)) AS date,
+        CASE WHEN w.n IS NULL THEN r.model ELSE w.model END AS model,
+        CASE WHEN w.n IS NULL THEN r.llm_provider ELSE w.llm_provider END AS llm_provider,
+        w.n,
+        SUM(w.n) OVER session AS total_n,
+        ROW_NUMBER() OVER (session ORDER BY w.date, w.model, w.llm_provider) AS k,
+        COUNT(*) OVER session AS shares
+    FROM roots AS r
+    LEFT JOIN weights AS w ON w.source_id = r.source_id AND w.root_session_id = r.session_id
+    WINDOW session AS (PARTITION BY r.source_id, r.session_id)
+),
+rounded AS (
+    SELECT *, CASE WHEN n IS NULL THEN nanos ELSE (2 * nanos * n + total_n) // (2 * total_n) END AS share
+    FROM shares
+),
+amounts AS (
+    SELECT *,
+           CASE WHEN k = shares
+                THEN nanos - COALESCE(SUM(share) OVER (PARTITION BY source_id, session_id ORDER BY k
+                                                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)
+                ELSE share END AS amount_nanos
+    FROM rounded
+)
+SELECT
+    date,
+    provider,
+    project,
+    model,
+    llm_provider,
+    cost_source,
+    COUNT(DISTINCT (source_id, session_id)) AS sessions,
+    CAST(SUM(amount_nanos) AS DECIMAL(38, 0)) * CAST(0.000000001 AS DECIMAL(18, 9)) AS cost_usd
+FROM amounts
+GROUP BY ALL

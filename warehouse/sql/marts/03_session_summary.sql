@@ -1,0 +1,56 @@
+-- session_summary: one row per root session, its sub-agents folded in.
+CREATE OR REPLACE VIEW session_summary AS
+WITH tree_messages AS (
+    SELECT t.source_id, t.root_session_id, m.created_at, m.finished_at, m.role, m.model, m.message_id
+    FROM messages AS m
+    JOIN _session_tree AS t ON t.source_id = m.source_id AND t.session_id = m.session_id
+),
+message_stats AS (
+    SELECT source_id, root_session_id,
+           COUNT(*) AS messages,
+           COUNT(*) FILTER (WHERE role = 'assistant') AS assistant_messages,
+           MIN(created_at) AS first_message_at,
+           GREATEST(MAX(created_at), MAX(finished_at)) AS last_message_at,
+           STRING_AGG(DISTINCT model, ', ' ORDER BY model) AS models
+    FROM tree_messages
+    GROUP BY ALL
+),
+tool_stats AS (
+    SELECT t.source_id, t.root_session_id,
+           COUNT(*) FILTER (WHERE c.has_call) AS tool_calls,
+           COUNT(*) FILTER (WHERE c.is_error) AS tool_errors,
+           COUNT(*) FILTER (WHERE c.exit_code <> 0) AS nonzero_exits
+    FROM tool_calls AS c
+    JOIN _session_tree AS t ON t.source_id = c.source_id AND t.session_id = c.session_id
+    GROUP BY ALL
+),
+subagents AS (
+    SELECT source_id, root_session_id, COUNT(*) AS subagents
+    FROM _session_tree
+    WHERE NOT is_root
+    GROUP BY ALL
+)
+SELECT
+    s.provider,
+    s.project,
+    s.source_id,
+    s.session_id,
+    s.title,
+    s.created_at AS started_at,
+    GREATEST(s.updated_at, ms.last_message_at) AS ended_at,
+    date_diff('second', s.created_at, GREATEST(s.updated_at, ms.last_message_at)) AS duration_s,
+    COALESCE(ms.messages, 0) AS messages,
+    COALESCE(ms.assistant_messages, 0) AS assistant_messages,
+    COALESCE(ts.tool_calls, 0) AS tool_calls,
+    COALESCE(ts.tool_errors, 0) AS tool_errors,
+    COALESCE(ts.nonzero_exits, 0) AS nonzero_exits,
+    COALESCE(ms.models, s.model) AS models,
+    s.cost_usd,
+    s.cost_source,
+    COALESCE(sa.subagents, 0) AS subagents,
+    s.forked_from_session_id
+FROM sessions AS s
+LEFT JOIN message_stats AS ms ON ms.source_id = s.source_id AND ms.root_session_id = s.session_id
+LEFT JOIN tool_stats AS ts ON ts.source_id = s.source_id AND ts.root_session_id = s.session_id
+LEFT JOIN subagents AS sa ON sa.source_id = s.source_id AND sa.root_session_id = s.session_id
+WHERE s.is_root
