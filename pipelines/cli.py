@@ -8,6 +8,7 @@ import argparse
 import os
 import shutil
 import sys
+from pathlib import Path
 
 from transforms.provider import DiscoverOptions, merge_paths
 from warehouse.config import ConfigError, load_config
@@ -151,6 +152,48 @@ def cmd_sql(args) -> int:
     return 0
 
 
+def cmd_report(args) -> int:
+    import duckdb
+
+    from warehouse.report import Filters, build, render_report
+    from warehouse.views import connect
+
+    layout = _layout(args)
+    try:
+        con = connect(layout.warehouse)
+    except FileNotFoundError as exc:
+        _err(f"error: {exc}")
+        return 2
+    filters = Filters(args.since, args.until, args.project, args.provider)
+    with con:
+        try:
+            sections = build(con, filters, by=args.by, top=args.top)
+        except duckdb.Error as exc:
+            _err(f"error: {exc}")
+            return 2
+    print(render_report(sections, args.format))
+    return 0
+
+
+def cmd_serving(args) -> int:
+    from warehouse.serving import build_serving
+
+    layout = _layout(args)
+    target = Path(args.output).expanduser().absolute() if args.output else layout.home / "serving.duckdb"
+    counts = build_serving(layout.lake, target, args.storage_version)
+    print(f"{target}: " + ", ".join(f"{mart} {n:,}" for mart, n in counts.items()))
+    return 0
+
+
+def _date(text: str):
+    from datetime import date
+
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
+
+
 def cmd_dev(args) -> int:
     from pipelines.runner import dagster_env
 
@@ -211,6 +254,25 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("query")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
     p.set_defaults(func=cmd_sql)
+
+    p = sub.add_parser("report", help="cost, models and tools in readable tables (or JSON/CSV)")
+    _common(p)
+    p.add_argument("--since", type=_date, metavar="DATE", help="first day included (YYYY-MM-DD, UTC)")
+    p.add_argument("--until", type=_date, metavar="DATE", help="last day included (YYYY-MM-DD, UTC)")
+    p.add_argument("--project", help="one project (its slug)")
+    p.add_argument("--provider", help="one agent (crush, codewhale)")
+    p.add_argument("--by", choices=("day", "project", "model", "tool"), default="project",
+                   help="the main breakdown (default: project)")
+    p.add_argument("--top", type=int, default=10, help="rows per ranking (default: 10)")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("serving", help="write the marts as tables into a small serving database for BI tools")
+    _common(p)
+    p.add_argument("output", nargs="?", help="where to write it (default: <home>/serving.duckdb)")
+    p.add_argument("--storage-version", default="v1.0.0",
+                   help="DuckDB storage format, for BI drivers bundling an older DuckDB (default: v1.0.0)")
+    p.set_defaults(func=cmd_serving)
 
     p = sub.add_parser("sources", help="list the sources discovery finds, without reading them")
     _common(p, discovery=True)

@@ -1,0 +1,38 @@
+"""serving.duckdb: the marts materialised as tables, for BI tools that cannot read Parquet,
+sit on another host, or hold a lock while they are open.
+
+It is small (aggregates only), holds no paths to the lake, and is rebuilt into a temporary file
+and swapped in, like the views file. Its storage format is pinned to an old version by default
+so that BI drivers bundling an older DuckDB can open it.
+"""
+
+import os
+from pathlib import Path
+
+import duckdb
+
+from warehouse.views import MARTS, create_views
+
+DEFAULT_STORAGE_VERSION = "v1.0.0"  # readable by DuckDB 1.0 and newer
+
+
+def build_serving(lake: Path, target: Path, storage_version: str = DEFAULT_STORAGE_VERSION) -> dict[str, int]:
+    """Write the marts as tables into `target`; returns rows per table."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    counts = {}
+    try:
+        with duckdb.connect() as con:
+            create_views(con, lake)
+            quoted = str(tmp).replace("'", "''")
+            con.execute(f"ATTACH '{quoted}' AS serving (STORAGE_VERSION '{storage_version}')")
+            for mart in MARTS:
+                con.execute(f'CREATE TABLE serving."{mart}" AS SELECT * FROM "{mart}"')
+                counts[mart] = con.execute(f'SELECT COUNT(*) FROM serving."{mart}"').fetchone()[0]
+            con.execute("DETACH serving")
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+        Path(str(tmp) + ".wal").unlink(missing_ok=True)
+    return counts
