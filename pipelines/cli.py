@@ -185,6 +185,24 @@ def cmd_serving(args) -> int:
     return 0
 
 
+def cmd_dashboard(args) -> int:
+    from warehouse.dashboard import make_server
+
+    layout = _layout(args)
+    if not layout.warehouse.exists():
+        _err(f"error: no warehouse at {layout.warehouse}: run `agentlake ingest` (or `agentlake demo`) first")
+        return 2
+    try:
+        server = make_server(layout.warehouse, args.host, args.port)
+    except OSError as exc:
+        _err(f"error: cannot listen on {args.host}:{args.port}: {exc}")
+        return 2
+    _err(f"dashboard on http://{args.host}:{server.server_address[1]}/ (warehouse {layout.warehouse}); Ctrl-C stops it")
+    with server:
+        server.serve_forever()
+    return 0
+
+
 def _date(text: str):
     from datetime import date
 
@@ -266,6 +284,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=10, help="rows per ranking (default: 10)")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("dashboard", help="serve the team dashboard (cost over time, by project and model, tools)")
+    _common(p)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="port (default: 8765; 0 picks a free one)")
+    p.set_defaults(func=cmd_dashboard)
 
     p = sub.add_parser("serving", help="write the marts as tables into a small serving database for BI tools")
     _common(p)

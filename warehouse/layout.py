@@ -27,6 +27,7 @@ class Layout:
     def resolve(cls, home=None, lake=None, warehouse=None, env=os.environ) -> "Layout":
         home = Path(home).expanduser() if home else default_home(env)
         lake = Path(lake).expanduser() if lake else home / "lake"
+        warehouse = warehouse or env.get("AGENTLAKE_WAREHOUSE")
         warehouse = Path(warehouse).expanduser() if warehouse else home / "warehouse.duckdb"
         # absolute paths: views embed them, and readers run from any directory
         return cls(home.absolute(), lake.absolute(), warehouse.absolute())

@@ -61,7 +61,7 @@ BY_SQL = {
 }
 
 
-def _run(con, sql: str, filters: Filters, date_col: str = "date", limit: int | None = None):
+def run_query(con, sql: str, filters: Filters, date_col: str = "date", limit: int | None = None):
     where, params = filters.where(date_col)
     sql = sql.format(w=where)
     if limit:
@@ -71,12 +71,12 @@ def _run(con, sql: str, filters: Filters, date_col: str = "date", limit: int | N
 
 
 def _totals(con, filters: Filters) -> Section:
-    costs = _run(con, "SELECT ROUND(SUM(cost_usd), 4) AS cost_usd, "
+    costs = run_query(con, "SELECT ROUND(SUM(cost_usd), 4) AS cost_usd, "
                       "COUNT(*) FILTER (WHERE cost_source = 'unknown') AS rows_with_unknown_cost "
                       "FROM daily_costs {w}", filters)
-    sessions = _run(con, "SELECT COUNT(*) AS root_sessions, SUM(messages) AS messages FROM session_summary {w}",
+    sessions = run_query(con, "SELECT COUNT(*) AS root_sessions, SUM(messages) AS messages FROM session_summary {w}",
                     filters, date_col="CAST(started_at AS DATE)")
-    tools = _run(con, "SELECT SUM(calls) AS tool_calls, SUM(errors) AS tool_errors, "
+    tools = run_query(con, "SELECT SUM(calls) AS tool_calls, SUM(errors) AS tool_errors, "
                       "SUM(nonzero_exits) AS nonzero_exits FROM tool_usage {w}", filters)
     columns = costs[0] + sessions[0] + tools[0]
     return Section("totals", "Totals", columns, [costs[1][0] + sessions[1][0] + tools[1][0]])
@@ -88,7 +88,7 @@ def build(con, filters: Filters, by: str = "project", top: int = 10) -> list[Sec
     sections = []
 
     def add(name, title, sql, date_col="date", limit=None):
-        columns, rows = _run(con, sql, filters, date_col, limit)
+        columns, rows = run_query(con, sql, filters, date_col, limit)
         sections.append(Section(name, title, columns, rows))
 
     sections.append(_totals(con, filters))

@@ -1,0 +1,86 @@
+import marimo
+
+__generated_with = "0.25.2"
+app = marimo.App(width="medium")
+
+
+@app.cell
+def _():
+    import altair as alt
+    import marimo as mo
+
+    from warehouse.layout import Layout
+    from warehouse.views import connect
+
+    warehouse_path = Layout.resolve().warehouse  # $AGENTLAKE_WAREHOUSE, or the default home's
+    con = connect(warehouse_path)  # read-only
+    mo.md(f"# Cost overview\n\nWarehouse: `{warehouse_path}` (read-only). Costs count root sessions "
+          "only: a root's cost already includes its sub-agents'.")
+    return alt, con, mo
+
+
+@app.cell
+def _(mo):
+    split = mo.ui.dropdown(["project", "model", "provider"], value="project", label="Split cost by")
+    split
+    return (split,)
+
+
+@app.cell
+def _(con, mo):
+    daily = mo.sql(
+        """
+        SELECT date, provider, project, COALESCE(model, '(session-level)') AS model, cost_source,
+               CAST(SUM(cost_usd) AS DOUBLE) AS cost_usd
+        FROM daily_costs
+        GROUP BY ALL
+        ORDER BY date
+        """,
+        engine=con,
+    )
+    return (daily,)
+
+
+@app.cell
+def _(alt, daily, split):
+    cost_over_time = (
+        alt.Chart(daily)
+        .mark_bar()
+        .encode(x="date:T", y=alt.Y("sum(cost_usd):Q", title="cost (USD)"), color=f"{split.value}:N",
+                tooltip=["date:T", f"{split.value}:N", "sum(cost_usd):Q"])
+        .properties(title=f"Cost per day by {split.value}", width=640)
+    )
+    cost_over_time
+    return (cost_over_time,)
+
+
+@app.cell
+def _(con, mo):
+    by_project_model = mo.sql(
+        """
+        SELECT project, provider, COALESCE(model, '(session-level)') AS model,
+               CAST(SUM(cost_usd) AS DOUBLE) AS cost_usd,
+               STRING_AGG(DISTINCT cost_source, ', ') AS cost_source
+        FROM daily_costs
+        GROUP BY ALL
+        ORDER BY cost_usd DESC NULLS LAST
+        """,
+        engine=con,
+    )
+    return (by_project_model,)
+
+
+@app.cell
+def _(alt, by_project_model):
+    cost_by_model = (
+        alt.Chart(by_project_model)
+        .mark_bar()
+        .encode(y=alt.Y("model:N", sort="-x"), x=alt.X("sum(cost_usd):Q", title="cost (USD)"), color="project:N")
+        .properties(title="Cost by model and project", width=640)
+    )
+    cost_by_model
+    return (cost_by_model,)
+
+
+if __name__ == "__main__":
+    app.run()
