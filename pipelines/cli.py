@@ -217,7 +217,8 @@ def cmd_dev(args) -> int:
 
     layout = _layout(args)
     env = dagster_env(layout)
-    cmd = [sys.executable, "-m", "dagster", "dev", "-m", "pipelines.definitions", *args.dagster_args]
+    cmd = [sys.executable, "-m", "dagster", "dev", "-m", "pipelines.definitions",
+           "--host", args.host, "--port", str(args.port), *args.dagster_args]
     _err(f"DAGSTER_HOME={env['DAGSTER_HOME']}  AGENTLAKE_HOME={env['AGENTLAKE_HOME']}")
     os.execvpe(cmd[0], cmd, env)
 
@@ -304,7 +305,9 @@ def parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("dev", help="start the Dagster UI and daemon (dagster dev) on this home")
     _common(p)
-    p.add_argument("dagster_args", nargs=argparse.REMAINDER, help="passed on to `dagster dev`")
+    p.add_argument("--host", default="127.0.0.1", help="UI address (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=3000, help="UI port (default: 3000)")
+    p.add_argument("dagster_args", nargs=argparse.REMAINDER, help="after --: passed on to `dagster dev`")
     p.set_defaults(func=cmd_dev)
     return ap
 
