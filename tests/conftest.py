@@ -50,8 +50,9 @@ def project(tmp_path):
             pass
 
 
-def ingest(layout: Layout, *stores, roots=(), force=False, codewhale_homes=()):
-    """Discover the named stores only (never the machine's own data) and ingest them."""
+def ingest(layout: Layout, *stores, roots=(), force=False, codewhale_homes=(), workers=1):
+    """Discover the named stores only (never the machine's own data) and ingest them.
+    One worker by default, so that monkeypatched code is the code that runs."""
     options = DiscoverOptions(
         env={},
         extra_stores={"crush": tuple(map(str, stores))},
@@ -59,7 +60,7 @@ def ingest(layout: Layout, *stores, roots=(), force=False, codewhale_homes=()):
         use_default=False,
     )
     sources, problems = discover_sources(options)
-    summary = ingest_all(sources, layout, force=force, problems=problems)
+    summary = ingest_all(sources, layout, force=force, problems=problems, workers=workers)
     build_warehouse(layout.lake, layout.warehouse)
     return summary
 

@@ -113,3 +113,21 @@ def test_views_use_absolute_paths_from_any_directory(layout, project, tmp_path, 
     assert scalar(layout, "SELECT COUNT(*) FROM sessions") == 2
     sql = scalar(layout, "SELECT sql FROM duckdb_views() WHERE view_name = 'sessions'")
     assert str(layout.lake) in sql
+
+
+def test_parallel_ingest_writes_the_same_lake_as_serial(tmp_path):
+    from transforms.crush.synth import generate_store
+    from warehouse.layout import Layout
+
+    store = generate_store(tmp_path / "crush", projects=4, sessions_per_project=3, seed=9)
+    serial, parallel = Layout.resolve(home=tmp_path / "serial"), Layout.resolve(home=tmp_path / "parallel")
+    one = ingest(serial, roots=[store.global_dir], workers=1)
+    two = ingest(parallel, roots=[store.global_dir], workers=2)
+    assert [r.source.source_id for r in two.results] == [r.source.source_id for r in one.results]
+    assert [r.status for r in two.results] == ["ok"] * len(store.dbs)
+
+    def files(layout):
+        return {str(p.relative_to(layout.lake)): p.read_bytes() for p in layout.lake.rglob("*.parquet")
+                if not str(p.relative_to(layout.lake)).startswith("sources/")}
+
+    assert files(serial) == files(parallel)

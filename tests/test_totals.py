@@ -22,7 +22,7 @@ def lake(store, tmp_path_factory):
     from warehouse.layout import Layout
 
     layout = Layout.resolve(home=tmp_path_factory.mktemp("home"))
-    summary = ingest(layout, roots=[store.global_dir])
+    summary = ingest(layout, roots=[store.global_dir], workers=2)  # in parallel processes
     return layout, summary
 
 

@@ -4,7 +4,7 @@ from pipelines.defs.lake.checks import CHECK_SPECS, check_results
 from pipelines.defs.partitions import sources_partitions
 from pipelines.defs.resources import AgentlakeResource, Reporter
 from transforms.contract import ALL_TABLES
-from warehouse.ingest import RunSummary, clean_stale_staging, ingest_source
+from warehouse.ingest import RunSummary, clean_stale_staging, ingest_many
 
 LAKE_KEYS = {t.name: dg.AssetKey(["lake", t.name]) for t in ALL_TABLES}
 
@@ -33,15 +33,14 @@ def lake_tables(context: dg.AssetExecutionContext, config: IngestConfig, agentla
     clean_stale_staging(layout)
     summary = RunSummary(config.run_id or context.run.run_id, problems=problems)
     keys = context.partition_keys
-    for i, key in enumerate(keys, 1):
-        source = found.get(key)
-        if source is None:  # registered once, not found now: its lake files are kept
-            context.log.warning(f"{key}: no longer discovered; its lake files are left as they are")
-            continue
-        result = ingest_source(source, layout, summary.run_id, force=config.full_refresh)
+    missing = [k for k in keys if k not in found]
+    for key in missing:  # registered once, not found now: its lake files are kept
+        context.log.warning(f"{key}: no longer discovered; its lake files are left as they are")
+    todo = [found[k] for k in keys if k in found]
+    for i, result in enumerate(ingest_many(todo, layout, summary.run_id, force=config.full_refresh), 1):
         summary.results.append(result)
-        context.log.info(f"{key}: {result.status} {result.error or ''}".rstrip())
-        reporter.source_done(i, len(keys), result)
+        context.log.info(f"{result.source.partition_key}: {result.status} {result.error or ''}".rstrip())
+        reporter.source_done(i, len(todo), result)
     metadata = {name: {"rows_written": n} for name, n in summary.rows.items()}
     metadata["sources"] = {f"sources_{status}": n for status, n in summary.by_status.items()}
     for name, key in LAKE_KEYS.items():
