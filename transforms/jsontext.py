@@ -22,12 +22,18 @@ def _clean(value):
     return value
 
 
+# built once: json.loads with options builds a new decoder on every call
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def loads(text: str):
     """json.loads that rejects NaN/Infinity and replaces lone surrogates.
 
     Raises ValueError (or RecursionError for absurd nesting) on bad input.
     """
-    value = json.loads(text, parse_constant=_reject_constant)
+    if not isinstance(text, str):
+        raise TypeError(f"expected text, got {type(text).__name__}")
+    value = _DECODER.decode(text)
     if _SURROGATE_ESCAPE.search(text):  # rare: only then walk the value
         value = _clean(value)
     return value

@@ -32,8 +32,12 @@ def decode_input(raw) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
+# built once: json.dumps with options builds a new encoder on every call
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def compact_json(value) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _COMPACT.encode(value)
 
 
 def first_str(args: dict | None, keys: tuple[str, ...]) -> str | None:

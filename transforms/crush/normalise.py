@@ -113,6 +113,8 @@ class _Normaliser:
         self.tables = tables
         self.ctx = ctx
         self.findings = Findings()
+        self._ts_cache: dict = {}
+        self._ts_units: dict = {}
         self.out = {name: [] for name in ("sessions", "messages", "parts", "tool_calls", "file_versions", "read_files", "quarantine")}
 
     # -- shared helpers -------------------------------------------------------------------
@@ -126,7 +128,17 @@ class _Normaliser:
         }
 
     def ts(self, value):
-        return from_epoch(value, self.findings.non_second_timestamps)
+        # the same few timestamps recur on every message and part: convert each once
+        try:
+            hit = self._ts_cache[value]
+        except KeyError:
+            hit = self._ts_cache[value] = (from_epoch(value, self._ts_units), dict(self._ts_units))
+            self._ts_units.clear()
+        except TypeError:  # unhashable: not a timestamp anyway
+            return None
+        for unit, n in hit[1].items():  # count every occurrence, cached or not
+            self.findings.non_second_timestamps[unit] = self.findings.non_second_timestamps.get(unit, 0) + n
+        return hit[0]
 
     def extra_cols(self, name: str) -> list[str]:
         table = self.tables.get(name)

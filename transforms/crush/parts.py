@@ -21,6 +21,10 @@ class PartsError(ValueError):
 def parse_parts(text) -> list:
     if text is None:
         raise PartsError("parts is NULL")
+    if isinstance(text, bytes):  # stored as a BLOB
+        text = text.decode("utf-8", "replace")
+    if not isinstance(text, str):
+        raise PartsError(f"parts is a {type(text).__name__}, not JSON text")
     try:
         value = jsontext.loads(text)
     except (ValueError, RecursionError) as exc:
