@@ -85,12 +85,29 @@ def from_registry(global_dir: Path, seen: set, found: Discovery) -> None:
         seen.add(key)
         db = Path(key) / DB_NAME
         project = project_of(Path(key), candidates)
-        if db.is_file():
+        refused = symlink_escape(candidates[0][1] / DB_NAME, candidates[0][0])
+        if refused:
+            found.sources.append(_source(db, project, refused))
+        elif db.is_file():
             found.sources.append(_source(db, project))
         elif not project.is_dir():
             found.sources.append(_source(db, project, "project directory is gone"))
         else:
             found.sources.append(_source(db, project, f"no {DB_NAME} in {candidates[0][1]}"))
+
+
+def symlink_escape(db: Path, project: Path) -> str | None:
+    """Why a store must be refused: it sits inside its project by name, but a symlink takes it
+    outside (a planted link could make us read any SQLite file on the machine)."""
+    lexical, real = os.path.abspath(db), os.path.realpath(db)
+    if lexical == real:
+        return None
+    project_lexical, project_real = os.path.abspath(project), os.path.realpath(project)
+    inside_by_name = os.path.commonpath([lexical, project_lexical]) == project_lexical
+    inside_really = os.path.commonpath([real, project_real]) == project_real
+    if inside_by_name and not inside_really:
+        return f"refused: {lexical} is a symlink to {real}, outside its project {project_lexical}"
+    return None
 
 
 def entry_paths(entry) -> tuple[Path, Path]:
@@ -138,7 +155,7 @@ def from_path(path: Path, seen: set, found: Discovery) -> None:
     seen.add(key)
     project = data_dir.parent if data_dir.name == ".crush" else data_dir
     # the resolved path keeps source_id stable however the store is reached (symlinks)
-    found.sources.append(_source(Path(key) / db.name, project))
+    found.sources.append(_source(Path(key) / db.name, project, symlink_escape(db, project)))
 
 
 def discover(env=os.environ, extra_roots=(), extra_dbs=(), use_default=True) -> Discovery:

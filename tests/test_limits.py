@@ -1,0 +1,106 @@
+"""Limits: symlinks escaping a project, agents' credential files, huge rows and sessions."""
+
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from tests.conftest import T0, ingest, query
+from transforms.crush.discover import discover
+from transforms.crush.synth import add_message, add_session, create_crush_db, write_registry
+from transforms.crush.synth_parts import finish_part, text_part, tool_call_part, tool_result_part
+
+
+def test_a_symlink_escaping_its_project_is_refused(layout, project, tmp_path):
+    secret = project("elsewhere")  # any SQLite file on the machine
+    add_session(secret.conn, "secret", title="not yours", created_at=T0)
+    secret.close()
+    victim = tmp_path / "projects" / "victim"
+    (victim / ".crush").mkdir(parents=True)
+    (victim / ".crush" / "crush.db").symlink_to(secret.db)
+    write_registry(tmp_path / "g", [{"path": str(victim), "data_dir": ".crush", "last_accessed": "x"}])
+    (source,) = discover(env={"CRUSH_GLOBAL_DATA": str(tmp_path / "g")}).sources
+    assert source.skip_reason.startswith("refused:") and str(secret.db) in source.skip_reason
+    summary = ingest(layout, victim / ".crush" / "crush.db")
+    assert summary.results[0].status == "skipped" and "refused" in summary.results[0].error
+    assert query(layout, "SELECT COUNT(*) FROM sessions") == [(0,)]
+
+
+def test_a_symlink_inside_the_project_is_fine(tmp_path):
+    proj = tmp_path / "proj"
+    (proj / "real-data").mkdir(parents=True)
+    create_crush_db(proj / "real-data" / "crush.db").close()
+    (proj / ".crush").symlink_to(proj / "real-data")
+    write_registry(tmp_path / "g", [{"path": str(proj), "data_dir": ".crush", "last_accessed": "x"}])
+    (source,) = discover(env={"CRUSH_GLOBAL_DATA": str(tmp_path / "g")}).sources
+    assert source.skip_reason is None
+
+
+def test_credential_files_are_never_opened(layout, project, tmp_path):
+    """crush.json can hold API keys. Make it a FIFO: opening it would block forever."""
+    p = project("proj")
+    add_session(p.conn, "s", title="t", created_at=T0)
+    p.close()
+    global_dir = tmp_path / "g"
+    write_registry(global_dir, [{"path": str(p.path), "data_dir": ".crush", "last_accessed": "x"}])
+    for fifo in (global_dir / "crush.json", p.data_dir / "crush.json", p.path / ".crush.json"):
+        os.mkfifo(fifo)
+    done = threading.Event()
+
+    def run():
+        ingest(layout, roots=[global_dir])
+        done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    assert done.wait(60), "ingestion blocked: it opened a credential file"
+    assert query(layout, "SELECT session_id FROM sessions") == [("s",)]
+
+
+BIG = """
+import resource, sys
+from tests.conftest import ingest
+from warehouse.layout import Layout
+summary = ingest(Layout.resolve(home=sys.argv[2]), sys.argv[1])
+r = summary.results[0]
+assert r.status == "ok" and r.reconciled, (r.status, r.error, r.reconcile)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, r.rows["messages"], r.rows["parts"])
+"""
+
+
+def _peak_mib(db, home) -> tuple[int, int, int]:
+    out = subprocess.run([sys.executable, "-c", BIG, str(db), str(home)], capture_output=True, text=True,
+                         cwd=os.path.dirname(os.path.dirname(__file__)), timeout=1800)
+    assert out.returncode == 0, out.stderr[-3000:]
+    peak, messages, parts = map(int, out.stdout.split())
+    return peak, messages, parts
+
+
+@pytest.mark.slow
+def test_a_50_mb_tool_result_within_the_memory_bound(project, tmp_path):
+    p = project("big-result")
+    add_session(p.conn, "s", title="t", created_at=T0)
+    add_message(p.conn, "a", "s", "assistant", [tool_call_part("c", "bash", {"command": "cat big.log"})], created_at=T0)
+    add_message(p.conn, "r", "s", "tool", [tool_result_part("c", "bash", "x" * 50_000_000), finish_part("stop")],
+                created_at=T0 + 1)
+    p.close()
+    peak, messages, _ = _peak_mib(p.db, tmp_path / "home")
+    print(f"50 MB tool result: peak RSS {peak} MiB")
+    assert messages == 2 and peak < 1536
+
+
+@pytest.mark.slow
+def test_a_200k_message_session_within_the_memory_bound(project, tmp_path):
+    p = project("long-session")
+    add_session(p.conn, "s", title="t", created_at=T0)
+    rows = [(f"m{i}", "s", "assistant" if i % 2 else "user",
+             '[{"type":"text","data":{"text":"step %d with some words of text"}},'
+             '{"type":"finish","data":{"reason":"end_turn","time":%d}}]' % (i, T0 + i), "m", T0 + i, T0 + i)
+            for i in range(200_000)]
+    p.conn.executemany("INSERT INTO messages (id, session_id, role, parts, model, created_at, updated_at) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+    p.close()
+    peak, messages, parts = _peak_mib(p.db, tmp_path / "home")
+    print(f"200k-message session: peak RSS {peak} MiB")
+    assert (messages, parts) == (200_000, 400_000) and peak < 1536
