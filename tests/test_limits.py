@@ -2,6 +2,7 @@
 
 import os
 import subprocess
+from pathlib import Path
 import sys
 import threading
 
@@ -104,3 +105,69 @@ def test_a_200k_message_session_within_the_memory_bound(project, tmp_path):
     peak, messages, parts = _peak_mib(p.db, tmp_path / "home")
     print(f"200k-message session: peak RSS {peak} MiB")
     assert (messages, parts) == (200_000, 400_000) and peak < 1536
+
+
+PERMISSIONS = """
+import os, sys
+from tests.conftest import ingest  # imported first: nobody cannot read root's Python install
+from warehouse.layout import Layout
+os.setgid(65534); os.setuid(65534)  # nobody: file permissions apply again
+summary = ingest(Layout.resolve(home=sys.argv[2]), sys.argv[1])
+r = summary.results[0]
+print(r.status, "|", r.error)
+"""
+
+
+@pytest.fixture
+def world_tmp():
+    """A temporary dir another user can reach (pytest's own is root-only)."""
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="agentlake-perm-"))
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a child as another user")
+def test_permission_errors_give_a_clear_error_and_leave_the_lake(world_tmp):
+    from tests.conftest import Project
+
+    tmp_path = world_tmp
+    p = Project(tmp_path / "projects", "private")
+    os.chmod(tmp_path / "projects", 0o755)
+    add_session(p.conn, "s", title="t", created_at=T0)
+    p.close()
+    os.chmod(p.db, 0o600)  # root's, unreadable to the child
+    home = tmp_path / "nobody-home"
+    home.mkdir()
+    os.chmod(tmp_path, 0o755)
+    os.chmod(home, 0o777)
+    repo = os.path.dirname(os.path.dirname(__file__))
+    out = subprocess.run([sys.executable, "-c", PERMISSIONS, str(p.db), str(home)], capture_output=True, text=True,
+                         cwd=repo, timeout=120, env={**os.environ, "HOME": str(home)})
+    assert out.returncode == 0 and " | " in out.stdout, out.stdout + out.stderr[-2000:]
+    status, error = out.stdout.strip().split(" | ", 1)
+    assert status == "failed" and "cannot open" in error and str(p.db) in error
+
+    # a lake the child cannot write to: the source fails with the reason, and the lake is as it was
+    os.chmod(p.db, 0o644)
+    os.chmod(p.data_dir, 0o777)  # SQLite's -shm beside the db
+    from tests.conftest import ingest as ingest_as_root
+    from warehouse.layout import Layout
+
+    locked = Layout.resolve(home=tmp_path / "locked")
+    ingest_as_root(locked, p.db, force=True)
+    before = {q: q.read_bytes() for q in locked.lake.rglob("*.parquet")}
+    con = __import__("sqlite3").connect(p.db)
+    con.execute("UPDATE sessions SET cost = 2.0")
+    con.commit()
+    con.close()
+    os.chmod(locked.home, 0o777)
+    out = subprocess.run([sys.executable, "-c", PERMISSIONS, str(p.db), str(locked.home)], capture_output=True,
+                         text=True, cwd=repo, timeout=120, env={**os.environ, "HOME": str(home)})
+    assert out.returncode == 0 and " | " in out.stdout, out.stdout + out.stderr[-2000:]
+    status, error = out.stdout.strip().split(" | ", 1)
+    assert status == "failed" and "Permission denied" in error
+    assert {q: q.read_bytes() for q in locked.lake.rglob("*.parquet")} == before

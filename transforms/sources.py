@@ -65,3 +65,15 @@ def file_fingerprint(*paths: str) -> str:
             continue
         parts.append(f"{st.st_size}:{st.st_mtime_ns}" if st.st_size else "-")
     return "|".join(parts)
+
+
+def probe(path, kind: str = "file") -> bool:
+    """`is_file`/`is_dir` that answers True when it cannot tell (no permission to look).
+
+    The read that follows then fails with the operating system's own reason, recorded for that
+    source, instead of discovery crashing or quietly skipping the store.
+    """
+    try:
+        return path.is_file() if kind == "file" else path.is_dir()
+    except OSError:
+        return True

@@ -98,10 +98,13 @@ def ingest_source(
     started = time.monotonic()
     run_at = datetime.now(timezone.utc)
     staging = layout.staging_dir / f"{os.getpid()}-{run_id}"
-    with state_store.source_lock(layout.state_dir, source.provider, source.source_id):
-        result = _ingest_locked(source, layout, staging, run_at, force, providers[source.provider])
-        result.duration_s = round(time.monotonic() - started, 3)
-        _record(result, layout, staging, run_id, run_at)
+    try:
+        with state_store.source_lock(layout.state_dir, source.provider, source.source_id):
+            result = _ingest_locked(source, layout, staging, run_at, force, providers[source.provider])
+            result.duration_s = round(time.monotonic() - started, 3)
+            _record(result, layout, staging, run_id, run_at)
+    except OSError as exc:  # the lake itself is unwritable (permissions, a full or read-only disk)
+        result = SourceResult(source, "failed", error=f"cannot write the lake at {layout.lake}: {exc}")
     shutil.rmtree(staging, ignore_errors=True)
     return result
 
@@ -193,9 +196,11 @@ def _record(result: SourceResult, layout: Layout, staging: Path, run_id: str, ru
 def clean_stale_staging(layout: Layout) -> int:
     """Remove staging dirs left by runs that died (their pid is gone)."""
     removed = 0
-    if not layout.staging_dir.is_dir():
+    try:
+        entries = list(layout.staging_dir.iterdir())
+    except OSError:  # no staging yet, or none we may look at: nothing to clean
         return 0
-    for entry in layout.staging_dir.iterdir():
+    for entry in entries:
         pid = entry.name.split("-", 1)[0]
         if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
             shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)

@@ -89,7 +89,10 @@ def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True) 
     dirs += [Path(r).expanduser() / "sessions" for r in extra_roots]
     files: list[Path] = []
     for d in dirs:
-        files += session_files(d)
+        try:
+            files += session_files(d)
+        except OSError as exc:  # a home we may not read: say so, go on with the others
+            found.problems.append(f"cannot list CodeWhale sessions in {d}: {exc}")
     for store in extra_stores:
         p = Path(store).expanduser()
         if p.is_dir():

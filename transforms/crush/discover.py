@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-from transforms.sources import Discovery, Source, slugify
+from transforms.sources import Discovery, Source, probe, slugify
 
 PROVIDER = "crush"
 DB_NAME = "crush.db"
@@ -63,7 +63,7 @@ def _source(db: Path, project_path: Path, skip_reason: str | None = None) -> Sou
 
 def from_registry(global_dir: Path, seen: set, found: Discovery) -> None:
     registry = global_dir / "projects.json"
-    if not registry.exists():
+    if not probe(registry):
         return
     try:
         entries = read_registry(registry)
@@ -88,9 +88,9 @@ def from_registry(global_dir: Path, seen: set, found: Discovery) -> None:
         refused = symlink_escape(candidates[0][1] / DB_NAME, candidates[0][0])
         if refused:
             found.sources.append(_source(db, project, refused))
-        elif db.is_file():
+        elif probe(db):
             found.sources.append(_source(db, project))
-        elif not project.is_dir():
+        elif not probe(project, "dir"):
             found.sources.append(_source(db, project, "project directory is gone"))
         else:
             found.sources.append(_source(db, project, f"no {DB_NAME} in {candidates[0][1]}"))
@@ -135,17 +135,17 @@ def project_of(data_dir: Path, candidates: list[tuple[Path, Path]]) -> Path:
     """
     if data_dir.name == ".crush":
         return data_dir.parent
-    return next((p for p, _ in candidates if p.is_dir()), candidates[0][0])
+    return next((p for p, _ in candidates if probe(p, "dir")), candidates[0][0])
 
 
 def from_path(path: Path, seen: set, found: Discovery) -> None:
     """An explicitly named crush.db, data dir, or project dir (holding .crush/crush.db)."""
     path = Path(os.path.abspath(Path(path).expanduser()))
-    if path.is_dir():
-        db = path / DB_NAME if (path / DB_NAME).is_file() else path / ".crush" / DB_NAME
+    if probe(path, "dir") and not probe(path):
+        db = path / DB_NAME if probe(path / DB_NAME) else path / ".crush" / DB_NAME
     else:
         db = path
-    if not db.is_file():
+    if not probe(db):
         found.problems.append(f"no Crush database at {path}")
         return
     data_dir = db.parent
