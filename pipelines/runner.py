@@ -12,6 +12,7 @@ import warnings
 from importlib import resources
 from pathlib import Path
 
+from transforms.contract import SCHEMA_VERSION
 from transforms.provider import DiscoverOptions
 from transforms.providers import PROVIDERS
 from warehouse import state as state_store
@@ -59,7 +60,8 @@ class PrintingReporter:
 
 def _unchanged(source, layout: Layout) -> bool:
     previous = state_store.load(layout.state_dir, source.provider, source.source_id)
-    return previous.fingerprint == PROVIDERS[source.provider].fingerprint(source) and all(
+    return previous.schema == SCHEMA_VERSION and previous.fingerprint == PROVIDERS[source.provider].fingerprint(
+        source) and all(
         (layout.lake / rel).exists() for rel in previous.files
     )
 

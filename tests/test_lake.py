@@ -131,3 +131,31 @@ def test_parallel_ingest_writes_the_same_lake_as_serial(tmp_path):
                 if not str(p.relative_to(layout.lake)).startswith("sources/")}
 
     assert files(serial) == files(parallel)
+
+
+def test_a_contract_change_rewrites_sources_written_before_it(layout, project):
+    import json
+
+    p = _two_day_project(project)
+    first = ingest(layout, p.db)
+    state_file = next(layout.state_dir.glob("*.json"))
+    state = json.loads(state_file.read_text())
+    state["schema"] = "an-older-contract"
+    state_file.write_text(json.dumps(state))
+    assert ingest(layout, p.db).results[0].status == "ok"  # rewritten, though the db is unchanged
+    assert ingest(layout, p.db).results[0].status == "unchanged"
+    assert first.results[0].status == "ok"
+
+
+def test_views_still_answer_while_old_and_new_files_are_mixed(layout, project):
+    import pyarrow.parquet as pq
+
+    p = _two_day_project(project)
+    ingest(layout, p.db)
+    old = sorted(layout.lake.glob("sessions/*/*/*.parquet"))[0]  # the file DuckDB reads first
+    table = pq.read_table(old)
+    pq.write_table(table.drop_columns(["total_tokens"]), old)  # as an older version wrote it
+    from warehouse.views import build_warehouse
+
+    build_warehouse(layout.lake, layout.warehouse)
+    assert scalar(layout, "SELECT COUNT(*) FROM sessions") == 2

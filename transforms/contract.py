@@ -277,3 +277,15 @@ ALL_TABLES = DATA_TABLES + (SOURCES,)
 BY_NAME = {t.name: t for t in ALL_TABLES}
 
 TOOL_CATEGORIES = ("shell", "read", "edit", "write", "search", "fetch", "agent", "todo", "mcp", "other")
+
+
+def _fingerprint() -> str:
+    import hashlib
+
+    text = repr([(t.name, [(c.name, str(c.type)) for c in t.columns]) for t in ALL_TABLES])
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+# Changes whenever a column is added, removed or retyped: sources written under another
+# version are rewritten on the next run, so every file of a table has the same schema.
+SCHEMA_VERSION = _fingerprint()

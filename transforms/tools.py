@@ -2,6 +2,8 @@
 
 import json
 
+from transforms import jsontext
+
 
 def categorise(name: str | None, native: dict[str, str]) -> str:
     """One of contract.TOOL_CATEGORIES for a native tool name, given a provider's own map.
@@ -32,12 +34,8 @@ def decode_input(raw) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
-# built once: json.dumps with options builds a new encoder on every call
-_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-
-
 def compact_json(value) -> str:
-    return _COMPACT.encode(value)
+    return jsontext.dumps(value)
 
 
 def first_str(args: dict | None, keys: tuple[str, ...]) -> str | None:

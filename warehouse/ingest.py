@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from transforms.contract import DATA_TABLES, SOURCES
+from transforms.contract import DATA_TABLES, SCHEMA_VERSION, SOURCES
 from transforms.provider import DiscoverOptions, Provider, SourceError
 from transforms.providers import PROVIDERS
 from transforms.sources import Source
@@ -115,7 +115,8 @@ def _ingest_locked(source, layout, staging, run_at, force, provider) -> SourceRe
     previous = state_store.load(layout.state_dir, source.provider, source.source_id)
     fingerprint = provider.fingerprint(source)
     files_present = all((layout.lake / rel).exists() for rel in previous.files)
-    if not force and previous.fingerprint == fingerprint and files_present:
+    current = previous.fingerprint == fingerprint and previous.schema == SCHEMA_VERSION
+    if not force and current and files_present:
         return SourceResult(source, "unchanged", fingerprint=fingerprint, files=sorted(previous.files))
     workdir = Path(tempfile.mkdtemp(prefix="agentlake-snapshot-"))
     try:
@@ -138,7 +139,8 @@ def _ingest_locked(source, layout, staging, run_at, force, provider) -> SourceRe
                          state_store.SourceState(None, intent, source.partition_key, source.path))
         written = write_files(layout.lake, staging, built, previous.files)
         state_store.save(layout.state_dir, source.provider, source.source_id,
-                         state_store.SourceState(fingerprint, written.files, source.partition_key, source.path))
+                         state_store.SourceState(fingerprint, written.files, source.partition_key, source.path,
+                                                 SCHEMA_VERSION))
     except OSError as exc:
         return SourceResult(source, "failed", error=f"cannot write the lake: {exc}", fingerprint=fingerprint)
     findings = extract.findings

@@ -23,6 +23,7 @@ class SourceState:
     files: dict[str, str] = field(default_factory=dict)
     partition_key: str | None = None
     path: str | None = None
+    schema: str | None = None  # contract.SCHEMA_VERSION the files were written with
 
 
 def _path(state_dir: Path, provider: str, source_id: str) -> Path:

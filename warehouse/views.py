@@ -35,13 +35,19 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def view_sql(table: Table, lake: Path) -> str:
-    """The view of one table: hive keys first, then the contract's columns, in order."""
+def view_sql(table: Table, lake: Path, union_by_name: bool = False) -> str:
+    """The view of one table: hive keys first, then the contract's columns, in order.
+
+    Every file of a table has the contract's schema (a contract change rewrites old files on
+    the next run), so DuckDB can take the schema from one file instead of opening them all;
+    `union_by_name` is only the fallback while old and new files are mixed.
+    """
     cols = ", ".join(f'"{c.name}"' for c in table.columns)
     pattern = table_glob(lake, table.name)
     if glob.glob(pattern):
+        union = ", union_by_name = true" if union_by_name else ""
         source = (
-            f"read_parquet({_quote(pattern)}, hive_partitioning = true, union_by_name = true, "
+            f"read_parquet({_quote(pattern)}, hive_partitioning = true{union}, "
             "hive_types = {'date': 'DATE', 'project': 'VARCHAR'})"
         )
         return f'CREATE OR REPLACE VIEW "{table.name}" AS SELECT "date", "project", {cols} FROM {source}'
@@ -72,7 +78,10 @@ MARTS = tuple(name for name, _ in mart_sql() if not name.startswith("_"))
 
 def create_views(con, lake: Path, tables=ALL_TABLES) -> list[str]:
     for table in tables:
-        con.execute(view_sql(table, lake))
+        try:
+            con.execute(view_sql(table, lake))
+        except duckdb.BinderException:  # files of two schema versions side by side, until the next run
+            con.execute(view_sql(table, lake, union_by_name=True))
     for _, sql in mart_sql():
         con.execute(sql)
     return [t.name for t in tables] + list(MARTS)

@@ -1,13 +1,13 @@
 import dagster as dg
 
-from pipelines.defs.lake.assets import LAKE_KEYS
+from pipelines.defs.lake.assets import LAKE
 from pipelines.defs.resources import AgentlakeResource
 from warehouse.views import build_warehouse
 
 
 @dg.asset(
     key=["warehouse", "views"],
-    deps=list(LAKE_KEYS.values()),
+    deps=[LAKE],
     group_name="warehouse",
     automation_condition=dg.AutomationCondition.eager(),
 )
