@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -154,7 +155,7 @@ def _touch_one(db: Path, i: int) -> None:
     con = sqlite3.connect(db)
     sid = con.execute("SELECT id FROM sessions LIMIT 1").fetchone()[0]
     con.execute("INSERT INTO messages (id, session_id, role, parts, model, created_at, updated_at) "
-                "VALUES (?, ?, 'user', '[]', '', strftime('%s','now'), strftime('%s','now'))", (f"bench-{i}", sid))
+                "VALUES (?, ?, 'user', '[]', '', strftime('%s','now'), strftime('%s','now'))", (f"bench-{uuid.uuid4()}", sid))
     con.commit()
     con.close()
 
