@@ -59,17 +59,21 @@ def test_a_write_failing_half_way_leaves_no_orphan_files(layout, project, monkey
     add_message(con, "m", "new", "user", [text_part("hi")], created_at=T0 + 9 * 86400)
     con.commit()
     con.close()
-    real = writer.atomic_write
+    real = writer.stage
 
-    def full_disk(path, data, staging):  # the new sessions file lands, then the disk is full
+    def full_disk(path, data, staging):  # the new sessions file is staged, then the disk is full
         if "/messages/" in str(path):
             raise OSError(28, "No space left on device")
-        real(path, data, staging)
+        return real(path, data, staging)
 
-    monkeypatch.setattr(writer, "atomic_write", full_disk)
+    before = {q: q.read_bytes() for q in layout.lake.rglob("*.parquet") if "sources" not in q.parts}
+    monkeypatch.setattr(writer, "stage", full_disk)
     failed = ingest(layout, p.db)
     assert failed.results[0].status == "failed" and "No space left" in failed.results[0].error
     monkeypatch.undo()
+    after = {q: q.read_bytes() for q in layout.lake.rglob("*.parquet") if "sources" not in q.parts}
+    assert after == before  # the lake is as it was
+    assert not [f for f in layout.staging_dir.rglob("*") if f.is_file()]  # and nothing is left staged
 
     con = sqlite3.connect(p.db)
     con.execute("PRAGMA foreign_keys = ON")

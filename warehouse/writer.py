@@ -43,15 +43,24 @@ def group_by_date(table: Table, rows: list[dict]) -> dict[str, list[dict]]:
     return groups
 
 
-def atomic_write(path: Path, data: bytes, staging: Path) -> None:
+def stage(path: Path, data: bytes, staging: Path) -> Path:
+    """Write the bytes meant for `path` into the staging dir, on disk; returns the staged file."""
     staging.mkdir(parents=True, exist_ok=True)
     tmp = staging / f"{os.getpid()}-{uuid.uuid4().hex}.tmp"  # pid: leftovers of dead runs are found
     with open(tmp, "wb") as fh:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())  # the rename must never publish a file whose bytes are not on disk
+    return tmp
+
+
+def publish(tmp: Path, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(tmp, path)
+    os.replace(tmp, path)  # atomic: readers see the old file or the new one
+
+
+def atomic_write(path: Path, data: bytes, staging: Path) -> None:
+    publish(stage(path, data, staging), path)
 
 
 @dataclass
@@ -98,13 +107,21 @@ def _in_place(path: Path, size: int) -> bool:
 def write_files(lake: Path, staging: Path, built: SourceFiles, previous: dict[str, str]) -> WriteResult:
     """Put one source's files in place; `previous` is what the last run wrote (path -> sha)."""
     result = WriteResult(rows=built.rows, undated=built.undated)
-    for rel, data in built.data.items():
-        digest = hashlib.sha256(data).hexdigest()
-        result.files[rel] = digest
-        if previous.get(rel) == digest and _in_place(lake / rel, len(data)):
-            result.unchanged += 1
-            continue
-        atomic_write(lake / rel, data, staging)
+    staged: list[tuple[Path, Path]] = []
+    try:  # stage every changed file first: a full disk then leaves the lake as it was
+        for rel, data in built.data.items():
+            digest = hashlib.sha256(data).hexdigest()
+            result.files[rel] = digest
+            if previous.get(rel) == digest and _in_place(lake / rel, len(data)):
+                result.unchanged += 1
+                continue
+            staged.append((stage(lake / rel, data, staging), lake / rel))
+    except BaseException:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    for tmp, path in staged:  # renames need no space
+        publish(tmp, path)
         result.replaced += 1
     for rel in previous.keys() - result.files.keys():
         remove_file(lake, rel)
