@@ -109,10 +109,14 @@ def test_a_200k_message_session_within_the_memory_bound(project, tmp_path):
 
 PERMISSIONS = """
 import os, sys
-from tests.conftest import ingest  # imported first: nobody cannot read root's Python install
+# everything is imported first: nobody may not read root's Python install nor this checkout
+from transforms.provider import DiscoverOptions
+from warehouse.ingest import discover_sources, ingest_all
 from warehouse.layout import Layout
+options = DiscoverOptions(env={}, extra_stores={"crush": (sys.argv[1],)}, use_default=False)
 os.setgid(65534); os.setuid(65534)  # nobody: file permissions apply again
-summary = ingest(Layout.resolve(home=sys.argv[2]), sys.argv[1])
+sources, _ = discover_sources(options)
+summary = ingest_all(sources, Layout.resolve(home=sys.argv[2]), workers=1)
 r = summary.results[0]
 print(r.status, "|", r.error)
 """
