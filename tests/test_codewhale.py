@@ -197,3 +197,73 @@ def test_crush_and_codewhale_side_by_side_for_one_project(layout, project, tmp_p
         ("shop", "codewhale", pytest.approx(0.5), 1), ("shop", "crush", pytest.approx(1.25), 1)]
     assert query(layout, "SELECT provider, COUNT(*) FROM messages GROUP BY 1 ORDER BY 1") == [
         ("codewhale", 4), ("crush", 1)]
+
+
+def test_snapshots_that_know_nothing_are_not_a_real_zero(layout, tmp_path):
+    sessions = tmp_path / "cw" / "sessions"
+    legacy = {**cost_snapshot(0.0), "coverage_recorded": False}
+    unpriced = {**cost_snapshot(0.0), "priced_turns": 0, "unpriced_turns": 3}
+    write_session(sessions, _doc("aaaaaaaa-0000-4000-8000-000000000001", cost=legacy))
+    write_session(sessions, _doc("aaaaaaaa-0000-4000-8000-000000000002", cost=unpriced, model="glm-4.6",
+                                 model_provider="custom"))
+    ingest(layout, codewhale_homes=[tmp_path / "cw"])
+    assert dict(query(layout, "SELECT session_id[-1:], cost_source FROM sessions")) == {
+        "1": "estimated", "2": "unknown"}
+
+
+def test_a_renamed_copy_is_not_a_second_session(layout, tmp_path):
+    sessions = tmp_path / "cw" / "sessions"
+    path = write_session(sessions, _doc(cost=cost_snapshot(0.05)))
+    (sessions / f"{SID}.bak.json").write_bytes(path.read_bytes())
+    summary = ingest(layout, codewhale_homes=[tmp_path / "cw"])
+    assert query(layout, "SELECT COUNT(*), SUM(cost_usd) FROM sessions") == [(1, pytest.approx(0.05))]
+    assert any("is a copy of session" in w for r in summary.results for w in r.warnings)
+
+
+def test_odd_metadata_values_quarantine_the_file_or_are_tolerated(layout, tmp_path):
+    sessions = tmp_path / "cw" / "sessions"
+    odd = _doc("bbbbbbbb-0000-4000-8000-000000000001", cost={**cost_snapshot(0.1), "subagent_cost_usd": "n/a"},
+               journal=True)
+    odd["journal"]["leaf_id"] = ["not", "an", "id"]
+    del odd["metadata"]["created_at"]
+    write_session(sessions, odd)
+    summary = ingest(layout, codewhale_homes=[tmp_path / "cw"])
+    assert summary.results[0].status == "ok"
+    (row,) = query(layout, "SELECT cost_usd, created_at IS NOT NULL FROM sessions")
+    assert row == (pytest.approx(0.1), True)  # the garbled amount adds nothing; created falls back
+
+
+def test_compacted_session_keeps_its_message_times(layout, tmp_path):
+    doc = _doc(cost=cost_snapshot(0.1), journal=True)
+    doc["messages"].append({"role": "system", "content": [text_block("summary of the above")]})
+    entries = doc["journal"]["entries"]
+    entries.append({"id": "compact", "parent_id": entries[-1]["id"], "kind": "compaction",
+                    "summary": "summary of the above", "created_at": "2026-07-20T10:00:00Z"})
+    doc["journal"]["leaf_id"] = doc["leaf_id"] = "compact"
+    write_session(tmp_path / "cw" / "sessions", doc)
+    ingest(layout, codewhale_homes=[tmp_path / "cw"])
+    days = [r[0] for r in query(layout, "SELECT created_at::DATE::VARCHAR FROM messages ORDER BY message_index")]
+    assert days == ["2026-07-14"] * 4 + ["2026-07-20"]
+
+
+def test_a_fork_finds_its_parent_under_the_legacy_home(layout, tmp_path):
+    home = tmp_path / "user"
+    parent, fork = "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222"
+    write_session(home / ".deepseek" / "sessions", _doc(parent, cost=cost_snapshot(0.5)))
+    write_session(home / ".codewhale" / "sessions", _doc(fork, cost=cost_snapshot(0.75), parent=parent,
+                                                         forked_from_message_count=4))
+    from transforms.provider import DiscoverOptions
+    from warehouse.ingest import discover_sources, ingest_all
+    from warehouse.views import build_warehouse
+
+    sources, _ = discover_sources(DiscoverOptions(env={"HOME": str(home), "CRUSH_GLOBAL_DATA": str(tmp_path / "x")}))
+    ingest_all(sources, layout, workers=1)
+    build_warehouse(layout.lake, layout.warehouse)
+    assert scalar(layout, "SELECT SUM(cost_usd) FROM sessions WHERE is_root") == pytest.approx(0.75)
+
+
+def test_a_model_served_by_an_unknown_provider_is_not_priced_as_an_api():
+    from transforms.pricing import price_total_tokens
+
+    assert price_total_tokens(1_000_000, "deepseek-r1", "ollama", WHEN).cost_source == "unknown"
+    assert price_total_tokens(1_000_000, "deepseek-chat", None, WHEN).cost_source == "estimated"

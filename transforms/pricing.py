@@ -26,7 +26,9 @@ def input_rate(model: str, provider: str | None, day: str | None) -> tuple[Decim
     from genai_prices import Usage, calc_price  # imported on first use: it loads a large table
 
     when = datetime.fromisoformat(day) if day else None
-    for provider_id in dict.fromkeys((provider, None)):  # the agent's provider, then a guess
+    # the agent's provider; a guess from the model name only when it named none: a model served
+    # by a provider the table does not know (a local Ollama, a vLLM box) is not priced as an API
+    for provider_id in ((provider,) if provider else (None,)):
         try:
             price = calc_price(Usage(input_tokens=SAMPLE_TOKENS), model, provider_id=provider_id,
                                genai_request_timestamp=when)

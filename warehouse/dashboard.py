@@ -32,7 +32,9 @@ def _e(value) -> str:
 
 
 def stacked_bars(title: str, rows: list[tuple], chart_id: str, width=760, height=260) -> str:
-    """Vertical bars per x, stacked by series. rows: (x, series, value)."""
+    """Vertical bars per x, stacked by series. rows: (x, series, value).
+    Unknown values (NULL) are left out, not drawn as 0; the page counts them separately."""
+    rows = [r for r in rows if r[0] is not None and r[2] is not None]
     xs = sorted({r[0] for r in rows})
     series = sorted({r[1] for r in rows}, key=str)
     totals = {x: sum(float(r[2] or 0) for r in rows if r[0] == x) for x in xs}

@@ -57,12 +57,29 @@ def parse_session(text: str) -> dict:
     return doc
 
 
+def _usd(value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return 0.0  # a missing or garbled amount adds nothing
+    return float(value)
+
+
 def snapshot_cost(meta: dict) -> float | None:
-    """The spend a cost snapshot records, or None when the file has no cost object."""
+    """The spend a cost snapshot records, or None when there is no usable snapshot.
+
+    A stored 0 is a real 0, except where the snapshot itself says it knows nothing: a legacy
+    row (`coverage_recorded` false) or a session none of whose turns could be priced. Those
+    are treated as if no cost was recorded, so they are estimated or marked unknown, never $0.
+    """
     cost = meta.get("cost")
     if not isinstance(cost, dict):
         return None
-    return float(cost.get("session_cost_usd") or 0) + float(cost.get("subagent_cost_usd") or 0)
+    total = _usd(cost.get("session_cost_usd")) + _usd(cost.get("subagent_cost_usd"))
+    if total == 0:
+        if cost.get("coverage_recorded") is False:
+            return None
+        if _usd(cost.get("unpriced_turns")) > 0 and not _usd(cost.get("priced_turns")):
+            return None
+    return total
 
 
 def fork_share(fork_total, parent_total):
@@ -91,14 +108,20 @@ def message_times(doc: dict, count: int) -> list | None:
     journal = doc.get("journal")
     if not isinstance(journal, dict) or not isinstance(journal.get("entries"), list):
         return None
-    entries = {e.get("id"): e for e in journal["entries"] if isinstance(e, dict)}
+    entries = {e["id"]: e for e in journal["entries"] if isinstance(e, dict) and isinstance(e.get("id"), str)}
     chain, current, seen = [], journal.get("leaf_id") or doc.get("leaf_id"), set()
+    if not isinstance(current, str):
+        return None
     while current in entries and current not in seen:
         seen.add(current)
         chain.append(entries[current])
         current = entries[current].get("parent_id")
+        if not isinstance(current, str):
+            break
     chain.reverse()
-    times = [from_iso(e.get("created_at")) for e in chain if e.get("kind") in ("message", "user", "assistant", "system")]
+    # compaction and branch summaries show in `messages` as system messages
+    kinds = ("message", "user", "assistant", "system", "compaction", "branch_summary")
+    times = [from_iso(e.get("created_at")) for e in chain if e.get("kind") in kinds]
     return times if len(times) == count and all(times) else None
 
 
@@ -106,7 +129,7 @@ def normalise(doc: dict, ctx: Context, parent: dict | None) -> tuple[dict[str, l
     meta = doc["metadata"]
     sid = meta["id"]
     findings = Findings()
-    created = from_iso(meta.get("created_at"))
+    created = from_iso(meta.get("created_at")) or from_iso(meta.get("updated_at"))
     updated = from_iso(meta.get("updated_at")) or created
     project_path = _str(meta.get("workspace")) or ""
 

@@ -33,21 +33,34 @@ class CodeWhaleProvider:
             doc = parse_session(text)
         except SessionFileError as exc:
             return _quarantined(source, ctx, str(exc), text)
-        rows, findings = normalise(doc, ctx, _parent(source, doc))
-        if doc["metadata"]["id"] != Path(source.path).stem:
-            findings.notes.append(f"file name {Path(source.path).name} does not match metadata.id {doc['metadata']['id']}")
+        session_id = doc["metadata"]["id"]
+        if session_id != Path(source.path).stem:  # a copy (`<id>.bak.json`...): the real file counts
+            findings = Findings(notes=[f"skipped: {Path(source.path).name} is a copy of session {session_id}"])
+            return Extract(rows={}, findings=findings, schema_version=_version(doc))
+        try:
+            rows, findings = normalise(doc, ctx, _parent(source, doc))
+        except Exception as exc:  # a value of a shape no CodeWhale writes: the file is kept whole
+            return _quarantined(source, ctx, f"{type(exc).__name__}: {exc}", text)
         return Extract(rows=rows, findings=findings, schema_version=_version(doc), expected=expected_counts(doc))
 
 
 def _parent(source: Source, doc: dict) -> dict | None:
-    """The snapshot of the session this one was forked from, when it sits beside it."""
+    """The snapshot of the session this one was forked from: beside it, or in the other home
+    (the current `~/.codewhale/sessions` or the legacy `~/.deepseek/sessions`)."""
     parent_id = doc["metadata"].get("parent_session_id")
     if not isinstance(parent_id, str) or not parent_id or "/" in parent_id:
         return None
-    try:
-        return parse_session((Path(source.path).parent / f"{parent_id}.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, SessionFileError):
-        return None
+    here = Path(source.path).parent
+    homes = {".codewhale": ".deepseek", ".deepseek": ".codewhale"}
+    places = [here]
+    if here.name == "sessions" and here.parent.name in homes:
+        places.append(here.parent.parent / homes[here.parent.name] / "sessions")
+    for place in places:
+        try:
+            return parse_session((place / f"{parent_id}.json").read_bytes().decode("utf-8", "replace"))
+        except (OSError, SessionFileError):
+            continue
+    return None
 
 
 def _version(doc: dict) -> int | None:

@@ -7,7 +7,7 @@
 -- message puts its whole cost on the day it was created. Unknown costs stay NULL.
 CREATE OR REPLACE VIEW daily_costs AS
 WITH roots AS (
-    SELECT provider, project, source_id, session_id, created_at, model, llm_provider, cost_source,
+    SELECT provider, project, source_id, session_id, created_at, date, model, llm_provider, cost_source,
            CAST(ROUND(cost_usd * 1e9) AS HUGEINT) AS nanos
     FROM sessions
     WHERE is_root
@@ -22,7 +22,7 @@ weights AS (
 shares AS (
     SELECT
         r.provider, r.project, r.source_id, r.session_id, r.nanos, r.cost_source,
-        COALESCE(w.date, CAST(r.created_at AS DATE)) AS date,
+        COALESCE(w.date, CAST(r.created_at AS DATE), r.date) AS date,
         CASE WHEN w.n IS NULL THEN r.model ELSE w.model END AS model,
         CASE WHEN w.n IS NULL THEN r.llm_provider ELSE w.llm_provider END AS llm_provider,
         w.n,

@@ -18,8 +18,8 @@ message_stats AS (
 tool_stats AS (
     SELECT t.source_id, t.root_session_id,
            COUNT(*) FILTER (WHERE c.has_call) AS tool_calls,
-           COUNT(*) FILTER (WHERE c.is_error) AS tool_errors,
-           COUNT(*) FILTER (WHERE c.exit_code <> 0) AS nonzero_exits
+           COUNT(*) FILTER (WHERE c.has_call AND c.is_error) AS tool_errors,
+           COUNT(*) FILTER (WHERE c.has_call AND c.exit_code <> 0) AS nonzero_exits
     FROM tool_calls AS c
     JOIN _session_tree AS t ON t.source_id = c.source_id AND t.session_id = c.session_id
     GROUP BY ALL
