@@ -129,50 +129,43 @@ def _first_look(layout: Layout) -> None:
     print(f"\nNext: {exe} sql{home} \"SELECT tool_name, COUNT(*) FROM tool_calls GROUP BY 1 ORDER BY 2 DESC\"")
 
 
-def cmd_sql(args) -> int:
+def _read_warehouse(args, answer) -> int:
+    """Open the warehouse read-only, print `answer(con)`; a missing warehouse or a bad query is
+    a usage error (exit 2) with DuckDB's own message."""
     import duckdb
 
-    from warehouse.formatting import render
     from warehouse.views import connect
 
-    layout = _layout(args)
     try:
-        con = connect(layout.warehouse)
+        con = connect(_layout(args).warehouse)
     except FileNotFoundError as exc:
         _err(f"error: {exc}")
         return 2
     with con:
         try:
-            cur = con.execute(args.query)
+            print(answer(con))
         except duckdb.Error as exc:
             _err(f"error: {exc}")
             return 2
-        columns = [d[0] for d in cur.description] if cur.description else []
-        print(render(columns, cur.fetchall(), args.format))
     return 0
+
+
+def cmd_sql(args) -> int:
+    from warehouse.formatting import render
+
+    def answer(con):
+        cur = con.execute(args.query)
+        columns = [d[0] for d in cur.description] if cur.description else []
+        return render(columns, cur.fetchall(), args.format)
+
+    return _read_warehouse(args, answer)
 
 
 def cmd_report(args) -> int:
-    import duckdb
-
     from warehouse.report import Filters, build, render_report
-    from warehouse.views import connect
 
-    layout = _layout(args)
-    try:
-        con = connect(layout.warehouse)
-    except FileNotFoundError as exc:
-        _err(f"error: {exc}")
-        return 2
     filters = Filters(args.since, args.until, args.project, args.provider)
-    with con:
-        try:
-            sections = build(con, filters, by=args.by, top=args.top)
-        except duckdb.Error as exc:
-            _err(f"error: {exc}")
-            return 2
-    print(render_report(sections, args.format))
-    return 0
+    return _read_warehouse(args, lambda con: render_report(build(con, filters, by=args.by, top=args.top), args.format))
 
 
 def cmd_serving(args) -> int:
