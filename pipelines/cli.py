@@ -1,4 +1,4 @@
-"""`agentlake`: ingest agents' stores into the lake, query it, run Dagster.
+"""agentlake: coding-agent sessions (Crush, CodeWhale) in a Parquet lake, queried with DuckDB.
 
 Exit status: 0 success; 1 the run finished but some source failed, or a place to look
 (a registry, the config) could not be read; 2 bad usage or nothing to query.
@@ -237,10 +237,12 @@ def _common(p: argparse.ArgumentParser, discovery: bool = False) -> None:
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="agentlake", description=__doc__.split("\n")[0],
-                                 epilog="Exit status: 0 ok; 1 some source failed or could not be looked at; 2 usage error.")
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="Exit status: 0 ok; 1 some source failed or a place to look could not be read;\n"
+                                        "2 usage error, bad query or no warehouse yet; 130 interrupted.")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("quickstart", help="ingest your Crush data (or a demo if you have none) and show a first query")
+    p = sub.add_parser("quickstart", help="ingest your agents' data (or a demo if you have none) and show a first query")
     _common(p, discovery=True)
     p.add_argument("--quiet", action="store_true", help="no per-source progress")
     p.add_argument("--full-refresh", action="store_true", help=argparse.SUPPRESS)
