@@ -25,9 +25,11 @@ class Layout:
 
     @classmethod
     def resolve(cls, home=None, lake=None, warehouse=None, env=os.environ) -> "Layout":
+        explicit_home = bool(home)
         home = Path(home).expanduser() if home else default_home(env)
         lake = Path(lake).expanduser() if lake else home / "lake"
-        warehouse = warehouse or env.get("AGENTLAKE_WAREHOUSE")
+        # $AGENTLAKE_WAREHOUSE names the file unless a home or a warehouse was given explicitly
+        warehouse = warehouse or (None if explicit_home else env.get("AGENTLAKE_WAREHOUSE"))
         warehouse = Path(warehouse).expanduser() if warehouse else home / "warehouse.duckdb"
         # absolute paths: views embed them, and readers run from any directory
         return cls(home.absolute(), lake.absolute(), warehouse.absolute())
