@@ -12,11 +12,10 @@ import warnings
 from importlib import resources
 from pathlib import Path
 
-from transforms.contract import SCHEMA_VERSION
 from transforms.provider import DiscoverOptions
 from transforms.providers import PROVIDERS
 from warehouse import state as state_store
-from warehouse.ingest import RunSummary, SourceResult, discover_sources, ingest_source, new_run_id
+from warehouse.ingest import RunSummary, SourceResult, discover_sources, ingest_source, is_unchanged, new_run_id
 from warehouse.layout import Layout
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
@@ -60,10 +59,7 @@ class PrintingReporter:
 
 def _unchanged(source, layout: Layout) -> bool:
     previous = state_store.load(layout.state_dir, source.provider, source.source_id)
-    return previous.schema == SCHEMA_VERSION and previous.fingerprint == PROVIDERS[source.provider].fingerprint(
-        source) and all(
-        (layout.lake / rel).exists() for rel in previous.files
-    )
+    return is_unchanged(previous, PROVIDERS[source.provider].fingerprint(source), layout)
 
 
 def contiguous_batches(keys: list[str], order: list[str]) -> list[list[str]]:

@@ -109,14 +109,19 @@ def ingest_source(
     return result
 
 
+def is_unchanged(previous: state_store.SourceState, fingerprint: str, layout: Layout) -> bool:
+    """The lake already holds this source as it is now: same fingerprint, same contract, and
+    every file it wrote still in place. Nothing is opened but the state file."""
+    return (previous.fingerprint == fingerprint and previous.schema == SCHEMA_VERSION
+            and all((layout.lake / rel).exists() for rel in previous.files))
+
+
 def _ingest_locked(source, layout, staging, run_at, force, provider) -> SourceResult:
     if source.skip_reason:
         return SourceResult(source, "skipped", error=source.skip_reason)
     previous = state_store.load(layout.state_dir, source.provider, source.source_id)
     fingerprint = provider.fingerprint(source)
-    files_present = all((layout.lake / rel).exists() for rel in previous.files)
-    current = previous.fingerprint == fingerprint and previous.schema == SCHEMA_VERSION
-    if not force and current and files_present:
+    if not force and is_unchanged(previous, fingerprint, layout):
         return SourceResult(source, "unchanged", fingerprint=fingerprint, files=sorted(previous.files))
     workdir = Path(tempfile.mkdtemp(prefix="agentlake-snapshot-"))
     try:
