@@ -28,6 +28,7 @@ def _options(args, layout: Layout) -> DiscoverOptions:
         extra_stores=merge_paths(flags_stores, config.extra_stores),
         extra_roots=merge_paths(flags_roots, config.extra_roots),
         use_default=not args.no_default and config.use_default,
+        project_names=config.project_names,
     )
 
 

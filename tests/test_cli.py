@@ -83,3 +83,16 @@ def test_help_lists_subcommands(capsys):
     out = capsys.readouterr().out
     for name in ("quickstart", "ingest", "demo", "sql", "sources", "dev"):
         assert name in out
+
+
+def test_config_names_projects_and_a_bad_config_is_reported(home, project, capsys):
+    p = _store(project, "scratch-dir")
+    home.mkdir(parents=True)
+    (home / "config.toml").write_text(f'[projects]\n"{p.path}" = "Billing API"\n')
+    assert main(["ingest", "--db", str(p.db)]) == 0
+    capsys.readouterr()
+    main(["sql", "SELECT DISTINCT project FROM sessions", "--format", "csv"])
+    assert capsys.readouterr().out.splitlines() == ["project", "billing-api"]
+    (home / "config.toml").write_text("[projects]\nname = 3\n")
+    assert main(["ingest", "--db", str(p.db)]) == 1
+    assert "[projects] maps a path" in capsys.readouterr().err

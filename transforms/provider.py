@@ -26,6 +26,8 @@ class DiscoverOptions:
     # by provider name: explicit agent homes (a Crush global data dir, a CodeWhale home, ...)
     extra_roots: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     use_default: bool = True  # also look where each agent keeps its data by default
+    # project names by path, remote URL, `owner/repo` or directory name (transforms.projects)
+    project_names: Mapping[str, str] = field(default_factory=dict)
 
     def stores(self, provider: str) -> tuple[str, ...]:
         return tuple(self.extra_stores.get(provider, ()))

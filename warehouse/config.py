@@ -9,6 +9,10 @@
     [codewhale]
     extra_stores = ["/mnt/backup/sessions/0f8b9c1e.json"]     # session files or sessions dirs
     extra_roots = ["/mnt/backup/.codewhale"]                  # CodeWhale homes (with sessions/)
+
+    [projects]                                                # project names, by path, remote or name
+    "/home/me/src/api" = "billing-api"
+    "acme/webshop" = "shop"
 """
 
 import tomllib
@@ -27,6 +31,7 @@ class Config:
     extra_stores: dict[str, tuple[str, ...]] = field(default_factory=dict)
     extra_roots: dict[str, tuple[str, ...]] = field(default_factory=dict)
     use_default: bool = True
+    project_names: dict[str, str] = field(default_factory=dict)
 
 
 def load_config(path: Path, providers=tuple(PROVIDERS)) -> Config:
@@ -36,9 +41,12 @@ def load_config(path: Path, providers=tuple(PROVIDERS)) -> Config:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}") from None
-    unknown = sorted(k for k, v in data.items() if isinstance(v, dict) and k not in providers)
+    unknown = sorted(k for k, v in data.items() if isinstance(v, dict) and k not in (*providers, "projects"))
     if unknown:
-        raise ConfigError(f"{path}: unknown section [{unknown[0]}]; known: {', '.join(providers)}")
+        raise ConfigError(f"{path}: unknown section [{unknown[0]}]; known: {', '.join(providers)}, projects")
+    names = data.get("projects", {})
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in names.items()):
+        raise ConfigError(f"{path}: [projects] maps a path, remote or name to a project name (strings)")
     stores, roots = {}, {}
     for provider in providers:
         section = data.get(provider, {})
@@ -46,7 +54,7 @@ def load_config(path: Path, providers=tuple(PROVIDERS)) -> Config:
             raise ConfigError(f"{path}: [{provider}] must be a table")
         stores[provider] = _paths(path, provider, section, "extra_stores")
         roots[provider] = _paths(path, provider, section, "extra_roots")
-    return Config(stores, roots, bool(data.get("use_default", True)))
+    return Config(stores, roots, bool(data.get("use_default", True)), dict(names))
 
 
 def _paths(path: Path, provider: str, section: dict, key: str) -> tuple[str, ...]:

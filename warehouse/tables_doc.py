@@ -18,7 +18,7 @@ Every view starts with the two hive keys:
 | column | type | meaning |
 | --- | --- | --- |
 | `date` | DATE | The row's own UTC date (from the column named under each table). Rows without a usable timestamp are dated 1970-01-01 and reported. |
-| `project` | VARCHAR | Slug of the project directory's name. |
+| `project` | VARCHAR | The project: a slug of its git remote's `owner/repo`, else of its directory's name, unless `config.toml` names it (README, "Project names"). |
 
 Timestamps are `TIMESTAMP` values in UTC (no time zone attached, so no extension is needed).
 Where the agent did not record a value the column is null, never 0 or ''.

@@ -33,6 +33,7 @@ class AgentlakeResource(dg.ConfigurableResource):
             extra_stores=merge_paths(self.extra_stores, config.extra_stores),
             extra_roots=merge_paths(self.extra_roots, config.extra_roots),
             use_default=self.use_default and config.use_default,
+            project_names=config.project_names,
         )
 
     def discover(self) -> tuple[dict[str, Source], list[str]]:

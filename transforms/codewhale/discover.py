@@ -9,9 +9,11 @@ a session CodeWhale prunes (it keeps 50) keeps its history in the lake.
 import json
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
-from transforms.sources import Discovery, Source, slugify
+from transforms.projects import project_name
+from transforms.sources import Discovery, Source
 
 PROVIDER = "codewhale"
 # crash-recovery and bookkeeping files that sit beside the sessions
@@ -68,19 +70,18 @@ def workspace_of(path: Path) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _source(path: Path) -> Source:
-    workspace = workspace_of(path)
-    project_path = workspace or ""
+def _source(path: Path, names: Mapping[str, str]) -> Source:
+    workspace = workspace_of(path) or ""
     return Source(
         provider=PROVIDER,
         path=str(path),
-        project_path=project_path,
-        project=slugify(Path(workspace).name if workspace else "", default="unknown"),
+        project_path=workspace,
+        project=project_name(workspace, names),
         identity=path.stem,
     )
 
 
-def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True) -> Discovery:
+def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, project_names={}) -> Discovery:
     found = Discovery()
     dirs: list[Path] = []
     if use_default:
@@ -106,5 +107,5 @@ def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True) 
         if path.stem in seen:
             continue
         seen.add(path.stem)
-        found.sources.append(_source(Path(os.path.realpath(path))))
+        found.sources.append(_source(Path(os.path.realpath(path)), project_names))
     return found

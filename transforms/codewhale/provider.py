@@ -17,7 +17,8 @@ class CodeWhaleProvider:
 
     def discover(self, options: DiscoverOptions) -> Discovery:
         return cw_discover.discover(env=options.env, extra_roots=options.roots(PROVIDER),
-                                    extra_stores=options.stores(PROVIDER), use_default=options.use_default)
+                                    extra_stores=options.stores(PROVIDER), use_default=options.use_default,
+                                    project_names=options.project_names)
 
     def fingerprint(self, source: Source) -> str:
         return file_fingerprint(source.path)

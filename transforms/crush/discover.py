@@ -6,9 +6,11 @@ credentials): only projects.json.
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
-from transforms.sources import Discovery, Source, probe, slugify
+from transforms.projects import project_name
+from transforms.sources import Discovery, Source, probe
 
 PROVIDER = "crush"
 DB_NAME = "crush.db"
@@ -51,17 +53,17 @@ def read_registry(path: Path) -> list[dict]:
     return entries
 
 
-def _source(db: Path, project_path: Path, skip_reason: str | None = None) -> Source:
+def _source(db: Path, project_path: Path, skip_reason: str | None = None, names: Mapping[str, str] = {}) -> Source:
     return Source(
         provider=PROVIDER,
         path=str(db),
         project_path=str(project_path),
-        project=slugify(project_path.name),
+        project=project_name(str(project_path), names),
         skip_reason=skip_reason,
     )
 
 
-def from_registry(global_dir: Path, seen: set, found: Discovery) -> None:
+def from_registry(global_dir: Path, seen: set, found: Discovery, names: Mapping[str, str] = {}) -> None:
     registry = global_dir / "projects.json"
     if not probe(registry):
         return
@@ -87,13 +89,13 @@ def from_registry(global_dir: Path, seen: set, found: Discovery) -> None:
         project = project_of(Path(key), candidates)
         refused = symlink_escape(candidates[0][1] / DB_NAME, candidates[0][0])
         if refused:
-            found.sources.append(_source(db, project, refused))
+            found.sources.append(_source(db, project, refused, names))
         elif probe(db):
-            found.sources.append(_source(db, project))
+            found.sources.append(_source(db, project, None, names))
         elif not probe(project, "dir"):
-            found.sources.append(_source(db, project, "project directory is gone"))
+            found.sources.append(_source(db, project, "project directory is gone", names))
         else:
-            found.sources.append(_source(db, project, f"no {DB_NAME} in {candidates[0][1]}"))
+            found.sources.append(_source(db, project, f"no {DB_NAME} in {candidates[0][1]}", names))
 
 
 def symlink_escape(db: Path, project: Path) -> str | None:
@@ -138,7 +140,7 @@ def project_of(data_dir: Path, candidates: list[tuple[Path, Path]]) -> Path:
     return next((p for p, _ in candidates if probe(p, "dir")), candidates[0][0])
 
 
-def from_path(path: Path, seen: set, found: Discovery) -> None:
+def from_path(path: Path, seen: set, found: Discovery, names: Mapping[str, str] = {}) -> None:
     """An explicitly named crush.db, data dir, or project dir (holding .crush/crush.db)."""
     path = Path(os.path.abspath(Path(path).expanduser()))
     if probe(path, "dir") and not probe(path):
@@ -155,16 +157,16 @@ def from_path(path: Path, seen: set, found: Discovery) -> None:
     seen.add(key)
     project = data_dir.parent if data_dir.name == ".crush" else data_dir
     # the resolved path keeps source_id stable however the store is reached (symlinks)
-    found.sources.append(_source(Path(key) / db.name, project, symlink_escape(db, project)))
+    found.sources.append(_source(Path(key) / db.name, project, symlink_escape(db, project), names))
 
 
-def discover(env=os.environ, extra_roots=(), extra_dbs=(), use_default=True) -> Discovery:
+def discover(env=os.environ, extra_roots=(), extra_dbs=(), use_default=True, project_names={}) -> Discovery:
     found = Discovery()
     seen: set = set()
     roots = [global_data_dir(env)] if use_default else []
     roots += [Path(r).expanduser() for r in extra_roots]
     for root in roots:
-        from_registry(root, seen, found)
+        from_registry(root, seen, found, project_names)
     for db in extra_dbs:
-        from_path(Path(db), seen, found)
+        from_path(Path(db), seen, found, project_names)
     return found

@@ -35,6 +35,7 @@ class CrushProvider:
             extra_roots=options.roots(PROVIDER),
             extra_dbs=options.stores(PROVIDER),
             use_default=options.use_default,
+            project_names=options.project_names,
         )
 
     def fingerprint(self, source: Source) -> str:

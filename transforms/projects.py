@@ -1,0 +1,84 @@
+"""Project identity: the same repository gets the same project name on every machine and in
+every checkout. The name comes from the repository's git remote (read from its git config,
+never by running git), else the directory's name; a configured mapping overrides both."""
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from transforms.sources import slugify
+
+_SECTION = re.compile(r'^\s*\[\s*remote\s+"([^"]+)"\s*\]')
+_URL = re.compile(r"^\s*url\s*=\s*(.+?)\s*$")
+
+
+def _git_dir(project: Path) -> Path | None:
+    dot_git = project / ".git"
+    try:
+        if dot_git.is_dir():
+            return dot_git
+        if dot_git.is_file():  # a worktree or submodule: "gitdir: <path>"
+            text = dot_git.read_text(encoding="utf-8", errors="replace").strip()
+            if text.startswith("gitdir:"):
+                git_dir = Path(text[len("gitdir:"):].strip())
+                return git_dir if git_dir.is_absolute() else (project / git_dir)
+    except OSError:
+        pass
+    return None
+
+
+def git_remote(project: Path) -> str | None:
+    """The URL of the `origin` remote (else of the first remote) in the project's git config."""
+    git_dir = _git_dir(Path(project))
+    if git_dir is None:
+        return None
+    config = git_dir / "config"
+    try:
+        common = (git_dir / "commondir").read_text(encoding="utf-8").strip()  # worktrees share it
+        config = (git_dir / common / "config") if not os.path.isabs(common) else Path(common) / "config"
+    except OSError:
+        pass
+    try:
+        lines = config.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    remotes: dict[str, str] = {}
+    current = None
+    for line in lines:
+        if line.lstrip().startswith("["):
+            m = _SECTION.match(line)
+            current = m.group(1) if m else None
+        elif current and current not in remotes:
+            m = _URL.match(line)
+            if m:
+                remotes[current] = m.group(1).strip('"')
+    return remotes.get("origin") or next(iter(remotes.values()), None)
+
+
+def remote_name(url: str) -> str:
+    """`owner/repo` from any remote URL form: https, ssh, scp-like `git@host:owner/repo.git`."""
+    text = url.strip()
+    scheme = re.match(r"^[a-z][a-z0-9+.-]*://", text)
+    if scheme:
+        text = text[scheme.end():]
+        if not url.startswith("file://"):
+            text = text.split("/", 1)[1] if "/" in text else ""  # drop user@host:port
+    elif re.match(r"^[^/]+:", text):  # scp-like: user@host:owner/repo
+        text = text.split(":", 1)[1]
+    parts = [p for p in text.rstrip("/").removesuffix(".git").split("/") if p]
+    return "/".join(parts[-2:]) if parts else url
+
+
+def project_name(project_path: str, mapping: Mapping[str, str] = {}) -> str:
+    """The project's hive key. The mapping may name a project by its path, its remote URL, its
+    `owner/repo`, or its directory name."""
+    path = Path(project_path) if project_path else None
+    remote = git_remote(path) if path else None
+    keys = [project_path, remote, remote_name(remote) if remote else None, path.name if path else None]
+    for key in keys:
+        if key and key in mapping:
+            return slugify(mapping[key])
+    if remote:
+        return slugify(remote_name(remote))
+    return slugify(path.name if path else "", default="unknown")
