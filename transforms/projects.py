@@ -70,9 +70,10 @@ def remote_name(url: str) -> str:
     return "/".join(parts[-2:]) if parts else url
 
 
-def project_name(project_path: str, mapping: Mapping[str, str] = {}) -> str:
+def project_name(project_path: str, mapping: Mapping[str, str] | None = None) -> str:
     """The project's hive key. The mapping may name a project by its path, its remote URL, its
     `owner/repo`, or its directory name."""
+    mapping = mapping or {}
     path = Path(project_path) if project_path else None
     remote = git_remote(path) if path else None
     keys = [project_path, remote, remote_name(remote) if remote else None, path.name if path else None]

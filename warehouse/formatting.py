@@ -17,7 +17,7 @@ def _cell(value) -> str:
     return str(value)
 
 
-def _json_value(value):
+def json_value(value):
     if isinstance(value, (datetime, date)):
         return value.isoformat()
     if isinstance(value, Decimal):
@@ -27,7 +27,7 @@ def _json_value(value):
 
 def render(columns: list[str], rows: list[tuple], fmt: str = "table", max_width: int = 60) -> str:
     if fmt == "json":
-        return json.dumps([{c: _json_value(v) for c, v in zip(columns, row)} for row in rows],
+        return json.dumps([{c: json_value(v) for c, v in zip(columns, row)} for row in rows],
                           indent=2, ensure_ascii=False, default=str)
     if fmt == "csv":
         buf = io.StringIO()

@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 from datetime import date
 
-from warehouse.formatting import _json_value, render
+from warehouse.formatting import json_value, render
 
 BREAKDOWNS = ("day", "project", "model", "tool")
 
@@ -108,7 +108,7 @@ def build(con, filters: Filters, by: str = "project", top: int = 10) -> list[Sec
 
 def render_report(sections: list[Section], fmt: str = "table") -> str:
     if fmt == "json":
-        return json.dumps({s.name: [{c: _json_value(v) for c, v in zip(s.columns, r)} for r in s.rows]
+        return json.dumps({s.name: [{c: json_value(v) for c, v in zip(s.columns, r)} for r in s.rows]
                            for s in sections}, indent=2, default=str)
     if fmt == "csv":  # one CSV block per section, headed by a comment line naming it
         return "\n\n".join(f"# {s.name}\n{render(s.columns, s.rows, 'csv')}" for s in sections)

@@ -81,7 +81,7 @@ def _source(path: Path, names: Mapping[str, str]) -> Source:
     )
 
 
-def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, project_names={}) -> Discovery:
+def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, project_names=None) -> Discovery:
     found = Discovery()
     dirs: list[Path] = []
     if use_default:
@@ -107,5 +107,5 @@ def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, 
         if path.stem in seen:
             continue
         seen.add(path.stem)
-        found.sources.append(_source(Path(os.path.realpath(path)), project_names))
+        found.sources.append(_source(Path(os.path.realpath(path)), project_names or {}))
     return found

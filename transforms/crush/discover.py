@@ -53,17 +53,17 @@ def read_registry(path: Path) -> list[dict]:
     return entries
 
 
-def _source(db: Path, project_path: Path, skip_reason: str | None = None, names: Mapping[str, str] = {}) -> Source:
+def _source(db: Path, project_path: Path, skip_reason: str | None = None, names: Mapping[str, str] | None = None) -> Source:
     return Source(
         provider=PROVIDER,
         path=str(db),
         project_path=str(project_path),
-        project=project_name(str(project_path), names),
+        project=project_name(str(project_path), names or {}),
         skip_reason=skip_reason,
     )
 
 
-def from_registry(global_dir: Path, seen: set, found: Discovery, names: Mapping[str, str] = {}) -> None:
+def from_registry(global_dir: Path, seen: set, found: Discovery, names: Mapping[str, str] | None = None) -> None:
     registry = global_dir / "projects.json"
     if not probe(registry):
         return
@@ -140,7 +140,7 @@ def project_of(data_dir: Path, candidates: list[tuple[Path, Path]]) -> Path:
     return next((p for p, _ in candidates if probe(p, "dir")), candidates[0][0])
 
 
-def from_path(path: Path, seen: set, found: Discovery, names: Mapping[str, str] = {}) -> None:
+def from_path(path: Path, seen: set, found: Discovery, names: Mapping[str, str] | None = None) -> None:
     """An explicitly named crush.db, data dir, or project dir (holding .crush/crush.db)."""
     path = Path(os.path.abspath(Path(path).expanduser()))
     if probe(path, "dir") and not probe(path):
@@ -160,13 +160,13 @@ def from_path(path: Path, seen: set, found: Discovery, names: Mapping[str, str] 
     found.sources.append(_source(Path(key) / db.name, project, symlink_escape(db, project), names))
 
 
-def discover(env=os.environ, extra_roots=(), extra_dbs=(), use_default=True, project_names={}) -> Discovery:
+def discover(env=os.environ, extra_roots=(), extra_dbs=(), use_default=True, project_names=None) -> Discovery:
     found = Discovery()
     seen: set = set()
     roots = [global_data_dir(env)] if use_default else []
     roots += [Path(r).expanduser() for r in extra_roots]
     for root in roots:
-        from_registry(root, seen, found, project_names)
+        from_registry(root, seen, found, project_names or {})
     for db in extra_dbs:
-        from_path(Path(db), seen, found, project_names)
+        from_path(Path(db), seen, found, project_names or {})
     return found

@@ -166,12 +166,10 @@ class _Normaliser:
         raw_rows = list(self.rows("sessions"))
         parents = {r.get("id"): r.get("parent_session_id") for r in raw_rows}
         self.summary_ids = {r.get("summary_message_id") for r in raw_rows if r.get("summary_message_id")}
-        self.session_created = {}
         for r in raw_rows:
             try:
                 sid = _text(r["id"])
                 created = self.ts(r.get("created_at"))
-                self.session_created[sid] = created
                 parent = _text(r.get("parent_session_id")) or None
                 row = self.lineage("sessions", r["rowid"])
                 row.update(
