@@ -1,16 +1,31 @@
 """Shared fixtures: real crush.db files, a real lake in tmp_path, real DuckDB queries."""
 
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
-from transforms.crush.synth import create_crush_db
+from transforms.codewhale.synth import (
+    cost_snapshot,
+    session_doc,
+    text_block,
+    write_session,
+)
+from transforms.crush.synth import add_file, add_message, add_session, create_crush_db
+from transforms.crush.synth_parts import (
+    bash_output,
+    finish_part,
+    text_part,
+    tool_call_part,
+    tool_result_part,
+)
 from transforms.provider import DiscoverOptions
 from warehouse.ingest import discover_sources, ingest_all
 from warehouse.layout import Layout
 from warehouse.views import build_warehouse, connect
 
 T0 = 1767225600  # 2026-01-01T00:00:00Z, in seconds as Crush writes it
+DAY = 86400
 
 
 @pytest.fixture
@@ -72,3 +87,59 @@ def query(layout: Layout, sql: str, *params):
 
 def scalar(layout: Layout, sql: str, *params):
     return query(layout, sql, *params)[0][0]
+
+
+# --- a lake with known totals, for the marts, the report, the notebooks, the dashboard and BI
+
+def assistant(conn, mid, sid, t, model="claude-sonnet-4-5", provider="anthropic", parts=None):
+    add_message(conn, mid, sid, "assistant", parts or [text_part("ok"), finish_part("end_turn", t)],
+                created_at=t, finished_at=t, model=model, provider=provider)
+
+
+@pytest.fixture
+def lake(layout, project, tmp_path):
+    """Known totals: a two-day root with a sub-agent, an awkward three-way split, a session
+    without assistant messages, tool calls with failures, and CodeWhale estimated/unknown costs."""
+    p = project("shop")
+    c = p.conn
+    # R: cost 1.0, of which its sub-agent's 0.3; assistant messages: day 1 two (sonnet),
+    # day 2 one (gpt) plus the sub-agent's one (sonnet) -> shares 0.5 / 0.25 / 0.25
+    add_session(c, "R", title="two days", created_at=T0, cost=1.0)
+    add_session(c, "a1$$call-sub", title="New Agent Session", created_at=T0 + DAY, parent="R", cost=0.3)
+    assistant(c, "r1", "R", T0 + 10)
+    assistant(c, "r2", "R", T0 + 20)
+    assistant(c, "r3", "R", T0 + DAY + 10, model="gpt-5.1", provider="openai")
+    assistant(c, "s1", "a1$$call-sub", T0 + DAY + 20)
+    add_message(c, "u1", "R", "user", [text_part("go")], created_at=T0)
+    # S: cost 0.1 over three days -> 0.033333333 + 0.033333333 + 0.033333334
+    add_session(c, "S", title="thirds", created_at=T0 + 2 * DAY, cost=0.1)
+    for i in range(3):
+        assistant(c, f"t{i}", "S", T0 + (2 + i) * DAY, model="claude-haiku-4-5")
+    # Q: no assistant message, cost lands on its creation day
+    add_session(c, "Q", title="quiet", created_at=T0 + 6 * DAY, cost=0.2)
+    # tools in R: two bash (one exits 1), one failed edit, one good edit, one write
+    calls = [("b1", "bash", {"command": "FOO=1 npm test"}, bash_output("ok"), False),
+             ("b2", "bash", {"command": "npm test -- --watch"}, bash_output("", stderr="x", exit_code=1), False),
+             ("e1", "edit", {"file_path": str(p.path / "a.py")}, "old_string not found", True),
+             ("e2", "edit", {"file_path": str(p.path / "a.py")}, "edited", False),
+             ("w1", "write", {"file_path": "b.py"}, "written", False)]
+    for i, (cid, name, args, result, is_error) in enumerate(calls):
+        add_message(c, f"call-{cid}", "R", "assistant", [tool_call_part(cid, name, args), finish_part("tool_use", T0 + 100 + i)],
+                    created_at=T0 + 100 + i, model="claude-sonnet-4-5", provider="anthropic")
+        add_message(c, f"res-{cid}", "R", "tool", [tool_result_part(cid, name, result, is_error=is_error)],
+                    created_at=T0 + 101 + i)
+    add_file(c, "f0", "R", str(p.path / "a.py"), "", 0, created_at=T0 + 104)
+    add_file(c, "f1", "R", str(p.path / "a.py"), "x", 1, created_at=T0 + 104)
+    p.close()
+    # CodeWhale in the same project: one native, one estimated, one unpriced
+    sessions = tmp_path / "cw" / "sessions"
+    msgs = [{"role": "user", "content": [text_block("hi")]}, {"role": "assistant", "content": [text_block("ok")]}]
+    when = datetime.fromtimestamp(T0, timezone.utc)
+    write_session(sessions, session_doc("cw-native", title="n", created_at=when, workspace=p.path, messages=msgs,
+                                        total_tokens=1000, cost=cost_snapshot(0.04, 0.01)))
+    write_session(sessions, session_doc("cw-estimated", title="e", created_at=when, workspace=p.path, messages=msgs,
+                                        total_tokens=100_000, cost=None))
+    write_session(sessions, session_doc("cw-unknown", title="u", created_at=when, workspace=p.path, messages=msgs,
+                                        total_tokens=5000, cost=None, model="glm-4.6", model_provider="custom"))
+    ingest(layout, p.db, codewhale_homes=[tmp_path / "cw"])
+    return layout

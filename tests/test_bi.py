@@ -3,7 +3,6 @@ and the read-only, absolute-path properties Metabase and Evidence rely on."""
 
 import sqlalchemy as sa
 
-from tests.test_marts import lake  # noqa: F401  (the fixture with known totals)
 from warehouse.serving import build_serving
 
 

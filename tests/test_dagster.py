@@ -7,7 +7,6 @@ import dagster as dg
 import pytest
 
 from pipelines.defs.lake.assets import lake_tables
-from pipelines.defs.partitions import sources_partitions
 from pipelines.defs.resources import AgentlakeResource, Reporter
 from pipelines.defs.schedules import daily_full_refresh
 from pipelines.defs.sensors import discover_sources

@@ -9,7 +9,6 @@ import threading
 
 import pytest
 
-from tests.test_marts import lake  # noqa: F401  (the fixture with known totals)
 from warehouse.dashboard import make_server
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import T0, ingest, query
 from transforms.crush.normalise import RawTable, SourceContext, normalise
-from transforms.crush.synth import add_message, add_session, generate_store
+from transforms.crush.synth import add_session, generate_store
 from transforms.crush.synth_parts import encode_parts, text_part, tool_call_part, tool_result_part
 
 RUN_AT = datetime(2026, 2, 1, tzinfo=timezone.utc)

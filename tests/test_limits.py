@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import T0, ingest, query
 from transforms.crush.discover import discover
 from transforms.crush.synth import add_message, add_session, create_crush_db, write_registry
-from transforms.crush.synth_parts import finish_part, text_part, tool_call_part, tool_result_part
+from transforms.crush.synth_parts import finish_part, tool_call_part, tool_result_part
 
 
 def test_a_symlink_escaping_its_project_is_refused(layout, project, tmp_path):

@@ -4,7 +4,6 @@ transactions adding messages and raising the session's cost)."""
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 

@@ -2,7 +2,6 @@
 
 import pytest
 
-from tests.test_marts import lake  # noqa: F401  (the fixture with known totals)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 import json
 
 from pipelines.cli import main
-from tests.test_marts import lake  # noqa: F401  (the fixture with known totals)
 
 
 def _report(lake, capsys, *args):

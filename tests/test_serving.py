@@ -7,7 +7,6 @@ import time
 import duckdb
 
 from tests.conftest import ingest
-from tests.test_marts import lake  # noqa: F401  (the fixture with known totals)
 from transforms.crush.synth import generate_store
 from warehouse.serving import build_serving
 from warehouse.views import MARTS
