@@ -65,13 +65,17 @@ def project(tmp_path):
             pass
 
 
-def ingest(layout: Layout, *stores, roots=(), force=False, codewhale_homes=(), workers=1):
+def ingest(layout: Layout, *stores, roots=(), force=False, codewhale_homes=(), workers=1, homes=None):
     """Discover the named stores only (never the machine's own data) and ingest them.
+    `homes` maps other providers to their agent homes (`{"claude": [dir]}`).
     One worker by default, so that monkeypatched code is the code that runs."""
+    extra_roots = {"crush": tuple(map(str, roots)), "codewhale": tuple(map(str, codewhale_homes))}
+    for provider, paths in (homes or {}).items():
+        extra_roots[provider] = extra_roots.get(provider, ()) + tuple(map(str, paths))
     options = DiscoverOptions(
         env={},
         extra_stores={"crush": tuple(map(str, stores))},
-        extra_roots={"crush": tuple(map(str, roots)), "codewhale": tuple(map(str, codewhale_homes))},
+        extra_roots=extra_roots,
         use_default=False,
     )
     sources, problems = discover_sources(options)

@@ -42,7 +42,9 @@ def _c(name: str, type_: pa.DataType, doc: str) -> Column:
 
 # Columns every table starts with: where the row came from, down to the source row.
 LINEAGE = (
-    _c("provider", pa.string(), "Agent that wrote the source: `crush` or `codewhale`."),
+    _c("provider", pa.string(), "Agent that wrote the source: `crush`, `codewhale`, `claude`, `codex` or `opencode`."),
+    _c("machine", pa.string(), "Machine that ingested the row (`machine` in config.toml, `$AGENTLAKE_MACHINE`, else the host name)."),
+    _c("user", pa.string(), "User that ingested the row (`user` in config.toml, `$AGENTLAKE_USER`, else the login name)."),
     _c("source_id", pa.string(), "Stable id of the source (hash of the store's resolved path, or of the agent's own id for a CodeWhale session)."),
     _c("project_path", pa.string(), "The project's directory on the machine that ran the agent."),
     _c("source_table", pa.string(), "Where in the source the row comes from: a SQLite table (Crush), or a JSON path such as `metadata` or `messages` (CodeWhale)."),
@@ -73,7 +75,8 @@ SESSIONS = Table(
             "cost_source",
             pa.string(),
             "`native` (the agent recorded it; a recorded 0 is a real 0), `estimated` (priced by us from "
-            "tokens with the bundled price table) or `unknown` (no cost recorded and the model is unpriced).",
+            "tokens with the bundled price table), `partial` (the sum of the priced requests in `usage`; "
+            "some requests are unpriced) or `unknown` (no cost recorded and the model is unpriced).",
         ),
         _c("cost_includes_subagents", pa.bool_(), "True when `cost_usd` already holds the sub-agents' cost."),
         _c("forked_from_session_id", pa.string(), "The session this one was forked from (CodeWhale); null otherwise."),
@@ -83,13 +86,14 @@ SESSIONS = Table(
             "For a fork: the parent's cost taken off the fork's snapshot, which copies the parent's "
             "totals. Null when not a fork, or when the parent's snapshot was not found.",
         ),
-        _c("model", pa.string(), "The session's model as the agent records it per session (CodeWhale); null otherwise."),
+        _c("model", pa.string(), "The session's model: as the agent records it per session (CodeWhale), or the model of its last priced request (Claude Code, Codex, OpenCode); null otherwise."),
         _c("llm_provider", pa.string(), "The session's LLM provider, where recorded per session; null otherwise."),
         _c(
             "total_tokens",
             pa.int64(),
-            "One undivided token total, as the agent records it (CodeWhale; a fork's own part). "
-            "Never split into input and output. Null where not recorded (Crush).",
+            "One undivided token total, as the agent records it (CodeWhale; a fork's own part), or the "
+            "sum of the session's own rows in `usage` (Claude Code, Codex, OpenCode; sub-agents not "
+            "included). Null where not recorded (Crush).",
         ),
         _c("message_count", pa.int64(), "Messages in the session, as the agent counts them."),
         _c(
@@ -229,6 +233,35 @@ READ_FILES = Table(
     ),
 )
 
+USAGE = Table(
+    "usage",
+    "One row per billed model request, with tokens in disjoint buckets: "
+    "`total_tokens = input_uncached_tokens + cache_read_tokens + cache_write_5m_tokens + "
+    "cache_write_1h_tokens + output_tokens`. A bucket the agent does not record is null, never 0. "
+    "Crush and CodeWhale record no per-request usage: they have no rows here (see `sessions`).",
+    "requested_at",
+    LINEAGE
+    + (
+        _c("session_id", pa.string(), "Session that made the request (a sub-agent's own session for its requests)."),
+        _c("message_id", pa.string(), "Message that holds the response, where the agent has one; else null."),
+        _c("request_id", pa.string(), "The agent's request or response id (Claude `requestId`, ...); null if none."),
+        _c("requested_at", TS, "When the response was recorded (UTC)."),
+        _c("model", pa.string(), "Model id as the agent records it."),
+        _c("llm_provider", pa.string(), "LLM provider (`anthropic`, `openai`, ...); null if not recorded."),
+        _c("is_sidechain", pa.bool_(), "True for a sub-agent's request (Claude sidechains, Codex spawned threads, OpenCode child sessions)."),
+        _c("input_uncached_tokens", pa.int64(), "Input tokens neither read from nor written to the cache."),
+        _c("cache_read_tokens", pa.int64(), "Input tokens read from the prompt cache."),
+        _c("cache_write_5m_tokens", pa.int64(), "Input tokens written to the cache with a 5-minute TTL (or an unknown TTL)."),
+        _c("cache_write_1h_tokens", pa.int64(), "Input tokens written to the cache with a 1-hour TTL."),
+        _c("output_tokens", pa.int64(), "Output tokens, reasoning included."),
+        _c("reasoning_tokens", pa.int64(), "The reasoning part of `output_tokens` (informational, never added); null where not recorded."),
+        _c("total_tokens", pa.int64(), "Sum of the five disjoint buckets (null buckets count as 0; null when all are null)."),
+        _c("cost_usd", pa.float64(), "Cost of the request in USD; null when unknown, never 0 for unknown."),
+        _c("cost_source", pa.string(), "`native` (the agent recorded it), `estimated` (priced offline from the bundled table with the provider's cache multipliers) or `unknown` (unpriced model)."),
+        _c("pricing_note", pa.string(), "How the cost was found: the matched price-table model, or why there is none."),
+    ),
+)
+
 QUARANTINE = Table(
     "quarantine",
     "Rows that could not be parsed, kept whole with the reason.",
@@ -247,7 +280,9 @@ SOURCES = Table(
     "One row per discovered source and run: what was read and how it went.",
     "run_at",
     (
-        _c("provider", pa.string(), "Agent: `crush` or `codewhale`."),
+        _c("provider", pa.string(), "Agent: `crush`, `codewhale`, `claude`, `codex` or `opencode`."),
+        _c("machine", pa.string(), "Machine that ran the ingestion."),
+        _c("user", pa.string(), "User that ran the ingestion."),
         _c("source_id", pa.string(), "Stable id of the source (hash of the store's resolved path, or of the session id for CodeWhale)."),
         _c("partition_key", pa.string(), "Dagster partition key of the source (a slug, never a path)."),
         _c("project_path", pa.string(), "Project directory."),
@@ -272,7 +307,7 @@ SOURCES = Table(
     ),
 )
 
-DATA_TABLES = (SESSIONS, MESSAGES, PARTS, TOOL_CALLS, FILE_VERSIONS, READ_FILES, QUARANTINE)
+DATA_TABLES = (SESSIONS, MESSAGES, PARTS, TOOL_CALLS, FILE_VERSIONS, READ_FILES, USAGE, QUARANTINE)
 ALL_TABLES = DATA_TABLES + (SOURCES,)
 BY_NAME = {t.name: t for t in ALL_TABLES}
 

@@ -49,3 +49,54 @@ def price_total_tokens(total_tokens: int | None, model: str | None, provider: st
     per_token, matched = rate
     return Priced(float(round(per_token * total_tokens, 9)), "estimated",
                   f"{total_tokens} tokens at the input rate of {matched}")
+
+
+@dataclass(frozen=True)
+class Buckets:
+    """One request's tokens in disjoint buckets (None: the agent did not record it)."""
+
+    input_uncached: int | None = None
+    cache_read: int | None = None
+    cache_write_5m: int | None = None
+    cache_write_1h: int | None = None
+    output: int | None = None
+    reasoning: int | None = None  # a part of `output`, never added to it
+
+    @property
+    def total(self) -> int | None:
+        parts = (self.input_uncached, self.cache_read, self.cache_write_5m, self.cache_write_1h, self.output)
+        return None if all(p is None for p in parts) else sum(p or 0 for p in parts)
+
+    def columns(self) -> dict:
+        """The `usage` table's token columns."""
+        return {"input_uncached_tokens": self.input_uncached, "cache_read_tokens": self.cache_read,
+                "cache_write_5m_tokens": self.cache_write_5m, "cache_write_1h_tokens": self.cache_write_1h,
+                "output_tokens": self.output, "reasoning_tokens": self.reasoning, "total_tokens": self.total}
+
+
+def price_buckets(buckets: Buckets, model: str | None, provider: str | None, at: datetime | None,
+                  price_context: dict | None = None) -> Priced:
+    """Price one request offline with genai-prices, cache reads and writes at the provider's own
+    multipliers. genai-prices takes the TOTAL input, with the cache buckets as parts of it."""
+    if not model:
+        return Priced(None, "unknown", "no model recorded")
+    if buckets.total is None:
+        return Priced(None, "unknown", "no token counts recorded")
+    from genai_prices import Usage, calc_price
+
+    write_5m, write_1h = buckets.cache_write_5m or 0, buckets.cache_write_1h or 0
+    usage = Usage(
+        input_tokens=(buckets.input_uncached or 0) + (buckets.cache_read or 0) + write_5m + write_1h,
+        cache_read_tokens=buckets.cache_read or 0,
+        cache_write_tokens=write_5m + write_1h,
+        cache_write_1h_tokens=write_1h,
+        output_tokens=buckets.output or 0,
+    )
+    provider_id = provider if provider not in (None, "", "custom") else None
+    try:
+        price = calc_price(usage, model, provider_id=provider_id, genai_request_timestamp=at,
+                           price_context=price_context)
+    except (LookupError, ValueError) as exc:
+        return Priced(None, "unknown", f"model {model!r} is not in the price table ({exc})"[:200])
+    return Priced(float(round(Decimal(price.total_price), 9)), "estimated",
+                  f"{price.provider.id}/{price.model.id}")
