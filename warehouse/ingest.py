@@ -125,7 +125,8 @@ def _ingest_locked(source, layout, staging, run_at, force, provider) -> SourceRe
         return SourceResult(source, "unchanged", fingerprint=fingerprint, files=sorted(previous.files))
     workdir = Path(tempfile.mkdtemp(prefix="agentlake-snapshot-"))
     try:
-        extract = provider.extract(source, workdir, run_at)
+        extract = provider.extract(source, workdir, run_at,
+                                   cache_dir=layout.cache_dir / f"{source.provider}-{source.source_id}")
     except Exception as exc:  # the reason goes to `sources`; other sources go on
         return SourceResult(source, "failed", error=_reason(exc), fingerprint=fingerprint)
     finally:

@@ -47,6 +47,11 @@ class Layout:
         return self.home / "config.toml"
 
     @property
+    def cache_dir(self) -> Path:
+        """Per-source caches kept between runs on this machine (read offsets of append-only logs)."""
+        return self.home / "cache"
+
+    @property
     def dagster_home(self) -> Path:
         return self.home / "dagster"
 

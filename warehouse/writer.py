@@ -36,10 +36,13 @@ def date_key(value) -> str:
     return value.date().isoformat() if value is not None else UNDATED
 
 
-def group_by_date(table: Table, rows: list[dict]) -> dict[str, list[dict]]:
-    groups: dict[str, list[dict]] = {}
+def group_by_partition(table: Table, rows: list[dict], project: str) -> dict[tuple[str, str], list[dict]]:
+    """Rows by hive (date, project). A row may name its own `project` (a store that spans
+    several projects, like OpenCode's one database); else it is the source's."""
+    groups: dict[tuple[str, str], list[dict]] = {}
     for row in rows:
-        groups.setdefault(date_key(row.get(table.date_from)), []).append(row)
+        key = (date_key(row.get(table.date_from)), row.get("project") or project)
+        groups.setdefault(key, []).append(row)
     return groups
 
 
@@ -89,10 +92,10 @@ def build_files(tables: list[Table], rows: dict[str, list[dict]], *, provider: s
     for table in tables:
         table_rows = rows.get(table.name, [])
         built.rows[table.name] = len(table_rows)
-        for date, group in sorted(group_by_date(table, table_rows).items()):
+        for (date, row_project), group in sorted(group_by_partition(table, table_rows, project).items()):
             if date == UNDATED:
                 built.undated += len(group)
-            rel = relative_path(table.name, date, project, provider, source_id)
+            rel = relative_path(table.name, date, row_project, provider, source_id)
             built.data[rel] = parquet_bytes(to_arrow(table, group))
     return built
 

@@ -23,7 +23,7 @@ class CodeWhaleProvider:
     def fingerprint(self, source: Source) -> str:
         return file_fingerprint(source.path)
 
-    def extract(self, source: Source, workdir: Path, run_at: datetime) -> Extract:
+    def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None) -> Extract:
         # CodeWhale rewrites the file whole (temp + rename): one read is a consistent snapshot
         try:
             text = Path(source.path).read_bytes().decode("utf-8", "replace")

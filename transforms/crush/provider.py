@@ -41,7 +41,7 @@ class CrushProvider:
     def fingerprint(self, source: Source) -> str:
         return file_fingerprint(source.path, source.path + "-wal")
 
-    def extract(self, source: Source, workdir: Path, run_at: datetime) -> Extract:
+    def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None) -> Extract:
         snap = Path(workdir) / f"{source.source_id}.db"
         try:
             take_snapshot(source.path, snap)

@@ -15,5 +15,5 @@ class OpenCodeProvider:
     def fingerprint(self, source: Source) -> str:
         return file_fingerprint(source.path)
 
-    def extract(self, source: Source, workdir, run_at) -> Extract:
+    def extract(self, source: Source, workdir, run_at, cache_dir=None) -> Extract:
         raise SourceError("OpenCode support is not finished")
