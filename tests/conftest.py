@@ -30,7 +30,7 @@ DAY = 86400
 
 @pytest.fixture
 def layout(tmp_path) -> Layout:
-    return Layout.resolve(home=tmp_path / "home")
+    return Layout.resolve(home=tmp_path / "home", machine="laptop", user="dev")
 
 
 class Project:

@@ -37,8 +37,8 @@ def test_hive_layout_and_file_names(layout, project):
     summary = ingest(layout, p.db)
     sid = summary.results[0].source.source_id
     files = sorted(str(f.relative_to(layout.lake)) for f in layout.lake.glob("sessions/*/*/*.parquet"))
-    assert files == [f"sessions/date=2026-01-01/project=two-days/crush-{sid}.parquet",
-                     f"sessions/date=2026-01-02/project=two-days/crush-{sid}.parquet"]
+    assert files == [f"sessions/date=2026-01-01/project=two-days/crush-laptop-dev-{sid}.parquet",
+                     f"sessions/date=2026-01-02/project=two-days/crush-laptop-dev-{sid}.parquet"]
     # the hive keys come from the path; the files carry lineage back to the source row
     assert query(layout, "SELECT date::VARCHAR, project, provider, source_id, source_table, source_rowid "
                          "FROM sessions ORDER BY 1") == [
@@ -60,9 +60,12 @@ def test_rerun_on_unchanged_input_changes_nothing(layout, project):
     assert scalar(layout, "SELECT COUNT(*) FROM sources") == 3
 
 
-def test_changed_source_is_rewritten_and_vanished_dates_removed(layout, project):
+def test_changed_source_is_rewritten_and_pruned_sessions_are_kept(layout, project):
+    """History outlives the agent: a session deleted from the source stays in the lake,
+    a session still there is rewritten from the source."""
     p = _two_day_project(project)
     ingest(layout, p.db)
+    before = query(layout, "SELECT session_id, cost_usd FROM sessions ORDER BY 1")
     conn = sqlite3.connect(p.db)
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute("DELETE FROM sessions WHERE id = 's2'")  # cascades to its message
@@ -70,10 +73,12 @@ def test_changed_source_is_rewritten_and_vanished_dates_removed(layout, project)
     conn.commit()
     conn.close()
     summary = ingest(layout, p.db)
-    assert summary.results[0].status == "ok"
-    assert query(layout, "SELECT session_id, cost_usd FROM sessions") == [("s1", 0.75)]
-    assert scalar(layout, "SELECT COUNT(*) FROM messages") == 1
-    assert not list(layout.lake.glob("*/date=2026-01-02/**/*.parquet"))
+    assert summary.results[0].status == "ok" and summary.results[0].retained_sessions == 1
+    assert query(layout, "SELECT session_id, cost_usd FROM sessions ORDER BY 1") == [("s1", 0.75), before[1]]
+    assert scalar(layout, "SELECT COUNT(*) FROM messages") == 2
+    assert list(layout.lake.glob("sessions/date=2026-01-02/**/*.parquet"))
+    assert scalar(layout, "SELECT retained_sessions FROM sources WHERE status = 'ok' ORDER BY run_at DESC LIMIT 1") == 1
+    assert summary.results[0].reconciled  # carried rows are not counted against the source
 
 
 def test_failed_source_keeps_its_previous_data(layout, project):

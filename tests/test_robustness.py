@@ -8,6 +8,7 @@ from tests.conftest import T0, ingest, query, scalar
 from transforms.crush.synth import add_message, add_session
 from transforms.crush.synth_parts import bash_output, finish_part, text_part, tool_call_part, tool_result_part
 from warehouse import writer
+from warehouse.store import LocalStore
 
 
 def _bash(p, cid, output):
@@ -59,15 +60,15 @@ def test_a_write_failing_half_way_leaves_no_orphan_files(layout, project, monkey
     add_message(con, "m", "new", "user", [text_part("hi")], created_at=T0 + 9 * 86400)
     con.commit()
     con.close()
-    real = writer.stage
+    real = LocalStore._stage
 
-    def full_disk(path, data, staging):  # the new sessions file is staged, then the disk is full
-        if "/messages/" in str(path):
+    def full_disk(self, rel, data):  # the new sessions file is staged, then the disk is full
+        if rel.startswith("messages/"):
             raise OSError(28, "No space left on device")
-        return real(path, data, staging)
+        return real(self, rel, data)
 
     before = {q: q.read_bytes() for q in layout.lake.rglob("*.parquet") if "sources" not in q.parts}
-    monkeypatch.setattr(writer, "stage", full_disk)
+    monkeypatch.setattr(LocalStore, "_stage", full_disk)
     failed = ingest(layout, p.db)
     assert failed.results[0].status == "failed" and "No space left" in failed.results[0].error
     monkeypatch.undo()

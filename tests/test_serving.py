@@ -31,7 +31,7 @@ from transforms.provider import DiscoverOptions
 from warehouse.ingest import discover_sources, ingest_all
 from warehouse.layout import Layout
 from warehouse.views import build_warehouse
-layout = Layout.resolve(home=sys.argv[2])
+layout = Layout.resolve(home=sys.argv[2], machine="laptop", user="dev")  # the same machine as the test's
 sources, _ = discover_sources(DiscoverOptions(env={}, extra_roots={"crush": (sys.argv[1],)}, use_default=False))
 ingest_all(sources, layout, force=True)
 build_warehouse(layout.lake, layout.warehouse)

@@ -22,6 +22,7 @@ from transforms.providers import PROVIDERS
 from transforms.sources import Source
 from warehouse import state as state_store
 from warehouse.layout import Layout, relative_path
+from warehouse.retention import carry_forward
 from warehouse.writer import append_rows, build_files, write_files
 
 STATUSES = ("ok", "unchanged", "skipped", "failed")
@@ -37,6 +38,7 @@ class SourceResult:
     # table -> (expected from the snapshot, written + quarantined in its place)
     reconcile: dict[str, tuple[int, int]] = field(default_factory=dict)
     unknown_part_types: int = 0
+    retained_sessions: int = 0  # sessions the source no longer holds, kept in the lake
     schema_version: int | None = None
     migrations: int | None = None
     fingerprint: str | None = None
@@ -97,26 +99,26 @@ def ingest_source(
 ) -> SourceResult:
     started = time.monotonic()
     run_at = datetime.now(timezone.utc)
-    staging = layout.staging_dir / f"{os.getpid()}-{run_id}"
     try:
+        store = layout.store()
         with state_store.source_lock(layout.state_dir, source.provider, source.source_id):
-            result = _ingest_locked(source, layout, staging, run_at, force, providers[source.provider])
+            result = _ingest_locked(source, layout, store, run_at, force, providers[source.provider])
             result.duration_s = round(time.monotonic() - started, 3)
-            _record(result, layout, staging, run_id, run_at)
+            _record(result, layout, store, run_id, run_at)
     except OSError as exc:  # the lake itself is unwritable (permissions, a full or read-only disk)
         result = SourceResult(source, "failed", error=f"cannot write the lake at {layout.lake}: {exc}")
-    shutil.rmtree(staging, ignore_errors=True)
     return result
 
 
 def is_unchanged(previous: state_store.SourceState, fingerprint: str, layout: Layout) -> bool:
     """The lake already holds this source as it is now: same fingerprint, same contract, and
-    every file it wrote still in place. Nothing is opened but the state file."""
+    every file it wrote still in place. Nothing is opened but the state file. (On object
+    storage the files are not checked one by one: that would cost a request each.)"""
     return (previous.fingerprint == fingerprint and previous.schema == SCHEMA_VERSION
-            and all((layout.lake / rel).exists() for rel in previous.files))
+            and (layout.remote or all((layout.lake / rel).exists() for rel in previous.files)))
 
 
-def _ingest_locked(source, layout, staging, run_at, force, provider) -> SourceResult:
+def _ingest_locked(source, layout, store, run_at, force, provider) -> SourceResult:
     if source.skip_reason:
         return SourceResult(source, "skipped", error=source.skip_reason)
     previous = state_store.load(layout.state_dir, source.provider, source.source_id)
@@ -132,8 +134,14 @@ def _ingest_locked(source, layout, staging, run_at, force, provider) -> SourceRe
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     try:
+        retained = carry_forward(store, previous.files, extract.rows)
+    except (OSError, ValueError) as exc:  # an unreadable old file: keep it, and this source's old state
+        return SourceResult(source, "failed", error=f"cannot read the lake's previous files: {exc}",
+                            fingerprint=fingerprint)
+    try:
         built = build_files(list(DATA_TABLES), extract.rows, provider=source.provider,
-                            source_id=source.source_id, project=source.project)
+                            source_id=source.source_id, project=source.project, identity=layout.identity,
+                            stamp={"machine": layout.machine, "user": layout.user})
     except Exception as exc:  # a value Arrow cannot hold: this source fails, the lake is untouched
         return SourceResult(source, "failed", error=f"cannot convert the rows: {type(exc).__name__}: {exc}",
                             fingerprint=fingerprint)
@@ -143,7 +151,7 @@ def _ingest_locked(source, layout, staging, run_at, force, provider) -> SourceRe
     try:
         state_store.save(layout.state_dir, source.provider, source.source_id,
                          state_store.SourceState(None, intent, source.partition_key, source.path))
-        written = write_files(layout.lake, staging, built, previous.files)
+        written = write_files(store, built, previous.files)
         state_store.save(layout.state_dir, source.provider, source.source_id,
                          state_store.SourceState(fingerprint, written.files, source.partition_key, source.path,
                                                  SCHEMA_VERSION))
@@ -152,16 +160,18 @@ def _ingest_locked(source, layout, staging, run_at, force, provider) -> SourceRe
     findings = extract.findings
     findings.null_timestamps = written.undated
     reconcile = {
-        table: (expected, written.rows.get(table, 0) + findings.diverted.get(table, 0))
+        table: (expected, written.rows.get(table, 0) - retained[table] + findings.diverted.get(table, 0))
         for table, expected in extract.expected.items()
     }
     warnings = findings.warnings(written.rows.get("quarantine", 0))
+    if retained["sessions"]:
+        warnings.append(f"{retained['sessions']} sessions no longer in the source were kept in the lake")
     warnings += [
         f"{table}: snapshot has {exp} rows, lake got {got}" for table, (exp, got) in reconcile.items() if exp != got
     ]
     return SourceResult(
         source, "ok", warnings=warnings, rows=written.rows, reconcile=reconcile,
-        unknown_part_types=sum(findings.unknown_part_types.values()),
+        unknown_part_types=sum(findings.unknown_part_types.values()), retained_sessions=retained["sessions"],
         schema_version=extract.schema_version, migrations=extract.migrations,
         fingerprint=fingerprint, files=sorted(written.files),
     )
@@ -173,12 +183,12 @@ def _reason(exc: Exception) -> str:
     return f"unexpected {type(exc).__name__} while reading the source: {exc}"
 
 
-def _record(result: SourceResult, layout: Layout, staging: Path, run_id: str, run_at: datetime) -> None:
+def _record(result: SourceResult, layout: Layout, store, run_id: str, run_at: datetime) -> None:
     """Append this run's row for the source to the `sources` table."""
     s = result.source
     ok = result.status == "ok"
     row = {
-        "provider": s.provider, "source_id": s.source_id, "partition_key": s.partition_key,
+        "provider": s.provider, "machine": layout.machine, "user": layout.user, "source_id": s.source_id, "partition_key": s.partition_key,
         "project_path": s.project_path, "db_path": s.path, "run_id": run_id, "run_at": run_at,
         "status": result.status, "error": result.error,
         "warnings": "; ".join(result.warnings) or None,
@@ -192,11 +202,12 @@ def _record(result: SourceResult, layout: Layout, staging: Path, run_id: str, ru
         "read_files": result.rows.get("read_files") if ok else None,
         "quarantined": result.rows.get("quarantine") if ok else None,
         "unknown_part_types": result.unknown_part_types if ok else None,
+        "retained_sessions": result.retained_sessions if ok else None,
         "duration_s": result.duration_s,
     }
-    rel = relative_path("sources", run_at.date().isoformat(), s.project, s.provider, s.source_id)
+    rel = relative_path("sources", run_at.date().isoformat(), s.project, s.provider, s.source_id, layout.identity)
     try:
-        append_rows(layout.lake, staging, SOURCES, rel, [row])
+        append_rows(store, SOURCES, rel, [row])
     except OSError as exc:  # the data is written or not already; only the log entry is lost
         result.warnings.append(f"could not record this run in `sources`: {exc}")
 

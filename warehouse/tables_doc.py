@@ -12,7 +12,7 @@ Generated from `transforms/contract.py` by `python -m warehouse.tables_doc > doc
 a test fails when this file is out of date.
 
 Each table is a view of the same name in `warehouse.duckdb`, over
-`<lake>/<table>/date=YYYY-MM-DD/project=<slug>/<provider>-<source_id>.parquet`.
+`<lake>/<table>/date=YYYY-MM-DD/project=<slug>/<provider>-<machine>-<user>-<source_id>.parquet`.
 Every view starts with the two hive keys:
 
 | column | type | meaning |

@@ -6,7 +6,6 @@ keeps the old file until it reconnects. Lake paths inside the views are absolute
 client, from any working directory, sees the same data.
 """
 
-import glob
 import os
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pyarrow as pa
 
 from transforms.contract import ALL_TABLES, Table
 from warehouse.layout import table_glob
+from warehouse.store import open_store
 
 HIVE_KEYS = ("date", "project")
 
@@ -44,7 +44,7 @@ def view_sql(table: Table, lake: Path, union_by_name: bool = False) -> str:
     """
     cols = ", ".join(f'"{c.name}"' for c in table.columns)
     pattern = table_glob(lake, table.name)
-    if glob.glob(pattern):
+    if open_store(lake).list(table.name):
         union = ", union_by_name = true" if union_by_name else ""
         source = (
             f"read_parquet({_quote(pattern)}, hive_partitioning = true{union}, "

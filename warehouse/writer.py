@@ -1,17 +1,15 @@
 """The lake writer: one Parquet file per (table, date, project, source), replaced atomically.
 
 Each file is built in memory, compared with what the source last wrote (by SHA-256), and only
-when it differs is it staged under <lake>/_staging and moved into place with os.replace.
-Readers therefore see the old file or the new one, never half of one, and a rerun over
-unchanged input touches nothing. A source's files for dates that no longer have rows are
-removed after the new ones are in place.
+when it differs is it replaced atomically in the store (warehouse.store): readers see the old
+file or the new one, never half of one, and a rerun over unchanged input touches nothing.
+A source's files that no longer have rows are removed after the new ones are in place (the
+ingest layer first carries forward the rows a shrinking source no longer holds: see
+warehouse.retention).
 """
 
 import hashlib
-import os
-import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -24,6 +22,14 @@ UNDATED = "1970-01-01"  # rows without a usable timestamp: visible, and determin
 
 def to_arrow(table: Table, rows: list[dict]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=table.schema)
+
+
+def _stamped(data: pa.Table, stamp: dict[str, str]) -> pa.Table:
+    for name, value in stamp.items():
+        i = data.schema.get_field_index(name)
+        if i >= 0:
+            data = data.set_column(i, name, pa.array([value] * data.num_rows, pa.string()))
+    return data
 
 
 def parquet_bytes(data: pa.Table) -> bytes:
@@ -44,26 +50,6 @@ def group_by_partition(table: Table, rows: list[dict], project: str) -> dict[tup
         key = (date_key(row.get(table.date_from)), row.get("project") or project)
         groups.setdefault(key, []).append(row)
     return groups
-
-
-def stage(path: Path, data: bytes, staging: Path) -> Path:
-    """Write the bytes meant for `path` into the staging dir, on disk; returns the staged file."""
-    staging.mkdir(parents=True, exist_ok=True)
-    tmp = staging / f"{os.getpid()}-{uuid.uuid4().hex}.tmp"  # pid: leftovers of dead runs are found
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())  # the rename must never publish a file whose bytes are not on disk
-    return tmp
-
-
-def publish(tmp: Path, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(tmp, path)  # atomic: readers see the old file or the new one
-
-
-def atomic_write(path: Path, data: bytes, staging: Path) -> None:
-    publish(stage(path, data, staging), path)
 
 
 @dataclass
@@ -87,7 +73,8 @@ class SourceFiles:
 
 
 def build_files(tables: list[Table], rows: dict[str, list[dict]], *, provider: str, source_id: str,
-                project: str) -> SourceFiles:
+                project: str, identity: str, stamp: dict[str, str] | None = None) -> SourceFiles:
+    """`stamp`: columns with one value for every row (the machine and user that ingest)."""
     built = SourceFiles()
     for table in tables:
         table_rows = rows.get(table.name, [])
@@ -95,62 +82,43 @@ def build_files(tables: list[Table], rows: dict[str, list[dict]], *, provider: s
         for (date, row_project), group in sorted(group_by_partition(table, table_rows, project).items()):
             if date == UNDATED:
                 built.undated += len(group)
-            rel = relative_path(table.name, date, row_project, provider, source_id)
-            built.data[rel] = parquet_bytes(to_arrow(table, group))
+            rel = relative_path(table.name, date, row_project, provider, source_id, identity)
+            built.data[rel] = parquet_bytes(_stamped(to_arrow(table, group), stamp or {}))
     return built
 
 
-def _in_place(path: Path, size: int) -> bool:
-    try:
-        return path.stat().st_size == size  # a truncated file left by a crash is rewritten
-    except OSError:
-        return False
-
-
-def write_files(lake: Path, staging: Path, built: SourceFiles, previous: dict[str, str]) -> WriteResult:
+def write_files(store, built: SourceFiles, previous: dict[str, str]) -> WriteResult:
     """Put one source's files in place; `previous` is what the last run wrote (path -> sha)."""
     result = WriteResult(rows=built.rows, undated=built.undated)
-    staged: list[tuple[Path, Path]] = []
-    try:  # stage every changed file first: a full disk then leaves the lake as it was
-        for rel, data in built.data.items():
-            digest = hashlib.sha256(data).hexdigest()
-            result.files[rel] = digest
-            if previous.get(rel) == digest and _in_place(lake / rel, len(data)):
-                result.unchanged += 1
-                continue
-            staged.append((stage(lake / rel, data, staging), lake / rel))
-    except BaseException:
-        for tmp, _ in staged:
-            tmp.unlink(missing_ok=True)
-        raise
-    for tmp, path in staged:  # renames need no space
-        publish(tmp, path)
-        result.replaced += 1
+    changed = {}
+    for rel, data in built.data.items():
+        digest = hashlib.sha256(data).hexdigest()
+        result.files[rel] = digest
+        # a truncated file left by a crash has another size: it is rewritten
+        if previous.get(rel) == digest and store.size(rel) == len(data):
+            result.unchanged += 1
+        else:
+            changed[rel] = data
+    store.put_all(changed)
+    result.replaced = len(changed)
     for rel in previous.keys() - result.files.keys():
-        remove_file(lake, rel)
+        store.delete(rel)
         result.removed += 1
     return result
 
 
-def remove_file(lake: Path, rel: str) -> None:
-    path = lake / rel
-    path.unlink(missing_ok=True)
-    for parent in (path.parent, path.parent.parent):  # tidy empty project=/date= dirs
-        try:
-            parent.rmdir()
-        except OSError:
-            break
+def read_file(store, rel: str) -> pa.Table:
+    return pq.read_table(pa.BufferReader(store.read(rel)))
 
 
-def append_rows(lake: Path, staging: Path, table: Table, rel: str, rows: list[dict]) -> None:
+def append_rows(store, table: Table, rel: str, rows: list[dict]) -> None:
     """Add rows to a file (the `sources` run log), replacing it atomically."""
     new = to_arrow(table, rows)
-    path = lake / rel
-    if path.exists():
+    if store.size(rel) is not None:
         try:
-            old = pq.read_table(path)
+            old = read_file(store, rel)
             old = old.select([c for c in table.column_names if c in old.column_names])
             new = pa.concat_tables([old, new], promote_options="permissive").cast(table.schema)
         except (pa.ArrowInvalid, OSError):
             pass  # an unreadable log is replaced by this run's rows rather than failing the run
-    atomic_write(path, parquet_bytes(new), staging)
+    store.put_all({rel: parquet_bytes(new)})

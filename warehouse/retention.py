@@ -1,0 +1,64 @@
+"""History outlives the agents: what the lake holds is never lost because a source shrank.
+
+Agents prune their own logs (CodeWhale keeps 50 sessions, Claude Code 30 days, a user deletes a
+Crush session). The policy, by session:
+
+- a session the source still holds is rewritten from the source (its rows replace the old ones);
+- a session the lake holds but the source no longer does keeps its rows, carried forward into
+  the source's new files unchanged;
+- a source that vanished whole is never opened again, so its files stay as they are.
+
+Only rows keyed by a session are carried (the `quarantine` of a source is replaced each run).
+The common case costs one read of the source's own `sessions` files.
+"""
+
+from collections import Counter
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from transforms.contract import DATA_TABLES
+from warehouse.writer import read_file
+
+KEYED = tuple(t.name for t in DATA_TABLES if "session_id" in t.column_names)
+
+
+def _files_of(store, previous: dict[str, str], table: str) -> list[str]:
+    """The source's files of a table that exist (a crashed run's intent lists files never written)."""
+    return [rel for rel, sha in previous.items() if rel.split("/", 1)[0] == table
+            and (sha or store.size(rel) is not None)]
+
+
+def _project_of(rel: str) -> str:
+    return next(p.split("=", 1)[1] for p in rel.split("/") if p.startswith("project="))
+
+
+def _session_ids(store, rels: list[str]) -> set:
+    ids = set()
+    for rel in rels:
+        ids.update(read_file(store, rel).column("session_id").to_pylist())
+    return ids
+
+
+def carry_forward(store, previous: dict[str, str], rows: dict[str, list[dict]]) -> Counter:
+    """Add to `rows` the lake's rows of sessions the source no longer holds; returns the counts
+    carried by table. Files that cannot be read are left to the caller's error handling."""
+    carried = Counter()
+    present = {r.get("session_id") for r in rows.get("sessions", ())}
+    gone = _session_ids(store, _files_of(store, previous, "sessions")) - present
+    if not gone:
+        return carried
+    value_set = pa.array(sorted(gone), pa.string())
+    for table in KEYED:
+        for rel in _files_of(store, previous, table):
+            old = read_file(store, rel)
+            kept = old.filter(pc.is_in(old.column("session_id"), value_set=value_set))
+            if not kept.num_rows:
+                continue
+            project = _project_of(rel)  # hive keys live in the path, not in the file
+            kept_rows = kept.to_pylist()
+            for row in kept_rows:
+                row["project"] = project
+            rows.setdefault(table, []).extend(kept_rows)
+            carried[table] += len(kept_rows)
+    return carried
