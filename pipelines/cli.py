@@ -11,18 +11,20 @@ import sys
 from pathlib import Path
 
 from transforms.provider import DiscoverOptions, merge_paths
-from warehouse.config import ConfigError, load_config
+from warehouse.config import ConfigError, load_config, load_layout
 from warehouse.layout import Layout
 
 
 def _layout(args) -> Layout:
-    return Layout.resolve(args.home, args.lake, args.warehouse)
+    return load_layout(args.home, args.lake, args.warehouse, machine=getattr(args, "machine", None),
+                       user=getattr(args, "user", None), team=getattr(args, "team", None))
 
 
 def _options(args, layout: Layout) -> DiscoverOptions:
     config = load_config(layout.config_file)
     flags_stores = {"crush": tuple(args.db or ()), "codewhale": tuple(args.codewhale_session or ())}
-    flags_roots = {"crush": tuple(args.crush_root or ()), "codewhale": tuple(args.codewhale_home or ())}
+    flags_roots = merge_paths({"crush": tuple(args.crush_root or ()), "codewhale": tuple(args.codewhale_home or ())},
+                              _agent_homes(args.agent_home))
     return DiscoverOptions(
         env=dict(os.environ),
         extra_stores=merge_paths(flags_stores, config.extra_stores),
@@ -30,6 +32,18 @@ def _options(args, layout: Layout) -> DiscoverOptions:
         use_default=not args.no_default and config.use_default,
         project_names=config.project_names,
     )
+
+
+def _agent_homes(values: list[str]) -> dict[str, tuple[str, ...]]:
+    from transforms.providers import PROVIDERS
+
+    out: dict[str, tuple[str, ...]] = {}
+    for value in values:
+        agent, sep, path = value.partition("=")
+        if not sep or agent not in PROVIDERS or not path:
+            raise ConfigError(f"--agent-home wants AGENT=DIR with AGENT one of {', '.join(PROVIDERS)}; got {value!r}")
+        out[agent] = out.get(agent, ()) + (path,)
+    return out
 
 
 def _err(*parts) -> None:
@@ -206,6 +220,45 @@ def _date(text: str):
         raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
 
 
+def cmd_schedule(args) -> int:
+    import subprocess
+
+    from warehouse import schedule
+
+    layout = _layout(args)
+    passed = []
+    for flag in ("home", "lake", "machine", "user"):
+        if getattr(args, flag):
+            value = getattr(args, flag)
+            passed += [f"--{flag}", value if flag in ("lake", "machine", "user") or "://" in value
+                       else str(Path(value).expanduser().absolute())]
+    if args.team is not None:
+        passed.append("--team" if args.team else "--no-team")
+    try:
+        recipe = schedule.recipe(args.kind or schedule.default_kind(), args.every, schedule.ingest_argv(passed),
+                                 Path.home(), layout.home / "ingest.log")
+    except ValueError as exc:
+        _err(f"error: {exc}")
+        return 2
+    if not args.install:
+        print(schedule.render(recipe), end="")
+        return 0
+    for path in schedule.install(recipe):
+        print(f"wrote {path}")
+    tool = recipe.enable[0].split()[0].strip("(")
+    tool = "crontab" if recipe.kind == "cron" else tool
+    if not shutil.which(tool):
+        _err(f"{tool} is not on this machine: turn the schedule on with:\n  " + "\n  ".join(recipe.enable))
+        return 1
+    for command in recipe.enable:
+        done = subprocess.run(command, shell=True)
+        if done.returncode:
+            _err(f"error: `{command}` failed (exit {done.returncode})")
+            return 1
+    print(f"scheduled every {args.every} minutes; {recipe.note}")
+    return 0
+
+
 def cmd_dev(args) -> int:
     from pipelines.runner import dagster_env
 
@@ -221,7 +274,8 @@ def cmd_dev(args) -> int:
 
 def _common(p: argparse.ArgumentParser, discovery: bool = False) -> None:
     p.add_argument("--home", help="agentlake home (default: $AGENTLAKE_HOME, else $XDG_DATA_HOME/agentlake)")
-    p.add_argument("--lake", help="lake directory (default: <home>/lake)")
+    p.add_argument("--lake", help="lake directory or s3://bucket/prefix (default: $AGENTLAKE_LAKE, "
+                                  "`lake` in config.toml, else <home>/lake)")
     p.add_argument("--warehouse", help="warehouse file (default: <home>/warehouse.duckdb)")
     if discovery:
         p.add_argument("--db", action="append", metavar="PATH",
@@ -232,6 +286,15 @@ def _common(p: argparse.ArgumentParser, discovery: bool = False) -> None:
                        help="also read this CodeWhale home's sessions/ (repeatable)")
         p.add_argument("--codewhale-session", action="append", metavar="PATH",
                        help="also ingest this CodeWhale session file or sessions dir (repeatable)")
+        p.add_argument("--agent-home", action="append", metavar="AGENT=DIR", default=[],
+                       help="also read this agent home, e.g. claude=~/.claude, codex=~/.codex, "
+                            "opencode=~/.local/share/opencode (repeatable)")
+        p.add_argument("--machine", help="machine name in rows and file names (default: $AGENTLAKE_MACHINE, "
+                                         "config.toml, else the host name)")
+        p.add_argument("--user", help="user name in rows and file names (default: $AGENTLAKE_USER, config.toml, "
+                                      "else the login name)")
+        p.add_argument("--team", action=argparse.BooleanOptionalAction, default=None,
+                       help="team mode: redact secrets before writing (default: on for an s3:// lake)")
         p.add_argument("--no-default", action="store_true",
                        help="do not read the agents' default locations ($CRUSH_GLOBAL_DATA, $CODEWHALE_HOME, ...)")
 
@@ -298,6 +361,18 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("sources", help="list the sources discovery finds, without reading them")
     _common(p, discovery=True)
     p.set_defaults(func=cmd_sources)
+
+    p = sub.add_parser("schedule", help="print (or install) a systemd timer, cron line or launchd agent that "
+                                        "runs `agentlake ingest` on this machine")
+    _common(p)
+    p.add_argument("--kind", choices=("systemd", "cron", "launchd"),
+                   help="scheduler (default: launchd on macOS, systemd on Linux, else cron)")
+    p.add_argument("--every", type=int, default=60, metavar="MINUTES", help="interval (default: 60)")
+    p.add_argument("--install", action="store_true", help="write the files and turn the schedule on")
+    p.add_argument("--machine", help="passed on to `agentlake ingest`")
+    p.add_argument("--user", help="passed on to `agentlake ingest`")
+    p.add_argument("--team", action=argparse.BooleanOptionalAction, default=None, help="passed on to `agentlake ingest`")
+    p.set_defaults(func=cmd_schedule)
 
     p = sub.add_parser("dev", help="start the Dagster UI and daemon (dagster dev) on this home")
     _common(p)

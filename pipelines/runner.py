@@ -115,6 +115,7 @@ def _materialise(layout, options, to_run, sources, reporter, summary, full_refre
 
     resource = AgentlakeResource(
         home=str(layout.home), lake=str(layout.lake), warehouse=str(layout.warehouse),
+        machine=layout.machine, user=layout.user, team=layout.team,
         extra_stores={p: list(v) for p, v in options.extra_stores.items()},
         extra_roots={p: list(v) for p, v in options.extra_roots.items()},
         use_default=options.use_default,

@@ -1,6 +1,13 @@
-"""`<AGENTLAKE_HOME>/config.toml`: extra places to look for agents' stores.
+"""`<AGENTLAKE_HOME>/config.toml`: this machine's place in the team, and where to look for stores.
 
+    lake = "s3://team-agentlake/lake"      # a shared lake (default: <home>/lake); --lake wins
+    machine = "ana-laptop"                 # default: $AGENTLAKE_MACHINE, else the host's short name
+    user = "ana"                           # default: $AGENTLAKE_USER, else the login name
+    team = true                            # redact before writing (default: on for an s3:// lake)
     use_default = true                     # also read each agent's default location
+
+    [privacy]                              # per column: keep, redact, hash or drop (team mode)
+    "parts.text" = "hash"
 
     [crush]
     extra_stores = ["/srv/old-laptop/proj/.crush/crush.db"]   # crush.db files, data dirs or project dirs
@@ -15,11 +22,15 @@
     "acme/webshop" = "shop"
 """
 
+import os
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from transforms.providers import PROVIDERS
+from warehouse.layout import Layout
+
+TOP_LEVEL = {"lake": str, "machine": str, "user": str, "team": bool, "use_default": bool}
 
 
 class ConfigError(ValueError):
@@ -32,6 +43,11 @@ class Config:
     extra_roots: dict[str, tuple[str, ...]] = field(default_factory=dict)
     use_default: bool = True
     project_names: dict[str, str] = field(default_factory=dict)
+    lake: str | None = None
+    machine: str | None = None
+    user: str | None = None
+    team: bool | None = None  # None: on exactly when the lake is on object storage
+    privacy: dict[str, str] = field(default_factory=dict)
 
 
 def load_config(path: Path, providers=tuple(PROVIDERS)) -> Config:
@@ -41,9 +57,20 @@ def load_config(path: Path, providers=tuple(PROVIDERS)) -> Config:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}") from None
-    unknown = sorted(k for k, v in data.items() if isinstance(v, dict) and k not in (*providers, "projects"))
+    sections = (*providers, "projects", "privacy")
+    unknown = sorted(k for k, v in data.items() if isinstance(v, dict) and k not in sections)
     if unknown:
-        raise ConfigError(f"{path}: unknown section [{unknown[0]}]; known: {', '.join(providers)}, projects")
+        raise ConfigError(f"{path}: unknown section [{unknown[0]}]; known: {', '.join(sections)}")
+    for key, value in data.items():
+        if isinstance(value, dict):
+            continue
+        if key not in TOP_LEVEL:
+            raise ConfigError(f"{path}: unknown setting {key!r}; known: {', '.join(TOP_LEVEL)}")
+        if not isinstance(value, TOP_LEVEL[key]):
+            raise ConfigError(f"{path}: {key} must be a {TOP_LEVEL[key].__name__}")
+    privacy = data.get("privacy", {})
+    if not all(isinstance(v, str) for v in privacy.values()):
+        raise ConfigError(f"{path}: [privacy] maps `table.column` to keep, redact, hash or drop")
     names = data.get("projects", {})
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in names.items()):
         raise ConfigError(f"{path}: [projects] maps a path, remote or name to a project name (strings)")
@@ -54,7 +81,22 @@ def load_config(path: Path, providers=tuple(PROVIDERS)) -> Config:
             raise ConfigError(f"{path}: [{provider}] must be a table")
         stores[provider] = _paths(path, provider, section, "extra_stores")
         roots[provider] = _paths(path, provider, section, "extra_roots")
-    return Config(stores, roots, bool(data.get("use_default", True)), dict(names))
+    return Config(stores, roots, bool(data.get("use_default", True)), dict(names), data.get("lake"),
+                  data.get("machine"), data.get("user"), data.get("team"), dict(privacy))
+
+
+def load_layout(home=None, lake=None, warehouse=None, *, machine=None, user=None, team=None,
+                env=os.environ) -> Layout:
+    """The layout the CLI and the Dagster resource both use: flags, then the environment, then
+    config.toml, then defaults."""
+    layout = Layout.resolve(home, lake, warehouse, env)
+    config = load_config(layout.config_file)
+    layout = Layout.resolve(home, lake or env.get("AGENTLAKE_LAKE") or config.lake, warehouse, env,
+                            machine=machine or env.get("AGENTLAKE_MACHINE") or config.machine,
+                            user=user or env.get("AGENTLAKE_USER") or config.user)
+    team = team if team is not None else config.team
+    team = layout.remote if team is None else team
+    return replace(layout, team=team, privacy=tuple(sorted(config.privacy.items())))
 
 
 def _paths(path: Path, provider: str, section: dict, key: str) -> tuple[str, ...]:

@@ -48,6 +48,8 @@ class Layout:
     warehouse: Path
     machine: str = "host"
     user: str = "user"
+    team: bool = False  # redact secrets before any row leaves the machine (warehouse.privacy)
+    privacy: tuple[tuple[str, str], ...] = ()  # per-column overrides: (`table.column`, action)
 
     @classmethod
     def resolve(cls, home=None, lake=None, warehouse=None, env=os.environ, machine=None, user=None) -> "Layout":

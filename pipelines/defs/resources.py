@@ -4,7 +4,7 @@ import dagster as dg
 
 from transforms.provider import DiscoverOptions, merge_paths
 from transforms.sources import Source
-from warehouse.config import load_config
+from warehouse.config import load_config, load_layout
 from warehouse.ingest import discover_sources
 from warehouse.layout import Layout
 
@@ -22,9 +22,13 @@ class AgentlakeResource(dg.ConfigurableResource):
     extra_stores: dict[str, list[str]] = {}  # by provider: explicit stores
     extra_roots: dict[str, list[str]] = {}  # by provider: explicit agent homes
     use_default: bool = True
+    machine: str | None = None
+    user: str | None = None
+    team: bool | None = None
 
     def layout(self) -> Layout:
-        return Layout.resolve(self.home, self.lake, self.warehouse)
+        return load_layout(self.home, self.lake, self.warehouse, machine=self.machine, user=self.user,
+                           team=self.team)
 
     def options(self) -> DiscoverOptions:
         config = load_config(self.layout().config_file)
