@@ -1,27 +1,39 @@
 -- daily_costs: root-session cost spread over days and models.
 -- Rule: a root session's cost (which already includes its sub-agents') is split over the
--- (day, model, llm_provider) of the assistant messages of the session and its sub-agents, in
--- proportion to their counts. Shares are computed in whole nano-dollars (integers: exact), each
+-- (day, model, llm_provider) of the session and its sub-agents: in proportion to the requests'
+-- own costs where the agent records per-request usage (the `usage` table: Claude Code, Codex,
+-- OpenCode), else to the counts of assistant messages. Shares are computed in whole nano-dollars (integers: exact), each
 -- but the last rounded half up; the last takes the remainder, so one session's shares sum
 -- exactly to its cost. A session with no assistant
 -- message puts its whole cost on the day it was created. Unknown costs stay NULL.
 CREATE OR REPLACE VIEW daily_costs AS
 WITH roots AS (
-    SELECT provider, project, source_id, session_id, created_at, date, model, llm_provider, cost_source,
-           CAST(ROUND(cost_usd * 1e9) AS HUGEINT) AS nanos
+    SELECT provider, project, machine, "user", source_id, session_id, created_at, date, model, llm_provider,
+           cost_source, CAST(ROUND(cost_usd * 1e9) AS HUGEINT) AS nanos
     FROM sessions
     WHERE is_root
 ),
+priced AS (
+    SELECT t.source_id, t.root_session_id, u.date, u.model, u.llm_provider,
+           SUM(CAST(ROUND(u.cost_usd * 1e9) AS HUGEINT)) AS n
+    FROM usage AS u
+    JOIN _session_tree AS t ON t.source_id = u.source_id AND t.session_id = u.session_id
+    WHERE u.cost_usd > 0
+    GROUP BY ALL
+),
 weights AS (
+    SELECT * FROM priced
+    UNION ALL
     SELECT t.source_id, t.root_session_id, m.date, m.model, m.llm_provider, COUNT(*) AS n
     FROM messages AS m
     JOIN _session_tree AS t ON t.source_id = m.source_id AND t.session_id = m.session_id
     WHERE m.role = 'assistant'
+      AND (t.source_id, t.root_session_id) NOT IN (SELECT (source_id, root_session_id) FROM priced)
     GROUP BY ALL
 ),
 shares AS (
     SELECT
-        r.provider, r.project, r.source_id, r.session_id, r.nanos, r.cost_source,
+        r.provider, r.project, r.machine, r."user", r.source_id, r.session_id, r.nanos, r.cost_source,
         COALESCE(w.date, CAST(r.created_at AS DATE), r.date) AS date,
         CASE WHEN w.n IS NULL THEN r.model ELSE w.model END AS model,
         CASE WHEN w.n IS NULL THEN r.llm_provider ELSE w.llm_provider END AS llm_provider,
@@ -49,6 +61,8 @@ SELECT
     date,
     provider,
     project,
+    machine,
+    "user",
     model,
     llm_provider,
     cost_source,

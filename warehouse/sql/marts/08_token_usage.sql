@@ -1,0 +1,26 @@
+-- token_usage: tokens in disjoint buckets and their cost, per day, agent, project, person and
+-- model, from the per-request `usage` table (agents that record per-request usage: Claude Code,
+-- Codex, OpenCode). Sums of null buckets stay null: an agent that does not record a bucket shows
+-- no number for it, never 0. Costs are summed exactly (in nano-dollars).
+CREATE OR REPLACE VIEW token_usage AS
+SELECT
+    date,
+    provider,
+    project,
+    machine,
+    "user",
+    model,
+    llm_provider,
+    COUNT(*) AS requests,
+    SUM(input_uncached_tokens) AS input_uncached_tokens,
+    SUM(cache_read_tokens) AS cache_read_tokens,
+    SUM(cache_write_5m_tokens) AS cache_write_5m_tokens,
+    SUM(cache_write_1h_tokens) AS cache_write_1h_tokens,
+    SUM(output_tokens) AS output_tokens,
+    SUM(reasoning_tokens) AS reasoning_tokens,
+    SUM(total_tokens) AS total_tokens,
+    CAST(SUM(CAST(ROUND(cost_usd * 1e9) AS HUGEINT)) AS DECIMAL(38, 0)) * CAST(0.000000001 AS DECIMAL(18, 9)) AS cost_usd,
+    COUNT(*) FILTER (WHERE cost_usd IS NULL) AS unpriced_requests,
+    STRING_AGG(DISTINCT cost_source, ', ' ORDER BY cost_source) AS cost_sources
+FROM usage
+GROUP BY ALL
