@@ -18,6 +18,9 @@ class Source:
     # what makes two paths the same source: the path itself, or an id the agent gives the
     # store (a CodeWhale session id, found under a current or a legacy home)
     identity: str | None = None
+    # project names by path, remote or name (config.toml [projects]), for a store that spans
+    # several projects and names them at extract time (OpenCode)
+    project_names: tuple[tuple[str, str], ...] = ()
 
     @property
     def source_id(self) -> str:

@@ -1,0 +1,166 @@
+"""Find OpenCode data dirs: `$XDG_DATA_HOME/opencode`, else `~/.local/share/opencode` on every
+OS (providers.md §4.1). A data dir holds `opencode.db` (release channels), `opencode-<channel>.db`
+(dev builds) and, after an upgrade from <= v1.1, the legacy `storage/` JSON tree.
+
+One data dir is one source: its databases and its legacy JSON are read together, so that a
+message found in both is counted once. `OPENCODE_DB` naming a database outside the data dir
+makes that database a source of its own. Discovery opens no file: names and stats only (the
+data dir also holds `auth.json`, which holds credentials).
+"""
+
+import os
+from pathlib import Path
+
+from transforms.sources import Discovery, Source, file_fingerprint, probe, slugify
+
+PROVIDER = "opencode"
+MAIN_DB = "opencode.db"
+LEGACY_KINDS = ("session", "message", "part")  # what we read under storage/; the rest is not usage
+
+
+def user_home(env) -> Path:
+    for value in (env.get("HOME"), env.get("USERPROFILE")):
+        if value:
+            return Path(value)
+    return Path.home()
+
+
+def default_data_dir(env) -> Path:
+    """`xdg-basedir`'s data dir: no `~/Library`, no `%APPDATA%`."""
+    if env.get("XDG_DATA_HOME"):
+        return Path(env["XDG_DATA_HOME"]) / "opencode"
+    return user_home(env) / ".local" / "share" / "opencode"
+
+
+def is_db_name(name: str) -> bool:
+    return name == MAIN_DB or (name.startswith("opencode-") and name.endswith(".db"))
+
+
+def db_files(data_dir: Path) -> list[Path]:
+    """`opencode.db` first (its rows win a duplicate), then the channel databases by name."""
+    try:
+        names = sorted(e.name for e in os.scandir(data_dir) if is_db_name(e.name) and e.is_file())
+    except OSError:
+        return []
+    return sorted((data_dir / n for n in names), key=lambda p: (p.name != MAIN_DB, p.name))
+
+
+def storage_dir(data_dir: Path) -> Path:
+    return data_dir / "storage"
+
+
+def has_store(data_dir: Path) -> bool:
+    return bool(db_files(data_dir)) or any(probe(storage_dir(data_dir) / k, "dir") for k in LEGACY_KINDS)
+
+
+def legacy_files(data_dir: Path):
+    """(kind, owner dir name, file) of every legacy JSON file we read, in a stable order.
+    Only regular files: a FIFO or a socket is never opened."""
+    for kind in LEGACY_KINDS:
+        top = storage_dir(data_dir) / kind
+        try:
+            owners = sorted(os.scandir(top), key=lambda e: e.name)
+        except OSError:
+            continue
+        for owner in owners:
+            if not owner.is_dir():
+                continue
+            try:
+                files = sorted((e for e in os.scandir(owner.path) if e.name.endswith(".json") and e.is_file()),
+                               key=lambda e: e.name)
+            except OSError:
+                continue
+            for entry in files:
+                yield kind, owner.name, Path(entry.path)
+
+
+def storage_fingerprint(data_dir: Path) -> str:
+    """Count, total size and newest mtime of the legacy files: stats only, no file opened."""
+    count = size = newest = 0
+    for _, _, path in legacy_files(data_dir):
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        count, size, newest = count + 1, size + st.st_size, max(newest, st.st_mtime_ns)
+    return f"storage:{count}:{size}:{newest}" if count else "storage:-"
+
+
+def fingerprint(source: Source) -> str:
+    path = Path(source.path)
+    if not path.is_dir():  # a single database
+        return file_fingerprint(str(path), f"{path}-wal")
+    parts = [f"{db.name}={file_fingerprint(str(db), f'{db}-wal')}" for db in db_files(path)]
+    return "|".join(parts + [storage_fingerprint(path)])
+
+
+def _source(path: Path, identity: str) -> Source:
+    # a store of many projects: each row names its own project (the session's directory)
+    return Source(provider=PROVIDER, path=str(path), project_path=str(path),
+                  project=slugify(path.name if path.is_dir() else path.stem, "opencode"), identity=identity)
+
+
+def _opencode_db_env(env, data_dir: Path) -> Path | None:
+    value = env.get("OPENCODE_DB")
+    if not value or value == ":memory:":
+        return None
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else data_dir / path
+
+
+class _Found:
+    def __init__(self):
+        self.discovery = Discovery()
+        self.dirs: set[str] = set()
+        self.dbs: set[str] = set()
+
+    def add_dir(self, data_dir: Path) -> None:
+        real = os.path.realpath(data_dir)
+        if real in self.dirs:
+            return
+        self.dirs.add(real)
+        self.dbs.update(os.path.realpath(db) for db in db_files(Path(real)))
+        self.discovery.sources.append(_source(Path(real), real))
+
+    def add_db(self, db: Path) -> None:
+        real = os.path.realpath(db)
+        if real in self.dbs:  # already read with its data dir
+            return
+        self.dbs.add(real)
+        self.discovery.sources.append(_source(Path(real), real))
+
+
+def discover(env, extra_roots=(), extra_stores=(), use_default=True) -> Discovery:
+    found = _Found()
+    if use_default:
+        default = default_data_dir(env)
+        _looked(default, found, complain=False)
+        env_db = _opencode_db_env(env, default)  # the agent's own override
+        if env_db:
+            _add_store(env_db, found)
+    for root in extra_roots:
+        _looked(Path(root).expanduser(), found, complain=True)
+    for store in extra_stores:
+        _add_store(Path(store).expanduser(), found)
+    return found.discovery
+
+
+def _looked(data_dir: Path, found: _Found, complain: bool) -> None:
+    """Add the data dir if it holds OpenCode data; an empty default is no problem."""
+    try:
+        if has_store(data_dir):
+            found.add_dir(data_dir)
+        elif complain:
+            found.discovery.problems.append(f"no OpenCode data (opencode*.db or storage/) in {data_dir}")
+    except OSError as exc:
+        found.discovery.problems.append(f"cannot look at OpenCode data in {data_dir}: {exc}")
+
+
+def _add_store(store: Path, found: _Found) -> None:
+    """An explicit data dir, or one database (`OPENCODE_DB`, or a store given by the user)."""
+    if probe(store, "dir") and not probe(store):
+        _looked(store, found, complain=True)
+    elif probe(store):
+        found.add_db(store)
+    else:
+        found.discovery.problems.append(f"no OpenCode database at {store}")

@@ -1,0 +1,246 @@
+"""Read one OpenCode source into plain records: each database through a consistent snapshot,
+then the legacy `storage/` JSON, merged by id (providers.md §4.1-4.3).
+
+After an upgrade to >= v1.2 the JSON files stay beside the database that now holds the same
+rows, so each session, message and part is kept once: a database row wins over a JSON file,
+`opencode.db` over a channel database, and a readable record over an unreadable copy. A
+message's parts come from the same place as the message. Unreadable records are kept (with
+`error` set) for the quarantine, never dropped.
+"""
+
+import sqlite3
+from collections import Counter
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from transforms import jsontext
+from transforms.crush.snapshot import SnapshotError, take_snapshot
+from transforms.opencode.discover import MAIN_DB, db_files, legacy_files
+from transforms.provider import SourceError
+
+TABLES = ("session", "message", "part")
+
+
+@dataclass
+class Record:
+    """One session, message or part as stored, from a database row or a legacy JSON file."""
+
+    kind: str  # session / message / part
+    id: str
+    owner: str | None  # a message's session, a part's message; a session's parent
+    data: dict | None  # the JSON object (message info, part); None when unreadable
+    raw: str  # the text as stored, for the quarantine
+    source_table: str  # `message`, `opencode-dev.db:message`, `storage/part/<msg>/<id>.json`
+    rowid: int
+    columns: dict = field(default_factory=dict)  # the database row's other columns
+    error: str | None = None
+    origin: str = ""  # which database, or `storage`: a message's parts come from its origin
+
+    def column(self, name: str):
+        """A database column (`parent_id`, `time_created`, ...), or the same field of a legacy
+        file's object (`parentID`, `time.created`, ...)."""
+        if self.origin != "storage":
+            return self.columns.get(name)
+        value = self.data
+        for key in _JSON_NAMES.get(name, (name,)):
+            value = value.get(key) if isinstance(value, dict) else None
+        return value
+
+    def session_extras(self) -> tuple[dict, list[str]]:
+        """A session's fields that have no column of their own (the session-level cost and token
+        aggregates among them: kept, never added), and the names OpenCode is not known to write."""
+        if self.origin == "storage":
+            data = _dict(self.data)
+            return ({k: v for k, v in data.items() if k not in ("id", "parentID", "directory", "title", "time")},
+                    sorted(k for k in data if k not in SESSION_KEYS))
+        return ({k: v for k, v in self.columns.items()
+                 if k not in ("parent_id", "directory", "title", "time_created", "time_updated")},
+                sorted(k for k in self.columns if k not in SESSION_COLUMNS))
+
+    @property
+    def created_ms(self):
+        """Creation time (epoch ms): the object's own `time.created`, else the row's column."""
+        for value in (_dict(_dict(self.data).get("time")).get("created"), self.columns.get("time_created")):
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+        return None
+
+    @property
+    def session_id(self) -> str | None:
+        if self.kind == "session":
+            return self.id
+        if self.kind == "message":
+            return self.owner
+        return _str(self.columns.get("session_id")) or _str((self.data or {}).get("sessionID"))
+
+
+@dataclass
+class Store:
+    sessions: dict[str, Record] = field(default_factory=dict)
+    messages: dict[str, Record] = field(default_factory=dict)
+    parts: dict[str, list[Record]] = field(default_factory=dict)  # by message id, ordered by part id
+    superseded: list[Record] = field(default_factory=list)  # unreadable copies of records kept elsewhere
+    duplicates: Counter = field(default_factory=Counter)  # readable copies dropped, by kind
+    notes: list[str] = field(default_factory=list)
+    problems: list[tuple[str, str]] = field(default_factory=list)  # (place, why) it could not be read
+
+
+# what OpenCode writes (providers.md §4.2): anything else is reported as unknown
+SESSION_COLUMNS = frozenset({
+    "project_id", "workspace_id", "parent_id", "slug", "directory", "path", "title", "version", "share_url",
+    "summary_additions", "summary_deletions", "summary_files", "summary_diffs", "cost", "tokens_input",
+    "tokens_output", "tokens_reasoning", "tokens_cache_read", "tokens_cache_write", "revert", "permission",
+    "goal", "agent", "model", "time_created", "time_updated", "time_compacting", "time_archived"})
+SESSION_KEYS = frozenset({"id", "projectID", "workspaceID", "parentID", "slug", "directory", "path", "title",
+                          "version", "share", "summary", "revert", "permission", "time"})
+# legacy JSON names of the database columns we read
+_JSON_NAMES = {"parent_id": ("parentID",), "time_created": ("time", "created"), "time_updated": ("time", "updated")}
+
+
+def _dict(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _str(value) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _parse(text: str) -> tuple[dict | None, str | None]:
+    try:
+        value = jsontext.loads(text)
+    except (ValueError, RecursionError) as exc:
+        return None, f"not valid JSON: {exc}"[:300]
+    if not isinstance(value, dict):
+        return None, f"not a JSON object ({type(value).__name__})"
+    return value, None
+
+
+def _decode(b: bytes) -> str:
+    return b.decode("utf-8", "replace")  # invalid UTF-8 must not abort the read
+
+
+# ---------------------------------------------------------------------------------- databases
+
+def read_database(db: Path, workdir: Path) -> list[Record]:
+    """Every session, message and part row of one database, read from a snapshot of it (WAL
+    included); the database itself is opened read-only and never written."""
+    snap = Path(workdir) / f"{db.name}.snapshot"
+    try:
+        take_snapshot(str(db), snap)
+        return _read_snapshot(snap, db.name)
+    finally:
+        snap.unlink(missing_ok=True)
+
+
+def _read_snapshot(snap: Path, db_name: str) -> list[Record]:
+    prefix = "" if db_name == MAIN_DB else f"{db_name}:"
+    try:
+        with closing(sqlite3.connect(snap)) as conn:
+            conn.text_factory = _decode
+            names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            missing = [t for t in TABLES if t not in names]
+            if missing:
+                what = "an empty database" if not names else f"tables: {', '.join(sorted(names))}"
+                raise SnapshotError(f"not an OpenCode database: no {', '.join(missing)} table ({what})")
+            out = []
+            for table in TABLES:
+                cur = conn.execute(f'SELECT rowid, * FROM "{table}" ORDER BY rowid')
+                cols = [d[0] for d in cur.description]
+                out += [_db_record(table, dict(zip(cols, row)), prefix + table, db_name) for row in cur]
+            return out
+    except sqlite3.DatabaseError as exc:
+        raise SnapshotError(f"snapshot of {db_name} unreadable: {exc}") from None
+
+
+def _db_record(table: str, row: dict, source_table: str, origin: str) -> Record:
+    row = {k: _decode(v) if isinstance(v, bytes) else v for k, v in row.items()}  # a BLOB where text belongs
+    rowid = row.pop("rowid")
+    rid = str(row.pop("id"))
+    if table == "session":
+        return Record("session", rid, _str(row.get("parent_id")), row, jsontext.dumps(row), source_table,
+                      rowid, row, origin=origin)
+    text = row.pop("data")
+    text = text if isinstance(text, str) else str(text)
+    data, error = _parse(text)
+    owner = row.get("session_id") if table == "message" else row.get("message_id")
+    return Record(table, rid, _str(owner), data, text, source_table, rowid, row, error, origin)
+
+
+# ---------------------------------------------------------------------------------- legacy JSON
+
+def read_legacy(data_dir: Path) -> list[Record]:
+    """`storage/{session,message,part}/<owner>/<id>.json`. Ids come from the file paths, as
+    OpenCode's own migration takes them (files may have been moved between owners)."""
+    out = []
+    for kind, owner, path in legacy_files(data_dir):
+        rel = path.relative_to(data_dir).as_posix()
+        try:
+            text = _decode(path.read_bytes())
+        except OSError as exc:
+            out.append(Record(kind, path.stem, owner, None, "", rel, 0, error=f"unreadable file: {exc}",
+                              origin="storage"))
+            continue
+        data, error = _parse(text)
+        record = Record(kind, path.stem, owner, data, text, rel, 0, error=error, origin="storage")
+        if kind == "session":  # sessions sit under their project; the parent is in the file
+            record.owner = _str((data or {}).get("parentID"))
+        out.append(record)
+    return out
+
+
+# ---------------------------------------------------------------------------------- merging
+
+def read_store(path: Path, workdir: Path) -> Store:
+    """A data dir (its databases and legacy JSON) or a single database."""
+    is_dir = path.is_dir()
+    databases = db_files(path) if is_dir else [path]
+    store, batches = Store(), []
+    for db in databases:
+        try:
+            batches.append(read_database(db, workdir))
+        except SourceError as exc:
+            store.problems.append((str(db), str(exc)))
+    if is_dir:
+        batches.append(read_legacy(path))
+    if store.problems and len(store.problems) == len(databases) and not any(batches):
+        raise SourceError("; ".join(why for _, why in store.problems))
+    _merge(store, [r for batch in batches for r in batch])
+    return store
+
+
+def _merge(store: Store, records: list[Record]) -> None:
+    """Records come in precedence order. Sessions and messages: the first readable copy wins,
+    an unreadable one only for an id no readable copy has. Parts: those of the place the
+    message was taken from (another copy's parts are that copy's)."""
+    winners: dict[tuple[str, str], Record] = {}
+    for record in sorted((r for r in records if r.kind != "part"), key=lambda r: r.error is not None):
+        key = (record.kind, record.id)  # the sort is stable: precedence is kept among equals
+        if key not in winners:
+            winners[key] = record
+            (store.sessions if record.kind == "session" else store.messages)[record.id] = record
+        else:
+            _drop(store, record)
+    parts: dict[str, list[Record]] = {}
+    for record in records:
+        if record.kind == "part":
+            parts.setdefault(record.owner or "", []).append(record)
+    for message_id, group in parts.items():
+        origin = store.messages[message_id].origin if message_id in store.messages else group[0].origin
+        own: dict[str, Record] = {}
+        for record in group:
+            if record.origin == origin and record.id not in own:
+                own[record.id] = record
+            else:
+                _drop(store, record)
+        store.parts[message_id] = sorted(own.values(), key=lambda r: r.id)  # part ids sort in time
+    for kind, n in sorted(store.duplicates.items()):
+        store.notes.append(f"{n} {kind} record(s) found in more than one place (database, legacy JSON): "
+                           "counted once")
+
+
+def _drop(store: Store, record: Record) -> None:
+    if record.error is not None:
+        store.superseded.append(record)  # still quarantined: nothing unreadable goes unreported
+    else:
+        store.duplicates[record.kind] += 1
