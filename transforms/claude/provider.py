@@ -1,19 +1,100 @@
-"""Claude Code behind the provider interface (skeleton: being written)."""
+"""Claude Code behind the provider interface. A source is one project directory
+(`<root>/projects/<slug>/`): every transcript in it, sub-agents included.
 
+Transcripts are append-only, so each is read from where the last run stopped (reader.py).
+Claude Code deletes transcripts after `cleanupPeriodDays` (30 by default): a transcript that
+is gone from the disk keeps its rows from the cache, so the lake does not lose its history.
+"""
+
+from datetime import datetime
+from pathlib import Path
+
+from transforms import jsontext
+from transforms.claude import discover as cc_discover
+from transforms.claude.normalise import PROVIDER, SYNTHETIC, Context, normalise, response_key
+from transforms.claude.reader import FileRead, cached_files, read_jsonl
+from transforms.claude.tools import CALL_TYPES, RESULT_TYPES, blocks_of
 from transforms.provider import DiscoverOptions, Extract, SourceError
 from transforms.sources import Discovery, Source, file_fingerprint
 
-PROVIDER = "claude"
+META_SUFFIX = ".meta.json"
 
 
 class ClaudeProvider:
     name = PROVIDER
 
     def discover(self, options: DiscoverOptions) -> Discovery:
-        return Discovery()
+        return cc_discover.discover(env=options.env, extra_roots=options.roots(PROVIDER),
+                                    extra_stores=options.stores(PROVIDER), use_default=options.use_default,
+                                    project_names=options.project_names)
 
     def fingerprint(self, source: Source) -> str:
-        return file_fingerprint(source.path)
+        return file_fingerprint(*cc_discover.transcripts(Path(source.path)))
 
-    def extract(self, source: Source, workdir, run_at, cache_dir=None) -> Extract:
-        raise SourceError("Claude Code support is not finished")
+    def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None) -> Extract:
+        root = Path(source.path)
+        if not root.is_dir():
+            raise SourceError(f"the Claude Code project directory {root} is gone")
+        ctx = Context(source.source_id, source.project_path, run_at)
+        files, unreadable, unlisted = [], [], []
+        for path in cc_discover.transcripts(root, errors=unlisted):
+            rel = path.relative_to(root).as_posix()
+            try:
+                files.append(read_jsonl(path, rel, cache_dir))
+            except OSError as exc:  # one unreadable transcript must not fail the others
+                unreadable.append((rel, f"cannot read the transcript: {exc}"))
+        on_disk = {f.rel for f in files}
+        gone = [f for f in cached_files(cache_dir) if f.rel not in on_disk]
+        rows, findings, kept = normalise(files + gone, agent_metas(root), ctx)
+        findings.notes += [f"cannot list {e.filename}: {e.strerror}" for e in unlisted]
+        if gone:
+            findings.notes.append(f"{len(gone)} transcripts no longer on disk (Claude Code deletes old ones) "
+                                  "kept from the cache")
+        rows["quarantine"] = quarantine_rows(files + gone, unreadable, ctx)
+        return Extract(rows=rows, findings=findings, expected=expected_counts(kept))
+
+
+def agent_metas(root: Path) -> dict[str, dict]:
+    """`agent-<id>.meta.json` beside sub-agent transcripts, by sub-agent session id."""
+    out = {}
+    for path in cc_discover.transcripts(root, META_SUFFIX):
+        try:
+            meta = jsontext.loads(path.read_bytes().decode("utf-8", "replace"))
+        except (OSError, ValueError, RecursionError):
+            continue  # a title and an agent type at most: not worth failing for
+        if isinstance(meta, dict) and path.name.startswith("agent-"):
+            out[path.name[: -len(META_SUFFIX)]] = meta
+    return out
+
+
+def quarantine_rows(files: list[FileRead], unreadable: list[tuple[str, str]], ctx: Context) -> list[dict]:
+    def row(rel, lineno, raw, error):
+        return {"provider": PROVIDER, "source_id": ctx.source_id, "project_path": ctx.project_path,
+                "source_table": rel, "source_rowid": lineno, "key": f"{rel}:{lineno}", "error": error,
+                "raw": raw, "created_at": ctx.run_at}
+
+    out = [row(f.rel, lineno, raw, error) for f in files for lineno, raw, error in f.bad]
+    return out + [row(rel, 0, None, error) for rel, error in unreadable]
+
+
+def expected_counts(kept: list) -> dict[str, int]:
+    """What the kept message lines hold, counted on the lines themselves."""
+    responses, calls, billed = set(), set(), 0
+    for ln in kept:
+        msg = ln.rec["message"]
+        key = response_key(ln) or (ln.rel, ln.lineno)
+        u = msg.get("usage")
+        if isinstance(u, dict) and key not in responses:
+            responses.add(key)
+            if msg.get("model") != SYNTHETIC and ln.rec.get("isApiErrorMessage") is not True:
+                its = u.get("iterations") if isinstance(u.get("iterations"), list) else []
+                billed += 1 + sum(isinstance(i, dict) and i.get("type") == "advisor_message" for i in its)
+        for b in blocks_of(msg.get("content")):
+            if isinstance(b, dict) and b.get("type") in CALL_TYPES + RESULT_TYPES:
+                call_id = b.get("id") if b.get("type") in CALL_TYPES else b.get("tool_use_id")
+                calls.add((ln.session, call_id if isinstance(call_id, str) else None))
+    return {
+        "messages": len({(ln.session, response_key(ln) or (ln.rel, ln.lineno)) for ln in kept}),
+        "parts": sum(len(blocks_of(ln.rec["message"].get("content"))) for ln in kept),
+        "tool_calls": len(calls), "usage": billed,
+    }

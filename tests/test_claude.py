@@ -1,0 +1,495 @@
+"""Claude Code: real JSONL transcripts in tmp homes, through the lake, read back by DuckDB."""
+
+import hashlib
+import json
+import os
+import threading
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ingest, query, scalar
+from transforms.claude.discover import discover
+from transforms.claude.provider import ClaudeProvider
+from transforms.claude.reader import read_jsonl
+from transforms.claude.synth import (
+    assistant_lines, base, generate_home, project_slug, tool_result, tool_use, usage, user_line, write_jsonl,
+)
+from transforms.pricing import Buckets, price_buckets
+from transforms.provider import DiscoverOptions
+from warehouse.ingest import ingest_all
+from warehouse.views import build_warehouse
+
+SID = "7a1e2c44-1111-4222-8333-444455556666"
+SONNET = "claude-sonnet-4-5-20250929"
+CWD = "/home/dev/shop"
+T0 = datetime(2026, 3, 2, 9, 15, tzinfo=timezone.utc)
+
+# providers.md §2.4, verbatim
+FIXTURE = r"""
+{"type":"summary","summary":"Fix login test","leafUuid":"b2f0c6de-0000-4000-8000-000000000004"}
+{"parentUuid":null,"isSidechain":false,"userType":"external","cwd":"/home/dev/shop","sessionId":"7a1e2c44-1111-4222-8333-444455556666","version":"2.0.14","gitBranch":"main","type":"user","message":{"role":"user","content":"Fix the failing login test"},"uuid":"b2f0c6de-0000-4000-8000-000000000001","timestamp":"2026-03-02T09:15:01.123Z"}
+{"parentUuid":"b2f0c6de-0000-4000-8000-000000000001","isSidechain":false,"userType":"external","cwd":"/home/dev/shop","sessionId":"7a1e2c44-1111-4222-8333-444455556666","version":"2.0.14","gitBranch":"main","type":"assistant","requestId":"req_011CAbCdEf","message":{"id":"msg_01QxYz","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929","content":[{"type":"thinking","thinking":"Need to run the test first.","signature":"EqQB…"}],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":3,"cache_creation_input_tokens":1200,"cache_read_input_tokens":14000,"cache_creation":{"ephemeral_5m_input_tokens":1200,"ephemeral_1h_input_tokens":0},"output_tokens":9,"service_tier":"standard"}},"uuid":"b2f0c6de-0000-4000-8000-000000000002","timestamp":"2026-03-02T09:15:04.500Z"}
+{"parentUuid":"b2f0c6de-0000-4000-8000-000000000002","isSidechain":false,"userType":"external","cwd":"/home/dev/shop","sessionId":"7a1e2c44-1111-4222-8333-444455556666","version":"2.0.14","gitBranch":"main","type":"assistant","requestId":"req_011CAbCdEf","message":{"id":"msg_01QxYz","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929","content":[{"type":"tool_use","id":"toolu_01Abc","name":"Bash","input":{"command":"npm test -- login","description":"Run login tests"}}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":3,"cache_creation_input_tokens":1200,"cache_read_input_tokens":14000,"cache_creation":{"ephemeral_5m_input_tokens":1200,"ephemeral_1h_input_tokens":0},"output_tokens":142,"service_tier":"standard"}},"uuid":"b2f0c6de-0000-4000-8000-000000000003","timestamp":"2026-03-02T09:15:05.010Z"}
+{"parentUuid":"b2f0c6de-0000-4000-8000-000000000003","isSidechain":false,"userType":"external","cwd":"/home/dev/shop","sessionId":"7a1e2c44-1111-4222-8333-444455556666","version":"2.0.14","gitBranch":"main","type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_01Abc","type":"tool_result","content":"FAIL src/login.test.ts\n  expected 200, got 401","is_error":true}]},"toolUseResult":{"stdout":"FAIL src/login.test.ts","stderr":"","interrupted":false,"isImage":false},"uuid":"b2f0c6de-0000-4000-8000-000000000004","timestamp":"2026-03-02T09:15:09.870Z"}
+{"parentUuid":null,"logicalParentUuid":"b2f0c6de-0000-4000-8000-000000000004","isSidechain":false,"type":"system","subtype":"compact_boundary","content":"Conversation compacted","compactMetadata":{"trigger":"auto","preTokens":155025},"sessionId":"7a1e2c44-1111-4222-8333-444455556666","uuid":"b2f0c6de-0000-4000-8000-000000000005","timestamp":"2026-03-02T10:02:00.000Z"}
+{"parentUuid":"b2f0c6de-0000-4000-8000-000000000005","isSidechain":false,"type":"user","isCompactSummary":true,"message":{"role":"user","content":[{"type":"text","text":"Summary: login test fails with 401…"}]},"sessionId":"7a1e2c44-1111-4222-8333-444455556666","uuid":"b2f0c6de-0000-4000-8000-000000000006","timestamp":"2026-03-02T10:02:01.000Z"}
+{"parentUuid":"b2f0c6de-0000-4000-8000-000000000006","isSidechain":false,"type":"assistant","isApiErrorMessage":true,"message":{"id":"b9b0…","type":"message","role":"assistant","model":"<synthetic>","content":[{"type":"text","text":"API Error: 529 overloaded"}],"usage":{"input_tokens":0,"output_tokens":0,"cache_creation_input_tokens":0,"cache_read_input_tokens":0}},"sessionId":"7a1e2c44-1111-4222-8333-444455556666","uuid":"b2f0c6de-0000-4000-8000-000000000007","timestamp":"2026-03-02T10:02:30.000Z"}
+"""
+
+# claude-sonnet-4-5, USD per token: $3 in, $0.30 cache read, $3.75 5m write, $6 1h write, $15 out per MTok
+IN, READ, W5M, W1H, OUT = 3e-6, 0.30e-6, 3.75e-6, 6e-6, 15e-6
+
+
+def project(home: Path, cwd: str = CWD) -> Path:
+    return home / "projects" / project_slug(cwd)
+
+
+def write_fixture(home: Path) -> Path:
+    path = project(home) / f"{SID}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(FIXTURE.lstrip(), encoding="utf-8")
+    return path
+
+
+def response(sid, at, msg_id, u, *, model=SONNET, blocks=None, **fields):
+    return assistant_lines(sid, at, CWD, message_id=msg_id, request_id=f"req_{msg_id}", model=model,
+                           blocks=blocks or [{"type": "text", "text": "ok"}], final_usage=u, stop_reason="end_turn",
+                           **fields)
+
+
+def cost(b: Buckets, model=SONNET, at=T0) -> float:
+    return price_buckets(b, model, "anthropic", at).cost_usd
+
+
+def digest(root: Path) -> dict:
+    return {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_the_documented_fixture(layout, tmp_path):
+    home = tmp_path / "claude"
+    write_fixture(home)
+    summary = ingest(layout, homes={"claude": [home]})
+    (result,) = summary.results
+    assert result.status == "ok" and result.reconciled, result.reconcile
+    # one API call for msg_01QxYz: output 142 (the final line), not 9 + 142; <synthetic> is not billed
+    rows = query(layout, "SELECT message_id, request_id, model, input_uncached_tokens, cache_read_tokens, "
+                         "cache_write_5m_tokens, cache_write_1h_tokens, output_tokens, reasoning_tokens, total_tokens, "
+                         "cost_usd, cost_source, requested_at FROM usage")
+    hand = 3 * IN + 14000 * READ + 1200 * W5M + 0 * W1H + 142 * OUT  # = $0.010839
+    first_line = datetime(2026, 3, 2, 9, 15, 4, 500000)
+    assert rows == [("msg_01QxYz", "req_011CAbCdEf", SONNET, 3, 14000, 1200, 0, 142, None, 3 + 14000 + 1200 + 142,
+                     pytest.approx(hand, abs=1e-12), "estimated", first_line)]
+    assert rows[0][10] == cost(Buckets(3, 14000, 1200, 0, 142), at=first_line.replace(tzinfo=timezone.utc))
+    assert query(layout, "SELECT tool_name, tool_category, command, is_error, has_result, result_text FROM tool_calls") == [
+        ("Bash", "shell", "npm test -- login", True, True, "FAIL src/login.test.ts\n  expected 200, got 401")]
+    assert query(layout, "SELECT session_id, is_root, title, cost_usd, cost_source, total_tokens, model, message_count, "
+                         "summary_message_id, project, project_path FROM sessions") == [
+        (SID, True, "Fix login test", pytest.approx(hand, abs=1e-12), "estimated", 15345, SONNET, 5,
+         "b2f0c6de-0000-4000-8000-000000000006", "shop", CWD)]
+    assert query(layout, "SELECT message_id, role, model, is_summary, part_count FROM messages ORDER BY message_index") == [
+        ("b2f0c6de-0000-4000-8000-000000000001", "user", None, False, 1),
+        ("msg_01QxYz", "assistant", SONNET, False, 2),  # two streamed lines, one message
+        ("b2f0c6de-0000-4000-8000-000000000004", "tool", None, False, 1),
+        ("b2f0c6de-0000-4000-8000-000000000006", "system", None, True, 1),
+        ("b9b0…", "assistant", "<synthetic>", False, 1)]
+    assert query(layout, "SELECT part_type FROM parts WHERE message_id = 'msg_01QxYz' ORDER BY part_index") == [
+        ("thinking",), ("tool_use",)]
+    assert json.loads(scalar(layout, "SELECT tool_result_metadata FROM parts WHERE part_type = 'tool_result'")) == {
+        "stdout": "FAIL src/login.test.ts", "stderr": "", "interrupted": False, "isImage": False}
+    assert any("summary=1, system=1" in w for w in result.warnings)  # skipped line types are counted
+
+
+def test_trap1_streamed_lines_count_once_with_the_final_output(layout, tmp_path):
+    home = tmp_path / "claude"
+    u = usage(7, 300, cache_read=1000)
+    lines = response(SID, T0, "msg_A", u, blocks=[{"type": "thinking", "thinking": "hm"}, {"type": "text", "text": "a"},
+                                                   tool_use("toolu_1", "Read", {"file_path": "/x"})])
+    write_jsonl(project(home) / f"{SID}.jsonl", [user_line(SID, T0, CWD, "go")] + lines)
+    ingest(layout, homes={"claude": [home]})
+    # three lines with outputs 1, 2, 300: one request, output 300, at the first line's time
+    assert query(layout, "SELECT COUNT(*), SUM(output_tokens), MIN(requested_at) FROM usage") == [
+        (1, 300, T0.replace(tzinfo=None))]
+    assert scalar(layout, "SELECT total_tokens FROM sessions") == 7 + 1000 + 300
+
+
+def test_trap1_a_resumed_session_replaying_its_parent_counts_once(layout, tmp_path):
+    home = tmp_path / "claude"
+    resumed = "99999999-1111-4222-8333-444455556666"
+    first = [user_line(SID, T0, CWD, "go")] + response(SID, T0 + timedelta(seconds=1), "msg_A", usage(5, 50))
+    write_jsonl(project(home) / f"{SID}.jsonl", first)
+    # the resumed file replays the parent's lines (same uuids, same message and request ids) ...
+    replay = [dict(line, sessionId=resumed) for line in first]
+    # ... and a copy of a response under a new uuid: still the same request
+    copy = [dict(line, sessionId=resumed, uuid="fresh-uuid") for line in first[1:]]
+    later = T0 + timedelta(hours=1)
+    new = [user_line(resumed, later, CWD, "again")] + response(resumed, later, "msg_B", usage(8, 80))
+    write_jsonl(project(home) / f"{resumed}.jsonl", replay + copy + new)
+    summary = ingest(layout, homes={"claude": [home]})
+    assert summary.results[0].reconciled
+    assert query(layout, "SELECT session_id, message_id, output_tokens FROM usage ORDER BY 2") == [
+        (SID, "msg_A", 50), (resumed, "msg_B", 80)]
+    assert query(layout, "SELECT session_id, COUNT(*) FROM messages GROUP BY 1 ORDER BY 2, 1") == [
+        (SID, 2), (resumed, 2)]
+    want = cost(Buckets(5, 0, 0, 0, 50), at=T0 + timedelta(seconds=1)) + cost(Buckets(8, 0, 0, 0, 80), at=later)
+    assert scalar(layout, "SELECT SUM(cost_usd) FROM sessions WHERE is_root") == pytest.approx(want, abs=1e-12)
+    assert any("3 replayed lines" in w for w in summary.results[0].warnings)
+
+
+def test_trap1_the_non_sidechain_copy_wins(layout, tmp_path):
+    home = tmp_path / "claude"
+    main = [user_line(SID, T0, CWD, "go")] + response(SID, T0 + timedelta(seconds=5), "msg_A", usage(5, 50))
+    write_jsonl(project(home) / f"{SID}.jsonl", main)
+    # a sidechain log that copied the parent's response, written earlier than the parent's own line
+    side = response(SID, T0 + timedelta(seconds=1), "msg_A", usage(5, 50), isSidechain=True, agentId="btw1")
+    write_jsonl(project(home) / SID / "subagents" / "agent-btw1.jsonl", side)
+    ingest(layout, homes={"claude": [home]})
+    assert query(layout, "SELECT session_id, is_sidechain, output_tokens FROM usage") == [(SID, False, 50)]
+
+
+def test_trap2_cache_buckets_are_disjoint_and_priced_apart(layout, tmp_path):
+    home = tmp_path / "claude"
+    split = usage(10, 500, cache_read=20000, write_5m=400, write_1h=800)
+    unsplit = {"input_tokens": 5, "output_tokens": 100, "cache_creation_input_tokens": 1000}  # no TTL: all 5m
+    lines = [user_line(SID, T0, CWD, "go")] + response(SID, T0, "msg_A", split) + response(SID, T0, "msg_B", unsplit)
+    write_jsonl(project(home) / f"{SID}.jsonl", lines)
+    ingest(layout, homes={"claude": [home]})
+    assert query(layout, "SELECT message_id, input_uncached_tokens, cache_read_tokens, cache_write_5m_tokens, "
+                         "cache_write_1h_tokens, output_tokens, total_tokens, cost_usd FROM usage ORDER BY 1") == [
+        ("msg_A", 10, 20000, 400, 800, 500, 21710,
+         pytest.approx(10 * IN + 20000 * READ + 400 * W5M + 800 * W1H + 500 * OUT)),
+        ("msg_B", 5, None, 1000, None, 100, 1105, pytest.approx(5 * IN + 1000 * W5M + 100 * OUT))]
+    # 0.01983 + 0.005265
+    assert scalar(layout, "SELECT cost_usd FROM sessions") == pytest.approx(0.025095, abs=1e-12)
+
+
+def _subagent_home(home: Path) -> dict:
+    """A root with a nested sub-agent, a flat (older) sub-agent file, sidechain lines with and
+    without an agentId in the parent's file. Returns each request's buckets by message id."""
+    req = {"m0": usage(10, 100), "n1": usage(20, 200), "f1": usage(30, 300), "s1": usage(40, 400), "s2": usage(50, 500)}
+    haiku = "claude-haiku-4-5-20251001"
+    main = [user_line(SID, T0, CWD, "go")]
+    main += response(SID, T0, "m0", req["m0"], blocks=[tool_use("toolu_T", "Task", {"subagent_type": "Explore"})])
+    main += response(SID, T0, "s1", req["s1"], model=haiku, isSidechain=True, agentId="s1")
+    main += response(SID, T0, "s2", req["s2"], model=haiku, isSidechain=True)  # no agentId: stays in the parent
+    # the Task result repeats the sub-agent's totals: never to be added
+    done = [tool_result("toolu_T", [{"type": "text", "text": "done"}])]
+    main.append(user_line(SID, T0 + timedelta(minutes=1), CWD, done,
+                          toolUseResult={"agentId": "n1", "totalTokens": 999_999, "usage": usage(999_999, 999_999)}))
+    write_jsonl(project(home) / f"{SID}.jsonl", main)
+    nested = project(home) / SID / "subagents"
+    write_jsonl(nested / "agent-n1.jsonl", [user_line(SID, T0, CWD, "find it", isSidechain=True, agentId="n1")]
+                + response(SID, T0, "n1", req["n1"], model=haiku, isSidechain=True, agentId="n1"))
+    (nested / "agent-n1.meta.json").write_text(json.dumps({"agentType": "Explore", "description": "Find the handler"}))
+    write_jsonl(project(home) / "agent-f1.jsonl", response(SID, T0, "f1", req["f1"], model=haiku, isSidechain=True,
+                                                           agentId="f1"))
+    return {k: (Buckets(u["input_tokens"], 0, 0, 0, u["output_tokens"]), SONNET if k == "m0" else haiku)
+            for k, u in req.items()}
+
+
+def test_trap3_subagent_transcripts_roll_into_the_root_and_task_totals_are_not_added(layout, tmp_path):
+    home = tmp_path / "claude"
+    req = _subagent_home(home)
+    summary = ingest(layout, homes={"claude": [home]})
+    assert summary.results[0].reconciled
+    price = {k: cost(b, model) for k, (b, model) in req.items()}
+    assert query(layout, "SELECT session_id, is_root, parent_session_id, root_session_id, title, total_tokens, cost_usd "
+                         "FROM sessions ORDER BY is_root DESC, session_id") == [
+        (SID, True, None, SID, None, 110 + 550, pytest.approx(sum(price.values()), abs=1e-12)),
+        ("agent-f1", False, SID, SID, None, 330, pytest.approx(price["f1"], abs=1e-12)),
+        ("agent-n1", False, SID, SID, "Find the handler", 220, pytest.approx(price["n1"], abs=1e-12)),
+        ("agent-s1", False, SID, SID, None, 440, pytest.approx(price["s1"], abs=1e-12))]
+    assert query(layout, "SELECT message_id, session_id, is_sidechain FROM usage ORDER BY 1") == [
+        ("f1", "agent-f1", True), ("m0", SID, False), ("n1", "agent-n1", True), ("s1", "agent-s1", True),
+        ("s2", SID, True)]
+    # every token is from a transcript: 110 + 220 + 330 + 440 + 550, none of the 999,999
+    assert scalar(layout, "SELECT SUM(total_tokens) FROM usage") == 1650
+
+
+def test_trap4_only_typed_text_is_a_prompt(layout, tmp_path):
+    home = tmp_path / "claude"
+    lines = [
+        user_line(SID, T0, CWD, "Fix the test"),  # a plain string: a prompt
+        user_line(SID, T0, CWD, [{"type": "text", "text": "look at this"}, {"type": "image", "source": {
+            "type": "base64", "media_type": "image/png", "data": "iVBO"}}]),  # typed text with an image
+        user_line(SID, T0, CWD, "<command-name>/clear</command-name>"),
+        user_line(SID, T0, CWD, "<local-command-stdout>ok</local-command-stdout>"),
+        user_line(SID, T0, CWD, [{"type": "text", "text": "[Request interrupted by user]"}]),
+        user_line(SID, T0, CWD, "Caveat: injected", isMeta=True),
+        user_line(SID, T0, CWD, [tool_result("toolu_X", "ok")]),
+        user_line(SID, T0, CWD, [{"type": "text", "text": "Summary: ..."}], isCompactSummary=True),
+    ]
+    write_jsonl(project(home) / f"{SID}.jsonl", lines)
+    ingest(layout, homes={"claude": [home]})
+    assert query(layout, "SELECT role, is_summary, COUNT(*) FROM messages GROUP BY ALL ORDER BY ALL") == [
+        ("system", False, 4), ("system", True, 1), ("tool", False, 1), ("user", False, 2)]
+    assert scalar(layout, "SELECT mime_type FROM parts WHERE part_type = 'image'") == "image/png"
+    # the orphan result is kept, flagged
+    assert query(layout, "SELECT has_call, has_result FROM tool_calls") == [(False, True)]
+
+
+def test_trap5_synthetic_lines_are_not_priced_and_advisor_iterations_are(layout, tmp_path):
+    home = tmp_path / "claude"
+    u = dict(usage(2, 491, cache_read=9000, write_5m=700), iterations=[
+        {"type": "message", "input_tokens": 1, "output_tokens": 45},
+        {"type": "advisor_message", "model": "claude-opus-4-6", "input_tokens": 15000, "output_tokens": 700,
+         "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}])
+    lines = [user_line(SID, T0, CWD, "go")] + response(SID, T0, "msg_A", u)
+    lines.append(base("assistant", SID, T0, CWD, isApiErrorMessage=True, message={
+        "id": "err", "type": "message", "role": "assistant", "model": "<synthetic>",
+        "content": [{"type": "text", "text": "API Error"}], "usage": {"input_tokens": 0, "output_tokens": 0}}))
+    write_jsonl(project(home) / f"{SID}.jsonl", lines)
+    summary = ingest(layout, homes={"claude": [home]})
+    assert summary.results[0].reconciled
+    main, advisor = cost(Buckets(2, 9000, 700, 0, 491)), cost(Buckets(15000, 0, 0, None, 700), "claude-opus-4-6")
+    assert query(layout, "SELECT model, input_uncached_tokens, output_tokens, cost_usd FROM usage ORDER BY 1") == [
+        ("claude-opus-4-6", 15000, 700, pytest.approx(advisor, abs=1e-12)),
+        (SONNET, 2, 491, pytest.approx(main, abs=1e-12))]
+    assert scalar(layout, "SELECT cost_usd FROM sessions") == pytest.approx(main + advisor, abs=1e-12)
+    assert scalar(layout, "SELECT COUNT(*) FROM messages WHERE model = '<synthetic>'") == 1  # kept as a message
+    assert any("1 <synthetic> API-error responses not billed" in w for w in summary.results[0].warnings)
+
+
+def test_trap5_transcripts_claude_code_deletes_keep_their_history(layout, tmp_path):
+    home = tmp_path / "claude"
+    other = "88888888-1111-4222-8333-444455556666"
+    old = write_jsonl(project(home) / f"{SID}.jsonl",
+                      [user_line(SID, T0, CWD, "old")] + response(SID, T0, "m1", usage(1, 10)))
+    write_jsonl(project(home) / f"{other}.jsonl", [user_line(other, T0, CWD, "new")])
+    ingest(layout, homes={"claude": [home]})
+    old.unlink()  # cleanupPeriodDays passed
+    summary = ingest(layout, homes={"claude": [home]})
+    assert summary.results[0].status == "ok"
+    assert query(layout, "SELECT session_id, total_tokens FROM sessions ORDER BY 1") == [(SID, 11), (other, None)]
+    assert any("kept from the cache" in w for w in summary.results[0].warnings)
+
+
+def test_native_cost_wins_and_session_cost_sources(layout, tmp_path):
+    home = tmp_path / "claude"
+    native = response(SID, T0, "m1", usage(1, 10))
+    for line in native:
+        line["costUSD"] = 0.0421  # old versions wrote the cost on the line
+    write_jsonl(project(home) / f"{SID}.jsonl", [user_line(SID, T0, CWD, "a")] + native)
+    partial, unknown = "22222222-1111-4222-8333-444455556666", "33333333-1111-4222-8333-444455556666"
+    write_jsonl(project(home) / f"{partial}.jsonl", [user_line(partial, T0, CWD, "b")]
+                + response(partial, T0, "m2", usage(1, 10)) + response(partial, T0, "m3", usage(1, 10), model="glm-4.6"))
+    write_jsonl(project(home) / f"{unknown}.jsonl", [user_line(unknown, T0, CWD, "c")]
+                + response(unknown, T0, "m4", usage(1, 10), model="glm-4.6"))
+    ingest(layout, homes={"claude": [home]})
+    assert query(layout, "SELECT message_id, cost_usd, cost_source FROM usage ORDER BY 1") == [
+        ("m1", 0.0421, "native"), ("m2", pytest.approx(1 * IN + 10 * OUT), "estimated"), ("m3", None, "unknown"),
+        ("m4", None, "unknown")]
+    assert query(layout, "SELECT session_id, cost_usd, cost_source FROM sessions ORDER BY 1") == [
+        (partial, pytest.approx(1 * IN + 10 * OUT), "partial"), (unknown, None, "unknown"), (SID, 0.0421, "native")]
+
+
+def test_bedrock_and_vertex_ids_are_priced_as_the_anthropic_model(layout, tmp_path):
+    home = tmp_path / "claude"
+    lines = [user_line(SID, T0, CWD, "go")]
+    lines += response(SID, T0, "m1", usage(100, 10), model="us.anthropic.claude-sonnet-4-5-20250929-v1:0")
+    lines += response(SID, T0, "m2", usage(100, 10), model="claude-sonnet-4-5@20250929")
+    write_jsonl(project(home) / f"{SID}.jsonl", lines)
+    ingest(layout, homes={"claude": [home]})
+    rows = query(layout, "SELECT model, llm_provider, cost_usd, cost_source, pricing_note FROM usage ORDER BY 1")
+    want = pytest.approx(100 * IN + 10 * OUT)
+    assert [r[:4] for r in rows] == [("claude-sonnet-4-5@20250929", "anthropic", want, "estimated"),
+                                     ("us.anthropic.claude-sonnet-4-5-20250929-v1:0", "anthropic", want, "estimated")]
+    assert "priced as claude-sonnet-4-5-20250929" in rows[1][4]
+
+
+def test_incremental_reading_reads_only_the_appended_bytes(tmp_path):
+    path, cache = tmp_path / "s.jsonl", tmp_path / "cache"
+    write_jsonl(path, [user_line(SID, T0, CWD, "one")] + response(SID, T0, "m1", usage(1, 10)))
+    first = read_jsonl(path, "s.jsonl", cache)
+    assert (first.read_from, first.offset) == (0, path.stat().st_size)
+    write_jsonl(path, [user_line(SID, T0, CWD, "two")])
+    partial = json.dumps(user_line(SID, T0, CWD, "three"))[:40]  # a line still being written
+    with open(path, "a") as fh:
+        fh.write(partial)
+    second = read_jsonl(path, "s.jsonl", cache)
+    assert second.read_from == first.offset  # only the new bytes were read
+    assert second.offset == path.stat().st_size - len(partial)  # the partial line is not consumed
+    cold = read_jsonl(path, "s.jsonl", None)
+    assert (second.records, second.bad) == (cold.records, cold.bad)
+    assert second.bad[-1][2] == "incomplete last line (no newline yet)"
+    with open(path, "a") as fh:  # the line is finished
+        fh.write(json.dumps(user_line(SID, T0, CWD, "three"))[40:] + "\n")
+    third = read_jsonl(path, "s.jsonl", cache)
+    assert third.read_from == second.offset and third.bad == [] and len(third.records) == 4
+    assert third.records == read_jsonl(path, "s.jsonl", None).records
+
+
+@pytest.mark.parametrize("change", ["truncated", "rewritten"])
+def test_incremental_reading_rereads_a_file_that_is_not_the_same_one_grown(tmp_path, change):
+    path, cache = tmp_path / "s.jsonl", tmp_path / "cache"
+    write_jsonl(path, [user_line(SID, T0, CWD, "one", line_uuid="a"), user_line(SID, T0, CWD, "two", line_uuid="b")])
+    read_jsonl(path, "s.jsonl", cache)
+    text = path.read_text()
+    if change == "truncated":
+        path.write_text(text.splitlines(keepends=True)[0])
+    else:  # same size, other head, same inode: only the head hash tells
+        with open(path, "r+") as fh:
+            fh.write(text.replace('"one"', '"eno"'))
+    again = read_jsonl(path, "s.jsonl", cache)
+    assert again.read_from == 0 and again.records == read_jsonl(path, "s.jsonl", None).records
+    assert again.records[0][1]["message"]["content"] == ("one" if change == "truncated" else "eno")
+
+
+def test_an_appended_source_ingests_like_a_cold_read(layout, tmp_path):
+    from warehouse.layout import Layout
+
+    home = tmp_path / "claude"
+    path = write_fixture(home)
+    ingest(layout, homes={"claude": [home]})
+    write_jsonl(path, [user_line(SID, T0 + timedelta(hours=2), CWD, "and now?")]
+                + response(SID, T0 + timedelta(hours=2), "msg_late", usage(4, 40)))
+    ingest(layout, homes={"claude": [home]})
+    caches = list((layout.cache_dir).rglob("*.pkl"))
+    assert len(caches) == 1
+    cold = Layout.resolve(home=tmp_path / "cold")
+    ingest(cold, homes={"claude": [home]})
+    for table in ("sessions", "messages", "parts", "tool_calls", "usage"):
+        sql = f"SELECT * EXCLUDE (machine, user) FROM {table} ORDER BY ALL"
+        assert query(layout, sql) == query(cold, sql), table
+    assert scalar(layout, "SELECT COUNT(*) FROM usage") == 2
+
+
+def test_claude_config_dir_replaces_the_default_home(tmp_path):
+    user = tmp_path / "user"
+    write_jsonl(project(user / ".claude", "/home/dev/a") / f"{SID}.jsonl", [user_line(SID, T0, "/home/dev/a", "a")])
+    write_jsonl(project(tmp_path / "cfg", "/home/dev/b") / f"{SID}.jsonl", [user_line(SID, T0, "/home/dev/b", "b")])
+    found = discover(env={"HOME": str(user), "CLAUDE_CONFIG_DIR": str(tmp_path / "cfg")})
+    assert [(s.project, s.project_path) for s in found.sources] == [("b", "/home/dev/b")]
+    found = discover(env={"HOME": str(user)})
+    assert [(s.project, s.project_path) for s in found.sources] == [("a", "/home/dev/a")]
+
+
+def test_project_path_comes_from_the_records_not_the_lossy_slug(tmp_path):
+    cwd = "/home/dev/my.app"
+    write_jsonl(project(tmp_path / "cfg", cwd) / f"{SID}.jsonl", [user_line(SID, T0, cwd, "a")])
+    (source,) = discover(env={"CLAUDE_CONFIG_DIR": str(tmp_path / "cfg")}).sources
+    assert (Path(source.path).name, source.project_path, source.project) == ("-home-dev-my-app", cwd, "my-app")
+
+
+def test_credential_files_are_never_opened(layout, tmp_path):
+    """`.credentials.json` holds tokens. Make it (and `~/.claude.json`) a FIFO: opening one would block."""
+    user, cfg = tmp_path / "user", tmp_path / "user" / ".claude"
+    write_fixture(cfg)
+    os.mkfifo(cfg / ".credentials.json")
+    os.mkfifo(user / ".claude.json")
+    done = threading.Event()
+
+    def run():
+        found = ClaudeProvider().discover(DiscoverOptions(env={"HOME": str(user)}))
+        ingest_all(found.sources, layout, workers=1)
+        build_warehouse(layout.lake, layout.warehouse)
+        done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    assert done.wait(60), "ingestion blocked: it opened a credential file"
+    assert query(layout, "SELECT session_id FROM sessions") == [(SID,)]
+
+
+def test_a_malformed_line_is_quarantined_and_the_rest_ingested(layout, tmp_path):
+    home = tmp_path / "claude"
+    bad = "55555555-1111-4222-8333-444455556666"
+    path = project(home) / f"{bad}.jsonl"
+    write_jsonl(path, [user_line(bad, T0, CWD, "go")])
+    with open(path, "a") as fh:
+        fh.write('{"type":"assistant","message":{"id":"cut\n[1, 2, 3]\n')
+    write_jsonl(path, response(bad, T0, "m1", usage(1, 10)))
+    write_fixture(home)  # another transcript in the same project
+    summary = ingest(layout, homes={"claude": [home]})
+    (result,) = summary.results
+    assert result.status == "ok" and result.reconciled
+    assert query(layout, "SELECT key, raw FROM quarantine ORDER BY key") == [
+        (f"{bad}.jsonl:2", '{"type":"assistant","message":{"id":"cut'), (f"{bad}.jsonl:3", "[1, 2, 3]")]
+    assert [e.split(":")[0] for (e,) in query(layout, "SELECT error FROM quarantine ORDER BY key")] == [
+        "not valid JSON", "not a JSON object"]
+    # the lines around the bad ones, and the other transcript, are all in
+    assert query(layout, "SELECT message_id FROM usage ORDER BY 1") == [("m1",), ("msg_01QxYz",)]
+    assert query(layout, "SELECT session_id, message_count FROM sessions ORDER BY 1") == [(bad, 2), (SID, 5)]
+
+
+def test_the_source_is_left_byte_identical(layout, tmp_path):
+    home = tmp_path / "claude"
+    generate_home(home, sessions=4, seed=2)
+    before = digest(home)
+    ingest(layout, homes={"claude": [home]})
+    ingest(layout, homes={"claude": [home]}, force=True)
+    assert digest(home) == before
+
+
+def test_unknown_blocks_are_kept_raw_and_reported(layout, tmp_path):
+    home = tmp_path / "claude"
+    block = {"type": "hologram", "payload": [1, 2]}
+    write_jsonl(project(home) / f"{SID}.jsonl", [user_line(SID, T0, CWD, "go")]
+                + response(SID, T0, "m1", usage(1, 10), blocks=[block]))
+    summary = ingest(layout, homes={"claude": [home]})
+    assert query(layout, "SELECT part_type, is_known_type, raw FROM parts WHERE role = 'assistant'") == [
+        ("hologram", False, '{"type":"hologram","payload":[1,2]}')]
+    assert any("hologram=1" in w for w in summary.results[0].warnings)
+
+
+def test_generated_home_totals(layout, tmp_path):
+    home = tmp_path / "claude"
+    truth = generate_home(home, sessions=9, seed=3)
+    summary = ingest(layout, homes={"claude": [home]})
+    assert all(r.status == "ok" and r.reconciled for r in summary.results)
+    assert query(layout, "SELECT COUNT(*) FILTER (WHERE is_root), COUNT(*) FILTER (WHERE NOT is_root) FROM sessions") == [
+        (truth.sessions, truth.subagents)]
+    assert scalar(layout, "SELECT COUNT(*) FROM messages") == truth.messages
+    assert scalar(layout, "SELECT COUNT(*) FROM messages WHERE role = 'user'") == truth.prompts
+    assert scalar(layout, "SELECT COUNT(*) FROM usage") == truth.requests
+    assert scalar(layout, "SELECT COUNT(*) FROM usage WHERE cost_source = 'unknown'") == truth.unpriced_requests
+    assert Counter(dict(query(layout, "SELECT model, COUNT(*) FROM usage GROUP BY 1"))) == truth.models
+    for bucket, tokens in truth.tokens.items():
+        assert scalar(layout, f"SELECT SUM({bucket}) FROM usage") == tokens, bucket
+    assert scalar(layout, "SELECT SUM(cost_usd) FROM sessions WHERE is_root") == pytest.approx(truth.cost_usd, abs=1e-9)
+    assert dict(query(layout, "SELECT project_path, SUM(cost_usd) FROM sessions WHERE is_root GROUP BY 1")) == {
+        w: pytest.approx(c, abs=1e-9) for w, c in truth.by_workspace.items()}
+    assert Counter(dict(query(layout, "SELECT part_type, COUNT(*) FROM parts GROUP BY 1"))) == truth.parts_by_type
+    assert Counter(dict(query(layout, "SELECT tool_name, COUNT(*) FROM tool_calls GROUP BY 1"))) == truth.tool_calls_by_name
+    assert scalar(layout, "SELECT COUNT(*) FROM tool_calls WHERE is_error") == truth.tool_errors
+    assert scalar(layout, "SELECT COUNT(*) FROM tool_calls WHERE NOT has_result") == 0
+
+
+def test_the_generator_is_seeded(tmp_path):
+    generate_home(tmp_path / "a", sessions=3, seed=5)
+    generate_home(tmp_path / "b", sessions=3, seed=5)
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert {p.relative_to(a): h for p, h in digest(a).items()} == {p.relative_to(b): h for p, h in digest(b).items()}
+
+
+def test_tool_names_map_to_the_shared_categories():
+    from transforms.claude import tools
+    from transforms.contract import TOOL_CATEGORIES
+
+    assert set(tools._CATEGORY.values()) <= set(TOOL_CATEGORIES)
+    assert [tools.tool_category(n) for n in ("Bash", "MultiEdit", "NotebookEdit", "Glob", "WebFetch", "TodoWrite",
+                                             "Agent", "mcp__github__create_issue", "Skill")] == [
+        "shell", "edit", "edit", "search", "fetch", "todo", "agent", "mcp", "other"]
+
+
+def test_odd_values_are_tolerated(layout, tmp_path):
+    home = tmp_path / "claude"
+    other = "66666666-1111-4222-8333-444455556666"
+    odd = response(SID, T0, "m1", {"input_tokens": "12", "output_tokens": 2**70, "cache_read_input_tokens": True},
+                   blocks=[tool_use("toolu_1", "Bash", "not an object")])
+    lines = [user_line(SID, T0, CWD, 42)] + odd + response(SID, T0, "m2", usage(1, 10), blocks=[{"no": "type"}])
+    lines.append(user_line(SID, T0, CWD, [tool_result("toolu_1", "boom", True)], toolUseResult="Error: boom"))
+    del lines[0]["timestamp"]  # a line without a time sorts last, never crashes the ordering
+    write_jsonl(project(home) / f"{SID}.jsonl", lines)
+    write_jsonl(project(home) / f"{other}.jsonl", [{"type": "summary", "summary": "only a title", "leafUuid": "x"}])
+    summary = ingest(layout, homes={"claude": [home]})
+    (result,) = summary.results
+    assert result.status == "ok" and result.reconciled, (result.error, result.reconcile)
+    # no usable count is null, never 0; the bucket total is null when all are
+    assert query(layout, "SELECT input_uncached_tokens, output_tokens, cache_read_tokens, total_tokens, cost_source "
+                         "FROM usage WHERE message_id = 'm1'") == [(None, None, None, None, "unknown")]
+    assert query(layout, "SELECT is_input_valid, input_raw, is_error, exit_code, command FROM tool_calls") == [
+        (False, "not an object", True, None, None)]
+    assert scalar(layout, "SELECT COUNT(*) FROM sessions") == 1  # a file of titles only holds no session
+    assert scalar(layout, "SELECT COUNT(*) FROM parts WHERE NOT is_known_type") == 2  # the number and the typeless block

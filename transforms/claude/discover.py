@@ -1,0 +1,137 @@
+"""Find Claude Code project directories: `<root>/projects/<slug>/`, root = `$CLAUDE_CONFIG_DIR`,
+else `~/.claude` (plus `$XDG_CONFIG_HOME/claude`, where some versions wrote).
+
+One project directory is one source: all its `*.jsonl`, sub-agent transcripts included
+(`<session>/subagents/**/agent-*.jsonl`, older flat `agent-*.jsonl`). A resumed session replays
+its parent's messages in a new file of the same directory, so deduping inside one source is
+enough. The slug is lossy (`/home/dev/my.app` -> `-home-dev-my-app`): the project path is the
+`cwd` the records carry. Only `projects/` is listed: credentials and history beside it are
+never opened.
+"""
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from transforms.projects import project_name
+from transforms.sources import Discovery, Source, probe
+
+PROVIDER = "claude"
+HEAD_BYTES = 64 * 1024  # the first records carry the cwd
+HEAD_FILES = 3  # transcripts looked at for it
+_CWD = re.compile(rb'"cwd"\s*:\s*("(?:[^"\\]|\\.)*")')
+
+
+def user_home(env: Mapping[str, str]) -> Path:
+    return Path(env["HOME"]) if env.get("HOME") else Path.home()
+
+
+def default_roots(env: Mapping[str, str]) -> list[Path]:
+    """Claude Code's own config dir: `$CLAUDE_CONFIG_DIR` replaces `~/.claude` entirely."""
+    explicit = env.get("CLAUDE_CONFIG_DIR")
+    if explicit:
+        return [Path(explicit).expanduser()]
+    home = user_home(env)
+    xdg = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else home / ".config"
+    return [home / ".claude", xdg / "claude"]
+
+
+def transcripts(project_dir: Path, suffix: str = ".jsonl", errors: list | None = None) -> list[Path]:
+    """Every `*.jsonl` under the directory, sorted; symlinked folders are not followed (loops).
+    Folders that cannot be listed go to `errors` when given."""
+    found = []
+    for top, dirs, files in os.walk(project_dir, onerror=errors.append if errors is not None else None):
+        dirs.sort()
+        found += [Path(top) / f for f in files if f.endswith(suffix)]
+    return sorted(found)
+
+
+def cwd_of(project_dir: Path) -> str | None:
+    """The `cwd` of the first records of the top-level transcripts, without parsing them."""
+    try:
+        heads = sorted(p for p in project_dir.glob("*.jsonl") if p.is_file())[:HEAD_FILES]
+    except OSError:
+        return None
+    for path in heads:
+        try:
+            with open(path, "rb") as fh:
+                m = _CWD.search(fh.read(HEAD_BYTES))
+        except OSError:
+            continue
+        if m:
+            try:
+                value = json.loads(m.group(1).decode("utf-8", "replace"))
+            except ValueError:
+                continue
+            if isinstance(value, str) and value:
+                return value
+    return None
+
+
+def project_dir_of(store: Path) -> Path:
+    """A transcript's project directory: the child of a `projects` folder above it, else its folder."""
+    for parent in store.parents:
+        if parent.parent.name == "projects":
+            return parent
+    return store.parent
+
+
+def _source(project_dir: Path, names: Mapping[str, str]) -> Source:
+    resolved = Path(os.path.realpath(project_dir))
+    project_path = cwd_of(resolved) or resolved.name  # the slug when no record has a cwd
+    return Source(provider=PROVIDER, path=str(resolved), project_path=project_path,
+                  project=project_name(project_path, names), identity=str(resolved))
+
+
+def project_dirs(projects: Path) -> list[Path]:
+    """The project directories that hold at least one transcript."""
+    return [d for d in sorted(projects.iterdir()) if d.is_dir() and transcripts(d)]
+
+
+def _stores(stores, found: Discovery) -> list[Path]:
+    """Explicit stores: a config dir, a `projects` folder, a project directory or a transcript."""
+    dirs = []
+    for store in stores:
+        p = Path(store).expanduser()
+        try:
+            if probe(p, "dir"):
+                if (p / "projects").is_dir():
+                    dirs += project_dirs(p / "projects")
+                elif p.name == "projects":
+                    dirs += project_dirs(p)
+                else:
+                    dirs.append(p)
+            elif probe(p) and p.suffix == ".jsonl":
+                dirs.append(project_dir_of(p))
+            else:
+                found.problems.append(f"no Claude Code transcripts at {p}")
+        except OSError as exc:
+            found.problems.append(f"cannot list Claude Code transcripts at {p}: {exc}")
+    return dirs
+
+
+def discover(env: Mapping[str, str], extra_roots=(), extra_stores=(), use_default=True,
+             project_names=None) -> Discovery:
+    found = Discovery()
+    roots = [(r, False) for r in default_roots(env)] if use_default else []
+    roots += [(Path(r).expanduser(), True) for r in extra_roots]
+    dirs: list[Path] = []
+    for root, explicit in roots:
+        projects = root / "projects"
+        try:
+            if projects.is_dir():
+                dirs += project_dirs(projects)
+            elif explicit and not root.exists():
+                found.problems.append(f"no Claude Code home at {root}")
+        except OSError as exc:  # a home we may not read: say so, go on with the others
+            found.problems.append(f"cannot list Claude Code projects in {projects}: {exc}")
+    dirs += _stores(extra_stores, found)
+    seen: set[str] = set()
+    for d in dirs:
+        source = _source(d, project_names or {})
+        if source.identity not in seen:  # the same directory through two roots is one source
+            seen.add(source.identity)
+            found.sources.append(source)
+    return found

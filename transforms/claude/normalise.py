@@ -1,0 +1,318 @@
+"""Claude Code transcript lines (one project directory) -> canonical rows. Pure.
+
+The traps (providers.md §2.3, §7):
+- one streamed response is several lines (one content block each) repeating `usage`: one
+  message and one request per (message.id, requestId), with the largest output count and the
+  first timestamp; a copy in another file (a resumed session's replay, a sidechain copy) is
+  counted once, in the non-sidechain, earliest file;
+- `input_tokens` excludes the cache: reads and 5m/1h writes are their own buckets;
+- sub-agent transcripts are sessions of their own under the calling session, whose cost
+  includes theirs; an Agent/Task result's token totals are never added;
+- `<synthetic>` API-error lines are not billed; advisor iterations are extra requests with
+  their own model; an old line's `costUSD` is the native cost.
+"""
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import PurePosixPath
+
+from transforms.claude.reader import FileRead
+from transforms.claude.tools import join_tool_calls, message_rows, strip_private
+from transforms.findings import Findings
+from transforms.pricing import Buckets, price_buckets
+from transforms.timestamps import from_iso
+from transforms.tools import compact_json
+
+PROVIDER = "claude"
+SYNTHETIC = "<synthetic>"
+TITLE_ORDER = ("custom-title", "ai-title", "summary", "meta")  # the user's own title first
+_LAST = datetime.max.replace(tzinfo=timezone.utc)  # sorts lines without a time last
+# Bedrock `us.anthropic.claude-sonnet-4-5-20250929-v1:0` -> `claude-sonnet-4-5-20250929`
+_BEDROCK = re.compile(r"^(?:[a-z]{2,7}\.)?anthropic\.(claude-.+?)(?:-v\d+(?::\d+)?)?$")
+
+
+@dataclass
+class Context:
+    source_id: str
+    project_path: str
+    run_at: datetime
+
+
+@dataclass(slots=True)
+class Line:
+    rel: str
+    rank: int  # the file's order: earliest first
+    lineno: int
+    rec: dict
+    ts: datetime | None
+    session: str
+    parent: str | None
+    sidechain: bool
+
+    @property
+    def order(self):
+        return (self.ts or _LAST, self.rank, self.lineno)
+
+
+@dataclass
+class Session:
+    session_id: str
+    parent: str | None
+    first: Line
+    last_ts: datetime | None = None
+    titles: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
+    messages: int = 0
+    summary_id: str | None = None
+
+
+def _str(v):
+    return v if isinstance(v, str) else None
+
+
+def _int(v):
+    """A token count that fits the lake's int64 columns, else None (not recorded usably)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63 else None
+
+
+def session_of(rel: str, rec: dict) -> tuple[str, str | None, bool]:
+    """(session, calling session, is sidechain) of one line."""
+    path = PurePosixPath(rel)
+    sid, agent = _str(rec.get("sessionId")), _str(rec.get("agentId"))
+    if path.name.startswith("agent-"):  # a sub-agent's own transcript, nested or flat (older)
+        parent = sid or (path.parts[0] if len(path.parts) > 1 else None)
+        return f"agent-{agent or path.stem[len('agent-'):]}", parent, True
+    sid = sid or path.stem
+    if rec.get("isSidechain") is True:  # sidechain lines inside the parent's own file
+        return (f"agent-{agent}", sid, True) if agent else (sid, None, True)
+    return sid, None, False
+
+
+def to_lines(files: list[FileRead]) -> list[Line]:
+    """Every record as a Line, files ranked by (first time, last time, path): the original
+    transcript comes before a resumed copy that replays it."""
+    per_file = []
+    for f in files:
+        lines = [Line(f.rel, 0, n, rec, from_iso(rec.get("timestamp")), *session_of(f.rel, rec))
+                 for n, rec in f.records]
+        times = [ln.ts for ln in lines if ln.ts]
+        per_file.append(((min(times, default=_LAST), max(times, default=_LAST), f.rel), lines))
+    out = []
+    for rank, (_, lines) in enumerate(sorted(per_file, key=lambda p: p[0])):
+        for line in lines:
+            line.rank = rank
+            out.append(line)
+    return out
+
+
+def is_message(line: Line) -> bool:
+    return line.rec.get("type") in ("user", "assistant") and isinstance(line.rec.get("message"), dict)
+
+
+def response_key(line: Line):
+    """(message.id, requestId) of an assistant line; None for user lines and id-less responses."""
+    mid = _str(line.rec["message"].get("id")) if line.rec["type"] == "assistant" else None
+    return (mid, _str(line.rec.get("requestId"))) if mid else None
+
+
+def dedupe(lines: list[Line], findings: Findings) -> list[Line]:
+    """Message lines counted once: a response belongs to its non-sidechain, earliest copy's
+    file; a line whose uuid was already kept is a replay."""
+    messages = [ln for ln in lines if is_message(ln)]
+    owner: dict = {}
+    for ln in sorted(messages, key=lambda ln: (ln.sidechain, ln.rank, ln.ts or _LAST, ln.lineno)):
+        owner.setdefault(response_key(ln), ln.rel)
+    kept, seen, replays = [], set(), 0
+    for ln in messages:
+        key, uuid = response_key(ln), _str(ln.rec.get("uuid"))
+        if (key and owner[key] != ln.rel) or (uuid and uuid in seen):
+            replays += 1
+            continue
+        seen.add(uuid)
+        kept.append(ln)
+    if replays:
+        findings.notes.append(f"{replays} replayed lines (resumed sessions, sidechain copies) counted once")
+    return kept
+
+
+def lineage(ctx: Context, line: Line) -> dict:
+    return {"provider": PROVIDER, "source_id": ctx.source_id, "project_path": ctx.project_path,
+            "source_table": line.rel, "source_rowid": line.lineno}
+
+
+def build_messages(kept: list[Line], ctx: Context, findings: Findings):
+    """Messages (a streamed response reassembled from its lines) and their parts."""
+    groups: dict[tuple, list[Line]] = {}
+    for ln in kept:
+        groups.setdefault((ln.session, response_key(ln) or (ln.rel, ln.lineno)), []).append(ln)
+    unknown: set[str] = set()
+    messages, parts, index = [], [], Counter()
+    for group in sorted(groups.values(), key=lambda g: g[0].order):
+        message, message_parts = message_rows(group, lambda ln: lineage(ctx, ln), findings, unknown)
+        message["message_index"] = index[message["session_id"]]
+        index[message["session_id"]] += 1
+        messages.append(message)
+        parts += message_parts
+    if unknown:
+        findings.unknown_columns["messages"] = sorted(unknown)
+    return messages, parts
+
+
+def price_model(model: str) -> str:
+    """The price table's id for a Bedrock (`us.anthropic.claude-...-v1:0`, an ARN) or Vertex
+    (`claude-...@20250929`) model id."""
+    bare = model.rsplit("/", 1)[-1]
+    m = _BEDROCK.match(bare)
+    return (m.group(1) if m else bare).replace("@", "-")
+
+
+def llm_provider(model: str | None) -> str | None:
+    """Claude models are Anthropic's; another model behind Claude Code names its own provider."""
+    return "anthropic" if model and "claude" in model.lower() else None
+
+
+def buckets(u: dict) -> Buckets:
+    """Disjoint buckets: `input_tokens` is uncached input; the cache write is split by TTL
+    where `cache_creation` says so, else all of it is a 5-minute write."""
+    write = _int(u.get("cache_creation_input_tokens"))
+    split = u.get("cache_creation") if isinstance(u.get("cache_creation"), dict) else {}
+    write_1h = _int(split.get("ephemeral_1h_input_tokens"))
+    write_5m = _int(split.get("ephemeral_5m_input_tokens")) if write is None else max(write - (write_1h or 0), 0)
+    return Buckets(_int(u.get("input_tokens")), _int(u.get("cache_read_input_tokens")), write_5m, write_1h,
+                   _int(u.get("output_tokens")))
+
+
+def _request(base: dict, model: str | None, u: dict, native) -> dict:
+    b = buckets(u)
+    if isinstance(native, (int, float)) and not isinstance(native, bool):
+        cost, source, note = float(native), "native", "costUSD recorded by Claude Code"
+    else:
+        priced_as = price_model(model) if model else None
+        context = {"speed": "fast"} if u.get("speed") == "fast" else None
+        priced = price_buckets(b, priced_as, llm_provider(priced_as), base["requested_at"], context)
+        cost, source = priced.cost_usd, priced.cost_source
+        note = priced.note if priced_as == model else f"{priced.note} (id {model} priced as {priced_as})"
+    return {**base, "model": model, "llm_provider": llm_provider(model), **b.columns(),
+            "cost_usd": cost, "cost_source": source, "pricing_note": note}
+
+
+def usage_rows(kept: list[Line], ctx: Context, findings: Findings) -> list[dict]:
+    """One row per billed request: per response key, the line with the largest output count
+    (later lines carry the final count), dated by its first line; plus advisor iterations."""
+    groups: dict = {}
+    for ln in kept:
+        if isinstance(ln.rec["message"].get("usage"), dict):
+            groups.setdefault(response_key(ln) or (ln.rel, ln.lineno), []).append(ln)
+    rows, synthetic = [], 0
+    for group in groups.values():
+        best = max(group, key=lambda ln: (_int(ln.rec["message"]["usage"].get("output_tokens")) or -1, ln.lineno))
+        msg, u = best.rec["message"], best.rec["message"]["usage"]
+        model = _str(msg.get("model"))
+        if model == SYNTHETIC or best.rec.get("isApiErrorMessage") is True:
+            synthetic += 1
+            continue
+        base = {**lineage(ctx, best), "session_id": best.session, "message_id": _str(msg.get("id")),
+                "request_id": _str(best.rec.get("requestId")), "is_sidechain": best.sidechain,
+                "requested_at": min(group, key=lambda ln: ln.order).ts}
+        rows.append(_request(base, model, u, best.rec.get("costUSD")))
+        for it in u.get("iterations") if isinstance(u.get("iterations"), list) else ():
+            if isinstance(it, dict) and it.get("type") == "advisor_message":
+                rows.append(_request(base, _str(it.get("model")), it, None))
+    if synthetic:
+        findings.notes.append(f"{synthetic} {SYNTHETIC} API-error responses not billed")
+    return rows
+
+
+def build_sessions(lines: list[Line], kept: list[Line], messages: list[dict], metas: dict) -> dict[str, Session]:
+    """Sessions that hold messages, with their times, titles and sub-agent metadata."""
+    sessions: dict[str, Session] = {}
+    for ln in kept:
+        s = sessions.setdefault(ln.session, Session(ln.session, ln.parent, ln))
+        s.parent = s.parent or ln.parent
+        s.last_ts = max(filter(None, (s.last_ts, ln.ts)), default=None)
+        s.first = min(s.first, ln, key=lambda x: x.order)
+        s.extra.update({k: ln.rec[k] for k in ("version", "gitBranch") if isinstance(ln.rec.get(k), str)})
+    titles = {"custom-title": "customTitle", "ai-title": "aiTitle", "summary": "summary"}
+    for ln in lines:  # titles have line types of their own
+        kind = ln.rec.get("type")
+        if kind in titles and ln.session in sessions and isinstance(ln.rec.get(titles[kind]), str):
+            sessions[ln.session].titles[kind] = ln.rec[titles[kind]]
+    for m in messages:
+        s = sessions[m["session_id"]]
+        s.messages += 1
+        s.summary_id = m["message_id"] if m["is_summary"] else s.summary_id
+    for sid, meta in metas.items():  # `agent-<id>.meta.json`: agentType, description, toolUseId
+        if sid in sessions:
+            sessions[sid].extra.update(meta)
+            if isinstance(meta.get("description"), str):
+                sessions[sid].titles["meta"] = meta["description"]
+    return sessions
+
+
+def root_of(sid: str, sessions: dict[str, Session]) -> str:
+    seen = {sid}
+    while sessions[sid].parent in sessions and sessions[sid].parent not in seen:
+        sid = sessions[sid].parent
+        seen.add(sid)
+    return sid
+
+
+def cost_of(requests: list[dict]) -> tuple[float | None, str]:
+    priced = [r["cost_usd"] for r in requests if r["cost_source"] != "unknown"]
+    if not priced:
+        return None, "unknown"
+    if len(priced) < len(requests):
+        return round(sum(priced), 9), "partial"
+    native = all(r["cost_source"] == "native" for r in requests)
+    return round(sum(priced), 9), "native" if native else "estimated"
+
+
+def session_rows(sessions: dict[str, Session], usage: list[dict], ctx: Context, findings: Findings) -> list[dict]:
+    for parent in sorted({s.parent for s in sessions.values() if s.parent and s.parent not in sessions}):
+        child = min((s for s in sessions.values() if s.parent == parent), key=lambda s: s.first.order)
+        sessions[parent] = Session(parent, None, child.first, child.last_ts)  # a root to hold their cost
+        findings.notes.append(f"session {parent}: only its sub-agents' transcripts exist; a root row holds them")
+    own: dict[str, list] = {sid: [] for sid in sessions}
+    tree: dict[str, list] = {sid: [] for sid in sessions}
+    for r in usage:
+        own[r["session_id"]].append(r)
+        tree[root_of(r["session_id"], sessions)].append(r)
+    rows = []
+    for sid, s in sessions.items():
+        is_root = s.parent is None
+        cost, cost_source = cost_of(tree[sid] if is_root else own[sid])
+        mine = sorted(own[sid], key=lambda r: r["requested_at"] or _LAST)
+        last = next((r for r in reversed(mine) if r["cost_source"] != "unknown"), mine[-1] if mine else {})
+        totals = [r["total_tokens"] for r in mine if r["total_tokens"] is not None]
+        rows.append({
+            **lineage(ctx, s.first), "session_id": sid, "parent_session_id": s.parent,
+            "root_session_id": root_of(sid, sessions), "is_root": is_root,
+            "title": next((s.titles[k] for k in TITLE_ORDER if k in s.titles), None),
+            "created_at": s.first.ts, "updated_at": s.last_ts, "cost_usd": cost, "cost_source": cost_source,
+            "cost_includes_subagents": True, "model": last.get("model"), "llm_provider": last.get("llm_provider"),
+            "total_tokens": sum(totals) if totals else None, "message_count": s.messages,
+            "summary_message_id": s.summary_id, "extra_columns": compact_json(s.extra) if s.extra else None,
+        })
+    return rows
+
+
+def normalise(files: list[FileRead], metas: dict, ctx: Context) -> tuple[dict[str, list[dict]], Findings, list]:
+    """Rows for every canonical table, the findings, and the message lines kept (to count)."""
+    findings = Findings()
+    lines = to_lines(files)
+    skipped = Counter(str(ln.rec.get("type")) for ln in lines if not is_message(ln))
+    if skipped:
+        kinds = ", ".join(f"{k}={n}" for k, n in sorted(skipped.items()))
+        findings.notes.append(f"non-message lines not stored as messages: {kinds}")
+    kept = dedupe(lines, findings)
+    messages, parts = build_messages(kept, ctx, findings)
+    tool_calls = join_tool_calls(parts)
+    strip_private(parts)
+    usage = usage_rows(kept, ctx, findings)
+    sessions = build_sessions(lines, kept, messages, metas)
+    rows = {"sessions": session_rows(sessions, usage, ctx, findings), "messages": messages, "parts": parts,
+            "tool_calls": tool_calls, "usage": usage}
+    return rows, findings, kept
+

@@ -1,0 +1,160 @@
+"""Incremental reading of Claude Code transcripts, which are append-only JSONL files.
+
+For each file the cache keeps the byte offset just past the last COMPLETE line and the records
+parsed up to there, so the next run reads only the bytes appended since. The cache is trusted
+only while the file is visibly the same one grown longer: same inode, not shorter than the
+offset, and the same bytes at its head and just before the offset. Otherwise it is read again
+from 0. A last line without its newline may still be being written: it is never consumed (the
+offset stops before it), but it is returned for this run, parsed or as a bad line.
+"""
+
+import hashlib
+import os
+import pickle
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from transforms import jsontext
+
+CACHE_VERSION = 1
+HEAD_BYTES = 4096  # the head that must not change for an append-only file
+TAIL_BYTES = 4096  # and the bytes just before the offset
+
+
+@dataclass
+class FileRead:
+    """One file's lines: parsed records and bad lines, both with their 1-based line number."""
+
+    rel: str  # path relative to the project directory
+    records: list[tuple[int, dict]] = field(default_factory=list)
+    bad: list[tuple[int, str, str]] = field(default_factory=list)  # (line, raw text, why)
+    read_from: int = 0  # byte offset this run started reading at (0: a full read)
+    offset: int = 0  # byte offset past the last complete line
+    from_cache_only: bool = False  # the file is gone: its records come from the cache
+
+
+@dataclass
+class _Cached:
+    version: int
+    rel: str
+    inode: tuple[int, int]
+    offset: int
+    lines: int  # line number of the last consumed line
+    head_sha: str
+    tail_sha: str
+    records: list
+    bad: list
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _cache_file(cache_dir: Path, rel: str) -> Path:
+    return cache_dir / "files" / f"{_sha(rel.encode())[:24]}.pkl"
+
+
+def _load(path: Path) -> _Cached | None:
+    try:
+        with open(path, "rb") as fh:
+            cached = pickle.load(fh)
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError, TypeError):
+        return None  # no cache, or one from another version: read from 0
+    return cached if isinstance(cached, _Cached) and cached.version == CACHE_VERSION else None
+
+
+def _save(path: Path, cached: _Cached) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    with open(tmp, "wb") as fh:
+        pickle.dump(cached, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp, path)  # a crash leaves the old cache or the new one, never half of one
+
+
+def _still_valid(cached: _Cached | None, fd: int, st: os.stat_result) -> bool:
+    if cached is None or cached.inode != (st.st_dev, st.st_ino) or st.st_size < cached.offset:
+        return False
+    head = os.pread(fd, min(HEAD_BYTES, cached.offset), 0)
+    tail_at = max(0, cached.offset - TAIL_BYTES)
+    tail = os.pread(fd, cached.offset - tail_at, tail_at)
+    return _sha(head) == cached.head_sha and _sha(tail) == cached.tail_sha
+
+
+def parse_line(raw: bytes) -> tuple[dict | None, str | None]:
+    """A record, or None and why not."""
+    text = raw.decode("utf-8", "replace").rstrip("\r\n")
+    try:
+        value = jsontext.loads(text)
+    except (ValueError, RecursionError) as exc:
+        return None, f"not valid JSON: {exc}"[:300]
+    if not isinstance(value, dict):
+        return None, f"not a JSON object: {type(value).__name__}"
+    return value, None
+
+
+def _add(out: FileRead, lineno: int, raw: bytes) -> None:
+    if not raw.strip():
+        return
+    record, error = parse_line(raw)
+    if record is not None:
+        out.records.append((lineno, record))
+    else:
+        out.bad.append((lineno, raw.decode("utf-8", "replace").rstrip("\r\n"), error))
+
+
+def _store(cache_path: Path, fd: int, st: os.stat_result, rel: str, offset: int, lineno: int,
+           out: FileRead) -> None:
+    head = os.pread(fd, min(HEAD_BYTES, offset), 0)
+    tail_at = max(0, offset - TAIL_BYTES)
+    entry = _Cached(CACHE_VERSION, rel, (st.st_dev, st.st_ino), offset, lineno, _sha(head),
+                    _sha(os.pread(fd, offset - tail_at, tail_at)), list(out.records), list(out.bad))
+    try:
+        _save(cache_path, entry)
+    except OSError:
+        pass  # no cache this time: the next run reads the file whole again
+
+
+def read_jsonl(path: Path, rel: str, cache_dir: Path | None) -> FileRead:
+    """Every line of one transcript, reading only what was appended since the cached offset."""
+    cache_path = _cache_file(cache_dir, rel) if cache_dir else None
+    with open(path, "rb") as fh:
+        fd = fh.fileno()
+        st = os.fstat(fd)
+        cached = _load(cache_path) if cache_path else None
+        if not _still_valid(cached, fd, st):
+            cached = None
+        out = FileRead(rel, list(cached.records) if cached else [], list(cached.bad) if cached else [])
+        out.read_from = offset = cached.offset if cached else 0
+        lineno = cached.lines if cached else 0
+        fh.seek(offset)
+        partial = None
+        for raw in fh:
+            if not raw.endswith(b"\n"):
+                partial = raw  # still being written, or cut short by a crash: not consumed
+                break
+            lineno += 1
+            offset += len(raw)
+            _add(out, lineno, raw)
+        out.offset = offset
+        if cache_path and (cached is None or offset != cached.offset):
+            _store(cache_path, fd, st, rel, offset, lineno, out)
+    if partial is not None and partial.strip():  # this run sees it; the cache does not keep it
+        record, _ = parse_line(partial)
+        if record is not None:
+            out.records.append((lineno + 1, record))
+        else:
+            out.bad.append((lineno + 1, partial.decode("utf-8", "replace"), "incomplete last line (no newline yet)"))
+    return out
+
+
+def cached_files(cache_dir: Path | None) -> list[FileRead]:
+    """Every file the cache knows, as last read (for transcripts Claude Code has since deleted)."""
+    if cache_dir is None or not (cache_dir / "files").is_dir():
+        return []
+    out = []
+    for path in sorted((cache_dir / "files").glob("*.pkl")):
+        cached = _load(path)
+        if cached is not None:
+            out.append(FileRead(cached.rel, list(cached.records), list(cached.bad), cached.offset,
+                                cached.offset, from_cache_only=True))
+    return out
