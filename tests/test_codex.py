@@ -1,0 +1,393 @@
+"""Codex CLI: real rollout files in tmp homes, through the lake, read back by DuckDB."""
+
+import hashlib
+import json
+import os
+import threading
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from genai_prices import Usage, calc_price
+
+from tests.conftest import ingest, query, scalar
+from transforms.codex.discover import discover
+from transforms.codex.synth import RolloutBuilder, generate_home, spawn_source, tokens
+from transforms.codex.usage import buckets
+from transforms.pricing import Buckets, price_buckets
+
+SID = "01958a2b-7c3d-7e4f-8a9b-0c1d2e3f4a5b"
+T = datetime(2026, 3, 2, 8, 15, tzinfo=timezone.utc)
+
+# providers.md §3.4, verbatim
+FIXTURE = r"""
+{"timestamp":"2026-03-02T08:15:00.120Z","type":"session_meta","payload":{"id":"01958a2b-7c3d-7e4f-8a9b-0c1d2e3f4a5b","timestamp":"2026-03-02T08:15:00.100Z","cwd":"/home/dev/shop","originator":"codex_cli_rs","cli_version":"0.120.0","instructions":null,"source":"cli","model_provider":"openai","git":{"commit_hash":"3f2a9e1","branch":"main"}}}
+{"timestamp":"2026-03-02T08:15:02.000Z","type":"turn_context","payload":{"cwd":"/home/dev/shop","approval_policy":"on-request","sandbox_policy":{"type":"workspace-write","network_access":false},"model":"gpt-5.3-codex","effort":"medium","summary":"auto"}}
+{"timestamp":"2026-03-02T08:15:02.010Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"<environment_context>\n  <cwd>/home/dev/shop</cwd>\n</environment_context>"}]}}
+{"timestamp":"2026-03-02T08:15:02.011Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"Fix the failing login test"}]}}
+{"timestamp":"2026-03-02T08:15:02.012Z","type":"event_msg","payload":{"type":"user_message","message":"Fix the failing login test","images":[]}}
+{"timestamp":"2026-03-02T08:15:02.500Z","type":"event_msg","payload":{"type":"token_count","info":null,"rate_limits":{"primary":{"used_percent":4.0,"window_minutes":300,"resets_at":1772450000},"secondary":null}}}
+{"timestamp":"2026-03-02T08:15:06.300Z","type":"response_item","payload":{"type":"reasoning","summary":[{"type":"summary_text","text":"**Running the login test**"}],"content":null,"encrypted_content":"gAAAAB…"}}
+{"timestamp":"2026-03-02T08:15:06.310Z","type":"response_item","payload":{"type":"function_call","name":"exec_command","arguments":"{\"cmd\":\"npm test -- login\",\"workdir\":\"/home/dev/shop\"}","call_id":"call_Xy12"}}
+{"timestamp":"2026-03-02T08:15:06.400Z","type":"event_msg","payload":{"type":"token_count","info":{"total_token_usage":{"input_tokens":9000,"cached_input_tokens":6000,"output_tokens":300,"reasoning_output_tokens":200,"total_tokens":9300},"last_token_usage":{"input_tokens":9000,"cached_input_tokens":6000,"output_tokens":300,"reasoning_output_tokens":200,"total_tokens":9300},"model_context_window":272000},"rate_limits":null}}
+{"timestamp":"2026-03-02T08:15:06.450Z","type":"event_msg","payload":{"type":"token_count","info":{"total_token_usage":{"input_tokens":9000,"cached_input_tokens":6000,"output_tokens":300,"reasoning_output_tokens":200,"total_tokens":9300},"last_token_usage":{"input_tokens":9000,"cached_input_tokens":6000,"output_tokens":300,"reasoning_output_tokens":200,"total_tokens":9300},"model_context_window":272000},"rate_limits":{"primary":{"used_percent":4.5,"window_minutes":300,"resets_at":1772450000},"secondary":null}}}
+{"timestamp":"2026-03-02T08:15:09.900Z","type":"response_item","payload":{"type":"function_call_output","call_id":"call_Xy12","output":"Process exited with code 1\nWall time: 3.2 seconds\nOutput:\nFAIL src/login.test.ts"}}
+{"timestamp":"2026-03-02T08:15:14.000Z","type":"response_item","payload":{"type":"custom_tool_call","status":"completed","call_id":"call_Pa34","name":"apply_patch","input":"*** Begin Patch\n*** Update File: src/auth.ts\n@@\n-  return 401\n+  return 200\n*** End Patch"}}
+{"timestamp":"2026-03-02T08:15:14.200Z","type":"response_item","payload":{"type":"custom_tool_call_output","call_id":"call_Pa34","output":"Success. Updated the following files:\nM src/auth.ts"}}
+{"timestamp":"2026-03-02T08:15:16.000Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Fixed: the handler returned 401."}]}}
+{"timestamp":"2026-03-02T08:15:16.010Z","type":"event_msg","payload":{"type":"agent_message","message":"Fixed: the handler returned 401."}}
+{"timestamp":"2026-03-02T08:15:16.100Z","type":"event_msg","payload":{"type":"token_count","info":{"total_token_usage":{"input_tokens":19500,"cached_input_tokens":15000,"output_tokens":420,"reasoning_output_tokens":250,"total_tokens":19920},"last_token_usage":{"input_tokens":10500,"cached_input_tokens":9000,"output_tokens":120,"reasoning_output_tokens":50,"total_tokens":10620},"model_context_window":272000},"rate_limits":null}}
+{"timestamp":"2026-03-02T09:40:00.000Z","type":"compacted","payload":{"message":"Summary of the conversation so far…"}}
+{"timestamp":"2026-03-02T09:40:00.010Z","type":"event_msg","payload":{"type":"context_compacted"}}
+""".strip()
+
+PROMPTS = "SELECT COUNT(*) FROM parts WHERE part_type = 'text' AND role = 'user'"
+
+
+def write_fixture(home: Path, text: str = FIXTURE, name=f"rollout-2026-03-02T09-15-00-{SID}.jsonl") -> Path:
+    folder = home / "sessions" / "2026" / "03" / "02"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(text + "\n")
+    return folder / name
+
+
+def digests(root: Path) -> dict:
+    return {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def builder(sid=SID, **kw) -> RolloutBuilder:
+    kw.setdefault("start", T)
+    return RolloutBuilder(sid, **kw)
+
+
+def test_the_documented_fixture(layout, tmp_path):
+    home = tmp_path / "codex"
+    write_fixture(home)
+    before = digests(home)
+    summary = ingest(layout, homes={"codex": [home]})
+    (result,) = summary.results
+    assert result.status == "ok" and result.reconciled, (result.error, result.reconcile)
+    # two responses: the 08:15:06.450 event repeats the 06.400 totals
+    rows = query(layout, "SELECT requested_at, input_uncached_tokens, cache_read_tokens, cache_write_5m_tokens, "
+                         "output_tokens, reasoning_tokens, total_tokens, model FROM usage ORDER BY requested_at")
+    assert [(r[0].time().isoformat(), *r[1:]) for r in rows] == [
+        ("08:15:06.400000", 9000 - 6000, 6000, None, 300, 200, 9300, "gpt-5.3-codex"),
+        ("08:15:16.100000", 10500 - 9000, 9000, None, 120, 50, 10620, "gpt-5.3-codex")]
+    # session input 19 500 = uncached 4 500 + cached 15 000; output 420, of which reasoning 250
+    assert query(layout, "SELECT SUM(input_uncached_tokens), SUM(cache_read_tokens), SUM(output_tokens), "
+                         "SUM(reasoning_tokens), SUM(total_tokens) FROM usage") == [(4500, 15000, 420, 250, 19920)]
+    per_request = [price_buckets(Buckets(3000, 6000, None, None, 300, 200), "gpt-5.3-codex", "openai",
+                                 T.replace(second=6, microsecond=400_000)).cost_usd,
+                   price_buckets(Buckets(1500, 9000, None, None, 120, 50), "gpt-5.3-codex", "openai",
+                                 T.replace(second=16, microsecond=100_000)).cost_usd]
+    rates = calc_price(Usage(input_tokens=1), "gpt-5.3-codex", provider_id="openai",
+                       genai_request_timestamp=T).model_price
+    by_hand = (4500 * rates.input_mtok + 15000 * rates.cache_read_mtok + 420 * rates.output_mtok) / Decimal(10**6)
+    (session,) = query(layout, "SELECT cost_usd, cost_source, model, llm_provider, total_tokens, created_at, "
+                               "is_root, title FROM sessions")
+    assert session[0] == pytest.approx(sum(per_request), abs=1e-9) == pytest.approx(float(by_hand), abs=1e-9)
+    assert session[1:] == ("estimated", "gpt-5.3-codex", "openai", 19920,
+                           datetime(2026, 3, 2, 8, 15, 0, 100_000), True, None)
+    assert scalar(layout, PROMPTS) == 1  # the <environment_context> message is not a prompt
+    assert scalar(layout, "SELECT COUNT(*) FROM parts WHERE part_type = 'injected_context'") == 1
+    calls = query(layout, "SELECT tool_name, tool_category, command, file_path, exit_code, is_error, has_result "
+                          "FROM tool_calls ORDER BY called_at")
+    assert calls == [("exec_command", "shell", "npm test -- login", None, 1, None, True),
+                     ("apply_patch", "edit", None, "src/auth.ts", None, None, True)]
+    # messages: 2 user, the reasoning+call response, 2 tool outputs, the patch call, the answer,
+    # the compaction summary; the event_msg mirrors add none
+    assert query(layout, "SELECT role, COUNT(*), COUNT(*) FILTER (WHERE is_summary) FROM messages "
+                         "GROUP BY 1 ORDER BY 1") == [("assistant", 4, 1), ("tool", 2, 0), ("user", 2, 0)]
+    assert scalar(layout, "SELECT COUNT(*) FROM usage WHERE message_id IS NULL") == 0
+    assert digests(home) == before
+
+
+def test_totals_that_drop_re_baseline(layout, tmp_path):
+    b = builder()
+    b.turn("gpt-5.3-codex")
+    b.prompt("go")
+    b.tokens(5000, 1000, 100)
+    b.total = dict(tokens(0, 0, 0))  # Codex reset its totals (a resumed session)
+    b.tokens(3000, 0, 50)
+    b.tokens(2000, 500, 20)
+    b.write(tmp_path / "codex")
+    ingest(layout, homes={"codex": [tmp_path / "codex"]})
+    rows = query(layout, "SELECT input_uncached_tokens, cache_read_tokens, output_tokens, pricing_note "
+                         "FROM usage ORDER BY requested_at")
+    # after the drop, the event counts its own last_token_usage, then deltas go on from there
+    assert [r[:3] for r in rows] == [(4000, 1000, 100), (3000, 0, 50), (1500, 500, 20)]
+    assert "re-baselined" in rows[1][3] and "re-baselined" not in rows[2][3]
+
+
+def test_cached_input_and_reasoning_are_not_added_again(layout, tmp_path):
+    b = builder()
+    b.turn("gpt-5.3-codex")
+    b.tokens(10_000, 7_000, 900, reasoning=600, cache_write=1_000)
+    b.write(tmp_path / "codex")
+    ingest(layout, homes={"codex": [tmp_path / "codex"]})
+    assert query(layout, "SELECT input_uncached_tokens, cache_read_tokens, cache_write_5m_tokens, "
+                         "cache_write_1h_tokens, output_tokens, reasoning_tokens, total_tokens FROM usage") == [
+        (10_000 - 7_000 - 1_000, 7_000, 1_000, None, 900, 600, 10_000 + 900)]
+
+
+def test_a_fork_drops_its_parents_replayed_history(layout, tmp_path):
+    home = tmp_path / "codex"
+    parent = builder("11111111-1111-4111-8111-111111111111")
+    parent.turn("gpt-5.3-codex")
+    parent.prompt("first question")
+    parent.say("first answer")
+    parent.tokens(8000, 0, 200)
+    fork = builder("22222222-2222-4222-8222-222222222222", start=parent.now + timedelta(minutes=5),
+                   forked_from=parent.sid)
+    # the fork's own prompt comes within the replay's second: only the parent's lines tell them apart
+    fork.replay(parent, gap=timedelta(0))
+    fork.prompt("second question")
+    fork.say("second answer")
+    fork.tokens(9000, 8000, 100)
+    parent.prompt("the parent goes on")  # after the fork: never in the fork's copy
+    parent.tokens(9500, 8000, 50)
+    parent.write(home)
+    fork.write(home)
+    summary = ingest(layout, homes={"codex": [home]})
+    # the fork's own request only: its totals go on from the parent's
+    assert query(layout, "SELECT session_id, input_uncached_tokens, cache_read_tokens, output_tokens FROM usage "
+                         "ORDER BY session_id, requested_at") == [
+        (parent.sid, 8000, 0, 200), (parent.sid, 1500, 8000, 50), (fork.sid, 1000, 8000, 100)]
+    assert query(layout, "SELECT text FROM parts WHERE part_type = 'text' AND role = 'user' AND session_id = ?",
+                 fork.sid) == [("second question",)]
+    assert any("matched the parent's rollout" in w for r in summary.results for w in r.warnings)
+    rows = query(layout, "SELECT session_id, is_root, forked_from_session_id, inherited_cost_usd, cost_usd "
+                         "FROM sessions ORDER BY created_at")
+    first, then = (price_buckets(buckets(delta), model, "openai", at).cost_usd for delta, model, at in parent.requests)
+    assert rows[0] == (parent.sid, True, None, None, pytest.approx(first + then))
+    assert rows[1][:4] == (fork.sid, True, parent.sid, pytest.approx(first))  # the cost at the fork
+    assert scalar(layout, "SELECT COUNT(DISTINCT source_id) FROM sessions") == 2
+
+
+def test_a_fork_whose_parent_is_gone_drops_the_first_second_burst(layout, tmp_path):
+    parent = builder("11111111-1111-4111-8111-111111111111")
+    parent.turn("gpt-5.3-codex")
+    parent.prompt("first question")
+    parent.tokens(8000, 0, 200)
+    fork = builder("22222222-2222-4222-8222-222222222222", start=parent.now, forked_from=parent.sid)
+    fork.replay(parent)  # the parent's rollout itself is never written
+    fork.prompt("second question")
+    fork.tokens(9000, 8000, 100)
+    fork.write(tmp_path / "codex")
+    summary = ingest(layout, homes={"codex": [tmp_path / "codex"]})
+    assert query(layout, "SELECT input_uncached_tokens, cache_read_tokens FROM usage") == [(1000, 8000)]
+    assert scalar(layout, "SELECT string_agg(text, '|') FROM parts WHERE role = 'user'") == "second question"
+    assert any("first second" in w for w in summary.results[0].warnings)
+
+
+def test_a_spawned_sub_agent_is_rolled_into_its_roots_cost(layout, tmp_path):
+    home = tmp_path / "codex"
+    root = builder()
+    root.turn("gpt-5.3-codex")
+    root.prompt("split the work")
+    root.call("spawn_agent", {"message": "lint"}, "call_spawn")
+    root.tokens(6000, 0, 300)
+    child = builder("33333333-3333-4333-8333-333333333333", start=root.now, source=spawn_source(SID))
+    child.replay(root)
+    child.turn("gpt-5.1-codex-mini")
+    child.prompt("lint")
+    child.tokens(4000, 0, 80)
+    root.output("call_spawn", '{"agent_id": "33333333-3333-4333-8333-333333333333"}')
+    root.tokens(7000, 6000, 50)
+    root.write(home)
+    child.write(home)
+    ingest(layout, homes={"codex": [home]})
+
+    def cost(delta, model, at):
+        return price_buckets(buckets(delta), model, "openai", at).cost_usd
+
+    own = {b.sid: sum(cost(*r) for r in b.requests) for b in (root, child)}
+    rows = query(layout, "SELECT session_id, is_root, parent_session_id, root_session_id, cost_usd, "
+                         "cost_includes_subagents FROM sessions ORDER BY is_root")
+    assert rows == [(child.sid, False, SID, SID, pytest.approx(own[child.sid]), False),
+                    (SID, True, None, SID, pytest.approx(own[SID] + own[child.sid]), True)]
+    assert query(layout, "SELECT session_id, is_sidechain, model, input_uncached_tokens FROM usage "
+                         "ORDER BY is_sidechain, requested_at") == [(SID, False, "gpt-5.3-codex", 6000),
+                                                                    (SID, False, "gpt-5.3-codex", 1000),
+                                                                    (child.sid, True, "gpt-5.1-codex-mini", 4000)]
+    assert scalar(layout, "SELECT COUNT(DISTINCT source_id) FROM sessions") == 1
+    assert query(layout, "SELECT tool_category FROM tool_calls") == [("agent",)]
+
+
+def test_a_sub_agent_whose_parent_is_gone_is_kept_as_a_root(layout, tmp_path):
+    child = builder("33333333-3333-4333-8333-333333333333", source=spawn_source(SID))
+    child.turn("gpt-5.3-codex")
+    child.prompt("lint")
+    child.tokens(4000, 0, 80)
+    child.write(tmp_path / "codex")
+    summary = ingest(layout, homes={"codex": [tmp_path / "codex"]})
+    assert query(layout, "SELECT is_root, parent_session_id, root_session_id, cost_source FROM sessions") == [
+        (True, None, child.sid, "estimated")]
+    assert any("whose rollout was not found: kept as a root" in w for w in summary.results[0].warnings)
+
+
+def test_an_archived_copy_is_counted_once_and_the_active_copy_wins(layout, tmp_path):
+    home = tmp_path / "codex"
+    (home / "archived_sessions").mkdir(parents=True)
+    archived = write_fixture(home).rename(home / "archived_sessions" / f"rollout-2026-03-02T09-15-00-{SID}.jsonl")
+    active = write_fixture(home, FIXTURE.replace("Fix the failing login test", "Fix the login test"))
+    (source,) = discover(env={"CODEX_HOME": str(home)}).sources
+    assert source.path == str(active) and source.members == (str(active),)
+    ingest(layout, homes={"codex": [home]})
+    assert query(layout, "SELECT COUNT(*), SUM(total_tokens) FROM sessions") == [(1, 19920)]
+    assert scalar(layout, "SELECT string_agg(text, '|') FROM parts WHERE part_type = 'text' AND role = 'user'") == \
+        "Fix the login test"
+    assert archived.exists()
+
+
+def test_model_from_turn_context_and_times_from_the_lines(layout, tmp_path):
+    # created just before midnight UTC; Codex names the folder and file in local time (the next day)
+    b = builder(start=datetime(2026, 3, 2, 23, 59, 58, tzinfo=timezone.utc),
+                dynamic_tools=[{"name": "lookup", "model": "gpt-4o"}], git={"model": "o3"})
+    b.turn("gpt-5.3-codex")
+    b.tokens(1000, 0, 10)
+    b.turn("gpt-5.1-codex-mini")
+    b.tokens(1000, 0, 10)
+    path = b.write(tmp_path / "codex", local_day="2026-03-03")
+    assert "2026/03/03" in path.as_posix() and "rollout-2026-03-03T" in path.name
+    ingest(layout, homes={"codex": [tmp_path / "codex"]})
+    assert [r[0] for r in query(layout, "SELECT model FROM usage ORDER BY requested_at")] == [
+        "gpt-5.3-codex", "gpt-5.1-codex-mini"]
+    assert query(layout, "SELECT created_at, date::VARCHAR, model FROM sessions") == [
+        (datetime(2026, 3, 2, 23, 59, 58), "2026-03-02", "gpt-5.1-codex-mini")]
+
+
+def test_tool_failures_and_exit_codes_are_read_from_the_output(layout, tmp_path):
+    b = builder()
+    b.turn("gpt-5.3-codex")
+    b.call("shell", {"command": ["bash", "-lc", "npm test -- 'a b'"]}, "c1")
+    b.output("c1", json.dumps({"output": "boom", "metadata": {"exit_code": 2, "duration_seconds": 0.3}}))
+    b.call("shell_command", {"command": "make lint"}, "c2")
+    b.output("c2", "Exit code: 0\nWall time: 1.1 seconds\nOutput:\nProcess exited with code 9")
+    b.call("exec_command", {"cmd": "npm run dev"}, "c3")
+    b.output("c3", "Chunk ID: 7\nWall time: 10.0 seconds\nProcess running with session ID 4\nOutput:\nready")
+    b.call("exec_command", {"cmd": 42}, "c4")
+    b.output("c4", "failed to parse function arguments: invalid type: integer `42`, expected a string")
+    b.patch("c5", "src/a.ts")
+    b.patch_output("c5", "src/a.ts", ok=False)
+    b.item(type="local_shell_call", call_id="c6", status="completed", action={"type": "exec", "command": ["ls", "-la"]})
+    b.output("c6", "Exit code: 3\nWall time: 0.1 seconds\nOutput:\n")
+    b.item(type="web_search_call", id="c7", status="completed", action={"type": "search", "query": "codex"})
+    b.call("view_image", {"path": "shot.png"}, "c8")
+    b.item(type="function_call", name="create_issue", namespace="mcp__github", arguments="{}", call_id="c9")
+    b.write(tmp_path / "codex")
+    ingest(layout, homes={"codex": [tmp_path / "codex"]})
+    assert query(layout, "SELECT tool_call_id, tool_name, tool_category, command, file_path, exit_code, is_error "
+                         "FROM tool_calls ORDER BY 1") == [
+        ("c1", "shell", "shell", "bash -lc 'npm test -- '\"'\"'a b'\"'\"''", None, 2, None),  # non-zero: no error
+        ("c2", "shell_command", "shell", "make lint", None, 0, None),  # the output's own text never counts
+        ("c3", "exec_command", "shell", "npm run dev", None, None, None),  # still running: no exit code
+        ("c4", "exec_command", "shell", None, None, None, True),  # the tool could not run
+        ("c5", "apply_patch", "edit", None, "src/a.ts", None, True),
+        ("c6", "local_shell", "shell", "ls -la", None, 3, None),
+        ("c7", "web_search", "search", None, None, None, None),
+        ("c8", "view_image", "read", None, "shot.png", None, None),
+        ("c9", "mcp__github__create_issue", "mcp", None, None, None, None)]
+    assert scalar(layout, "SELECT COUNT(*) FROM parts WHERE part_type = 'tool_result' AND is_error") == 2
+
+
+def test_injected_context_is_kept_but_is_not_a_prompt(layout, tmp_path):
+    b = builder()
+    b.item(type="message", role="developer", content=[{"type": "input_text", "text": "<permissions instructions>"}])
+    b.item(type="message", role="user", content=[{"type": "input_text", "text": "# AGENTS.md instructions for /x"},
+                                                 {"type": "input_text", "text": "<user_instructions>be brief"}])
+    b.injected()
+    b.prompt("the real question")
+    b.write(tmp_path / "codex")
+    ingest(layout, homes={"codex": [tmp_path / "codex"]})
+    assert scalar(layout, PROMPTS) == 1
+    assert query(layout, "SELECT role, COUNT(*) FROM parts WHERE part_type = 'injected_context' "
+                         "GROUP BY 1 ORDER BY 1") == [("developer", 1), ("user", 3)]
+
+
+def test_unpriced_review_model_is_unknown_never_zero(layout, tmp_path):
+    b = builder(source={"subagent": "review"})
+    b.turn("codex-auto-review")
+    b.tokens(1000, 0, 10)
+    b.turn("gpt-5.3-codex")
+    b.tokens(1000, 0, 10)
+    b.write(tmp_path / "codex")
+    ingest(layout, homes={"codex": [tmp_path / "codex"]})
+    assert query(layout, "SELECT model, cost_usd, cost_source FROM usage ORDER BY requested_at")[0] == (
+        "codex-auto-review", None, "unknown")
+    priced = price_buckets(Buckets(1000, 0, None, None, 10, 0), "gpt-5.3-codex", "openai", b.requests[1][2])
+    assert query(layout, "SELECT is_root, cost_usd, cost_source FROM sessions") == [
+        (True, pytest.approx(priced.cost_usd), "partial")]
+
+
+def test_malformed_lines_are_quarantined_and_the_rest_ingested(layout, tmp_path):
+    home = tmp_path / "codex"
+    lines = FIXTURE.splitlines()
+    lines.insert(5, '{"timestamp": "2026-03-02T08:15:02.400Z", "type": "event_msg", "payl')
+    lines.insert(7, '[1, 2]')
+    lines.append('{"timestamp":"2026-03-02T09:41:00.000Z","type":"response_item","payload":{"type":"new_kind"}}')
+    lines.append('{"timestamp":"2026-03-02T09:41:01.000Z","type":"event_msg","payload":{"type":"new_event"}}')
+    path = write_fixture(home, "\n".join(lines))
+    bad = write_fixture(home, "not json\n" + FIXTURE, name="rollout-2026-03-02T10-00-00-bad.jsonl")
+    summary = ingest(layout, homes={"codex": [home]})
+    assert sorted(r.status for r in summary.results) == ["ok", "ok"]
+    errors = dict(query(layout, "SELECT key, error FROM quarantine"))
+    assert sorted(errors) == sorted([f"{bad}:1", f"{path}:6", f"{path}:8"])
+    assert "no session_meta on the first line" in errors[f"{bad}:1"] and "not valid JSON" in errors[f"{path}:6"]
+    assert scalar(layout, "SELECT raw FROM quarantine WHERE key = ?", f"{path}:8") == "[1, 2]"
+    assert query(layout, "SELECT COUNT(*), SUM(total_tokens) FROM usage") == [(2, 19920)]
+    assert query(layout, "SELECT part_type, is_known_type FROM parts WHERE NOT is_known_type") == [("new_kind", False)]
+    warnings = [w for r in summary.results for w in r.warnings]
+    assert any("unknown part types kept raw: new_kind=1" in w for w in warnings)
+    assert any("lines not used: event new_event=1" in w for w in warnings)
+
+
+def test_codex_home_is_honoured(tmp_path):
+    write_fixture(tmp_path / "user" / ".codex")
+    write_fixture(tmp_path / "explicit", FIXTURE.replace(SID, "99999999-9999-4999-8999-999999999999"))
+    found = discover(env={"HOME": str(tmp_path / "user"), "CODEX_HOME": str(tmp_path / "explicit")})
+    assert [s.identity for s in found.sources] == ["99999999-9999-4999-8999-999999999999"]
+    assert [s.identity for s in discover(env={"HOME": str(tmp_path / "user")}).sources] == [SID]
+    assert discover(env={"CODEX_HOME": "rel/home"}).problems and not discover(env={"CODEX_HOME": "rel"}).sources
+    assert "not a directory" in discover(env={"CODEX_HOME": str(tmp_path / "none")}).problems[0]
+
+
+def test_credentials_are_never_opened(layout, tmp_path):
+    home = tmp_path / "codex"
+    write_fixture(home)
+    os.mkfifo(home / "auth.json")  # opening it would block forever
+    done = threading.Event()
+
+    def run():
+        ingest(layout, homes={"codex": [home]})
+        done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    assert done.wait(60), "ingestion blocked: it opened auth.json"
+    assert scalar(layout, "SELECT COUNT(*) FROM sessions") == 1
+
+
+def test_generated_home_totals(layout, tmp_path):
+    home = tmp_path / "codex"
+    truth = generate_home(home, sessions=9, seed=3)
+    before = digests(home)
+    summary = ingest(layout, homes={"codex": [home]})
+    assert all(r.status == "ok" and r.reconciled for r in summary.results)
+    assert query(layout, "SELECT COUNT(*), COUNT(*) FILTER (WHERE is_root) FROM sessions") == [
+        (truth.sessions, truth.roots)]
+    assert scalar(layout, "SELECT COUNT(*) FROM messages") == truth.messages
+    assert scalar(layout, PROMPTS) == truth.prompts
+    assert query(layout, "SELECT COUNT(*), COUNT(*) FILTER (WHERE cost_usd IS NULL), "
+                         "SUM(input_uncached_tokens + cache_read_tokens), SUM(cache_read_tokens), "
+                         "SUM(output_tokens) FROM usage") == [
+        (truth.usage_rows, truth.unpriced_requests, truth.input_tokens, truth.cached_tokens, truth.output_tokens)]
+    assert scalar(layout, "SELECT SUM(cost_usd) FROM sessions WHERE is_root") == pytest.approx(truth.cost_usd)
+    assert dict(query(layout, "SELECT project_path, SUM(cost_usd) FROM sessions WHERE is_root GROUP BY 1")) == \
+        pytest.approx(dict(truth.by_workspace))
+    assert dict(query(layout, "SELECT tool_name, COUNT(*) FROM tool_calls GROUP BY 1")) == truth.tool_calls_by_name
+    assert dict(query(layout, "SELECT part_type, COUNT(*) FROM parts GROUP BY 1")) == truth.parts_by_type
+    assert scalar(layout, "SELECT COUNT(*) FROM tool_calls WHERE is_error") == truth.tool_errors
+    assert scalar(layout, "SELECT COUNT(*) FROM tool_calls WHERE exit_code <> 0") == truth.nonzero_exits
+    assert scalar(layout, "SELECT COUNT(*) FROM tool_calls WHERE NOT has_result") == 0
+    assert digests(home) == before
