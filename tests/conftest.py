@@ -28,6 +28,19 @@ T0 = 1767225600  # 2026-01-01T00:00:00Z, in seconds as Crush writes it
 DAY = 86400
 
 
+@pytest.fixture(autouse=True)
+def no_real_agent_data(tmp_path_factory, monkeypatch):
+    """Every agent's default home points into an empty temporary dir: no test ever reads the
+    machine's own sessions, whatever it discovers by default."""
+    empty = tmp_path_factory.mktemp("no-agent-data")
+    for var, sub in (("CRUSH_GLOBAL_DATA", "crush"), ("CODEWHALE_HOME", "codewhale"), ("CLAUDE_CONFIG_DIR", "claude"),
+                     ("CODEX_HOME", "codex"), ("XDG_DATA_HOME", "xdg-data"), ("XDG_CONFIG_HOME", "xdg-config")):
+        (empty / sub).mkdir()
+        monkeypatch.setenv(var, str(empty / sub))
+    monkeypatch.delenv("OPENCODE_DB", raising=False)
+    monkeypatch.delenv("AGENTLAKE_LAKE", raising=False)
+
+
 @pytest.fixture
 def layout(tmp_path) -> Layout:
     return Layout.resolve(home=tmp_path / "home", machine="laptop", user="dev")

@@ -34,14 +34,21 @@ def test_no_future_annotations_in_dagster_modules():
 
 
 def test_every_provider_maps_tools_to_the_shared_categories():
-    from transforms.codewhale import tools as codewhale_tools
-    from transforms.contract import TOOL_CATEGORIES
-    from transforms.crush import tools as crush_tools
+    import importlib
 
-    for module in (crush_tools, codewhale_tools):
+    from transforms.contract import TOOL_CATEGORIES
+    from transforms.providers import PROVIDERS
+
+    # each agent's own MCP naming; OpenCode's `<server>_<tool>` cannot be told from a plugin tool
+    mcp_names = {"crush": "mcp_github_create_issue", "codewhale": "mcp_github_create_issue",
+                 "claude": "mcp__github__create_issue", "codex": "mcp__github__create_issue", "opencode": None}
+    assert set(mcp_names) == set(PROVIDERS)
+    for name, mcp in mcp_names.items():
+        module = importlib.import_module(f"transforms.{name}.tools")
         assert set(module._CATEGORY.values()) <= set(TOOL_CATEGORIES), module.__name__
-        assert module.tool_category("mcp_github_create_issue") == "mcp"
-        assert module.tool_category("no_such_tool") == "other"
+        assert module.tool_category("no_such_tool") == "other", name
+        if mcp:
+            assert module.tool_category(mcp) == "mcp", name
 
 
 def test_a_provider_is_one_folder_behind_one_interface():
