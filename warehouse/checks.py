@@ -4,9 +4,10 @@ Run with an in-memory DuckDB over those files only, so they never touch warehous
 and cost nothing for sources that did not change.
 """
 
-from pathlib import Path
-
 import duckdb
+
+from warehouse.lakefs import NO_DOWNLOADS, attach_lake
+from warehouse.store import open_store
 
 # table -> key columns that must be unique within a source
 KEYS = {
@@ -26,11 +27,18 @@ REFERENCES = {
 }
 
 
-def _files_by_table(lake: Path, files: list[str]) -> dict[str, list[str]]:
+def _files_by_table(lake, files: list[str]) -> dict[str, list[str]]:
+    store = open_store(lake)
     out: dict[str, list[str]] = {}
     for rel in files:
-        out.setdefault(rel.split("/", 1)[0], []).append(str(lake / rel))
+        out.setdefault(rel.split("/", 1)[0], []).append(store.uri(rel))
     return out
+
+
+def _connect(lake):
+    con = duckdb.connect(config=NO_DOWNLOADS)
+    attach_lake(con, lake)
+    return con
 
 
 def _scan(paths: list[str]) -> str:
@@ -38,11 +46,11 @@ def _scan(paths: list[str]) -> str:
     return f"read_parquet([{quoted}])"
 
 
-def duplicate_keys(lake: Path, files: list[str]) -> dict[str, int]:
+def duplicate_keys(lake, files: list[str]) -> dict[str, int]:
     """Rows whose key repeats, per table (0 everywhere when all is well)."""
     tables = _files_by_table(lake, files)
     out = {}
-    with duckdb.connect() as con:
+    with _connect(lake) as con:
         for table, cols in KEYS.items():
             if not tables.get(table):
                 out[table] = 0
@@ -53,11 +61,11 @@ def duplicate_keys(lake: Path, files: list[str]) -> dict[str, int]:
     return out
 
 
-def orphans(lake: Path, files: list[str]) -> dict[str, int]:
+def orphans(lake, files: list[str]) -> dict[str, int]:
     """Rows whose parent row is missing, per reference (0 everywhere when all is well)."""
     tables = _files_by_table(lake, files)
     out = {}
-    with duckdb.connect() as con:
+    with _connect(lake) as con:
         for (child, col), (parent, pcol) in REFERENCES.items():
             name = f"{child}.{col} -> {parent}.{pcol}"
             if not tables.get(child):

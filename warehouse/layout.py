@@ -120,5 +120,5 @@ def relative_path(table: str, date: str, project: str, provider: str, source_id:
 
 def table_glob(lake, table: str) -> str:
     if is_remote(lake):
-        return f"{lake}/{table}/date=*/project=*/*.parquet"
+        return f"{lake.split('?', 1)[0]}/{table}/date=*/project=*/*.parquet"
     return str(Path(lake) / table / "date=*" / "project=*" / "*.parquet")

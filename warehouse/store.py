@@ -7,7 +7,9 @@ Object storage goes through pyarrow's own S3 filesystem: no extra client library
 
     s3://bucket/prefix                         credentials and region from the usual AWS_* env
     s3://bucket/prefix?endpoint_override=http://127.0.0.1:9000   an S3-compatible server
-    $AWS_ENDPOINT_URL                          the same, for every tool (DuckDB readers included)
+    $AWS_ENDPOINT_URL                          the same (pyarrow itself does not read it)
+
+Readers query the lake through DuckDB: see warehouse.lakefs.
 """
 
 import os

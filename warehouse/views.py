@@ -13,6 +13,7 @@ import duckdb
 import pyarrow as pa
 
 from transforms.contract import ALL_TABLES, Table
+from warehouse.lakefs import NO_DOWNLOADS, attach_lake
 from warehouse.layout import table_glob
 from warehouse.store import open_store
 
@@ -76,7 +77,11 @@ def mart_sql() -> list[tuple[str, str]]:
 MARTS = tuple(name for name, _ in mart_sql() if not name.startswith("_"))
 
 
-def create_views(con, lake: Path, tables=ALL_TABLES) -> list[str]:
+LAKE_TABLE = "_agentlake_lake"  # one row: where the views read, so a reader can reach it
+
+
+def create_views(con, lake, tables=ALL_TABLES) -> list[str]:
+    attach_lake(con, lake)
     for table in tables:
         try:
             con.execute(view_sql(table, lake))
@@ -93,8 +98,9 @@ def build_warehouse(lake: Path, warehouse: Path, tables=ALL_TABLES) -> list[str]
     tmp = warehouse.with_name(f".{warehouse.name}.{os.getpid()}.tmp")
     tmp.unlink(missing_ok=True)
     try:
-        with duckdb.connect(str(tmp)) as con:
+        with duckdb.connect(str(tmp), config=NO_DOWNLOADS) as con:
             names = create_views(con, lake, tables)
+            con.execute(f"CREATE TABLE {LAKE_TABLE} AS SELECT {_quote(_without_userinfo(str(lake)))} AS lake")
         os.replace(tmp, warehouse)
     finally:
         tmp.unlink(missing_ok=True)
@@ -103,7 +109,24 @@ def build_warehouse(lake: Path, warehouse: Path, tables=ALL_TABLES) -> list[str]
 
 
 def connect(warehouse: Path) -> duckdb.DuckDBPyConnection:
-    """A read-only connection, as every reader should open the warehouse."""
+    """A read-only connection, as every reader should open the warehouse; it can read the lake
+    wherever it is (object storage included)."""
     if not Path(warehouse).exists():
         raise FileNotFoundError(f"no warehouse at {warehouse}: run `agentlake ingest` (or `agentlake demo`) first")
-    return duckdb.connect(str(warehouse), read_only=True)
+    con = duckdb.connect(str(warehouse), read_only=True, config=NO_DOWNLOADS)
+    attach_lake(con, lake_of(con))
+    return con
+
+
+def _without_userinfo(lake: str) -> str:
+    """Never keep credentials written into a URI (`s3://KEY:SECRET@bucket/...`) in the file."""
+    scheme, sep, rest = lake.partition("://")
+    return f"{scheme}{sep}{rest.split('@', 1)[1]}" if sep and "@" in rest.split("/", 1)[0] else lake
+
+
+def lake_of(con) -> str | None:
+    """The lake a warehouse file's views read (None for a file built before it was recorded)."""
+    try:
+        return con.execute(f"SELECT lake FROM {LAKE_TABLE}").fetchall()[0][0]
+    except duckdb.CatalogException:
+        return None
