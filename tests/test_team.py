@@ -1,0 +1,100 @@
+"""A team lake: several machines ingest into one lake on a real S3 protocol server (moto, on
+loopback), and the views show exactly the union of what each machine holds."""
+
+import logging
+import os
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from transforms.crush.synth import generate_store
+from warehouse.config import load_layout
+from warehouse.views import build_warehouse, connect
+
+BUCKET = "team-lake"
+
+
+@pytest.fixture
+def s3(monkeypatch):
+    """A moto S3 server on 127.0.0.1 and the AWS settings every client reads."""
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
+           "AWS_EC2_METADATA_DISABLED": "true", "AWS_ENDPOINT_URL": f"http://{host}:{port}"}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    import boto3
+
+    boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1").create_bucket(Bucket=BUCKET)
+    yield env
+    server.stop()
+
+
+def machine_ingest(home, lake, machine, user, crush_root, env) -> subprocess.Popen:
+    """One engineer's scheduled run: the real CLI, in its own process, with its own home."""
+    argv = [sys.executable, "-m", "pipelines.cli", "ingest", "--quiet", "--no-default", "--home", str(home),
+            "--lake", lake, "--machine", machine, "--user", user, "--crush-root", str(crush_root)]
+    return subprocess.Popen(argv, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_two_machines_ingest_concurrently_into_one_s3_lake(s3, tmp_path):
+    lake = f"s3://{BUCKET}/agentlake"
+    # machine A has project 0; machine B has projects 0 and 1: project 0 is shared (same name)
+    a = generate_store(tmp_path / "a" / "crush", projects=1, sessions_per_project=5, seed=1)
+    b = generate_store(tmp_path / "b" / "crush", projects=2, sessions_per_project=5, seed=2)
+    assert a.dbs[0].project_path.name == b.dbs[0].project_path.name
+    runs = [machine_ingest(tmp_path / "a" / "home", lake, "ana-laptop", "ana", a.global_dir, s3),
+            machine_ingest(tmp_path / "b" / "home", lake, "ben-desktop", "ben", b.global_dir, s3)]
+    for run in runs:
+        out, err = run.communicate(timeout=300)
+        assert run.returncode == 0, err
+
+    layout = load_layout(tmp_path / "reader", lake)  # a third party: reads only
+    assert layout.remote and layout.team  # an object-storage lake is a team lake
+    build_warehouse(layout.lake, layout.warehouse)
+    with connect(layout.warehouse) as con:
+        def one(sql):
+            return con.execute(sql).fetchall()
+
+        by_machine = dict(one("SELECT machine, COUNT(*) FROM sessions GROUP BY 1"))
+        assert by_machine == {"ana-laptop": a.sessions, "ben-desktop": b.sessions}
+        assert one("SELECT COUNT(*) FROM messages")[0][0] == a.messages + b.messages
+        assert one("SELECT COUNT(*) - COUNT(DISTINCT (machine, source_id, session_id)) FROM sessions")[0][0] == 0
+        assert one("SELECT SUM(cost_usd) FROM sessions WHERE is_root")[0][0] == pytest.approx(
+            a.root_cost + b.root_cost, abs=1e-9)
+        shared = a.dbs[0].project_path.name
+        assert sorted(one(f"SELECT DISTINCT \"user\" FROM sessions WHERE project = '{shared}'")) == [("ana",), ("ben",)]
+        assert dict(one("SELECT \"user\", COUNT(*) FROM daily_costs GROUP BY 1")).keys() == {"ana", "ben"}
+    # every object is named by the machine and user that wrote it: two machines never share one
+    from warehouse.store import open_store
+
+    files = open_store(layout.lake).list()
+    assert files and all("-ana-laptop-ana-" in f or "-ben-desktop-ben-" in f for f in files)
+
+
+def test_a_pruned_session_keeps_its_history_in_the_s3_lake(s3, tmp_path):
+    lake = f"s3://{BUCKET}/pruned"
+    store = generate_store(tmp_path / "crush", projects=1, sessions_per_project=4, seed=5)
+    home = tmp_path / "home"
+    for _ in range(2):  # the second run is the agent's store after it pruned a session
+        run = machine_ingest(home, lake, "ana-laptop", "ana", store.global_dir, s3)
+        assert run.wait(timeout=300) == 0, run.stderr.read()
+        if _:
+            break
+        with sqlite3.connect(store.dbs[0].path) as db:
+            db.execute("PRAGMA foreign_keys = ON")
+            (gone,) = db.execute("SELECT id FROM sessions WHERE parent_session_id IS NULL LIMIT 1").fetchone()
+            db.execute("DELETE FROM sessions WHERE id = ?", (gone,))
+    layout = load_layout(home, lake)
+    with connect(layout.warehouse) as con:
+        assert con.execute("SELECT COUNT(*) FROM sessions").fetchall()[0][0] == store.sessions
+        assert con.execute("SELECT COUNT(*) FROM sessions WHERE session_id = ?", [gone]).fetchall()[0][0] == 1
+        assert con.execute("SELECT COUNT(*) FROM messages").fetchall()[0][0] == store.messages
+        retained = con.execute("SELECT MAX(retained_sessions) FROM sources").fetchall()[0][0]
+    assert retained >= 1  # the deleted root, plus its sub-agents
