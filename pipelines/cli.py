@@ -85,18 +85,17 @@ def cmd_ingest(args) -> int:
 
 def cmd_demo(args) -> int:
     from pipelines.runner import print_summary, run_ingest
-    from transforms.codewhale.synth import generate_home
-    from transforms.crush.synth import generate_store
+    from transforms.demo import HOMES, generate_demo
 
     layout = _layout(args)
-    store, whale = layout.home / "demo-crush", layout.home / "demo-codewhale"
-    if not (store / "projects.json").exists() or args.regenerate:
-        _err(f"generating demo Crush and CodeWhale data in {layout.home} (seed {args.seed}) ...")
-        truth = generate_store(store, projects=args.projects, sessions_per_project=args.sessions, seed=args.seed)
-        # CodeWhale sessions in the same projects, so both agents show side by side
-        generate_home(whale, sessions=args.sessions, seed=args.seed, without_cost=2,
-                      workspaces=tuple(str(d.project_path) for d in truth.dbs))
-    options = DiscoverOptions(env={}, extra_roots={"crush": (str(store),), "codewhale": (str(whale),)},
+    root = layout.home / "demo-data"
+    done = root / ".generated"  # written last: a demo cut short is generated again
+    if not done.exists() or args.regenerate:
+        _err(f"generating demo data for {', '.join(HOMES)} in {root} (seed {args.seed}) ...")
+        shutil.rmtree(root, ignore_errors=True)
+        generate_demo(root, projects=args.projects, sessions=args.sessions, seed=args.seed)
+        done.write_text(f"seed {args.seed}\n")
+    options = DiscoverOptions(env={}, extra_roots={p: (str(root / d),) for p, d in HOMES.items()},
                               use_default=False)
     summary = run_ingest(layout, options, full_refresh=False, quiet=args.quiet)
     print_summary(summary, layout)
@@ -114,7 +113,8 @@ def cmd_quickstart(args) -> int:
         code = cmd_ingest(args)
         _first_look(layout)
         return code
-    _err("no Crush or CodeWhale data found on this machine: using a generated demo dataset instead")
+    _err("no agent data (Crush, CodeWhale, Claude Code, Codex, OpenCode) found on this machine: "
+         "using a generated demo dataset instead")
     args.home = str(layout.home / "demo")
     args.lake = args.warehouse = None
     args.projects, args.sessions, args.seed, args.regenerate = 4, 6, 7, False
@@ -318,7 +318,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no per-source progress")
     p.set_defaults(func=cmd_ingest)
 
-    p = sub.add_parser("demo", help="generate demo Crush and CodeWhale data under <home> and ingest it")
+    p = sub.add_parser("demo", help="generate demo data of all five agents under <home> and ingest it")
     _common(p)
     p.add_argument("--projects", type=int, default=4)
     p.add_argument("--sessions", type=int, default=6, help="root sessions per project")
@@ -338,8 +338,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--since", type=_date, metavar="DATE", help="first day included (YYYY-MM-DD, UTC)")
     p.add_argument("--until", type=_date, metavar="DATE", help="last day included (YYYY-MM-DD, UTC)")
     p.add_argument("--project", help="one project (its slug)")
-    p.add_argument("--provider", help="one agent (crush, codewhale)")
-    p.add_argument("--by", choices=("day", "project", "model", "tool"), default="project",
+    p.add_argument("--provider", help="one agent (crush, codewhale, claude, codex, opencode)")
+    p.add_argument("--by", choices=("day", "project", "agent", "user", "model", "tool"), default="project",
                    help="the main breakdown (default: project)")
     p.add_argument("--top", type=int, default=10, help="rows per ranking (default: 10)")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")

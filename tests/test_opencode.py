@@ -401,7 +401,7 @@ def test_generated_home_totals(layout, tmp_path):
     assert scalar(layout, "SELECT COUNT(*) FROM usage WHERE cost_source = 'unknown'") == truth.unknown_requests
     buckets = query(layout, "SELECT SUM(input_uncached_tokens), SUM(cache_read_tokens), SUM(cache_write_5m_tokens), "
                             "SUM(output_tokens), SUM(reasoning_tokens) FROM usage")[0]
-    assert buckets == tuple(truth.tokens[k] for k in ("input_uncached", "cache_read", "cache_write_5m", "output",
+    assert buckets == tuple(truth.tokens[f"{k}_tokens"] for k in ("input_uncached", "cache_read", "cache_write_5m", "output",
                                                        "reasoning"))
     assert round(scalar(layout, "SELECT SUM(cost_usd) FROM sessions WHERE is_root"), 6) == round(truth.cost_usd, 6)
     by_project = dict(query(layout, "SELECT project, ROUND(SUM(cost_usd), 6) FROM sessions WHERE is_root GROUP BY 1"))

@@ -10,7 +10,7 @@ from datetime import date
 
 from warehouse.formatting import json_value, render
 
-BREAKDOWNS = ("day", "project", "model", "tool")
+BREAKDOWNS = ("day", "project", "agent", "user", "model", "tool")
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,12 @@ BY_SQL = {
     "model": f"SELECT model, llm_provider, provider, {_COST} AS cost_usd, "
              "STRING_AGG(DISTINCT cost_source, ', ') AS cost_source FROM daily_costs {w} "
              "GROUP BY ALL ORDER BY cost_usd DESC NULLS LAST, model",
+    "agent": f"SELECT provider, {_COST} AS cost_usd, SUM(sessions) AS root_session_days, "
+             "STRING_AGG(DISTINCT cost_source, ', ') AS cost_source FROM daily_costs {w} "
+             "GROUP BY ALL ORDER BY cost_usd DESC NULLS LAST, provider",
+    "user": f"SELECT \"user\", machine, {_COST} AS cost_usd, STRING_AGG(DISTINCT provider, ', ') AS agents, "
+            "STRING_AGG(DISTINCT cost_source, ', ') AS cost_source FROM daily_costs {w} "
+            "GROUP BY ALL ORDER BY cost_usd DESC NULLS LAST, \"user\"",
     "tool": "SELECT tool_name, tool_category, SUM(calls) AS calls, SUM(errors) AS errors, "
             "ROUND(SUM(errors) / SUM(calls), 3) AS error_rate, SUM(nonzero_exits) AS nonzero_exits "
             "FROM tool_usage {w} GROUP BY ALL ORDER BY calls DESC, tool_name",

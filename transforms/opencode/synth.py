@@ -233,8 +233,8 @@ class _Gen:
         parts.append(part(self.id("prt"), mid, sid, "step-finish", reason="stop", cost=cost, tokens=usage))
         c = usage["cache"]
         out = usage["output"] + (0 if inside else reasoning)
-        buckets = {"input_uncached": usage["input"], "cache_read": c["read"], "cache_write_5m": c["write"],
-                   "output": out, "reasoning": reasoning}
+        buckets = {"input_uncached_tokens": usage["input"], "cache_read_tokens": c["read"],
+                   "cache_write_5m_tokens": c["write"], "output_tokens": out, "reasoning_tokens": reasoning}
         return usage, cost, buckets
 
     def assistant(self, sid, parent_msg, directory, where, tool_names=(), summary=None) -> None:

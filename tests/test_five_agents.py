@@ -1,0 +1,103 @@
+"""Five agents in the same projects, side by side: the marts, the report and the dashboard agree
+with what each agent's own generator wrote."""
+
+import json
+import threading
+import urllib.request
+
+import pytest
+
+from pipelines.cli import main
+from tests.conftest import query, scalar
+from transforms.demo import generate_demo
+from transforms.provider import DiscoverOptions
+from warehouse.dashboard import make_server
+from warehouse.ingest import discover_sources, ingest_all
+from warehouse.views import build_warehouse
+
+AGENTS = ("claude", "codewhale", "codex", "crush", "opencode")
+
+
+@pytest.fixture
+def five(layout, tmp_path):
+    demo = generate_demo(tmp_path / "demo", projects=2, sessions=4, seed=11, without_cost=0)
+    sources, problems = discover_sources(DiscoverOptions(env={}, extra_roots=demo.roots(), use_default=False))
+    summary = ingest_all(sources, layout, workers=1)
+    assert not problems and summary.by_status["failed"] == 0
+    assert all(r.reconciled for r in summary.results)
+    build_warehouse(layout.lake, layout.warehouse)
+    return demo
+
+
+def expected_root_cost(demo, agent) -> float:
+    """What each agent recorded or what its requests price to, from the generators' own truth."""
+    truth = demo.truths[agent]
+    return truth.root_cost if agent == "crush" else truth.cost_usd
+
+
+def test_every_agent_appears_with_its_exact_cost(layout, five):
+    by_agent = dict(query(layout, "SELECT provider, SUM(cost_usd) FROM daily_costs GROUP BY 1"))
+    assert sorted(by_agent) == list(AGENTS)
+    for agent in AGENTS:
+        assert float(by_agent[agent]) == pytest.approx(expected_root_cost(five, agent), abs=1e-8), agent
+        # the mart's exact split adds up to the sessions' own costs
+        roots = scalar(layout, "SELECT SUM(cost_usd) FROM sessions WHERE is_root AND provider = ?", agent)
+        assert float(by_agent[agent]) == pytest.approx(roots, abs=1e-8), agent
+
+
+def test_tokens_side_by_side_in_disjoint_buckets(layout, five):
+    rows = query(layout, "SELECT provider, SUM(input_uncached_tokens), SUM(cache_read_tokens), SUM(output_tokens), "
+                         "SUM(total_tokens), SUM(requests) FROM token_usage GROUP BY 1 ORDER BY 1")
+    got = {r[0]: r[1:] for r in rows}
+    assert set(got) == {"claude", "codex", "opencode"}  # Crush and CodeWhale record no per-request usage
+    claude, codex, opencode = (five.truths[a] for a in ("claude", "codex", "opencode"))
+    assert got["codex"][:3] == (codex.input_tokens - codex.cached_tokens, codex.cached_tokens, codex.output_tokens)
+    assert got["codex"][4] == codex.usage_rows
+    for agent, truth in (("claude", claude), ("opencode", opencode)):
+        uncached, cache_read, output, total, requests = got[agent]
+        t = truth.tokens  # by `usage` column
+        assert (uncached, cache_read, output) == (t["input_uncached_tokens"], t["cache_read_tokens"],
+                                                  t["output_tokens"]), agent
+        assert total == sum(t[f"{b}_tokens"] for b in ("input_uncached", "cache_read", "cache_write_5m",
+                                                       "cache_write_1h", "output")), agent
+    assert got["claude"][4] == claude.requests and got["opencode"][4] == opencode.usage_rows
+    # each bucket sums to the total, request by request
+    assert scalar(layout, "SELECT COUNT(*) FROM usage WHERE total_tokens <> COALESCE(input_uncached_tokens, 0) + "
+                          "COALESCE(cache_read_tokens, 0) + COALESCE(cache_write_5m_tokens, 0) + "
+                          "COALESCE(cache_write_1h_tokens, 0) + COALESCE(output_tokens, 0)") == 0
+    # an unpriced request is unknown, never $0
+    assert scalar(layout, "SELECT COUNT(*) FROM usage WHERE cost_source = 'unknown' AND cost_usd IS NOT NULL") == 0
+    assert scalar(layout, "SELECT COUNT(*) FROM usage WHERE cost_source = 'unknown'") == (
+        claude.unpriced_requests + codex.unpriced_requests + opencode.unknown_requests)
+
+
+def test_tool_calls_of_every_agent_in_one_mart(layout, five):
+    calls = dict(query(layout, "SELECT provider, SUM(calls) FROM tool_usage GROUP BY 1"))
+    for agent in AGENTS:
+        truth = five.truths[agent]
+        expected = (sum(sum(d.tool_calls_by_name.values()) for d in truth.dbs) if agent == "crush"
+                    else sum(truth.tool_calls_by_name.values()))
+        assert calls[agent] == expected, agent
+
+
+def test_report_by_agent(layout, five, capsys):
+    assert main(["report", "--home", str(layout.home), "--by", "agent", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert sorted(r["provider"] for r in data["by_agent"]) == list(AGENTS)
+    total = sum(expected_root_cost(five, a) for a in AGENTS)
+    assert data["totals"][0]["cost_usd"] == pytest.approx(total, abs=1e-4)  # the report rounds to 4 places
+
+
+def test_dashboard_offers_and_draws_every_agent(layout, five):
+    server = make_server(layout.warehouse, port=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}/"
+        page = urllib.request.urlopen(base, timeout=30).read().decode()
+        for agent in AGENTS:
+            assert f'<option value="{agent}"' in page and f"· {agent}" in page, agent
+        only = urllib.request.urlopen(base + "?provider=codex", timeout=30).read().decode()
+        assert "· codex" in only and "· crush" not in only
+    finally:
+        server.shutdown()
+        server.server_close()
