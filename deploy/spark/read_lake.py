@@ -1,0 +1,96 @@
+"""Read the agentlake lake with Spark: the same Parquet files DuckDB reads, nothing copied.
+
+    spark-submit --packages org.apache.hadoop:hadoop-aws:3.3.4 deploy/spark/read_lake.py \
+        s3://team-agentlake/lake [--sql "SELECT ..."]
+
+hadoop-aws must match the Hadoop that Spark was built with (3.3.4 for Spark 3.5, 3.4.1 for
+Spark 4.0). Credentials come from S3A's default chain: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY
+(and AWS_SESSION_TOKEN), else the instance's IAM role. An S3-compatible server is named as
+agentlake names it, in the lake URI (`?endpoint_override=host:9000&scheme=http`) or with
+AWS_ENDPOINT_URL.
+
+Each table is `<lake>/<table>/date=YYYY-MM-DD/project=<slug>/*.parquet`: Spark discovers the
+two hive keys from the directory names when it reads the table's root.
+"""
+
+import argparse
+import os
+from urllib.parse import parse_qs
+
+# transforms/contract.py's tables (a test keeps this list equal to it)
+TABLES = ("sessions", "messages", "parts", "tool_calls", "file_versions", "read_files", "usage",
+          "quarantine", "sources")
+
+EXAMPLE = """
+SELECT date, project, provider, ROUND(SUM(cost_usd), 2) AS usd, COUNT(*) AS sessions
+FROM sessions WHERE is_root GROUP BY date, project, provider ORDER BY date, project, provider
+"""
+
+
+def table_path(lake: str, table: str) -> str:
+    """Where Spark reads a table: the lake URI without its query string, over s3a."""
+    root = lake.split("?", 1)[0].rstrip("/")
+    if root.startswith("s3://"):
+        root = "s3a://" + root[len("s3://"):]
+    return f"{root}/{table}"
+
+
+def spark_conf(lake: str, env=os.environ) -> dict[str, str]:
+    """The Spark settings that make the lake read the way DuckDB reads it."""
+    conf = {
+        # a project slug such as `2024` must stay a string; `date` is cast explicitly instead
+        "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+        # the files hold naive UTC timestamps: show them as written, whatever the host's zone
+        "spark.sql.session.timeZone": "UTC",
+    }
+    query = {k: v[-1] for k, v in parse_qs(lake.split("?", 1)[1] if "?" in lake else "").items()}
+    endpoint = query.get("endpoint_override") or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+    if endpoint:  # MinIO and friends: path-style requests, plain HTTP when the URI says so
+        scheme = "http" if endpoint.startswith("http://") or query.get("scheme") == "http" else "https"
+        conf["spark.hadoop.fs.s3a.endpoint"] = endpoint.split("://", 1)[-1]
+        conf["spark.hadoop.fs.s3a.path.style.access"] = "true"
+        conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(scheme == "https").lower()
+    region = query.get("region") or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    if region:
+        conf["spark.hadoop.fs.s3a.endpoint.region"] = region
+    return conf
+
+
+def register_tables(spark, lake: str, merge_schema: bool = False) -> list[str]:
+    """A temporary view per table that has files, with `date` as a DATE like DuckDB's views."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.utils import AnalysisException
+
+    registered = []
+    for table in TABLES:
+        path = table_path(lake, table)
+        try:
+            # mergeSchema only while old and new files of a contract change sit side by side
+            frame = spark.read.option("basePath", path).option("mergeSchema", str(merge_schema).lower()).parquet(path)
+        except AnalysisException:  # no file yet (`usage` in a Crush-only team)
+            continue
+        frame.withColumn("date", F.to_date("date")).createOrReplaceTempView(table)
+        registered.append(table)
+    return registered
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("lake", help="the lake: s3://bucket/prefix (or a directory every executor can read)")
+    parser.add_argument("--sql", default=EXAMPLE, help="a query over the tables (default: cost per day and project)")
+    parser.add_argument("--merge-schema", action="store_true", help="files of two contract versions side by side")
+    args = parser.parse_args(argv)
+
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName("agentlake")
+    for key, value in spark_conf(args.lake).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    print("tables:", ", ".join(register_tables(spark, args.lake, args.merge_schema)))
+    spark.sql(args.sql).show(50, truncate=False)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""The central deployment's code location: `dagster dev -m pipelines.central`.
+
+Machines ingest (each runs `agentlake ingest --lake ...` on its own timer) and never need this.
+The center only reads the lake they share: every day it rebuilds the views and marts over all
+of it and runs the checks no single machine can run, because each sees only its own files.
+The logic is in warehouse/ (views, lakewide); see docs/DEPLOYMENT.md for the deployment.
+"""
+
+import os
+from datetime import datetime, timedelta, timezone
+
+import dagster as dg
+
+from warehouse import lakewide
+from warehouse.config import load_layout
+from warehouse.layout import Layout
+from warehouse.views import build_warehouse, connect, lake_of
+
+TEAM_WAREHOUSE = dg.AssetKey(["team", "warehouse"])
+# deploy/dagster.yaml lets one run with this tag at a time: two rebuilds would race to swap the file
+ROLE_TAG = {"agentlake/role": "team-warehouse"}
+DEFAULT_STALE_HOURS = 72.0  # a laptop shut over a weekend is not yet a problem on Monday morning
+
+
+class TeamLake(dg.ConfigurableResource):
+    """The shared lake and the warehouse file built over it.
+
+    Unset fields come from AGENTLAKE_LAKE, AGENTLAKE_WAREHOUSE and AGENTLAKE_HOME (and that
+    home's config.toml), exactly as for the CLI; the staleness limit from
+    AGENTLAKE_STALE_AFTER_HOURS, else 72 hours.
+    """
+
+    home: str | None = None
+    lake: str | None = None
+    warehouse: str | None = None
+    stale_after_hours: float | None = None
+
+    def layout(self) -> Layout:
+        return load_layout(self.home, self.lake, self.warehouse)
+
+    def stale_after(self) -> timedelta:
+        hours = self.stale_after_hours or float(os.environ.get("AGENTLAKE_STALE_AFTER_HOURS") or DEFAULT_STALE_HOURS)
+        return timedelta(hours=hours)
+
+
+@dg.asset(
+    key=TEAM_WAREHOUSE,
+    group_name="team",
+    kinds={"duckdb", "parquet"},
+    # Dagster's own freshness (evaluated by the daemon): one missed daily rebuild fails it
+    freshness_policy=dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=26)),
+)
+def team_warehouse(context: dg.AssetExecutionContext, team_lake: TeamLake) -> dg.MaterializeResult:
+    """The views and marts over the whole team lake, in one DuckDB file (views only; open it read_only)."""
+    layout = team_lake.layout()
+    views = build_warehouse(layout.lake, layout.warehouse)
+    with connect(layout.warehouse) as con:
+        facts = lakewide.lake_facts(con)
+        lake = lake_of(con)  # the lake URI as stored: never credentials written into it
+    context.log.info(f"{len(views)} views over {lake}: {len(facts.machines)} machines, {len(facts.users)} users")
+    metadata = {f"rows_{table}": n for table, n in facts.rows.items()}
+    metadata.update({
+        "lake": lake,
+        "path": str(layout.warehouse),
+        "machines": len(facts.machines),
+        "users": len(facts.users),
+        "machine_names": ", ".join(facts.machines) or "none",
+        "user_names": ", ".join(facts.users) or "none",
+        "last_run_by_machine": dg.MetadataValue.json({m: at.isoformat() for m, at in facts.last_runs.items()}),
+    })
+    return dg.MaterializeResult(metadata=metadata)
+
+
+def _describe(counts: dict[str, int]) -> str:
+    bad = {name: n for name, n in counts.items() if n}
+    return ", ".join(f"{name}: {n}" for name, n in bad.items()) or "none"
+
+
+@dg.asset_check(asset=TEAM_WAREHOUSE,
+                description="No key repeats across the lake: (machine, source_id, key) per table.")
+def keys_unique_lakewide(team_lake: TeamLake) -> dg.AssetCheckResult:
+    with connect(team_lake.layout().warehouse) as con:
+        dupes = lakewide.duplicate_keys(con)
+    return dg.AssetCheckResult(passed=not any(dupes.values()),
+                               metadata={"duplicates": _describe(dupes), "duplicate_rows": sum(dupes.values())})
+
+
+@dg.asset_check(asset=TEAM_WAREHOUSE,
+                description="Every message, part, tool call and file row finds its parent in its own source.")
+def no_orphans_lakewide(team_lake: TeamLake) -> dg.AssetCheckResult:
+    with connect(team_lake.layout().warehouse) as con:
+        missing = lakewide.orphans(con)
+    return dg.AssetCheckResult(passed=not any(missing.values()),
+                               metadata={"orphans": _describe(missing), "orphan_rows": sum(missing.values())})
+
+
+@dg.asset_check(asset=TEAM_WAREHOUSE,
+                description="Every machine that ever reported ran within the staleness limit (a warning).")
+def machines_reporting(team_lake: TeamLake) -> dg.AssetCheckResult:
+    limit = team_lake.stale_after()
+    with connect(team_lake.layout().warehouse) as con:
+        runs = lakewide.last_runs(con)
+    stale = lakewide.stale_machines(runs, datetime.now(timezone.utc), limit)
+    return dg.AssetCheckResult(
+        passed=not stale,
+        severity=dg.AssetCheckSeverity.WARN,  # a machine off on holiday is news, not a broken lake
+        metadata={
+            "stale_after_hours": limit.total_seconds() / 3600,
+            "machines": len(runs),
+            "stale_machines": ", ".join(f"{m} (last run {at:%Y-%m-%d %H:%M} UTC)" for m, at in stale.items()) or "none",
+        },
+    )
+
+
+team_refresh = dg.define_asset_job(
+    "team_refresh",
+    selection=dg.AssetSelection.assets(TEAM_WAREHOUSE),  # its checks come with it
+    tags=ROLE_TAG,
+    description="Rebuild the team warehouse over the whole lake, then run the lake-wide checks.",
+)
+
+daily_team_refresh = dg.ScheduleDefinition(
+    name="daily_team_refresh",
+    job=team_refresh,
+    cron_schedule="0 5 * * *",  # UTC: move it after your machines' nightly runs have landed
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+)
+
+defs = dg.Definitions(
+    assets=[team_warehouse],
+    asset_checks=[keys_unique_lakewide, no_orphans_lakewide, machines_reporting],
+    jobs=[team_refresh],
+    schedules=[daily_team_refresh],
+    resources={"team_lake": TeamLake()},
+)

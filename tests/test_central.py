@@ -1,0 +1,431 @@
+"""The central deployment: lake-wide checks on a real two-machine lake, the `pipelines.central`
+code location materialised in-process, and the deploy/ configuration validated as far as it can
+be without Postgres, Docker, Kubernetes, Spark or Trino."""
+
+import ast
+import dataclasses
+import importlib
+import importlib.util
+import os
+import re
+import shutil
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import dagster as dg
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from pipelines.central import (
+    ROLE_TAG,
+    TEAM_WAREHOUSE,
+    TeamLake,
+    defs,
+    keys_unique_lakewide,
+    machines_reporting,
+    no_orphans_lakewide,
+    team_warehouse,
+)
+from tests.conftest import ingest
+from transforms.contract import ALL_TABLES
+from transforms.crush.synth import generate_store
+from warehouse import checks, lakewide
+from warehouse.views import build_warehouse, connect
+
+ROOT = Path(__file__).resolve().parents[1]
+DEPLOY = ROOT / "deploy"
+CHECKS = [keys_unique_lakewide, no_orphans_lakewide, machines_reporting]
+
+
+# --- a team lake: two machine identities ingest into one directory ---------------------------
+
+@dataclasses.dataclass
+class Team:
+    lake: Path
+    warehouse: Path  # the center's own file, not a machine's
+    laptop: object  # StoreTruth of what each machine ingested
+    desktop: object
+
+    def rebuild(self):
+        build_warehouse(self.lake, self.warehouse)
+        return connect(self.warehouse)
+
+    def files(self, table: str, identity: str) -> list[Path]:
+        return sorted((self.lake / table).glob(f"date=*/project=*/*-{identity}-*.parquet"))
+
+
+@pytest.fixture
+def team(layout, tmp_path) -> Team:
+    laptop = generate_store(tmp_path / "laptop-crush", projects=2, sessions_per_project=3, seed=11)
+    desktop = generate_store(tmp_path / "desktop-crush", projects=1, sessions_per_project=4, seed=12)
+    ingest(layout, roots=[laptop.global_dir])  # machine "laptop", user "dev"
+    ingest(dataclasses.replace(layout, machine="desktop", user="ana"), roots=[desktop.global_dir])
+    return Team(layout.lake, tmp_path / "center" / "team.duckdb", laptop, desktop)
+
+
+def _age_runs(team: Team, identity: str, days: int) -> None:
+    """Make a machine's run log `days` older, as if it had not run since (files move with their date)."""
+    for path in team.files("sources", identity):
+        table = pq.read_table(path)
+        old = pc.subtract(table["run_at"], pa.scalar(timedelta(days=days), pa.duration("us")))
+        table = table.set_column(table.schema.get_field_index("run_at"), "run_at", old)
+        date = pc.min(old).as_py().date().isoformat()
+        target = team.lake / "sources" / f"date={date}" / path.parent.name / path.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, target)
+        path.unlink()
+
+
+def test_lake_facts_and_checks_on_a_good_two_machine_lake(team):
+    with team.rebuild() as con:
+        facts = lakewide.lake_facts(con)
+        assert facts.rows["sessions"] == team.laptop.sessions + team.desktop.sessions
+        assert facts.rows["messages"] == team.laptop.messages + team.desktop.messages
+        assert facts.rows["sources"] == 3  # one run of each store: two on the laptop, one on the desktop
+        assert facts.machines == ["desktop", "laptop"] and facts.users == ["ana", "dev"]
+        assert set(lakewide.duplicate_keys(con).values()) == {0}
+        assert set(lakewide.orphans(con).values()) == {0}
+        runs = lakewide.last_runs(con)
+    assert sorted(runs) == ["desktop", "laptop"]
+    assert lakewide.stale_machines(runs, datetime.now(timezone.utc), timedelta(hours=1)) == {}
+
+
+def test_a_copied_file_is_a_duplicate_only_the_lake_wide_check_sees(team):
+    original = team.files("sessions", "laptop-dev")[0]
+    copy = original.with_name(original.stem + "-copy.parquet")  # a hand-made backup left in place
+    shutil.copy(original, copy)
+    rows = pq.read_metadata(original).num_rows
+    # each file is fine on its own: a machine's own check cannot see it
+    rel = str(original.relative_to(team.lake))
+    assert checks.duplicate_keys(team.lake, [rel])["sessions"] == 0
+    with team.rebuild() as con:
+        dupes = lakewide.duplicate_keys(con)
+    assert dupes == {**{t: 0 for t in lakewide.LAKE_KEYS}, "sessions": rows}
+
+
+def test_deleted_sessions_leave_orphans_counted_per_reference(team):
+    """Forgetting data by deleting one file (and not its children) is caught, exactly."""
+    gone = team.files("sessions", "ana")[0]
+    with team.rebuild() as con:
+        ids = pq.read_table(gone, columns=["session_id"])["session_id"].to_pylist()
+        expected = {}
+        for (child, col), (parent, pcol) in checks.REFERENCES.items():
+            placeholders = ", ".join("?" * len(ids))
+            expected[f"{child}.{col} -> {parent}.{pcol}"] = con.execute(
+                f'SELECT COUNT(*) FROM "{child}" WHERE machine = \'desktop\' AND "{col}" IN ({placeholders})', ids
+            ).fetchone()[0]
+    assert expected["messages.session_id -> sessions.session_id"] > 0
+    gone.unlink()
+    with team.rebuild() as con:
+        assert lakewide.orphans(con) == expected
+
+
+def test_a_machine_that_stopped_reporting_is_stale(team):
+    with team.rebuild() as con:
+        before = lakewide.last_runs(con)
+    _age_runs(team, "laptop-dev", days=5)
+    with team.rebuild() as con:
+        runs = lakewide.last_runs(con)
+        assert lakewide.row_counts(con)["sources"] == 3  # moved, not lost
+    assert runs["laptop"] == before["laptop"] - timedelta(days=5) and runs["desktop"] == before["desktop"]
+    now = datetime.now(timezone.utc)
+    assert lakewide.stale_machines(runs, now, timedelta(hours=72)) == {"laptop": runs["laptop"]}
+    assert lakewide.stale_machines(runs, now, timedelta(days=6)) == {}
+
+
+def test_an_empty_lake_has_no_facts_and_passes(tmp_path):
+    build_warehouse(tmp_path / "lake", tmp_path / "w.duckdb")
+    with connect(tmp_path / "w.duckdb") as con:
+        facts = lakewide.lake_facts(con)
+        assert set(facts.rows.values()) == {0} and facts.machines == [] and facts.last_runs == {}
+        assert set(lakewide.duplicate_keys(con).values()) == {0} and set(lakewide.orphans(con).values()) == {0}
+
+
+# --- the code location ------------------------------------------------------------------------
+
+def test_central_definitions_load():
+    dg.Definitions.validate_loadable(defs)
+    repo = defs.get_repository_def()
+    assert {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()} == {"team/warehouse"}
+    job = defs.resolve_job_def("team_refresh")
+    assert job.tags == ROLE_TAG
+    assert {k.name for k in job.asset_layer.asset_graph.asset_check_keys} == {
+        "keys_unique_lakewide", "no_orphans_lakewide", "machines_reporting"}
+    schedule = defs.resolve_schedule_def("daily_team_refresh")
+    assert schedule.cron_schedule == "0 5 * * *" and schedule.job_name == "team_refresh"
+    assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+    (spec,) = team_warehouse.specs
+    assert spec.freshness_policy.fail_window.to_timedelta() == timedelta(hours=26)
+    # the central location never ingests: nothing of pipelines.definitions is in it
+    assert not repo.sensor_defs and "lake" not in {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
+
+
+def test_materialize_team_warehouse_and_checks_on_a_good_lake(team):
+    resource = TeamLake(home=str(team.warehouse.parent), lake=str(team.lake), warehouse=str(team.warehouse))
+    with dg.instance_for_test() as instance:
+        result = dg.materialize([team_warehouse, *CHECKS], resources={"team_lake": resource}, instance=instance)
+    assert result.success
+    (mat,) = result.get_asset_materialization_events()
+    meta = mat.materialization.metadata
+    assert meta["rows_sessions"].value == team.laptop.sessions + team.desktop.sessions
+    assert meta["rows_messages"].value == team.laptop.messages + team.desktop.messages
+    assert meta["machines"].value == 2 and meta["users"].value == 2
+    assert meta["machine_names"].value == "desktop, laptop"
+    assert set(meta["last_run_by_machine"].value) == {"desktop", "laptop"}
+    assert meta["lake"].value == str(team.lake)
+    evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert {n: e.passed for n, e in evaluations.items()} == {
+        "keys_unique_lakewide": True, "no_orphans_lakewide": True, "machines_reporting": True}
+    assert evaluations["machines_reporting"].metadata["stale_after_hours"].value == 72
+    with connect(team.warehouse) as con:  # the file readers open: views and marts over both machines
+        assert con.execute("SELECT COUNT(DISTINCT machine) FROM daily_costs").fetchone()[0] == 2
+
+
+def test_the_scheduled_job_reads_its_settings_from_env_and_reports_a_bad_lake(team, monkeypatch):
+    original = team.files("messages", "laptop-dev")[0]
+    shutil.copy(original, original.with_name("crush-laptop-dev-restored.parquet"))
+    _age_runs(team, "ana", days=4)
+    monkeypatch.setenv("AGENTLAKE_HOME", str(team.warehouse.parent))
+    monkeypatch.setenv("AGENTLAKE_LAKE", str(team.lake))
+    monkeypatch.setenv("AGENTLAKE_WAREHOUSE", str(team.warehouse))
+    monkeypatch.setenv("AGENTLAKE_STALE_AFTER_HOURS", "48")
+    with dg.instance_for_test() as instance:
+        result = defs.resolve_job_def("team_refresh").execute_in_process(instance=instance, raise_on_error=False)
+        assert instance.get_run_by_id(result.run_id).tags["agentlake/role"] == "team-warehouse"
+    assert result.success  # failed checks report; they do not fail the rebuild
+    assert team.warehouse.exists()
+    evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    dupes = evaluations["keys_unique_lakewide"]
+    assert not dupes.passed and dupes.metadata["duplicate_rows"].value == pq.read_metadata(original).num_rows
+    assert evaluations["no_orphans_lakewide"].passed
+    stale = evaluations["machines_reporting"]
+    assert not stale.passed and stale.severity == dg.AssetCheckSeverity.WARN
+    assert stale.metadata["stale_after_hours"].value == 48
+    assert stale.metadata["stale_machines"].value.startswith("desktop (last run ")
+
+
+# --- the same Parquet, read by other engines --------------------------------------------------
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_trino_ddl_is_current_and_matches_the_files_written(team):
+    ddl = _load(DEPLOY / "trino" / "ddl.py", "trino_ddl")
+    assert (DEPLOY / "trino" / "tables.sql").read_text() == ddl.render(), \
+        "regenerate: python deploy/trino/ddl.py > deploy/trino/tables.sql"
+    sql = ddl.render("s3://bucket/prefix?endpoint_override=minio:9000")
+    for table in ALL_TABLES:
+        assert f"external_location = 's3://bucket/prefix/{table.name}'" in sql
+        assert f"sync_partition_metadata('agentlake', '{table.name}', 'FULL')" in sql
+    # what Trino will map by name: every column of every written file, in the DDL's types
+    column = re.compile(r'^  "(\w+)" (\S+?),?$', re.MULTILINE)
+    declared = {t.name: column.findall(ddl.table_ddl(t, "s3://b/l")) for t in ALL_TABLES}
+    assert all(cols[-2:] == [("date", "date"), ("project", "varchar")] for cols in declared.values())
+    checked = set()
+    for table in ALL_TABLES:
+        for path in sorted((team.lake / table.name).glob("date=*/project=*/*.parquet")):
+            schema = pq.read_schema(path)
+            assert [(f.name, ddl.TRINO_TYPES[f.type]) for f in schema] == declared[table.name][:-2], path
+            checked.add(table.name)
+    assert {"sessions", "messages", "parts", "tool_calls", "file_versions", "sources"} <= checked
+
+
+def test_trino_catalog_reads_microseconds_without_a_metastore_service():
+    lines = (DEPLOY / "trino" / "agentlake.properties").read_text().splitlines()
+    props = dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
+    assert props["connector.name"] == "hive" and props["hive.metastore"] == "file"
+    assert props["hive.metastore.catalog.dir"].startswith("s3://")
+    assert props["fs.native-s3.enabled"] == "true"
+    assert props["hive.timestamp-precision"] == "MICROSECONDS"  # tables.sql declares timestamp(6)
+    assert props["hive.non-managed-table-writes-enabled"] == "false"
+
+
+def test_hive_partition_discovery_outside_duckdb_sees_what_duckdb_sees(team):
+    """The layout Spark and Trino rely on: keys only in directory names, discovered by a reader
+    that is not DuckDB (Arrow's dataset, hive flavour), with the same rows per project and date."""
+    spark = _load(DEPLOY / "spark" / "read_lake.py", "read_lake")
+    assert spark.TABLES == tuple(t.name for t in ALL_TABLES)
+    path = spark.table_path(str(team.lake), "sessions")
+    dataset = ds.dataset(path, format="parquet", partitioning="hive")
+    assert {"date", "project"} <= set(dataset.schema.names)
+    arrow = dataset.to_table(columns=["date", "project"]).group_by(["date", "project"]).aggregate([([], "count_all")])
+    got = sorted((str(r["date"]), r["project"], r["count_all"]) for r in arrow.to_pylist())
+    with team.rebuild() as con:
+        want = con.execute("SELECT CAST(date AS VARCHAR), project, COUNT(*) FROM sessions "
+                           "GROUP BY ALL ORDER BY ALL").fetchall()
+    assert got == [tuple(r) for r in want] and sum(r[2] for r in got) == team.laptop.sessions + team.desktop.sessions
+
+
+def test_spark_reads_s3_through_s3a_with_agentlakes_endpoint_settings():
+    spark = _load(DEPLOY / "spark" / "read_lake.py", "read_lake")
+    ast.parse((DEPLOY / "spark" / "read_lake.py").read_text())
+    lake = "s3://team-lake/agentlake?endpoint_override=minio:9000&scheme=http&region=eu-west-1"
+    assert spark.table_path(lake, "messages") == "s3a://team-lake/agentlake/messages"
+    conf = spark.spark_conf(lake, env={})
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "minio:9000"
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
+    assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
+    assert conf["spark.hadoop.fs.s3a.endpoint.region"] == "eu-west-1"
+    assert conf["spark.sql.sources.partitionColumnTypeInference.enabled"] == "false"
+    aws = spark.spark_conf("s3://team-lake/agentlake", env={"AWS_REGION": "us-east-2"})
+    assert "spark.hadoop.fs.s3a.endpoint" not in aws and aws["spark.hadoop.fs.s3a.endpoint.region"] == "us-east-2"
+
+
+# --- deploy/: what can be checked without the services ----------------------------------------
+
+def _yaml(name: str):
+    return yaml.safe_load((DEPLOY / name).read_text())
+
+
+def test_instance_yaml_passes_dagsters_own_schema(tmp_path):
+    from dagster._config import validate_config
+    from dagster._core.instance.config import dagster_instance_config
+    from dagster._core.run_coordinator import QueuedRunCoordinator
+
+    for name in ("dagster.yaml", "dagster-docker.yaml"):
+        config, _ = dagster_instance_config(str(DEPLOY), name)  # the check DagsterInstance runs on load
+        assert set(config["storage"]["postgres"]["postgres_db"]) >= {"hostname", "username", "password", "db_name"}
+        assert config["storage"]["postgres"]["postgres_db"]["password"] == {"env": "DAGSTER_PG_PASSWORD"}
+        coordinator = config["run_coordinator"]
+        assert coordinator["class"] == "QueuedRunCoordinator"
+        assert validate_config(QueuedRunCoordinator.config_type(), coordinator["config"]).success
+        (limit,) = coordinator["config"]["tag_concurrency_limits"]
+        assert {limit["key"]: limit["value"]} == ROLE_TAG and limit["limit"] == 1
+    # the validator is real: a misspelt key is refused
+    (tmp_path / "dagster.yaml").write_text((DEPLOY / "dagster.yaml").read_text().replace("max_retries:", "max_retry:"))
+    with pytest.raises(dg.DagsterInvalidConfigError):
+        dagster_instance_config(str(tmp_path), "dagster.yaml")
+    # the Docker variant is the same instance plus its launcher
+    docker = _yaml("dagster-docker.yaml")
+    assert docker.pop("run_launcher")["class"] == "DockerRunLauncher"
+    assert docker == _yaml("dagster.yaml")
+
+
+def test_the_instance_keeps_the_team_job_in_postgres(team, tmp_path, monkeypatch):
+    """Opt-in, where the deployment's libraries are: dagster-postgres importable and DAGSTER_PG_HOST,
+    _USERNAME, _PASSWORD, _DB (and DAGSTER_PG_PORT off 5432) naming a server to use."""
+    pytest.importorskip("dagster_postgres")  # in the deployment image, not in agentlake's deps
+    if not os.environ.get("DAGSTER_PG_HOST"):
+        pytest.skip("no Postgres named by DAGSTER_PG_HOST")
+    text = (DEPLOY / "dagster.yaml").read_text()
+    text = text.replace("port: 5432", f"port: {os.environ.get('DAGSTER_PG_PORT', '5432')}")
+    text = text.replace("base_dir: /opt/dagster/logs", f"base_dir: {tmp_path / 'logs'}")
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(text)
+    for var, value in (("AGENTLAKE_HOME", team.warehouse.parent), ("AGENTLAKE_LAKE", team.lake),
+                       ("AGENTLAKE_WAREHOUSE", team.warehouse)):
+        monkeypatch.setenv(var, str(value))
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        storages = (instance.run_storage, instance.event_log_storage, instance.schedule_storage)
+        assert [type(s).__name__ for s in storages] == [
+            "PostgresRunStorage", "PostgresEventLogStorage", "PostgresScheduleStorage"]
+        queue = instance.get_concurrency_config().run_queue_config
+        assert queue.max_concurrent_runs == 4 and queue.tag_concurrency_limits[0]["key"] == "agentlake/role"
+        result = defs.resolve_job_def("team_refresh").execute_in_process(instance=instance)
+        try:
+            assert result.success
+            event = instance.get_latest_materialization_event(TEAM_WAREHOUSE)
+            assert event.run_id == result.run_id
+            rows = event.asset_materialization.metadata["rows_sessions"].value
+            assert rows == team.laptop.sessions + team.desktop.sessions
+        finally:
+            instance.delete_run(result.run_id)
+
+
+def test_docker_launcher_config_fits_dagster_docker():
+    dagster_docker = pytest.importorskip("dagster_docker")  # in the deployment image, not in agentlake's deps
+    from dagster._config import validate_config
+
+    launcher = _yaml("dagster-docker.yaml")["run_launcher"]
+    assert validate_config(dagster_docker.DockerRunLauncher.config_type(), launcher["config"]).success
+
+
+def test_docker_launcher_reaches_compose_network_volumes_and_env():
+    compose = _yaml("docker-compose.yml")
+    launcher = _yaml("dagster-docker.yaml")["run_launcher"]["config"]
+    assert launcher["network"] == compose["networks"]["agentlake"]["name"]
+    named = {v["name"] for v in compose["volumes"].values() if v and "name" in v}
+    assert {v.split(":", 1)[0] for v in launcher["container_kwargs"]["volumes"]} <= named
+    # a bare name is read from the daemon's environment when a run starts, and must be set there
+    daemon_env = compose["services"]["daemon"]["environment"]
+    assert set(launcher["env_vars"]) <= set(daemon_env)
+    user_code = compose["services"]["user_code"]
+    assert user_code["environment"]["DAGSTER_CURRENT_IMAGE"] == user_code["image"]
+
+
+def test_workspace_points_at_the_code_server_serving_pipelines_central():
+    from dagster._core.workspace.config_schema import ensure_workspace_config
+
+    workspace = _yaml("workspace.yaml")
+    ensure_workspace_config(workspace, str(DEPLOY / "workspace.yaml"))
+    (location,) = workspace["load_from"]
+    server = location["grpc_server"]
+    compose = _yaml("docker-compose.yml")
+    command = compose["services"][server["host"]]["command"]
+    assert command[:3] == ["dagster", "code-server", "start"]
+    assert command[command.index("-p") + 1] == str(server["port"])
+    module = command[command.index("-m") + 1]
+    assert module == "pipelines.central" and isinstance(importlib.import_module(module).defs, dg.Definitions)
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    assert '"-m", "pipelines.central"' in dockerfile
+    for service in ("webserver", "daemon"):
+        assert "/opt/dagster/dagster_home/workspace.yaml" in compose["services"][service]["command"]
+
+
+def test_compose_and_dockerfile_reference_files_that_exist():
+    compose = _yaml("docker-compose.yml")
+    assert set(compose["services"]) == {"postgres", "user_code", "webserver", "daemon"}
+    build = compose["services"]["user_code"]["build"]
+    context = (DEPLOY / build["context"]).resolve()
+    assert context == ROOT and (context / build["dockerfile"]).is_file()
+    for service in ("user_code", "webserver", "daemon"):
+        env = compose["services"][service]["environment"]
+        assert {"DAGSTER_PG_HOST", "DAGSTER_PG_PASSWORD", "AGENTLAKE_LAKE", "AGENTLAKE_WAREHOUSE"} <= set(env)
+    override = _yaml("docker-compose.docker-launcher.yml")
+    for service in override["services"].values():
+        for volume in service["volumes"]:
+            source = volume.split(":", 1)[0]
+            assert not source.startswith(".") or (DEPLOY / source).is_file(), source
+    copies = re.findall(r"^COPY (.+) \S+$", (DEPLOY / "Dockerfile").read_text(), re.MULTILINE)
+    sources = [s for line in copies for s in line.split()]
+    assert sources and all((ROOT / s).exists() for s in sources), sources
+    env_example = (DEPLOY / "env.example").read_text()
+    assert all(f"{var}=" in env_example for var in ("DAGSTER_PG_PASSWORD", "AGENTLAKE_LAKE"))
+
+
+def test_deployment_libraries_match_dagster_and_stay_out_of_agentlakes_deps():
+    patch = dg.__version__.split(".")[2]  # dagster 1.13.N goes with its libraries 0.29.N
+    pins = dict(re.findall(r"^(dagster-[\w-]+)==(\S+)", (DEPLOY / "requirements.txt").read_text(), re.MULTILINE))
+    assert pins == {name: f"0.29.{patch}" for name in ("dagster-postgres", "dagster-docker", "dagster-k8s")}
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert not any(name in pyproject for name in pins)
+
+
+def test_helm_values_run_pipelines_central_with_the_k8s_launcher():
+    values = _yaml("k8s/values.yaml")
+    (deployment,) = values["dagster-user-deployments"]["deployments"]
+    assert deployment["codeServerArgs"] == ["-m", "pipelines.central"]
+    assert deployment["image"]["tag"] != "latest" and deployment["includeConfigInLaunchedRuns"]["enabled"]
+    assert values["runLauncher"]["type"] == "K8sRunLauncher"
+    queue = values["dagsterDaemon"]["runCoordinator"]
+    assert queue["type"] == "QueuedRunCoordinator"
+    instance = _yaml("dagster.yaml")["run_coordinator"]["config"]
+    assert queue["config"]["queuedRunCoordinator"]["tagConcurrencyLimits"] == instance["tag_concurrency_limits"]
+    assert queue["config"]["queuedRunCoordinator"]["maxConcurrentRuns"] == instance["max_concurrent_runs"]
+    env = {e["name"] for e in deployment["env"]}
+    assert {"AGENTLAKE_HOME", "AGENTLAKE_WAREHOUSE"} <= env
+    assert any(m["mountPath"] == "/data" for m in deployment["volumeMounts"])
+
+
+def test_team_warehouse_key_is_stable():
+    # docs/DEPLOYMENT.md and the UI links name it
+    assert TEAM_WAREHOUSE.to_user_string() == "team/warehouse"

@@ -1,0 +1,79 @@
+"""Facts and checks over the whole lake, as the central deployment sees it.
+
+Each machine checks only the files it just wrote (warehouse.checks); only a reader of the
+whole lake sees what lies between them: a key written twice under two file names (a file
+copied or renamed by hand, one store ingested under two user names), children whose parent
+row is missing, and machines that stopped reporting.
+
+Every function takes a DuckDB connection that has the lake's views (warehouse.views.connect
+on a built warehouse file, or create_views on an in-memory connection), so the same code runs
+over a directory lake and an S3 lake.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from transforms.contract import ALL_TABLES
+from warehouse.checks import KEYS, REFERENCES
+
+# Within one source a key is unique (warehouse.checks); across the lake the source is part of
+# the key. The user is not: one store read under two user names counts its sessions twice.
+SOURCE = ("machine", "source_id")
+LAKE_KEYS = {table: SOURCE + cols for table, cols in KEYS.items()}
+
+
+@dataclass(frozen=True)
+class LakeFacts:
+    rows: dict[str, int]  # per table
+    machines: list[str]
+    users: list[str]
+    last_runs: dict[str, datetime]  # machine -> its latest `sources.run_at` (naive UTC)
+
+
+def _quoted(cols) -> str:
+    return ", ".join(f'"{c}"' for c in cols)
+
+
+def row_counts(con) -> dict[str, int]:
+    return {t.name: con.execute(f'SELECT COUNT(*) FROM "{t.name}"').fetchone()[0] for t in ALL_TABLES}
+
+
+def last_runs(con) -> dict[str, datetime]:
+    """Each machine's latest run, from the run log every ingestion appends to."""
+    rows = con.execute('SELECT machine, MAX(run_at) FROM sources GROUP BY machine ORDER BY machine').fetchall()
+    return dict(rows)
+
+
+def lake_facts(con) -> LakeFacts:
+    users = [u for (u,) in con.execute('SELECT DISTINCT "user" FROM sources ORDER BY 1').fetchall()]
+    runs = last_runs(con)
+    return LakeFacts(rows=row_counts(con), machines=sorted(runs), users=users, last_runs=runs)
+
+
+def duplicate_keys(con) -> dict[str, int]:
+    """Rows whose lake-wide key repeats, per table (0 everywhere when all is well)."""
+    out = {}
+    for table, cols in LAKE_KEYS.items():
+        sql = f'SELECT COUNT(*) - COUNT(DISTINCT ({_quoted(cols)})) FROM "{table}"'
+        out[table] = con.execute(sql).fetchone()[0]
+    return out
+
+
+def orphans(con) -> dict[str, int]:
+    """Rows whose parent is missing from their own source, per reference (0 when all is well)."""
+    out = {}
+    for (child, col), (parent, pcol) in REFERENCES.items():
+        same_source = " AND ".join(f'p."{c}" = c."{c}"' for c in SOURCE)
+        sql = (f'SELECT COUNT(*) FROM "{child}" c WHERE c."{col}" IS NOT NULL AND NOT EXISTS '
+               f'(SELECT 1 FROM "{parent}" p WHERE {same_source} AND p."{pcol}" = c."{col}")')
+        out[f"{child}.{col} -> {parent}.{pcol}"] = con.execute(sql).fetchone()[0]
+    return out
+
+
+def stale_machines(runs: dict[str, datetime], now: datetime, max_age: timedelta) -> dict[str, datetime]:
+    """Machines whose latest run is older than `max_age` at `now`, with that run's time.
+
+    `run_at` is naive UTC (no ICU extension needed); an aware `now` is converted to match."""
+    if now.tzinfo is not None:
+        now = now.astimezone(timezone.utc).replace(tzinfo=None)
+    return {machine: at for machine, at in sorted(runs.items()) if now - at > max_age}
