@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from transforms.providers import PROVIDERS
+from transforms.redact import Policy
 from warehouse.layout import Layout
 
 TOP_LEVEL = {"lake": str, "machine": str, "user": str, "team": bool, "use_default": bool}
@@ -69,8 +70,10 @@ def load_config(path: Path, providers=tuple(PROVIDERS)) -> Config:
         if not isinstance(value, TOP_LEVEL[key]):
             raise ConfigError(f"{path}: {key} must be a {TOP_LEVEL[key].__name__}")
     privacy = data.get("privacy", {})
-    if not all(isinstance(v, str) for v in privacy.values()):
-        raise ConfigError(f"{path}: [privacy] maps `table.column` to keep, redact, hash or drop")
+    try:
+        Policy.from_mapping(privacy)
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"{path}: [privacy]: {exc}") from None
     names = data.get("projects", {})
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in names.items()):
         raise ConfigError(f"{path}: [projects] maps a path, remote or name to a project name (strings)")

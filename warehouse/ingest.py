@@ -19,6 +19,7 @@ from pathlib import Path
 from transforms.contract import DATA_TABLES, SCHEMA_VERSION, SOURCES
 from transforms.provider import DiscoverOptions, Provider, SourceError
 from transforms.providers import PROVIDERS
+from transforms.redact import Policy, redact_rows
 from transforms.sources import Source
 from warehouse import state as state_store
 from warehouse.layout import Layout, relative_path
@@ -133,6 +134,7 @@ def _ingest_locked(source, layout, store, run_at, force, provider) -> SourceResu
         return SourceResult(source, "failed", error=_reason(exc), fingerprint=fingerprint)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    redacted = redact_rows(extract.rows, privacy_policy(layout)) if layout.team else Counter()
     try:
         retained = carry_forward(store, previous.files, extract.rows)
     except (OSError, ValueError) as exc:  # an unreadable old file: keep it, and this source's old state
@@ -164,6 +166,10 @@ def _ingest_locked(source, layout, store, run_at, force, provider) -> SourceResu
         for table, expected in extract.expected.items()
     }
     warnings = findings.warnings(written.rows.get("quarantine", 0))
+    if redacted:
+        secrets = sum(n for kind, n in redacted.items() if ":" not in kind)
+        dropped = sum(n for kind, n in redacted.items() if kind.startswith("drop:"))
+        warnings.append(f"team mode: {secrets} secrets redacted, {dropped} values dropped")
     if retained["sessions"]:
         warnings.append(f"{retained['sessions']} sessions no longer in the source were kept in the lake")
     warnings += [
@@ -175,6 +181,11 @@ def _ingest_locked(source, layout, store, run_at, force, provider) -> SourceResu
         schema_version=extract.schema_version, migrations=extract.migrations,
         fingerprint=fingerprint, files=sorted(written.files),
     )
+
+
+def privacy_policy(layout: Layout) -> Policy:
+    """Team mode's policy: the defaults, with config.toml's [privacy] on top."""
+    return Policy.from_mapping(dict(layout.privacy))
 
 
 def _reason(exc: Exception) -> str:

@@ -1,0 +1,88 @@
+"""Team mode end to end: secrets an agent saw never reach the lake, file contents are dropped
+with their path, size and hash kept, and config.toml's per-column policy applies."""
+
+import hashlib
+from dataclasses import replace
+
+import pytest
+
+from tests.conftest import ingest, query, scalar
+from tests.test_redaction import CASES
+from transforms.contract import DATA_TABLES
+from transforms.crush.synth import add_file, add_message, add_session
+from transforms.crush.synth_parts import bash_output, text_part, tool_call_part, tool_result_part
+from warehouse.config import ConfigError, load_layout
+
+T0 = 1767225600
+
+
+def leaky_project(project):
+    """Every known secret shape, where agents meet them: prompts, commands, tool output, files."""
+    p = project("leaky")
+    add_session(p.conn, "s", title="deploy with " + CASES[0].text, created_at=T0, cost=0.5)
+    for i, case in enumerate(CASES):
+        t = T0 + 10 * i
+        add_message(p.conn, f"u{i}", "s", "user", [text_part(f"please use {case.text} now")], created_at=t)
+        add_message(p.conn, f"a{i}", "s", "assistant", [tool_call_part(f"c{i}", "bash", {"command": f"echo '{case.text}'"})],
+                    created_at=t + 1, model="claude-sonnet-4-5", provider="anthropic")
+        add_message(p.conn, f"r{i}", "s", "tool", [tool_result_part(f"c{i}", "bash", bash_output(case.text))],
+                    created_at=t + 2)
+    env_file = "\n".join(c.text for c in CASES)
+    add_file(p.conn, "f1", "s", str(p.path / ".env"), env_file, 1, created_at=T0 + 5)
+    p.close()
+    return p, env_file
+
+
+def all_strings(layout) -> list[str]:
+    out = []
+    for table in DATA_TABLES:
+        for row in query(layout, f'SELECT * FROM "{table.name}"'):
+            out += [v for v in row if isinstance(v, str)]
+    return out
+
+
+def test_no_known_secret_reaches_a_team_lake(layout, project):
+    p, env_file = leaky_project(project)
+    summary = ingest(replace(layout, team=True), p.db)
+    assert summary.results[0].status == "ok"
+    assert any("secrets redacted" in w for w in summary.results[0].warnings)
+    strings = all_strings(layout)
+    leaked = [(case.kind, secret) for case in CASES for secret in case.secrets if any(secret in s for s in strings)]
+    assert leaked == []
+    # what surrounds a secret is kept
+    assert scalar(layout, "SELECT COUNT(*) FROM parts WHERE text LIKE 'please use %[REDACTED:%'") == len(CASES)
+    assert scalar(layout, "SELECT COUNT(*) FROM tool_calls WHERE command LIKE 'echo %REDACTED%'") == len(CASES)
+    # file contents are dropped; path, size and hash stay, computed from the real content
+    row = query(layout, "SELECT content, size_bytes, content_sha256, path FROM file_versions")[0]
+    assert row == (None, len(env_file.encode()), hashlib.sha256(env_file.encode()).hexdigest(), str(p.path / ".env"))
+
+
+def test_a_local_lake_keeps_everything(layout, project):
+    p, env_file = leaky_project(project)
+    ingest(layout, p.db)  # local mode: the laptop's own lake
+    assert not layout.team
+    assert scalar(layout, "SELECT content FROM file_versions") == env_file
+    assert scalar(layout, "SELECT COUNT(*) FROM parts WHERE text LIKE '%REDACTED%'") == 0
+
+
+def test_config_sets_the_policy_per_column(tmp_path, project):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('team = true\n[privacy]\n"parts.text" = "hash"\n"tool_calls.command" = "drop"\n')
+    layout = load_layout(home)
+    assert layout.team and dict(layout.privacy) == {"parts.text": "hash", "tool_calls.command": "drop"}
+    p, _ = leaky_project(project)
+    ingest(layout, p.db)
+    texts = [r[0] for r in query(layout, "SELECT text FROM parts WHERE role = 'user'")]
+    expected = {"sha256:" + hashlib.sha256(f"please use {c.text} now".encode()).hexdigest() for c in CASES}
+    assert set(texts) == expected
+    assert scalar(layout, "SELECT COUNT(command) FROM tool_calls") == 0
+
+
+@pytest.mark.parametrize("privacy, message", [('"parts.nope" = "hash"', "nope"), ('"parts.text" = "burn"', "burn")])
+def test_a_bad_privacy_setting_is_a_clear_error(tmp_path, privacy, message):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(f"[privacy]\n{privacy}\n")
+    with pytest.raises(ConfigError, match=message):
+        load_layout(home)
