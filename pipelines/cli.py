@@ -220,6 +220,15 @@ def _date(text: str):
         raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
 
 
+def cmd_views(args) -> int:
+    from warehouse.views import build_warehouse
+
+    layout = _layout(args)
+    names = build_warehouse(layout.lake, layout.warehouse)
+    print(f"{len(names)} views over {layout.lake} in {layout.warehouse}")
+    return 0
+
+
 def cmd_schedule(args) -> int:
     import subprocess
 
@@ -361,6 +370,11 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("sources", help="list the sources discovery finds, without reading them")
     _common(p, discovery=True)
     p.set_defaults(func=cmd_sources)
+
+    p = sub.add_parser("views", help="(re)build the warehouse's views over the lake, without ingesting "
+                                     "(a reader of a team lake)")
+    _common(p)
+    p.set_defaults(func=cmd_views)
 
     p = sub.add_parser("schedule", help="print (or install) a systemd timer, cron line or launchd agent that "
                                         "runs `agentlake ingest` on this machine")

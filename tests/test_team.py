@@ -98,3 +98,18 @@ def test_a_pruned_session_keeps_its_history_in_the_s3_lake(s3, tmp_path):
         assert con.execute("SELECT COUNT(*) FROM messages").fetchall()[0][0] == store.messages
         retained = con.execute("SELECT MAX(retained_sessions) FROM sources").fetchall()[0][0]
     assert retained >= 1  # the deleted root, plus its sub-agents
+
+
+def test_a_reader_builds_views_over_the_team_lake_with_one_command(s3, tmp_path):
+    lake = f"s3://{BUCKET}/readers"
+    store = generate_store(tmp_path / "crush", projects=1, sessions_per_project=3, seed=9)
+    run = machine_ingest(tmp_path / "writer", lake, "ana-laptop", "ana", store.global_dir, s3)
+    assert run.wait(timeout=300) == 0, run.stderr.read()
+    reader = [sys.executable, "-m", "pipelines.cli"]
+    env = {**os.environ, **s3, "AGENTLAKE_HOME": str(tmp_path / "reader")}
+    views = subprocess.run([*reader, "views", "--lake", lake], env=env, capture_output=True, text=True)
+    assert views.returncode == 0, views.stderr
+    out = subprocess.run([*reader, "sql", "--lake", lake, "--format", "csv", "SELECT COUNT(*) AS n FROM sessions"],
+                         env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["n", str(store.sessions)]
