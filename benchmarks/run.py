@@ -8,6 +8,7 @@ repeated; the medians are printed as a Markdown table for docs/BENCHMARKS.md.
 - baseline: snapshot every db, read every row, decode every parts JSON once; nothing else.
   The practical floor for any ingester.
 - cold ingest (library): warehouse.ingest.ingest_all into an empty home.
+- cold ingest, team mode (library): the same with secrets redacted before writing.
 - cold ingest (CLI): `agentlake ingest` end to end (Python, Dagster, views) into an empty home.
 - no-op rerun (CLI): `agentlake ingest` again, nothing changed.
 - one source changed (CLI): one db gets a new message, then `agentlake ingest`.
@@ -53,12 +54,13 @@ print(json.dumps({"rows": rows, "parts": parts}))
 """
 
 LIBRARY_INGEST = r"""
-import json, sys
+import dataclasses, json, sys
 from transforms.provider import DiscoverOptions
 from warehouse.ingest import discover_sources, ingest_all
 from warehouse.layout import Layout
 sources, _ = discover_sources(DiscoverOptions(env={}, extra_roots={"crush": (sys.argv[1],)}, use_default=False))
-summary = ingest_all(sources, Layout.resolve(home=sys.argv[2]))
+layout = dataclasses.replace(Layout.resolve(home=sys.argv[2]), team=sys.argv[3] == "team")
+summary = ingest_all(sources, layout)
 print(json.dumps(dict(summary.rows)))
 """
 
@@ -121,10 +123,12 @@ def main() -> None:
     results = {}
     results["baseline"] = [measure([PY, "-c", BASELINE, str(corpus)]) for _ in range(args.repeat)]
     rows = json.loads(results["baseline"][0][2])
-    lib, cli_cold, noop, changed, alone = [], [], [], [], []
+    lib, team, cli_cold, noop, changed, alone = [], [], [], [], [], []
     for i in range(args.repeat):
         home = work / f"lib-{i}"
-        lib.append(measure([PY, "-c", LIBRARY_INGEST, str(corpus), str(home)]))
+        lib.append(measure([PY, "-c", LIBRARY_INGEST, str(corpus), str(home), "local"]))
+        shutil.rmtree(home)
+        team.append(measure([PY, "-c", LIBRARY_INGEST, str(corpus), str(home), "team"]))
         shutil.rmtree(home)
         home = work / f"cli-{i}"
         env = {**os.environ, "AGENTLAKE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster")}
@@ -139,7 +143,8 @@ def main() -> None:
         shutil.rmtree(solo)
         if i < args.repeat - 1:
             shutil.rmtree(home)
-    results.update({"cold ingest (library)": lib, "cold ingest (CLI, Dagster)": cli_cold,
+    results.update({"cold ingest (library)": lib, "cold ingest, team mode (library)": team,
+                    "cold ingest (CLI, Dagster)": cli_cold,
                     "no-op rerun (CLI)": noop, "one source changed (CLI)": changed,
                     "that source alone, cold (CLI)": alone})
     lake = home / "lake"

@@ -77,9 +77,10 @@ def cmd_ingest(args) -> int:
     summary = run_ingest(layout, options, full_refresh=args.full_refresh, quiet=args.quiet)
     print_summary(summary, layout)
     if not summary.results:
-        where = f"{global_data_dir(options.env) / 'projects.json'}" if options.use_default else "the named places"
-        _err(f"no sources found (looked in {where}); name stores with --db or --crush-root, "
-             "or try `agentlake demo`")
+        where = (f"each agent's default home, e.g. {global_data_dir(options.env) / 'projects.json'}"
+                 if options.use_default else "the named places")
+        _err(f"no sources found (looked in {where}); name stores with --db, --crush-root, --codewhale-home "
+             "or --agent-home AGENT=DIR, or try `agentlake demo`")
     return summary.exit_code
 
 
