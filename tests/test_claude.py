@@ -165,6 +165,16 @@ def test_trap2_cache_buckets_are_disjoint_and_priced_apart(layout, tmp_path):
     assert scalar(layout, "SELECT cost_usd FROM sessions") == pytest.approx(0.025095, abs=1e-12)
 
 
+def test_web_searches_are_billed_per_request_on_top_of_tokens(layout, tmp_path):
+    home = tmp_path / "claude"
+    searched = {**usage(10, 500), "server_tool_use": {"web_search_requests": 3, "web_fetch_requests": 1}}
+    lines = [user_line(SID, T0, CWD, "look it up")] + response(SID, T0, "msg_S", searched)
+    write_jsonl(project(home) / f"{SID}.jsonl", lines)
+    ingest(layout, homes={"claude": [home]})
+    # Anthropic bills web search at $10 per 1,000 requests: 3 searches add $0.03
+    assert scalar(layout, "SELECT cost_usd FROM usage") == pytest.approx(10 * IN + 500 * OUT + 3 * 0.01, abs=1e-12)
+
+
 def _subagent_home(home: Path) -> dict:
     """A root with a nested sub-agent, a flat (older) sub-agent file, sidechain lines with and
     without an agentId in the parent's file. Returns each request's buckets by message id."""

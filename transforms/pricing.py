@@ -75,9 +75,10 @@ class Buckets:
 
 
 def price_buckets(buckets: Buckets, model: str | None, provider: str | None, at: datetime | None,
-                  price_context: dict | None = None) -> Priced:
+                  price_context: dict | None = None, web_searches: int = 0) -> Priced:
     """Price one request offline with genai-prices, cache reads and writes at the provider's own
-    multipliers. genai-prices takes the TOTAL input, with the cache buckets as parts of it."""
+    multipliers, plus server-side web searches where billed per request. genai-prices takes the
+    TOTAL input, with the cache buckets as parts of it."""
     if not model:
         return Priced(None, "unknown", "no model recorded")
     if buckets.total is None:
@@ -91,6 +92,7 @@ def price_buckets(buckets: Buckets, model: str | None, provider: str | None, at:
         cache_write_tokens=write_5m + write_1h,
         cache_write_1h_tokens=write_1h,
         output_tokens=buckets.output or 0,
+        web_searches=web_searches,
     )
     provider_id = provider if provider not in (None, "", "custom") else None
     try:

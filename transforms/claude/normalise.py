@@ -184,6 +184,12 @@ def buckets(u: dict) -> Buckets:
                    _int(u.get("output_tokens")))
 
 
+def _web_searches(u: dict) -> int:
+    """Server-side web searches are billed per request ($10 per 1,000 for Claude), on top of tokens."""
+    tools = u.get("server_tool_use") if isinstance(u.get("server_tool_use"), dict) else {}
+    return _int(tools.get("web_search_requests")) or 0
+
+
 def _request(base: dict, model: str | None, u: dict, native) -> dict:
     b = buckets(u)
     if isinstance(native, (int, float)) and not isinstance(native, bool):
@@ -191,7 +197,8 @@ def _request(base: dict, model: str | None, u: dict, native) -> dict:
     else:
         priced_as = price_model(model) if model else None
         context = {"speed": "fast"} if u.get("speed") == "fast" else None
-        priced = price_buckets(b, priced_as, llm_provider(priced_as), base["requested_at"], context)
+        priced = price_buckets(b, priced_as, llm_provider(priced_as), base["requested_at"], context,
+                               web_searches=_web_searches(u))
         cost, source = priced.cost_usd, priced.cost_source
         note = priced.note if priced_as == model else f"{priced.note} (id {model} priced as {priced_as})"
     return {**base, "model": model, "llm_provider": llm_provider(model), **b.columns(),
