@@ -113,3 +113,23 @@ def test_a_reader_builds_views_over_the_team_lake_with_one_command(s3, tmp_path)
                          env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["n", str(store.sessions)]
+
+
+def test_the_object_store_writes_replaces_lists_and_removes_stale_files(s3):
+    """The writer's contract on S3: a changed file is replaced whole, an unchanged one is not
+    written again, a file the source no longer needs is removed, and listing sees exactly that."""
+    from warehouse.store import open_store
+    from warehouse.writer import SourceFiles, write_files
+
+    store = open_store(f"s3://{BUCKET}/store-test")
+    first = SourceFiles(data={"sessions/date=2026-01-01/project=a/x.parquet": b"one",
+                              "sessions/date=2026-01-02/project=a/x.parquet": b"two"})
+    written = write_files(store, first, {})
+    assert written.replaced == 2 and store.list() == sorted(first.data)
+    second = SourceFiles(data={"sessions/date=2026-01-01/project=a/x.parquet": b"one",
+                               "sessions/date=2026-01-03/project=a/x.parquet": b"three!"})
+    again = write_files(store, second, written.files)
+    assert (again.unchanged, again.replaced, again.removed) == (1, 1, 1)
+    assert store.list() == sorted(second.data)
+    assert store.read("sessions/date=2026-01-03/project=a/x.parquet") == b"three!"
+    assert store.size("sessions/date=2026-01-02/project=a/x.parquet") is None
