@@ -164,3 +164,23 @@ def test_views_still_answer_while_old_and_new_files_are_mixed(layout, project):
 
     build_warehouse(layout.lake, layout.warehouse)
     assert scalar(layout, "SELECT COUNT(*) FROM sessions") == 2
+
+
+def test_a_lost_state_loses_no_history(layout, project):
+    """A new or wiped agentlake home over an existing lake: the source's files are found by name,
+    so a session the agent pruned meanwhile is still carried forward, and nothing is doubled."""
+    import shutil
+
+    p = _two_day_project(project)
+    ingest(layout, p.db)
+    before = query(layout, "SELECT session_id, cost_usd FROM sessions ORDER BY 1")
+    shutil.rmtree(layout.state_dir)
+    conn = sqlite3.connect(p.db)
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("DELETE FROM sessions WHERE id = 's2'")
+    conn.commit()
+    conn.close()
+    summary = ingest(layout, p.db)
+    assert summary.results[0].retained_sessions == 1
+    assert query(layout, "SELECT session_id, cost_usd FROM sessions ORDER BY 1") == before
+    assert scalar(layout, "SELECT COUNT(*) FROM messages") == 2

@@ -22,7 +22,7 @@ from transforms.providers import PROVIDERS
 from transforms.redact import Policy, redact_rows
 from transforms.sources import Source
 from warehouse import state as state_store
-from warehouse.layout import Layout, relative_path
+from warehouse.layout import Layout, file_name, relative_path
 from warehouse.retention import carry_forward
 from warehouse.writer import append_rows, build_files, write_files
 
@@ -126,6 +126,8 @@ def _ingest_locked(source, layout, store, run_at, force, provider) -> SourceResu
     fingerprint = provider.fingerprint(source)
     if not force and is_unchanged(previous, fingerprint, layout):
         return SourceResult(source, "unchanged", fingerprint=fingerprint, files=sorted(previous.files))
+    if not previous.files:  # no state (a new home, a wiped one): adopt what the lake holds already
+        previous.files = _files_in_lake(store, source, layout)
     workdir = Path(tempfile.mkdtemp(prefix="agentlake-snapshot-"))
     try:
         extract = provider.extract(source, workdir, run_at,
@@ -181,6 +183,14 @@ def _ingest_locked(source, layout, store, run_at, force, provider) -> SourceResu
         schema_version=extract.schema_version, migrations=extract.migrations,
         fingerprint=fingerprint, files=sorted(written.files),
     )
+
+
+def _files_in_lake(store, source: Source, layout: Layout) -> dict[str, str]:
+    """This machine's files of the source, found by name: they are carried forward and replaced
+    like any previous files, so losing the state never loses history. (The `sources` run log
+    is appended to separately.) The digest is unknown: each one is rewritten."""
+    name = file_name(source.provider, source.source_id, layout.identity)
+    return {rel: "" for rel in store.find(name) if not rel.startswith(f"{SOURCES.name}/")}
 
 
 def privacy_policy(layout: Layout) -> Policy:
