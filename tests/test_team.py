@@ -43,8 +43,9 @@ def machine_ingest(home, lake, machine, user, crush_root, env) -> subprocess.Pop
     return subprocess.Popen(argv, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def test_two_machines_ingest_concurrently_into_one_s3_lake(s3, tmp_path):
-    lake = f"s3://{BUCKET}/agentlake"
+@pytest.mark.parametrize("where", ["s3", "shared directory"])
+def test_two_machines_ingest_concurrently_into_one_lake(s3, tmp_path, where):
+    lake = f"s3://{BUCKET}/agentlake" if where == "s3" else str(tmp_path / "nfs" / "lake")
     # machine A has project 0; machine B has projects 0 and 1: project 0 is shared (same name)
     a = generate_store(tmp_path / "a" / "crush", projects=1, sessions_per_project=5, seed=1)
     b = generate_store(tmp_path / "b" / "crush", projects=2, sessions_per_project=5, seed=2)
@@ -56,7 +57,7 @@ def test_two_machines_ingest_concurrently_into_one_s3_lake(s3, tmp_path):
         assert run.returncode == 0, err
 
     layout = load_layout(tmp_path / "reader", lake)  # a third party: reads only
-    assert layout.remote and layout.team  # an object-storage lake is a team lake
+    assert layout.team == layout.remote == (where == "s3")  # an object-storage lake is a team lake
     build_warehouse(layout.lake, layout.warehouse)
     with connect(layout.warehouse) as con:
         def one(sql):
