@@ -34,6 +34,10 @@ def _options(args, layout: Layout) -> DiscoverOptions:
     )
 
 
+class UsageError(ValueError):
+    """A flag's value is wrong: exit 2, like argparse's own errors."""
+
+
 def _agent_homes(values: list[str]) -> dict[str, tuple[str, ...]]:
     from transforms.providers import PROVIDERS
 
@@ -41,7 +45,7 @@ def _agent_homes(values: list[str]) -> dict[str, tuple[str, ...]]:
     for value in values:
         agent, sep, path = value.partition("=")
         if not sep or agent not in PROVIDERS or not path:
-            raise ConfigError(f"--agent-home wants AGENT=DIR with AGENT one of {', '.join(PROVIDERS)}; got {value!r}")
+            raise UsageError(f"--agent-home wants AGENT=DIR with AGENT one of {', '.join(PROVIDERS)}; got {value!r}")
         out[agent] = out.get(agent, ()) + (path,)
     return out
 
@@ -402,6 +406,9 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.func(args)
+    except UsageError as exc:
+        _err(f"error: {exc}")
+        return 2
     except ConfigError as exc:
         _err(f"error: {exc}")
         return 1

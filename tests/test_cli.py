@@ -96,3 +96,21 @@ def test_config_names_projects_and_a_bad_config_is_reported(home, project, capsy
     (home / "config.toml").write_text("[projects]\nname = 3\n")
     assert main(["ingest", "--db", str(p.db)]) == 1
     assert "[projects] maps a path" in capsys.readouterr().err
+
+
+def test_agent_home_names_any_agents_store(home, tmp_path, capsys):
+    from transforms.codex.synth import generate_home
+
+    truth = generate_home(tmp_path / "codex-home", sessions=3, seed=4)
+    assert main(["ingest", "--no-default", "--agent-home", f"codex={tmp_path / 'codex-home'}",
+                 "--machine", "ci-box", "--user", "ana"]) == 0
+    capsys.readouterr()
+    assert main(["sql", "SELECT provider, machine, \"user\", COUNT(*) AS n FROM sessions GROUP BY ALL",
+                 "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"provider": "codex", "machine": "ci-box", "user": "ana",
+                                                    "n": truth.sessions}]
+
+
+def test_a_bad_agent_home_is_a_clear_error(home, capsys):
+    assert main(["ingest", "--agent-home", "cursor=/tmp/x"]) == 2
+    assert "--agent-home wants AGENT=DIR" in capsys.readouterr().err
