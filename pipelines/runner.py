@@ -17,6 +17,7 @@ from transforms.providers import PROVIDERS
 from warehouse import state as state_store
 from warehouse.ingest import RunSummary, SourceResult, discover_sources, ingest_source, is_unchanged, new_run_id
 from warehouse.layout import Layout
+from warehouse.views import build_warehouse
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
@@ -99,6 +100,10 @@ def run_ingest(layout: Layout, options: DiscoverOptions, *, full_refresh: bool =
             to_run.append(source)
     if to_run or not layout.warehouse.exists():
         _materialise(layout, options, to_run, sources, reporter, summary, full_refresh)
+    elif layout.remote or layout.team:
+        # other machines write this lake: a table they started filling needs its view (a table
+        # without files is a fixed empty view), so the views are rebuilt even when nothing here changed
+        build_warehouse(layout.lake, layout.warehouse)
     summary.results = reporter.results
     return summary
 

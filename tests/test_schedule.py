@@ -60,3 +60,10 @@ def test_cli_prints_by_default_and_install_writes_the_files(tmp_path):
     plist = tmp_path / "Library/LaunchAgents/dev.agentlake.ingest.plist"
     assert plist.exists() and f"wrote {plist}" in installed.stdout
     assert installed.returncode == 1 and "launchctl is not on this machine" in installed.stderr
+
+
+@pytest.mark.parametrize("every", [45, 90, 300])
+def test_cron_refuses_intervals_it_cannot_keep(tmp_path, every):
+    with pytest.raises(ValueError, match="cron cannot run every"):
+        schedule.recipe("cron", every, ["x"], tmp_path, tmp_path)
+    assert schedule.recipe("systemd", every, ["x"], tmp_path, tmp_path)  # a timer can

@@ -134,3 +134,23 @@ def test_the_object_store_writes_replaces_lists_and_removes_stale_files(s3):
     assert store.list() == sorted(second.data)
     assert store.read("sessions/date=2026-01-03/project=a/x.parquet") == b"three!"
     assert store.size("sessions/date=2026-01-02/project=a/x.parquet") is None
+
+
+def test_a_machine_with_nothing_new_still_sees_tables_others_started_filling(s3, tmp_path):
+    """Views of tables with no file are fixed empty views: on a shared lake each run rebuilds
+    them, even when none of this machine's sources changed."""
+    from transforms.codex.synth import generate_home
+
+    lake = f"s3://{BUCKET}/views"
+    crush = generate_store(tmp_path / "crush", projects=1, sessions_per_project=2, seed=3)
+    ana = tmp_path / "ana"
+    assert machine_ingest(ana, lake, "ana-laptop", "ana", crush.global_dir, s3).wait(timeout=300) == 0
+    with connect(load_layout(ana, lake).warehouse) as con:
+        assert con.execute("SELECT COUNT(*) FROM usage").fetchall() == [(0,)]  # Crush records no usage
+    codex = generate_home(tmp_path / "codex", sessions=2, seed=3)
+    ben = [sys.executable, "-m", "pipelines.cli", "ingest", "--quiet", "--no-default", "--home", str(tmp_path / "ben"),
+           "--lake", lake, "--machine", "ben-desktop", "--user", "ben", "--agent-home", f"codex={tmp_path / 'codex'}"]
+    assert subprocess.run(ben, env={**os.environ, **s3}).returncode == 0
+    assert machine_ingest(ana, lake, "ana-laptop", "ana", crush.global_dir, s3).wait(timeout=300) == 0  # unchanged
+    with connect(load_layout(ana, lake).warehouse) as con:
+        assert con.execute("SELECT COUNT(*) FROM usage").fetchall() == [(codex.usage_rows,)]

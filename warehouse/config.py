@@ -1,13 +1,17 @@
 """`<AGENTLAKE_HOME>/config.toml`: this machine's place in the team, and where to look for stores.
 
-    lake = "s3://team-agentlake/lake"      # a shared lake (default: <home>/lake); --lake wins
-    machine = "ana-laptop"                 # default: $AGENTLAKE_MACHINE, else the host's short name
-    user = "ana"                           # default: $AGENTLAKE_USER, else the login name
+    lake = "s3://team-agentlake/lake"      # a shared lake (default: <home>/lake)
+    machine = "ana-laptop"                 # default: the host's short name
+    user = "ana"                           # default: the login name
     team = true                            # redact before writing (default: on for an s3:// lake)
     use_default = true                     # also read each agent's default location
 
     [privacy]                              # per column: keep, redact, hash or drop (team mode)
     "parts.text" = "hash"
+
+Flags win over the environment ($AGENTLAKE_LAKE, $AGENTLAKE_MACHINE, $AGENTLAKE_USER), which
+wins over this file. Every agent has a section like the two below ([crush], [codewhale],
+[claude], [codex], [opencode]), with the same two keys:
 
     [crush]
     extra_stores = ["/srv/old-laptop/proj/.crush/crush.db"]   # crush.db files, data dirs or project dirs

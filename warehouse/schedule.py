@@ -55,6 +55,10 @@ def _systemd(every, argv, command, home, log) -> Recipe:
 
 
 def _cron(every, argv, command, home, log) -> Recipe:
+    # cron steps restart every hour (minutes) or every day (hours): other intervals drift
+    if (every < 60 and 60 % every) or (every >= 60 and (every % 60 or 24 % (every // 60))):
+        raise ValueError(f"cron cannot run every {every} minutes evenly: use a divisor of 60 minutes "
+                         "(5, 10, 15, 20, 30) or of 24 hours (60, 120, 180, 240, 360, ...), or systemd or launchd")
     spec = f"*/{every} * * * *" if every < 60 else f"0 */{every // 60} * * *"
     line = f"{spec} {command} >> {shlex.quote(str(log))} 2>&1  # {NAME}\n"
     target = home / ".config" / "agentlake" / "crontab.txt"
