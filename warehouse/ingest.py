@@ -13,6 +13,7 @@ import uuid
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from functools import lru_cache
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -103,7 +104,7 @@ def ingest_source(
     try:
         store = layout.store()
         with state_store.source_lock(layout.state_dir, source.provider, source.source_id):
-            result = _ingest_locked(source, layout, store, run_at, force, providers[source.provider])
+            result = _ingest_locked(source, layout, store, run_id, run_at, force, providers[source.provider])
             result.duration_s = round(time.monotonic() - started, 3)
             _record(result, layout, store, run_id, run_at)
     except OSError as exc:  # the lake itself is unwritable (permissions, a full or read-only disk)
@@ -119,7 +120,7 @@ def is_unchanged(previous: state_store.SourceState, fingerprint: str, layout: La
             and (layout.remote or all((layout.lake / rel).exists() for rel in previous.files)))
 
 
-def _ingest_locked(source, layout, store, run_at, force, provider) -> SourceResult:
+def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> SourceResult:
     if source.skip_reason:
         return SourceResult(source, "skipped", error=source.skip_reason)
     previous = state_store.load(layout.state_dir, source.provider, source.source_id)
@@ -127,7 +128,7 @@ def _ingest_locked(source, layout, store, run_at, force, provider) -> SourceResu
     if not force and is_unchanged(previous, fingerprint, layout):
         return SourceResult(source, "unchanged", fingerprint=fingerprint, files=sorted(previous.files))
     if not previous.files:  # no state (a new home, a wiped one): adopt what the lake holds already
-        previous.files = _files_in_lake(store, source, layout)
+        previous.files = _files_in_lake(source, layout, run_id)
     workdir = Path(tempfile.mkdtemp(prefix="agentlake-snapshot-"))
     try:
         extract = provider.extract(source, workdir, run_at,
@@ -185,12 +186,24 @@ def _ingest_locked(source, layout, store, run_at, force, provider) -> SourceResu
     )
 
 
-def _files_in_lake(store, source: Source, layout: Layout) -> dict[str, str]:
+def _files_in_lake(source: Source, layout: Layout, run_id: str) -> dict[str, str]:
     """This machine's files of the source, found by name: they are carried forward and replaced
     like any previous files, so losing the state never loses history. (The `sources` run log
     is appended to separately.) The digest is unknown: each one is rewritten."""
     name = file_name(source.provider, source.source_id, layout.identity)
-    return {rel: "" for rel in store.find(name) if not rel.startswith(f"{SOURCES.name}/")}
+    return {rel: "" for rel in _lake_files_by_name(layout, run_id).get(name, ())
+            if not rel.startswith(f"{SOURCES.name}/")}
+
+
+@lru_cache(maxsize=2)
+def _lake_files_by_name(layout: Layout, run_id: str) -> dict[str, list[str]]:
+    """One listing of the lake per run and process, not one per source. Files written later in
+    the run belong to other sources (a source's files are written by that source alone), so a
+    listing taken once stays right for every source that looks it up."""
+    out: dict[str, list[str]] = {}
+    for rel in layout.store().list():
+        out.setdefault(rel.rsplit("/", 1)[-1], []).append(rel)
+    return out
 
 
 def privacy_policy(layout: Layout) -> Policy:

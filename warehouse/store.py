@@ -77,10 +77,6 @@ class LocalStore:
             return []
         return sorted(str(p.relative_to(self.root)) for p in base.rglob("*.parquet") if "_staging" not in p.parts)
 
-    def find(self, name: str) -> list[str]:
-        """Every file called `name`, in any table, date and project."""
-        return sorted(str(p.relative_to(self.root)) for p in self.root.glob(f"*/date=*/project=*/{name}"))
-
     def uri(self, rel: str) -> str:
         return str(self.root / rel)
 
@@ -124,11 +120,6 @@ class ObjectStore:
         start = len(self.base) + 1
         return sorted(i.path[start:] for i in self.fs.get_file_info(selector)
                       if i.type == fs.FileType.File and i.path.endswith(".parquet"))
-
-    def find(self, name: str) -> list[str]:
-        """Every file called `name`: a listing of the whole lake (rare: only for a source this
-        machine has no state for)."""
-        return [rel for rel in self.list() if rel.rsplit("/", 1)[-1] == name]
 
     def uri(self, rel: str) -> str:
         return f"{self.uri_root}/{rel}"
