@@ -34,7 +34,7 @@ PY = sys.executable
 BASELINE = r"""
 import json, sqlite3, sys, tempfile, pathlib
 from transforms.crush.discover import discover
-from transforms.crush.snapshot import take_snapshot
+from transforms.snapshot import take_snapshot
 found = discover(env={}, extra_roots=[sys.argv[1]], use_default=False)
 rows = parts = 0
 with tempfile.TemporaryDirectory() as tmp:

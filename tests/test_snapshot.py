@@ -15,10 +15,17 @@ from pathlib import Path
 import pytest
 
 from transforms.crush.discover import discover
-from transforms.crush.snapshot import SnapshotError, read_snapshot, take_snapshot
+from transforms.crush.snapshot import read_snapshot
 from transforms.crush.synth import (
-    STAGES, add_message, add_session, close_keeping_wal, create_crush_db, finish_part, text_part,
+    STAGES,
+    add_message,
+    add_session,
+    close_keeping_wal,
+    create_crush_db,
+    finish_part,
+    text_part,
 )
+from transforms.snapshot import SnapshotError, take_snapshot
 from warehouse.ingest import ingest_all, ingest_source
 from warehouse.layout import Layout
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 from transforms.crush import discover as crush_discover
 from transforms.crush.normalise import PROVIDER, SourceContext, normalise
-from transforms.crush.snapshot import MIGRATIONS, read_snapshot, take_snapshot
+from transforms.crush.snapshot import MIGRATIONS, read_snapshot
 from transforms.provider import DiscoverOptions, Extract
+from transforms.snapshot import take_snapshot
 from transforms.sources import Discovery, Source, file_fingerprint
 
 # Independent counts from the snapshot, with SQLite's own JSON parser, to reconcile against.

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from transforms import jsontext
-from transforms.crush.snapshot import SnapshotError, take_snapshot
 from transforms.opencode.discover import MAIN_DB, db_files, legacy_files
 from transforms.provider import SourceError
+from transforms.snapshot import SnapshotError, decode_text, open_snapshot, take_snapshot
 
 TABLES = ("session", "message", "part")
 
@@ -116,10 +116,6 @@ def _parse(text: str) -> tuple[dict | None, str | None]:
     return value, None
 
 
-def _decode(b: bytes) -> str:
-    return b.decode("utf-8", "replace")  # invalid UTF-8 must not abort the read
-
-
 # ---------------------------------------------------------------------------------- databases
 
 def read_database(db: Path, workdir: Path) -> list[Record]:
@@ -136,13 +132,8 @@ def read_database(db: Path, workdir: Path) -> list[Record]:
 def _read_snapshot(snap: Path, db_name: str) -> list[Record]:
     prefix = "" if db_name == MAIN_DB else f"{db_name}:"
     try:
-        with closing(sqlite3.connect(snap)) as conn:
-            conn.text_factory = _decode
-            names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            missing = [t for t in TABLES if t not in names]
-            if missing:
-                what = "an empty database" if not names else f"tables: {', '.join(sorted(names))}"
-                raise SnapshotError(f"not an OpenCode database: no {', '.join(missing)} table ({what})")
+        conn, _ = open_snapshot(snap, TABLES, "an OpenCode")
+        with closing(conn):
             out = []
             for table in TABLES:
                 cur = conn.execute(f'SELECT rowid, * FROM "{table}" ORDER BY rowid')
@@ -154,7 +145,7 @@ def _read_snapshot(snap: Path, db_name: str) -> list[Record]:
 
 
 def _db_record(table: str, row: dict, source_table: str, origin: str) -> Record:
-    row = {k: _decode(v) if isinstance(v, bytes) else v for k, v in row.items()}  # a BLOB where text belongs
+    row = {k: decode_text(v) if isinstance(v, bytes) else v for k, v in row.items()}  # a BLOB where text belongs
     rowid = row.pop("rowid")
     rid = str(row.pop("id"))
     if table == "session":
@@ -176,7 +167,7 @@ def read_legacy(data_dir: Path) -> list[Record]:
     for kind, owner, path in legacy_files(data_dir):
         rel = path.relative_to(data_dir).as_posix()
         try:
-            text = _decode(path.read_bytes())
+            text = decode_text(path.read_bytes())
         except OSError as exc:
             out.append(Record(kind, path.stem, owner, None, "", rel, 0, error=f"unreadable file: {exc}",
                               origin="storage"))
