@@ -4,6 +4,7 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,16 @@ def file_fingerprint(*paths: str) -> str:
             continue
         parts.append(f"{st.st_size}:{st.st_mtime_ns}" if st.st_size else "-")
     return "|".join(parts)
+
+
+def user_home(env) -> Path:
+    """The user's home as the agents resolve it: HOME, then the Windows variables."""
+    for value in (env.get("HOME"), env.get("USERPROFILE")):
+        if value:
+            return Path(value)
+    if env.get("HOMEDRIVE") and env.get("HOMEPATH"):
+        return Path(env["HOMEDRIVE"] + env["HOMEPATH"])
+    return Path.home()
 
 
 def probe(path, kind: str = "file") -> bool:

@@ -16,16 +16,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from transforms.projects import project_name
-from transforms.sources import Discovery, Source, probe
+from transforms.sources import Discovery, Source, probe, user_home
 
 PROVIDER = "claude"
 HEAD_BYTES = 64 * 1024  # the first records carry the cwd
 HEAD_FILES = 3  # transcripts looked at for it
 _CWD = re.compile(rb'"cwd"\s*:\s*("(?:[^"\\]|\\.)*")')
-
-
-def user_home(env: Mapping[str, str]) -> Path:
-    return Path(env["HOME"]) if env.get("HOME") else Path.home()
 
 
 def default_roots(env: Mapping[str, str]) -> list[Path]:

@@ -13,22 +13,13 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from transforms.projects import project_name
-from transforms.sources import Discovery, Source
+from transforms.sources import Discovery, Source, user_home
 
 PROVIDER = "codewhale"
 # crash-recovery and bookkeeping files that sit beside the sessions
 SIDE_FILES = frozenset({"latest.json", "offline_queue.json", "session_boot_owners.json"})
 PREFIX_BYTES = 64 * 1024  # metadata comes first in the file: enough to find the workspace
 _WORKSPACE = re.compile(rb'"workspace"\s*:\s*("(?:[^"\\]|\\.)*")')
-
-
-def user_home(env=os.environ) -> Path:
-    for value in (env.get("HOME"), env.get("USERPROFILE")):
-        if value:
-            return Path(value)
-    if env.get("HOMEDRIVE") and env.get("HOMEPATH"):
-        return Path(env["HOMEDRIVE"] + env["HOMEPATH"])
-    return Path.home()
 
 
 def session_dirs(env=os.environ) -> tuple[list[Path], list[str]]:

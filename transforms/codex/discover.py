@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from transforms import jsontext
-from transforms.codewhale.discover import user_home
 from transforms.projects import project_name
-from transforms.sources import Discovery, Source
+from transforms.sources import Discovery, Source, user_home
 
 PROVIDER = "codex"
 FIRST_LINE_CAP = 1 << 20  # session_meta carries the instructions (20-27 KB); 1 MiB is plenty

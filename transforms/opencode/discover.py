@@ -11,18 +11,18 @@ data dir also holds `auth.json`, which holds credentials).
 import os
 from pathlib import Path
 
-from transforms.sources import Discovery, Source, file_fingerprint, probe, slugify
+from transforms.sources import (
+    Discovery,
+    Source,
+    file_fingerprint,
+    probe,
+    slugify,
+    user_home,
+)
 
 PROVIDER = "opencode"
 MAIN_DB = "opencode.db"
 LEGACY_KINDS = ("session", "message", "part")  # what we read under storage/; the rest is not usage
-
-
-def user_home(env) -> Path:
-    for value in (env.get("HOME"), env.get("USERPROFILE")):
-        if value:
-            return Path(value)
-    return Path.home()
 
 
 def default_data_dir(env) -> Path:
