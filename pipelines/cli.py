@@ -1,7 +1,8 @@
-"""agentlake: coding-agent sessions (Crush, CodeWhale) in a Parquet lake, queried with DuckDB.
+"""agentlake: coding-agent sessions (Crush, CodeWhale, Claude Code, Codex, OpenCode) in a Parquet lake, queried with DuckDB.
 
 Exit status: 0 success; 1 the run finished but some source failed, or a place to look
-(a registry, the config) could not be read; 2 bad usage or nothing to query.
+(a registry, the config) could not be read; 2 bad usage or nothing to query;
+130 interrupted.
 """
 
 import argparse
