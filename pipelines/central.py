@@ -1,8 +1,9 @@
 """The central deployment's code location: `dagster dev -m pipelines.central`.
 
 Machines ingest (each runs `agentlake ingest --lake ...` on its own timer) and never need this.
-The center only reads the lake they share: every day it rebuilds the views and marts over all
-of it and runs the checks no single machine can run, because each sees only its own files.
+The center is the single writer of the team's tables: every day it merges what every machine
+landed into its DuckLake catalog (tables and marts), exports a hive copy for Spark and Trino,
+and runs the checks no single machine can run, because each sees only its own files.
 The logic is in warehouse/ (views, lakewide); see docs/DEPLOYMENT.md for the deployment.
 """
 
@@ -14,6 +15,7 @@ import dagster as dg
 from warehouse import lakewide
 from warehouse.config import load_layout
 from warehouse.layout import Layout
+from warehouse.export import export_tables
 from warehouse.views import build_warehouse, connect, lake_of
 
 TEAM_WAREHOUSE = dg.AssetKey(["team", "warehouse"])
@@ -54,6 +56,8 @@ def team_warehouse(context: dg.AssetExecutionContext, team_lake: TeamLake) -> dg
     """The views and marts over the whole team lake, in one DuckDB file (views only; open it read_only)."""
     layout = team_lake.layout()
     views = build_warehouse(layout.lake, layout.warehouse)
+    exported = export_tables(layout.warehouse, layout.lake)  # for Spark and Trino (no DuckLake reader)
+    context.log.info(f"exported {sum(exported.values())} files under {layout.lake}/export for Spark and Trino")
     with connect(layout.warehouse) as con:
         facts = lakewide.lake_facts(con)
         lake = lake_of(con)  # the lake URI as stored: never credentials written into it

@@ -1,13 +1,13 @@
 import dagster as dg
 
-from pipelines.defs.lake.assets import lake_tables
+from pipelines.defs.lake.assets import landing
 from pipelines.defs.resources import AgentlakeResource, Reporter
 from pipelines.defs.schedules import daily_full_refresh
 from pipelines.defs.sensors import discover_sources, ingest_job
-from pipelines.defs.warehouse.assets import warehouse_views
+from pipelines.defs.warehouse.assets import curated_tables, marts
 
 defs = dg.Definitions(
-    assets=[lake_tables, warehouse_views],
+    assets=[landing, curated_tables, marts],
     jobs=[ingest_job],
     sensors=[discover_sources],
     schedules=[daily_full_refresh],

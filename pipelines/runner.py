@@ -1,9 +1,10 @@
 """Run the Dagster assets in-process for the CLI, with progress and a summary.
 
 Unchanged and skipped sources are settled without Dagster (it is not even imported when
-nothing changed). Changed sources are materialised as partitions of `lake_tables`, neighbours
-in the partition order sharing one run (a cold ingest is a single run); then
-`warehouse/views` is rebuilt.
+nothing changed). Changed sources are materialised as partitions of `landing`, neighbours in
+the partition order sharing one run (a cold ingest is a single run); then the curated tables
+and the marts, once. A run that finds landed files not yet merged (a run killed before its
+merge) merges them even when no source changed.
 """
 
 import os
@@ -15,9 +16,9 @@ from pathlib import Path
 from transforms.provider import DiscoverOptions
 from transforms.providers import PROVIDERS
 from warehouse import state as state_store
-from warehouse.ingest import RunSummary, SourceResult, discover_sources, ingest_source, is_unchanged, new_run_id
+from warehouse.ingest import (RunSummary, SourceResult, discover_sources, ingest_source, is_unchanged, landed_files,
+                              new_run_id, record_run)
 from warehouse.layout import Layout
-from warehouse.views import build_warehouse
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
@@ -58,9 +59,9 @@ class PrintingReporter:
               f"{detail} ({result.duration_s:.2f}s)", file=self.stream, flush=True)
 
 
-def _unchanged(source, layout: Layout) -> bool:
+def _unchanged(source, layout: Layout, landed) -> bool:
     previous = state_store.load(layout.state_dir, source.provider, source.source_id)
-    return is_unchanged(previous, PROVIDERS[source.provider].fingerprint(source), layout)
+    return is_unchanged(previous, PROVIDERS[source.provider].fingerprint(source), layout, landed)
 
 
 def contiguous_batches(keys: list[str], order: list[str]) -> list[list[str]]:
@@ -92,18 +93,26 @@ def run_ingest(layout: Layout, options: DiscoverOptions, *, full_refresh: bool =
     reporter = PrintingReporter(quiet)
     reporter.total = len(sources)
     summary = RunSummary(new_run_id(), problems=problems)
-    to_run = []
+    landed = landed_files(layout) if layout.remote else None  # one listing, not a request per file
+    to_run, settled = [], []
     for source in sources:  # settled without Dagster: nothing is materialised for them
-        if source.skip_reason or (not full_refresh and _unchanged(source, layout)):
-            reporter.source_done(0, len(sources), ingest_source(source, layout, summary.run_id))
+        if source.skip_reason or (not full_refresh and _unchanged(source, layout, landed)):
+            settled.append(ingest_source(source, layout, summary.run_id))
+            reporter.source_done(0, len(sources), settled[-1])
         else:
             to_run.append(source)
-    if to_run or not layout.warehouse.exists():
+    problem = record_run(layout, summary.run_id, settled)
+    if problem:
+        summary.problems.append(problem)
+    pending = layout.pending_marker.exists() or not layout.warehouse.exists()
+    if to_run or pending:
         _materialise(layout, options, to_run, sources, reporter, summary, full_refresh)
-    elif layout.remote or layout.team:
-        # other machines write this lake: a table they started filling needs its view (a table
-        # without files is a fixed empty view), so the views are rebuilt even when nothing here changed
-        build_warehouse(layout.lake, layout.warehouse)
+    else:
+        # only the run log is new (and, on a shared lake, what other machines landed): merged
+        # without Dagster; the marts are rebuilt only when some source's rows changed
+        from warehouse.views import refresh
+
+        refresh(layout.lake, layout.warehouse)
     summary.results = reporter.results
     return summary
 
@@ -114,9 +123,9 @@ def _materialise(layout, options, to_run, sources, reporter, summary, full_refre
     warnings.filterwarnings("ignore")  # Dagster's beta/preview notices are not for end users
     import dagster as dg
 
-    from pipelines.defs.lake.assets import lake_tables
+    from pipelines.defs.lake.assets import landing
     from pipelines.defs.resources import AgentlakeResource
-    from pipelines.defs.warehouse.assets import warehouse_views
+    from pipelines.defs.warehouse.assets import curated_tables, marts
 
     resource = AgentlakeResource(
         home=str(layout.home), lake=str(layout.lake), warehouse=str(layout.warehouse),
@@ -134,18 +143,30 @@ def _materialise(layout, options, to_run, sources, reporter, summary, full_refre
             instance.add_dynamic_partitions("sources", new_keys)
         for batch in contiguous_batches(list(by_key), instance.get_dynamic_partitions("sources")):
             run = dg.materialize(
-                [lake_tables], instance=instance, raise_on_error=False, tags=partition_tags(batch),
+                [landing], instance=instance, raise_on_error=False, tags=partition_tags(batch),
                 resources={"agentlake": resource, "reporter": reporter},
-                run_config={**QUIET_LOGS, "ops": {"lake_tables": {"config": config}}},
+                run_config={**QUIET_LOGS, "ops": {"landing": {"config": config}}},
             )
             for key in batch:
                 if key not in reporter.reported:  # the run died before reaching the source
                     reporter.source_done(0, len(sources), SourceResult(
                         by_key[key], "failed", error=f"Dagster run {run.run_id} failed before ingesting the source"))
-        views = dg.materialize([warehouse_views], instance=instance, resources={"agentlake": resource},
-                               run_config=QUIET_LOGS, raise_on_error=False)
-        if not views.success:
-            summary.problems.append(f"could not build the warehouse at {layout.warehouse}")
+        tables = dg.materialize([curated_tables, marts], instance=instance, resources={"agentlake": resource},
+                                run_config=QUIET_LOGS, raise_on_error=False)
+        if tables.success:
+            layout.pending_marker.unlink(missing_ok=True)
+        else:
+            summary.problems.append(f"could not merge into the warehouse at {layout.warehouse}: "
+                                    + _failure(tables))
+
+
+def _failure(result) -> str:
+    for event in result.all_events:
+        if event.is_failure and event.event_specific_data is not None:
+            error = getattr(event.event_specific_data, "error", None)
+            if error is not None:
+                return error.message.strip().splitlines()[-1]
+    return "see the Dagster run's log"
 
 
 def print_summary(summary: RunSummary, layout: Layout, stream=None) -> None:

@@ -78,20 +78,28 @@ def project(tmp_path):
             pass
 
 
-def ingest(layout: Layout, *stores, roots=(), force=False, codewhale_homes=(), workers=1, homes=None):
-    """Discover the named stores only (never the machine's own data) and ingest them.
-    `homes` maps other providers to their agent homes (`{"claude": [dir]}`).
-    One worker by default, so that monkeypatched code is the code that runs."""
+def options_for(*stores, roots=(), codewhale_homes=(), homes=None) -> DiscoverOptions:
+    """Options that discover the named stores only (never the machine's own data).
+    `homes` maps other providers to their agent homes (`{"claude": [dir]}`)."""
     extra_roots = {"crush": tuple(map(str, roots)), "codewhale": tuple(map(str, codewhale_homes))}
     for provider, paths in (homes or {}).items():
         extra_roots[provider] = extra_roots.get(provider, ()) + tuple(map(str, paths))
-    options = DiscoverOptions(
+    return DiscoverOptions(
         env={},
         extra_stores={"crush": tuple(map(str, stores))},
         extra_roots=extra_roots,
         use_default=False,
     )
-    sources, problems = discover_sources(options)
+
+
+def discover_only(*stores, **where):
+    return discover_sources(options_for(*stores, **where))
+
+
+def ingest(layout: Layout, *stores, roots=(), force=False, codewhale_homes=(), workers=1, homes=None):
+    """Ingest the named stores (see options_for), then merge. One worker by default, so that
+    monkeypatched code is the code that runs."""
+    sources, problems = discover_only(*stores, roots=roots, codewhale_homes=codewhale_homes, homes=homes)
     summary = ingest_all(sources, layout, force=force, problems=problems, workers=workers)
     build_warehouse(layout.lake, layout.warehouse)
     return summary

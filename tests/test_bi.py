@@ -8,9 +8,10 @@ from warehouse.serving import build_serving
 
 def test_superset_connects_with_duckdb_engine_read_only(lake):
     # the SQLAlchemy URI and engine parameters docs/BI.md gives for Superset
-    engine = sa.create_engine(f"duckdb:///{lake.warehouse}", connect_args={"read_only": True})
-    views = set(sa.inspect(engine).get_view_names())
-    assert {"daily_costs", "tool_usage", "session_summary", "sessions", "tool_calls"} <= views
+    # (DuckLake's extensions are installed once by any agentlake command, from the pinned packages)
+    engine = sa.create_engine(f"duckdb:///ducklake:sqlite:{lake.warehouse}", connect_args={"read_only": True})
+    tables = set(sa.inspect(engine).get_table_names())
+    assert {"daily_costs", "tool_usage", "session_summary", "sessions", "tool_calls"} <= tables
     with engine.connect() as a, engine.connect() as b:  # concurrent chart refreshes
         total = a.execute(sa.text("SELECT SUM(cost_usd) FROM daily_costs WHERE provider = 'crush'")).scalar()
         calls = b.execute(sa.text("SELECT SUM(calls) FROM tool_usage")).scalar()
@@ -19,7 +20,7 @@ def test_superset_connects_with_duckdb_engine_read_only(lake):
 
 def test_metabase_and_evidence_read_the_serving_file_from_anywhere(lake, tmp_path, monkeypatch):
     target = tmp_path / "serving.duckdb"
-    build_serving(lake.lake, target)
+    build_serving(lake.warehouse, target)
     monkeypatch.chdir(tmp_path.parent)  # a BI container has its own working directory
     engine = sa.create_engine(f"duckdb:///{target}", connect_args={"read_only": True})
     with engine.connect() as con:

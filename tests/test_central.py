@@ -34,6 +34,7 @@ from tests.conftest import ingest
 from transforms.contract import ALL_TABLES
 from transforms.crush.synth import generate_store
 from warehouse import checks, lakewide
+from warehouse.export import export_tables
 from warehouse.views import build_warehouse, connect
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,7 +56,10 @@ class Team:
         return connect(self.warehouse)
 
     def files(self, table: str, identity: str) -> list[Path]:
-        return sorted((self.lake / table).glob(f"date=*/project=*/*-{identity}-*.parquet"))
+        """A machine's landing files of a table (`identity` is `machine/user`, or `machine/*`)."""
+        if table == "sources":
+            return sorted((self.lake / "_landing").glob(f"{identity}/_runs/*.parquet"))
+        return sorted((self.lake / "_landing").glob(f"{identity}/*/*/{table}.parquet"))
 
 
 @pytest.fixture
@@ -68,16 +72,13 @@ def team(layout, tmp_path) -> Team:
 
 
 def _age_runs(team: Team, identity: str, days: int) -> None:
-    """Make a machine's run log `days` older, as if it had not run since (files move with their date)."""
+    """Make a machine's run log `days` older, as if it had not run since."""
     for path in team.files("sources", identity):
         table = pq.read_table(path)
         old = pc.subtract(table["run_at"], pa.scalar(timedelta(days=days), pa.duration("us")))
         table = table.set_column(table.schema.get_field_index("run_at"), "run_at", old)
-        date = pc.min(old).as_py().date().isoformat()
-        target = team.lake / "sources" / f"date={date}" / path.parent.name / path.name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, target)
-        path.unlink()
+        table = table.set_column(0, "date", pc.cast(old, pa.date32()))
+        pq.write_table(table, path)
 
 
 def test_lake_facts_and_checks_on_a_good_two_machine_lake(team):
@@ -95,21 +96,25 @@ def test_lake_facts_and_checks_on_a_good_two_machine_lake(team):
 
 
 def test_a_copied_file_is_a_duplicate_only_the_lake_wide_check_sees(team):
-    original = team.files("sessions", "laptop-dev")[0]
-    copy = original.with_name(original.stem + "-copy.parquet")  # a hand-made backup left in place
-    shutil.copy(original, copy)
-    rows = pq.read_metadata(original).num_rows
-    # each file is fine on its own: a machine's own check cannot see it
-    rel = str(original.relative_to(team.lake))
+    """One store's landing folder copied under another user name (by hand, or one store read
+    under two user names): each folder is fine on its own, only the lake-wide check sees it."""
+    original = team.files("sessions", "laptop/dev")[0].parent
+    copy = team.lake / "_landing" / "laptop" / "dev-backup" / original.parent.name / original.name
+    shutil.copytree(original, copy)
+    rel = str((copy / "sessions.parquet").relative_to(team.lake))
     assert checks.duplicate_keys(team.lake, [rel])["sessions"] == 0
     with team.rebuild() as con:
         dupes = lakewide.duplicate_keys(con)
-    assert dupes == {**{t: 0 for t in lakewide.LAKE_KEYS}, "sessions": rows}
+    assert dupes == {t: pq.read_metadata(original / f"{t}.parquet").num_rows for t in lakewide.LAKE_KEYS}
+    assert dupes["sessions"] > 0
+    shutil.rmtree(copy)  # removing the folder removes exactly its rows
+    with team.rebuild() as con:
+        assert set(lakewide.duplicate_keys(con).values()) == {0}
 
 
 def test_deleted_sessions_leave_orphans_counted_per_reference(team):
-    """Forgetting data by deleting one file (and not its children) is caught, exactly."""
-    gone = team.files("sessions", "ana")[0]
+    """Forgetting data by emptying one table's landing file (and not its children's) is caught, exactly."""
+    gone = team.files("sessions", "desktop/ana")[0]
     with team.rebuild() as con:
         ids = pq.read_table(gone, columns=["session_id"])["session_id"].to_pylist()
         expected = {}
@@ -119,7 +124,8 @@ def test_deleted_sessions_leave_orphans_counted_per_reference(team):
                 f'SELECT COUNT(*) FROM "{child}" WHERE machine = \'desktop\' AND "{col}" IN ({placeholders})', ids
             ).fetchone()[0]
     assert expected["messages.session_id -> sessions.session_id"] > 0
-    gone.unlink()
+    table = pq.read_table(gone)
+    pq.write_table(table.slice(0, 0), gone)
     with team.rebuild() as con:
         assert lakewide.orphans(con) == expected
 
@@ -127,7 +133,7 @@ def test_deleted_sessions_leave_orphans_counted_per_reference(team):
 def test_a_machine_that_stopped_reporting_is_stale(team):
     with team.rebuild() as con:
         before = lakewide.last_runs(con)
-    _age_runs(team, "laptop-dev", days=5)
+    _age_runs(team, "laptop/dev", days=5)
     with team.rebuild() as con:
         runs = lakewide.last_runs(con)
         assert lakewide.row_counts(con)["sources"] == 3  # moved, not lost
@@ -186,9 +192,9 @@ def test_materialize_team_warehouse_and_checks_on_a_good_lake(team):
 
 
 def test_the_scheduled_job_reads_its_settings_from_env_and_reports_a_bad_lake(team, monkeypatch):
-    original = team.files("messages", "laptop-dev")[0]
-    shutil.copy(original, original.with_name("crush-laptop-dev-restored.parquet"))
-    _age_runs(team, "ana", days=4)
+    original = team.files("messages", "laptop/dev")[0].parent
+    shutil.copytree(original, team.lake / "_landing" / "laptop" / "restored" / original.parent.name / original.name)
+    _age_runs(team, "desktop/ana", days=4)
     monkeypatch.setenv("AGENTLAKE_HOME", str(team.warehouse.parent))
     monkeypatch.setenv("AGENTLAKE_LAKE", str(team.lake))
     monkeypatch.setenv("AGENTLAKE_WAREHOUSE", str(team.warehouse))
@@ -200,7 +206,8 @@ def test_the_scheduled_job_reads_its_settings_from_env_and_reports_a_bad_lake(te
     assert team.warehouse.exists()
     evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
     dupes = evaluations["keys_unique_lakewide"]
-    assert not dupes.passed and dupes.metadata["duplicate_rows"].value == pq.read_metadata(original).num_rows
+    copied = sum(pq.read_metadata(original / f"{t}.parquet").num_rows for t in lakewide.LAKE_KEYS)
+    assert not dupes.passed and dupes.metadata["duplicate_rows"].value == copied
     assert evaluations["no_orphans_lakewide"].passed
     stale = evaluations["machines_reporting"]
     assert not stale.passed and stale.severity == dg.AssetCheckSeverity.WARN
@@ -223,15 +230,17 @@ def test_trino_ddl_is_current_and_matches_the_files_written(team):
         "regenerate: python deploy/trino/ddl.py > deploy/trino/tables.sql"
     sql = ddl.render("s3://bucket/prefix?endpoint_override=minio:9000")
     for table in ALL_TABLES:
-        assert f"external_location = 's3://bucket/prefix/{table.name}'" in sql
+        assert f"external_location = 's3://bucket/prefix/export/{table.name}'" in sql
         assert f"sync_partition_metadata('agentlake', '{table.name}', 'FULL')" in sql
     # what Trino will map by name: every column of every written file, in the DDL's types
     column = re.compile(r'^  "(\w+)" (\S+?),?$', re.MULTILINE)
     declared = {t.name: column.findall(ddl.table_ddl(t, "s3://b/l")) for t in ALL_TABLES}
     assert all(cols[-2:] == [("date", "date"), ("project", "varchar")] for cols in declared.values())
     checked = set()
+    team.rebuild().close()
+    export_tables(team.warehouse, team.lake)
     for table in ALL_TABLES:
-        for path in sorted((team.lake / table.name).glob("date=*/project=*/*.parquet")):
+        for path in sorted((team.lake / "export" / table.name).glob("date=*/project=*/*.parquet")):
             schema = pq.read_schema(path)
             assert [(f.name, ddl.TRINO_TYPES[f.type]) for f in schema] == declared[table.name][:-2], path
             checked.add(table.name)
@@ -253,6 +262,8 @@ def test_hive_partition_discovery_outside_duckdb_sees_what_duckdb_sees(team):
     that is not DuckDB (Arrow's dataset, hive flavour), with the same rows per project and date."""
     spark = _load(DEPLOY / "spark" / "read_lake.py", "read_lake")
     assert spark.TABLES == tuple(t.name for t in ALL_TABLES)
+    team.rebuild().close()
+    export_tables(team.warehouse, team.lake)
     path = spark.table_path(str(team.lake), "sessions")
     dataset = ds.dataset(path, format="parquet", partitioning="hive")
     assert {"date", "project"} <= set(dataset.schema.names)
@@ -268,7 +279,7 @@ def test_spark_reads_s3_through_s3a_with_agentlakes_endpoint_settings():
     spark = _load(DEPLOY / "spark" / "read_lake.py", "read_lake")
     ast.parse((DEPLOY / "spark" / "read_lake.py").read_text())
     lake = "s3://team-lake/agentlake?endpoint_override=minio:9000&scheme=http&region=eu-west-1"
-    assert spark.table_path(lake, "messages") == "s3a://team-lake/agentlake/messages"
+    assert spark.table_path(lake, "messages") == "s3a://team-lake/agentlake/export/messages"
     conf = spark.spark_conf(lake, env={})
     assert conf["spark.hadoop.fs.s3a.endpoint"] == "minio:9000"
     assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"

@@ -1,5 +1,6 @@
-"""Ingestion killed (SIGKILL) at random points: readers never see a half-written file, and the
-next run converges to exactly the lake of an uninterrupted run, with no staging left over."""
+"""Ingestion killed (SIGKILL) at random points, landing or merging: readers never see a
+half-written file, and the next run converges to exactly the lake of an uninterrupted run, with
+no staging left over."""
 
 import random
 import signal
@@ -10,7 +11,7 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import ingest, scalar
+from tests.conftest import ingest, query, scalar
 from transforms.crush.synth import generate_store
 from warehouse.layout import Layout
 from warehouse.views import build_warehouse
@@ -20,21 +21,27 @@ import sys
 from transforms.provider import DiscoverOptions
 from warehouse.ingest import discover_sources, ingest_all
 from warehouse.layout import Layout
+from warehouse.views import build_warehouse
 sources, _ = discover_sources(DiscoverOptions(env={}, extra_roots={"crush": (sys.argv[1],)}, use_default=False))
-ingest_all(sources, Layout.resolve(home=sys.argv[2]), force=True, workers=1)
+layout = Layout.resolve(home=sys.argv[2], machine="vm")
+ingest_all(sources, layout, force=True, workers=1)
+build_warehouse(layout.lake, layout.warehouse)  # a kill may land in the merge too
 """
 
 
 def data_files(layout: Layout) -> dict[str, bytes]:
-    return {str(p.relative_to(layout.lake)): p.read_bytes() for p in layout.lake.rglob("*.parquet")
-            if not str(p.relative_to(layout.lake)).startswith("sources/")}
+    """The landed files (the run log aside) and every table's rows, as readers see them."""
+    landed = {str(p.relative_to(layout.lake)): p.read_bytes() for p in layout.lake.glob("_landing/*/*/*/*/*.parquet")}
+    tables = {t: sorted(query(layout, f"SELECT * EXCLUDE (machine) FROM {t}"), key=repr)
+              for t in ("sessions", "messages", "parts", "tool_calls", "file_versions", "usage", "daily_costs")}
+    return {"landed": {rel.split("/", 2)[2]: data for rel, data in landed.items()}, **tables}
 
 
 def _kill_and_converge(tmp_path, kills: int, seed: int):
     store = generate_store(tmp_path / "crush", projects=8, sessions_per_project=40, seed=seed)
-    reference = Layout.resolve(home=tmp_path / "reference")
+    reference = Layout.resolve(home=tmp_path / "reference", machine="vm")
     ingest(reference, roots=[store.global_dir])
-    crashed = Layout.resolve(home=tmp_path / "crashed")
+    crashed = Layout.resolve(home=tmp_path / "crashed", machine="vm")
     rng = random.Random(seed)
     killed_mid_run = 0
     for _ in range(kills):

@@ -6,11 +6,11 @@ from datetime import datetime, timezone
 import dagster as dg
 import pytest
 
-from pipelines.defs.lake.assets import lake_tables
+from pipelines.defs.lake.assets import landing
 from pipelines.defs.resources import AgentlakeResource, Reporter
 from pipelines.defs.schedules import daily_full_refresh
 from pipelines.defs.sensors import discover_sources
-from pipelines.defs.warehouse.assets import warehouse_views
+from pipelines.defs.warehouse.assets import curated_tables, marts
 from tests.conftest import T0, query, scalar
 from transforms.crush.synth import add_message, add_session
 from transforms.crush.synth_parts import text_part
@@ -40,7 +40,13 @@ def test_definitions_load():
 
     repo = defs.get_repository_def()
     keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
-    assert keys == {"lake", "warehouse/views"}
+    # the graph is the data model: extraction, one asset per table, one per mart
+    assert keys == {"landing", "sessions", "messages", "parts", "tool_calls", "file_versions", "read_files",
+                    "usage", "quarantine", "sources", "daily_costs", "session_summary", "tool_usage",
+                    "shell_commands", "file_activity", "model_usage", "token_usage"}
+    marts = repo.asset_graph.get(dg.AssetKey("daily_costs"))
+    assert dg.AssetKey("sessions") in marts.parent_keys
+    assert marts.automation_condition is not None  # a run launched from the UI updates the marts
     assert repo.get_sensor_def("discover_sources") and repo.get_schedule_def("daily_full_refresh")
 
 
@@ -74,7 +80,7 @@ def test_materialize_one_source_partition_and_the_views(layout, project, instanc
     found, _ = resource.discover()
     instance.add_dynamic_partitions("sources", sorted(found))
     key = next(k for k in found if k.startswith("crush-alpha"))
-    result = dg.materialize([lake_tables], partition_key=key, instance=instance,
+    result = dg.materialize([landing], partition_key=key, instance=instance,
                             resources={"agentlake": resource, "reporter": Reporter()})
     assert result.success
     mats = result.get_asset_materialization_events()
@@ -84,7 +90,7 @@ def test_materialize_one_source_partition_and_the_views(layout, project, instanc
     checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
     assert checks == {"rows_reconcile": True, "keys_unique": True, "no_orphans": True, "unknown_part_types": True}
 
-    assert dg.materialize([warehouse_views], instance=instance, resources={"agentlake": resource}).success
+    assert dg.materialize([curated_tables, marts], instance=instance, resources={"agentlake": resource}).success
     assert query(layout, "SELECT project, cost_usd FROM sessions") == [("alpha", 0.5)]
 
 
@@ -95,7 +101,7 @@ def test_failed_source_fails_its_partition_with_the_reason(layout, project, inst
     resource = _resource(layout, bad_dir / "crush.db")
     (key,) = resource.discover()[0]
     instance.add_dynamic_partitions("sources", [key])
-    result = dg.materialize([lake_tables], partition_key=key, instance=instance, raise_on_error=False,
+    result = dg.materialize([landing], partition_key=key, instance=instance, raise_on_error=False,
                             resources={"agentlake": resource, "reporter": Reporter()})
     assert not result.success
     failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
@@ -115,7 +121,7 @@ def test_daily_schedule_requests_a_full_refresh_of_every_source(instance):
     assert request.run_key == "full-refresh-2026-03-01"
     assert request.tags["dagster/asset_partition_range_start"] == "crush-a-1"
     assert request.tags["dagster/asset_partition_range_end"] == "crush-c-3"
-    assert request.run_config["ops"]["lake_tables"]["config"]["full_refresh"] is True
+    assert request.run_config["ops"]["landing"]["config"]["full_refresh"] is True
 
 
 def test_partition_range_run_ingests_every_source(layout, project, instance):
@@ -125,13 +131,13 @@ def test_partition_range_run_ingests_every_source(layout, project, instance):
     keys = sorted(resource.discover()[0])
     instance.add_dynamic_partitions("sources", keys)
     result = dg.materialize(
-        [lake_tables], instance=instance, resources={"agentlake": resource, "reporter": Reporter()},
+        [landing], instance=instance, resources={"agentlake": resource, "reporter": Reporter()},
         tags={"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]},
-        run_config={"ops": {"lake_tables": {"config": {"full_refresh": True}}}},
+        run_config={"ops": {"landing": {"config": {"full_refresh": True}}}},
     )
     assert result.success
     assert {m.partition for m in result.get_asset_materialization_events()} == set(keys)
-    assert dg.materialize([warehouse_views], instance=instance, resources={"agentlake": resource}).success
+    assert dg.materialize([curated_tables, marts], instance=instance, resources={"agentlake": resource}).success
     assert scalar(layout, "SELECT COUNT(DISTINCT project) FROM sessions") == 3
     assert sorted(r[0] for r in query(layout, "SELECT partition_key FROM sources")) == keys
 
@@ -147,10 +153,10 @@ def test_one_partition_set_and_sensor_for_every_provider(layout, project, instan
     keys = sorted(r.partition_key for r in result.run_requests)
     assert [k.split("-")[0] for k in keys] == ["codewhale", "codewhale", "crush"]
     instance.add_dynamic_partitions("sources", keys)
-    run = dg.materialize([lake_tables], instance=instance, resources={"agentlake": resource, "reporter": Reporter()},
+    run = dg.materialize([landing], instance=instance, resources={"agentlake": resource, "reporter": Reporter()},
                          tags={"dagster/asset_partition_range_start": keys[0],
                                "dagster/asset_partition_range_end": keys[-1]})
     assert run.success
-    assert dg.materialize([warehouse_views], instance=instance, resources={"agentlake": resource}).success
+    assert dg.materialize([curated_tables, marts], instance=instance, resources={"agentlake": resource}).success
     assert query(layout, "SELECT provider, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 1") == [
         ("codewhale", 2), ("crush", 1)]

@@ -1,4 +1,5 @@
-"""Lake writes: hive layout, idempotent reruns, rewrites of changed sources, atomic files."""
+"""Lake writes: landing files per source, DuckLake tables by (date, project), idempotent reruns,
+rewrites of changed sources, merges that converge."""
 
 import os
 import sqlite3
@@ -9,6 +10,7 @@ from tests.conftest import T0, ingest, query, scalar
 from transforms.crush.synth import add_message, add_session
 from transforms.crush.synth_parts import text_part
 from warehouse.ingest import clean_stale_staging
+from warehouse.merge import compact
 
 DAY = 86400
 
@@ -18,8 +20,12 @@ def _snapshot_of(lake):
     return {
         str(p.relative_to(lake)): (p.read_bytes(), p.stat().st_mtime_ns)
         for p in lake.rglob("*.parquet")
-        if not str(p.relative_to(lake)).startswith("sources/")
+        if "/_runs/" not in str(p) and "/sources/" not in str(p)
     }
+
+
+def _landing(lake):
+    return {str(p.relative_to(lake)): p.read_bytes() for p in lake.glob("_landing/*/*/*/*/*.parquet")}
 
 
 def _two_day_project(project):
@@ -36,14 +42,17 @@ def test_hive_layout_and_file_names(layout, project):
     p = _two_day_project(project)
     summary = ingest(layout, p.db)
     sid = summary.results[0].source.source_id
-    files = sorted(str(f.relative_to(layout.lake)) for f in layout.lake.glob("sessions/*/*/*.parquet"))
-    assert files == [f"sessions/date=2026-01-01/project=two-days/crush-laptop-dev-{sid}.parquet",
-                     f"sessions/date=2026-01-02/project=two-days/crush-laptop-dev-{sid}.parquet"]
-    # the hive keys come from the path; the files carry lineage back to the source row
+    landing = sorted(str(f.relative_to(layout.lake)) for f in layout.lake.glob("_landing/**/*.parquet")
+                     if "/_runs/" not in str(f))
+    assert landing == [f"_landing/laptop/dev/crush/{sid}/{t}.parquet" for t in sorted(
+        ("file_versions", "messages", "parts", "quarantine", "read_files", "sessions", "tool_calls", "usage"))]
+    compact(layout.warehouse, keep_seconds=0)  # a merge this small keeps its rows inline in the catalog
+    files = sorted(str(f.relative_to(layout.lake).parent) for f in layout.lake.glob("main/sessions/*/*/*.parquet"))
+    assert files == ["main/sessions/date=2026-01-01/project=two-days", "main/sessions/date=2026-01-02/project=two-days"]
+    # the partition keys are columns too; the rows carry lineage back to the source row
     assert query(layout, "SELECT date::VARCHAR, project, provider, source_id, source_table, source_rowid "
                          "FROM sessions ORDER BY 1") == [
         ("2026-01-01", "two-days", "crush", sid, "sessions", 1), ("2026-01-02", "two-days", "crush", sid, "sessions", 2)]
-    assert "date" not in pq.read_schema(layout.lake / files[0]).names
 
 
 def test_rerun_on_unchanged_input_changes_nothing(layout, project):
@@ -76,7 +85,7 @@ def test_changed_source_is_rewritten_and_pruned_sessions_are_kept(layout, projec
     assert summary.results[0].status == "ok" and summary.results[0].retained_sessions == 1
     assert query(layout, "SELECT session_id, cost_usd FROM sessions ORDER BY 1") == [("s1", 0.75), before[1]]
     assert scalar(layout, "SELECT COUNT(*) FROM messages") == 2
-    assert list(layout.lake.glob("sessions/date=2026-01-02/**/*.parquet"))
+    assert query(layout, "SELECT DISTINCT date::VARCHAR FROM sessions WHERE session_id = 's2'") == [("2026-01-02",)]
     assert scalar(layout, "SELECT retained_sessions FROM sources WHERE status = 'ok' ORDER BY run_at DESC LIMIT 1") == 1
     assert summary.results[0].reconciled  # carried rows are not counted against the source
 
@@ -116,8 +125,7 @@ def test_views_use_absolute_paths_from_any_directory(layout, project, tmp_path, 
     ingest(layout, p.db)
     monkeypatch.chdir(tmp_path)
     assert scalar(layout, "SELECT COUNT(*) FROM sessions") == 2
-    sql = scalar(layout, "SELECT sql FROM duckdb_views() WHERE view_name = 'sessions'")
-    assert str(layout.lake) in sql
+    assert scalar(layout, "SELECT data_path FROM ducklake_settings('lake')").startswith(str(layout.lake))
 
 
 def test_parallel_ingest_writes_the_same_lake_as_serial(tmp_path):
@@ -131,11 +139,10 @@ def test_parallel_ingest_writes_the_same_lake_as_serial(tmp_path):
     assert [r.source.source_id for r in two.results] == [r.source.source_id for r in one.results]
     assert [r.status for r in two.results] == ["ok"] * len(store.dbs)
 
-    def files(layout):
-        return {str(p.relative_to(layout.lake)): p.read_bytes() for p in layout.lake.rglob("*.parquet")
-                if not str(p.relative_to(layout.lake)).startswith("sources/")}
-
-    assert files(serial) == files(parallel)
+    assert _landing(serial.lake) == _landing(parallel.lake)
+    for table in ("sessions", "messages", "parts", "tool_calls", "usage", "daily_costs"):
+        assert sorted(query(serial, f"SELECT * FROM {table}"), key=repr) == \
+            sorted(query(parallel, f"SELECT * FROM {table}"), key=repr), table
 
 
 def test_a_contract_change_rewrites_sources_written_before_it(layout, project):
@@ -153,17 +160,70 @@ def test_a_contract_change_rewrites_sources_written_before_it(layout, project):
 
 
 def test_views_still_answer_while_old_and_new_files_are_mixed(layout, project):
+    """A landing file written by an older version (a column missing) merges beside new ones."""
     import pyarrow.parquet as pq
+
+    from warehouse.views import build_warehouse
 
     p = _two_day_project(project)
     ingest(layout, p.db)
-    old = sorted(layout.lake.glob("sessions/*/*/*.parquet"))[0]  # the file DuckDB reads first
+    old = next(layout.lake.glob("_landing/**/sessions.parquet"))
     table = pq.read_table(old)
-    pq.write_table(table.drop_columns(["total_tokens"]), old)  # as an older version wrote it
+    pq.write_table(table.drop_columns(["total_tokens"]).replace_schema_metadata(table.schema.metadata), old)
+    build_warehouse(layout.lake, layout.warehouse)
+    assert query(layout, "SELECT COUNT(*), COUNT(total_tokens) FROM sessions") == [(2, 0)]
+
+
+def test_a_deleted_landing_file_heals_on_the_next_run(layout, project):
+    """A landing file deleted by hand (or an emptied bucket) makes the source be read again."""
+    p = _two_day_project(project)
+    ingest(layout, p.db)
+    next(layout.lake.glob("_landing/**/messages.parquet")).unlink()
+    summary = ingest(layout, p.db)
+    assert summary.results[0].status == "ok"
+    assert scalar(layout, "SELECT COUNT(*) FROM messages") == 2
+
+
+def test_a_run_killed_before_the_merge_is_merged_by_the_next(layout, project):
+    """Landed but not merged (the process died in between): the next run, with nothing new to
+    read, still merges, so no table stays empty."""
+    from pipelines.runner import run_ingest
+    from tests.conftest import discover_only, options_for
+    from warehouse.ingest import ingest_all
     from warehouse.views import build_warehouse
 
-    build_warehouse(layout.lake, layout.warehouse)
-    assert scalar(layout, "SELECT COUNT(*) FROM sessions") == 2
+    p = _two_day_project(project)
+    ingest(layout, p.db)
+    conn = sqlite3.connect(p.db)
+    add_message(conn, "m3", "s1", "user", [text_part("c")], created_at=T0 + 5)
+    conn.commit()
+    conn.close()
+    sources, _ = discover_only(p.db)
+    ingest_all(sources, layout)  # the change landed; the process died before merging it
+    assert scalar(layout, "SELECT COUNT(*) FROM messages") == 2
+    summary = run_ingest(layout, options_for(p.db), quiet=True)
+    assert [r.status for r in summary.results] == ["unchanged"]
+    assert scalar(layout, "SELECT COUNT(*) FROM messages") == 3
+    assert not layout.pending_marker.exists()
+    build_warehouse(layout.lake, layout.warehouse)  # merging again changes nothing
+    assert scalar(layout, "SELECT COUNT(*) FROM messages") == 3
+
+
+def test_many_sources_share_a_partitions_files(tmp_path):
+    """The file count follows the (table, date, project) partitions, not the sources or machines."""
+    from transforms.crush.synth import generate_store
+    from warehouse.layout import Layout
+
+    store = generate_store(tmp_path / "crush", projects=3, sessions_per_project=6, seed=4)
+    layouts = [Layout.resolve(home=tmp_path / "home", lake=tmp_path / "lake", machine=m) for m in ("a", "b", "c")]
+    for lay in layouts:
+        ingest(lay, roots=[store.global_dir], force=True)
+    compact(layouts[0].warehouse, keep_seconds=0)
+    files = list((tmp_path / "lake" / "main" / "messages").rglob("*.parquet"))
+    partitions = {f.parent for f in files}
+    assert len(files) <= 1.2 * len(partitions)
+    assert scalar(layouts[0], "SELECT COUNT(DISTINCT machine) FROM messages") == 3
+    assert scalar(layouts[0], "SELECT COUNT(*) FROM messages") == 3 * store.messages
 
 
 def test_a_lost_state_loses_no_history(layout, project):

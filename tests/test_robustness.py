@@ -63,17 +63,20 @@ def test_a_write_failing_half_way_leaves_no_orphan_files(layout, project, monkey
     real = LocalStore._stage
 
     def full_disk(self, rel, data):  # the new sessions file is staged, then the disk is full
-        if rel.startswith("messages/"):
+        if rel.endswith("/messages.parquet"):
             raise OSError(28, "No space left on device")
         return real(self, rel, data)
 
-    before = {q: q.read_bytes() for q in layout.lake.rglob("*.parquet") if "sources" not in q.parts}
+    def landed():
+        return {q: q.read_bytes() for q in layout.lake.glob("_landing/*/*/*/*/*.parquet")}
+
+    before, rows = landed(), query(layout, "SELECT * FROM sessions ORDER BY session_id")
     monkeypatch.setattr(LocalStore, "_stage", full_disk)
     failed = ingest(layout, p.db)
     assert failed.results[0].status == "failed" and "No space left" in failed.results[0].error
     monkeypatch.undo()
-    after = {q: q.read_bytes() for q in layout.lake.rglob("*.parquet") if "sources" not in q.parts}
-    assert after == before  # the lake is as it was
+    assert landed() == before  # the lake is as it was
+    assert query(layout, "SELECT * FROM sessions ORDER BY session_id") == rows
     assert not [f for f in layout.staging_dir.rglob("*") if f.is_file()]  # and nothing is left staged
 
     con = sqlite3.connect(p.db)
@@ -83,7 +86,7 @@ def test_a_write_failing_half_way_leaves_no_orphan_files(layout, project, monkey
     con.close()
     ingest(layout, p.db)
     assert scalar(layout, "SELECT SUM(cost_usd) FROM sessions WHERE is_root") == pytest.approx(3.0)
-    assert not list(layout.lake.glob("*/date=2026-01-10/**/*.parquet"))
+    assert scalar(layout, "SELECT COUNT(*) FROM sessions WHERE date = DATE '2026-01-10'") == 0
 
 
 def test_value_arrow_cannot_hold_fails_only_its_source(layout, project, monkeypatch):

@@ -9,14 +9,14 @@ import duckdb
 from tests.conftest import ingest
 from transforms.crush.synth import generate_store
 from warehouse.serving import build_serving
-from warehouse.views import MARTS
+from warehouse.views import MARTS, connect
 
 
 def test_serving_database_holds_the_marts_as_tables(lake, tmp_path):
     target = tmp_path / "bi" / "serving.duckdb"
-    counts = build_serving(lake.lake, target)
+    counts = build_serving(lake.warehouse, target)
     assert set(counts) == set(MARTS)
-    with duckdb.connect(str(target), read_only=True) as bi, duckdb.connect(str(lake.warehouse), read_only=True) as wh:
+    with duckdb.connect(str(target), read_only=True) as bi, connect(lake.warehouse) as wh:
         tables = {r[0] for r in bi.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
         assert tables == set(MARTS)
         assert bi.execute("SELECT COUNT(*) FROM duckdb_views() WHERE NOT internal").fetchone()[0] == 0
@@ -41,17 +41,17 @@ build_warehouse(layout.lake, layout.warehouse)
 def test_readers_query_while_an_ingestion_runs(layout, tmp_path):
     store = generate_store(tmp_path / "crush", projects=6, sessions_per_project=12, seed=5)
     ingest(layout, roots=[store.global_dir])  # a first lake and warehouse to read from
-    held = duckdb.connect(str(layout.warehouse), read_only=True)  # a BI tool that stays connected
+    held = connect(layout.warehouse)  # a BI tool that stays connected
     writer = subprocess.Popen([sys.executable, "-c", INGEST, str(store.global_dir), str(layout.home)])
     queries = 0
     while writer.poll() is None or queries == 0:
-        with duckdb.connect(str(layout.warehouse), read_only=True) as reader:  # a new reader each time
+        with connect(layout.warehouse) as reader:  # a new reader each time
             assert reader.execute("SELECT COUNT(*) FROM messages").fetchone()[0] > 0
         assert held.execute("SELECT SUM(cost_usd) FROM sessions WHERE is_root").fetchone()[0] > 0
         queries += 1
         time.sleep(0.02)
     assert writer.returncode == 0
     assert queries > 1
-    with duckdb.connect(str(layout.warehouse), read_only=True) as reader:
+    with connect(layout.warehouse) as reader:
         assert reader.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == store.messages
     held.close()

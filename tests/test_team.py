@@ -72,11 +72,11 @@ def test_two_machines_ingest_concurrently_into_one_lake(s3, tmp_path, where):
         shared = a.dbs[0].project_path.name
         assert sorted(one(f"SELECT DISTINCT \"user\" FROM sessions WHERE project = '{shared}'")) == [("ana",), ("ben",)]
         assert dict(one("SELECT \"user\", COUNT(*) FROM daily_costs GROUP BY 1")).keys() == {"ana", "ben"}
-    # every object is named by the machine and user that wrote it: two machines never share one
+    # every machine lands under its own machine and user: two machines never write one object
     from warehouse.store import open_store
 
-    files = open_store(layout.lake).list()
-    assert files and all("-ana-laptop-ana-" in f or "-ben-desktop-ben-" in f for f in files)
+    files = open_store(layout.lake).list("_landing")
+    assert files and all(f.startswith(("_landing/ana-laptop/ana/", "_landing/ben-desktop/ben/")) for f in files)
 
 
 def test_a_pruned_session_keeps_its_history_in_the_s3_lake(s3, tmp_path):

@@ -1,4 +1,4 @@
-"""Data checks over the files one source just wrote: unique keys and no orphans.
+"""Data checks over the landing files one source just wrote: unique keys and no orphans.
 
 Run with an in-memory DuckDB over those files only, so they never touch warehouse.duckdb
 and cost nothing for sources that did not change.
@@ -28,10 +28,11 @@ REFERENCES = {
 
 
 def _files_by_table(lake, files: list[str]) -> dict[str, list[str]]:
+    """A source's landing files by table (`.../<table>.parquet`)."""
     store = open_store(lake)
     out: dict[str, list[str]] = {}
     for rel in files:
-        out.setdefault(rel.split("/", 1)[0], []).append(store.uri(rel))
+        out.setdefault(rel.rsplit("/", 1)[-1].removesuffix(".parquet"), []).append(store.uri(rel))
     return out
 
 

@@ -23,9 +23,9 @@ from transforms.providers import PROVIDERS
 from transforms.redact import Policy, redact_rows
 from transforms.sources import Source
 from warehouse import state as state_store
-from warehouse.layout import Layout, file_name, relative_path
+from warehouse.layout import Layout, landing_dir, run_log_path
 from warehouse.retention import carry_forward
-from warehouse.writer import append_rows, build_files, write_files
+from warehouse.writer import build_files, write_files, write_run_log
 
 STATUSES = ("ok", "unchanged", "skipped", "failed")
 
@@ -46,6 +46,7 @@ class SourceResult:
     fingerprint: str | None = None
     files: list[str] = field(default_factory=list)
     duration_s: float = 0.0
+    log_row: dict | None = None  # this run's row of the `sources` run log
 
     @property
     def reconciled(self) -> bool:
@@ -105,19 +106,30 @@ def ingest_source(
         store = layout.store()
         with state_store.source_lock(layout.state_dir, source.provider, source.source_id):
             result = _ingest_locked(source, layout, store, run_id, run_at, force, providers[source.provider])
-            result.duration_s = round(time.monotonic() - started, 3)
-            _record(result, layout, store, run_id, run_at)
     except OSError as exc:  # the lake itself is unwritable (permissions, a full or read-only disk)
         result = SourceResult(source, "failed", error=f"cannot write the lake at {layout.lake}: {exc}")
+    result.duration_s = round(time.monotonic() - started, 3)
+    result.log_row = _log_row(result, layout, run_id, run_at)
     return result
 
 
-def is_unchanged(previous: state_store.SourceState, fingerprint: str, layout: Layout) -> bool:
+def is_unchanged(previous: state_store.SourceState, fingerprint: str, layout: Layout, landed=None) -> bool:
     """The lake already holds this source as it is now: same fingerprint, same contract, and
-    every file it wrote still in place. Nothing is opened but the state file. (On object
-    storage the files are not checked one by one: that would cost a request each.)"""
-    return (previous.fingerprint == fingerprint and previous.schema == SCHEMA_VERSION
-            and (layout.remote or all((layout.lake / rel).exists() for rel in previous.files)))
+    every file it landed still in place (a file deleted by hand, or an emptied bucket, makes
+    the source be read again). Nothing is opened but the state file; `landed` is the set of
+    landing files from one listing of the lake, needed for object storage (locally a stat each)."""
+    if previous.fingerprint != fingerprint or previous.schema != SCHEMA_VERSION or not previous.files:
+        return False
+    if landed is not None:
+        return all(rel in landed for rel in previous.files)
+    if layout.remote:
+        return all(rel in landed_files(layout) for rel in previous.files)
+    return all((layout.lake / rel).exists() for rel in previous.files)
+
+
+def landed_files(layout: Layout) -> set[str]:
+    """This machine's landing files, in one listing of the lake."""
+    return set(layout.store().versions(f"_landing/{layout.machine}/{layout.user}"))
 
 
 def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> SourceResult:
@@ -145,8 +157,8 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
                             fingerprint=fingerprint)
     try:
         built = build_files(list(DATA_TABLES), extract.rows, provider=source.provider,
-                            source_id=source.source_id, project=source.project, identity=layout.identity,
-                            stamp={"machine": layout.machine, "user": layout.user})
+                            source_id=source.source_id, project=source.project, machine=layout.machine,
+                            user=layout.user, landing_id=f"{fingerprint}:{SCHEMA_VERSION}")
     except Exception as exc:  # a value Arrow cannot hold: this source fails, the lake is untouched
         return SourceResult(source, "failed", error=f"cannot convert the rows: {type(exc).__name__}: {exc}",
                             fingerprint=fingerprint)
@@ -187,23 +199,18 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
 
 
 def _files_in_lake(source: Source, layout: Layout, run_id: str) -> dict[str, str]:
-    """This machine's files of the source, found by name: they are carried forward and replaced
-    like any previous files, so losing the state never loses history. (The `sources` run log
-    is appended to separately.) The digest is unknown: each one is rewritten."""
-    name = file_name(source.provider, source.source_id, layout.identity)
-    return {rel: "" for rel in _lake_files_by_name(layout, run_id).get(name, ())
-            if not rel.startswith(f"{SOURCES.name}/")}
+    """This machine's landing files of the source, found by path: they are carried forward and
+    replaced like any previous files, so losing the state never loses history. The digest is
+    unknown: each one is rewritten."""
+    prefix = landing_dir(layout.machine, layout.user, source.provider, source.source_id) + "/"
+    return {rel: "" for rel in _landing_listing(layout, run_id) if rel.startswith(prefix)}
 
 
 @lru_cache(maxsize=2)
-def _lake_files_by_name(layout: Layout, run_id: str) -> dict[str, list[str]]:
-    """One listing of the lake per run and process, not one per source. Files written later in
-    the run belong to other sources (a source's files are written by that source alone), so a
-    listing taken once stays right for every source that looks it up."""
-    out: dict[str, list[str]] = {}
-    for rel in layout.store().list():
-        out.setdefault(rel.rsplit("/", 1)[-1], []).append(rel)
-    return out
+def _landing_listing(layout: Layout, run_id: str) -> frozenset[str]:
+    """One listing of this machine's landing files per run and process, not one per source.
+    A source's files are written by that source alone, so a listing taken once stays right."""
+    return frozenset(landed_files(layout))
 
 
 def privacy_policy(layout: Layout) -> Policy:
@@ -217,33 +224,48 @@ def _reason(exc: Exception) -> str:
     return f"unexpected {type(exc).__name__} while reading the source: {exc}"
 
 
-def _record(result: SourceResult, layout: Layout, store, run_id: str, run_at: datetime) -> None:
-    """Append this run's row for the source to the `sources` table."""
+def _log_row(result: SourceResult, layout: Layout, run_id: str, run_at: datetime) -> dict:
+    """This run's row of the `sources` run log for the source."""
     s = result.source
     ok = result.status == "ok"
-    row = {
-        "provider": s.provider, "machine": layout.machine, "user": layout.user, "source_id": s.source_id, "partition_key": s.partition_key,
-        "project_path": s.project_path, "db_path": s.path, "run_id": run_id, "run_at": run_at,
-        "status": result.status, "error": result.error,
+    counted = ("sessions", "messages", "parts", "tool_calls", "file_versions", "read_files")
+    return {
+        "project": s.project,
+        "provider": s.provider, "machine": layout.machine, "user": layout.user, "source_id": s.source_id,
+        "partition_key": s.partition_key, "project_path": s.project_path, "db_path": s.path, "run_id": run_id,
+        "run_at": run_at, "status": result.status, "error": result.error,
         "warnings": "; ".join(result.warnings) or None,
         "schema_version": result.schema_version, "migrations": result.migrations,
         "fingerprint": result.fingerprint,
-        "sessions": result.rows.get("sessions") if ok else None,
-        "messages": result.rows.get("messages") if ok else None,
-        "parts": result.rows.get("parts") if ok else None,
-        "tool_calls": result.rows.get("tool_calls") if ok else None,
-        "file_versions": result.rows.get("file_versions") if ok else None,
-        "read_files": result.rows.get("read_files") if ok else None,
+        **{name: result.rows.get(name) if ok else None for name in counted},
         "quarantined": result.rows.get("quarantine") if ok else None,
         "unknown_part_types": result.unknown_part_types if ok else None,
         "retained_sessions": result.retained_sessions if ok else None,
         "duration_s": result.duration_s,
     }
-    rel = relative_path("sources", run_at.date().isoformat(), s.project, s.provider, s.source_id, layout.identity)
+
+
+def record_run(layout: Layout, run_id: str, results) -> str | None:
+    """Write the run's rows of the `sources` run log as one file of its own (never rewriting
+    the log); returns a problem to report when it cannot be written."""
+    rows = [r.log_row for r in results if r.log_row]
+    if not rows:
+        return None
+    rel = run_log_path(layout.machine, layout.user, f"{run_id}-{uuid.uuid4().hex[:8]}")
     try:
-        append_rows(store, SOURCES, rel, [row])
-    except OSError as exc:  # the data is written or not already; only the log entry is lost
-        result.warnings.append(f"could not record this run in `sources`: {exc}")
+        write_run_log(layout.store(), SOURCES, rel, rows)
+    except OSError as exc:  # the data is landed or not already; only the log entry is lost
+        return f"could not record this run in `sources`: {exc}"
+    return None
+
+
+def mark_pending(layout: Layout) -> None:
+    """Landed files wait for a merge: a run killed before merging leaves this, and the next merges."""
+    try:
+        layout.pending_marker.parent.mkdir(parents=True, exist_ok=True)
+        layout.pending_marker.touch()
+    except OSError:  # an unwritable state dir: each source fails with the reason, and nothing lands
+        pass
 
 
 def clean_stale_staging(layout: Layout) -> int:
@@ -301,10 +323,14 @@ def ingest_all(sources, layout: Layout, *, force: bool = False, run_id: str | No
     """Ingest many sources in one run; `progress(i, n, result)` is called after each."""
     summary = RunSummary(run_id or new_run_id(), problems=list(problems))
     clean_stale_staging(layout)
+    mark_pending(layout)
     position = {s.source_id: i for i, s in enumerate(sources)}
     for i, result in enumerate(ingest_many(sources, layout, summary.run_id, force=force, workers=workers), 1):
         summary.results.append(result)
         if progress:
             progress(i, len(sources), result)
     summary.results.sort(key=lambda r: position[r.source.source_id])  # discovery order, whatever finished first
+    problem = record_run(layout, summary.run_id, summary.results)
+    if problem:
+        summary.problems.append(problem)
     return summary

@@ -1,12 +1,16 @@
-"""Where things live: AGENTLAKE_HOME, the lake's hive layout, state and staging.
+"""Where things live: AGENTLAKE_HOME, the lake, its landing area, state and staging.
 
-    <lake>/<table>/date=YYYY-MM-DD/project=<slug>/<provider>-<machine>-<user>-<source_id>.parquet
-    <lake>/_state/<machine>-<user>/<provider>-<source_id>.json   what this machine last wrote for a source
-    <lake>/_staging/<machine>-<user>/<pid>-<run>/                files being written (outside every view glob)
+    <lake>/_landing/<machine>/<user>/<provider>/<source_id>/<table>.parquet   one file per table and source
+    <lake>/_landing/<machine>/<user>/_runs/<run_id>-<n>.parquet              the `sources` run log, per run
+    <lake>/main/<table>/date=YYYY-MM-DD/project=<slug>/ducklake-<uuid>.parquet  the curated tables (DuckLake)
+    <home>/warehouse.sqlite                        the DuckLake catalog the readers attach
+    <lake>/_state/<machine>-<user>/<provider>-<source_id>.json   what this machine last landed for a source
+    <lake>/_staging/<machine>-<user>/                            files being written
 
-The lake is a directory (local, or shared by several machines) or an `s3://bucket/prefix` URI.
-With object storage, state and staging stay on the machine, under AGENTLAKE_HOME. Machine and
-user are in every file name, so two machines never write the same file, even for one project.
+Each machine writes only its own landing files, so machines never coordinate; one writer (the
+local run, or the team's central deployment) merges them into the curated tables
+(warehouse.merge). The lake is a directory or an `s3://bucket/prefix` URI. With object storage,
+state, staging and the merged tables stay on the machine, under AGENTLAKE_HOME.
 """
 
 import getpass
@@ -62,7 +66,7 @@ class Layout:
             lake = (Path(lake).expanduser() if lake else home / "lake").absolute()
         # $AGENTLAKE_WAREHOUSE names the file unless a home or a warehouse was given explicitly
         warehouse = warehouse or (None if explicit_home else env.get("AGENTLAKE_WAREHOUSE"))
-        warehouse = Path(warehouse).expanduser() if warehouse else home / "warehouse.duckdb"
+        warehouse = Path(warehouse).expanduser() if warehouse else home / "warehouse.sqlite"
         # absolute paths: views embed them, and readers run from any directory
         return cls(home.absolute(), lake, warehouse.absolute(),
                    slugify(machine, "host") if machine else default_machine(env),
@@ -88,6 +92,16 @@ class Layout:
         return self._local_root / "_state" / self.identity
 
     @property
+    def tables_path(self) -> str:
+        """Where the curated tables' Parquet files go (DuckLake's DATA_PATH)."""
+        return tables_path(self.lake, self.warehouse)
+
+    @property
+    def pending_marker(self) -> Path:
+        """Present while landed files wait for a merge (a run killed before it merged)."""
+        return self.state_dir / "merge-pending"
+
+    @property
     def staging_dir(self) -> Path:
         return self._local_root / "_staging" / self.identity
 
@@ -110,15 +124,24 @@ class Layout:
         return self.home / "dagster"
 
 
-def file_name(provider: str, source_id: str, identity: str) -> str:
-    return f"{provider}-{identity}-{source_id}.parquet"
+LANDING = "_landing"
+RUNS = "_runs"
 
 
-def relative_path(table: str, date: str, project: str, provider: str, source_id: str, identity: str) -> str:
-    return f"{table}/date={date}/project={project}/{file_name(provider, source_id, identity)}"
+def landing_dir(machine: str, user: str, provider: str, source_id: str) -> str:
+    return f"{LANDING}/{machine}/{user}/{provider}/{source_id}"
 
 
-def table_glob(lake, table: str) -> str:
+def landing_path(machine: str, user: str, provider: str, source_id: str, table: str) -> str:
+    return f"{landing_dir(machine, user, provider, source_id)}/{table}.parquet"
+
+
+def run_log_path(machine: str, user: str, name: str) -> str:
+    return f"{LANDING}/{machine}/{user}/{RUNS}/{name}.parquet"
+
+
+def tables_path(lake, warehouse: Path) -> str:
+    """A local lake holds its curated tables; a remote lake's are merged beside the catalog."""
     if is_remote(lake):
-        return f"{lake.split('?', 1)[0]}/{table}/date=*/project=*/*.parquet"
-    return str(Path(lake) / table / "date=*" / "project=*" / "*.parquet")
+        return str(Path(warehouse).with_name(Path(warehouse).stem + "-tables")) + "/"
+    return str(Path(lake)) + "/"

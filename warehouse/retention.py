@@ -26,13 +26,10 @@ KEYED = tuple(t.name for t in DATA_TABLES if "session_id" in t.column_names)
 
 
 def _files_of(store, previous: dict[str, str], table: str) -> list[str]:
-    """The source's files of a table that exist (a crashed run's intent lists files never written)."""
-    return [rel for rel, sha in previous.items() if rel.split("/", 1)[0] == table
+    """The source's landing file of a table, if it exists (a crashed run's intent lists files
+    never written)."""
+    return [rel for rel, sha in previous.items() if rel.rsplit("/", 1)[-1] == f"{table}.parquet"
             and (sha or store.size(rel) is not None)]
-
-
-def _project_of(rel: str) -> str:
-    return next(p.split("=", 1)[1] for p in rel.split("/") if p.startswith("project="))
 
 
 def _session_ids(store, rels: list[str]) -> set:
@@ -57,10 +54,7 @@ def carry_forward(store, previous: dict[str, str], rows: dict[str, list[dict]]) 
             kept = old.filter(pc.is_in(old.column("session_id"), value_set=value_set))
             if not kept.num_rows:
                 continue
-            project = _project_of(rel)  # hive keys live in the path, not in the file
-            kept_rows = kept.to_pylist()
-            for row in kept_rows:
-                row["project"] = project
+            kept_rows = kept.to_pylist()  # each keeps its own `project`
             rows.setdefault(table, []).extend(kept_rows)
             carried[table] += len(kept_rows)
     return carried

@@ -80,6 +80,17 @@ class LocalStore:
     def uri(self, rel: str) -> str:
         return str(self.root / rel)
 
+    def versions(self, prefix: str) -> dict[str, str]:
+        """Every Parquet file under `prefix` with its version (size and mtime), in one walk."""
+        out = {}
+        base = self.root / prefix
+        for dirpath, _, names in os.walk(base):
+            for name in names:
+                if name.endswith(".parquet"):
+                    st = os.stat(os.path.join(dirpath, name))
+                    out[os.path.relpath(os.path.join(dirpath, name), self.root)] = f"{st.st_size}-{st.st_mtime_ns}"
+        return out
+
 
 class ObjectStore:
     def __init__(self, uri: str):
@@ -123,6 +134,15 @@ class ObjectStore:
 
     def uri(self, rel: str) -> str:
         return f"{self.uri_root}/{rel}"
+
+    def versions(self, prefix: str) -> dict[str, str]:
+        """Every Parquet object under `prefix` with its version (size and mtime): one listing."""
+        from pyarrow import fs
+
+        selector = fs.FileSelector(self._key(prefix).rstrip("/"), recursive=True, allow_not_found=True)
+        start = len(self.base) + 1
+        return {i.path[start:]: f"{i.size}-{i.mtime_ns}" for i in self.fs.get_file_info(selector)
+                if i.type == fs.FileType.File and i.path.endswith(".parquet")}
 
 
 def _with_endpoint(uri: str) -> str:

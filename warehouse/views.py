@@ -1,132 +1,65 @@
-"""warehouse.duckdb: views only, over the Parquet lake, built atomically.
+"""The reader's side: the lake's DuckLake catalog, refreshed by one writer and read by many.
 
-The file holds no data, so ingestion never needs its lock: it is rebuilt into a temporary
-file and swapped in with os.replace. Readers open it read_only; a reader that has it open
-keeps the old file until it reconnects. Lake paths inside the views are absolute, so any
-client, from any working directory, sees the same data.
+`build_warehouse` merges the landing files into the curated tables and rebuilds the marts
+(warehouse.merge), then compacts when the merge left many small files. `connect` is how every
+reader opens it: an in-memory DuckDB with the catalog attached read-only and made the default,
+so `SELECT ... FROM sessions` and `FROM daily_costs` work as they are, during a merge too.
 """
 
-import os
 from pathlib import Path
 
-import duckdb
-import pyarrow as pa
+from transforms.contract import ALL_TABLES
+from warehouse import ducklake
+from warehouse.marts import MARTS, mart_sql  # noqa: F401  (the marts' names, for readers)
+from warehouse.merge import LAKE_TABLE, MergeResult, compact, duck_type, merge  # noqa: F401
 
-from transforms.contract import ALL_TABLES, Table
-from warehouse.lakefs import NO_DOWNLOADS, attach_lake
-from warehouse.layout import table_glob
-from warehouse.store import open_store
-
-HIVE_KEYS = ("date", "project")
-
-_DUCK_TYPES = {
-    pa.string(): "VARCHAR",
-    pa.int64(): "BIGINT",
-    pa.float64(): "DOUBLE",
-    pa.bool_(): "BOOLEAN",
-    pa.timestamp("us"): "TIMESTAMP",
-}
-
-
-def duck_type(type_: pa.DataType) -> str:
-    return _DUCK_TYPES[type_]
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
-def view_sql(table: Table, lake: Path, union_by_name: bool = False) -> str:
-    """The view of one table: hive keys first, then the contract's columns, in order.
-
-    Every file of a table has the contract's schema (a contract change rewrites old files on
-    the next run), so DuckDB can take the schema from one file instead of opening them all;
-    `union_by_name` is only the fallback while old and new files are mixed.
-    """
-    cols = ", ".join(f'"{c.name}"' for c in table.columns)
-    pattern = table_glob(lake, table.name)
-    if open_store(lake).list(table.name):
-        union = ", union_by_name = true" if union_by_name else ""
-        source = (
-            f"read_parquet({_quote(pattern)}, hive_partitioning = true{union}, "
-            "hive_types = {'date': 'DATE', 'project': 'VARCHAR'})"
-        )
-        return f'CREATE OR REPLACE VIEW "{table.name}" AS SELECT "date", "project", {cols} FROM {source}'
-    # no file yet: an empty view with the same columns, so queries work on an empty lake
-    typed = ", ".join(f'CAST(NULL AS {duck_type(c.type)}) AS "{c.name}"' for c in table.columns)
-    return (
-        f'CREATE OR REPLACE VIEW "{table.name}" AS SELECT CAST(NULL AS DATE) AS "date", '
-        f'CAST(NULL AS VARCHAR) AS "project", {typed} WHERE false'
-    )
-
-
-MARTS_DIR = Path(__file__).parent / "sql" / "marts"
-
-
-def mart_sql() -> list[tuple[str, str]]:
-    """(view name, SQL) of every mart, in dependency order (the files are numbered).
-    Names starting with `_` are internal building blocks."""
-    out = []
-    for path in sorted(MARTS_DIR.glob("*.sql")):
-        sql = path.read_text()
-        name = sql.split("CREATE OR REPLACE VIEW", 1)[1].split()[0]
-        out.append((name, sql))
-    return out
-
-
-MARTS = tuple(name for name, _ in mart_sql() if not name.startswith("_"))
-
-
-LAKE_TABLE = "_agentlake_lake"  # one row: where the views read, so a reader can reach it
-
-
-def create_views(con, lake, tables=ALL_TABLES) -> list[str]:
-    attach_lake(con, lake)
-    for table in tables:
-        try:
-            con.execute(view_sql(table, lake))
-        except duckdb.BinderException:  # files of two schema versions side by side, until the next run
-            con.execute(view_sql(table, lake, union_by_name=True))
-    for _, sql in mart_sql():
-        con.execute(sql)
+def build_warehouse(lake, warehouse: Path, tables=ALL_TABLES, *, full: bool = False) -> list[str]:
+    """Merge what landed, rebuild the marts, compact now and then; returns the public table names."""
+    refresh(lake, warehouse, full=full)
     return [t.name for t in tables] + list(MARTS)
 
 
-def build_warehouse(lake: Path, warehouse: Path, tables=ALL_TABLES) -> list[str]:
-    """(Re)build the views file atomically; returns the public view names."""
-    warehouse.parent.mkdir(parents=True, exist_ok=True)
-    tmp = warehouse.with_name(f".{warehouse.name}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
-    try:
-        with duckdb.connect(str(tmp), config=NO_DOWNLOADS) as con:
-            names = create_views(con, lake, tables)
-            con.execute(f"CREATE TABLE {LAKE_TABLE} AS SELECT {_quote(_without_userinfo(str(lake)))} AS lake")
-        os.replace(tmp, warehouse)
-    finally:
-        tmp.unlink(missing_ok=True)
-        Path(str(tmp) + ".wal").unlink(missing_ok=True)
-    return names
+def refresh(lake, warehouse: Path, *, full: bool = False, marts: bool = True) -> MergeResult:
+    result = merge(lake, Path(warehouse), full=full, marts=marts)
+    if result.changed and needs_compaction(Path(warehouse)):
+        compact(Path(warehouse))
+    return result
 
 
-def connect(warehouse: Path) -> duckdb.DuckDBPyConnection:
-    """A read-only connection, as every reader should open the warehouse; it can read the lake
-    wherever it is (object storage included)."""
+def rebuild_marts_now(warehouse: Path) -> dict[str, int]:
+    """The marts rebuilt in a transaction of their own (the Dagster `marts` asset)."""
+    from warehouse.marts import rebuild_marts
+
+    with ducklake.connect(Path(warehouse)) as con:
+        con.execute("BEGIN")
+        counts = rebuild_marts(con)
+        con.execute("COMMIT")
+    return counts
+
+
+def needs_compaction(catalog: Path) -> bool:
+    """More live data files than 1.2 per (table, date, project) partition, plus some slack."""
+    with ducklake.connect(catalog, read_only=True) as con:
+        meta = "__ducklake_metadata_lake"
+        files, partitions = con.execute(f"""
+            SELECT COUNT(*), COUNT(DISTINCT (f.table_id, v.values))
+            FROM {meta}.ducklake_data_file f
+            LEFT JOIN (SELECT data_file_id, list(partition_value ORDER BY partition_key_index) AS values
+                       FROM {meta}.ducklake_file_partition_value GROUP BY data_file_id) v USING (data_file_id)
+            WHERE f.end_snapshot IS NULL""").fetchone()
+    return files > 1.2 * partitions + 20
+
+
+def connect(warehouse: Path):
+    """A read-only connection to the lake, as every reader should open it."""
     if not Path(warehouse).exists():
         raise FileNotFoundError(f"no warehouse at {warehouse}: run `agentlake ingest` (or `agentlake demo`) first")
-    con = duckdb.connect(str(warehouse), read_only=True, config=NO_DOWNLOADS)
-    attach_lake(con, lake_of(con))
-    return con
-
-
-def _without_userinfo(lake: str) -> str:
-    """Never keep credentials written into a URI (`s3://KEY:SECRET@bucket/...`) in the file."""
-    scheme, sep, rest = lake.partition("://")
-    return f"{scheme}{sep}{rest.split('@', 1)[1]}" if sep and "@" in rest.split("/", 1)[0] else lake
+    return ducklake.connect(Path(warehouse), read_only=True)
 
 
 def lake_of(con) -> str | None:
-    """The lake a warehouse file's views read (None for a file built before it was recorded)."""
+    """The lake whose landing files the catalog merges (None for a catalog without one)."""
     try:
         return con.execute(f"SELECT lake FROM {LAKE_TABLE}").fetchall()[0][0]
-    except duckdb.CatalogException:
+    except Exception:
         return None

@@ -1,23 +1,30 @@
-"""The lake writer: one Parquet file per (table, date, project, source), replaced atomically.
+"""Landing files: one Parquet file per table and source, written by the machine that read it.
 
-Each file is built in memory, compared with what the source last wrote (by SHA-256), and only
-when it differs is it replaced atomically in the store (warehouse.store): readers see the old
-file or the new one, never half of one, and a rerun over unchanged input touches nothing.
-A source's files that no longer have rows are removed after the new ones are in place (the
-ingest layer first carries forward the rows a shrinking source no longer holds: see
-warehouse.retention).
+A source's rows land as `_landing/<machine>/<user>/<provider>/<source_id>/<table>.parquet`,
+every table's file written even when empty, each replaced atomically in the store
+(warehouse.store). Each file carries the `date` and `project` it will be partitioned by, and a
+`landing_id` in its Parquet metadata shared by all the files of one write, so the merge
+(warehouse.merge) can tell a source caught half-way through being replaced and wait for it.
+Files whose bytes did not change are not rewritten.
 """
 
 import hashlib
+from datetime import date
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from transforms.contract import Table
-from warehouse.layout import relative_path
+from warehouse.layout import landing_path
 
-UNDATED = "1970-01-01"  # rows without a usable timestamp: visible, and deterministic
+UNDATED = date(1970, 1, 1)  # rows without a usable timestamp: visible, and deterministic
+LANDING_ID = b"agentlake.landing_id"
+HIVE = (pa.field("date", pa.date32()), pa.field("project", pa.string()))
+
+
+def landing_schema(table: Table) -> pa.Schema:
+    return pa.schema([*HIVE, *table.schema])
 
 
 def to_arrow(table: Table, rows: list[dict]) -> pa.Table:
@@ -38,18 +45,19 @@ def parquet_bytes(data: pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def date_key(value) -> str:
-    return value.date().isoformat() if value is not None else UNDATED
-
-
-def group_by_partition(table: Table, rows: list[dict], project: str) -> dict[tuple[str, str], list[dict]]:
-    """Rows by hive (date, project). A row may name its own `project` (a store that spans
-    several projects, like OpenCode's one database); else it is the source's."""
-    groups: dict[tuple[str, str], list[dict]] = {}
+def with_partition(table: Table, rows: list[dict], project: str) -> tuple[pa.Table, int]:
+    """The rows with their (date, project): a row may name its own `project` (a store that spans
+    several projects, like OpenCode's one database); else it is the source's. Returns the
+    number of undated rows too."""
+    dates, projects, undated = [], [], 0
     for row in rows:
-        key = (date_key(row.get(table.date_from)), row.get("project") or project)
-        groups.setdefault(key, []).append(row)
-    return groups
+        when = row.get(table.date_from)
+        undated += when is None
+        dates.append(when.date() if when is not None else UNDATED)
+        projects.append(row.get("project") or project)
+    data = to_arrow(table, rows)
+    data = data.add_column(0, HIVE[1], pa.array(projects, pa.string()))
+    return data.add_column(0, HIVE[0], pa.array(dates, pa.date32())), undated
 
 
 @dataclass
@@ -64,8 +72,8 @@ class WriteResult:
 
 @dataclass
 class SourceFiles:
-    """Every file of one source, built in memory before any is written: a value that cannot be
-    converted fails the source before the lake is touched."""
+    """Every landing file of one source, built in memory before any is written: a value that
+    cannot be converted fails the source before the lake is touched."""
 
     data: dict[str, bytes] = field(default_factory=dict)  # relative path -> Parquet bytes
     rows: dict[str, int] = field(default_factory=dict)
@@ -73,17 +81,17 @@ class SourceFiles:
 
 
 def build_files(tables: list[Table], rows: dict[str, list[dict]], *, provider: str, source_id: str,
-                project: str, identity: str, stamp: dict[str, str] | None = None) -> SourceFiles:
-    """`stamp`: columns with one value for every row (the machine and user that ingest)."""
+                project: str, machine: str, user: str, landing_id: str) -> SourceFiles:
+    """`machine` and `user` are stamped on every row: who ingested it."""
     built = SourceFiles()
     for table in tables:
         table_rows = rows.get(table.name, [])
         built.rows[table.name] = len(table_rows)
-        for (date, row_project), group in sorted(group_by_partition(table, table_rows, project).items()):
-            if date == UNDATED:
-                built.undated += len(group)
-            rel = relative_path(table.name, date, row_project, provider, source_id, identity)
-            built.data[rel] = parquet_bytes(_stamped(to_arrow(table, group), stamp or {}))
+        data, undated = with_partition(table, table_rows, project)
+        built.undated += undated
+        data = _stamped(data, {"machine": machine, "user": user})
+        data = data.replace_schema_metadata({LANDING_ID: landing_id.encode()})
+        built.data[landing_path(machine, user, provider, source_id, table.name)] = parquet_bytes(data)
     return built
 
 
@@ -111,14 +119,13 @@ def read_file(store, rel: str) -> pa.Table:
     return pq.read_table(pa.BufferReader(store.read(rel)))
 
 
-def append_rows(store, table: Table, rel: str, rows: list[dict]) -> None:
-    """Add rows to a file (the `sources` run log), replacing it atomically."""
-    new = to_arrow(table, rows)
-    if store.size(rel) is not None:
-        try:
-            old = read_file(store, rel)
-            old = old.select([c for c in table.column_names if c in old.column_names])
-            new = pa.concat_tables([old, new], promote_options="permissive").cast(table.schema)
-        except (pa.ArrowInvalid, OSError):
-            pass  # an unreadable log is replaced by this run's rows rather than failing the run
-    store.put_all({rel: parquet_bytes(new)})
+def landing_id_of(data: pa.Table) -> str | None:
+    value = (data.schema.metadata or {}).get(LANDING_ID)
+    return value.decode() if value else None
+
+
+def write_run_log(store, table: Table, rel: str, rows: list[dict]) -> None:
+    """One run's rows of the `sources` run log, as a file of their own: the log is appended to,
+    never rewritten."""
+    data, _ = with_partition(table, rows, "")
+    store.put_all({rel: parquet_bytes(data)})

@@ -1,4 +1,4 @@
-"""Read the agentlake lake with Spark: the same Parquet files DuckDB reads, nothing copied.
+"""Read the agentlake lake with Spark, from the hive export the central deployment publishes.
 
     spark-submit --packages org.apache.hadoop:hadoop-aws:3.3.4 deploy/spark/read_lake.py \
         s3://team-agentlake/lake [--sql "SELECT ..."]
@@ -9,8 +9,9 @@ Spark 4.0). Credentials come from S3A's default chain: AWS_ACCESS_KEY_ID/AWS_SEC
 agentlake names it, in the lake URI (`?endpoint_override=host:9000&scheme=http`) or with
 AWS_ENDPOINT_URL.
 
-Each table is `<lake>/<table>/date=YYYY-MM-DD/project=<slug>/*.parquet`: Spark discovers the
-two hive keys from the directory names when it reads the table's root.
+The curated tables are DuckLake tables, which Spark has no reader for; the central deployment
+exports them (warehouse/export.py) as `<lake>/export/<table>/date=YYYY-MM-DD/project=<slug>/*.parquet`,
+one file per partition, and Spark discovers the two hive keys from the directory names.
 """
 
 import argparse
@@ -28,11 +29,11 @@ FROM sessions WHERE is_root GROUP BY date, project, provider ORDER BY date, proj
 
 
 def table_path(lake: str, table: str) -> str:
-    """Where Spark reads a table: the lake URI without its query string, over s3a."""
+    """Where Spark reads a table: its export under the lake URI (no query string), over s3a."""
     root = lake.split("?", 1)[0].rstrip("/")
     if root.startswith("s3://"):
         root = "s3a://" + root[len("s3://"):]
-    return f"{root}/{table}"
+    return f"{root}/export/{table}"
 
 
 def spark_conf(lake: str, env=os.environ) -> dict[str, str]:

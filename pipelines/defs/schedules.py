@@ -10,7 +10,7 @@ def daily_full_refresh(context: dg.ScheduleEvaluationContext):
     keys = sources_partitions.get_partition_keys(dynamic_partitions_store=context.instance)
     if not keys:
         return dg.SkipReason("no sources registered yet")
-    config = {"ops": {"lake_tables": {"config": {"full_refresh": True}}}}
+    config = {"ops": {"landing": {"config": {"full_refresh": True}}}}
     return dg.RunRequest(
         run_key=f"full-refresh-{context.scheduled_execution_time:%Y-%m-%d}",
         run_config=config,

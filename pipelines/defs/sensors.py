@@ -2,12 +2,12 @@ import json
 
 import dagster as dg
 
-from pipelines.defs.lake.assets import lake_tables
+from pipelines.defs.lake.assets import landing
 from pipelines.defs.partitions import sources_partitions
 from pipelines.defs.resources import AgentlakeResource
 from transforms.providers import PROVIDERS
 
-ingest_job = dg.define_asset_job("ingest_sources", selection=[lake_tables])
+ingest_job = dg.define_asset_job("ingest_sources", selection=[landing])
 
 
 @dg.sensor(job=ingest_job, minimum_interval_seconds=300, default_status=dg.DefaultSensorStatus.RUNNING)

@@ -245,17 +245,24 @@ def project_name(i: int) -> str:
 
 
 def generate_store(global_dir, *, projects=3, sessions_per_project=4, seed=0, stages=(4, 5, 6, 7),
-                   start=datetime(2026, 1, 5, tzinfo=UTC), days=3, checkpoint=True, workers=1) -> StoreTruth:
+                   start=datetime(2026, 1, 5, tzinfo=UTC), days=3, checkpoint=True, workers=1,
+                   long_tail=False) -> StoreTruth:
     """Write a whole Crush store under ``global_dir`` and return what was written.
 
     Project i gets migration stage ``stages[i % len(stages)]`` and its own RNG stream drawn from
     ``seed``, so the output is identical for any ``workers`` (>1 uses processes, for benchmarks).
     ``checkpoint=False``: the newest ~third of each db's root sessions (with their sub-agents) is
     committed but left only in ``crush.db-wal`` (see :func:`close_keeping_wal`).
+    ``long_tail``: projects get unequal shares, as real use does (a few busy projects, many
+    quiet ones: ``sessions_per_project * 3 / (1 + i % 10)``, at least 2), their sessions spread
+    over ``days`` days.
     """
     global_dir = Path(global_dir)
     master = random.Random(seed)
-    jobs = [(global_dir, i, stages[i % len(stages)], master.getrandbits(64), sessions_per_project, start, days,
+    def share(i: int) -> int:
+        return max(2, round(sessions_per_project * 3 / (1 + i % 10))) if long_tail else sessions_per_project
+
+    jobs = [(global_dir, i, stages[i % len(stages)], master.getrandbits(64), share(i), start, days,
              checkpoint) for i in range(projects)]
     if workers > 1 and projects > 1:
         from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415

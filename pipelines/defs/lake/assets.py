@@ -3,13 +3,11 @@ import dagster as dg
 from pipelines.defs.lake.checks import CHECK_SPECS, check_results
 from pipelines.defs.partitions import sources_partitions
 from pipelines.defs.resources import AgentlakeResource, Reporter
-from transforms.contract import ALL_TABLES
-from warehouse.ingest import RunSummary, clean_stale_staging, ingest_many
+from warehouse.ingest import RunSummary, clean_stale_staging, ingest_many, mark_pending, record_run
 
-# One asset for all the lake tables of a source: Dagster records an event per asset and
-# partition, and eight assets made that bookkeeping cost more than the ingestion itself
-# (35 s for 300 sources). The tables are listed in the description and metadata.
-LAKE = dg.AssetKey(["lake"])
+# Extraction, one partition per source: the only per-source bookkeeping Dagster keeps. The
+# curated tables downstream are updated in one merge per run (pipelines/defs/warehouse).
+LANDING = dg.AssetKey(["landing"])
 
 
 class IngestConfig(dg.Config):
@@ -18,36 +16,44 @@ class IngestConfig(dg.Config):
 
 
 @dg.multi_asset(
-    specs=[dg.AssetSpec(LAKE, group_name="lake", description="The lake's tables (hive Parquet): "
-                        + ", ".join(f"`{t.name}`" for t in ALL_TABLES) + ", one file each per date and source.")],
+    specs=[dg.AssetSpec(LANDING, group_name="extract", kinds={"parquet"},
+                        description="Each source's rows, one Parquet file per table: "
+                                    "`_landing/<machine>/<user>/<provider>/<source_id>/<table>.parquet`.")],
     check_specs=CHECK_SPECS,
     partitions_def=sources_partitions,
     backfill_policy=dg.BackfillPolicy.multi_run(max_partitions_per_run=50),
     pool="source_snapshot",
     can_subset=False,
 )
-def lake_tables(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: AgentlakeResource,
-                reporter: dg.ResourceParam[Reporter]):
-    """Snapshot, normalise and write every source in the run's partitions."""
+def landing(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: AgentlakeResource,
+            reporter: dg.ResourceParam[Reporter]):
+    """Snapshot and normalise every source in the run's partitions, and land its rows."""
     layout = agentlake.layout()
     found, problems = agentlake.discover()
     for problem in problems:
         context.log.warning(problem)
     clean_stale_staging(layout)
+    mark_pending(layout)
     summary = RunSummary(config.run_id or context.run.run_id, problems=problems)
     keys = context.partition_keys
     missing = [k for k in keys if k not in found]
-    for key in missing:  # registered once, not found now: its lake files are kept
-        context.log.warning(f"{key}: no longer discovered; its lake files are left as they are")
-    todo = [found[k] for k in keys if k in found]
+    if missing:  # registered once, not found now: its landed rows stay in the lake
+        raise dg.Failure(description="no longer discovered, so not re-read (its rows stay in the lake): "
+                                     + ", ".join(missing))
+    todo = [found[k] for k in keys]
     for i, result in enumerate(ingest_many(todo, layout, summary.run_id, force=config.full_refresh), 1):
         summary.results.append(result)
         context.log.info(f"{result.source.partition_key}: {result.status} {result.error or ''}".rstrip())
         reporter.source_done(i, len(todo), result)
+    problem = record_run(layout, summary.run_id, summary.results)
+    if problem:
+        context.log.warning(problem)
     metadata = {f"rows_{name}": n for name, n in summary.rows.items()}
     metadata.update({f"sources_{status}": n for status, n in summary.by_status.items()})
-    yield dg.MaterializeResult(asset_key=LAKE, metadata=metadata)
-    yield from check_results(layout.lake, summary)
+    if len(keys) == 1:
+        metadata["source"] = keys[0]
+    yield dg.MaterializeResult(asset_key=LANDING, metadata=metadata)
+    yield from check_results(layout, summary)
     failed = [r for r in summary.results if r.status == "failed"]
     if failed:
         raise dg.Failure(

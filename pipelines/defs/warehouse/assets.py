@@ -1,18 +1,63 @@
 import dagster as dg
 
-from pipelines.defs.lake.assets import LAKE
+from pipelines.defs.lake.assets import LANDING
 from pipelines.defs.resources import AgentlakeResource
-from warehouse.views import build_warehouse
+from transforms.contract import ALL_TABLES
+from warehouse import lakewide
+from warehouse.marts import MARTS
+from warehouse.views import connect, refresh, rebuild_marts_now
+
+# Runs launched from the UI or the sensor update what depends on them, not only the CLI's.
+EAGER = dg.AutomationCondition.eager()
+TABLES = [dg.AssetKey([t.name]) for t in ALL_TABLES]
+MART_KEYS = [dg.AssetKey([m]) for m in MARTS]
+KEYED = {t: dg.AssetKey([t]) for t in lakewide.LAKE_KEYS}
+CHILDREN = {child: dg.AssetKey([child]) for (child, _col) in lakewide.REFERENCES}
+
+TABLE_CHECKS = [dg.AssetCheckSpec("keys_unique", asset=key, description="No key repeats within a source.")
+                for key in KEYED.values()] + [
+    dg.AssetCheckSpec("no_orphans", asset=key, description="Every row finds its parent in its own source.")
+    for key in CHILDREN.values()]
 
 
-@dg.asset(
-    key=["warehouse", "views"],
-    deps=[LAKE],
-    group_name="warehouse",
-    automation_condition=dg.AutomationCondition.eager(),
+@dg.multi_asset(
+    specs=[dg.AssetSpec(key, deps=[LANDING], group_name="tables", kinds={"ducklake", "parquet"},
+                        automation_condition=EAGER, description=t.doc)
+           for key, t in zip(TABLES, ALL_TABLES)],
+    check_specs=TABLE_CHECKS,
+    can_subset=False,
 )
-def warehouse_views(context: dg.AssetExecutionContext, agentlake: AgentlakeResource) -> dg.MaterializeResult:
-    """warehouse.duckdb: views over the lake, rebuilt atomically (readers open it read_only)."""
+def curated_tables(context: dg.AssetExecutionContext, agentlake: AgentlakeResource):
+    """Merge what landed into the DuckLake tables, one transaction for all changed sources."""
     layout = agentlake.layout()
-    views = build_warehouse(layout.lake, layout.warehouse)
-    return dg.MaterializeResult(metadata={"path": str(layout.warehouse), "views": ", ".join(views)})
+    result = refresh(layout.lake, layout.warehouse, marts=False)
+    with connect(layout.warehouse) as con:
+        counts = lakewide.row_counts(con)
+        dupes = lakewide.duplicate_keys(con)
+        missing = lakewide.orphans(con)
+    for table in ALL_TABLES:
+        yield dg.MaterializeResult(asset_key=table.name, metadata={
+            "rows": counts[table.name], "rows_inserted": result.rows.get(table.name, 0),
+            "sources_merged": result.merged, "sources_removed": result.removed})
+    for table, key in KEYED.items():
+        yield dg.AssetCheckResult(asset_key=key, check_name="keys_unique", passed=not dupes[table],
+                                  metadata={"duplicates": dupes[table]})
+    for child, key in CHILDREN.items():
+        found = {ref: n for ref, n in missing.items() if ref.startswith(f"{child}.")}
+        yield dg.AssetCheckResult(asset_key=key, check_name="no_orphans", passed=not any(found.values()),
+                                  metadata={"orphans": str(found)})
+    if result.waiting:
+        context.log.warning(f"{len(result.waiting)} sources were being written and wait for the next merge")
+
+
+@dg.multi_asset(
+    specs=[dg.AssetSpec(key, deps=TABLES, group_name="marts", kinds={"ducklake"}, automation_condition=EAGER)
+           for key in MART_KEYS],
+    can_subset=False,
+)
+def marts(context: dg.AssetExecutionContext, agentlake: AgentlakeResource):
+    """The marts (warehouse/sql/marts) rebuilt as tables in one transaction."""
+    layout = agentlake.layout()
+    counts = rebuild_marts_now(layout.warehouse)
+    for name in MARTS:
+        yield dg.MaterializeResult(asset_key=name, metadata={"rows": counts[name]})

@@ -1,0 +1,273 @@
+"""The single writer: landing files merged into the curated DuckLake tables, then the marts.
+
+One transaction per merge. Each source whose landing files changed since the last merge (by
+size and mtime, recorded in the catalog's `_agentlake_merged`) has its rows deleted from every
+table and its landing rows inserted; a source whose landing folder is gone loses its rows; new
+run-log files are appended to `sources`. The marts are rebuilt as tables in the same
+transaction, so a reader sees the tables and the marts before the merge or after it, never a mix
+and never a half-replaced source. A run killed at any point leaves the landing files, which the
+next merge takes: the lake converges.
+
+Inserting every changed source in one statement per table gives one file per (table, date,
+project) per merge; `compact` then merges adjacent files and removes what no snapshot needs.
+"""
+
+import shutil
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from transforms.contract import ALL_TABLES, DATA_TABLES, SOURCES, Table
+from warehouse import ducklake
+from warehouse.layout import LANDING, RUNS
+from warehouse.marts import rebuild_marts
+from warehouse.store import open_store
+from warehouse.writer import LANDING_ID
+
+MERGED = "_agentlake_merged"  # (path, version) of every landing file merged
+LAKE_TABLE = "_agentlake_lake"  # one row: the lake whose landing files this catalog merges
+
+_DUCK_TYPES = {"string": "VARCHAR", "int64": "BIGINT", "double": "DOUBLE", "bool": "BOOLEAN",
+               "timestamp[us]": "TIMESTAMP"}
+
+
+def duck_type(type_) -> str:
+    return _DUCK_TYPES[str(type_)]
+
+
+@dataclass
+class MergeResult:
+    merged: int = 0  # sources whose rows were replaced
+    removed: int = 0  # sources whose landing folder is gone
+    runs: int = 0  # run-log files appended
+    waiting: list[str] = field(default_factory=list)  # sources caught half-way through a write
+    rows: Counter = field(default_factory=Counter)  # rows inserted, by table
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.merged or self.removed or self.runs)
+
+
+def _quote(text: str) -> str:
+    return "'" + str(text).replace("'", "''") + "'"
+
+
+def ensure_tables(con, lake) -> None:
+    """Create the tables (partitioned by date and project) and add columns a newer contract has."""
+    have = {r[0] for r in con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = ?", [ducklake.CATALOG]).fetchall()}
+    for table in ALL_TABLES:
+        if table.name not in have:
+            cols = ", ".join(['"date" DATE', '"project" VARCHAR']
+                             + [f'"{c.name}" {duck_type(c.type)}' for c in table.columns])
+            con.execute(f'CREATE TABLE "{table.name}" ({cols})')
+            con.execute(f'ALTER TABLE "{table.name}" SET PARTITIONED BY ("date", "project")')
+            continue
+        existing = {r[0] for r in con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE database_name = ? AND table_name = ?",
+            [ducklake.CATALOG, table.name]).fetchall()}
+        for c in table.columns:
+            if c.name not in existing:
+                con.execute(f'ALTER TABLE "{table.name}" ADD COLUMN "{c.name}" {duck_type(c.type)}')
+    if MERGED not in have:
+        con.execute(f"CREATE TABLE {MERGED} (path VARCHAR, version VARCHAR)")
+    if LAKE_TABLE not in have:
+        con.execute(f"CREATE TABLE {LAKE_TABLE} (lake VARCHAR)")
+    con.execute(f"DELETE FROM {LAKE_TABLE}")
+    con.execute(f"INSERT INTO {LAKE_TABLE} VALUES ({_quote(_without_userinfo(str(lake)))})")
+
+
+def _without_userinfo(lake: str) -> str:
+    """Never keep credentials written into a URI (`s3://KEY:SECRET@bucket/...`) in the catalog."""
+    scheme, sep, rest = lake.partition("://")
+    return f"{scheme}{sep}{rest.split('@', 1)[1]}" if sep and "@" in rest.split("/", 1)[0] else lake
+
+
+def _group(rel: str) -> str:
+    """`_landing/m/u/provider/source_id/table.parquet` -> `m/u/provider/source_id`;
+    a run log `_landing/m/u/_runs/name.parquet` is a group of its own."""
+    return rel[len(LANDING) + 1:].rsplit("/", 1)[0] if f"/{RUNS}/" not in rel else rel
+
+
+def _is_run_log(group: str) -> bool:
+    return f"/{RUNS}/" in group
+
+
+def plan(landed: dict[str, str], merged: dict[str, str]) -> tuple[dict[str, list[str]], set[str]]:
+    """(changed groups -> their files, removed groups) from the landing listing and the merged state."""
+    groups: dict[str, list[str]] = {}
+    for rel in landed:
+        groups.setdefault(_group(rel), []).append(rel)
+    merged_groups: dict[str, set[str]] = {}
+    for rel in merged:
+        merged_groups.setdefault(_group(rel), set()).add(rel)
+    changed = {g: sorted(files) for g, files in groups.items()
+               if any(merged.get(f) != landed[f] for f in files) or merged_groups.get(g, set()) - set(files)}
+    removed = set(merged_groups) - set(groups)
+    return changed, removed
+
+
+def _consistent(paths: list[Path]) -> bool:
+    """All files of one source come from the same write (a reader racing the writer waits)."""
+    ids = set()
+    for path in paths:
+        try:
+            ids.add((pq.read_schema(path).metadata or {}).get(LANDING_ID))
+        except (OSError, ValueError):
+            return False
+    return len(ids) == 1
+
+
+def _local_copies(store, rels: list[str], workdir: Path) -> dict[str, Path]:
+    """Local paths of landing files: the files themselves, or downloads from object storage."""
+    if hasattr(store, "root"):
+        return {rel: store.root / rel for rel in rels}
+    out = {}
+    for rel in rels:
+        path = workdir / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(store.read(rel))
+        out[rel] = path
+    return out
+
+
+def _source_key_sql(alias: str = "") -> str:
+    p = f"{alias}." if alias else ""
+    return f"concat_ws('/', {p}machine, {p}\"user\", {p}provider, {p}source_id)"
+
+
+# A landed row belongs to the folder it landed in (`.../<machine>/<user>/<provider>/<source_id>/`),
+# whatever its columns say (a folder copied by hand): so replacing or removing that folder's
+# rows later always finds them.
+FROM_PATH = {"machine": -5, "user": -4, "provider": -3, "source_id": -2}
+
+
+def _insert(con, table: Table, paths: list[Path], *, identity_from_path: bool = True) -> int:
+    if not paths:
+        return 0
+    files = ", ".join(_quote(p) for p in paths)
+    present = set()  # a file landed by an older contract may lack newer columns: they stay null
+    for path in paths:
+        present.update(pq.read_schema(path).names)
+    cols = []
+    for c in ["date", "project", *table.column_names]:
+        if identity_from_path and c in FROM_PATH:
+            cols.append(f"string_split(filename, '/')[{FROM_PATH[c]}] AS \"{c}\"")
+        elif c in present:
+            cols.append(f'"{c}"')
+    sql = (f'INSERT INTO "{table.name}" BY NAME SELECT {", ".join(cols)} '
+           f"FROM read_parquet([{files}], union_by_name = true, filename = true)")
+    return con.execute(sql).fetchone()[0]
+
+
+def merge(lake, catalog: Path, *, data_path: str | None = None, marts: bool = True,
+          full: bool = False) -> MergeResult:
+    """Merge the lake's landing files into the catalog's tables. `full` re-inserts every source."""
+    from warehouse.layout import tables_path
+
+    store = open_store(lake)
+    result = MergeResult()
+    landed = store.versions(LANDING)
+    workdir = Path(tempfile.mkdtemp(prefix="agentlake-merge-"))
+    con = ducklake.connect(catalog, data_path or tables_path(lake, catalog))
+    try:
+        con.execute("BEGIN")
+        ensure_tables(con, lake)
+        merged = {} if full else dict(con.execute(f"SELECT path, version FROM {MERGED}").fetchall())
+        changed, removed = plan(landed, merged)
+        local = _local_copies(store, [f for files in changed.values() for f in files], workdir)
+        sources = {}
+        for group, files in changed.items():
+            if _is_run_log(group):
+                continue
+            if len(files) < len(DATA_TABLES) or not _consistent([local[f] for f in files]):
+                result.waiting.append(group)
+                continue
+            sources[group] = files
+        runs = [g for g in changed if _is_run_log(g)]
+        # the run log is appended to; only a log file edited or deleted by hand rebuilds it whole
+        rebuild_log = any(g in merged for g in runs) or any(_is_run_log(g) for g in removed)
+        if rebuild_log and not full:
+            runs = sorted(g for g in {_group(f) for f in landed} if _is_run_log(g))
+            local.update(_local_copies(store, [g for g in runs if g not in local], workdir))
+            con.execute(f'DELETE FROM "{SOURCES.name}"')
+        if full:
+            con.execute(f"DELETE FROM {MERGED}")
+            for table in ALL_TABLES:
+                con.execute(f'DELETE FROM "{table.name}"')
+        replaced = set(sources) | {g for g in removed if not _is_run_log(g)}
+        if replaced and not full:
+            con.register("_replaced", pa.table({"k": sorted(replaced)}))
+            for table in DATA_TABLES:
+                con.execute(f'DELETE FROM "{table.name}" WHERE {_source_key_sql()} IN (SELECT k FROM _replaced)')
+            con.unregister("_replaced")
+        by_table: dict[str, list[Path]] = {}
+        for files in sources.values():
+            for rel in files:
+                by_table.setdefault(rel.rsplit("/", 1)[1].removesuffix(".parquet"), []).append(local[rel])
+        for table in DATA_TABLES:
+            result.rows[table.name] = _insert(con, table, by_table.get(table.name, []))
+        result.rows[SOURCES.name] = _insert(con, SOURCES, [local[g] for g in runs], identity_from_path=False)
+        done = [f for g in sources for f in changed[g]] + runs
+        gone = [g for g in removed]
+        if done or gone:
+            con.register("_done", pa.table({"path": pa.array(done, pa.string()),
+                                            "version": pa.array([landed[f] for f in done], pa.string())}))
+            con.execute(f"DELETE FROM {MERGED} WHERE path IN (SELECT path FROM _done)")
+            for group in gone:
+                if _is_run_log(group):
+                    con.execute(f"DELETE FROM {MERGED} WHERE path = ?", [group])
+                else:
+                    con.execute(f"DELETE FROM {MERGED} WHERE path LIKE ?", [f"{LANDING}/{group}/%"])
+            con.execute(f"INSERT INTO {MERGED} SELECT path, version FROM _done")
+            con.unregister("_done")
+        result.merged, result.removed, result.runs = len(sources), len(replaced - set(sources)), len(runs)
+        if marts and (result.merged or result.removed or full or not _marts_exist(con)):
+            rebuild_marts(con)
+        con.execute("COMMIT")
+    except BaseException:
+        try:
+            con.execute("ROLLBACK")
+        except Exception:
+            pass
+        raise
+    finally:
+        con.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return result
+
+
+def _marts_exist(con) -> bool:
+    from warehouse.marts import MARTS
+
+    have = {r[0] for r in con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = ?", [ducklake.CATALOG]).fetchall()}
+    return set(MARTS) <= have
+
+
+def compact(catalog: Path, *, keep_seconds: int = 600) -> dict[str, int]:
+    """Write the rows small merges kept inline in the catalog out to Parquet, merge adjacent small files, rewrite files with many deleted rows, and remove the files no
+    snapshot younger than `keep_seconds` needs (a reader holding an older snapshot keeps its
+    files for that long). Returns the data files before and after."""
+    con = ducklake.connect(catalog)
+    try:
+        before = _file_count(con)
+        con.execute(f"CALL ducklake_flush_inlined_data('{ducklake.CATALOG}')")  # small writes kept in the catalog
+        con.execute(f"CALL ducklake_rewrite_data_files('{ducklake.CATALOG}')")
+        con.execute(f"CALL ducklake_merge_adjacent_files('{ducklake.CATALOG}')")
+        con.execute(f"CALL ducklake_expire_snapshots('{ducklake.CATALOG}', "
+                    f"older_than => now() - INTERVAL {int(keep_seconds)} SECOND)")
+        con.execute(f"CALL ducklake_cleanup_old_files('{ducklake.CATALOG}', "
+                    f"older_than => now() - INTERVAL {int(keep_seconds)} SECOND)")
+        return {"files_before": before, "files_after": _file_count(con)}
+    finally:
+        con.close()
+
+
+def _file_count(con) -> int:
+    return sum(len(con.execute(f"FROM ducklake_list_files('{ducklake.CATALOG}', ?)", [t.name]).fetchall())
+               for t in ALL_TABLES)
