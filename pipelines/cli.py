@@ -1,8 +1,13 @@
 """agentlake: coding-agent sessions (Crush, CodeWhale, Claude Code, Codex, OpenCode) in a Parquet lake, queried with DuckDB.
 
 Exit status: 0 success; 1 the run finished but some source failed, or a place to look
-(a registry, the config) could not be read; 2 bad usage or nothing to query;
-130 interrupted.
+(a registry, an agent home, the config) could not be read, or there is nothing ingested to
+build from; 2 bad usage or nothing to query; 130 interrupted; 141 the output was closed early
+(a pipe into `head`).
+
+After `agentlake quickstart` found no agent data, its demo lives in <home>/demo. Until <home>
+holds data of its own, every command that reads or ingests (sql, report, dashboard, serving,
+views, sources, ingest) uses that demo instead, and says so on stderr.
 """
 
 import argparse
@@ -53,6 +58,72 @@ def _agent_homes(values: list[str]) -> dict[str, tuple[str, ...]]:
 
 def _err(*parts) -> None:
     print(*parts, file=sys.stderr, flush=True)
+
+
+DEMO = "demo"  # where quickstart puts its demo, inside the home
+
+
+def has_data(layout: Layout) -> bool:
+    """Whether the lake holds anything ingested (a Parquet file outside staging and state).
+    A lake on object storage is taken to: listing a bucket is not worth a guess."""
+    if layout.remote:
+        return True
+    for _, dirs, files in os.walk(layout.lake):
+        dirs[:] = [d for d in dirs if d not in ("_staging", "_state")]
+        if any(f.endswith(".parquet") for f in files):
+            return True
+    return False
+
+
+def _nothing_ingested(layout: Layout) -> int:
+    _err(f"error: nothing ingested in {layout.lake} yet: run `agentlake ingest` (or `agentlake demo`) first")
+    return 1
+
+
+DISCOVERY_FLAGS = ("db", "crush_root", "codewhale_home", "codewhale_session", "agent_home", "no_default")
+
+
+def _demo_instead(args) -> Layout | None:
+    """The quickstart demo's layout when this command should use it: no --lake or --warehouse
+    (nor their variables, nor `lake` in config.toml) point elsewhere, the home's lake holds
+    nothing, and <home>/demo holds a warehouse."""
+    if getattr(args, "lake", None) or getattr(args, "warehouse", None):
+        return None
+    layout = _layout(args)
+    own = load_layout(str(layout.home), env={})
+    if str(layout.lake) != str(own.lake) or layout.warehouse != own.warehouse or has_data(layout):
+        return None
+    demo = load_layout(str(layout.home / DEMO), env={})
+    return demo if demo.warehouse.exists() else None
+
+
+def use_demo_if_empty(args) -> None:
+    """After a quickstart that found no agent data, the README's next commands work as written:
+    they use the demo in <home>/demo until <home> holds data of its own (see the module doc).
+    `ingest` and `sources` do so only when discovery finds no store of the agents at all."""
+    if args.command not in ("sql", "report", "dashboard", "serving", "views", "sources", "ingest"):
+        return
+    demo = _demo_instead(args)
+    if demo is None:
+        return
+    home = demo.home.parent
+    if args.command in ("sources", "ingest"):
+        from transforms.demo import HOMES
+        from warehouse.ingest import discover_sources
+
+        if any(getattr(args, f) for f in DISCOVERY_FLAGS):
+            return
+        sources, problems = discover_sources(_options(args, _layout(args)))
+        if sources or problems:
+            return
+        args.no_default = True
+        args.agent_home = [f"{p}={demo.home / 'demo-data' / d}" for p, d in HOMES.items()]
+        _err(f"note: no agent data found on this machine and {home} holds none yet: using the quickstart demo "
+             f"in {demo.home} (once an agent has written sessions, `agentlake ingest` puts them in {home})")
+    else:
+        _err(f"note: {home} holds no ingested data yet: using the quickstart demo in {demo.home} "
+             f"(`agentlake ingest` puts your agents' own data in {home})")
+    args.home = str(demo.home)
 
 
 # -- commands -------------------------------------------------------------------------------
@@ -114,24 +185,28 @@ def cmd_quickstart(args) -> int:
     from warehouse.ingest import discover_sources
 
     layout = _layout(args)
-    sources, _ = discover_sources(_options(args, layout))
+    sources, problems = discover_sources(_options(args, layout))
     if any(not s.skip_reason for s in sources):
         code = cmd_ingest(args)
         _first_look(layout)
         return code
+    for problem in problems:  # a place that could not be read is no reason for a demo to hide it
+        _err(f"warning: {problem}")
     _err("no agent data (Crush, CodeWhale, Claude Code, Codex, OpenCode) found on this machine: "
-         "using a generated demo dataset instead")
-    args.home = str(layout.home / "demo")
+         f"using a generated demo dataset instead, in {layout.home / DEMO}; until {layout.home} holds data "
+         "of its own, the other commands use it too")
+    args.home = str(layout.home / DEMO)
     args.lake = args.warehouse = None
     args.projects, args.sessions, args.seed, args.regenerate = 4, 6, 7, False
-    return cmd_demo(args)
+    code = cmd_demo(args)
+    return max(code, 1) if problems else code
 
 
 FIRST_LOOK = """
 SELECT project, provider,
        COUNT(*) AS root_sessions,
        ROUND(SUM(cost_usd), 4) AS cost_usd,
-       STRING_AGG(DISTINCT cost_source, ', ') AS cost_source
+       STRING_AGG(DISTINCT cost_source, ', ' ORDER BY cost_source) AS cost_source
 FROM sessions WHERE is_root
 GROUP BY ALL ORDER BY project, provider
 """
@@ -145,7 +220,10 @@ def _first_look(layout: Layout) -> None:
         cur = con.execute(FIRST_LOOK)
         print("\nCost per project (root sessions only: a root's cost includes its sub-agents'):")
         print(render([d[0] for d in cur.description], cur.fetchall()))
-    home = f" --home {layout.home}" if layout.home != Layout.resolve().home else ""
+    home = layout.home
+    if home.name == DEMO and not has_data(load_layout(str(home.parent), env={})):
+        home = home.parent  # the quickstart demo: the plain commands use it (use_demo_if_empty)
+    home = f" --home {home}" if home != Layout.resolve().home else ""
     exe = "agentlake" if shutil.which("agentlake") else sys.argv[0]  # a venv not on PATH
     print(f"\nNext: {exe} sql{home} \"SELECT tool_name, COUNT(*) FROM tool_calls GROUP BY 1 ORDER BY 2 DESC\"")
 
@@ -174,8 +252,13 @@ def _read_warehouse(args, answer) -> int:
 def cmd_sql(args) -> int:
     from warehouse.formatting import render
 
+    if not args.query.strip():
+        raise UsageError('empty query: give one SQL statement, e.g. agentlake sql "SELECT * FROM sessions LIMIT 5"')
+
     def answer(con):
         cur = con.execute(args.query)
+        if cur is None:  # only comments, or only whitespace between statements
+            raise UsageError(f"nothing to run in the query {args.query!r}")
         columns = [d[0] for d in cur.description] if cur.description else []
         return render(columns, cur.fetchall(), args.format)
 
@@ -185,16 +268,27 @@ def cmd_sql(args) -> int:
 def cmd_report(args) -> int:
     from warehouse.report import Filters, build, render_report
 
+    from warehouse.report import unknown_filters
+
     filters = Filters(args.since, args.until, args.project, args.provider)
-    return _read_warehouse(args, lambda con: render_report(build(con, filters, by=args.by, top=args.top), args.format))
+
+    def answer(con):
+        unknown = unknown_filters(con, filters)
+        if unknown:
+            raise UsageError("; ".join(unknown))
+        return render_report(build(con, filters, by=args.by, top=args.top), args.format)
+
+    return _read_warehouse(args, answer)
 
 
 def cmd_serving(args) -> int:
     from warehouse.serving import build_serving
 
     layout = _layout(args)
+    if not layout.warehouse.exists() or not has_data(layout):
+        return _nothing_ingested(layout)
     target = Path(args.output).expanduser().absolute() if args.output else layout.home / "serving.duckdb"
-    counts = build_serving(layout.lake, target, args.storage_version)
+    counts = build_serving(layout.warehouse, target, args.storage_version)
     print(f"{target}: " + ", ".join(f"{mart} {n:,}" for mart, n in counts.items()))
     return 0
 
@@ -226,10 +320,22 @@ def _date(text: str):
         raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
 
 
+def _top(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"wants 0 (no limit) or a positive number of rows: {text!r}")
+    return value
+
+
 def cmd_views(args) -> int:
     from warehouse.views import build_warehouse
 
     layout = _layout(args)
+    if not has_data(layout):
+        return _nothing_ingested(layout)
     names = build_warehouse(layout.lake, layout.warehouse)
     print(f"{len(names)} views over {layout.lake} in {layout.warehouse}")
     return 0
@@ -241,12 +347,17 @@ def cmd_schedule(args) -> int:
     from warehouse import schedule
 
     layout = _layout(args)
-    passed = []
-    for flag in ("home", "lake", "machine", "user"):
-        if getattr(args, flag):
-            value = getattr(args, flag)
-            passed += [f"--{flag}", value if flag in ("lake", "machine", "user") or "://" in value
-                       else str(Path(value).expanduser().absolute())]
+    # the scheduler runs without this shell's variables: the home always, and whatever the
+    # home's own config.toml would not give (a flag, $AGENTLAKE_LAKE, $AGENTLAKE_WAREHOUSE, ...)
+    own = load_layout(str(layout.home), env={})
+    passed = ["--home", str(layout.home)]
+    if args.lake or str(layout.lake) != str(own.lake):
+        passed += ["--lake", str(layout.lake)]
+    if args.warehouse or layout.warehouse != own.warehouse:
+        passed += ["--warehouse", str(layout.warehouse)]
+    for flag in ("machine", "user"):
+        if getattr(args, flag) or getattr(layout, flag) != getattr(own, flag):
+            passed += [f"--{flag}", getattr(layout, flag)]
     if args.team is not None:
         passed.append("--team" if args.team else "--no-team")
     try:
@@ -317,9 +428,13 @@ def _common(p: argparse.ArgumentParser, discovery: bool = False) -> None:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="agentlake", description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="Exit status: 0 ok; 1 some source failed or a place to look could not be read;\n"
-                                        "2 usage error, bad query or no warehouse yet; 130 interrupted.")
-    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+                                 epilog="Exit status: 0 ok; 1 some source failed, a place to look could not be read,\n"
+                                        "or nothing is ingested yet (views, serving); 2 usage error, bad query or no\n"
+                                        "warehouse yet; 130 interrupted; 141 output closed early (a pipe into head).\n"
+                                        "After a quickstart that found no agent data, the commands use its demo\n"
+                                        "(<home>/demo) until <home> holds data of its own.")
+    # not required here: argparse would then report a missing COMMAND before an unknown option
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("quickstart", help="ingest your agents' data (or a demo if you have none) and show a first query")
     _common(p, discovery=True)
@@ -348,15 +463,20 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
     p.set_defaults(func=cmd_sql)
 
-    p = sub.add_parser("report", help="cost, models and tools in readable tables (or JSON/CSV)")
+    p = sub.add_parser("report", help="cost, models and tools in readable tables (or JSON/CSV)",
+                       description="Totals, then cost and use (root sessions, messages, tool calls, tokens) by "
+                                   "--by, the top projects, models, tools and failing tools. root_sessions counts "
+                                   "the root sessions started in the window; tokens are the per-request tokens "
+                                   "Claude Code, Codex and OpenCode record (empty for Crush and CodeWhale).")
     _common(p)
     p.add_argument("--since", type=_date, metavar="DATE", help="first day included (YYYY-MM-DD, UTC)")
     p.add_argument("--until", type=_date, metavar="DATE", help="last day included (YYYY-MM-DD, UTC)")
-    p.add_argument("--project", help="one project (its slug)")
+    p.add_argument("--project", help="one project (its slug); an unknown one is an error naming close ones")
     p.add_argument("--provider", help="one agent (crush, codewhale, claude, codex, opencode)")
     p.add_argument("--by", choices=("day", "project", "agent", "user", "model", "tool"), default="project",
                    help="the main breakdown (default: project)")
-    p.add_argument("--top", type=int, default=10, help="rows per ranking (default: 10)")
+    p.add_argument("--top", type=_top, default=10, metavar="N",
+                   help="rows per ranking (default: 10; 0: all); a cut says how many rows it left out")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
     p.set_defaults(func=cmd_report)
 
@@ -404,9 +524,23 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = parser().parse_args(argv)
+    ap = parser()
+    args = ap.parse_args(argv)  # an unknown option: its name and the usage, exit 2
+    if args.command is None:
+        ap.error("a COMMAND is required (`agentlake --help` lists them)")
     try:
-        return args.func(args)
+        use_demo_if_empty(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
+    except BrokenPipeError:  # `agentlake sql ... | head`: the reader had enough
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())  # nothing left for the exit's flush to fail on
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+        return 141
     except UsageError as exc:
         _err(f"error: {exc}")
         return 2

@@ -27,7 +27,7 @@ def test_unknown_costs_are_counted_not_zeroed(lake, capsys):
     data = json.loads(_report(lake, capsys, "--provider", "codewhale", "--by", "model", "--format", "json"))
     glm = [r for r in data["by_model"] if r["model"] == "glm-4.6"]
     assert glm == [{"model": "glm-4.6", "llm_provider": "custom", "provider": "codewhale", "cost_usd": None,
-                    "cost_source": "unknown"}]
+                    "assistant_messages": 1, "tokens": None, "cost_source": "unknown"}]
     assert data["totals"][0]["rows_with_unknown_cost"] == 1
 
 

@@ -67,3 +67,33 @@ def test_cron_refuses_intervals_it_cannot_keep(tmp_path, every):
     with pytest.raises(ValueError, match="cron cannot run every"):
         schedule.recipe("cron", every, ["x"], tmp_path, tmp_path)
     assert schedule.recipe("systemd", every, ["x"], tmp_path, tmp_path)  # a timer can
+
+
+def test_the_timer_carries_the_home_and_lake_it_was_made_for(tmp_path, monkeypatch, capsys):
+    """Issue 12, item 20: made with only $AGENTLAKE_HOME (and $AGENTLAKE_LAKE) set, the timer's
+    run, which has none of this shell's variables, ingests into that home and lake and logs there."""
+    from pipelines.cli import main, parser
+    from warehouse.config import load_layout
+
+    home, lake = tmp_path / "al", tmp_path / "shared-lake"
+    monkeypatch.setenv("AGENTLAKE_HOME", str(home))
+    monkeypatch.setenv("AGENTLAKE_LAKE", str(lake))
+    monkeypatch.setenv("AGENTLAKE_MACHINE", "ana-laptop")
+    monkeypatch.delenv("AGENTLAKE_WAREHOUSE", raising=False)
+    assert main(["schedule", "--kind", "systemd"]) == 0
+    out = capsys.readouterr().out
+    exec_start = next(line for line in out.splitlines() if line.startswith("ExecStart="))
+    argv = shlex.split(exec_start.split("=", 1)[1])
+    assert argv[:3] == [sys.executable, "-m", "pipelines.cli"]
+    args = parser().parse_args(argv[3:])
+    scheduled = load_layout(args.home, args.lake, args.warehouse, machine=args.machine, user=args.user, env={})
+    assert (scheduled.home, scheduled.lake, scheduled.machine) == (home, lake, "ana-laptop")
+    assert f"StandardOutput=append:{home / 'ingest.log'}" in out
+
+    # a lake named in the home's config.toml is not pinned: the scheduled run reads the same file
+    monkeypatch.delenv("AGENTLAKE_LAKE")
+    home.mkdir()
+    (home / "config.toml").write_text(f'lake = "{lake}"\n')
+    assert main(["schedule", "--kind", "cron", "--every", "30"]) == 0
+    line = capsys.readouterr().out
+    assert f"--home {home}" in line and "--lake" not in line

@@ -3,6 +3,7 @@
 import hashlib
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -91,3 +92,27 @@ def probe(path, kind: str = "file") -> bool:
         return path.is_file() if kind == "file" else path.is_dir()
     except OSError:
         return True
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"), (stat.S_ISREG, "a file"))
+
+
+def unusable(path, kind: str = "dir") -> str | None:
+    """Why `path` cannot be read as a `kind` ("dir" or "file"), or None when it can. A stat
+    only, nothing is opened (a link to /dev/zero or a FIFO is never read). The answer reads
+    after the path: "does not exist", "cannot be read: Too many levels of symbolic links",
+    "is a directory, not a file", ..."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        if os.path.islink(path):
+            return f"is a broken symlink (to {os.readlink(path)})"
+        return "does not exist"
+    except OSError as exc:  # a symlink loop, no permission to look, a file where a folder should be
+        return f"cannot be read: {exc.strerror or exc}"
+    if (stat.S_ISDIR if kind == "dir" else stat.S_ISREG)(mode):
+        return None
+    what = next((name for test, name in _KINDS if test(mode)), "something else")
+    link = f" (a symlink to {os.path.realpath(path)})" if os.path.islink(path) else ""
+    return f"is {what}{link}, not {'a directory' if kind == 'dir' else 'a regular file'}"

@@ -14,7 +14,19 @@ def _cell(value) -> str:
         return ""
     if isinstance(value, float):
         return f"{value:.6f}".rstrip("0").rstrip(".")  # costs carry up to 6 decimals
+    if isinstance(value, Decimal):
+        return decimal_text(value)
     return str(value)
+
+
+def decimal_text(value: Decimal) -> str:
+    """A DECIMAL in plain notation without trailing zeros: 0 (never `0E-9`), 1.5, 0.000000001."""
+    if not value.is_finite():
+        return str(value)
+    text = format(value, "f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
 
 
 def json_value(value):
@@ -33,7 +45,8 @@ def render(columns: list[str], rows: list[tuple], fmt: str = "table", max_width:
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(columns)
-        writer.writerows([["" if v is None else v for v in row] for row in rows])
+        writer.writerows([["" if v is None else decimal_text(v) if isinstance(v, Decimal) else v for v in row]
+                          for row in rows])
         return buf.getvalue().rstrip("\n")
     if fmt != "table":
         raise ValueError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")

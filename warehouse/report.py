@@ -4,6 +4,7 @@ Every section is one parameterised query with the same filters (dates, project, 
 so the terminal tables, the JSON and the CSV always hold the same numbers.
 """
 
+import difflib
 import json
 from dataclasses import dataclass
 from datetime import date
@@ -43,24 +44,53 @@ class Section:
     title: str
     columns: list[str]
     rows: list[tuple]
+    more: int = 0  # rows past the --top cut, not shown
 
 
 _COST = "ROUND(SUM(cost_usd), 4)"
 
+
+def sorted_list(column: str) -> str:
+    """The distinct values of a column, comma-separated in a stable (sorted) order."""
+    return f"STRING_AGG(DISTINCT {column}, ', ' ORDER BY {column})"
+
+
+# what "Cost and use by ..." counts next to the cost, each from the table that records it, with
+# the same filters; a breakdown only gets the measures that can be split by its key
+_USE = {
+    "root_sessions": "SELECT {k}, COUNT(*) AS root_sessions FROM (SELECT * FROM sessions WHERE is_root) {w} GROUP BY ALL",
+    "messages": "SELECT {k}, COUNT(*) AS messages FROM messages {w} GROUP BY ALL",
+    "assistant_messages": "SELECT {k}, COUNT(*) AS assistant_messages FROM (SELECT * FROM messages "
+                          "WHERE role = 'assistant') {w} GROUP BY ALL",
+    "tool_calls": "SELECT {k}, COUNT(*) AS tool_calls FROM (SELECT * FROM tool_calls WHERE has_call) {w} GROUP BY ALL",
+    "tokens": "SELECT {k}, SUM(total_tokens) AS tokens FROM token_usage {w} GROUP BY ALL",
+}
+
+
+def _cost_and_use(keys: list[str], use: list[str], order: str, agents: bool = False) -> str:
+    """One row per key: the cost (daily_costs) and each measure of `use`, summed per key over
+    one union of per-table aggregates (a key with use but no cost row still shows)."""
+    k = ", ".join(keys + (["provider"] if agents and "provider" not in keys else []))
+    branches = [f"SELECT {k}, cost_usd, cost_source FROM daily_costs {{w}}"]
+    branches += [_USE[m].format(k=k, w="{w}") for m in use]
+    out = ", ".join(keys)
+    measures = "".join(f", SUM({m}) AS {m}" for m in use)
+    return (f"SELECT {out}, {_COST} AS cost_usd{measures}"
+            + (f", {sorted_list('provider')} AS agents" if agents else "")
+            + f", {sorted_list('cost_source')} AS cost_source "
+            + "FROM (" + " UNION ALL BY NAME ".join(f"({b})" for b in branches) + ") "
+            + f"GROUP BY ALL ORDER BY {order}")
+
+
+_COUNTS = ["root_sessions", "messages", "tool_calls", "tokens"]
+
 BY_SQL = {
-    "day": f"SELECT date, {_COST} AS cost_usd, STRING_AGG(DISTINCT cost_source, ', ') AS cost_source "
-           "FROM daily_costs {w} GROUP BY date ORDER BY date",
-    "project": f"SELECT project, provider, {_COST} AS cost_usd, STRING_AGG(DISTINCT cost_source, ', ') AS cost_source "
-               "FROM daily_costs {w} GROUP BY ALL ORDER BY cost_usd DESC NULLS LAST, project",
-    "model": f"SELECT model, llm_provider, provider, {_COST} AS cost_usd, "
-             "STRING_AGG(DISTINCT cost_source, ', ') AS cost_source FROM daily_costs {w} "
-             "GROUP BY ALL ORDER BY cost_usd DESC NULLS LAST, model",
-    "agent": f"SELECT provider, {_COST} AS cost_usd, SUM(sessions) AS root_session_days, "
-             "STRING_AGG(DISTINCT cost_source, ', ') AS cost_source FROM daily_costs {w} "
-             "GROUP BY ALL ORDER BY cost_usd DESC NULLS LAST, provider",
-    "user": f"SELECT \"user\", machine, {_COST} AS cost_usd, STRING_AGG(DISTINCT provider, ', ') AS agents, "
-            "STRING_AGG(DISTINCT cost_source, ', ') AS cost_source FROM daily_costs {w} "
-            "GROUP BY ALL ORDER BY cost_usd DESC NULLS LAST, \"user\"",
+    "day": _cost_and_use(["date"], _COUNTS, "date"),
+    "project": _cost_and_use(["project", "provider"], _COUNTS, "cost_usd DESC NULLS LAST, project, provider"),
+    "model": _cost_and_use(["model", "llm_provider", "provider"], ["assistant_messages", "tokens"],
+                           "cost_usd DESC NULLS LAST, model, llm_provider, provider"),
+    "agent": _cost_and_use(["provider"], _COUNTS, "cost_usd DESC NULLS LAST, provider"),
+    "user": _cost_and_use(['"user"', "machine"], _COUNTS, 'cost_usd DESC NULLS LAST, "user", machine', agents=True),
     "tool": "SELECT tool_name, tool_category, SUM(calls) AS calls, SUM(errors) AS errors, "
             "ROUND(SUM(errors) / SUM(calls), 3) AS error_rate, SUM(nonzero_exits) AS nonzero_exits "
             "FROM tool_usage {w} GROUP BY ALL ORDER BY calls DESC, tool_name",
@@ -69,6 +99,7 @@ BY_SQL = {
 
 def run_query(con, sql: str, filters: Filters, date_col: str = "date", limit: int | None = None):
     where, params = filters.where(date_col)
+    params = params * sql.count("{w}")  # the same filters on every table the query reads
     sql = sql.format(w=where)
     if limit:
         sql += f" LIMIT {int(limit)}"
@@ -93,9 +124,13 @@ def build(con, filters: Filters, by: str = "project", top: int = 10) -> list[Sec
         raise ValueError(f"--by must be one of {', '.join(BREAKDOWNS)}")
     sections = []
 
+    if top < 0:
+        raise ValueError("--top must be 0 (no limit) or more")
+
     def add(name, title, sql, date_col="date", limit=None):
-        columns, rows = run_query(con, sql, filters, date_col, limit)
-        sections.append(Section(name, title, columns, rows))
+        columns, rows = run_query(con, sql, filters, date_col)
+        cut = rows[:limit] if limit else rows
+        sections.append(Section(name, title, columns, cut, len(rows) - len(cut)))
 
     sections.append(_totals(con, filters))
     add(f"by_{by}", f"Cost and use by {by}", BY_SQL[by], limit=None if by == "day" else top)
@@ -112,10 +147,40 @@ def build(con, filters: Filters, by: str = "project", top: int = 10) -> list[Sec
     return sections
 
 
+def _not_shown(s: Section) -> str:
+    return f"{s.more} more not shown (--top {len(s.rows) + s.more} or --top 0 shows them)"
+
+
 def render_report(sections: list[Section], fmt: str = "table") -> str:
-    if fmt == "json":
-        return json.dumps({s.name: [{c: json_value(v) for c, v in zip(s.columns, r)} for r in s.rows]
-                           for s in sections}, indent=2, default=str)
+    if fmt == "json":  # "not_shown" only when a ranking was cut: rows left out, by section
+        data = {s.name: [{c: json_value(v) for c, v in zip(s.columns, r)} for r in s.rows] for s in sections}
+        cut = {s.name: s.more for s in sections if s.more}
+        return json.dumps(data | ({"not_shown": cut} if cut else {}), indent=2, default=str)
     if fmt == "csv":  # one CSV block per section, headed by a comment line naming it
-        return "\n\n".join(f"# {s.name}\n{render(s.columns, s.rows, 'csv')}" for s in sections)
-    return "\n\n".join(f"{s.title}\n{render(s.columns, s.rows, 'table')}" for s in sections)
+        return "\n\n".join(f"# {s.name}\n{render(s.columns, s.rows, 'csv')}" + (f"\n# {_not_shown(s)}" if s.more else "")
+                           for s in sections)
+    return "\n\n".join(f"{s.title}\n{render(s.columns, s.rows, 'table')}" + (f"\n{_not_shown(s)}" if s.more else "")
+                       for s in sections)
+
+
+def unknown_filters(con, filters: Filters, limit: int = 8) -> list[str]:
+    """What a --project or --provider filter names that the warehouse does not hold, with the
+    closest names it does hold (a typo would otherwise print empty tables without a word)."""
+    out = []
+    for flag, value, column in (("project", filters.project, "project"), ("agent", filters.provider, "provider")):
+        if value is None:
+            continue
+        known = [r[0] for r in con.execute(f"SELECT DISTINCT {column} FROM sessions WHERE {column} IS NOT NULL "
+                                           f"ORDER BY 1").fetchall()]
+        if value in known:
+            continue
+        close = [k for k in known if k and (value.lower() in k.lower() or k.lower() in value.lower())]
+        close += [k for k in difflib.get_close_matches(value, known, n=limit, cutoff=0.5) if k not in close]
+        if close:
+            hint = f"close ones: {', '.join(close[:limit])}"
+        elif known:
+            hint = f"it holds {len(known)}: {', '.join(known[:limit])}" + (", ..." if len(known) > limit else "")
+        else:
+            hint = "it holds none yet"
+        out.append(f"no {flag} {value!r} in the warehouse; {hint}")
+    return out

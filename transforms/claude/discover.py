@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from transforms.projects import project_name
-from transforms.sources import Discovery, Source, probe, user_home
+from transforms.sources import Discovery, Source, probe, unusable, user_home
 
 PROVIDER = "claude"
 HEAD_BYTES = 64 * 1024  # the first records carry the cwd
@@ -116,11 +116,14 @@ def discover(env: Mapping[str, str], extra_roots=(), extra_stores=(), use_defaul
     dirs: list[Path] = []
     for root, explicit in roots:
         projects = root / "projects"
+        if explicit and unusable(root, "dir"):  # named explicitly: missing is a problem
+            found.problems.append(f"Claude Code home {root} {unusable(root, 'dir')}")
+            continue
         try:
             if projects.is_dir():
                 dirs += project_dirs(projects)
-            elif explicit and not root.exists():
-                found.problems.append(f"no Claude Code home at {root}")
+            elif explicit:
+                found.problems.append(f"no Claude Code transcripts in {root}: it has no projects/ folder")
         except OSError as exc:  # a home we may not read: say so, go on with the others
             found.problems.append(f"cannot list Claude Code projects in {projects}: {exc}")
     dirs += _stores(extra_stores, found)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from transforms.projects import project_name
-from transforms.sources import Discovery, Source, user_home
+from transforms.sources import Discovery, Source, unusable, user_home
 
 PROVIDER = "codewhale"
 # crash-recovery and bookkeeping files that sit beside the sessions
@@ -78,7 +78,15 @@ def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, 
     if use_default:
         dirs, problems = session_dirs(env)
         found.problems.extend(problems)
-    dirs += [Path(r).expanduser() / "sessions" for r in extra_roots]
+    for root in (Path(r).expanduser() for r in extra_roots):  # named explicitly: missing is a problem
+        why = unusable(root, "dir")
+        if why:
+            found.problems.append(f"CodeWhale home {root} {why}")
+        elif unusable(root / "sessions", "dir"):
+            found.problems.append(f"no CodeWhale sessions in {root}: {root / 'sessions'} "
+                                  f"{unusable(root / 'sessions', 'dir')}")
+        else:
+            dirs.append(root / "sessions")
     files: list[Path] = []
     for d in dirs:
         try:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from transforms import jsontext
 from transforms.projects import project_name
-from transforms.sources import Discovery, Source, user_home
+from transforms.sources import Discovery, Source, unusable, user_home
 
 PROVIDER = "codex"
 FIRST_LINE_CAP = 1 << 20  # session_meta carries the instructions (20-27 KB); 1 MiB is plenty
@@ -134,7 +134,14 @@ def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, 
         home, problems = codex_home(env)
         found.problems.extend(problems)
         homes += [home] if home else []
-    homes += [Path(r).expanduser() for r in extra_roots]
+    for root in (Path(r).expanduser() for r in extra_roots):  # named explicitly: missing is a problem
+        why = unusable(root, "dir")
+        if why:
+            found.problems.append(f"Codex home {root} {why}")
+        elif all(unusable(root / f, "dir") for f in ("sessions", "archived_sessions")):
+            found.problems.append(f"no Codex rollouts in {root}: it has no sessions/ or archived_sessions/ folder")
+        else:
+            homes.append(root)
     files: list[Path] = []
     for home in homes:
         try:

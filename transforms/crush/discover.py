@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from transforms.projects import project_name
-from transforms.sources import Discovery, Source, probe
+from transforms.sources import Discovery, Source, probe, unusable
 
 PROVIDER = "crush"
 DB_NAME = "crush.db"
@@ -63,9 +63,25 @@ def _source(db: Path, project_path: Path, skip_reason: str | None = None, names:
     )
 
 
-def from_registry(global_dir: Path, seen: set, found: Discovery, names: Mapping[str, str] | None = None) -> None:
+def from_registry(global_dir: Path, seen: set, found: Discovery, names: Mapping[str, str] | None = None,
+                  explicit: bool = False) -> None:
+    """The stores a global data dir's projects.json lists. A place that cannot be read is a
+    problem, named with its path: a registry that is a directory, a device, a symlink loop; and,
+    for a dir named explicitly (--crush-root, extra_roots), one that is missing or has no
+    registry. Crush's own default dir is only looked at when it exists."""
     registry = global_dir / "projects.json"
-    if not probe(registry):
+    why = unusable(global_dir, "dir")
+    if why:
+        if explicit or why != "does not exist":
+            found.problems.append(f"Crush global data dir {global_dir} {why}")
+        return
+    why = unusable(registry, "file")
+    if why == "does not exist":
+        if explicit:
+            found.problems.append(f"no Crush registry (projects.json) in {global_dir}")
+        return
+    if why:  # never read: a link to /dev/zero or a FIFO would never end
+        found.problems.append(f"Crush registry {registry} {why}")
         return
     try:
         entries = read_registry(registry)
@@ -163,10 +179,10 @@ def from_path(path: Path, seen: set, found: Discovery, names: Mapping[str, str] 
 def discover(env=os.environ, extra_roots=(), extra_dbs=(), use_default=True, project_names=None) -> Discovery:
     found = Discovery()
     seen: set = set()
-    roots = [global_data_dir(env)] if use_default else []
-    roots += [Path(r).expanduser() for r in extra_roots]
-    for root in roots:
-        from_registry(root, seen, found, project_names or {})
+    roots = [(global_data_dir(env), False)] if use_default else []
+    roots += [(Path(r).expanduser(), True) for r in extra_roots]
+    for root, explicit in roots:
+        from_registry(root, seen, found, project_names or {}, explicit)
     for db in extra_dbs:
         from_path(Path(db), seen, found, project_names or {})
     return found

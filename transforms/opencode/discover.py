@@ -17,6 +17,7 @@ from transforms.sources import (
     file_fingerprint,
     probe,
     slugify,
+    unusable,
     user_home,
 )
 
@@ -138,8 +139,12 @@ def discover(env, extra_roots=(), extra_stores=(), use_default=True) -> Discover
         env_db = _opencode_db_env(env, default)  # the agent's own override
         if env_db:
             _add_store(env_db, found)
-    for root in extra_roots:
-        _looked(Path(root).expanduser(), found, complain=True)
+    for root in (Path(r).expanduser() for r in extra_roots):  # named explicitly: missing is a problem
+        why = unusable(root, "dir")
+        if why:
+            found.discovery.problems.append(f"OpenCode data dir {root} {why}")
+        else:
+            _looked(root, found, complain=True)
     for store in extra_stores:
         _add_store(Path(store).expanduser(), found)
     return found.discovery

@@ -1,0 +1,109 @@
+"""Issue 12, item 13: a place agentlake is told (or knows) to look at and cannot read is a
+reported problem naming the path, and the run exits 1, even when another place works."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pipelines.cli import main
+from transforms.crush.discover import discover
+from transforms.crush.synth import add_message, add_session, create_crush_db, text_part, write_registry
+
+
+def _crush_root(root: Path) -> Path:
+    """A working Crush global data dir with one project and its crush.db."""
+    project = root / "proj"
+    conn = create_crush_db(project / ".crush" / "crush.db")
+    add_session(conn, "s1", title="t", created_at=1_767_600_000)
+    add_message(conn, "m1", "s1", "user", [text_part("hi")], created_at=1_767_600_001)
+    conn.close()
+    write_registry(root / "global", [{"path": str(project), "data_dir": ".crush",
+                                      "last_accessed": "2026-01-01T00:00:00Z"}])
+    return root / "global"
+
+
+def _broken_registry(kind: str, global_dir: Path) -> Path:
+    global_dir.mkdir(parents=True)
+    registry = global_dir / "projects.json"
+    if kind == "symlink loop":
+        os.symlink(registry, registry)
+    elif kind == "link to /dev/zero":  # only ever stat()ed: reading it would never end
+        os.symlink("/dev/zero", registry)
+    elif kind == "directory":
+        registry.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(registry)
+    return registry
+
+
+@pytest.mark.parametrize(("kind", "says"), [("symlink loop", "Too many levels of symbolic links"),
+                                            ("link to /dev/zero", "character device"),
+                                            ("directory", "is a directory"),
+                                            ("fifo", "named pipe")])
+def test_a_default_registry_that_cannot_be_read_is_reported_beside_a_working_one(tmp_path, monkeypatch, capsys,
+                                                                                  kind, says):
+    registry = _broken_registry(kind, tmp_path / "default-crush")
+    monkeypatch.setenv("CRUSH_GLOBAL_DATA", str(tmp_path / "default-crush"))
+    monkeypatch.setenv("AGENTLAKE_HOME", str(tmp_path / "home"))
+    good = _crush_root(tmp_path / "other")
+    assert main(["sources", "--crush-root", str(good)]) == 1
+    captured = capsys.readouterr()
+    assert "crush-proj-" in captured.out  # the working registry is still read
+    problem = next(line for line in captured.err.splitlines() if str(registry) in line)
+    assert problem.startswith("warning: Crush registry") and says in problem
+
+
+def test_discovery_never_reads_a_registry_that_is_a_device(tmp_path):
+    registry = _broken_registry("link to /dev/zero", tmp_path / "g")
+    found = discover(env={"CRUSH_GLOBAL_DATA": str(tmp_path / "g")})
+    assert found.sources == [] and found.problems == [
+        f"Crush registry {registry} is a character device (a symlink to /dev/zero), not a regular file"]
+
+
+def test_an_empty_default_place_is_no_problem(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CRUSH_GLOBAL_DATA", str(tmp_path / "no-crush-here"))
+    monkeypatch.setenv("AGENTLAKE_HOME", str(tmp_path / "home"))
+    assert main(["sources"]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("flag", "says"), [
+    ("--crush-root {p}", "Crush global data dir {p} does not exist"),
+    ("--codewhale-home {p}", "CodeWhale home {p} does not exist"),
+    ("--agent-home codex={p}", "Codex home {p} does not exist"),
+    ("--agent-home claude={p}", "Claude Code home {p} does not exist"),
+    ("--agent-home opencode={p}", "OpenCode data dir {p} does not exist"),
+    ("--agent-home crush={p}", "Crush global data dir {p} does not exist"),
+])
+def test_a_missing_place_named_on_the_command_line_is_a_problem(tmp_path, monkeypatch, capsys, flag, says):
+    monkeypatch.setenv("AGENTLAKE_HOME", str(tmp_path / "home"))
+    missing = tmp_path / "typo"
+    assert main(["sources", *flag.format(p=missing).split()]) == 1
+    assert f"warning: {says.format(p=missing)}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("flag", "says"), [
+    ("--crush-root {p}", "no Crush registry (projects.json) in {p}"),
+    ("--codewhale-home {p}", "no CodeWhale sessions in {p}"),
+    ("--agent-home codex={p}", "no Codex rollouts in {p}"),
+    ("--agent-home claude={p}", "no Claude Code transcripts in {p}"),
+    ("--agent-home opencode={p}", "no OpenCode data (opencode*.db or storage/) in {p}"),
+])
+def test_a_named_place_without_the_agents_data_is_a_problem(tmp_path, monkeypatch, capsys, flag, says):
+    """A home named one level off (its parent, or its sessions/ folder) is not silently empty."""
+    monkeypatch.setenv("AGENTLAKE_HOME", str(tmp_path / "home"))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["sources", *flag.format(p=empty).split()]) == 1
+    assert f"warning: {says.format(p=empty)}" in capsys.readouterr().err
+
+
+def test_an_ingest_with_an_unreadable_registry_exits_1_and_names_it(tmp_path, monkeypatch, capsys):
+    registry = _broken_registry("directory", tmp_path / "default-crush")
+    monkeypatch.setenv("CRUSH_GLOBAL_DATA", str(tmp_path / "default-crush"))
+    monkeypatch.setenv("AGENTLAKE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    assert main(["ingest", "--crush-root", str(_crush_root(tmp_path / "other"))]) == 1
+    captured = capsys.readouterr()
+    assert f"Crush registry {registry} is a directory, not a regular file" in captured.err + captured.out

@@ -1,0 +1,66 @@
+"""Issue 12, item 19: after `agentlake quickstart` on a machine without agent data (it ingests a
+demo into <home>/demo), every command the README lists works as written, with no --home, and
+says it is using the demo; the user's own data takes over as soon as there is some."""
+
+import json
+import os
+
+from pipelines.cli import main
+from tests.conftest import T0
+from transforms.crush.synth import add_message, add_session, write_registry
+from transforms.crush.synth_parts import text_part
+
+
+def test_the_readme_commands_work_after_a_quickstart_demo_then_own_data_takes_over(
+        tmp_path, monkeypatch, capsys, project):
+    home = tmp_path / "home"
+    monkeypatch.setenv("AGENTLAKE_HOME", str(home))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    monkeypatch.delenv("AGENTLAKE_WAREHOUSE", raising=False)
+    assert main(["quickstart", "--quiet"]) == 0
+    out, err = capsys.readouterr()
+    assert f"in {home / 'demo'}" in err
+    next_line = next(line for line in out.splitlines() if line.startswith("Next:"))
+    assert "--home" not in next_line  # the command it suggests works as printed
+
+    assert main(["report", "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["totals"][0]["root_sessions"] > 0
+    assert f"using the quickstart demo in {home / 'demo'}" in err
+
+    assert main(["sql", "SELECT COUNT(*) AS n FROM sessions", "--format", "csv"]) == 0
+    assert int(capsys.readouterr().out.splitlines()[1]) > 0
+
+    assert main(["sources"]) == 0
+    out, err = capsys.readouterr()
+    assert "crush-" in out and "codex-" in out and "no sources found" not in err
+
+    assert main(["ingest", "--quiet"]) == 0
+    out, err = capsys.readouterr()
+    assert "0 failed" in out and "no sources found" not in err and "quickstart demo" in err
+
+    assert main(["views"]) == 0
+    capsys.readouterr()
+    assert main(["serving", str(tmp_path / "bi.duckdb")]) == 0
+    assert "session_summary" in capsys.readouterr().out
+    assert not (home / "lake").exists()  # the demo never leaks into the home's own lake
+
+    # an agent writes its first session: ingest reads it into the home, and the demo steps aside
+    p = project("mine")
+    add_session(p.conn, "s", title="t", created_at=T0, cost=0.5)
+    add_message(p.conn, "m", "s", "user", [text_part("hi")], created_at=T0)
+    p.close()
+    write_registry(os.environ["CRUSH_GLOBAL_DATA"], [{"path": str(p.path), "data_dir": ".crush",
+                                                      "last_accessed": "2026-01-01T00:00:00Z"}])
+    assert main(["ingest", "--quiet"]) == 0
+    assert "quickstart demo" not in capsys.readouterr().err
+    assert main(["sql", "SELECT project, cost_usd FROM sessions", "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == [{"project": "mine", "cost_usd": 0.5}] and "demo" not in err
+
+
+def test_quickstart_says_which_place_it_could_not_read(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("AGENTLAKE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    assert main(["quickstart", "--quiet", "--codewhale-home", str(tmp_path / "typo")]) == 1
+    assert f"warning: CodeWhale home {tmp_path / 'typo'} does not exist" in capsys.readouterr().err
