@@ -64,6 +64,8 @@ def _assignment(template: str, kind: str = "secret_assignment", value: str | Non
 
 
 _PW, _BEARER, _BASIC_PW, _HOOK = _rand(14), _rand(40) + "7", _rand(12), _rand(24)
+_AZURE = base64.b64encode(RNG.randbytes(64)).decode()  # 88 characters
+_CLOUDANT = _rand(64, "0123456789abcdef")
 _BASIC = base64.b64encode(("deploy:" + _BASIC_PW).encode()).decode()
 _HOOK_PATH = "services/T" + _rand(8, string.ascii_uppercase) + "/B" + _rand(8, string.ascii_uppercase) + "/" + _HOOK
 _JWT = ".".join([_b64url({"alg": "HS256", "typ": "JWT"}), _b64url({"sub": _rand(12)}), _rand(43, ALNUM + "-_")])
@@ -103,6 +105,45 @@ CASES = (
     _assignment("token={}"),
     _assignment("access_token = '{}'"),
     _assignment('password = "correct horse {}"'),
+    # issue 12 item 15: .env lines, flags, more keys and tokens, a URL password holding `@`
+    _assignment("DB_PASS={}"),
+    _assignment("MYSQL_PWD={}"),
+    _assignment("DB_PASSWORD={}", value="Xq7" + _rand(4)),  # 7 characters
+    _assignment("DB_PASSWORD={}", value=_rand(5) + "." + _rand(6)),
+    _assignment("SECRET_KEY={}", value=_rand(6) + "&" + _rand(9)),
+    _assignment("GITHUB_TOKEN={}", value=_rand(6) + "_" + _rand(9)),
+    _assignment("export PGPASSWORD='{}'"),
+    _assignment("ssh_passphrase: {}"),
+    _assignment("ENCRYPTION_KEY={}", value=_rand(32, "0123456789abcdef")),  # only `key`: the entropy test
+    _assignment('{{"signing_key": "{}"}}', value=_rand(20) + "9"),
+    Case("cli_password", "curl -u deploy:" + _PW + " https://api.example.com/v1", (_PW,)),
+    Case("cli_password", "mysql -h db -u root -p" + _PW[::-1] + " app", (_PW[::-1],)),
+    Case("cli_password", "docker login -u bob -p " + _PW + "x registry.example.com", (_PW + "x",)),
+    Case("cli_password", "aws configure set aws_secret_access_key " + _BASIC_PW + "Zk9", (_BASIC_PW + "Zk9",)),
+    Case("cli_password", "sshpass -p " + _PW + "Q ssh deploy@host", (_PW + "Q",)),
+    Case("cli_password", "psql-migrate --password " + _PW + "7 --host db", (_PW + "7",)),
+    Case("cli_password", "npm config set //registry.npmjs.org/:_auth" + "Token " + _HOOK, (_HOOK,)),
+    Case("url_password", "postgres://admin:p@ss" + _PW + "@db.internal:5432/app", ("p@ss" + _PW, "ss" + _PW)),
+    Case("url_password", "git clone https://oauth2:" + _HOOK[::-1] + "@gitlab.example.com/g/r.git", (_HOOK[::-1],)),
+    Case("azure_storage_key", "DefaultEndpointsProtocol=https;AccountName=acct;Account" + "Key="
+         + _AZURE + ";EndpointSuffix=core.windows.net", (_AZURE,)),
+    _token("slack_token", "xa" + "pp-1-A" + _rand(10, string.ascii_uppercase) + "-" + _rand(13, string.digits)
+           + "-" + _rand(64, "0123456789abcdef")),
+    _token("sendgrid", "S" + "G." + _rand(22, ALNUM + "_-") + "." + _rand(43, ALNUM + "_-")),
+    _token("stripe_key", "wh" + "sec_" + _rand(32)),
+    # detect-secrets' rules
+    _token("artifactory", "AK" + "C" + _rand(20)),
+    _token("discord", "M" + _rand(23) + "." + _rand(6) + "." + _rand(27)),
+    _token("mailchimp", _rand(32, "0123456789abcdef") + "-u" + "s6"),
+    _token("pypi_token", "py" + "pi-AgEIcHlwaS5vcmc" + _rand(70)),
+    _token("square_oauth", "sq" + "0csp-" + _rand(43)),
+    _token("telegram_token", "1234" + "56789:" + _rand(35)),
+    _token("twilio", "A" + "C" + _rand(32, "0123456789abcdef")),
+    _token("twilio", "S" + "K" + _rand(32, "0123456789abcdef")),
+    _token("gitlab_token", "gl" + "rt-" + _rand(24)),
+    _token("openai_key", "sk" + "-" + _rand(20) + "T3Blbk" + "FJ" + _rand(20)),
+    Case("cloudant", "https://acct:" + _CLOUDANT + "@acct.cloud" + "ant.com", (_CLOUDANT,)),
+    Case("softlayer", "https://api.soft" + "layer.com/soap/v3/" + _CLOUDANT, (_CLOUDANT,)),
 )
 
 FALSE_POSITIVES = (
@@ -130,6 +171,22 @@ FALSE_POSITIVES = (
     "token: Optional[str] = None",
     "-----BEGIN PUBLIC" + " KEY-----",
     "postgres://user:${DB_PASS}@db/app",
+    # near the new rules: environment dumps, code, flags that are no secret
+    "PWD=/home/user/project OLDPWD=/tmp",
+    "bypass=true compass=north",
+    "MAX_TOKENS=4096 TOKENIZERS_PARALLELISM=false",
+    'sort_key = "created_at"; primary_key=True; cache_key = "user:123"',
+    "idempotency_key=9b2f0c1e-4a3d-4f7e-9c1a-2b3c4d5e6f70",
+    "KEY_FILE=/etc/ssl/private/server.key",
+    "credentials: ./service-account.json",
+    "password=None token: bool auth: required",
+    "docker run -u 1000:1000 img && docker exec -u root:root c sh",
+    "git push -u origin main",
+    "mysql -h db -P 3306 -u root -p app",
+    "echo $PW | docker login --password-stdin -u bob",
+    "aws configure set region us-east-1",
+    "sort(key=lambda row: row.created_at)",
+    "DB_PASSWORD=os.environ.get",
 )
 
 
@@ -213,7 +270,7 @@ def test_redacted_json_is_still_json(value):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.one_of(st.none(), _STRINGS, st.sampled_from(['"\x00', "\x00", '"'])), max_size=_CHUNK + 40))
+@given(st.lists(st.one_of(st.none(), _STRINGS, st.sampled_from(['"\x00', "\x00", '"', "\n", '\n"\x00"\n'])), max_size=_CHUNK + 40))
 def test_a_column_is_redacted_as_its_values_one_by_one(values):
     # redact_rows gates a whole chunk of a column at once: it must find what each value alone gives
     rows = {"parts": [{"text": v} for v in values]}

@@ -86,3 +86,21 @@ def test_a_bad_privacy_setting_is_a_clear_error(tmp_path, privacy, message):
     (home / "config.toml").write_text(f"[privacy]\n{privacy}\n")
     with pytest.raises(ConfigError, match=message):
         load_layout(home)
+
+
+def test_the_sources_run_log_is_redacted_too(layout, project):
+    """Issue 12 item 16: a key inside an unknown part type's name reached `sources.warnings`."""
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    p = project("odd")
+    add_session(p.conn, "s", title="t", created_at=T0, cost=0.1)
+    add_message(p.conn, "m", "s", "assistant", [{"type": f"custom-{token}", "data": {}}], created_at=T0,
+                model="claude-sonnet-4-5", provider="anthropic")
+    p.close()
+    plain = ingest(layout, p.db)
+    assert any(token in w for w in plain.results[0].warnings)  # the unknown type is reported by name
+    team = replace(layout, team=True, home=layout.home / "team", lake=layout.lake.parent / "team-lake",
+                   warehouse=layout.home / "team" / "warehouse.sqlite")
+    ingest(team, p.db)
+    logged = [v for row in query(team, "SELECT * FROM sources") for v in row if isinstance(v, str)]
+    assert any("unknown part types" in v for v in logged)
+    assert not any(token in v for v in logged)

@@ -17,6 +17,7 @@ JSON text (`raw`, `tool_input`, ...) stays valid JSON.
 """
 
 import hashlib
+import math
 import re
 import string
 from bisect import bisect_right
@@ -27,6 +28,7 @@ from itertools import accumulate
 
 import pyarrow as pa
 
+from transforms import redact_rules
 from transforms.contract import ALL_TABLES, BY_NAME
 
 ACTIONS = ("keep", "redact", "hash", "drop")
@@ -64,6 +66,124 @@ def _assignment(key: str, kind: str = "secret_assignment") -> str:
     return key + _SEP + _VALUE.replace("KIND", kind)
 
 
+
+# --- KEY=VALUE with an entropy test ---------------------------------------------------------
+# Any key that names a secret, in code, YAML, JSON, `.env` and shell lines: `DB_PASS=`,
+# `MYSQL_PWD=`, `account_key:`, `signing_key =`. A key of a password, secret or token (strong)
+# takes any value of 4+ characters that is not code, a reference or a placeholder word; a key
+# that only says `key`, `auth` or `credential` (weak: `sort_key`, `primary_key`) takes a value
+# only when it looks random (the entropy test). The rules above stay as they were, so this
+# adds finds and loses none.
+_STRONG_KEY = re.compile(r"passw(?:or)?d|passphrase|(?:^|[_-])(?:pass|pwd|pw)$|secret|token"
+                         r"|(?:api|private|access|account|secret|master|shared[_-]?access)[_-]?key$")
+_WORDS = r"passw(?:or)?d|passphrase|secret|token|credentials?|auth|key"
+_SHORT = r"(?:[a-z0-9]+[_-])*(?:pass|pwd|pw)"  # only as a key's last word: `db_pass`, not `bypass`
+_KEY = rf"(?<![a-z0-9])(?P<key>(?:[a-z0-9_-]*?(?:{_WORDS})|{_SHORT})(?:[_-]base)?)"
+# not secrets: literals, types and placeholder words that follow a secret's key in code and docs
+_STOP = frozenset("""none null nil true false yes no on off str string int integer bool boolean bytes number
+    float any object optional required undefined empty hidden masked redacted unset default example sample
+    value secret password passwd token key auth credential credentials changeit your_password dummy test
+    self this xxxx""".split())
+_CODE_ROOTS = ("os.", "self.", "settings.", "config.", "cfg.", "conf.", "env.", "process.", "environ", "args.",
+               "options.", "opts.", "params.", "request.", "req.", "ctx.", "context.", "app.")
+_IDENT_CALL = re.compile(r"[A-Za-z_][\w.]*\(")
+_DOTTED = re.compile(r"(?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*")
+_SECRET_WORD = re.compile(r"pass|pwd|secret|token|key|auth|cred", re.I)
+
+
+def _entropy(value: str) -> float:
+    """Shannon entropy in bits per character."""
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
+
+
+def random_looking(value: str) -> bool:
+    """The entropy test: 16+ characters, letters and digits, a long unbroken run, 3+ bits each
+    (`9f8a7b6c...`, `Zk3mQ9...` yes; `createdAtTimestamp`, a UUID, `crush-myproject-1a2b` no)."""
+    return (len(value) >= 16 and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+            and max(map(len, re.findall(r"[A-Za-z0-9+/]+", value)), default=0) >= 16 and _entropy(value) >= 3.0)
+
+
+def _plausible(key: str, value: str, env: bool = False) -> bool:
+    """Whether `value`, assigned to a key that names a secret, is one."""
+    bare = value.strip("\"'")
+    if (len(bare) < 4 or bare.lower() in _STOP or len(set(bare)) == 1 or re.fullmatch(_NUMBER, bare)
+            or bare.lower().startswith(_CODE_ROOTS) or _IDENT_CALL.match(bare)
+            or (_DOTTED.fullmatch(bare) and _SECRET_WORD.search(bare.rpartition(".")[2]))
+            or (re.fullmatch(r"[A-Za-z_][\w-]*", bare) and _SECRET_WORD.search(bare))):  # a name: `github_token`
+        return False
+    if _STRONG_KEY.search(key.lower()):  # under 8 characters, prose (`token: context`) is no secret
+        return len(bare) >= 8 or env or not bare.isalpha() or not bare.islower()
+    return random_looking(bare)
+
+
+def _check_assignment(text: str, match: re.Match, start: int, end: int):
+    return (start, end) if _plausible(match.group("key"), text[start:end]) else None
+
+
+def _check_env(text: str, match: re.Match, start: int, end: int):  # a `.env` line: `DB_PASSWORD=letmein` too
+    return (start, end) if _plausible(match.group("key"), text[start:end], env=True) else None
+
+
+# the same, in shell and `.env` context (line start, after a space, quote, `;` `&` `|` `(`), where
+# the value runs to the next space or quote: `.` `&` `_` `,` and all stay in it
+_ENV = (rf"(?:(?<=[\s\"'`;&|(])|^|(?<=\\[nrt]))(?:export[ \t]+)?{_KEY}=(?:\\*[\"'])?"
+        rf"(?P<secret_assignment>{_NOT_REF}(?![:,}}\]])[^\s\"'\\`;|<>]{{4,}}+)")  # not after a closing quote
+# `key: value`, `"key": "value"`, `key = 'value'`: the value as _VALUE takes it, from 4 characters
+_NAMED = (_KEY + _SEP + _VALUE.replace("KIND", "secret_assignment").replace("{8,}", "{4,}")
+          .replace(f"(?!{_CODE})", f"(?!{_NUMBER}(?!{_V}))"))
+
+# --- command-line flags ---------------------------------------------------------------------
+_START = r"(?:(?<![A-Za-z0-9_-])|(?<=\\[nrt])|(?<=\\u[0-9A-Fa-f]{4}))"  # a word starts, or follows an escape
+_ARG = rf"(?:\\*[\"'])?(?P<cli_password>{_NOT_REF}(?!-)[^\s\"'\\`;|]{{4,}}+)"
+def _check_user_password(text: str, match: re.Match, start: int, end: int):
+    password = text[start:end]
+    return None if password.lower() == match.group("user").lower() or password.isdigit() else (start, end)
+
+
+_CLI = (
+    # curl -u user:pw, curl --user=user:pw (not `docker run -u 1000:1000`, `-u root:root`)
+    (("u(?<=-u)", "r(?<=--user)"), True,
+     ((rf"{_START}(?:-u|--user)(?:[ \t]+|=)(?:\\*[\"'])?(?P<user>[^\s:\"'\\]+):{_ARG}", _check_user_password),)),
+    # mysql -pPW, mysqldump -u root -pPW db (the password glued to -p; -P is the port)
+    (("q(?<=mysq)", "b(?<=mariadb)"), False,
+     (rf"(?i:mysql\w*|mariadb\w*)(?:[ \t]+[^\s|;&]+)*?[ \t]+-p{_ARG.replace('(?!-)', '')}",)),
+    # docker / podman / helm ... login -p PW, sshpass -p PW, redis-cli -a PW
+    (("g(?<=log)(?=in)", "h(?<=ssh)(?=pass)", "-(?<=redis-)(?=cli)"), True,
+     (rf"{_START}(?:login|sshpass)\b[^\n|;&]*?[ \t](?:-p|--password)(?:[ \t]+|=){_ARG}",
+      rf"{_START}redis-cli\b[^\n|;&]*?[ \t](?:-a|--pass)[ \t]+{_ARG}")),
+    # --password PW, --token PW, --client-secret PW (a space, not `=`: that is an assignment)
+    (("-(?<=--)(?=[a-z0-9-]*(?:passw|secret|token|api-key|access-key))",), True,
+     (rf"{_START}--(?:[a-z0-9-]*-)?(?:passw(?:or)?d|secret|token|api-key|access-key|secret-key)[ \t]+{_ARG}",)),
+    # aws configure set aws_secret_access_key V, npm config set //host/:_authToken V
+    (("g(?<=config)",), True, (rf"{_START}config(?:ure)?[ \t]+set[ \t]+(?:--?[\w-]+[ \t]+)*[^\s=]*?(?:{_WORDS}|pass|pwd)[ \t]+{_ARG}",)),
+)
+
+
+def _check_rule(text: str, match: re.Match, start: int, end: int):
+    """A detect-secrets match: its longest group of 8+ characters (the value of an assignment),
+    else the whole match less the boundary characters some rules take (`"`, space, `=`); never
+    ending inside an escape."""
+    groups = [match.span(i) for i in range(1, (match.re.groups or 1)) if match.span(i)[0] >= 0]
+    longest = max(groups, key=lambda span: span[1] - span[0], default=(0, 0))
+    if longest[1] - longest[0] >= 8:
+        start, end = longest
+    subject = match.string  # the text with its escapes blanked
+    while start < end and subject[start] in " \t\r\n\"'=:":
+        start += 1
+    while start < end and subject[end - 1] in " \t\r\n\"'\\":
+        end -= 1
+    return (start, end) if start < end else None
+
+
+_RULES = tuple(  # run on the text with its escapes blanked (None): their rules want a space around a token
+    (redact_rules.GATES.get(plugin, ""), None,
+     tuple((f"{pattern}(?P<{kind}>)", _check_rule) for k, p_, pattern in redact_rules.RULES
+           if p_ == plugin for kind in (k,)))
+    for plugin in dict.fromkeys(p_ for _, p_, _ in redact_rules.RULES)
+)
+
+
 # (gate, on the lowercased text?, patterns). Scanning text once per shape costs more than the
 # matching, so one gate regex runs first, on the lowercased text, and a shape's patterns run
 # only where its gate fired. Each gate starts with its trigger's rarest letter, which the
@@ -76,6 +196,9 @@ _SHAPES = (
     (r"k(?<=sk)(?=[-_])", False, (_SK,)),
     (r"k(?<=rk)(?=_)", False, (r"rk_(?:live|test)_[A-Za-z0-9]{16,}(?P<stripe_key>)",)),
     (r"x(?=ox[abposr]-)", False, (r"xox[abposr]-[A-Za-z0-9-]{10,}(?P<slack_token>)",)),
+    (r"p(?<=xap)(?=p-)|e(?<=xoxe)(?=[.-])", False,
+     (r"(?:xapp|xoxe(?:\.xox[abposr])?)-[A-Za-z0-9-]{10,}(?P<slack_token>)",)),
+    (r"_(?<=whsec_)", False, (r"whsec_[A-Za-z0-9+/=]{24,}(?P<stripe_key>)",)),
     (r"k(?<=slack)(?=\.com/)", False,
      (r"hooks\.slack\.com/(?P<slack_webhook>(?:services|workflows|triggers)/[A-Za-z0-9_/-]{8,})",)),
     (r"z(?<=aiz)(?=a)", False, (r"AIza[A-Za-z0-9_-]{35}(?P<google_api_key>)",)),
@@ -83,25 +206,39 @@ _SHAPES = (
     (r"_(?<=npm_)", False, (r"npm_[A-Za-z0-9]{30,}(?P<npm_token>)",)),
     (r"_(?<=hf_)", False, (r"hf_[A-Za-z0-9]{30,}(?P<huggingface_token>)",)),
     (r"j(?<=eyj)", False, (r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*(?P<jwt>)",)),
-    (r":(?=//)", False, (rf"://[^\s:/@\"'\\\[]*:(?P<url_password>{_NOT_REF}[^\s/@\"'\\]+)@",)),
+    (r":(?=//)", False, (rf"://[^\s:/@\"'\\\[]*:(?P<url_password>{_NOT_REF}[^\s/\"'\\]+)@",)),
     (r"z(?<=authoriz)", True, (_AUTHORIZATION,)),
     (r"b(?=earer)", True, (rf"bearer[ \t]+(?=[a-z0-9._~+/=-]*[0-9])(?P<auth_header>{_NOT_REF}{_B64}{{8,}}+)",)),
     (r"w(?<=passw)", True, (_assignment(_KEYS[0]),)),
     (r"c(?<=sec)(?=ret)", True, (_assignment(_KEYS[1]), _assignment("aws_secret_access_key", "aws_secret_key"))),
     (r"k(?<=tok)(?=en)", True, (_assignment(_KEYS[2]),)),
     (r"k(?<=[ies_-]k)(?=ey)", True, (_assignment(_KEYS[3]),)),  # api_key, privatekey, access-key
+    (("s(?<=pas)(?=s)", "w(?<=[_-]pw)", "k(?<=tok)(?=en)", "c(?<=sec)(?=ret)", "k(?=ey)", "h(?<=auth)",
+      "d(?<=cred)(?=ential)"), True, ((_ENV, _check_env), (_NAMED, _check_assignment))),
+    *_CLI,
+    *_RULES,
 )
-_GATE = re.compile("|".join(f"{alternative}(?P<g{i}_{j}>)" for i, (gate, _, _) in enumerate(_SHAPES)
-                            for j, alternative in enumerate(gate.split("|")) if gate))
+def _alternatives(gate) -> list[str]:
+    return [a for a in (gate.split("|") if isinstance(gate, str) else gate) if a]
+
+
+_GATE = re.compile("|".join(f"(?:{alternative})(?P<g{i}_{j}>)" for i, (gate, _, _) in enumerate(_SHAPES)
+                            for j, alternative in enumerate(_alternatives(gate))))
 _ALWAYS = frozenset(i for i, (gate, _, _) in enumerate(_SHAPES) if not gate)
-_REGEXES = tuple((lowered, tuple(map(re.compile, patterns))) for _, lowered, patterns in _SHAPES)
-KINDS = frozenset(re.sub(r"_\d+$", "", n) for _, rs in _REGEXES for r in rs for n in r.groupindex)
+_REGEXES = tuple((lowered, tuple((re.compile(p), None) if isinstance(p, str) else (re.compile(p[0]), p[1])
+                                 for p in patterns)) for _, lowered, patterns in _SHAPES)
+_MARKERS = frozenset({"key", "user"})  # named groups that are not kinds
+KINDS = frozenset(re.sub(r"_\d+$", "", n) for _, rs in _REGEXES for r, _ in rs for n in r.groupindex) - _MARKERS
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 
 def _lower(text: str) -> str:
     low = text.lower()  # positions must match the text's: a rare character lowers to two
     return low if len(low) == len(text) else text.translate(_ASCII_LOWER)
+
+
+# an escape, at any depth of JSON in JSON (`\\n`, `\\\\n`, `\\u00e9`): blanked, the text keeps its length
+_ESCAPE = re.compile(r"\\+(?:u[0-9A-Fa-f]{4}|[nrtbf\"/'])?|[^\x00-\x7f]|['`]")  # and non-ASCII and quotes
 
 
 def _past_escape(text: str, start: int) -> int:
@@ -117,42 +254,65 @@ def _past_escape(text: str, start: int) -> int:
     return max(start, cut + (6 if text[cut + 1:cut + 2] == "u" else 2))
 
 
+# The gate reports one alternative per position, the first that fires there: where another
+# shape's gate starts with the same character, it is tried at that position too.
+_BY_TRIGGER: dict[str, list[tuple[int, re.Pattern]]] = {}
+for _i, (_gate_, _, _) in enumerate(_SHAPES):
+    for _alternative in _alternatives(_gate_):
+        _trigger = _alternative[1] if _alternative[0] in "\\[" else _alternative[0]
+        _BY_TRIGGER.setdefault(_trigger, []).append((_i, re.compile(_alternative)))
+
+
 def _gate(low: str) -> list[tuple[int, int]]:  # (position, shape) wherever a gate fires
-    return [(m.start(), int(m.lastgroup[1:].partition("_")[0])) for m in _GATE.finditer(low)]
+    fired = []
+    for m in _GATE.finditer(low):
+        position, shape = m.start(), int(m.lastgroup[1:].partition("_")[0])
+        fired.append((position, shape))
+        fired += ((position, i) for i, regex in _BY_TRIGGER[low[position]] if i != shape and regex.match(low, position))
+    return fired
 
 
 def _matches(text: str) -> list[tuple[int, int, int, str]]:
     """(start, match start, end, kind) of every shape's matches, overlaps included."""
-    low, found = _lower(text), []
+    low, found, blanked = _lower(text), [], None
     for lowered, regexes in (_REGEXES[i] for i in _ALWAYS.union(i for _, i in _gate(low))):
-        subject = low if lowered else text
-        for regex in regexes:
+        if lowered is None:
+            blanked = blanked or _ESCAPE.sub(lambda m: " " * len(m.group()), text)
+        subject = low if lowered else text if lowered is not None else blanked
+        for regex, check in regexes:
             match = regex.search(subject)
             while match:
                 name = match.lastgroup
                 start, end = match.span(name)
                 if start == end:  # the empty marker: the whole match is the secret
                     start, end = match.span()
-                found.append((_past_escape(text, start), match.start(), end, re.sub(r"_\d+$", "", name)))
-                match = regex.search(subject, match.end())
+                span = check(text, match, start, end) if check else (start, end)
+                if span:
+                    found.append((_past_escape(text, span[0]), match.start(), span[1], re.sub(r"_\d+$", "", name)))
+                match = regex.search(subject, match.end() if match.end() > match.start() else match.end() + 1)
     return found
 
 
 def _suspects(text: str) -> list[int]:
     """Where a secret may be: a gate fired, or an ungated shape matched (no false negatives)."""
     low = _lower(text)
-    spots = [position for position, _ in _gate(low)]
-    for lowered, regexes in (_REGEXES[i] for i in _ALWAYS):
-        spots += (m.start() for regex in regexes for m in regex.finditer(low if lowered else text))
+    spots = [m.start() for m in _GATE.finditer(low)]
+    for lowered, regexes in (_REGEXES[i] for i in _ALWAYS):  # a match may start on a joint's space
+        spots += (spot for regex, _ in regexes for m in regex.finditer(low if lowered else text)
+                  for spot in (m.start(), max(m.start(), m.end() - 1)))
     return spots
+
+
+_GENERIC = frozenset({"secret_assignment", "cli_password"})  # kinds that say where, not what
 
 
 def find_secrets(text: str) -> list[tuple[str, int, int]]:
     """(kind, start, end) of each secret in `text`, in order; overlapping finds are merged."""
     found: list[tuple[str, int, int]] = []
     for start, _, end, kind in sorted(_matches(text)) if text else ():
-        if found and start < found[-1][2]:  # inside the previous one (`token=ghp_...`)
-            found[-1] = (found[-1][0], found[-1][1], max(end, found[-1][2]))
+        if found and start < found[-1][2]:  # inside the previous one (`token=ghp_...`): the token names it
+            named = kind if found[-1][0] in _GENERIC and kind not in _GENERIC else found[-1][0]
+            found[-1] = (named, found[-1][1], max(end, found[-1][2]))
         elif start < end:
             found.append((kind, start, end))
     return found
@@ -160,14 +320,18 @@ def find_secrets(text: str) -> list[tuple[str, int, int]]:
 
 def redact_text(text: str) -> tuple[str, Counter]:
     """`text` with each secret replaced by `[REDACTED:<kind>]`, and the kinds replaced."""
-    secrets = find_secrets(text)
-    if not secrets:
-        return text, Counter()
-    pieces, last = [], 0
-    for kind, start, end in secrets:
-        pieces += (text[last:start], f"[REDACTED:{kind}]")
-        last = end
-    return "".join(pieces) + text[last:], Counter(kind for kind, _, _ in secrets)
+    kinds: Counter = Counter()
+    for _ in range(4):  # again on the result: a bounded rule (`{20,50}(?!\w)`) may fit only now
+        secrets = find_secrets(text)
+        if not secrets:
+            break
+        pieces, last = [], 0
+        for kind, start, end in secrets:
+            pieces += (text[last:start], f"[REDACTED:{kind}]")
+            last = end
+        text = "".join(pieces) + text[last:]
+        kinds.update(kind for kind, _, _ in secrets)
+    return text, kinds
 
 
 # --- policy -----------------------------------------------------------------------------
@@ -228,7 +392,9 @@ class Policy:
 # --- rows -------------------------------------------------------------------------------
 
 _CHUNK = 256  # values of one column gated as one text: one scan, not one per value
-_JOIN = '"\x00'  # no gate nor shape matches across a quote, so a suspect lies in one value
+# no gate nor shape matches across a quote, so a suspect lies in one value; the line breaks make
+# each value start and end a line, as it does alone (for rules anchored on a line or a space)
+_JOIN = '\n"\x00"\n'
 
 
 def redact_rows(rows: dict[str, list[dict]], policy: Policy) -> Counter:
@@ -259,3 +425,12 @@ def _hash_or_drop(rows: list[dict], column: str, action: str) -> int:
     for row in done:
         row[column] = None if action == "drop" else "sha256:" + hashlib.sha256(str(row[column]).encode()).hexdigest()
     return len(done)
+
+
+def redact_log_row(row: dict, policy: Policy) -> Counter:
+    """Apply `policy`'s `sources.<column>` actions to one row of the `sources` run log, in place:
+    its text fields (`warnings`, `error`, `db_path`, `project_path`, ...) lose their secrets as a
+    data table's do (an unknown part type's name, an error quoting a command, can hold a key).
+    Returns the counts `redact_rows` gives. Call it on the row before it is written, in team mode
+    only, with the policy the source's data rows had."""
+    return redact_rows({"sources": [row]}, policy)

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from transforms.providers import PROVIDERS
-from transforms.redact import Policy
 from warehouse.layout import Layout
+from warehouse.store import CredentialsInURI
 
 TOP_LEVEL = {"lake": str, "machine": str, "user": str, "team": bool, "use_default": bool}
 
@@ -75,6 +75,8 @@ def load_config(path: Path, providers=tuple(PROVIDERS)) -> Config:
             raise ConfigError(f"{path}: {key} must be a {TOP_LEVEL[key].__name__}")
     privacy = data.get("privacy", {})
     try:
+        from transforms.redact import Policy  # detect-secrets' rules load only when a policy is read
+
         Policy.from_mapping(privacy)
     except (ValueError, TypeError, AttributeError) as exc:
         raise ConfigError(f"{path}: [privacy]: {exc}") from None
@@ -96,11 +98,14 @@ def load_layout(home=None, lake=None, warehouse=None, *, machine=None, user=None
                 env=os.environ) -> Layout:
     """The layout the CLI and the Dagster resource both use: flags, then the environment, then
     config.toml, then defaults."""
-    layout = Layout.resolve(home, lake, warehouse, env)
-    config = load_config(layout.config_file)
-    layout = Layout.resolve(home, lake or env.get("AGENTLAKE_LAKE") or config.lake, warehouse, env,
-                            machine=machine or env.get("AGENTLAKE_MACHINE") or config.machine,
-                            user=user or env.get("AGENTLAKE_USER") or config.user)
+    try:
+        layout = Layout.resolve(home, lake, warehouse, env)
+        config = load_config(layout.config_file)
+        layout = Layout.resolve(home, lake or env.get("AGENTLAKE_LAKE") or config.lake, warehouse, env,
+                                machine=machine or env.get("AGENTLAKE_MACHINE") or config.machine,
+                                user=user or env.get("AGENTLAKE_USER") or config.user)
+    except CredentialsInURI as exc:
+        raise ConfigError(str(exc)) from None
     team = team if team is not None else config.team
     team = layout.remote if team is None else team
     return replace(layout, team=team, privacy=tuple(sorted(config.privacy.items())))

@@ -20,7 +20,6 @@ from pathlib import Path
 from transforms.contract import DATA_TABLES, SCHEMA_VERSION, SOURCES
 from transforms.provider import DiscoverOptions, Provider, SourceError
 from transforms.providers import PROVIDERS
-from transforms.redact import Policy, redact_rows
 from transforms.sources import Source
 from warehouse import state as state_store
 from warehouse.layout import Layout, landing_dir, run_log_path
@@ -110,6 +109,10 @@ def ingest_source(
         result = SourceResult(source, "failed", error=f"cannot write the lake at {layout.lake}: {exc}")
     result.duration_s = round(time.monotonic() - started, 3)
     result.log_row = _log_row(result, layout, run_id, run_at)
+    if layout.team:  # paths, errors and warnings leave the machine too (a key in a part type's name)
+        from transforms.redact import redact_log_row
+
+        redact_log_row(result.log_row, privacy_policy(layout))
     return result
 
 
@@ -149,7 +152,11 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
         return SourceResult(source, "failed", error=_reason(exc), fingerprint=fingerprint)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    redacted = redact_rows(extract.rows, privacy_policy(layout)) if layout.team else Counter()
+    redacted = Counter()
+    if layout.team:  # detect-secrets' rules are loaded only when they are used
+        from transforms.redact import redact_rows
+
+        redacted = redact_rows(extract.rows, privacy_policy(layout))
     try:
         retained = carry_forward(store, previous.files, extract.rows)
     except (OSError, ValueError) as exc:  # an unreadable old file: keep it, and this source's old state
@@ -213,8 +220,10 @@ def _landing_listing(layout: Layout, run_id: str) -> frozenset[str]:
     return frozenset(landed_files(layout))
 
 
-def privacy_policy(layout: Layout) -> Policy:
+def privacy_policy(layout: Layout):
     """Team mode's policy: the defaults, with config.toml's [privacy] on top."""
+    from transforms.redact import Policy
+
     return Policy.from_mapping(dict(layout.privacy))
 
 
