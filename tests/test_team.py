@@ -154,3 +154,36 @@ def test_a_machine_with_nothing_new_still_sees_tables_others_started_filling(s3,
     assert machine_ingest(ana, lake, "ana-laptop", "ana", crush.global_dir, s3).wait(timeout=300) == 0  # unchanged
     with connect(load_layout(ana, lake).warehouse) as con:
         assert con.execute("SELECT COUNT(*) FROM usage").fetchall() == [(codex.usage_rows,)]
+
+
+def test_an_emptied_bucket_heals_on_the_next_run(s3, tmp_path):
+    """Issue 12 item 8: the landing objects of a machine deleted (a bucket emptied): the next run
+    reads its sources again instead of calling them unchanged, and the tables are whole again."""
+    import boto3
+
+    lake = f"s3://{BUCKET}/emptied"
+    store = generate_store(tmp_path / "crush", projects=1, sessions_per_project=3, seed=8)
+    home = tmp_path / "home"
+    assert machine_ingest(home, lake, "ana-laptop", "ana", store.global_dir, s3).wait(timeout=300) == 0
+    client = boto3.client("s3", endpoint_url=s3["AWS_ENDPOINT_URL"], region_name="us-east-1")
+    for obj in client.list_objects_v2(Bucket=BUCKET, Prefix="emptied/")["Contents"]:
+        client.delete_object(Bucket=BUCKET, Key=obj["Key"])
+    run = machine_ingest(home, lake, "ana-laptop", "ana", store.global_dir, s3)
+    out, err = run.communicate(timeout=300)
+    assert run.returncode == 0, out + err
+    with connect(load_layout(home, lake).warehouse) as con:
+        assert con.execute("SELECT COUNT(*) FROM messages").fetchall() == [(store.messages,)]
+        statuses = con.execute("SELECT status FROM sources WHERE run_at = (SELECT MAX(run_at) FROM sources)").fetchall()
+    assert statuses == [("ok",)]
+
+
+def test_credentials_in_the_lake_uri_are_refused_and_never_printed(tmp_path):
+    """Issue 12 item 18: `s3://KEY:SECRET@bucket` is refused with a message that masks the secret."""
+    secret = "wJalrXUtnFEMI" + "K7MDENGbPxRfiCY"
+    argv = [sys.executable, "-m", "pipelines.cli", "ingest", "--no-default", "--home", str(tmp_path / "home"),
+            "--lake", f"s3://AKIAEXAMPLE:{secret}@{BUCKET}/lake"]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1
+    assert "holds credentials" in out.stderr and "***@team-lake" in out.stderr
+    assert secret not in out.stdout + out.stderr and "AKIAEXAMPLE" not in out.stdout + out.stderr
+    assert "Traceback" not in out.stderr

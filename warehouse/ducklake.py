@@ -13,6 +13,8 @@ repository), and that is used instead.
 
 import hashlib
 import importlib.util
+import json
+import os
 from functools import lru_cache
 from pathlib import Path
 
@@ -43,10 +45,32 @@ def packaged_extension(name: str) -> Path | None:
     path = root / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
     if not path.exists():
         raise ExtensionError(f"duckdb-extension-{name} has no build for DuckDB {duckdb.__version__} ({path})")
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = _digest(path)
     if name in PINNED and digest != PINNED[name] and _is_linux_x86():
         raise ExtensionError(f"{path} has SHA-256 {digest}, not the pinned {PINNED[name]}: refusing to load it")
     return path
+
+
+def _digest(path: Path) -> str:
+    """SHA-256 of a binary, remembered per (path, size, mtime) so a short command does not hash
+    36 MB each time; a replaced file has another size or mtime and is hashed again."""
+    st = path.stat()
+    key = f"{path}:{st.st_size}:{st.st_mtime_ns}"
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agentlake" / "extension-digests.json"
+    try:
+        known = json.loads(cache.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if key not in known:
+        known[key] = hashlib.sha256(path.read_bytes()).hexdigest()
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(known))
+            os.replace(tmp, cache)
+        except OSError:
+            pass  # an unwritable cache only costs the hashing next time
+    return known[key]
 
 
 def _is_linux_x86() -> bool:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from transforms.sources import slugify
-from warehouse.store import is_remote
+from warehouse.store import is_remote, refuse_credentials
 
 
 def default_machine(env=os.environ) -> str:
@@ -61,6 +61,7 @@ class Layout:
         home = Path(home).expanduser() if home else default_home(env)
         lake = lake or env.get("AGENTLAKE_LAKE") or None
         if is_remote(lake):
+            refuse_credentials(lake)
             lake = lake.rstrip("/")
         else:
             lake = (Path(lake).expanduser() if lake else home / "lake").absolute()

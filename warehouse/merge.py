@@ -18,14 +18,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from transforms.contract import ALL_TABLES, DATA_TABLES, SOURCES, Table
+from transforms.contract import ALL_TABLES, DATA_TABLES, SCHEMA_VERSION, SOURCES, Table
 from warehouse import ducklake
 from warehouse.layout import LANDING, RUNS
 from warehouse.marts import rebuild_marts
-from warehouse.store import open_store
+from warehouse.store import masked, open_store
 from warehouse.writer import LANDING_ID
 
 MERGED = "_agentlake_merged"  # (path, version) of every landing file merged
@@ -56,8 +57,19 @@ def _quote(text: str) -> str:
     return "'" + str(text).replace("'", "''") + "'"
 
 
+def _settled(con, lake) -> bool:
+    """The catalog already has this contract's tables for this lake (one small read)."""
+    try:
+        row = con.execute(f"SELECT lake, schema_version FROM {LAKE_TABLE}").fetchone()
+    except duckdb.Error:
+        return False
+    return row == (masked(str(lake)), SCHEMA_VERSION)
+
+
 def ensure_tables(con, lake) -> None:
     """Create the tables (partitioned by date and project) and add columns a newer contract has."""
+    if _settled(con, lake):
+        return
     have = {r[0] for r in con.execute(
         "SELECT table_name FROM duckdb_tables() WHERE database_name = ?", [ducklake.CATALOG]).fetchall()}
     for table in ALL_TABLES:
@@ -75,16 +87,10 @@ def ensure_tables(con, lake) -> None:
                 con.execute(f'ALTER TABLE "{table.name}" ADD COLUMN "{c.name}" {duck_type(c.type)}')
     if MERGED not in have:
         con.execute(f"CREATE TABLE {MERGED} (path VARCHAR, version VARCHAR)")
-    if LAKE_TABLE not in have:
-        con.execute(f"CREATE TABLE {LAKE_TABLE} (lake VARCHAR)")
-    con.execute(f"DELETE FROM {LAKE_TABLE}")
-    con.execute(f"INSERT INTO {LAKE_TABLE} VALUES ({_quote(_without_userinfo(str(lake)))})")
-
-
-def _without_userinfo(lake: str) -> str:
-    """Never keep credentials written into a URI (`s3://KEY:SECRET@bucket/...`) in the catalog."""
-    scheme, sep, rest = lake.partition("://")
-    return f"{scheme}{sep}{rest.split('@', 1)[1]}" if sep and "@" in rest.split("/", 1)[0] else lake
+    if LAKE_TABLE in have:
+        con.execute(f"DROP TABLE {LAKE_TABLE}")
+    con.execute(f"CREATE TABLE {LAKE_TABLE} AS SELECT {_quote(masked(str(lake)))} AS lake, "
+                f"{_quote(SCHEMA_VERSION)} AS schema_version")
 
 
 def _group(rel: str) -> str:

@@ -32,10 +32,21 @@ def _files_of(store, previous: dict[str, str], table: str) -> list[str]:
             and (sha or store.size(rel) is not None)]
 
 
+def _read(store, rel: str):
+    """A previous landing file, or None when it is gone (deleted by hand, a bucket emptied):
+    nothing can be carried from it, and the source is simply read again."""
+    try:
+        return read_file(store, rel)
+    except FileNotFoundError:
+        return None
+
+
 def _session_ids(store, rels: list[str]) -> set:
     ids = set()
     for rel in rels:
-        ids.update(read_file(store, rel).column("session_id").to_pylist())
+        data = _read(store, rel)
+        if data is not None:
+            ids.update(data.column("session_id").to_pylist())
     return ids
 
 
@@ -50,7 +61,9 @@ def carry_forward(store, previous: dict[str, str], rows: dict[str, list[dict]]) 
     value_set = pa.array(sorted(gone), pa.string())
     for table in KEYED:
         for rel in _files_of(store, previous, table):
-            old = read_file(store, rel)
+            old = _read(store, rel)
+            if old is None:
+                continue
             kept = old.filter(pc.is_in(old.column("session_id"), value_set=value_set))
             if not kept.num_rows:
                 continue

@@ -26,6 +26,25 @@ def is_remote(lake) -> bool:
     return isinstance(lake, str) and lake.startswith(REMOTE_SCHEMES)
 
 
+class CredentialsInURI(ValueError):
+    pass
+
+
+def masked(uri: str) -> str:
+    """The URI with any `user:secret@` replaced by `***@`: safe to print."""
+    scheme, sep, rest = uri.partition("://")
+    host, slash, path = rest.partition("/")
+    return f"{scheme}{sep}***@{host.rsplit('@', 1)[1]}{slash}{path}" if sep and "@" in host else uri
+
+
+def refuse_credentials(uri: str) -> None:
+    """Keys written into a lake URI would be printed, logged and stored with it: refused."""
+    if masked(uri) != uri:
+        raise CredentialsInURI(
+            f"the lake URI {masked(uri)} holds credentials; give them as AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), never in the URI")
+
+
 class LocalStore:
     def __init__(self, root: Path, staging: Path):
         self.root, self.staging = Path(root), Path(staging)

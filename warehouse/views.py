@@ -21,7 +21,7 @@ def build_warehouse(lake, warehouse: Path, tables=ALL_TABLES, *, full: bool = Fa
 
 def refresh(lake, warehouse: Path, *, full: bool = False, marts: bool = True) -> MergeResult:
     result = merge(lake, Path(warehouse), full=full, marts=marts)
-    if result.changed and needs_compaction(Path(warehouse)):
+    if (result.merged or result.removed) and needs_compaction(Path(warehouse)):
         compact(Path(warehouse))
     return result
 
