@@ -19,6 +19,7 @@ from pathlib import Path
 from transforms.provider import DiscoverOptions, merge_paths
 from warehouse.config import ConfigError, load_config, load_layout
 from warehouse.layout import Layout
+from warehouse.store import LakeUnreachable
 
 
 def _layout(args) -> Layout:
@@ -101,7 +102,7 @@ def use_demo_if_empty(args) -> None:
     """After a quickstart that found no agent data, the README's next commands work as written:
     they use the demo in <home>/demo until <home> holds data of its own (see the module doc).
     `ingest` and `sources` do so only when discovery finds no store of the agents at all."""
-    if args.command not in ("sql", "report", "dashboard", "serving", "views", "sources", "ingest"):
+    if args.command not in ("sql", "report", "dashboard", "serving", "views", "merge", "sources", "ingest"):
         return
     demo = _demo_instead(args)
     if demo is None:
@@ -330,14 +331,28 @@ def _top(text: str) -> int:
     return value
 
 
-def cmd_views(args) -> int:
-    from warehouse.views import build_warehouse
+def cmd_merge(args) -> int:
+    from warehouse.views import refresh
 
     layout = _layout(args)
     if not has_data(layout):
         return _nothing_ingested(layout)
-    names = build_warehouse(layout.lake, layout.warehouse)
-    print(f"{len(names)} views over {layout.lake} in {layout.warehouse}")
+    result = refresh(layout.lake, layout.warehouse, full=args.full)
+    print(f"merged {result.merged} sources ({result.removed} removed, {result.runs} run logs) from {layout.lake} "
+          f"into {layout.warehouse}")
+    if result.waiting:
+        print(f"{len(result.waiting)} sources were being written and wait for the next merge", file=sys.stderr)
+    return 0
+
+
+def cmd_compact(args) -> int:
+    from warehouse.merge import compact
+
+    layout = _layout(args)
+    if not layout.warehouse.exists():
+        return _nothing_ingested(layout)
+    files = compact(layout.warehouse, keep_seconds=args.keep_seconds)
+    print(f"data files: {files['files_before']:,} before, {files['files_after']:,} after")
     return 0
 
 
@@ -497,10 +512,19 @@ def parser() -> argparse.ArgumentParser:
     _common(p, discovery=True)
     p.set_defaults(func=cmd_sources)
 
-    p = sub.add_parser("views", help="(re)build the warehouse's views over the lake, without ingesting "
-                                     "(a reader of a team lake)")
+    p = sub.add_parser("merge", aliases=["views"],
+                       help="merge what every machine landed into the warehouse's tables and marts, without "
+                            "reading any agent (a reader of a team lake)")
     _common(p)
-    p.set_defaults(func=cmd_views)
+    p.add_argument("--full", action="store_true",
+                   help="rebuild every table from the landing files (after a table file was lost)")
+    p.set_defaults(func=cmd_merge)
+
+    p = sub.add_parser("compact", help="merge small files, apply deletes and remove files no snapshot needs")
+    _common(p)
+    p.add_argument("--keep-seconds", type=int, default=600, metavar="S",
+                   help="keep files older snapshots need for this long, for readers still on them (default: 600)")
+    p.set_defaults(func=cmd_compact)
 
     p = sub.add_parser("schedule", help="print (or install) a systemd timer, cron line or launchd agent that "
                                         "runs `agentlake ingest` on this machine")
@@ -544,7 +568,7 @@ def main(argv=None) -> int:
     except UsageError as exc:
         _err(f"error: {exc}")
         return 2
-    except ConfigError as exc:
+    except (ConfigError, LakeUnreachable) as exc:
         _err(f"error: {exc}")
         return 1
     except KeyboardInterrupt:

@@ -19,6 +19,7 @@ from warehouse import state as state_store
 from warehouse.ingest import (RunSummary, SourceResult, discover_sources, ingest_source, is_unchanged, landed_files,
                               new_run_id, record_run)
 from warehouse.layout import Layout
+from warehouse.store import LakeUnreachable
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
@@ -93,7 +94,10 @@ def run_ingest(layout: Layout, options: DiscoverOptions, *, full_refresh: bool =
     reporter = PrintingReporter(quiet)
     reporter.total = len(sources)
     summary = RunSummary(new_run_id(), problems=problems)
-    landed = landed_files(layout) if layout.remote else None  # one listing, not a request per file
+    try:
+        landed = landed_files(layout) if layout.remote else None  # one listing, not a request per file
+    except OSError as exc:  # a dead endpoint: one clear error now, not one per source after retries
+        raise LakeUnreachable(str(layout.lake), exc) from None
     to_run, settled = [], []
     for source in sources:  # settled without Dagster: nothing is materialised for them
         if source.skip_reason or (not full_refresh and _unchanged(source, layout, landed)):

@@ -244,3 +244,21 @@ def test_a_lost_state_loses_no_history(layout, project):
     assert summary.results[0].retained_sessions == 1
     assert query(layout, "SELECT session_id, cost_usd FROM sessions ORDER BY 1") == before
     assert scalar(layout, "SELECT COUNT(*) FROM messages") == 2
+
+
+def test_merge_full_and_compact_from_the_cli(layout, project, capsys):
+    """`agentlake merge --full` rebuilds every table from the landing files (a table's data file
+    lost by hand), and `agentlake compact` leaves about one file per partition."""
+    from pipelines.cli import main
+
+    p = _two_day_project(project)
+    ingest(layout, p.db)
+    args = ["--home", str(layout.home)]
+    assert main(["compact", *args, "--keep-seconds", "0"]) == 0
+    assert "data files:" in capsys.readouterr().out
+    for f in layout.lake.glob("main/messages/**/*.parquet"):
+        f.unlink()  # a table's data deleted by hand: the landing files still hold it
+    assert main(["merge", *args, "--full"]) == 0
+    assert scalar(layout, "SELECT COUNT(*) FROM messages") == 2
+    assert main(["views", *args]) == 0  # the old name still works
+    assert "merged 0 sources" in capsys.readouterr().out

@@ -187,3 +187,24 @@ def test_credentials_in_the_lake_uri_are_refused_and_never_printed(tmp_path):
     assert "holds credentials" in out.stderr and "***@team-lake" in out.stderr
     assert secret not in out.stdout + out.stderr and "AKIAEXAMPLE" not in out.stdout + out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_a_dead_endpoint_fails_once_and_fast_naming_it(tmp_path):
+    """Issue 12 item 14: an S3 endpoint that does not answer took 6 to 8 minutes to give up,
+    source by source. Now: one error naming the endpoint, exit 1, well within a minute."""
+    import socket
+    import time
+
+    with socket.socket() as probe:  # a loopback port with nothing listening on it
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    store = generate_store(tmp_path / "crush", projects=2, sessions_per_project=2, seed=4)
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
+           "AWS_EC2_METADATA_DISABLED": "true", "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
+    argv = [sys.executable, "-m", "pipelines.cli", "ingest", "--no-default", "--home", str(tmp_path / "home"),
+            "--lake", f"s3://{BUCKET}/dead", "--crush-root", str(store.global_dir)]
+    started = time.monotonic()
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert time.monotonic() - started < 60
+    assert out.returncode == 1 and f"127.0.0.1:{port}" in out.stderr and "cannot reach the lake" in out.stderr
+    assert "Traceback" not in out.stderr

@@ -15,6 +15,7 @@ class Findings:
     # canonical rows sent to quarantine instead of their table, by table (for reconciliation)
     diverted: Counter = field(default_factory=Counter)
     notes: list[str] = field(default_factory=list)  # anything else worth a warning
+    unread: int = 0  # files that could not be read this run: the source must be read again
 
     def warnings(self, quarantined: int) -> list[str]:
         out = []

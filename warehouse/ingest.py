@@ -176,8 +176,11 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
         state_store.save(layout.state_dir, source.provider, source.source_id,
                          state_store.SourceState(None, intent, source.partition_key, source.path))
         written = write_files(store, built, previous.files)
+        # a file that could not be read this time (permissions) changes neither size nor mtime
+        # when it is fixed: the source is not settled, so the next run reads it again
+        settled = fingerprint if not extract.findings.unread else None
         state_store.save(layout.state_dir, source.provider, source.source_id,
-                         state_store.SourceState(fingerprint, written.files, source.partition_key, source.path,
+                         state_store.SourceState(settled, written.files, source.partition_key, source.path,
                                                  SCHEMA_VERSION))
     except OSError as exc:
         return SourceResult(source, "failed", error=f"cannot write the lake: {exc}", fingerprint=fingerprint)
@@ -192,6 +195,8 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
         secrets = sum(n for kind, n in redacted.items() if ":" not in kind)
         dropped = sum(n for kind, n in redacted.items() if kind.startswith("drop:"))
         warnings.append(f"team mode: {secrets} secrets redacted, {dropped} values dropped")
+    if findings.unread:
+        warnings.append(f"{findings.unread} files could not be read (quarantined); the source is read again next run")
     if retained["sessions"]:
         warnings.append(f"{retained['sessions']} sessions no longer in the source were kept in the lake")
     warnings += [

@@ -182,6 +182,9 @@ def merge(lake, catalog: Path, *, data_path: str | None = None, marts: bool = Tr
     con = ducklake.connect(catalog, data_path or tables_path(lake, catalog))
     try:
         con.execute("BEGIN")
+        if full:  # dropped, not deleted from: a table whose data file was lost cannot be read
+            for name in [t.name for t in ALL_TABLES] + [MERGED, LAKE_TABLE]:
+                con.execute(f'DROP TABLE IF EXISTS "{name}"')
         ensure_tables(con, lake)
         merged = {} if full else dict(con.execute(f"SELECT path, version FROM {MERGED}").fetchall())
         changed, removed = plan(landed, merged)
@@ -201,10 +204,6 @@ def merge(lake, catalog: Path, *, data_path: str | None = None, marts: bool = Tr
             runs = sorted(g for g in {_group(f) for f in landed} if _is_run_log(g))
             local.update(_local_copies(store, [g for g in runs if g not in local], workdir))
             con.execute(f'DELETE FROM "{SOURCES.name}"')
-        if full:
-            con.execute(f"DELETE FROM {MERGED}")
-            for table in ALL_TABLES:
-                con.execute(f'DELETE FROM "{table.name}"')
         replaced = set(sources) | {g for g in removed if not _is_run_log(g)}
         if replaced and not full:
             con.register("_replaced", pa.table({"k": sorted(replaced)}))

@@ -30,6 +30,19 @@ class CredentialsInURI(ValueError):
     pass
 
 
+class LakeUnreachable(OSError):
+    """Object storage that does not answer: said once, naming the endpoint, not once per source."""
+
+    def __init__(self, lake: str, exc: Exception):
+        endpoint = "the AWS default endpoint"
+        if "endpoint_override=" in lake or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"):
+            from warehouse.lakefs import endpoint as lake_endpoint
+
+            endpoint = lake_endpoint(lake)[0]
+        reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        super().__init__(f"cannot reach the lake {masked(lake)} at {endpoint}: {reason}")
+
+
 def masked(uri: str) -> str:
     """The URI with any `user:secret@` replaced by `***@`: safe to print."""
     scheme, sep, rest = uri.partition("://")
