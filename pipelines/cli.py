@@ -302,11 +302,11 @@ def cmd_dashboard(args) -> int:
         _err(f"error: no warehouse at {layout.warehouse}: run `agentlake ingest` (or `agentlake demo`) first")
         return 2
     try:
-        server = make_server(layout.warehouse, args.host, args.port)
+        server = make_server(layout.warehouse, args.host, args.port, allowed_hosts=args.allow_host)
     except OSError as exc:
         _err(f"error: cannot listen on {args.host}:{args.port}: {exc}")
         return 2
-    _err(f"dashboard on http://{args.host}:{server.server_address[1]}/ (warehouse {layout.warehouse}); Ctrl-C stops it")
+    _err(f"dashboard on {server.url} (warehouse {layout.warehouse}); Ctrl-C stops it")
     with server:
         server.serve_forever()
     return 0
@@ -405,7 +405,9 @@ def cmd_dev(args) -> int:
 
     layout = _layout(args)
     env = dagster_env(layout)
-    cmd = [sys.executable, "-m", "dagster", "dev", "-m", "pipelines.definitions",
+    # dagster 1.13 says `dagster dev` is superseded by `dg dev` (dagster-dg-cli, not a dependency)
+    cmd = [sys.executable, "-W", "ignore:Function `dev_command` is superseded:FutureWarning",
+           "-m", "dagster", "dev", "-m", "pipelines.definitions",
            "--host", args.host, "--port", str(args.port), *args.dagster_args]
     _err(f"DAGSTER_HOME={env['DAGSTER_HOME']}  AGENTLAKE_HOME={env['AGENTLAKE_HOME']}")
     os.execvpe(cmd[0], cmd, env)
@@ -499,6 +501,9 @@ def parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="port (default: 8765; 0 picks a free one)")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                   help="also answer requests for this host name (repeatable; e.g. a reverse proxy's name); "
+                        "beyond loopback a token is required: $AGENTLAKE_DASHBOARD_TOKEN, else one is printed")
     p.set_defaults(func=cmd_dashboard)
 
     p = sub.add_parser("serving", help="write the marts as tables into a small serving database for BI tools")

@@ -65,3 +65,23 @@ def test_filters_change_the_page(dashboard, tmp_path):
     assert "Total cost: $0.1000" in window
     assert chart(window, "cost-over-time").count('class="bar"') == 3
     assert re.search(r'<option value="crush" selected', window)
+
+
+def test_token_once_then_the_cookie_in_a_real_browser(lake, tmp_path):
+    """A dashboard with a token: Chromium without it gets the 401 page; with `?token=` once it is
+    redirected to the page (token gone from the URL) and the cookie carries it from then on."""
+    server = make_server(lake.warehouse, port=0, token="tok-123")
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+        assert "needs its token" in browse(url, tmp_path)
+        assert "Total cost" not in browse(url, tmp_path)
+        dom = browse(url + "?provider=crush&token=tok-123", tmp_path)
+        assert "Total cost: $1.3000" in dom
+        assert chart(dom, "cost-by-model").count('class="bar') > 0
+        dom = browse(url + "?provider=crush", tmp_path)  # same profile: the cookie is enough now
+        assert "Total cost: $1.3000" in dom
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,7 +1,19 @@
-"""Every marimo notebook runs headless against the fixture warehouse and computes what it shows."""
+"""Every marimo notebook runs headless against the fixture warehouse and computes what it shows;
+a session is picked by a lake-wide key; the HTML export renders with no network; running or
+exporting a notebook leaves nothing in the repository."""
+
+import functools
+import http.server
+import os
+import shutil
+import subprocess
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -35,6 +47,149 @@ def test_session_explorer_walks_one_session_in_order(warehouse_env):
 
     _, defs = session_explorer.app.run()
     transcript = defs["transcript"]
-    assert defs["choice"].value == "S"  # the newest session with messages
+    provider, source_id, session_id = defs["choice"].value  # the newest session with messages
+    assert (provider, session_id) == ("crush", "S")
     assert transcript.height == scalar(warehouse_env, "SELECT COUNT(*) FROM parts WHERE session_id = 'S'")
     assert transcript["message_index"].to_list() == sorted(transcript["message_index"].to_list())
+
+
+@pytest.fixture
+def shared_id_lake(layout, project, tmp_path, monkeypatch):
+    """Two agents whose sessions have the same id, "dup": Crush (three messages, the newer
+    session) and CodeWhale (two messages)."""
+    from tests.conftest import T0, assistant, ingest
+    from transforms.codewhale.synth import session_doc, text_block, write_session
+    from transforms.crush.synth import add_message, add_session
+    from transforms.crush.synth_parts import text_part
+
+    p = project("shared")
+    add_session(p.conn, "dup", title="crush dup", created_at=T0 + 3600, cost=0.5)
+    add_message(p.conn, "u1", "dup", "user", [text_part("hello crush")], created_at=T0 + 3600)
+    assistant(p.conn, "a1", "dup", T0 + 3601)
+    assistant(p.conn, "a2", "dup", T0 + 3602)
+    p.close()
+    msgs = [{"role": "user", "content": [text_block("hello whale")]},
+            {"role": "assistant", "content": [text_block("ok")]}]
+    write_session(tmp_path / "cw" / "sessions",
+                  session_doc("dup", title="whale dup", created_at=datetime.fromtimestamp(T0, timezone.utc),
+                              workspace=p.path, messages=msgs, total_tokens=10, cost=None))
+    ingest(layout, p.db, codewhale_homes=[tmp_path / "cw"])
+    monkeypatch.setenv("AGENTLAKE_WAREHOUSE", str(layout.warehouse))
+    return layout
+
+
+def test_session_explorer_tells_apart_sessions_that_share_an_id(shared_id_lake):
+    """Crashed with "Duplicate option name" when two agents share a session id, and its
+    transcript mixed both sessions' messages."""
+    from notebooks import session_explorer
+    from tests.conftest import query
+
+    keys = query(shared_id_lake, "SELECT provider, source_id, session_id FROM session_summary ORDER BY provider")
+    assert [(k[0], k[2]) for k in keys] == [("codewhale", "dup"), ("crush", "dup")]
+    _, defs = session_explorer.app.run()
+    choice, transcript = defs["choice"], defs["transcript"]
+    assert len(choice.options) == 2  # one option per session, each with its own label
+    assert choice.value == keys[1]  # the newest: Crush's
+    assert set(transcript["provider"].to_list()) == {"crush"}
+    assert set(transcript["source_id"].to_list()) == {keys[1][1]}
+    assert transcript.height == 3 + 2  # user text; two assistant messages of text + finish
+    assert "hello whale" not in transcript["summary"].to_list()
+
+    import marimo as mo
+
+    whale = next(label for label, key in choice.options.items() if key == keys[0])
+    _, defs = session_explorer.app.run(defs={"choice": mo.ui.dropdown(choice.options, value=whale)})
+    transcript = defs["transcript"]
+    assert set(transcript["provider"].to_list()) == {"codewhale"} and transcript.height == 2
+    assert "hello whale" in transcript["summary"].to_list()
+
+
+
+def test_readme_style_transcript_query_needs_the_source(shared_id_lake):
+    """The lake-wide key, in SQL: by session_id alone the two sessions mix; with provider and
+    source_id they do not (the query the README should show)."""
+    from tests.conftest import query
+
+    by_id_only = query(shared_id_lake, """
+        SELECT DISTINCT m.provider FROM messages m JOIN parts p USING (message_id) WHERE m.session_id = 'dup'""")
+    assert len(by_id_only) == 2
+    source = query(shared_id_lake, "SELECT source_id FROM sessions WHERE provider = 'crush' AND session_id = 'dup'")[0][0]
+    rows = query(shared_id_lake, f"""
+        SELECT m.provider, m.message_index, m.role, p.part_type, COALESCE(p.text, p.tool_name, p.finish_reason) AS what
+        FROM messages m
+        JOIN parts p ON p.provider = m.provider AND p.source_id = m.source_id AND p.message_id = m.message_id
+        WHERE m.provider = 'crush' AND m.source_id = '{source}' AND m.session_id = 'dup'
+        ORDER BY m.message_index, p.part_index""")
+    assert {r[0] for r in rows} == {"crush"} and len(rows) == 5
+    assert [r[1] for r in rows] == sorted(r[1] for r in rows)
+
+
+def test_no_marimo_session_cache_in_the_repository():
+    """notebooks/__marimo__/session/*.json held absolute paths from another machine and was
+    rewritten by every run: gone from the tree, and ignored."""
+    assert not list((ROOT / "notebooks").glob("__marimo__/session/*.json"))
+    ignored = (ROOT / ".gitignore").read_text().split("\n")
+    assert "__marimo__/" in ignored
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+OFFLINE = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+           "--disable-component-update", "--disable-sync", "--virtual-time-budget=20000",
+           # no network: every name but 127.0.0.1 fails to resolve
+           "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
+
+
+def served(directory: Path):
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(directory))
+    handler.log_message = lambda *a: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def rendered_offline(url: str, tmp_path) -> str:
+    out = subprocess.run([CHROMIUM, *OFFLINE, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", url],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout
+
+
+@pytest.mark.skipif(not CHROMIUM and not os.environ.get("CI"), reason="no chromium: apt-get install chromium")
+def test_html_export_renders_offline(warehouse_env, tmp_path):
+    """`marimo export html` pages load marimo's frontend from cdn.jsdelivr.net and stay blank
+    offline; `python -m notebooks.export` points them at the frontend bundled in the marimo wheel."""
+    from notebooks.export import export_all
+
+    site = tmp_path / "site"
+    pages = export_all(site, ["cost_overview"])
+    assert [p.name for p in pages] == ["cost_overview.html"]
+    text = pages[0].read_text()
+    assert "cdn.jsdelivr.net" not in text.split("<body", 1)[0]
+    assert not list((ROOT / "notebooks").glob("__marimo__/**/*"))  # the export left no session cache
+    server = served(site)
+    try:
+        dom = rendered_offline(f"http://127.0.0.1:{server.server_address[1]}/cost_overview.html", tmp_path)
+    finally:
+        server.shutdown()
+        server.server_close()
+    # the frontend ran: the notebook's outputs are in the DOM as elements, not only as JSON
+    assert '<h1 id="cost-overview"' in dom
+    assert "Split cost by" in dom
+
+
+@pytest.mark.skipif(not CHROMIUM and not os.environ.get("CI"), reason="no chromium: apt-get install chromium")
+def test_plain_marimo_export_is_blank_offline(warehouse_env, tmp_path):
+    """Why the exports rendered blank: `marimo export html` (asset_url unset) loads its script
+    from the CDN, so with no network the page has the data as JSON but nothing renders it."""
+    from notebooks.export import export_notebook
+
+    page = export_notebook("cost_overview", tmp_path / "site", asset_url=None)
+    assert "cdn.jsdelivr.net/npm/@marimo-team/frontend" in page.read_text()
+    server = served(tmp_path / "site")
+    try:
+        dom = rendered_offline(f"http://127.0.0.1:{server.server_address[1]}/cost_overview.html", tmp_path)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "cost-overview" in dom  # the data is there...
+    assert '<h1 id="cost-overview"' not in dom  # ...but nothing rendered it

@@ -1,7 +1,7 @@
 """Tests for the synthetic Crush store generator (transforms/crush/synth.py).
 
-The schema comparison against the reference DDL runs only when the research folder
-(../shared/reference/crush-schema next to the repo) exists; everything else is self-contained.
+The schema comparison reads Crush's reference DDL from tests/fixtures/crush-schema (copied into
+the repository, see its README); nothing outside the repository is read.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from transforms.crush.synth import (
     shell_command_part, text_part, tool_call_part, tool_result_part, write_registry,
 )
 
-REF = Path(__file__).resolve().parents[2] / "shared" / "reference" / "crush-schema"
+REF = Path(__file__).resolve().parent / "fixtures" / "crush-schema"
 ALL_STAGES = sorted(STAGES)
 
 # expected PRAGMA table_info column order per stage (crush-format.md 1.2 / 1.3)
@@ -84,10 +84,15 @@ def stored_schema(conn):
         "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL AND name != 'sqlite_sequence' ORDER BY rowid")]
 
 
+def test_reference_schema_is_inside_the_repository():
+    """The schema tests must run (not skip) in a fresh clone: their DDL lives in the repo."""
+    repo = Path(__file__).resolve().parents[1]
+    assert REF.is_relative_to(repo) and (REF / "final.sql").is_file()
+    assert all(reference_file(stage).is_file() for stage in ALL_STAGES)
+
+
 @pytest.mark.parametrize("stage", ALL_STAGES)
 def test_schema_matches_reference(tmp_path, stage):
-    if not REF.is_dir():
-        pytest.skip("reference schema folder not available")
     expected, goose = parse_reference(reference_file(stage).read_text())
     conn = create_crush_db(tmp_path / "crush.db", stage)
     try:
@@ -98,8 +103,6 @@ def test_schema_matches_reference(tmp_path, stage):
 
 
 def test_reference_parser_sees_everything():
-    if not REF.is_dir():
-        pytest.skip("reference schema folder not available")
     stmts, goose = parse_reference((REF / "final.sql").read_text())
     names = {n for _k, n, _s in stmts}
     assert {"goose_db_version", "sessions", "messages", "files", "read_files", "update_session_message_count_on_delete",

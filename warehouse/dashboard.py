@@ -6,6 +6,7 @@ GET form and use the same `Filters` as `agentlake report`.
 """
 
 import html
+import os
 from datetime import date
 from urllib.parse import parse_qs
 
@@ -133,17 +134,147 @@ figure {{ margin: 18px 0; }} figcaption {{ font-weight: 600; margin-bottom: 6px;
 </body></html>"""
 
 
-def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765):
+TOKEN_ENV = "AGENTLAKE_DASHBOARD_TOKEN"
+COOKIE = "agentlake_dashboard_token"
+LOOPBACK_NAMES = ("localhost",)
+
+
+def _host_name(header: str | None) -> str | None:
+    """The name in a Host header, without its port: `[::1]:8765` -> `::1`, `Example.COM.` -> `example.com`."""
+    if not header:
+        return None
+    header = header.strip().lower()
+    if header.startswith("["):
+        name, sep, _ = header[1:].partition("]")
+        return name if sep else None
+    if header.count(":") == 1:
+        header = header.split(":", 1)[0]
+    return header.rstrip(".") or None
+
+
+def _ip(name: str):
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(name)
+    except ValueError:
+        return None
+
+
+def is_loopback(host: str) -> bool:
+    """True for an address only this machine can reach (127.0.0.0/8, ::1, `localhost`)."""
+    ip = _ip(_host_name(host) or "")
+    return host.lower() in LOOPBACK_NAMES or (ip is not None and ip.is_loopback)
+
+
+def host_allowed(header: str | None, loopback: bool, allowed: frozenset[str]) -> bool:
+    """Whether to answer a request that names this Host. Bound to loopback: loopback names only, so
+    a page on another site cannot reach the dashboard by rebinding its own name to 127.0.0.1.
+    Bound beyond loopback: also IP literals (no rebinding through an IP), this machine's names and
+    the names given (`allowed_hosts`)."""
+    name = _host_name(header)
+    if name is None:
+        return False
+    ip = _ip(name)
+    if name in LOOPBACK_NAMES or (ip is not None and ip.is_loopback) or name in allowed:
+        return True
+    return not loopback and ip is not None
+
+
+def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: str | None = None,
+                allowed_hosts=(), log=None):
     """An HTTP server for the page. Each request opens the warehouse read-only afresh, so a
-    rebuilt warehouse shows up on the next reload and no lock is ever held between requests."""
+    rebuilt warehouse shows up on the next reload and no lock is ever held between requests.
+
+    Exposure: a request is answered only when its Host header names this server (see
+    `host_allowed`), which defeats DNS rebinding. A token (`token`, else $AGENTLAKE_DASHBOARD_TOKEN)
+    is required on every request when set; bound beyond loopback one is always required, and made
+    up and printed when none is given. It is given once as `?token=...` (answered by a cookie and
+    a redirect to the same page without it), then the cookie carries it. `log` (default: stderr)
+    gets the warning for a non-loopback bind, with the URL to open. `server.url` is that URL.
+    """
+    import hashlib
+    import hmac
+    import secrets
+    import socket
+    import sys
+    from http.cookies import SimpleCookie
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-    from urllib.parse import urlsplit
+    from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
     from warehouse.views import connect
 
+    log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    token = token if token is not None else (os.environ.get(TOKEN_ENV) or None)
+    loopback = is_loopback(host)
+    if not loopback and not token:
+        token = secrets.token_urlsafe(24)
+    allowed = {_host_name(h) for h in allowed_hosts} - {None}
+    if not loopback:
+        for name in (socket.gethostname(), socket.getfqdn()):
+            if name:
+                allowed.add(name.lower().rstrip("."))
+    allowed = frozenset(allowed)
+    expected = token.encode() if token else None
+    # the cookie holds a digest of the token: any token is a valid cookie value, and the token
+    # itself is never stored by the browser
+    cookie_value = hashlib.sha256(b"agentlake-dashboard:" + expected).hexdigest() if expected else None
+
+    def token_ok(given: str | None) -> bool:
+        return given is not None and hmac.compare_digest(given.encode(), expected)
+
+    def cookie_ok(given: str | None) -> bool:
+        return given is not None and hmac.compare_digest(given.encode(), cookie_value.encode())
+
     class Handler(BaseHTTPRequestHandler):
+        def _send(self, status: int, body: bytes, headers=()):
+            self.send_response(status)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            # the page needs nothing from elsewhere, may not be framed, and leaks no URL onwards
+            self.send_header("Content-Security-Policy",
+                             "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+                             "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+            self.send_header("X-Frame-Options", "DENY")
+            self.send_header("Referrer-Policy", "no-referrer")
+            self.send_header("Cache-Control", "no-store")
+            for name, value in headers:
+                self.send_header(name, value)
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def do_HEAD(self):
+            self.do_GET()
+
         def do_GET(self):
+            if not host_allowed(self.headers.get("Host"), loopback, allowed):
+                self._send(400, b"<h1>agentlake</h1><p>unexpected Host header: open the dashboard by the "
+                                b"address it was started on (or allow this name).</p>")
+                return
             url = urlsplit(self.path)
+            if expected is not None:
+                params = parse_qsl(url.query, keep_blank_values=True)
+                given = [v for k, v in params if k == "token"]
+                if given:
+                    if not token_ok(given[-1]):
+                        self._send(401, b"<h1>agentlake</h1><p>wrong token.</p>")
+                        return
+                    rest = urlencode([(k, v) for k, v in params if k != "token"])
+                    path = url.path if url.path in ("/", "/index.html") else "/"  # never off-site (`//host`)
+                    location = path + (f"?{rest}" if rest else "")
+                    self._send(303, b"", [("Location", location),
+                                          ("Set-Cookie", f"{COOKIE}={cookie_value}; Path=/; Max-Age=2592000; HttpOnly; SameSite=Strict")])
+                    return
+                cookie = SimpleCookie()
+                try:
+                    cookie.load(self.headers.get("Cookie") or "")
+                except Exception:
+                    cookie = SimpleCookie()
+                if not cookie_ok(cookie[COOKIE].value if COOKIE in cookie else None):
+                    self._send(401, b"<h1>agentlake</h1><p>this dashboard needs its token: open the URL "
+                                    b"it printed when it started (<code>?token=...</code>) once.</p>")
+                    return
             if url.path not in ("/", "/index.html"):
                 self.send_error(404)
                 return
@@ -152,13 +283,21 @@ def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765):
                     body, status = page(con, filters_from_query(url.query)).encode(), 200
             except Exception as exc:  # shown to the user, not a stack trace in the terminal
                 body, status = f"<h1>agentlake</h1><p>cannot read {_e(warehouse)}: {_e(exc)}</p>".encode(), 500
-            self.send_response(status)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self._send(status, body)
 
         def log_message(self, format, *args):  # quiet: one line per request is noise here
             pass
 
-    return ThreadingHTTPServer((host, port), Handler)
+    class Server(ThreadingHTTPServer):
+        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    server = Server((host, port), Handler)
+    shown = host if ":" not in host else f"[{host}]"
+    if host in ("0.0.0.0", "::", ""):
+        shown = socket.gethostname()
+    server.url = f"http://{shown}:{server.server_address[1]}/" + (f"?token={quote(token, safe='')}" if token else "")
+    if not loopback:
+        log(f"warning: the dashboard listens on {host or '0.0.0.0'}, beyond this machine: anyone who can "
+            f"reach port {server.server_address[1]} and has the token sees every project's costs. "
+            f"Open {server.url}")
+    return server
