@@ -16,8 +16,8 @@ from pathlib import Path
 from transforms.provider import DiscoverOptions
 from transforms.providers import PROVIDERS
 from warehouse import state as state_store
-from warehouse.ingest import (RunSummary, SourceResult, discover_sources, ingest_source, is_unchanged, landed_files,
-                              new_run_id, record_run)
+from warehouse.ingest import (INTERRUPTED, RunSummary, SourceResult, discover_sources, ingest_source, is_unchanged,
+                              landed_files, new_run_id, record_run)
 from warehouse.layout import Layout
 from warehouse.store import LakeUnreachable
 
@@ -151,17 +151,30 @@ def _materialise(layout, options, to_run, sources, reporter, summary, full_refre
                 resources={"agentlake": resource, "reporter": reporter},
                 run_config={**QUIET_LOGS, "ops": {"landing": {"config": config}}},
             )
+            if INTERRUPTED.is_set() or _interrupted(run):
+                raise KeyboardInterrupt  # the CLI exits 130; what landed is merged by the next run
             for key in batch:
                 if key not in reporter.reported:  # the run died before reaching the source
                     reporter.source_done(0, len(sources), SourceResult(
                         by_key[key], "failed", error=f"Dagster run {run.run_id} failed before ingesting the source"))
         tables = dg.materialize([curated_tables, marts], instance=instance, resources={"agentlake": resource},
                                 run_config=QUIET_LOGS, raise_on_error=False)
+        if _interrupted(tables):
+            raise KeyboardInterrupt
         if tables.success:
             layout.pending_marker.unlink(missing_ok=True)
         else:
             summary.problems.append(f"could not merge into the warehouse at {layout.warehouse}: "
                                     + _failure(tables))
+
+
+def _interrupted(result) -> bool:
+    """Dagster catches Ctrl-C inside a run and reports a failed step instead of raising."""
+    for event in result.all_events:
+        error = getattr(event.event_specific_data, "error", None) if event.is_failure else None
+        if error is not None and ("Interrupt" in (error.cls_name or "") or "KeyboardInterrupt" in error.message):
+            return True
+    return False
 
 
 def _failure(result) -> str:

@@ -8,6 +8,7 @@ import multiprocessing
 import os
 import shutil
 import tempfile
+import threading
 import time
 import uuid
 from collections import Counter
@@ -323,13 +324,42 @@ def ingest_many(sources, layout: Layout, run_id: str, *, force: bool = False, wo
         return
     # spawn, not fork: the caller may be a threaded process (Dagster, a web server)
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_die_with_parent,
+                               initargs=(os.getpid(),))
+    try:
         futures = {pool.submit(ingest_source, s, layout, run_id, force=force): s for s in sources}
         for future in as_completed(futures):
             try:
                 yield future.result()
             except Exception as exc:  # a worker that died (killed, out of memory): that source fails
                 yield SourceResult(futures[future], "failed", error=f"worker process failed: {exc!r}")
+    except BaseException as exc:  # interrupted (Ctrl-C) or abandoned: stop the workers now, wait for none
+        if isinstance(exc, KeyboardInterrupt) or "Interrupt" in type(exc).__name__:
+            INTERRUPTED.set()  # Dagster turns Ctrl-C into a failed step: the CLI must still stop
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.terminate()
+        raise
+    pool.shutdown(wait=True)
+
+
+INTERRUPTED = threading.Event()
+
+
+def _die_with_parent(parent: int) -> None:
+    """A worker ends with the process that started it, even when that one is killed outright
+    (SIGKILL gives it no chance to stop its pool): Linux's parent-death signal."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle, once
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the pool's own shutdown is all there is
+        return
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
 
 
 def ingest_all(sources, layout: Layout, *, force: bool = False, run_id: str | None = None, progress=None,

@@ -1,0 +1,88 @@
+"""Issue 12 item 12: Ctrl-C stops a run (exit 130) and a killed run leaves no process behind."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from transforms.crush.synth import generate_store
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _session_pids(sid: int) -> set[int]:
+    """Processes of a session (a process group leader's descendants keep its session id)."""
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            out.add(int(stat.parent.name))
+    return out
+
+
+def _children(pid: int) -> set[int]:
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.add(int(stat.parent.name))
+    return out
+
+
+def _gone(pids: set[int], seconds: float) -> set[int]:
+    deadline = time.monotonic() + seconds
+    alive = set(pids)
+    while alive and time.monotonic() < deadline:
+        alive = {p for p in alive if Path(f"/proc/{p}").exists()
+                 and Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"}
+        time.sleep(0.1)
+    return alive
+
+
+def _wait_for_workers(proc, seconds=60) -> set[int]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and proc.poll() is None:
+        workers = {c for c in _children(proc.pid) if "resource_tracker" not in Path(f"/proc/{c}/cmdline").read_text()}
+        if len(workers) >= 2:
+            return workers
+        time.sleep(0.05)
+    return set()
+
+
+def test_ctrl_c_stops_the_run_with_130_and_leaves_no_process(tmp_path):
+    store = generate_store(tmp_path / "crush", projects=12, sessions_per_project=40, seed=21)
+    env = {**os.environ, "AGENTLAKE_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "home" / "dagster")}
+    argv = [sys.executable, "-m", "pipelines.cli", "ingest", "--no-default", "--crush-root", str(store.global_dir)]
+    proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    workers = _wait_for_workers(proc)
+    assert workers, "the run ended before its workers started: use a bigger corpus"
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-3000:]
+    assert "interrupted" in err and "Traceback" not in err
+    assert "sources:" not in out  # no summary that pretends the run went through
+    assert not _gone(_session_pids(proc.pid), 10)
+
+
+def test_a_killed_run_leaves_no_worker_behind(tmp_path):
+    store = generate_store(tmp_path / "crush", projects=12, sessions_per_project=40, seed=22)
+    code = ("import sys\nfrom tests.conftest import options_for\nfrom warehouse.ingest import discover_sources, ingest_all\n"
+            "from warehouse.layout import Layout\n"
+            "sources, _ = discover_sources(options_for(roots=[sys.argv[1]]))\n"
+            "ingest_all(sources, Layout.resolve(home=sys.argv[2]), workers=2)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(store.global_dir), str(tmp_path / "home")], cwd=REPO,
+                            start_new_session=True)
+    workers = _wait_for_workers(proc)
+    assert workers, "the run ended before its workers started: use a bigger corpus"
+    proc.kill()  # SIGKILL: the parent cannot stop its pool
+    proc.wait()
+    assert not _gone(workers, 15)
