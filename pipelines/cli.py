@@ -19,6 +19,7 @@ from pathlib import Path
 from transforms.provider import DiscoverOptions, merge_paths
 from warehouse.config import ConfigError, load_config, load_layout
 from warehouse.layout import Layout
+from pipelines.runner import DagsterStorageError
 from warehouse.store import LakeUnreachable
 
 
@@ -573,7 +574,7 @@ def main(argv=None) -> int:
     except UsageError as exc:
         _err(f"error: {exc}")
         return 2
-    except (ConfigError, LakeUnreachable) as exc:
+    except (ConfigError, LakeUnreachable, DagsterStorageError) as exc:
         _err(f"error: {exc}")
         return 1
     except KeyboardInterrupt:

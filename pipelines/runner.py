@@ -121,8 +121,44 @@ def run_ingest(layout: Layout, options: DiscoverOptions, *, full_refresh: bool =
     return summary
 
 
+class DagsterStorageError(RuntimeError):
+    """Dagster's own storage (runs, events) cannot be written: a full or read-only disk."""
+
+
 def _materialise(layout, options, to_run, sources, reporter, summary, full_refresh) -> None:
-    """The changed sources' partitions in as few runs as possible, then the views."""
+    """The changed sources' partitions in as few runs as possible, then the tables and marts.
+    Dagster's storage failing (a full disk under DAGSTER_HOME) is said in one line, not a traceback."""
+    home = os.environ.get("DAGSTER_HOME") or str(layout.dagster_home)
+    try:
+        _materialise_runs(layout, options, to_run, sources, reporter, summary, full_refresh)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        if not _is_storage_error(exc):
+            raise
+        raise DagsterStorageError(f"cannot write Dagster's storage in {home}: {_root_cause(exc)} "
+                                  "(free space there, or set DAGSTER_HOME to another disk); "
+                                  "what was landed is merged by the next run") from None
+
+
+def _is_storage_error(exc: BaseException) -> bool:
+    import sqlite3
+
+    seen = exc
+    while seen is not None:
+        if isinstance(seen, (sqlite3.OperationalError, OSError)) or type(seen).__name__ == "OperationalError":
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _root_cause(exc: BaseException) -> str:
+    while exc.__cause__ or exc.__context__:
+        exc = exc.__cause__ or exc.__context__
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _materialise_runs(layout, options, to_run, sources, reporter, summary, full_refresh) -> None:
     os.environ["DAGSTER_HOME"] = dagster_env(layout)["DAGSTER_HOME"]
     warnings.filterwarnings("ignore")  # Dagster's beta/preview notices are not for end users
     import dagster as dg

@@ -1,0 +1,34 @@
+"""Issue 12 item 11: a full disk under the home. Dagster's own storage raised an unhandled
+`OperationalError` with no summary; now the run says what is full and exits 1, and the next
+run, with room again, merges what was landed."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import scalar
+from transforms.crush.synth import generate_store
+from warehouse.layout import Layout
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_dagster_storage_on_a_full_disk_is_one_clear_error(tmp_path):
+    store = generate_store(tmp_path / "crush", projects=1, sessions_per_project=3, seed=6)
+    home = tmp_path / "home"
+    history = home / "dagster" / "history"
+    history.mkdir(parents=True)
+    (history / "runs.db").symlink_to("/dev/full")  # every write there fails with ENOSPC
+    env = {**os.environ, "AGENTLAKE_HOME": str(home)}
+    env.pop("DAGSTER_HOME", None)
+    argv = [sys.executable, "-m", "pipelines.cli", "ingest", "--quiet", "--no-default", "--crush-root",
+            str(store.global_dir)]
+    out = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1
+    assert "cannot write Dagster's storage in" in out.stderr and "disk is full" in out.stderr
+    assert "Traceback" not in out.stderr
+    (history / "runs.db").unlink()  # room again
+    again = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert scalar(Layout.resolve(home=home), "SELECT COUNT(*) FROM messages") == store.messages
