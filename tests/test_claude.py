@@ -95,8 +95,8 @@ def test_the_documented_fixture(layout, tmp_path):
         ("b2f0c6de-0000-4000-8000-000000000004", "tool", None, False, 1),
         ("b2f0c6de-0000-4000-8000-000000000006", "system", None, True, 1),
         ("b9b0…", "assistant", "<synthetic>", False, 1)]
-    assert query(layout, "SELECT part_type FROM parts WHERE message_id = 'msg_01QxYz' ORDER BY part_index") == [
-        ("thinking",), ("tool_use",)]
+    assert query(layout, "SELECT part_type, native_part_type FROM parts WHERE message_id = 'msg_01QxYz' "
+                         "ORDER BY part_index") == [("reasoning", "thinking"), ("tool_call", "tool_use")]
     assert json.loads(scalar(layout, "SELECT tool_result_metadata FROM parts WHERE part_type = 'tool_result'")) == {
         "stdout": "FAIL src/login.test.ts", "stderr": "", "interrupted": False, "isImage": False}
     assert any("summary=1, system=1" in w for w in result.warnings)  # skipped line types are counted
@@ -235,7 +235,8 @@ def test_trap4_only_typed_text_is_a_prompt(layout, tmp_path):
     ingest(layout, homes={"claude": [home]})
     assert query(layout, "SELECT role, is_summary, COUNT(*) FROM messages GROUP BY ALL ORDER BY ALL") == [
         ("system", False, 4), ("system", True, 1), ("tool", False, 1), ("user", False, 2)]
-    assert scalar(layout, "SELECT mime_type FROM parts WHERE part_type = 'image'") == "image/png"
+    assert query(layout, "SELECT part_type, mime_type FROM parts WHERE native_part_type = 'image'") == [
+        ("binary", "image/png")]
     # the orphan result is kept, flagged
     assert query(layout, "SELECT has_call, has_result FROM tool_calls") == [(False, True)]
 
@@ -438,8 +439,8 @@ def test_unknown_blocks_are_kept_raw_and_reported(layout, tmp_path):
     write_jsonl(project(home) / f"{SID}.jsonl", [user_line(SID, T0, CWD, "go")]
                 + response(SID, T0, "m1", usage(1, 10), blocks=[block]))
     summary = ingest(layout, homes={"claude": [home]})
-    assert query(layout, "SELECT part_type, is_known_type, raw FROM parts WHERE role = 'assistant'") == [
-        ("hologram", False, '{"type":"hologram","payload":[1,2]}')]
+    assert query(layout, "SELECT part_type, native_part_type, is_known_type, raw FROM parts WHERE role = 'assistant'") == [
+        ("other", "hologram", False, '{"type":"hologram","payload":[1,2]}')]
     assert any("hologram=1" in w for w in summary.results[0].warnings)
 
 

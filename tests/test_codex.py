@@ -337,7 +337,8 @@ def test_malformed_lines_are_quarantined_and_the_rest_ingested(layout, tmp_path)
     assert "no session_meta on the first line" in errors[f"{bad}:1"] and "not valid JSON" in errors[f"{path}:6"]
     assert scalar(layout, "SELECT raw FROM quarantine WHERE key = ?", f"{path}:8") == "[1, 2]"
     assert query(layout, "SELECT COUNT(*), SUM(total_tokens) FROM usage") == [(2, 19920)]
-    assert query(layout, "SELECT part_type, is_known_type FROM parts WHERE NOT is_known_type") == [("new_kind", False)]
+    assert query(layout, "SELECT part_type, native_part_type, is_known_type FROM parts WHERE NOT is_known_type") == [
+        ("other", "new_kind", False)]
     warnings = [w for r in summary.results for w in r.warnings]
     assert any("unknown part types kept raw: new_kind=1" in w for w in warnings)
     assert any("lines not used: event new_event=1" in w for w in warnings)

@@ -150,8 +150,8 @@ def test_unknown_part_types_and_columns_are_kept_and_counted(layout, project):
     summary = ingest(layout, p.db)
     result = summary.results[0]
     assert result.status == "ok" and result.unknown_part_types == 1
-    assert query(layout, "SELECT part_type, is_known_type, raw FROM parts WHERE part_index = 0") == [
-        ("citation", False, '{"type":"citation","data":{"url":"u"}}')]
+    assert query(layout, "SELECT part_type, native_part_type, is_known_type, raw FROM parts WHERE part_index = 0") == [
+        ("other", "citation", False, '{"type":"citation","data":{"url":"u"}}')]
     assert json.loads(scalar(layout, "SELECT extra_columns FROM messages")) == {"workspace_cwd": "/w"}
     assert any("workspace_cwd" in w for w in result.warnings)
 

@@ -127,8 +127,12 @@ def test_the_documented_fixture_gives_exact_totals(layout, tmp_path, stored_as):
         ("shop", "/home/dev/shop", 0.01842, "native", 16412, 2, ms(session["time"]["created"]), True)]
     assert query(layout, "SELECT role, message_index, created_at FROM messages ORDER BY message_index") == [
         ("user", 0, ms(1772442901200)), ("assistant", 1, ms(1772442902000))]
-    assert Counter(dict(query(layout, "SELECT part_type, COUNT(*) FROM parts GROUP BY 1"))) == Counter(
+    assert Counter(dict(query(layout, "SELECT native_part_type, COUNT(*) FROM parts GROUP BY 1"))) == Counter(
         p["type"] for p in parts)
+    canonical = {"text": "text", "reasoning": "reasoning", "tool": "tool_call", "step-finish": "finish",
+                 "step-start": "other"}
+    assert Counter(dict(query(layout, "SELECT part_type, COUNT(*) FROM parts GROUP BY 1"))) == Counter(
+        canonical[p["type"]] for p in parts)
     assert query(layout, "SELECT tool_name, tool_category, command, file_path, has_result, is_error, exit_code, "
                          "result_text FROM tool_calls ORDER BY tool_name") == [
         ("bash", "shell", "npm test -- login", None, True, False, 1, "FAIL src/login.test.ts"),
@@ -358,8 +362,8 @@ def test_an_unknown_part_type_is_kept_raw(layout, tmp_path):
     odd = part("prt_a", "msg_a", "ses_A", "hologram", beam={"x": 1})
     closed(one_session(tmp_path / "oc", [(info, [odd])]))
     (result,) = oc(layout, tmp_path / "oc").results
-    assert query(layout, "SELECT part_type, is_known_type, raw FROM parts") == [
-        ("hologram", False, '{"type":"hologram","beam":{"x":1}}')]
+    assert query(layout, "SELECT part_type, native_part_type, is_known_type, raw FROM parts") == [
+        ("other", "hologram", False, '{"type":"hologram","beam":{"x":1}}')]
     assert result.unknown_part_types == 1 and any("hologram=1" in w for w in result.warnings)
 
 

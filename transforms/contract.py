@@ -76,7 +76,12 @@ SESSIONS = Table(
             pa.string(),
             "`native` (the agent recorded it; a recorded 0 is a real 0), `estimated` (priced by us from "
             "tokens with the bundled price table), `partial` (the sum of the priced requests in `usage`; "
-            "some requests are unpriced) or `unknown` (no cost recorded and the model is unpriced).",
+            "some requests are unpriced) or `unknown` (no cost recorded and the model is unpriced, or the "
+            "stored cost is not a number: text where a number belongs is reported as a warning, never a "
+            "null `native`). A session that made no billed request (a probe, a `<synthetic>` error reply, "
+            "an aborted turn) costs a known 0: `native` where the agent records costs (Crush, OpenCode, a "
+            "CodeWhale cost snapshot), else `estimated` (Claude Code, Codex, a CodeWhale file without a "
+            "snapshot and with no tokens).",
         ),
         _c("cost_includes_subagents", pa.bool_(), "True when `cost_usd` already holds the sub-agents' cost."),
         _c("forked_from_session_id", pa.string(), "The session this one was forked from (CodeWhale); null otherwise."),
@@ -143,8 +148,24 @@ PARTS = Table(
         _c("message_id", pa.string(), "Owning message."),
         _c("session_id", pa.string(), "Owning session."),
         _c("part_index", pa.int64(), "0-based position in the message's parts array."),
-        _c("part_type", pa.string(), "The agent's own block type. Crush: `text`, `reasoning`, `tool_call`, `tool_result`, `finish`, `binary`, `image_url`, `shell_command`; Claude Code and CodeWhale: `text`, `thinking`, `tool_use`, `tool_result`, ...; Codex: `message` content, `reasoning`, `function_call`, `function_call_output`, `injected_context`, ...; OpenCode: `text`, `reasoning`, `tool`, `step-start`, `step-finish`, ... An unknown type is kept as is (`is_known_type` false)."),
-        _c("is_known_type", pa.bool_(), "False for a part type this version does not know (kept raw)."),
+        _c(
+            "part_type",
+            pa.string(),
+            "The canonical part type, the same for every agent (Crush's names): `text`, `reasoning`, "
+            "`tool_call`, `tool_result`, `finish`, `binary`, `image_url`, `shell_command`, "
+            "`injected_context` (Codex: instructions and environment context injected as a user or "
+            "developer message, not a prompt) or `other` (a type with no canonical equivalent, or one "
+            "this version does not know: see `native_part_type` and `is_known_type`). Claude Code "
+            "`thinking`/`redacted_thinking` are `reasoning`, `tool_use`/`server_tool_use` are `tool_call`, "
+            "`image`/`document` are `binary`; CodeWhale the same; Codex `input_text`/`output_text` are "
+            "`text`, `function_call`/`custom_tool_call`/`local_shell_call`/... are `tool_call` and their "
+            "outputs `tool_result`, `input_image` is `image_url`; OpenCode `tool` is `tool_call` (one part "
+            "holds the call and its result: the result columns are filled on it), `step-finish` is "
+            "`finish`, `file` is `binary`, `step-start`, `snapshot`, `patch`, `agent`, `subtask`, "
+            "`compaction` and `retry` are `other`.",
+        ),
+        _c("native_part_type", pa.string(), "The agent's own type name for the part, as stored (`thinking`, `tool_use`, `function_call`, `step-finish`, ...); null when the part has no type."),
+        _c("is_known_type", pa.bool_(), "False for a part type this version does not know (kept raw, `part_type` `other`) or a known type in a shape it cannot read."),
         _c("role", pa.string(), "Role of the owning message."),
         _c("created_at", TS, "The owning message's `created_at` (UTC)."),
         _c("text", pa.string(), "text: the text."),
@@ -311,6 +332,10 @@ SOURCES = Table(
 DATA_TABLES = (SESSIONS, MESSAGES, PARTS, TOOL_CALLS, FILE_VERSIONS, READ_FILES, USAGE, QUARANTINE)
 ALL_TABLES = DATA_TABLES + (SOURCES,)
 BY_NAME = {t.name: t for t in ALL_TABLES}
+
+# The canonical `parts.part_type` vocabulary (Crush's names, plus two): every agent maps to it.
+PART_TYPES = ("text", "reasoning", "tool_call", "tool_result", "finish", "binary", "image_url", "shell_command",
+              "injected_context", "other")
 
 TOOL_CATEGORIES = ("shell", "read", "edit", "write", "search", "fetch", "agent", "todo", "mcp", "other")
 

@@ -85,6 +85,7 @@ CREATE TABLE IF NOT EXISTS agentlake.agentlake."parts" (
   "session_id" varchar,
   "part_index" bigint,
   "part_type" varchar,
+  "native_part_type" varchar,
   "is_known_type" boolean,
   "role" varchar,
   "created_at" timestamp(6),

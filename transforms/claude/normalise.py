@@ -2,14 +2,24 @@
 
 The traps (providers.md §2.3, §7):
 - one streamed response is several lines (one content block each) repeating `usage`: one
-  message and one request per (message.id, requestId), with the largest output count and the
-  first timestamp; a copy in another file (a resumed session's replay, a sidechain copy) is
+  message and one request per (message.id, requestId), dated by its first line; a copy in
+  another file (a resumed session's replay, a sidechain copy, a side question's replay) is
   counted once, in the non-sidechain, earliest file;
+- the request's NUMBERS come from its final copy, looked for across ALL files of the project:
+  the copy with a non-null `stop_reason`, else the one with the largest `output_tokens`, ties
+  to the last seen (a main transcript may keep an early streamed copy, `stop_reason` null and
+  a partial output, while a side file holds the final one);
+- a line belongs to the session that owns it: a side file (`subagents/agent-*.jsonl`, e.g.
+  `agent-aside_question-*`) that replays its parent's lines adds only its own lines. A replayed
+  line is one whose uuid a main (non-`agent-`) transcript holds, or one that is not a sidechain
+  line (`isSidechain: false`): it keeps its own `sessionId`;
 - `input_tokens` excludes the cache: reads and 5m/1h writes are their own buckets;
 - sub-agent transcripts are sessions of their own under the calling session, whose cost
   includes theirs; an Agent/Task result's token totals are never added;
 - `<synthetic>` API-error lines are not billed; advisor iterations are extra requests with
-  their own model; an old line's `costUSD` is the native cost.
+  their own model; an old line's `costUSD` is the native cost;
+- a session without a billed request costs a known $0, `estimated` (Claude Code records no
+  cost of its own), never `unknown`.
 """
 
 import re
@@ -77,10 +87,16 @@ def _int(v):
     return v if isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63 else None
 
 
+def is_agent_file(rel: str) -> bool:
+    return PurePosixPath(rel).name.startswith("agent-")
+
+
 def session_of(rel: str, rec: dict) -> tuple[str, str | None, bool]:
     """(session, calling session, is sidechain) of one line."""
     path = PurePosixPath(rel)
     sid, agent = _str(rec.get("sessionId")), _str(rec.get("agentId"))
+    if is_agent_file(rel) and rec.get("isSidechain") is False and sid:
+        return sid, None, False  # the parent's own line, replayed in a side file (a side question)
     if path.name.startswith("agent-"):  # a sub-agent's own transcript, nested or flat (older)
         parent = sid or (path.parts[0] if len(path.parts) > 1 else None)
         return f"agent-{agent or path.stem[len('agent-'):]}", parent, True
@@ -118,23 +134,46 @@ def response_key(line: Line):
 
 
 def dedupe(lines: list[Line], findings: Findings) -> list[Line]:
-    """Message lines counted once: a response belongs to its non-sidechain, earliest copy's
-    file; a line whose uuid was already kept is a replay."""
+    """Message lines counted once. A response belongs to its non-sidechain, earliest copy's file;
+    a line with a uuid belongs to the first copy in (non-sidechain, main transcript before an
+    `agent-` file, earliest file, line) order: every other copy is a replay."""
     messages = [ln for ln in lines if is_message(ln)]
+    precedence = sorted(messages, key=lambda ln: (ln.sidechain, is_agent_file(ln.rel), ln.rank, ln.ts or _LAST,
+                                                  ln.lineno))
     owner: dict = {}
-    for ln in sorted(messages, key=lambda ln: (ln.sidechain, ln.rank, ln.ts or _LAST, ln.lineno)):
+    uuid_owner: dict = {}
+    for ln in precedence:
         owner.setdefault(response_key(ln), ln.rel)
-    kept, seen, replays = [], set(), 0
+        uuid = _str(ln.rec.get("uuid"))
+        if uuid:
+            uuid_owner.setdefault(uuid, ln)
+    kept, replays = [], 0
     for ln in messages:
         key, uuid = response_key(ln), _str(ln.rec.get("uuid"))
-        if (key and owner[key] != ln.rel) or (uuid and uuid in seen):
+        if (key and owner[key] != ln.rel) or (uuid and uuid_owner[uuid] is not ln):
             replays += 1
             continue
-        seen.add(uuid)
         kept.append(ln)
     if replays:
         findings.notes.append(f"{replays} replayed lines (resumed sessions, sidechain copies) counted once")
     return kept
+
+
+def final_copies(lines: list[Line]) -> dict:
+    """Per response key, the line that holds the request's final numbers, across all files:
+    a non-null `stop_reason` first, then the largest output count, then the last seen."""
+    best: dict = {}
+    for ln in lines:
+        if not is_message(ln) or not isinstance(ln.rec["message"].get("usage"), dict):
+            continue
+        key = response_key(ln)
+        if key is None:
+            continue
+        msg = ln.rec["message"]
+        rank = (msg.get("stop_reason") is not None, _int(msg["usage"].get("output_tokens")) or -1, ln.order)
+        if key not in best or rank > best[key][0]:
+            best[key] = (rank, ln)
+    return {key: ln for key, (_, ln) in best.items()}
 
 
 def lineage(ctx: Context, line: Line) -> dict:
@@ -205,30 +244,35 @@ def _request(base: dict, model: str | None, u: dict, native) -> dict:
             "cost_usd": cost, "cost_source": source, "pricing_note": note}
 
 
-def usage_rows(kept: list[Line], ctx: Context, findings: Findings) -> list[dict]:
-    """One row per billed request: per response key, the line with the largest output count
-    (later lines carry the final count), dated by its first line; plus advisor iterations."""
+def usage_rows(kept: list[Line], ctx: Context, findings: Findings, final: dict | None = None) -> list[dict]:
+    """One row per billed request in the session of its kept copy, dated by its first line, with
+    the numbers of its final copy (`final_copies`: any file); plus advisor iterations."""
     groups: dict = {}
     for ln in kept:
         if isinstance(ln.rec["message"].get("usage"), dict):
             groups.setdefault(response_key(ln) or (ln.rel, ln.lineno), []).append(ln)
-    rows, synthetic = [], 0
-    for group in groups.values():
-        best = max(group, key=lambda ln: (_int(ln.rec["message"]["usage"].get("output_tokens")) or -1, ln.lineno))
+    rows, synthetic, replaced = [], 0, 0
+    for key, group in groups.items():
+        best = (final or {}).get(key) or max(
+            group, key=lambda ln: (_int(ln.rec["message"]["usage"].get("output_tokens")) or -1, ln.lineno))
+        replaced += best.rel != group[0].rel
+        first = min(group, key=lambda ln: ln.order)
         msg, u = best.rec["message"], best.rec["message"]["usage"]
         model = _str(msg.get("model"))
         if model == SYNTHETIC or best.rec.get("isApiErrorMessage") is True:
             synthetic += 1
             continue
-        base = {**lineage(ctx, best), "session_id": best.session, "message_id": _str(msg.get("id")),
-                "request_id": _str(best.rec.get("requestId")), "is_sidechain": best.sidechain,
-                "requested_at": min(group, key=lambda ln: ln.order).ts}
+        base = {**lineage(ctx, best), "session_id": first.session, "message_id": _str(msg.get("id")),
+                "request_id": _str(best.rec.get("requestId")), "is_sidechain": first.sidechain,
+                "requested_at": first.ts}
         rows.append(_request(base, model, u, best.rec.get("costUSD")))
         for it in u.get("iterations") if isinstance(u.get("iterations"), list) else ():
             if isinstance(it, dict) and it.get("type") == "advisor_message":
                 rows.append(_request(base, _str(it.get("model")), it, None))
     if synthetic:
         findings.notes.append(f"{synthetic} {SYNTHETIC} API-error responses not billed")
+    if replaced:
+        findings.notes.append(f"{replaced} requests counted from their final copy in another file")
     return rows
 
 
@@ -267,6 +311,8 @@ def root_of(sid: str, sessions: dict[str, Session]) -> str:
 
 
 def cost_of(requests: list[dict]) -> tuple[float | None, str]:
+    if not requests:  # no billed request (a probe, a <synthetic> reply, an aborted turn): a known $0
+        return 0.0, "estimated"
     priced = [r["cost_usd"] for r in requests if r["cost_source"] != "unknown"]
     if not priced:
         return None, "unknown"
@@ -317,7 +363,7 @@ def normalise(files: list[FileRead], metas: dict, ctx: Context) -> tuple[dict[st
     messages, parts = build_messages(kept, ctx, findings)
     tool_calls = join_tool_calls(parts)
     strip_private(parts)
-    usage = usage_rows(kept, ctx, findings)
+    usage = usage_rows(kept, ctx, findings, final_copies(lines))
     sessions = build_sessions(lines, kept, messages, metas)
     rows = {"sessions": session_rows(sessions, usage, ctx, findings), "messages": messages, "parts": parts,
             "tool_calls": tool_calls, "usage": usage}

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from transforms.pricing import Buckets, price_buckets
+from transforms.claude.tools import PART_TYPES
 
 VERSION = "2.0.14"
 
@@ -136,7 +137,7 @@ class _Writer:
                                       request_id=f"req_{r.getrandbits(64):016x}", model=model, blocks=blocks,
                                       final_usage=u, stop_reason=stop_reason, **fields)
         self.truth.messages += 1
-        self.truth.parts_by_type.update(b["type"] for b in blocks)
+        self.truth.parts_by_type.update(PART_TYPES.get(b["type"], "other") for b in blocks)  # canonical names
         b = Buckets(u["input_tokens"], u["cache_read_input_tokens"], u["cache_creation"]["ephemeral_5m_input_tokens"],
                     u["cache_creation"]["ephemeral_1h_input_tokens"], u["output_tokens"])
         priced = price_buckets(b, model, "anthropic" if "claude" in model else None, at)

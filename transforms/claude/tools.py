@@ -1,7 +1,8 @@
 """Claude Code message content: a message from its lines, its parts, and tool calls joined with
 their results; Claude's tool names -> the shared categories (providers.md §2.5).
 
-Part types are Claude's own block type names (`text`, `thinking`, `tool_use`, `tool_result`, ...).
+`native_part_type` is Claude's own block type (`text`, `thinking`, `tool_use`, `tool_result`, ...);
+`part_type` is the canonical name (contract.PART_TYPES, see `PART_TYPES` below).
 A `tool_result` arrives in a later `user` line, with the tool's own account of the run beside
 it in `toolUseResult` (kept as the part's metadata, never added to any usage: an Agent/Task
 result repeats its sub-agent's token totals, which the sub-agent's own transcript holds).
@@ -42,7 +43,10 @@ _CATEGORY = {
 FILE_KEYS = ("file_path", "path", "notebook_path")
 CALL_TYPES = ("tool_use", "server_tool_use")
 RESULT_TYPES = ("tool_result", "web_search_tool_result", "web_fetch_tool_result")
-KNOWN_TYPES = frozenset({"text", "thinking", "redacted_thinking", "image", "document", *CALL_TYPES, *RESULT_TYPES})
+# Claude's block type -> the canonical part type
+PART_TYPES = {"text": "text", "thinking": "reasoning", "redacted_thinking": "reasoning", "image": "binary",
+              "document": "binary", **{t: "tool_call" for t in CALL_TYPES}, **{t: "tool_result" for t in RESULT_TYPES}}
+KNOWN_TYPES = frozenset(PART_TYPES)
 _EXIT_CODE = re.compile(r"^Exit code (-?\d+)")
 
 
@@ -62,12 +66,12 @@ def _stored(value) -> str | None:
 def part_columns(block, findings: Findings, tool_use_result=None) -> dict:
     """The typed columns of one content block (a user's plain-string prompt is a `text` block)."""
     if isinstance(block, str):
-        return {"part_type": "text", "is_known_type": True, "text": block}
+        return {"part_type": "text", "native_part_type": "text", "is_known_type": True, "text": block}
     if not isinstance(block, dict):
         findings.unknown_part_types[None] += 1
-        return {"part_type": None, "is_known_type": False}
+        return {"part_type": "other", "native_part_type": None, "is_known_type": False}
     kind = _str(block.get("type"))
-    cols = {"part_type": kind, "is_known_type": kind in KNOWN_TYPES}
+    cols = {"part_type": PART_TYPES.get(kind, "other"), "native_part_type": kind, "is_known_type": kind in KNOWN_TYPES}
     if not cols["is_known_type"]:
         findings.unknown_part_types[kind] += 1
     if kind == "text":
@@ -133,12 +137,12 @@ def join_tool_calls(parts: list[dict]) -> list[dict]:
     calls: dict[tuple, dict] = {}
     out = []
     for part in parts:
-        if part["part_type"] in CALL_TYPES:
+        if part["native_part_type"] in CALL_TYPES:
             call = _call(part)
             out.append(call)
             calls.setdefault((part["session_id"], part.get("tool_call_id")), call)
     for part in parts:
-        if part["part_type"] not in RESULT_TYPES:
+        if part["native_part_type"] not in RESULT_TYPES:
             continue
         call = calls.pop((part["session_id"], part.get("tool_call_id")), None)
         if call is None:  # a result whose call is missing (or answered twice): kept, flagged

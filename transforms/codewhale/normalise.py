@@ -2,7 +2,10 @@
 
 The traps (providers.md §5):
 - cost = `session_cost_usd + subagent_cost_usd`; a stored 0 is a real 0; no cost object means
-  no cost was recorded, and it is estimated from `total_tokens` (or unknown, never $0);
+  no cost was recorded, and it is estimated from `total_tokens` (or unknown, never $0); an
+  amount that is not a number (text) is never a native cost and is reported: a garbled
+  `session_cost_usd` makes the snapshot unusable (estimated or unknown, as above), a garbled
+  `subagent_cost_usd` alone leaves the session's own spend as a `partial` cost;
 - a fork copies its parent's totals: the fork keeps only what it added (see `fork_share`);
 - `total_tokens` is one undivided total: stored as such;
 - messages carry no id, time, model or usage: ids are `<session>:<index>`, times come from
@@ -29,7 +32,7 @@ PART_TYPES = {
     "text": "text", "thinking": "reasoning", "tool_use": "tool_call", "server_tool_use": "tool_call",
     "tool_result": "tool_result", "image_url": "image_url",
 }
-KEPT_RAW = {"tool_search_tool_result", "code_execution_tool_result"}  # known, no typed columns
+KEPT_RAW = {"tool_search_tool_result", "code_execution_tool_result"}  # known, no typed columns: `other`
 
 
 class SessionFileError(ValueError):
@@ -71,7 +74,7 @@ def snapshot_cost(meta: dict) -> float | None:
     are treated as if no cost was recorded, so they are estimated or marked unknown, never $0.
     """
     cost = meta.get("cost")
-    if not isinstance(cost, dict):
+    if not isinstance(cost, dict) or garbled_costs(meta):
         return None
     total = _usd(cost.get("session_cost_usd")) + _usd(cost.get("subagent_cost_usd"))
     if total == 0:
@@ -80,6 +83,17 @@ def snapshot_cost(meta: dict) -> float | None:
         if _usd(cost.get("unpriced_turns")) > 0 and not _usd(cost.get("priced_turns")):
             return None
     return total
+
+
+def garbled_costs(meta: dict) -> list[str]:
+    """The cost snapshot's USD amounts that are present but not a number (text, a boolean): such
+    a snapshot records no usable cost (not a native $0)."""
+    cost = meta.get("cost")
+    if not isinstance(cost, dict):
+        return []
+    return [k for k in ("session_cost_usd", "subagent_cost_usd")
+            if cost.get(k) is not None and (isinstance(cost[k], bool) or not isinstance(cost[k], (int, float))
+                                            or cost[k] != cost[k] or abs(cost[k]) == float("inf"))]
 
 
 def fork_share(fork_total, parent_total):
@@ -141,6 +155,13 @@ def normalise(doc: dict, ctx: Context, parent: dict | None) -> tuple[dict[str, l
     total_tokens = _int(meta.get("total_tokens"))
     cost = snapshot_cost(meta)
     inherited = None
+    garbled = garbled_costs(meta)
+    partial = None
+    if garbled:
+        findings.notes.append(f"{len(garbled)} stored costs that are not a number ({', '.join(garbled)}): "
+                              "not a native cost")
+        if garbled == ["subagent_cost_usd"] and not fork_of:  # the session's own spend is known: a lower bound
+            partial = _usd(meta["cost"].get("session_cost_usd"))
     if fork_of:
         parent_meta = parent["metadata"] if parent else None
         if parent_meta is None:
@@ -152,6 +173,10 @@ def normalise(doc: dict, ctx: Context, parent: dict | None) -> tuple[dict[str, l
     model, llm_provider = _str(meta.get("model")), _str(meta.get("model_provider"))
     if cost is not None:
         cost_source = "native"
+    elif partial is not None:
+        cost, cost_source = partial, "partial"
+    elif total_tokens == 0:  # nothing was billed: a known $0, whatever the model's price
+        cost, cost_source = 0.0, "estimated"
     else:
         priced = price_total_tokens(total_tokens, model, llm_provider, updated)
         cost, cost_source = priced.cost_usd, priced.cost_source
@@ -208,13 +233,13 @@ def normalise(doc: dict, ctx: Context, parent: dict | None) -> tuple[dict[str, l
 def _part(block, findings: Findings) -> dict:
     if not isinstance(block, dict):
         findings.unknown_part_types[None] += 1
-        return {"part_type": None, "is_known_type": False}
+        return {"part_type": "other", "native_part_type": None, "is_known_type": False}
     kind = _str(block.get("type"))
-    part_type = PART_TYPES.get(kind, kind)
+    part_type = PART_TYPES.get(kind, "other")
     known = kind in PART_TYPES or kind in KEPT_RAW
     if not known:
         findings.unknown_part_types[kind] += 1
-    cols = {"part_type": part_type, "is_known_type": known}
+    cols = {"part_type": part_type, "native_part_type": kind, "is_known_type": known}
     if part_type == "text":
         cols["text"] = _str(block.get("text"))
     elif part_type == "reasoning":

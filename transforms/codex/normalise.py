@@ -28,6 +28,7 @@ from typing import Any
 
 from transforms.codex import tools as t
 from transforms.codex.usage import TokenDeltas, buckets
+from transforms.contract import PART_TYPES
 from transforms.findings import Findings
 from transforms.pricing import price_buckets
 from transforms.tools import compact_json
@@ -138,7 +139,8 @@ class Walker:
         elif line.type == "compacted":
             self.close()
             msg = self.message(line, "assistant", is_summary=True)
-            self.add_part(msg, line, {"part_type": "text", "is_known_type": True, "text": _str(p.get("message"))}, p)
+            self.add_part(msg, line, {"part_type": "text", "native_part_type": "compacted", "is_known_type": True,
+                                      "text": _str(p.get("message"))}, p)
         else:
             self.skipped[f"line type {line.type}"] += 1
 
@@ -201,6 +203,13 @@ class Walker:
         self.open = None
 
     def add_part(self, msg: dict, line: Line, cols: dict, raw) -> dict:
+        """`cols["part_type"]` is canonical (contract.PART_TYPES; an unknown type becomes `other`);
+        `native_part_type` is the item's or content block's own `type`."""
+        if "native_part_type" not in cols:
+            cols["native_part_type"] = _str(raw.get("type")) if isinstance(raw, dict) else \
+                ("text" if isinstance(raw, str) else None)
+        if cols["part_type"] not in PART_TYPES:
+            cols["part_type"] = "other"
         part = {**self.lineage(line.type or "response_item", line.no), **cols, "message_id": msg["message_id"],
                 "session_id": self.ctx.session_id, "part_index": msg["part_count"], "role": msg["role"],
                 "created_at": msg["created_at"], "raw": compact_json(raw)}

@@ -82,6 +82,8 @@ def buckets(tokens: dict[str, int]) -> Buckets:
 
 def summarise_costs(costs: list[float | None]) -> tuple[float | None, str]:
     """A session's (cost_usd, cost_source) from its requests' costs (None: unpriced)."""
+    if not costs:  # no billed request (a probe, an aborted turn): a known $0, priced by us as nothing
+        return 0.0, "estimated"
     priced = [c for c in costs if c is not None]
     if not priced:
         return None, "unknown"

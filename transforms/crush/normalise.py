@@ -3,6 +3,7 @@
 This is where Crush's traps are handled:
 - a root session's `cost` already includes its sub-agents' cost (kept, and flagged);
 - `prompt_tokens`/`completion_tokens` are the last step's sizes (renamed to say so);
+- a `cost` that is not a number (text in the REAL column) is `unknown`, counted in a warning;
 - timestamps are seconds, but milliseconds are detected by magnitude and counted;
 - `tool_call.input` and `tool_result.metadata` are JSON text inside the parts JSON.
 """
@@ -81,6 +82,15 @@ def _int(value) -> int | None:
     except (TypeError, ValueError, OverflowError):
         return None
     return number if number in _INT64 else None
+
+
+def _cost(value) -> tuple[float | None, str]:
+    """(cost_usd, cost_source) of a stored session cost: only a real number is a native cost;
+    anything else (text, a BLOB, NULL) is `unknown`, never a null labelled `native`."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value \
+            and abs(value) != float("inf"):
+        return float(value), "native"
+    return None, "unknown"
 
 
 def _float(value) -> float | None:
@@ -164,6 +174,7 @@ class _Normaliser:
     def sessions(self):
         extra = self.extra_cols("sessions")
         raw_rows = list(self.rows("sessions"))
+        bad_costs = 0
         parents = {r.get("id"): r.get("parent_session_id") for r in raw_rows}
         self.summary_ids = {r.get("summary_message_id") for r in raw_rows if r.get("summary_message_id")}
         for r in raw_rows:
@@ -171,6 +182,7 @@ class _Normaliser:
                 sid = _text(r["id"])
                 created = self.ts(r.get("created_at"))
                 parent = _text(r.get("parent_session_id")) or None
+                cost_usd, cost_source = _cost(r.get("cost"))
                 row = self.lineage("sessions", r["rowid"])
                 row.update(
                     session_id=sid,
@@ -180,8 +192,8 @@ class _Normaliser:
                     title=_text(r.get("title")),
                     created_at=created,
                     updated_at=self.ts(r.get("updated_at")),
-                    cost_usd=_float(r.get("cost")),
-                    cost_source="native",
+                    cost_usd=cost_usd,
+                    cost_source=cost_source,
                     cost_includes_subagents=True,
                     message_count=_int(r.get("message_count")),
                     last_step_prompt_tokens=_int(r.get("prompt_tokens")),
@@ -195,6 +207,10 @@ class _Normaliser:
                 self.findings.diverted["sessions"] += 1
                 continue
             self.out["sessions"].append(row)
+            if cost_source == "unknown" and r.get("cost") is not None:
+                bad_costs += 1
+        if bad_costs:
+            self.findings.notes.append(f"{bad_costs} session costs that are not a number: cost unknown")
 
     def messages(self):
         extra = self.extra_cols("messages")
@@ -251,7 +267,7 @@ class _Normaliser:
         self.out["parts"].extend(part_rows)
         for prow in part_rows:
             if not prow["is_known_type"]:
-                self.findings.unknown_part_types[prow["part_type"]] += 1
+                self.findings.unknown_part_types[prow["native_part_type"]] += 1
             elif prow["part_type"] == "tool_call":
                 self.add_call(prow, r["rowid"])
             elif prow["part_type"] == "tool_result":

@@ -63,12 +63,14 @@ def _base64_size(data) -> int | None:
 
 
 def part_columns(part, counter: dict) -> dict:
-    """Typed columns of one part. Unknown shapes yield just `part_type` (and raw, elsewhere)."""
+    """Typed columns of one part. Unknown shapes yield just the part types (and raw, elsewhere)."""
     if not isinstance(part, dict):
-        return {"part_type": None, "is_known_type": False}
+        return {"part_type": "other", "native_part_type": None, "is_known_type": False}
     kind = part.get("type")
     data = part.get("data")
-    cols = {"part_type": _s(kind), "is_known_type": isinstance(kind, str) and kind in KNOWN_TYPES}
+    known = isinstance(kind, str) and kind in KNOWN_TYPES
+    # Crush's names are the canonical vocabulary (contract.PART_TYPES): an unknown one is `other`
+    cols = {"part_type": kind if known else "other", "native_part_type": _s(kind), "is_known_type": known}
     if not isinstance(data, dict):
         cols["is_known_type"] = False  # a known name with a shape we cannot read
         return cols

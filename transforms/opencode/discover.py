@@ -1,6 +1,7 @@
 """Find OpenCode data dirs: `$XDG_DATA_HOME/opencode`, else `~/.local/share/opencode` on every
 OS (providers.md §4.1). A data dir holds `opencode.db` (release channels), `opencode-<channel>.db`
-(dev builds) and, after an upgrade from <= v1.1, the legacy `storage/` JSON tree.
+(dev builds) and, after an upgrade from <= v1.1, the legacy `storage/` JSON tree; before that
+(the oldest releases), `project/<id>/storage/session/{info,message,part}/` (read like the legacy tree).
 
 One data dir is one source: its databases and its legacy JSON are read together, so that a
 message found in both is counted once. `OPENCODE_DB` naming a database outside the data dir
@@ -51,7 +52,35 @@ def storage_dir(data_dir: Path) -> Path:
 
 
 def has_store(data_dir: Path) -> bool:
-    return bool(db_files(data_dir)) or any(probe(storage_dir(data_dir) / k, "dir") for k in LEGACY_KINDS)
+    return (bool(db_files(data_dir)) or any(probe(storage_dir(data_dir) / k, "dir") for k in LEGACY_KINDS)
+            or any(True for _ in oldest_files(data_dir)))
+
+
+def oldest_files(data_dir: Path):
+    """The oldest layout (the first releases): `project/<id>/storage/session/info/<session>.json`,
+    `.../session/message/<session>/<message>.json`, `.../session/part/<session>/<message>/<part>.json`,
+    as (kind, owner dir name, file), like `legacy_files`. Only regular files."""
+    try:
+        projects = sorted((e for e in os.scandir(data_dir / "project") if e.is_dir()), key=lambda e: e.name)
+    except OSError:
+        return
+    for project in projects:
+        top = Path(project.path) / "storage" / "session"
+        for kind, sub, depth in (("session", "info", 0), ("message", "message", 1), ("part", "part", 2)):
+            dirs = [top / sub]
+            for _ in range(depth):  # part files sit one level deeper: part/<session>/<message>/
+                dirs = [Path(e.path) for d in dirs for e in _scan(d) if e.is_dir()]
+            for folder in dirs:
+                for entry in _scan(folder):
+                    if entry.name.endswith(".json") and entry.is_file():
+                        yield kind, (folder.name if depth else None), Path(entry.path)
+
+
+def _scan(folder: Path) -> list:
+    try:
+        return sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        return []
 
 
 def legacy_files(data_dir: Path):
@@ -73,6 +102,7 @@ def legacy_files(data_dir: Path):
                 continue
             for entry in files:
                 yield kind, owner.name, Path(entry.path)
+    yield from oldest_files(data_dir)  # after the newer layout: its copy of a record wins
 
 
 def storage_fingerprint(data_dir: Path) -> str:

@@ -9,8 +9,8 @@ The traps (providers.md §4, §7):
   unless `tokens.total` shows it inside (older OpenAI-style rows);
 - `message.tokens` holds the LAST step only: a message's usage is the sum of its step-finish
   parts (`message.tokens` only when it has none), its cost `message.cost` (the sum of its
-  steps), priced by us only when 0. Session aggregates (`session.cost`, `tokens_*`) are never
-  added: they stay in `extra_columns`;
+  steps), priced by us only when 0 or not a number (text: counted in a warning). Session
+  aggregates (`session.cost`, `tokens_*`) are never added: they stay in `extra_columns`;
 - sub-agents are child sessions: a session's cost is its own plus its descendants'.
 Usage is one row per assistant message (not per step): its native cost is per message.
 """
@@ -30,8 +30,11 @@ from transforms.timestamps import from_epoch
 from transforms.tools import compact_json
 
 PROVIDER = "opencode"
-PART_TYPES = frozenset({"text", "reasoning", "file", "tool", "step-start", "step-finish", "snapshot", "patch",
-                        "agent", "retry", "compaction", "subtask"})
+# OpenCode's part type -> the canonical part type (contract.PART_TYPES); an unknown one is `other`.
+# A `tool` part holds the call and its result: one `tool_call` row with the result columns filled.
+PART_TYPES = {"text": "text", "reasoning": "reasoning", "file": "binary", "tool": "tool_call",
+              "step-finish": "finish", **{k: "other" for k in ("step-start", "snapshot", "patch", "agent", "retry",
+                                                                "compaction", "subtask")}}
 MAPPED_MESSAGE_KEYS = ("id", "sessionID", "role", "time", "modelID", "providerID", "model", "summary",
                        "tokens", "cost")
 
@@ -103,6 +106,7 @@ class _Normaliser:
         self.requests: dict[str, list] = {}  # session id -> [(cost, cost_source, model, provider, at)]
         self.tokens: dict[str, int] = {}
         self.children: dict[str, list[str]] | None = None
+        self.bad_costs = 0  # stored `message.cost` values that are not a number
 
     def lineage(self, record: Record, session_id: str | None) -> dict:
         path, project = self.places.get(session_id or "", (self.ctx.project_path, None))
@@ -145,6 +149,9 @@ class _Normaliser:
                 self.parts(parts, None, parts[0].session_id, None, None)
         for sid, record in self.store.sessions.items():
             self.guarded(record, sid, "sessions", self.session, record, by_session.get(sid, []))
+        if self.bad_costs:
+            self.findings.notes.append(f"{self.bad_costs} message costs that are not a number: not a native "
+                                       "cost (priced from the tokens where possible, else unknown)")
         for record in self.store.superseded:  # an unreadable copy of a record kept from elsewhere
             self.quarantine(record, record.session_id, None)
         for place, why in self.store.problems:  # a database that cannot be read; the others are
@@ -206,8 +213,8 @@ class _Normaliser:
             if kind not in PART_TYPES:
                 self.findings.unknown_part_types[kind] += 1
             row = self.lineage(p, sid)
-            row.update(message_id=message_id or p.owner, session_id=sid, part_index=index, part_type=kind,
-                       is_known_type=kind in PART_TYPES, role=role, created_at=when, raw=compact_json(p.data),
+            row.update(message_id=message_id or p.owner, session_id=sid, part_index=index,
+                       part_type=PART_TYPES.get(kind, "other"), native_part_type=kind, is_known_type=kind in PART_TYPES, role=role, created_at=when, raw=compact_json(p.data),
                        **part_columns(kind, p.data))
             self.out["parts"].append(row)
             if kind == "tool":
@@ -218,7 +225,10 @@ class _Normaliser:
     def usage(self, m: Record, sid: str, info: dict, parts: list[dict], model, llm_provider, created) -> None:
         buckets = message_buckets(info, parts)
         cost = info.get("cost")
-        native = isinstance(cost, (int, float)) and not isinstance(cost, bool) and 0 < cost < math.inf
+        number = isinstance(cost, (int, float)) and not isinstance(cost, bool) and -math.inf < cost < math.inf
+        if cost is not None and not number:
+            self.bad_costs += 1  # text where a number belongs: no native cost; priced from the tokens
+        native = number and cost > 0
         if not native and not (buckets and buckets.total):
             return  # an aborted or still-streaming placeholder: nothing was billed
         buckets = buckets or Buckets()

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from transforms.opencode.normalise import PART_TYPES
+
 SCHEMA = """
 CREATE TABLE project (id text PRIMARY KEY, worktree text NOT NULL, vcs text, name text, icon_url text,
   icon_color text, time_created integer NOT NULL, time_updated integer NOT NULL, time_initialized integer,
@@ -287,7 +289,7 @@ class _Gen:
     def emit(self, info, parts, where) -> None:
         self.writer.message(info, parts, to_db=where != "json", to_json=where != "db")
         self.truth.messages += 1
-        self.truth.parts_by_type.update(p["type"] for p in parts)
+        self.truth.parts_by_type.update(PART_TYPES.get(p["type"], "other") for p in parts)  # canonical names
 
     def root(self, n, directory) -> None:
         where = ("db", "json", "both")[n % 3]
