@@ -175,3 +175,59 @@ def test_permission_errors_give_a_clear_error_and_leave_the_lake(world_tmp):
     status, error = out.stdout.strip().split(" | ", 1)
     assert status == "failed" and "Permission denied" in error
     assert {q: q.read_bytes() for q in locked.lake.rglob("*.parquet")} == before
+
+
+UNREADABLE = """
+import json, os, sys
+from transforms.provider import DiscoverOptions
+from warehouse.ingest import discover_sources, ingest_all
+from warehouse.layout import Layout
+import importlib.metadata, transforms.claude.provider, transforms.claude.normalise, transforms.pricing  # noqa: F401,E401 (imported before dropping root)
+import genai_prices  # noqa: F401
+options = DiscoverOptions(env={}, extra_roots={"claude": (sys.argv[1],)}, use_default=False)
+os.setgid(65534); os.setuid(65534)
+sources, _ = discover_sources(options)
+summary = ingest_all(sources, Layout.resolve(home=sys.argv[2]), workers=1)
+print(json.dumps([[r.status, r.rows.get("sessions"), r.warnings or [r.error]] for r in summary.results]))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a child as another user")
+def test_a_file_unreadable_in_one_run_is_read_in_the_next(world_tmp):
+    """Issue 12 item 10: an unreadable transcript was quarantined but its source recorded `ok`
+    with its fingerprint, and chmod changes neither size nor mtime: later runs said `unchanged`
+    and the session stayed missing. A source with a read failure is not settled."""
+    import json
+    import subprocess
+    import sys
+
+    from transforms.claude.synth import generate_home
+
+    truth = generate_home(world_tmp / "claude", sessions=2, seed=4,
+                          workspaces=("/home/dev/webshop",))  # one project folder, two transcripts
+    for path in (world_tmp / "claude").rglob("*"):
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    os.chmod(world_tmp / "claude", 0o755)
+    locked = sorted((world_tmp / "claude" / "projects").glob("*/*.jsonl"))[0]
+    os.chmod(locked, 0o600)  # root's own: unreadable to the child
+    home = world_tmp / "home"
+    home.mkdir(mode=0o777)
+    os.chmod(home, 0o777)
+    repo = os.path.dirname(os.path.dirname(__file__))
+
+    def run():
+        out = subprocess.run([sys.executable, "-c", UNREADABLE, str(world_tmp / "claude"), str(home)],
+                             capture_output=True, text=True, cwd=repo, timeout=120,
+                             env={**os.environ, "HOME": str(home)})
+        assert out.returncode == 0, out.stderr[-2000:]
+        return json.loads(out.stdout)
+
+    total = truth.sessions + truth.subagents
+    [[status, sessions, warnings]] = run()
+    assert status == "ok" and sessions < total, warnings
+    assert any("read again next run" in w for w in warnings)
+    os.chmod(locked, 0o644)  # fixed: same size, same mtime
+    [[status, sessions, _]] = run()
+    assert status == "ok" and sessions == total
+    [[status, _, _]] = run()
+    assert status == "unchanged"  # settled once every file was read

@@ -47,6 +47,7 @@ class ClaudeProvider:
         gone = [f for f in cached_files(cache_dir) if f.rel not in on_disk]
         rows, findings, kept = normalise(files + gone, agent_metas(root), ctx)
         findings.notes += [f"cannot list {e.filename}: {e.strerror}" for e in unlisted]
+        findings.unread = len(unreadable) + len(unlisted)  # not settled: read again next run
         if gone:
             findings.notes.append(f"{len(gone)} transcripts no longer on disk (Claude Code deletes old ones) "
                                   "kept from the cache")
