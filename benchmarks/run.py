@@ -180,9 +180,9 @@ def main() -> None:
                     "no-op rerun (CLI)": noop, "one source changed (CLI)": changed,
                     "that source alone, cold (CLI)": alone})
     lake = home / "lake"
-    lake_bytes = du(lake, "*.parquet") + du(home, "warehouse.sqlite")
+    lake_bytes = du(lake, "*.parquet") + du(home, "warehouse.ducklake")
     parquet_files = len(list(lake.rglob("*.parquet")))
-    query_times = _queries(home / "warehouse.sqlite", args.repeat)
+    query_times = _queries(home / "warehouse.ducklake", args.repeat)
     _report(args, gen_s, len(dbs), messages, rows, source_bytes, lake_bytes, parquet_files, results, query_times)
     print(_file_report(lake, "after the CLI runs (compaction as the runs left it)"))
     if args.machines:
@@ -212,7 +212,7 @@ def _file_report(lake: Path, when: str) -> str:
 def _team(args, work: Path, corpus: Path, messages: int) -> None:
     home, lake = work / "team-home", work / "team-lake"
     land = measure([PY, "-c", TEAM_LAND, str(corpus), str(home), str(lake), str(args.machines)])
-    merge = measure([PY, "-c", TEAM_MERGE, str(lake), str(home / "warehouse.sqlite")])
+    merge = measure([PY, "-c", TEAM_MERGE, str(lake), str(home / "warehouse.ducklake")])
     facts = json.loads(merge[2])
     print(f"\n## Team: the corpus under {args.machines} machine names, {args.machines * messages:,} messages\n")
     print(f"Landing (library, all machines in one process): {land[0]:.1f} s; one merge of every machine "
@@ -220,7 +220,7 @@ def _team(args, work: Path, corpus: Path, messages: int) -> None:
           f"(data files {facts['files_before']:,} before compaction, {facts['files_after']:,} after).")
     print(_file_report(lake, "after compaction"))
     print("\n| query (warm, read-only), team lake | median (ms) |\n| --- | ---: |")
-    for name, seconds in _queries(home / "warehouse.sqlite", args.repeat).items():
+    for name, seconds in _queries(home / "warehouse.ducklake", args.repeat).items():
         print(f"| {name} | {seconds * 1000:.1f} |")
 
 

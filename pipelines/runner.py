@@ -176,7 +176,7 @@ def _materialise_runs(layout, options, to_run, sources, reporter, summary, full_
     )
     by_key = {s.partition_key: s for s in to_run}
     config = {"full_refresh": full_refresh, "run_id": summary.run_id}
-    with dg.DagsterInstance.get() as instance:
+    with _cli_instance(dg, os.environ["DAGSTER_HOME"]) as instance:
         known = set(instance.get_dynamic_partitions("sources"))
         new_keys = [s.partition_key for s in sources if s.partition_key not in known]
         if new_keys:
@@ -202,6 +202,19 @@ def _materialise_runs(layout, options, to_run, sources, reporter, summary, full_
         else:
             summary.problems.append(f"could not merge into the warehouse at {layout.warehouse}: "
                                     + _failure(tables))
+
+
+# The CLI's runs print their own progress: no per-step stdout capture, which starts a `tail`
+# and a Python watcher process for every step (slow, and a traceback on every Ctrl-C).
+NO_COMPUTE_LOGS = {"compute_logs": {"module": "dagster._core.storage.noop_compute_log_manager",
+                                    "class": "NoOpComputeLogManager"}}
+
+
+def _cli_instance(dg, home: str):
+    """The persistent instance (runs and events show in `agentlake dev`), minus compute logs."""
+    from dagster._core.instance.ref import InstanceRef
+
+    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(home, overrides=NO_COMPUTE_LOGS))
 
 
 def _interrupted(result) -> bool:

@@ -9,7 +9,7 @@ from warehouse.serving import build_serving
 def test_superset_connects_with_duckdb_engine_read_only(lake):
     # the SQLAlchemy URI and engine parameters docs/BI.md gives for Superset
     # (DuckLake's extensions are installed once by any agentlake command, from the pinned packages)
-    engine = sa.create_engine(f"duckdb:///ducklake:sqlite:{lake.warehouse}", connect_args={"read_only": True})
+    engine = sa.create_engine(f"duckdb:///ducklake:{lake.warehouse}", connect_args={"read_only": True})
     tables = set(sa.inspect(engine).get_table_names())
     assert {"daily_costs", "tool_usage", "session_summary", "sessions", "tool_calls"} <= tables
     with engine.connect() as a, engine.connect() as b:  # concurrent chart refreshes

@@ -99,7 +99,7 @@ def test_the_sources_run_log_is_redacted_too(layout, project):
     plain = ingest(layout, p.db)
     assert any(token in w for w in plain.results[0].warnings)  # the unknown type is reported by name
     team = replace(layout, team=True, home=layout.home / "team", lake=layout.lake.parent / "team-lake",
-                   warehouse=layout.home / "team" / "warehouse.sqlite")
+                   warehouse=layout.home / "team" / "warehouse.ducklake")
     ingest(team, p.db)
     logged = [v for row in query(team, "SELECT * FROM sources") for v in row if isinstance(v, str)]
     assert any("unknown part types" in v for v in logged)

@@ -1,20 +1,27 @@
-"""DuckLake, the lake's table format: its extensions, loaded offline, and the catalog attached.
+"""DuckLake, the lake's table format: its extension, loaded offline, and the catalog attached.
 
-The catalog is a SQLite file (`Layout.warehouse`), so readers open it while a merge writes
-(a DuckDB-file catalog would lock them out); the data is Parquet under the lake directory,
-partitioned by (date, project): `<data>/main/<table>/date=YYYY-MM-DD/project=<slug>/*.parquet`.
+The catalog is a DuckDB file. One writer (a merge, a compaction) works on its own copy,
+`<stem>.writer.ducklake`, under a lock; when it has committed, the copy is published as the
+readers' file (`Layout.warehouse`, `warehouse.ducklake`) by an atomic rename. Readers attach the
+published file read-only: any number at once, during a write too, each on the snapshot it
+opened (a held connection keeps the file it opened until it reconnects). A SQLite catalog
+would let readers share the writer's file, but measured, committing a merge's 9,133 new files
+took 28 s through it against 0.5 s in a DuckDB file (docs/ARCHITECTURE.md).
 
-The extension binaries come from pinned PyPI packages (`duckdb-extension-ducklake`,
-`duckdb-extension-sqlite`), a third party's repackaging of DuckDB's official builds, so each is
-checked against the SHA-256 recorded here before it is installed. Nothing is downloaded: a
-DuckDB without the packages may still have the extensions from `INSTALL ducklake` (DuckDB's own
-repository), and that is used instead.
+The data is Parquet partitioned by month and project: `<data>/main/<table>/year=/month=/project=/`.
+
+The extension binary comes from a pinned PyPI package (`duckdb-extension-ducklake`), a third
+party's repackaging of DuckDB's official builds, so it is checked against the SHA-256 recorded
+here before it is installed. Nothing is downloaded: a DuckDB without the package may still have
+the extension from `INSTALL ducklake` (DuckDB's own repository), and that is used instead.
 """
 
 import hashlib
 import importlib.util
 import json
 import os
+import shutil
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -25,10 +32,7 @@ from warehouse.lakefs import NO_DOWNLOADS
 CATALOG = "lake"  # the attached catalog's name in every connection
 
 # extension -> SHA-256 of the binary shipped for DuckDB 1.5.5 (linux x86_64)
-PINNED = {
-    "ducklake": "e51bf9e8d933d0e83780ae096455501b542cf962569a2ce5613532d702c08302",
-    "sqlite": "693d2bf90779df23ca5ebe0688639b9adfc11c2d55ae3466b33e28be16afaa5e",
-}
+PINNED = {"ducklake": "e51bf9e8d933d0e83780ae096455501b542cf962569a2ce5613532d702c08302"}
 
 
 class ExtensionError(RuntimeError):
@@ -80,36 +84,83 @@ def _is_linux_x86() -> bool:
 
 
 def load_extensions(con) -> None:
-    for name in ("ducklake", "sqlite"):
-        path = packaged_extension(name)
-        try:
-            if path is not None:
-                con.execute(f"INSTALL '{path}'")
-            con.execute(f"LOAD {name}")
-        except duckdb.Error as exc:
-            raise ExtensionError(
-                f"cannot load DuckDB's {name} extension ({exc}); install agentlake's pinned "
-                f"duckdb-extension-{name}, or run `INSTALL {name}` in DuckDB once while online") from exc
+    path = packaged_extension("ducklake")
+    try:
+        if path is not None:
+            con.execute(f"INSTALL '{path}'")
+        con.execute("LOAD ducklake")
+    except duckdb.Error as exc:
+        raise ExtensionError(
+            f"cannot load DuckDB's ducklake extension ({exc}); install agentlake's pinned "
+            "duckdb-extension-ducklake, or run `INSTALL ducklake` in DuckDB once while online") from exc
 
 
 def _quote(text: str) -> str:
     return "'" + str(text).replace("'", "''") + "'"
 
 
-def attach(con, catalog: Path, data_path: str | None = None, *, read_only: bool = False) -> None:
-    """Attach the lake as `lake` and make it the default catalog, so `FROM sessions` works."""
+def writer_path(catalog: Path) -> Path:
+    return Path(catalog).with_name(Path(catalog).stem + ".writer.ducklake")
+
+
+def _attach(con, path: Path, data_path: str | None, read_only: bool) -> None:
     options = ["READ_ONLY"] if read_only else []
     if data_path and not read_only:
         options.append(f"DATA_PATH {_quote(data_path)}")
     opts = f" ({', '.join(options)})" if options else ""
-    con.execute(f"ATTACH {_quote('ducklake:sqlite:' + str(catalog))} AS {CATALOG}{opts}")
+    con.execute(f"ATTACH {_quote('ducklake:' + str(path))} AS {CATALOG}{opts}")
     con.execute(f"USE {CATALOG}")
 
 
-def connect(catalog: Path, data_path: str | None = None, *, read_only: bool = False):
+def connect(catalog: Path):
+    """A reader's connection: the published catalog attached read-only as the default database."""
     con = duckdb.connect(config=NO_DOWNLOADS)
     load_extensions(con)
-    if not read_only:
-        Path(catalog).parent.mkdir(parents=True, exist_ok=True)
-    attach(con, catalog, data_path, read_only=read_only)
+    _attach(con, Path(catalog), None, read_only=True)
     return con
+
+
+@contextmanager
+def writing(catalog: Path, data_path: str | None = None):
+    """The one writer's connection, on its own copy of the catalog, under a lock; on a clean
+    exit the copy is published to `catalog` atomically. A writer that dies publishes nothing:
+    readers keep the last good catalog, and the next writer starts from its own copy."""
+    catalog = Path(catalog)
+    catalog.parent.mkdir(parents=True, exist_ok=True)
+    own = writer_path(catalog)
+    with _lock(own.with_suffix(".lock")):
+        if not own.exists() and catalog.exists():  # a home copied without its writer file
+            shutil.copyfile(catalog, own)
+        con = duckdb.connect(config=NO_DOWNLOADS)
+        try:
+            load_extensions(con)
+            _attach(con, own, data_path, read_only=False)
+            yield con
+            con.execute("USE memory")
+            con.execute(f"DETACH {CATALOG}")  # checkpointed: the file is complete on its own
+        finally:
+            con.close()
+        publish(own, catalog)
+
+
+def publish(own: Path, catalog: Path) -> None:
+    tmp = catalog.with_name(f".{catalog.name}.{os.getpid()}.tmp")
+    shutil.copyfile(own, tmp)
+    with open(tmp, "rb+") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, catalog)  # readers opening now get the new file; open ones keep theirs
+
+
+@contextmanager
+def _lock(path: Path):
+    try:
+        import fcntl
+    except ImportError:  # Windows: no advisory locks; merges must not overlap there
+        yield
+        return
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

@@ -13,6 +13,7 @@ import time
 import uuid
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from datetime import datetime, timezone
@@ -327,7 +328,8 @@ def ingest_many(sources, layout: Layout, run_id: str, *, force: bool = False, wo
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_die_with_parent,
                                initargs=(os.getpid(),))
     try:
-        futures = {pool.submit(ingest_source, s, layout, run_id, force=force): s for s in sources}
+        with _sigint_ignored():  # workers start with Ctrl-C ignored: the parent handles it, once
+            futures = {pool.submit(ingest_source, s, layout, run_id, force=force): s for s in sources}
         for future in as_completed(futures):
             try:
                 yield future.result()
@@ -344,6 +346,23 @@ def ingest_many(sources, layout: Layout, run_id: str, *, force: bool = False, wo
 
 
 INTERRUPTED = threading.Event()
+
+
+@contextmanager
+def _sigint_ignored():
+    """SIGINT ignored while the pool starts its processes (milliseconds): an ignored signal stays
+    ignored across exec, so a Ctrl-C during a worker's start-up cannot print a traceback from
+    inside it; the parent handles Ctrl-C for all of them."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _die_with_parent(parent: int) -> None:

@@ -2,8 +2,9 @@
 
     <lake>/_landing/<machine>/<user>/<provider>/<source_id>/<table>.parquet   one file per table and source
     <lake>/_landing/<machine>/<user>/_runs/<run_id>-<n>.parquet              the `sources` run log, per run
-    <lake>/main/<table>/date=YYYY-MM-DD/project=<slug>/ducklake-<uuid>.parquet  the curated tables (DuckLake)
-    <home>/warehouse.sqlite                        the DuckLake catalog the readers attach
+    <lake>/main/<table>/year=YYYY/month=M/project=<slug>/ducklake-<uuid>.parquet  the curated tables (DuckLake)
+    <home>/warehouse.ducklake                      the DuckLake catalog the readers attach (published
+    <home>/warehouse.writer.ducklake               by the one writer from its own copy)
     <lake>/_state/<machine>-<user>/<provider>-<source_id>.json   what this machine last landed for a source
     <lake>/_staging/<machine>-<user>/                            files being written
 
@@ -67,7 +68,7 @@ class Layout:
             lake = (Path(lake).expanduser() if lake else home / "lake").absolute()
         # $AGENTLAKE_WAREHOUSE names the file unless a home or a warehouse was given explicitly
         warehouse = warehouse or (None if explicit_home else env.get("AGENTLAKE_WAREHOUSE"))
-        warehouse = Path(warehouse).expanduser() if warehouse else home / "warehouse.sqlite"
+        warehouse = Path(warehouse).expanduser() if warehouse else home / "warehouse.ducklake"
         # absolute paths: views embed them, and readers run from any directory
         return cls(home.absolute(), lake, warehouse.absolute(),
                    slugify(machine, "host") if machine else default_machine(env),

@@ -4,16 +4,17 @@
 """
 
 from transforms.contract import ALL_TABLES
-from warehouse.views import duck_type
+from warehouse.merge import duck_type
 
 HEADER = """# Tables and columns
 
 Generated from `transforms/contract.py` by `python -m warehouse.tables_doc > docs/TABLES.md`;
 a test fails when this file is out of date.
 
-Each table is a view of the same name in `warehouse.duckdb`, over
-`<lake>/<table>/date=YYYY-MM-DD/project=<slug>/<provider>-<machine>-<user>-<source_id>.parquet`.
-Every view starts with the two hive keys:
+Each table is a DuckLake table of the same name in the warehouse's catalog
+(`warehouse.ducklake`), stored under `<lake>/main/<table>/year=YYYY/month=M/project=<slug>/`
+and filled from each source's landing file `<lake>/_landing/<machine>/<user>/<provider>/<source_id>/<table>.parquet`.
+Every table starts with the two partition columns:
 
 | column | type | meaning |
 | --- | --- | --- |

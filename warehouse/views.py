@@ -1,9 +1,10 @@
 """The reader's side: the lake's DuckLake catalog, refreshed by one writer and read by many.
 
 `build_warehouse` merges the landing files into the curated tables and rebuilds the marts
-(warehouse.merge), then compacts when the merge left many small files. `connect` is how every
-reader opens it: an in-memory DuckDB with the catalog attached read-only and made the default,
-so `SELECT ... FROM sessions` and `FROM daily_costs` work as they are, during a merge too.
+(warehouse.merge), then compacts when the merge left many small files; the catalog is then
+published for readers (warehouse.ducklake). `connect` is how every reader opens it: an
+in-memory DuckDB with the published catalog attached read-only and made the default, so
+`SELECT ... FROM sessions` and `FROM daily_costs` work as they are, during a merge too.
 """
 
 from pathlib import Path
@@ -30,7 +31,7 @@ def rebuild_marts_now(warehouse: Path) -> dict[str, int]:
     """The marts rebuilt in a transaction of their own (the Dagster `marts` asset)."""
     from warehouse.marts import rebuild_marts
 
-    with ducklake.connect(Path(warehouse)) as con:
+    with ducklake.writing(Path(warehouse)) as con:
         con.execute("BEGIN")
         counts = rebuild_marts(con)
         con.execute("COMMIT")
@@ -38,8 +39,8 @@ def rebuild_marts_now(warehouse: Path) -> dict[str, int]:
 
 
 def needs_compaction(catalog: Path) -> bool:
-    """More live data files than 1.2 per (table, date, project) partition, plus some slack."""
-    with ducklake.connect(catalog, read_only=True) as con:
+    """More live data files than 1.2 per partition, plus some slack."""
+    with ducklake.connect(catalog) as con:
         meta = "__ducklake_metadata_lake"
         files, partitions = con.execute(f"""
             SELECT COUNT(*), COUNT(DISTINCT (f.table_id, v.values))
@@ -54,7 +55,7 @@ def connect(warehouse: Path):
     """A read-only connection to the lake, as every reader should open it."""
     if not Path(warehouse).exists():
         raise FileNotFoundError(f"no warehouse at {warehouse}: run `agentlake ingest` (or `agentlake demo`) first")
-    return ducklake.connect(Path(warehouse), read_only=True)
+    return ducklake.connect(Path(warehouse))
 
 
 def lake_of(con) -> str | None:
