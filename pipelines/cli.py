@@ -11,6 +11,7 @@ views, sources, ingest) uses that demo instead, and says so on stderr.
 """
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -176,10 +177,21 @@ def cmd_demo(args) -> int:
         done.write_text(f"seed {args.seed}\n")
     options = DiscoverOptions(env={}, extra_roots={p: (str(root / d),) for p, d in HOMES.items()},
                               use_default=False)
+    if layout.home.name == DEMO and not layout.config_file.exists():
+        _write_demo_config(layout, options)  # so `agentlake dev` on this home finds the demo's stores
     summary = run_ingest(layout, options, full_refresh=False, quiet=args.quiet)
     print_summary(summary, layout)
     _first_look(layout)
     return summary.exit_code
+
+
+def _write_demo_config(layout, options) -> None:
+    lines = ["# written by `agentlake quickstart`: the demo's stores, so the Dagster UI",
+             "# (`agentlake dev --home " + str(layout.home) + "`) materialises them too", "use_default = false"]
+    for provider, roots in sorted(options.extra_roots.items()):
+        lines += ["", f"[{provider}]", "extra_roots = [" + ", ".join(json.dumps(r) for r in roots) + "]"]
+    layout.config_file.parent.mkdir(parents=True, exist_ok=True)
+    layout.config_file.write_text("\n".join(lines) + "\n")
 
 
 def cmd_quickstart(args) -> int:

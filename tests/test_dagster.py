@@ -112,6 +112,21 @@ def test_failed_source_fails_its_partition_with_the_reason(layout, project, inst
     assert scalar(layout, "SELECT status FROM sources") == "failed"
 
 
+def test_a_partition_no_longer_discovered_fails_with_the_reason(layout, project, instance):
+    """Issue 12 item 24: Materialize on a partition the resource cannot discover (a demo source
+    seen from the UI's default settings) ended in SUCCESS having done nothing."""
+    a = _store(project, "alpha")
+    (key,) = _resource(layout, a.db).discover()[0]
+    instance.add_dynamic_partitions("sources", [key])
+    elsewhere = _resource(layout)  # the UI's resource: it does not look where the source is
+    result = dg.materialize([landing], partition_key=key, instance=instance, raise_on_error=False,
+                            resources={"agentlake": elsewhere, "reporter": Reporter()})
+    assert not result.success
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    assert "no longer discovered" in failure.event_specific_data.error.message and key in \
+        failure.event_specific_data.error.message
+
+
 def test_daily_schedule_requests_a_full_refresh_of_every_source(instance):
     when = datetime(2026, 3, 1, 3, tzinfo=timezone.utc)
     assert isinstance(daily_full_refresh(dg.build_schedule_context(instance, scheduled_execution_time=when)),

@@ -22,6 +22,11 @@ def test_the_readme_commands_work_after_a_quickstart_demo_then_own_data_takes_ov
     assert f"in {home / 'demo'}" in err
     next_line = next(line for line in out.splitlines() if line.startswith("Next:"))
     assert "--home" not in next_line  # the command it suggests works as printed
+    # the Dagster UI on the demo's home (`agentlake dev --home <home>/demo`) finds its stores
+    from pipelines.defs.resources import AgentlakeResource
+
+    found, problems = AgentlakeResource(home=str(home / "demo")).discover()
+    assert found and not problems
 
     assert main(["report", "--format", "json"]) == 0
     out, err = capsys.readouterr()
