@@ -12,29 +12,24 @@ from transforms.crush.synth import generate_store
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _session_pids(sid: int) -> set[int]:
-    """Processes of a session (a process group leader's descendants keep its session id)."""
-    out = set()
+def _procs() -> list[tuple[int, list[str]]]:
+    """(pid, the fields of /proc/<pid>/stat after the command name) of every process."""
+    out = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
+            out.append((int(stat.parent.name), stat.read_text().rsplit(")", 1)[1].split()))
         except OSError:
             continue
-        if int(fields[3]) == sid and fields[0] != "Z":
-            out.add(int(stat.parent.name))
     return out
+
+
+def _session_pids(sid: int) -> set[int]:
+    """Processes of a session (a process group leader's descendants keep its session id)."""
+    return {pid for pid, fields in _procs() if int(fields[3]) == sid and fields[0] != "Z"}
 
 
 def _children(pid: int) -> set[int]:
-    out = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            out.add(int(stat.parent.name))
-    return out
+    return {child for child, fields in _procs() if int(fields[1]) == pid}
 
 
 def _gone(pids: set[int], seconds: float) -> set[int]:

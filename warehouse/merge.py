@@ -15,6 +15,7 @@ project) per merge; `compact` then merges adjacent files and removes what no sna
 import shutil
 import tempfile
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -177,7 +178,7 @@ def _insert(con, table: Table, paths: list[Path], *, identity_from_path: bool = 
 
 def merge(lake, catalog: Path, *, data_path: str | None = None, marts: bool = True,
           full: bool = False) -> MergeResult:
-    """Merge the lake's landing files into the catalog's tables. `full` re-inserts every source."""
+    """Merge the lake's landing files into the catalog's tables. `full` rebuilds every table."""
     from warehouse.layout import tables_path
 
     store = open_store(lake)
@@ -185,70 +186,91 @@ def merge(lake, catalog: Path, *, data_path: str | None = None, marts: bool = Tr
     landed = store.versions(LANDING)
     workdir = Path(tempfile.mkdtemp(prefix="agentlake-merge-"))
     try:
-        with ducklake.writing(catalog, data_path or tables_path(lake, catalog)) as con:
-            try:
-                con.execute("BEGIN")
-                if full:  # dropped, not deleted from: a table whose data file was lost cannot be read
-                    for name in [t.name for t in ALL_TABLES] + [MERGED, LAKE_TABLE]:
-                        con.execute(f'DROP TABLE IF EXISTS "{name}"')
-                ensure_tables(con, lake)
-                merged = {} if full else dict(con.execute(f"SELECT path, version FROM {MERGED}").fetchall())
-                changed, removed = plan(landed, merged)
-                local = _local_copies(store, [f for files in changed.values() for f in files], workdir)
-                sources = {}
-                for group, files in changed.items():
-                    if _is_run_log(group):
-                        continue
-                    if len(files) < len(DATA_TABLES) or not _consistent([local[f] for f in files]):
-                        result.waiting.append(group)
-                        continue
-                    sources[group] = files
-                runs = [g for g in changed if _is_run_log(g)]
-                # the run log is appended to; only a log file edited or deleted by hand rebuilds it whole
-                rebuild_log = any(g in merged for g in runs) or any(_is_run_log(g) for g in removed)
-                if rebuild_log and not full:
-                    runs = sorted(g for g in {_group(f) for f in landed} if _is_run_log(g))
-                    local.update(_local_copies(store, [g for g in runs if g not in local], workdir))
-                    con.execute(f'DELETE FROM "{SOURCES.name}"')
-                replaced = set(sources) | {g for g in removed if not _is_run_log(g)}
-                if replaced and not full:
-                    con.register("_replaced", pa.table({"k": sorted(replaced)}))
-                    for table in DATA_TABLES:
-                        con.execute(f'DELETE FROM "{table.name}" WHERE {_source_key_sql()} IN (SELECT k FROM _replaced)')
-                    con.unregister("_replaced")
-                by_table: dict[str, list[Path]] = {}
-                for files in sources.values():
-                    for rel in files:
-                        by_table.setdefault(rel.rsplit("/", 1)[1].removesuffix(".parquet"), []).append(local[rel])
-                for table in DATA_TABLES:
-                    result.rows[table.name] = _insert(con, table, by_table.get(table.name, []))
-                result.rows[SOURCES.name] = _insert(con, SOURCES, [local[g] for g in runs], identity_from_path=False)
-                done = [f for g in sources for f in changed[g]] + runs
-                gone = [g for g in removed]
-                if done or gone:
-                    con.register("_done", pa.table({"path": pa.array(done, pa.string()),
-                                                    "version": pa.array([landed[f] for f in done], pa.string())}))
-                    con.execute(f"DELETE FROM {MERGED} WHERE path IN (SELECT path FROM _done)")
-                    for group in gone:
-                        if _is_run_log(group):
-                            con.execute(f"DELETE FROM {MERGED} WHERE path = ?", [group])
-                        else:
-                            con.execute(f"DELETE FROM {MERGED} WHERE path LIKE ?", [f"{LANDING}/{group}/%"])
-                    con.execute(f"INSERT INTO {MERGED} SELECT path, version FROM _done")
-                    con.unregister("_done")
-                result.merged, result.removed, result.runs = len(sources), len(replaced - set(sources)), len(runs)
-                if marts and (result.merged or result.removed or full or not _marts_exist(con)):
-                    rebuild_marts(con)
-                con.execute("COMMIT")
-            except BaseException:
-                try:
-                    con.execute("ROLLBACK")
-                except Exception:
-                    pass
-                raise
+        with ducklake.writing(catalog, data_path or tables_path(lake, catalog)) as con, _transaction(con):
+            if full:  # dropped, not deleted from: a table whose data file was lost cannot be read
+                for name in [t.name for t in ALL_TABLES] + [MERGED, LAKE_TABLE]:
+                    con.execute(f'DROP TABLE IF EXISTS "{name}"')
+            ensure_tables(con, lake)
+            merged = dict(con.execute(f"SELECT path, version FROM {MERGED}").fetchall())
+            changed, removed = plan(landed, merged)
+            local = _local_copies(store, [f for files in changed.values() for f in files], workdir)
+            sources, result.waiting = _complete(changed, local)
+            runs = [g for g in changed if _is_run_log(g)]
+            # the run log is appended to; only a log file edited or deleted by hand rebuilds it whole
+            if any(g in merged for g in runs) or any(_is_run_log(g) for g in removed):
+                runs = sorted(g for g in {_group(f) for f in landed} if _is_run_log(g))
+                local.update(_local_copies(store, [g for g in runs if g not in local], workdir))
+                con.execute(f'DELETE FROM "{SOURCES.name}"')
+            gone = {g for g in removed if not _is_run_log(g)}
+            _delete_sources(con, set(sources) | gone)
+            for table in DATA_TABLES:
+                files = [local[f] for files in sources.values() for f in files if f.endswith(f"/{table.name}.parquet")]
+                result.rows[table.name] = _insert(con, table, files)
+            result.rows[SOURCES.name] = _insert(con, SOURCES, [local[g] for g in runs], identity_from_path=False)
+            _record_merged(con, {f: landed[f] for g in sources for f in changed[g]} | {g: landed[g] for g in runs},
+                           removed)
+            result.merged, result.removed, result.runs = len(sources), len(gone), len(runs)
+            if marts and (result.merged or result.removed or full or not _marts_exist(con)):
+                rebuild_marts(con)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return result
+
+
+@contextmanager
+def _transaction(con):
+    con.execute("BEGIN")
+    try:
+        yield
+    except BaseException:
+        try:
+            con.execute("ROLLBACK")
+        except duckdb.Error:
+            pass
+        raise
+    con.execute("COMMIT")
+
+
+def _complete(changed: dict[str, list[str]], local: dict[str, Path]) -> tuple[dict[str, list[str]], list[str]]:
+    """The changed sources whose landing files are all there and from one write; the others wait
+    for the next merge (a machine caught landing them)."""
+    ready, waiting = {}, []
+    for group, files in changed.items():
+        if _is_run_log(group):
+            continue
+        if len(files) < len(DATA_TABLES) or not _consistent([local[f] for f in files]):
+            waiting.append(group)
+        else:
+            ready[group] = files
+    return ready, waiting
+
+
+def _delete_sources(con, groups: set[str]) -> None:
+    """Every row of these sources, from every table. The source id narrows the scan first (one
+    column), the full key then decides."""
+    if not groups:
+        return
+    con.register("_replaced", pa.table({"k": sorted(groups), "source_id": [g.rsplit("/", 1)[1] for g in sorted(groups)]}))
+    for table in DATA_TABLES:
+        con.execute(f'DELETE FROM "{table.name}" WHERE source_id IN (SELECT source_id FROM _replaced) '
+                    f"AND {_source_key_sql()} IN (SELECT k FROM _replaced)")
+    con.unregister("_replaced")
+
+
+def _record_merged(con, done: dict[str, str], removed: set[str]) -> None:
+    """The landing files merged (path -> version), and forget the groups that are gone."""
+    if not done and not removed:
+        return
+    con.register("_done", pa.table({"path": pa.array(list(done), pa.string()),
+                                    "version": pa.array(list(done.values()), pa.string())}))
+    con.execute(f"DELETE FROM {MERGED} WHERE path IN (SELECT path FROM _done)")
+    for group in removed:
+        if _is_run_log(group):
+            con.execute(f"DELETE FROM {MERGED} WHERE path = ?", [group])
+        else:
+            con.execute(f"DELETE FROM {MERGED} WHERE path LIKE ?", [f"{LANDING}/{group}/%"])
+    con.execute(f"INSERT INTO {MERGED} SELECT path, version FROM _done")
+    con.unregister("_done")
 
 
 def _marts_exist(con) -> bool:
