@@ -179,12 +179,13 @@ def main() -> None:
                     "cold ingest (CLI, Dagster)": cli_cold,
                     "no-op rerun (CLI)": noop, "one source changed (CLI)": changed,
                     "that source alone, cold (CLI)": alone})
-    lake = home / "lake"
+    lake = home / "lake"  # the team run below keeps its tables beside its own catalog instead
     lake_bytes = du(lake, "*.parquet") + du(home, "warehouse.ducklake")
     parquet_files = len(list(lake.rglob("*.parquet")))
     query_times = _queries(home / "warehouse.ducklake", args.repeat)
+    query_times["dashboard page"] = _dashboard(home / "warehouse.ducklake", args.repeat)
     _report(args, gen_s, len(dbs), messages, rows, source_bytes, lake_bytes, parquet_files, results, query_times)
-    print(_file_report(lake, "after the CLI runs (compaction as the runs left it)"))
+    print(_file_report(lake, home / "warehouse.ducklake", "after the CLI runs (compaction as the runs left it)"))
     if args.machines:
         _team(args, work, corpus, messages)
     if not args.workdir:
@@ -200,28 +201,60 @@ def _touch_one(db: Path, i: int) -> None:
     con.close()
 
 
-def _file_report(lake: Path, when: str) -> str:
-    """Curated data files against the (table, date, project) partitions they hold."""
-    files = [p for p in (lake / "main").rglob("*.parquet")]
+def _file_report(lake: Path, warehouse: Path, when: str) -> str:
+    """Curated data files against the partitions they hold, and against the (table, date,
+    project) pairs present (the target's measure)."""
+    from transforms.contract import ALL_TABLES
+    from warehouse.views import connect
+
+    files = [p for t in ALL_TABLES for p in (lake / "main" / t.name).rglob("*.parquet")]
     partitions = {p.parent for p in files}
+    with connect(warehouse) as con:
+        days = sum(con.execute(f'SELECT COUNT(DISTINCT (date, project)) FROM "{t.name}"').fetchone()[0]
+                   for t in ALL_TABLES)
     landing = len(list((lake / "_landing").rglob("*.parquet")))
-    return (f"\nCurated files {when}: {len(files):,} for {len(partitions):,} (table, date, project) partitions "
-            f"({len(files) / max(1, len(partitions)):.2f} per partition); landing files: {landing:,}.")
+    return (f"\nTable data files {when}: {len(files):,} in {len(partitions):,} (table, month, project) partitions "
+            f"({len(files) / max(1, len(partitions)):.2f} per partition), {len(files) / max(1, days):.2f} per "
+            f"(table, date, project) pair present ({days:,}); landing files: {landing:,}.")
+
+
+def _dashboard(warehouse: Path, repeat: int) -> float:
+    """Median seconds to serve the dashboard's page (all its charts), over HTTP on loopback."""
+    import threading
+    import urllib.request
+
+    from warehouse.dashboard import make_server
+
+    server = make_server(warehouse, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    times = []
+    try:
+        for _ in range(repeat + 1):
+            t = time.perf_counter()
+            with urllib.request.urlopen(server.url, timeout=60) as response:
+                response.read()
+            times.append(time.perf_counter() - t)
+    finally:
+        server.shutdown()
+    return statistics.median(times[1:])
 
 
 def _team(args, work: Path, corpus: Path, messages: int) -> None:
     home, lake = work / "team-home", work / "team-lake"
     land = measure([PY, "-c", TEAM_LAND, str(corpus), str(home), str(lake), str(args.machines)])
     merge = measure([PY, "-c", TEAM_MERGE, str(lake), str(home / "warehouse.ducklake")])
-    facts = json.loads(merge[2])
+    facts = json.loads(merge[2].strip().splitlines()[-1])
     print(f"\n## Team: the corpus under {args.machines} machine names, {args.machines * messages:,} messages\n")
     print(f"Landing (library, all machines in one process): {land[0]:.1f} s; one merge of every machine "
           f"plus compaction: {merge[0]:.1f} s, peak RSS {merge[1]:.0f} MiB "
           f"(data files {facts['files_before']:,} before compaction, {facts['files_after']:,} after).")
-    print(_file_report(lake, "after compaction"))
-    print("\n| query (warm, read-only), team lake | median (ms) |\n| --- | ---: |")
-    for name, seconds in _queries(home / "warehouse.ducklake", args.repeat).items():
-        print(f"| {name} | {seconds * 1000:.1f} |")
+    print(_file_report(lake, home / "warehouse.ducklake", "after compaction"))
+    times = _queries(home / "warehouse.ducklake", args.repeat)
+    times["dashboard page"] = _dashboard(home / "warehouse.ducklake", args.repeat)
+    print("\n| query (warm, read-only), team lake | median (ms) | target |\n| --- | ---: | --- |")
+    for name, seconds in times.items():
+        target = 500 if name == "dashboard page" else 100 if name.startswith("mart") else 200
+        print(f"| {name} | {seconds * 1000:.1f} | <= {target} ms {'met' if seconds * 1000 <= target else 'NOT met'} |")
 
 
 def _queries(warehouse: Path, repeat: int) -> dict[str, float]:
@@ -265,8 +298,9 @@ def _report(args, gen_s, n_dbs, messages, rows, source_bytes, lake_bytes, files,
         ("peak RSS <= 1.5 GB", f"{peak:.0f} MiB", peak <= 1536),
         ("no-op rerun <= 1 s", f"{noop:.2f} s", noop <= 1),
         ("one changed <= no-op + 3 s", f"{changed:.2f} s vs {noop + 3:.2f} s", changed <= noop + 3),
-        ("raw-table queries <= 0.2 s", f"{max(v for k, v in query_times.items() if not k.startswith('mart')) * 1000:.0f} ms",
-         max(v for k, v in query_times.items() if not k.startswith("mart")) <= 0.2),
+        ("raw-table queries <= 0.2 s", f"{max(v for k, v in query_times.items() if k in QUERIES and not k.startswith('mart')) * 1000:.0f} ms",
+         max(v for k, v in query_times.items() if k in QUERIES and not k.startswith("mart")) <= 0.2),
+        ("dashboard page <= 0.5 s", f"{query_times['dashboard page'] * 1000:.0f} ms", query_times["dashboard page"] <= 0.5),
         ("mart queries <= 0.1 s", f"{max(v for k, v in query_times.items() if k.startswith('mart')) * 1000:.0f} ms",
          max(v for k, v in query_times.items() if k.startswith("mart")) <= 0.1),
         ("lake <= 25% of the sources", f"{lake_bytes / source_bytes:.2f}x", lake_bytes <= 0.25 * source_bytes),
