@@ -1,4 +1,4 @@
-"""agentlake: coding-agent sessions (Crush, CodeWhale, Claude Code, Codex, OpenCode) in a Parquet lake, queried with DuckDB.
+"""agentlake: coding-agent sessions (Crush, CodeWhale, Claude Code, Codex, OpenCode) in a DuckLake lake, queried with DuckDB.
 
 Exit status: 0 success; 1 the run finished but some source failed, or a place to look
 (a registry, an agent home, the config) could not be read, or there is nothing ingested to
@@ -432,7 +432,7 @@ def _common(p: argparse.ArgumentParser, discovery: bool = False) -> None:
     p.add_argument("--home", help="agentlake home (default: $AGENTLAKE_HOME, else $XDG_DATA_HOME/agentlake)")
     p.add_argument("--lake", help="lake directory or s3://bucket/prefix (default: $AGENTLAKE_LAKE, "
                                   "`lake` in config.toml, else <home>/lake)")
-    p.add_argument("--warehouse", help="warehouse file (default: <home>/warehouse.duckdb)")
+    p.add_argument("--warehouse", help="the DuckLake catalog readers open (default: <home>/warehouse.ducklake)")
     if discovery:
         p.add_argument("--db", action="append", metavar="PATH",
                        help="also ingest this crush.db, data dir or project dir (repeatable)")
@@ -472,7 +472,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--full-refresh", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_quickstart)
 
-    p = sub.add_parser("ingest", help="materialise the lake and the warehouse in-process, with progress")
+    p = sub.add_parser("ingest", help="read every new or changed source, land its rows and merge them into the tables and marts, with progress")
     _common(p, discovery=True)
     p.add_argument("--full-refresh", action="store_true", help="re-read every source, even unchanged ones")
     p.add_argument("--quiet", action="store_true", help="no per-source progress")
