@@ -158,7 +158,11 @@ def test_partition_range_run_ingests_every_source(layout, project, instance):
         run_config={"ops": {"landing": {"config": {"full_refresh": True}}}},
     )
     assert result.success
-    assert {m.partition for m in result.get_asset_materialization_events()} == set(keys)
+    events = result.get_asset_materialization_events()
+    assert {m.partition for m in events} == set(keys)
+    for event in events:  # each partition finds its own source's counts in its materialization
+        own = event.materialization.metadata["rows_by_source"].value[event.partition]
+        assert own["status"] == "ok" and own["sessions"] == 1 and own["messages"] == 1
     assert dg.materialize([curated_tables, marts], instance=instance, resources={"agentlake": resource}).success
     assert scalar(layout, "SELECT COUNT(DISTINCT project) FROM sessions") == 3
     assert sorted(r[0] for r in query(layout, "SELECT partition_key FROM sources")) == keys

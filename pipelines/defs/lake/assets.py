@@ -52,6 +52,9 @@ def landing(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: 
     metadata.update({f"sources_{status}": n for status, n in summary.by_status.items()})
     if len(keys) == 1:
         metadata["source"] = keys[0]
+    # Dagster gives every partition of a range run the same event: each finds its own counts here
+    metadata["rows_by_source"] = dg.MetadataValue.json(
+        {r.source.partition_key: {"status": r.status, **r.rows} for r in summary.results})
     yield dg.MaterializeResult(asset_key=LANDING, metadata=metadata)
     yield from check_results(layout, summary)
     failed = [r for r in summary.results if r.status == "failed"]
