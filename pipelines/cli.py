@@ -104,7 +104,7 @@ def use_demo_if_empty(args) -> None:
     """After a quickstart that found no agent data, the README's next commands work as written:
     they use the demo in <home>/demo until <home> holds data of its own (see the module doc).
     `ingest` and `sources` do so only when discovery finds no store of the agents at all."""
-    if args.command not in ("sql", "report", "dashboard", "serving", "views", "merge", "sources", "ingest"):
+    if args.command not in ("sql", "report", "dashboard", "serving", "views", "merge", "compact", "sources", "ingest"):
         return
     demo = _demo_instead(args)
     if demo is None:

@@ -45,6 +45,7 @@ def test_the_readme_commands_work_after_a_quickstart_demo_then_own_data_takes_ov
     assert "0 failed" in out and "no sources found" not in err and "quickstart demo" in err
 
     assert main(["views"]) == 0
+    assert main(["compact"]) == 0
     capsys.readouterr()
     assert main(["serving", str(tmp_path / "bi.duckdb")]) == 0
     assert "session_summary" in capsys.readouterr().out
