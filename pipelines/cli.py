@@ -364,7 +364,7 @@ def cmd_compact(args) -> int:
     layout = _layout(args)
     if not layout.warehouse.exists():
         return _nothing_ingested(layout)
-    files = compact(layout.warehouse, keep_seconds=args.keep_seconds)
+    files = compact(layout.warehouse, keep_seconds=args.keep_seconds, orphans=args.orphans)
     print(f"data files: {files['files_before']:,} before, {files['files_after']:,} after")
     return 0
 
@@ -542,6 +542,9 @@ def parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("--keep-seconds", type=int, default=600, metavar="S",
                    help="keep files older snapshots need for this long, for readers still on them (default: 600)")
+    p.add_argument("--orphans", action="store_true",
+                   help="also delete data files the catalog never committed (a merge killed mid-write); "
+                        "only where this catalog is the one writer of its data folder")
     p.set_defaults(func=cmd_compact)
 
     p = sub.add_parser("schedule", help="print (or install) a systemd timer, cron line or launchd agent that "

@@ -14,14 +14,14 @@ import pytest
 from tests.conftest import ingest, query, scalar
 from transforms.crush.synth import generate_store
 from warehouse.layout import Layout
-from warehouse.views import build_warehouse
+from warehouse.views import build_warehouse, connect
 
 INGEST = """
 import sys
 from transforms.provider import DiscoverOptions
 from warehouse.ingest import discover_sources, ingest_all
 from warehouse.layout import Layout
-from warehouse.views import build_warehouse
+from warehouse.views import build_warehouse, connect
 sources, _ = discover_sources(DiscoverOptions(env={}, extra_roots={"crush": (sys.argv[1],)}, use_default=False))
 layout = Layout.resolve(home=sys.argv[2], machine="vm")
 ingest_all(sources, layout, force=True, workers=1)
@@ -51,10 +51,16 @@ def _kill_and_converge(tmp_path, kills: int, seed: int):
             proc.send_signal(signal.SIGKILL)
             killed_mid_run += 1
         proc.wait()
-        # a reader right now: every file in place is whole, and the views answer
-        for path in crashed.lake.rglob("*.parquet"):
-            if "_staging" not in path.parts:
-                pq.read_metadata(path)
+        # a reader right now: every landed file is whole, every file the published catalog
+        # names is whole, and the tables answer (a merge killed mid-write may leave files the
+        # catalog never committed: no reader sees them)
+        for path in crashed.lake.glob("_landing/**/*.parquet"):
+            pq.read_metadata(path)
+        if crashed.warehouse.exists():
+            with connect(crashed.warehouse) as con:
+                for table in ("sessions", "messages", "parts"):
+                    for (path,) in con.execute(f"SELECT data_file FROM ducklake_list_files('lake', '{table}')").fetchall():
+                        pq.read_metadata(path)
         if crashed.lake.exists():
             build_warehouse(crashed.lake, crashed.warehouse)
             assert scalar(crashed, "SELECT COUNT(*) FROM messages") >= 0

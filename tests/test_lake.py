@@ -264,3 +264,21 @@ def test_merge_full_and_compact_from_the_cli(layout, project, capsys):
     assert scalar(layout, "SELECT COUNT(*) FROM messages") == 2
     assert main(["views", *args]) == 0  # the old name still works
     assert "merged 0 sources" in capsys.readouterr().out
+
+
+def test_files_a_killed_merge_left_are_invisible_and_compact_orphans_removes_them(layout, project, capsys):
+    """A merge killed mid-write may leave data files its catalog never committed: no reader
+    sees them, and `agentlake compact --orphans` deletes them."""
+    from pipelines.cli import main
+
+    p = _two_day_project(project)
+    ingest(layout, p.db)
+    stray = layout.lake / "main" / "messages" / "year=2026" / "month=1" / "project=two-days" / "ducklake-stray.parquet"
+    stray.parent.mkdir(parents=True, exist_ok=True)
+    stray.write_bytes(b"")  # what SIGKILL leaves of a file being written
+    assert scalar(layout, "SELECT COUNT(*) FROM messages") == 2
+    assert main(["compact", "--home", str(layout.home), "--keep-seconds", "0"]) == 0
+    assert stray.exists()  # not without being asked: another catalog may share a directory lake
+    assert main(["compact", "--home", str(layout.home), "--keep-seconds", "0", "--orphans"]) == 0
+    assert not stray.exists()
+    assert scalar(layout, "SELECT COUNT(*) FROM messages") == 2

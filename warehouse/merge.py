@@ -281,7 +281,7 @@ def _marts_exist(con) -> bool:
     return set(MARTS) <= have
 
 
-def compact(catalog: Path, *, keep_seconds: int = 600) -> dict[str, int]:
+def compact(catalog: Path, *, keep_seconds: int = 600, orphans: bool = False) -> dict[str, int]:
     """Write the rows small merges kept inline in the catalog out to Parquet, merge adjacent small files, rewrite files with many deleted rows, and remove the files no
     snapshot younger than `keep_seconds` needs (a reader holding an older snapshot keeps its
     files for that long). Returns the data files before and after."""
@@ -294,6 +294,9 @@ def compact(catalog: Path, *, keep_seconds: int = 600) -> dict[str, int]:
                     f"older_than => now() - INTERVAL {int(keep_seconds)} SECOND)")
         con.execute(f"CALL ducklake_cleanup_old_files('{ducklake.CATALOG}', "
                     f"older_than => now() - INTERVAL {int(keep_seconds)} SECOND)")
+        if orphans:  # files a killed merge wrote but never committed; only for a data path of our own
+            con.execute(f"CALL ducklake_delete_orphaned_files('{ducklake.CATALOG}', "
+                        f"older_than => now() - INTERVAL {int(keep_seconds)} SECOND)")
         after = _file_count(con)
     return {"files_before": before, "files_after": after}
 
