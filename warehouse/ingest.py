@@ -328,7 +328,7 @@ def ingest_many(sources, layout: Layout, run_id: str, *, force: bool = False, wo
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_die_with_parent,
                                initargs=(os.getpid(),))
     try:
-        with _sigint_ignored():  # workers start with Ctrl-C ignored: the parent handles it, once
+        with _sigint_held():  # workers start with Ctrl-C held back: the parent handles it, once
             futures = {pool.submit(ingest_source, s, layout, run_id, force=force): s for s in sources}
         for future in as_completed(futures):
             try:
@@ -349,20 +349,21 @@ INTERRUPTED = threading.Event()
 
 
 @contextmanager
-def _sigint_ignored():
-    """SIGINT ignored while the pool starts its processes (milliseconds): an ignored signal stays
-    ignored across exec, so a Ctrl-C during a worker's start-up cannot print a traceback from
-    inside it; the parent handles Ctrl-C for all of them."""
+def _sigint_held():
+    """SIGINT blocked, not ignored, while the pool starts its processes (milliseconds). A blocked
+    signal stays pending for the parent, which gets it as soon as this ends, and the mask is
+    inherited across exec: a Ctrl-C during a worker's start-up cannot print a traceback from
+    inside it (the worker ignores SIGINT, then unblocks it; the parent handles Ctrl-C for all)."""
     import signal
 
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _die_with_parent(parent: int) -> None:
@@ -371,6 +372,8 @@ def _die_with_parent(parent: int) -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle, once
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # held back while it started
     try:
         import ctypes
 
