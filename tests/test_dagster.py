@@ -47,6 +47,9 @@ def test_definitions_load():
     marts = repo.asset_graph.get(dg.AssetKey("daily_costs"))
     assert dg.AssetKey("sessions") in marts.parent_keys
     assert marts.automation_condition is not None  # a run launched from the UI updates the marts
+    sensors = {s.name: s for s in repo.sensor_defs}
+    assert sensors["update_tables_and_marts"].default_status == dg.DefaultSensorStatus.RUNNING
+    assert "default_automation_condition_sensor" not in sensors  # Dagster's own starts stopped
     assert repo.get_sensor_def("discover_sources") and repo.get_schedule_def("daily_full_refresh")
 
 
