@@ -1,6 +1,6 @@
 """Data checks over the landing files one source just wrote: unique keys and no orphans.
 
-Run with an in-memory DuckDB over those files only, so they never touch warehouse.duckdb
+Run with an in-memory DuckDB over those files only, so they never touch the catalog
 and cost nothing for sources that did not change.
 """
 

@@ -1,13 +1,12 @@
 """Facts and checks over the whole lake, as the central deployment sees it.
 
-Each machine checks only the files it just wrote (warehouse.checks); only a reader of the
-whole lake sees what lies between them: a key written twice under two file names (a file
-copied or renamed by hand, one store ingested under two user names), children whose parent
-row is missing, and machines that stopped reporting.
+A machine lands only its own sources; only a reader of the whole lake sees what lies between
+them: a key written twice (a landing folder copied by hand, one store ingested under two user
+names), children whose parent row is missing, and machines that stopped reporting. The tables'
+checks in Dagster (pipelines/defs/warehouse) use the same functions, per source.
 
-Every function takes a DuckDB connection that has the lake's views (warehouse.views.connect
-on a built warehouse file, or create_views on an in-memory connection), so the same code runs
-over a directory lake and an S3 lake.
+Every function takes a connection to the catalog (warehouse.views.connect), so the same code
+runs over a directory lake and an S3 lake.
 """
 
 from dataclasses import dataclass
