@@ -33,7 +33,7 @@ from warehouse.writer import LANDING_ID
 # Partitions: the row's month (from `date`) and project. By day, a realistic history (sessions
 # spread over months, a long tail of projects) gives a file per few rows: measured on 40 projects
 # over 180 days, 9,133 files against 1,345, merges 6.6x and queries 4-5x slower (docs/BENCHMARKS.md).
-# Queries on a day still read only that day's files: DuckLake keeps each file's min/max `date`.
+# A query on one day still reads only that month's files (partition and per-file min/max `date`).
 PARTITION_BY = 'year("date"), month("date"), "project"'
 MERGED = "_agentlake_merged"  # (path, version) of every landing file merged
 LAKE_TABLE = "_agentlake_lake"  # one row: the lake whose landing files this catalog merges
