@@ -149,6 +149,8 @@ def writing(catalog: Path, data_path: str | None = None):
 
 
 def publish(own: Path, catalog: Path) -> None:
+    for stale in catalog.parent.glob(f".{catalog.name}.*.tmp"):  # a copy a killed writer left
+        stale.unlink(missing_ok=True)  # (writers hold the lock, so none is in progress)
     tmp = catalog.with_name(f".{catalog.name}.{os.getpid()}.tmp")
     shutil.copyfile(own, tmp)
     with open(tmp, "rb+") as fh:
