@@ -9,10 +9,10 @@ def _():
     import altair as alt
     import marimo as mo
 
-    from warehouse.layout import Layout
+    from warehouse.config import reader_layout
     from warehouse.views import connect
 
-    warehouse_path = Layout.resolve().warehouse  # $AGENTLAKE_WAREHOUSE, or the default home's
+    warehouse_path = reader_layout().warehouse  # $AGENTLAKE_WAREHOUSE, the home's, else the quickstart demo's
     con = connect(warehouse_path)  # read-only
     mo.md(f"# Cost overview\n\nWarehouse: `{warehouse_path}` (read-only). Costs count root sessions "
           "only: a root's cost already includes its sub-agents'.")

@@ -8,10 +8,10 @@ app = marimo.App(width="medium")
 def _():
     import marimo as mo
 
-    from warehouse.layout import Layout
+    from warehouse.config import reader_layout
     from warehouse.views import connect
 
-    con = connect(Layout.resolve().warehouse)  # read-only; $AGENTLAKE_WAREHOUSE picks the file
+    con = connect(reader_layout().warehouse)  # read-only; $AGENTLAKE_WAREHOUSE picks the file
     mo.md("# Session explorer\n\nPick a root session: its messages, parts and tool calls, in order "
           "(sub-agent sessions included).")
     return con, mo

@@ -9,10 +9,10 @@ def _():
     import altair as alt
     import marimo as mo
 
-    from warehouse.layout import Layout
+    from warehouse.config import reader_layout
     from warehouse.views import connect
 
-    con = connect(Layout.resolve().warehouse)  # read-only; $AGENTLAKE_WAREHOUSE picks the file
+    con = connect(reader_layout().warehouse)  # read-only; $AGENTLAKE_WAREHOUSE picks the file
     mo.md("# Tool usage and failures\n\n`errors` are tool-level failures; `nonzero_exits` are shell "
           "commands that exited non-zero, which the agent does not count as errors.")
     return alt, con, mo

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from transforms.provider import DiscoverOptions, merge_paths
-from warehouse.config import ConfigError, load_config, load_layout
+from warehouse.config import DEMO, ConfigError, demo_layout, has_data, load_config, load_layout
 from warehouse.layout import Layout
 from pipelines.runner import DagsterStorageError
 from warehouse.store import LakeUnreachable
@@ -63,21 +63,6 @@ def _err(*parts) -> None:
     print(*parts, file=sys.stderr, flush=True)
 
 
-DEMO = "demo"  # where quickstart puts its demo, inside the home
-
-
-def has_data(layout: Layout) -> bool:
-    """Whether the lake holds anything ingested (a Parquet file outside staging and state).
-    A lake on object storage is taken to: listing a bucket is not worth a guess."""
-    if layout.remote:
-        return True
-    for _, dirs, files in os.walk(layout.lake):
-        dirs[:] = [d for d in dirs if d not in ("_staging", "_state")]
-        if any(f.endswith(".parquet") for f in files):
-            return True
-    return False
-
-
 def _nothing_ingested(layout: Layout) -> int:
     _err(f"error: nothing ingested in {layout.lake} yet: run `agentlake ingest` (or `agentlake demo`) first")
     return 1
@@ -87,17 +72,11 @@ DISCOVERY_FLAGS = ("db", "crush_root", "codewhale_home", "codewhale_session", "a
 
 
 def _demo_instead(args) -> Layout | None:
-    """The quickstart demo's layout when this command should use it: no --lake or --warehouse
-    (nor their variables, nor `lake` in config.toml) point elsewhere, the home's lake holds
-    nothing, and <home>/demo holds a warehouse."""
+    """The quickstart demo's layout when this command should use it (warehouse.config.demo_layout);
+    never when --lake or --warehouse name another place."""
     if getattr(args, "lake", None) or getattr(args, "warehouse", None):
         return None
-    layout = _layout(args)
-    own = load_layout(str(layout.home), env={})
-    if str(layout.lake) != str(own.lake) or layout.warehouse != own.warehouse or has_data(layout):
-        return None
-    demo = load_layout(str(layout.home / DEMO), env={})
-    return demo if demo.warehouse.exists() else None
+    return demo_layout(_layout(args))
 
 
 def use_demo_if_empty(args) -> None:

@@ -27,6 +27,10 @@ def test_the_readme_commands_work_after_a_quickstart_demo_then_own_data_takes_ov
 
     found, problems = AgentlakeResource(home=str(home / "demo")).discover()
     assert found and not problems
+    # the notebooks open what `agentlake sql` opens: the demo, until the home holds data
+    from warehouse.config import reader_layout
+
+    assert reader_layout().warehouse == home / "demo" / "warehouse.ducklake"
 
     assert main(["report", "--format", "json"]) == 0
     out, err = capsys.readouterr()
@@ -63,6 +67,7 @@ def test_the_readme_commands_work_after_a_quickstart_demo_then_own_data_takes_ov
     assert main(["sql", "SELECT project, cost_usd FROM sessions", "--format", "json"]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out) == [{"project": "mine", "cost_usd": 0.5}] and "demo" not in err
+    assert reader_layout().warehouse == home / "warehouse.ducklake"
 
 
 def test_quickstart_says_which_place_it_could_not_read(tmp_path, monkeypatch, capsys):

@@ -116,3 +116,36 @@ def _paths(path: Path, provider: str, section: dict, key: str) -> tuple[str, ...
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{path}: {provider}.{key} must be a list of paths")
     return tuple(value)
+
+
+DEMO = "demo"  # where quickstart puts its demo, inside the home
+
+
+def has_data(layout: Layout) -> bool:
+    """Whether the lake holds anything ingested (a Parquet file outside staging and state).
+    A lake on object storage is taken to: listing a bucket is not worth a guess."""
+    if layout.remote:
+        return True
+    for _, dirs, files in os.walk(layout.lake):
+        dirs[:] = [d for d in dirs if d not in ("_staging", "_state")]
+        if any(f.endswith(".parquet") for f in files):
+            return True
+    return False
+
+
+def demo_layout(layout: Layout) -> Layout | None:
+    """After a quickstart that found no agent data: the demo in <home>/demo, as long as nothing
+    (a variable, `lake` in config.toml) points the home elsewhere and its lake holds nothing."""
+    own = load_layout(str(layout.home), env={})
+    if str(layout.lake) != str(own.lake) or layout.warehouse != own.warehouse or has_data(layout):
+        return None
+    demo = load_layout(str(layout.home / DEMO), env={})
+    return demo if demo.warehouse.exists() else None
+
+
+def reader_layout(env=os.environ) -> Layout:
+    """What a reader without flags opens (the notebooks): the home's warehouse, else the
+    quickstart demo's, as `agentlake sql` and `report` do."""
+    layout = load_layout(env=env)
+    return demo_layout(layout) or layout
+
