@@ -49,23 +49,34 @@ def lake_facts(con) -> LakeFacts:
     return LakeFacts(rows=row_counts(con), machines=sorted(runs), users=users, last_runs=runs)
 
 
-def duplicate_keys(con) -> dict[str, int]:
+def _only(source_ids, alias: str = "") -> tuple[str, list]:
+    """A filter to some sources (the ones a merge just replaced), or none for the whole lake:
+    keys and parents are per source, so checking the changed ones is checking what changed."""
+    if source_ids is None:
+        return "", []
+    column = f'{alias}."source_id"' if alias else '"source_id"'
+    return f" AND {column} IN (SELECT UNNEST(?::VARCHAR[]))", [sorted(source_ids)]
+
+
+def duplicate_keys(con, source_ids=None) -> dict[str, int]:
     """Rows whose lake-wide key repeats, per table (0 everywhere when all is well)."""
     out = {}
+    where, params = _only(source_ids)
     for table, cols in LAKE_KEYS.items():
-        sql = f'SELECT COUNT(*) - COUNT(DISTINCT ({_quoted(cols)})) FROM "{table}"'
-        out[table] = con.execute(sql).fetchone()[0]
+        sql = f'SELECT COUNT(*) - COUNT(DISTINCT ({_quoted(cols)})) FROM "{table}" WHERE true{where}'
+        out[table] = con.execute(sql, params).fetchone()[0]
     return out
 
 
-def orphans(con) -> dict[str, int]:
+def orphans(con, source_ids=None) -> dict[str, int]:
     """Rows whose parent is missing from their own source, per reference (0 when all is well)."""
     out = {}
+    where, params = _only(source_ids, "c")
     for (child, col), (parent, pcol) in REFERENCES.items():
         same_source = " AND ".join(f'p."{c}" = c."{c}"' for c in SOURCE)
-        sql = (f'SELECT COUNT(*) FROM "{child}" c WHERE c."{col}" IS NOT NULL AND NOT EXISTS '
+        sql = (f'SELECT COUNT(*) FROM "{child}" c WHERE c."{col}" IS NOT NULL{where} AND NOT EXISTS '
                f'(SELECT 1 FROM "{parent}" p WHERE {same_source} AND p."{pcol}" = c."{col}")')
-        out[f"{child}.{col} -> {parent}.{pcol}"] = con.execute(sql).fetchone()[0]
+        out[f"{child}.{col} -> {parent}.{pcol}"] = con.execute(sql, params).fetchone()[0]
     return out
 
 

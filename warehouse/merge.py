@@ -52,6 +52,7 @@ class MergeResult:
     removed: int = 0  # sources whose landing folder is gone
     runs: int = 0  # run-log files appended
     waiting: list[str] = field(default_factory=list)  # sources caught half-way through a write
+    source_ids: set[str] = field(default_factory=set)  # the sources whose rows were replaced
     rows: Counter = field(default_factory=Counter)  # rows inserted, by table
 
     @property
@@ -210,6 +211,7 @@ def merge(lake, catalog: Path, *, data_path: str | None = None, marts: bool = Tr
             _record_merged(con, {f: landed[f] for g in sources for f in changed[g]} | {g: landed[g] for g in runs},
                            removed)
             result.merged, result.removed, result.runs = len(sources), len(gone), len(runs)
+            result.source_ids = {g.rsplit("/", 1)[1] for g in sources}
             if marts and (result.merged or result.removed or full or not _marts_exist(con)):
                 rebuild_marts(con)
     finally:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from transforms.contract import ALL_TABLES
 from warehouse import ducklake
-from warehouse.marts import MARTS, mart_sql  # noqa: F401  (the marts' names, for readers)
-from warehouse.merge import LAKE_TABLE, MergeResult, compact, duck_type, merge  # noqa: F401
+from warehouse.marts import MARTS
+from warehouse.merge import LAKE_TABLE, MergeResult, compact, merge
 
 def build_warehouse(lake, warehouse: Path, tables=ALL_TABLES, *, full: bool = False) -> list[str]:
     """Merge what landed, rebuild the marts, compact now and then; returns the public table names."""

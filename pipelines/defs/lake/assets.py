@@ -1,13 +1,12 @@
 import dagster as dg
 
-from pipelines.defs.lake.checks import CHECK_SPECS, check_results
+from pipelines.defs.lake.checks import CHECK_SPECS, LANDING, check_results
 from pipelines.defs.partitions import sources_partitions
 from pipelines.defs.resources import AgentlakeResource, Reporter
 from warehouse.ingest import RunSummary, clean_stale_staging, ingest_many, mark_pending, record_run
 
-# Extraction, one partition per source: the only per-source bookkeeping Dagster keeps. The
-# curated tables downstream are updated in one merge per run (pipelines/defs/warehouse).
-LANDING = dg.AssetKey(["landing"])
+# Extraction, one partition per source (LANDING): the only per-source bookkeeping Dagster keeps.
+# The curated tables downstream are updated in one merge per run (pipelines/defs/warehouse).
 
 
 class IngestConfig(dg.Config):

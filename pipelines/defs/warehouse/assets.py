@@ -33,8 +33,8 @@ def curated_tables(context: dg.AssetExecutionContext, agentlake: AgentlakeResour
     result = refresh(layout.lake, layout.warehouse, marts=False)
     with connect(layout.warehouse) as con:
         counts = lakewide.row_counts(con)
-        dupes = lakewide.duplicate_keys(con)
-        missing = lakewide.orphans(con)
+        dupes = lakewide.duplicate_keys(con, result.source_ids)  # the sources this merge replaced
+        missing = lakewide.orphans(con, result.source_ids)
     for table in ALL_TABLES:
         yield dg.MaterializeResult(asset_key=table.name, metadata={
             "rows": counts[table.name], "rows_inserted": result.rows.get(table.name, 0),
