@@ -183,9 +183,8 @@ from transforms.provider import DiscoverOptions
 from warehouse.ingest import discover_sources, ingest_all
 from warehouse.layout import Layout
 import importlib.metadata, transforms.claude.provider, transforms.claude.normalise, transforms.pricing  # noqa: F401,E401 (imported before dropping root)
-import genai_prices, importlib, pkgutil  # noqa: E401
-for m in pkgutil.walk_packages(genai_prices.__path__, "genai_prices."):  # its lazy imports, while root may read them
-    importlib.import_module(m.name)
+from transforms.pricing import input_rate
+input_rate("claude-sonnet-4-5", "anthropic", "2026-01-06")  # the price table loads lazily: while root may read it
 options = DiscoverOptions(env={}, extra_roots={"claude": (sys.argv[1],)}, use_default=False)
 os.setgid(65534); os.setuid(65534)
 sources, _ = discover_sources(options)
