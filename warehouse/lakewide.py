@@ -13,10 +13,25 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from transforms.contract import ALL_TABLES
-from warehouse.checks import KEYS, REFERENCES
+# table -> key columns that must be unique within a source
+KEYS = {
+    "sessions": ("session_id",),
+    "messages": ("message_id",),
+    "parts": ("message_id", "part_index"),
+    "file_versions": ("file_id",),
+    "read_files": ("session_id", "path_raw"),
+}
+# (child table, column) -> (parent table, column): every child must find its parent
+REFERENCES = {
+    ("messages", "session_id"): ("sessions", "session_id"),
+    ("parts", "message_id"): ("messages", "message_id"),
+    ("tool_calls", "session_id"): ("sessions", "session_id"),
+    ("file_versions", "session_id"): ("sessions", "session_id"),
+    ("read_files", "session_id"): ("sessions", "session_id"),
+}
 
-# Within one source a key is unique (warehouse.checks); across the lake the source is part of
-# the key. The user is not: one store read under two user names counts its sessions twice.
+# A key is unique within a source, so the source is part of it. The user is not: one store
+# read under two user names counts its sessions twice.
 SOURCE = ("machine", "source_id")
 LAKE_KEYS = {table: SOURCE + cols for table, cols in KEYS.items()}
 

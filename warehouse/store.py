@@ -9,7 +9,7 @@ Object storage goes through pyarrow's own S3 filesystem: no extra client library
     s3://bucket/prefix?endpoint_override=http://127.0.0.1:9000   an S3-compatible server
     $AWS_ENDPOINT_URL                          the same (pyarrow itself does not read it)
 
-Readers query the lake through DuckDB: see warehouse.lakefs.
+Readers query the tables through the catalog: see warehouse.views.
 """
 
 from __future__ import annotations  # `list` is also a method name below
