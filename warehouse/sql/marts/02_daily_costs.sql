@@ -1,3 +1,4 @@
+-- refresh: by project
 -- daily_costs: root-session cost spread over days and models.
 -- Rule: a root session's cost (which already includes its sub-agents') is split over the
 -- (day, model, llm_provider) of the session and its sub-agents: in proportion to the requests'

@@ -1,3 +1,4 @@
+-- refresh: by project
 -- session_summary: one row per root session, its sub-agents folded in.
 CREATE OR REPLACE VIEW session_summary AS
 WITH tree_messages AS (

@@ -1,3 +1,4 @@
+-- refresh: by project
 -- tool_usage: calls and failures per day, project and tool.
 -- errors: the tool itself failed (is_error); nonzero_exits: a shell command exited non-zero,
 -- which the agent does not count as an error.

@@ -1,3 +1,4 @@
+-- refresh: by project
 -- shell_commands: shell commands by first word and by full command, with failure rates.
 -- `grouping` is 'first_word' (command is NULL) or 'command'. A call fails when the tool errored
 -- or the command exited non-zero. The first word skips leading VAR=value assignments.

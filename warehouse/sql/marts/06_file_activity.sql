@@ -1,3 +1,4 @@
+-- refresh: by project
 -- file_activity: per project and file, how often agents changed, read and versioned it.
 -- A change is an edit-, multiedit- or write-category call WITH a result that is not an error:
 -- a failed edit changed nothing. Relative paths are resolved against the project directory.

@@ -1,3 +1,4 @@
+-- refresh: whole (rows are per model, across projects)
 -- model_usage: assistant messages and sessions per model, with the cost daily_costs attributes
 -- to it (NULL where the cost is unknown).
 CREATE OR REPLACE VIEW model_usage AS
