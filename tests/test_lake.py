@@ -282,3 +282,60 @@ def test_files_a_killed_merge_left_are_invisible_and_compact_orphans_removes_the
     assert main(["compact", "--home", str(layout.home), "--keep-seconds", "0", "--orphans"]) == 0
     assert not stray.exists()
     assert scalar(layout, "SELECT COUNT(*) FROM messages") == 2
+
+
+def _marts_equal_a_full_recompute(layout):
+    """Every mart table holds exactly what its SQL computes from the tables now (as multisets)."""
+    from warehouse.marts import MARTS, create_mart_views
+    from warehouse.views import connect
+
+    with connect(layout.warehouse) as con:
+        create_mart_views(con)
+        for name in MARTS:
+            for a, b in (("lake.main", "temp.main"), ("temp.main", "lake.main")):
+                extra = con.execute(f'SELECT COUNT(*) FROM (FROM {a}."{name}" EXCEPT ALL FROM {b}."{name}")').fetchone()[0]
+                assert extra == 0, (name, a)
+        return {name: con.execute(f'SELECT COUNT(*) FROM lake.main."{name}"').fetchone()[0] for name in MARTS}
+
+
+def test_marts_are_updated_for_the_projects_a_merge_touched(tmp_path):
+    """A changed source recomputes its projects' mart rows only, and the marts still equal a full
+    recompute: after a change, after a source is removed, across every agent."""
+    import shutil
+
+    from transforms.demo import generate_demo
+    from warehouse.layout import Layout
+    from warehouse.marts import PENDING
+    from warehouse.merge import merge
+
+    demo = generate_demo(tmp_path / "demo")
+    layout = Layout.resolve(home=tmp_path / "home", machine="laptop", user="dev")
+    ingest(layout, homes={p: list(r) for p, r in demo.roots().items() if p != "crush"}, roots=demo.roots()["crush"])
+    before = _marts_equal_a_full_recompute(layout)
+    assert all(before.values())
+
+    db = demo.truths["crush"].dbs[0]
+    conn = sqlite3.connect(db.path)
+    add_session(conn, "late", title="late", created_at=T0 + 40 * DAY, cost=2.5)
+    add_message(conn, "late-m", "late", "assistant", [text_part("ok")], created_at=T0 + 40 * DAY)
+    conn.commit()
+    conn.close()
+    from tests.conftest import discover_only
+    from warehouse.ingest import ingest_all
+
+    sources, problems = discover_only(roots=demo.roots()["crush"])
+    ingest_all(sources, layout, problems=problems)
+    merge(layout.lake, layout.warehouse, marts=False)  # as the Dagster `tables` asset does
+    pending = scalar(layout, f"SELECT list(DISTINCT project) FROM {PENDING}")
+    changed_project = scalar(layout, "SELECT project FROM sessions WHERE session_id = 'late'")
+    assert pending == [changed_project]  # one project of the demo's four, not all of them
+    merge(layout.lake, layout.warehouse)
+    after = _marts_equal_a_full_recompute(layout)
+    assert scalar(layout, f"SELECT COUNT(*) FROM {PENDING}") == 0
+    assert scalar(layout, "SELECT SUM(cost_usd) FROM daily_costs WHERE project = ?", changed_project) == \
+        scalar(layout, "SELECT SUM(cost_usd)::DECIMAL(38, 9) FROM sessions WHERE is_root AND project = ?", changed_project)
+    assert after["session_summary"] == before["session_summary"] + 1
+
+    shutil.rmtree(layout.lake / "_landing" / "laptop")  # every source gone: their rows and mart rows too
+    merge(layout.lake, layout.warehouse)
+    assert all(n == 0 for n in _marts_equal_a_full_recompute(layout).values())

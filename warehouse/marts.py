@@ -1,14 +1,33 @@
-"""The marts: SQL files in sql/marts, materialised as tables of the lake's catalog.
+"""The marts: SQL files in sql/marts, materialised as tables of the lake's catalog, updated
+incrementally.
 
 Each file is `CREATE OR REPLACE VIEW <name> AS ...` over the curated tables (staging renames
-and casts, marts join and aggregate). The merge runs them as temporary views and writes each
-public one (a name not starting with `_`) as a table, inside its own transaction, so readers
-and BI read small tables and never wait for an aggregate.
+and casts, marts join and aggregate), and starts with a header line saying how it refreshes:
+
+- `-- refresh: by project`: every row has a `project`, and is computed from rows of one
+  source (the joins stay within a source) that share that project (a session's messages,
+  parts, calls and usage carry the session's project). A merge then recomputes only the
+  projects of the sessions its changed sources had and have: no other row can have changed.
+  `tests/test_lake.py` checks the incremental marts against a full recompute on every agent.
+- `-- refresh: whole`: recomputed entirely (rows that span projects).
+
+The merge records the touched projects in `_agentlake_marts_pending` in its own transaction;
+`refresh_marts` (in that transaction, or in the Dagster `marts` asset's own) updates the marts
+and clears the list, so a run killed between the two updates them next time. A mart whose SQL
+changed since it was written (its hash in `_agentlake_marts`) is rebuilt whole.
 """
 
+import hashlib
+from contextlib import contextmanager
 from pathlib import Path
 
+import pyarrow as pa
+
 MARTS_DIR = Path(__file__).parent / "sql" / "marts"
+PENDING = "_agentlake_marts_pending"  # projects whose mart rows must be recomputed
+WRITTEN = "_agentlake_marts"  # (name, sha256 of its SQL) of every mart table written
+# Past this many touched projects a whole rebuild is as cheap as the filtered one.
+MAX_PROJECTS = 64
 
 
 def mart_sql() -> list[tuple[str, str]]:
@@ -22,6 +41,10 @@ def mart_sql() -> list[tuple[str, str]]:
     return out
 
 
+def refreshes_by_project(sql: str) -> bool:
+    return sql.lstrip().startswith("-- refresh: by project")
+
+
 MARTS = tuple(name for name, _ in mart_sql() if not name.startswith("_"))
 
 
@@ -31,13 +54,98 @@ def create_mart_views(con) -> None:
         con.execute(sql.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMP VIEW", 1))
 
 
-def rebuild_marts(con) -> dict[str, int]:
-    """Write every public mart as a table of the attached lake; returns rows per mart."""
+def ensure_bookkeeping(con) -> None:
+    con.execute(f"CREATE TABLE IF NOT EXISTS lake.main.{PENDING} (project VARCHAR)")
+    con.execute(f"CREATE TABLE IF NOT EXISTS lake.main.{WRITTEN} (name VARCHAR, sql_sha VARCHAR)")
+
+
+def mark_pending(con, projects: set[str | None]) -> None:
+    """Projects whose mart rows the next `refresh_marts` recomputes (the merge's transaction)."""
+    ensure_bookkeeping(con)
+    if projects:
+        con.register("_touched", pa.table({"project": pa.array(sorted(projects, key=str), pa.string())}))
+        con.execute(f"INSERT INTO lake.main.{PENDING} SELECT project FROM _touched")
+        con.unregister("_touched")
+
+
+def refresh_marts(con, *, whole: bool = False) -> dict[str, int]:
+    """Bring every public mart table up to date with the curated tables; returns rows per mart.
+    `whole` rebuilds all of them."""
+    ensure_bookkeeping(con)
+    pending = {r[0] for r in con.execute(f"SELECT DISTINCT project FROM lake.main.{PENDING}").fetchall()}
+    written = dict(con.execute(f"SELECT name, sql_sha FROM lake.main.{WRITTEN}").fetchall())
+    have = {r[0] for r in con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = 'lake' AND schema_name = 'main'").fetchall()}
     create_mart_views(con)
     counts = {}
-    for name in MARTS:
-        con.execute(f'CREATE OR REPLACE TABLE lake.main."{name}" AS SELECT * FROM temp.main."{name}"')
+    scope = None  # the cut-down curated tables' filter, found once
+    for name, sql in mart_sql():
+        if name.startswith("_"):
+            continue
+        sha = hashlib.sha256(sql.encode()).hexdigest()
+        if whole or written.get(name) != sha or name not in have or not refreshes_by_project(sql) \
+                or len(pending) > MAX_PROJECTS:
+            con.execute(f'CREATE OR REPLACE TABLE lake.main."{name}" AS SELECT * FROM temp.main."{name}"')
+        elif pending:
+            touched = _project_filter(pending)
+            scope = scope or _scope(con, pending)
+            with _curated_tables_cut_to(con, scope):
+                con.execute(f'DELETE FROM lake.main."{name}" WHERE {touched}')
+                con.execute(f'INSERT INTO lake.main."{name}" SELECT * FROM temp.main."{name}" WHERE {touched}')
+        # the marts below that read this one read its table now, not the view computed again
+        con.execute(f'DROP VIEW temp.main."{name}"')
         counts[name] = con.execute(f'SELECT COUNT(*) FROM lake.main."{name}"').fetchone()[0]
+        written[name] = sha
     for name, _ in reversed(mart_sql()):
         con.execute(f'DROP VIEW IF EXISTS temp.main."{name}"')
+    con.execute(f"DELETE FROM lake.main.{PENDING}")
+    con.execute(f"DELETE FROM lake.main.{WRITTEN}")
+    con.register("_written", pa.table({"name": list(written), "sql_sha": list(written.values())}))
+    con.execute(f"INSERT INTO lake.main.{WRITTEN} SELECT name, sql_sha FROM _written")
+    con.unregister("_written")
     return counts
+
+
+def _scope(con, projects: set[str | None]) -> str:
+    """The rows the touched projects' mart rows are computed from: those of the sources with a
+    session in these projects, in those sources' projects."""
+    sources = [r[0] for r in con.execute(
+        f"SELECT DISTINCT source_id FROM lake.main.sessions WHERE {_project_filter(projects)}").fetchall()]
+    theirs = {r[0] for r in con.execute(
+        f"SELECT DISTINCT project FROM lake.main.sessions WHERE {_in('source_id', sources)}").fetchall()}
+    return f"{_project_filter(projects | theirs)} AND {_in('source_id', sources)}"
+
+
+@contextmanager
+def _curated_tables_cut_to(con, where: str):
+    """The curated tables, as the mart views see them, cut down by temporary views of the same
+    name. The views' joins stay within a source, so the touched projects' rows come out the
+    same; the literal filters reach the scans and prune by partition, where a filter on a mart's
+    output stops at its first join or CTE."""
+    from transforms.contract import DATA_TABLES
+
+    for table in DATA_TABLES:
+        con.execute(f'CREATE OR REPLACE TEMP VIEW "{table.name}" AS SELECT * FROM lake.main."{table.name}" WHERE {where}')
+    try:
+        yield
+    finally:
+        for table in DATA_TABLES:
+            con.execute(f'DROP VIEW IF EXISTS temp.main."{table.name}"')
+
+
+def _in(column: str, values) -> str:
+    if not values:
+        return "FALSE"
+    return f"{column} IN (" + ", ".join(_literal(v) for v in sorted(values)) + ")"
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _project_filter(projects: set[str | None]) -> str:
+    """A literal predicate (literals push down into the views' scans; a subquery would not)."""
+    parts = [_in("project", [p for p in projects if p is not None])]
+    if None in projects:
+        parts.append("project IS NULL")
+    return "(" + " OR ".join(parts) + ")"

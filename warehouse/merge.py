@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from transforms.contract import ALL_TABLES, DATA_TABLES, SCHEMA_VERSION, SOURCES, Table
 from warehouse import ducklake
 from warehouse.layout import LANDING, RUNS
-from warehouse.marts import rebuild_marts
+from warehouse.marts import PENDING, mark_pending, refresh_marts
 from warehouse.store import masked, open_store
 from warehouse.writer import LANDING_ID
 
@@ -203,17 +203,20 @@ def merge(lake, catalog: Path, *, data_path: str | None = None, marts: bool = Tr
                 local.update(_local_copies(store, [g for g in runs if g not in local], workdir))
                 con.execute(f'DELETE FROM "{SOURCES.name}"')
             gone = {g for g in removed if not _is_run_log(g)}
+            touched = _projects_of(con, set(sources) | gone)  # their old rows' projects
             _delete_sources(con, set(sources) | gone)
             for table in DATA_TABLES:
                 files = [local[f] for files in sources.values() for f in files if f.endswith(f"/{table.name}.parquet")]
                 result.rows[table.name] = _insert(con, table, files)
+                touched |= _landed_projects(con, files)
+            mark_pending(con, touched)
             result.rows[SOURCES.name] = _insert(con, SOURCES, [local[g] for g in runs], identity_from_path=False)
             _record_merged(con, {f: landed[f] for g in sources for f in changed[g]} | {g: landed[g] for g in runs},
                            removed)
             result.merged, result.removed, result.runs = len(sources), len(gone), len(runs)
             result.source_ids = {g.rsplit("/", 1)[1] for g in sources}
-            if marts and (result.merged or result.removed or full or not _marts_exist(con)):
-                rebuild_marts(con)
+            if marts and (result.merged or result.removed or full or not _marts_exist(con) or _pending(con)):
+                refresh_marts(con, whole=full)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return result
@@ -247,16 +250,50 @@ def _complete(changed: dict[str, list[str]], local: dict[str, Path]) -> tuple[di
     return ready, waiting
 
 
+@contextmanager
+def _replaced(con, groups: set[str]):
+    """`_replaced(k, source_id)`: these sources, for the statements below to filter on."""
+    con.register("_replaced", pa.table({"k": sorted(groups), "source_id": [g.rsplit("/", 1)[1] for g in sorted(groups)]}))
+    try:
+        yield
+    finally:
+        con.unregister("_replaced")
+
+
+# The source id narrows the scan first (one column, with per-file statistics), the full key decides.
+_OF_REPLACED = f"source_id IN (SELECT source_id FROM _replaced) AND {_source_key_sql()} IN (SELECT k FROM _replaced)"
+
+
 def _delete_sources(con, groups: set[str]) -> None:
-    """Every row of these sources, from every table. The source id narrows the scan first (one
-    column), the full key then decides."""
+    """Every row of these sources, from every table."""
     if not groups:
         return
-    con.register("_replaced", pa.table({"k": sorted(groups), "source_id": [g.rsplit("/", 1)[1] for g in sorted(groups)]}))
-    for table in DATA_TABLES:
-        con.execute(f'DELETE FROM "{table.name}" WHERE source_id IN (SELECT source_id FROM _replaced) '
-                    f"AND {_source_key_sql()} IN (SELECT k FROM _replaced)")
-    con.unregister("_replaced")
+    with _replaced(con, groups):
+        for table in DATA_TABLES:
+            con.execute(f'DELETE FROM "{table.name}" WHERE {_OF_REPLACED}')
+
+
+def _projects_of(con, groups: set[str]) -> set[str | None]:
+    """The projects of these sources' sessions: their marts' rows are recomputed (a session's
+    rows share its project: warehouse.marts)."""
+    if not groups:
+        return set()
+    with _replaced(con, groups):
+        return {r[0] for r in con.execute(f"SELECT DISTINCT project FROM sessions WHERE {_OF_REPLACED}").fetchall()}
+
+
+def _landed_projects(con, paths: list[Path]) -> set[str | None]:
+    if not paths:
+        return set()
+    files = ", ".join(_quote(p) for p in paths)
+    return {r[0] for r in con.execute(f"SELECT DISTINCT project FROM read_parquet([{files}])").fetchall()}
+
+
+def _pending(con) -> bool:
+    try:
+        return con.execute(f"SELECT COUNT(*) FROM {PENDING}").fetchone()[0] > 0
+    except duckdb.Error:
+        return False
 
 
 def _record_merged(con, done: dict[str, str], removed: set[str]) -> None:

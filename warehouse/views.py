@@ -27,13 +27,14 @@ def refresh(lake, warehouse: Path, *, full: bool = False, marts: bool = True) ->
     return result
 
 
-def rebuild_marts_now(warehouse: Path) -> dict[str, int]:
-    """The marts rebuilt in a transaction of their own (the Dagster `marts` asset)."""
-    from warehouse.marts import rebuild_marts
+def update_marts_now(warehouse: Path) -> dict[str, int]:
+    """The marts brought up to date in a transaction of their own (the Dagster `marts` asset):
+    the projects the merges since the last update touched are recomputed."""
+    from warehouse.marts import refresh_marts
 
     with ducklake.writing(Path(warehouse)) as con:
         con.execute("BEGIN")
-        counts = rebuild_marts(con)
+        counts = refresh_marts(con)
         con.execute("COMMIT")
     return counts
 

@@ -5,7 +5,7 @@ from pipelines.defs.resources import AgentlakeResource
 from transforms.contract import ALL_TABLES
 from warehouse import lakewide
 from warehouse.marts import MARTS
-from warehouse.views import connect, refresh, rebuild_marts_now
+from warehouse.views import connect, refresh, update_marts_now
 
 # Runs launched from the UI or the sensor update what depends on them, not only the CLI's.
 EAGER = dg.AutomationCondition.eager()
@@ -56,8 +56,8 @@ def curated_tables(context: dg.AssetExecutionContext, agentlake: AgentlakeResour
     can_subset=False,
 )
 def marts(context: dg.AssetExecutionContext, agentlake: AgentlakeResource):
-    """The marts (warehouse/sql/marts) rebuilt as tables in one transaction."""
+    """The marts (warehouse/sql/marts), tables updated in one transaction: the projects the merge touched."""
     layout = agentlake.layout()
-    counts = rebuild_marts_now(layout.warehouse)
+    counts = update_marts_now(layout.warehouse)
     for name in MARTS:
         yield dg.MaterializeResult(asset_key=name, metadata={"rows": counts[name]})
