@@ -112,5 +112,5 @@ def test_agent_home_names_any_agents_store(home, tmp_path, capsys):
 
 
 def test_a_bad_agent_home_is_a_clear_error(home, capsys):
-    assert main(["ingest", "--agent-home", "cursor=/tmp/x"]) == 2
+    assert main(["ingest", "--agent-home", "notanagent=/tmp/x"]) == 2
     assert "--agent-home wants AGENT=DIR" in capsys.readouterr().err
