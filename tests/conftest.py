@@ -39,6 +39,10 @@ def no_real_agent_data(tmp_path_factory, monkeypatch):
         monkeypatch.setenv(var, str(empty / sub))
     monkeypatch.delenv("OPENCODE_DB", raising=False)
     monkeypatch.delenv("AGENTLAKE_LAKE", raising=False)
+    # the agents that keep their data under the home directory only (Droid's ~/.factory, ...)
+    for var in ("HOME", "USERPROFILE", "APPDATA", "LOCALAPPDATA", "XDG_STATE_HOME"):
+        (empty / var.lower()).mkdir()
+        monkeypatch.setenv(var, str(empty / var.lower()))
 
 
 @pytest.fixture
