@@ -13,7 +13,8 @@ repeated; the medians are printed as a Markdown table for docs/BENCHMARKS.md.
 - cold ingest (library): warehouse.ingest.ingest_all into an empty home.
 - cold ingest, team mode (library): the same with secrets redacted before writing.
 - cold ingest (CLI): `agentlake ingest` end to end (Python, Dagster, views) into an empty home.
-- no-op rerun (CLI): `agentlake ingest` again, nothing changed.
+- no-op rerun (CLI): `agentlake ingest` again, nothing changed. The CLI runs also get --failed
+  broken stores (2 by default), which fail every run as they do in real homes.
 - one source changed (CLI): one db gets a new message, then `agentlake ingest`.
 - queries: cost by day and project, tool usage, one session's transcript, and each mart
   (read-only, through the DuckLake catalog as every reader opens it).
@@ -103,15 +104,15 @@ print(json.dumps({"merged": r.merged, **c}))
 """
 
 
-def measure(cmd: list[str], env=None) -> tuple[float, float, str]:
-    """(wall seconds, peak RSS in MiB, stdout) of one subprocess."""
+def measure(cmd: list[str], env=None, ok=(0,)) -> tuple[float, float, str]:
+    """(wall seconds, peak RSS in MiB, stdout) of one subprocess; `ok`: the exit codes expected."""
     start = time.perf_counter()
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, env=env, cwd=HERE.parent)
         out = proc.stdout.read().decode()
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
-        if os.waitstatus_to_exitcode(status) != 0:
+        if os.waitstatus_to_exitcode(status) not in ok:
             err.seek(0)
             raise SystemExit(f"{cmd[0]} {cmd[1]} failed:\n{err.read().decode()[-2000:]}")
     return wall, usage.ru_maxrss / 1024, out
@@ -134,6 +135,8 @@ def main() -> None:
     ap.add_argument("--days", type=int, default=180, help="days each project's sessions spread over")
     ap.add_argument("--machines", type=int, default=0, help="also land the corpus under N machine names, merged")
     ap.add_argument("--workdir", help="keep the corpus here (default: a temp dir, removed)")
+    ap.add_argument("--failed", type=int, default=2,
+                    help="broken crush.db files the CLI runs also get (they fail every run, as in real homes)")
     args = ap.parse_args()
 
     from transforms.crush.synth import generate_store
@@ -165,10 +168,12 @@ def main() -> None:
         home = work / f"cli-{i}"
         env = {**os.environ, "AGENTLAKE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster")}
         cli = [str(Path(PY).with_name("agentlake")), "ingest", "--quiet", "--no-default", "--crush-root", str(corpus)]
-        cli_cold.append(measure(cli, env))
-        noop.append(measure(cli, env))
+        cli += [a for db in _broken(work, args.failed) for a in ("--db", str(db))]
+        failing = (1,) if args.failed else (0,)  # the exit status says some source failed
+        cli_cold.append(measure(cli, env, failing))
+        noop.append(measure(cli, env, failing))
         _touch_one(dbs[i % len(dbs)], i)
-        changed.append(measure(cli, env))
+        changed.append(measure(cli, env, failing))
         solo = work / f"solo-{i}"  # the changed source alone, into an empty home
         alone.append(measure([cli[0], "ingest", "--quiet", "--no-default", "--db", str(dbs[i % len(dbs)])],
                              {**os.environ, "AGENTLAKE_HOME": str(solo), "DAGSTER_HOME": str(solo / "dagster")}))
@@ -190,6 +195,18 @@ def main() -> None:
         _team(args, work, corpus, messages)
     if not args.workdir:
         shutil.rmtree(work)
+
+
+def _broken(work: Path, n: int) -> list[Path]:
+    """Stores that are not SQLite databases (a copy cut short, a disk error)."""
+    out = []
+    for k in range(n):
+        db = work / f"broken-{k}" / ".crush" / "crush.db"
+        if not db.exists():
+            db.parent.mkdir(parents=True, exist_ok=True)
+            db.write_bytes(b"SQLite format 3\x00" + bytes(range(256)) * 16)
+        out.append(db)
+    return out
 
 
 def _touch_one(db: Path, i: int) -> None:
