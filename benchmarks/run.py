@@ -190,6 +190,10 @@ def main() -> None:
     query_times = _queries(home / "warehouse.ducklake", args.repeat)
     query_times["dashboard page"] = _dashboard(home / "warehouse.ducklake", args.repeat)
     _report(args, gen_s, len(dbs), messages, rows, source_bytes, lake_bytes, parquet_files, results, query_times)
+    landing = du(lake / "_landing", "*.parquet")
+    print(f"\nLake by part: landing files {landing / 2**20:.1f} MiB ({landing / source_bytes:.2f}x the sources), "
+          f"tables {(du(lake, '*.parquet') - landing) / 2**20:.1f} MiB, catalog "
+          f"{du(home, 'warehouse.ducklake') / 2**20:.1f} MiB.")
     print(_file_report(lake, home / "warehouse.ducklake", "after the CLI runs (compaction as the runs left it)"))
     if args.machines:
         _team(args, work, corpus, messages)
