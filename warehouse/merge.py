@@ -77,6 +77,8 @@ def ensure_tables(con, lake) -> None:
     """Create the tables (partitioned by month and project) and add columns a newer contract has."""
     if _settled(con, lake):
         return
+    # zstd, as the landing files: half snappy's size on this data (docs/BENCHMARKS.md)
+    con.execute(f"CALL {ducklake.CATALOG}.set_option('parquet_compression', 'zstd')")
     have = {r[0] for r in con.execute(
         "SELECT table_name FROM duckdb_tables() WHERE database_name = ?", [ducklake.CATALOG]).fetchall()}
     for table in ALL_TABLES:
