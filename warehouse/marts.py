@@ -68,6 +68,23 @@ def mark_pending(con, projects: set[str | None]) -> None:
         con.unregister("_touched")
 
 
+def current(con) -> bool:
+    """Nothing to update: no project pending, every mart written by its current SQL (a reader's
+    connection will do)."""
+    try:
+        if con.execute(f"SELECT COUNT(*) FROM lake.main.{PENDING}").fetchone()[0]:
+            return False
+        written = dict(con.execute(f"SELECT name, sql_sha FROM lake.main.{WRITTEN}").fetchall())
+    except Exception:  # a catalog from before incremental marts
+        return False
+    return all(written.get(name) == hashlib.sha256(sql.encode()).hexdigest()
+               for name, sql in mart_sql() if not name.startswith("_"))
+
+
+def row_counts(con) -> dict[str, int]:
+    return {name: con.execute(f'SELECT COUNT(*) FROM lake.main."{name}"').fetchone()[0] for name in MARTS}
+
+
 def refresh_marts(con, *, whole: bool = False) -> dict[str, int]:
     """Bring every public mart table up to date with the curated tables; returns rows per mart.
     `whole` rebuilds all of them."""

@@ -26,7 +26,8 @@ import pyarrow.parquet as pq
 from transforms.contract import ALL_TABLES, DATA_TABLES, SCHEMA_VERSION, SOURCES, Table
 from warehouse import ducklake
 from warehouse.layout import LANDING, RUNS
-from warehouse.marts import PENDING, mark_pending, refresh_marts
+from warehouse.marts import current as marts_current
+from warehouse.marts import mark_pending, refresh_marts
 from warehouse.store import masked, open_store
 from warehouse.writer import LANDING_ID
 
@@ -217,7 +218,8 @@ def merge(lake, catalog: Path, *, data_path: str | None = None, marts: bool = Tr
                            removed)
             result.merged, result.removed, result.runs = len(sources), len(gone), len(runs)
             result.source_ids = {g.rsplit("/", 1)[1] for g in sources}
-            if marts and (result.merged or result.removed or full or not _marts_exist(con) or _pending(con)):
+            if marts and (result.merged or result.removed or full or not _marts_exist(con)
+                          or not marts_current(con)):
                 refresh_marts(con, whole=full)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -289,13 +291,6 @@ def _landed_projects(con, paths: list[Path]) -> set[str | None]:
         return set()
     files = ", ".join(_quote(p) for p in paths)
     return {r[0] for r in con.execute(f"SELECT DISTINCT project FROM read_parquet([{files}])").fetchall()}
-
-
-def _pending(con) -> bool:
-    try:
-        return con.execute(f"SELECT COUNT(*) FROM {PENDING}").fetchone()[0] > 0
-    except duckdb.Error:
-        return False
 
 
 def _record_merged(con, done: dict[str, str], removed: set[str]) -> None:

@@ -28,9 +28,10 @@ TABLE_CHECKS = [dg.AssetCheckSpec("keys_unique", asset=key, description="No key 
     can_subset=False,
 )
 def curated_tables(context: dg.AssetExecutionContext, agentlake: AgentlakeResource):
-    """Merge what landed into the DuckLake tables, one transaction for all changed sources."""
+    """Merge what landed into the DuckLake tables, one transaction for all changed sources; the
+    touched projects' mart rows are updated in it too, so no reader sees new tables with old marts."""
     layout = agentlake.layout()
-    result = refresh(layout.lake, layout.warehouse, marts=False)
+    result = refresh(layout.lake, layout.warehouse)
     with connect(layout.warehouse) as con:
         counts = lakewide.row_counts(con)
         dupes = lakewide.duplicate_keys(con, result.source_ids)  # the sources this merge replaced
@@ -56,7 +57,8 @@ def curated_tables(context: dg.AssetExecutionContext, agentlake: AgentlakeResour
     can_subset=False,
 )
 def marts(context: dg.AssetExecutionContext, agentlake: AgentlakeResource):
-    """The marts (warehouse/sql/marts), tables updated in one transaction: the projects the merge touched."""
+    """The marts (warehouse/sql/marts) as tables: up to date after the tables' merge, which updates
+    them in its own transaction; a run of this asset alone updates what is pending, if anything."""
     layout = agentlake.layout()
     counts = update_marts_now(layout.warehouse)
     for name in MARTS:
