@@ -77,8 +77,13 @@ def current(con) -> bool:
         written = dict(con.execute(f"SELECT name, sql_sha FROM lake.main.{WRITTEN}").fetchall())
     except Exception:  # a catalog from before incremental marts
         return False
-    return all(written.get(name) == hashlib.sha256(sql.encode()).hexdigest()
-               for name, sql in mart_sql() if not name.startswith("_"))
+    return all(written.get(name) == _sha(sql) for name, sql in mart_sql() if not name.startswith("_"))
+
+
+def _sha(sql: str) -> str:
+    """A mart's SQL with the internal views it may build on: a change to either rebuilds it."""
+    internal = "".join(text for name, text in mart_sql() if name.startswith("_"))
+    return hashlib.sha256((internal + sql).encode()).hexdigest()
 
 
 def row_counts(con) -> dict[str, int]:
@@ -99,7 +104,7 @@ def refresh_marts(con, *, whole: bool = False) -> dict[str, int]:
     for name, sql in mart_sql():
         if name.startswith("_"):
             continue
-        sha = hashlib.sha256(sql.encode()).hexdigest()
+        sha = _sha(sql)
         if whole or written.get(name) != sha or name not in have or not refreshes_by_project(sql) \
                 or len(pending) > MAX_PROJECTS:
             con.execute(f'CREATE OR REPLACE TABLE lake.main."{name}" AS SELECT * FROM temp.main."{name}"')
