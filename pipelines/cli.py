@@ -259,7 +259,7 @@ def cmd_sql(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from warehouse.report import Filters, build, render_report
+    from warehouse.report import Filters, build, build_insights, render_report
 
     from warehouse.report import unknown_filters
 
@@ -269,7 +269,9 @@ def cmd_report(args) -> int:
         unknown = unknown_filters(con, filters)
         if unknown:
             raise UsageError("; ".join(unknown))
-        return render_report(build(con, filters, by=args.by, top=args.top), args.format)
+        if args.insights:
+            return render_report(build_insights(con, filters, top=3 if args.top is None else args.top), args.format)
+        return render_report(build(con, filters, by=args.by, top=10 if args.top is None else args.top), args.format)
 
     return _read_warehouse(args, answer)
 
@@ -484,12 +486,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--provider", help="one agent (crush, codewhale, claude, codex, opencode)")
     p.add_argument("--by", choices=("day", "project", "agent", "user", "model", "tool"), default="project",
                    help="the main breakdown (default: project)")
-    p.add_argument("--top", type=_top, default=10, metavar="N",
-                   help="rows per ranking (default: 10; 0: all); a cut says how many rows it left out")
+    p.add_argument("--top", type=_top, default=None, metavar="N",
+                   help="rows per ranking (default: 10, 3 with --insights; 0: all); a cut says how many rows it "
+                        "left out")
+    p.add_argument("--insights", action="store_true",
+                   help="instead: the top findings of each insight mart (money that buys nothing), each with "
+                        "the SQL that gives them all (paste it into `agentlake sql`)")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("dashboard", help="serve the team dashboard (cost over time, by project and model, tools)")
+    p = sub.add_parser("dashboard", help="serve the team dashboard (cost over time, by project and model, tools, "
+                                         "insights; drill down project -> session -> transcript)")
     _common(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="port (default: 8765; 0 picks a free one)")

@@ -48,3 +48,39 @@ def test_bad_date_is_a_usage_error(lake, capsys):
         main(["report", "--home", str(lake.home), "--since", "yesterday"])
     assert exc.value.code == 2
     assert "not a date" in capsys.readouterr().err
+
+
+def test_insights_top_findings_with_their_sql(lake, capsys):
+    """`--insights` on the marts fixture: R (1.0, sub-agent 0.3) edited a.py; the CodeWhale
+    sessions changed no file; R's call `call-sub` has no tool row, so its sub-agent is 'sub-agent'."""
+    text = _report(lake, capsys, "--insights")
+    assert text.startswith("Duplicate reads") and text.count("\nSQL: SELECT ") == 9
+    data = json.loads(_report(lake, capsys, "--insights", "--provider", "crush", "--format", "json"))
+    assert data["insight_subagent_share"] == [{"agent_kind": "sub-agent", "root_sessions": 1, "subagents": 1,
+                                               "subagent_cost_usd": 0.3, "mean_share": 0.3}]
+    # S (0.1) and Q (0.2) cost money and changed nothing; R changed a.py and b.py
+    assert data["insight_idle_cost"] == [
+        {"project": "shop", "models": None, "sessions": 1, "cost_usd": 0.2},
+        {"project": "shop", "models": "claude-haiku-4-5", "sessions": 1, "cost_usd": 0.1}]
+    sql = data["sql"]["insight_idle_cost"]
+    assert "provider = 'crush'" in sql
+    # the SQL shown is what `agentlake sql` runs to give the same rows
+    assert main(["sql", "--home", str(lake.home), "--format", "json", sql]) == 0
+    assert json.loads(capsys.readouterr().out) == data["insight_idle_cost"]
+    cut = json.loads(_report(lake, capsys, "--insights", "--top", "1", "--format", "json"))
+    # all agents: (shop, Q's none), (shop, S's haiku) and (shop, the model cw-native and cw-estimated
+    # share; cw-unknown's cost is unknown, not counted): 3 rows, 1 shown
+    assert cut["not_shown"]["insight_idle_cost"] == 2
+    assert len(cut["insight_idle_cost"]) == 1
+
+
+def test_insight_sql_carries_the_filters_each_mart_can_take(lake, capsys):
+    data = json.loads(_report(lake, capsys, "--insights", "--since", "2026-01-07", "--project", "shop",
+                              "--format", "json"))
+    assert data["sql"]["insight_idle_cost"].count(
+        " WHERE CAST(started_at AS DATE) >= DATE '2026-01-07' AND project = 'shop' ") == 1
+    assert data["insight_idle_cost"] == [{"project": "shop", "models": None, "sessions": 1, "cost_usd": 0.2}]  # Q only
+    # duplicate reads have no time of their own: the project filter only
+    assert " FROM insight_duplicate_reads WHERE project = 'shop' GROUP BY" in data["sql"]["insight_duplicate_reads"]
+    assert "project" not in data["sql"]["insight_usage_blocks"]  # blocks span projects: dates only
+    assert "DATE '2026-01-07'" in data["sql"]["insight_usage_blocks"]

@@ -37,6 +37,19 @@ class Filters:
             params.append(self.provider)
         return ("WHERE " + " AND ".join(clauses)) if clauses else "", params
 
+    def literal_where(self, date_col: str | None, scoped: bool = True) -> str:
+        """The same filters as SQL literals, for a query shown to the user to paste into
+        `agentlake sql`. Only those the table can take: a date column, project and provider."""
+        clauses = []
+        if date_col and self.since:
+            clauses.append(f"CAST({date_col} AS DATE) >= DATE '{self.since.isoformat()}'")
+        if date_col and self.until:
+            clauses.append(f"CAST({date_col} AS DATE) <= DATE '{self.until.isoformat()}'")
+        for column, value in (("project", self.project), ("provider", self.provider)):
+            if scoped and value is not None:
+                clauses.append(f"{column} = '" + value.replace("'", "''") + "'")
+        return (" WHERE " + " AND ".join(clauses)) if clauses else ""
+
 
 @dataclass
 class Section:
@@ -45,6 +58,7 @@ class Section:
     columns: list[str]
     rows: list[tuple]
     more: int = 0  # rows past the --top cut, not shown
+    sql: str | None = None  # the query that reproduces the rows (insights)
 
 
 _COST = "ROUND(SUM(cost_usd), 4)"
@@ -147,6 +161,78 @@ def build(con, filters: Filters, by: str = "project", top: int = 10) -> list[Sec
     return sections
 
 
+@dataclass(frozen=True)
+class Insight:
+    mart: str
+    title: str
+    sql: str  # over the mart; {w} takes the filters
+    date_col: str | None = None  # the column --since/--until filter on, if the mart has one
+    scoped: bool = True  # has project and provider columns
+
+
+def _known_sum(column: str) -> str:
+    """A sum of costs that is NULL when one of them is unknown: never a partial figure."""
+    return f"CASE WHEN COUNT(*) = COUNT({column}) THEN ROUND(SUM({column}), 4) END"
+
+
+# The top findings of each insight mart (docs/MARTS.md), worst first, money where it is known.
+INSIGHTS = (
+    Insight("insight_duplicate_reads", "Duplicate reads: a file read again with no change in between",
+            "SELECT project, path, COUNT(DISTINCT session_key) AS sessions, SUM(duplicate_reads) AS duplicate_reads, "
+            f"SUM(duplicate_result_bytes) AS bytes, {_known_sum('duplicate_cost_usd')} AS cost_usd "
+            "FROM insight_duplicate_reads{w} GROUP BY ALL "
+            "ORDER BY cost_usd DESC NULLS LAST, duplicate_reads DESC, project, path"),
+    Insight("insight_unused_reads", "Unused reads: files read and never changed or named again, by project",
+            "SELECT project, COUNT(DISTINCT session_key) AS sessions, COUNT(*) AS files, SUM(reads) AS reads, "
+            f"{_known_sum('read_cost_usd')} AS cost_usd FROM insight_unused_reads{{w}} GROUP BY ALL "
+            "ORDER BY cost_usd DESC NULLS LAST, files DESC, project", date_col="first_read_at"),
+    Insight("insight_read_edit_ratio", "Reads per edit, by model (low: editing without looking)",
+            "SELECT model, COUNT(DISTINCT session_key) AS sessions, SUM(reads) AS reads, SUM(changes) AS changes, "
+            "ROUND(SUM(reads) / NULLIF(SUM(changes), 0), 2) AS read_edit_ratio FROM insight_read_edit_ratio{w} "
+            "GROUP BY ALL ORDER BY read_edit_ratio NULLS LAST, changes DESC, model"),
+    Insight("insight_idle_cost", "Idle cost: sessions that cost money and changed no file, by project and models",
+            "SELECT project, models, COUNT(*) AS sessions, ROUND(SUM(cost_usd), 4) AS cost_usd "
+            "FROM insight_idle_cost{w} GROUP BY ALL ORDER BY cost_usd DESC, project, models", date_col="started_at"),
+    Insight("insight_retry_loops", "Retry loops: the same command or tool failing 3+ times running",
+            "SELECT kind, tool_name, command, COUNT(*) AS loops, SUM(failures) AS failures, "
+            f"{_known_sum('cost_usd')} AS cost_usd FROM insight_retry_loops{{w}} GROUP BY ALL "
+            "ORDER BY cost_usd DESC NULLS LAST, failures DESC, tool_name, command", date_col="first_at"),
+    Insight("insight_context_growth", "Context growth: the most spent after a compaction, then the fastest growth",
+            "SELECT project, session_key, requests, ROUND(growth_per_request) AS growth_per_request, "
+            "max_context_tokens, compactions, ROUND(cost_usd, 4) AS cost_usd, "
+            "ROUND(cost_after_compaction_usd, 4) AS cost_after_compaction_usd FROM insight_context_growth{w} "
+            "ORDER BY cost_after_compaction_usd DESC NULLS LAST, growth_per_request DESC NULLS LAST, session_key",
+            date_col="first_compaction_at"),
+    Insight("insight_cache_efficiency", "Cache: read share and writes never read back, by project and model",
+            "SELECT project, model, SUM(requests) AS requests, "
+            "ROUND(SUM(cache_read_tokens) / NULLIF(SUM(input_tokens), 0), 3) AS cache_read_share, "
+            "SUM(unread_write_tokens) AS unread_write_tokens FROM insight_cache_efficiency{w} GROUP BY ALL "
+            "ORDER BY unread_write_tokens DESC, project, model"),
+    Insight("insight_subagent_share", "Sub-agents: their part of their root sessions' cost, by kind",
+            "SELECT agent_kind, COUNT(DISTINCT session_key) AS root_sessions, SUM(subagents) AS subagents, "
+            f"{_known_sum('subagent_cost_usd')} AS subagent_cost_usd, ROUND(AVG(share), 3) AS mean_share "
+            "FROM insight_subagent_share{w} GROUP BY ALL ORDER BY subagent_cost_usd DESC NULLS LAST, agent_kind"),
+    Insight("insight_usage_blocks", "Claude Code 5-hour usage blocks, costliest first (all projects)",
+            'SELECT "user", block_start, block_end, requests, sessions, total_tokens, ROUND(cost_usd, 4) AS cost_usd, '
+            "unpriced_requests FROM insight_usage_blocks{w} ORDER BY cost_usd DESC NULLS LAST, block_start",
+            date_col="block_start", scoped=False),
+)
+
+
+def build_insights(con, filters: Filters, top: int = 3) -> list[Section]:
+    """One section per insight: its top rows and the SQL (filters as literals) that gives them all."""
+    if top < 0:
+        raise ValueError("--top must be 0 (no limit) or more")
+    sections = []
+    for i in INSIGHTS:
+        sql = i.sql.format(w=filters.literal_where(i.date_col, i.scoped))
+        cur = con.execute(sql)
+        columns, rows = [d[0] for d in cur.description], cur.fetchall()
+        cut = rows[:top] if top else rows
+        sections.append(Section(i.mart, i.title, columns, cut, len(rows) - len(cut), sql))
+    return sections
+
+
 def _not_shown(s: Section) -> str:
     return f"{s.more} more not shown (--top {len(s.rows) + s.more} or --top 0 shows them)"
 
@@ -155,12 +241,14 @@ def render_report(sections: list[Section], fmt: str = "table") -> str:
     if fmt == "json":  # "not_shown" only when a ranking was cut: rows left out, by section
         data = {s.name: [{c: json_value(v) for c, v in zip(s.columns, r)} for r in s.rows] for s in sections}
         cut = {s.name: s.more for s in sections if s.more}
-        return json.dumps(data | ({"not_shown": cut} if cut else {}), indent=2, default=str)
+        sql = {s.name: s.sql for s in sections if s.sql}  # insights: the query behind each
+        return json.dumps(data | ({"not_shown": cut} if cut else {}) | ({"sql": sql} if sql else {}),
+                          indent=2, default=str)
     if fmt == "csv":  # one CSV block per section, headed by a comment line naming it
-        return "\n\n".join(f"# {s.name}\n{render(s.columns, s.rows, 'csv')}" + (f"\n# {_not_shown(s)}" if s.more else "")
-                           for s in sections)
+        return "\n\n".join(f"# {s.name}\n" + (f"# sql: {s.sql}\n" if s.sql else "") + render(s.columns, s.rows, "csv")
+                           + (f"\n# {_not_shown(s)}" if s.more else "") for s in sections)
     return "\n\n".join(f"{s.title}\n{render(s.columns, s.rows, 'table')}" + (f"\n{_not_shown(s)}" if s.more else "")
-                       for s in sections)
+                       + (f"\nSQL: {s.sql}" if s.sql else "") for s in sections)
 
 
 def unknown_filters(con, filters: Filters, limit: int = 8) -> list[str]:

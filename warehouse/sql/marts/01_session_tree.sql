@@ -1,11 +1,18 @@
--- Each session with the root session it belongs to, keyed by (source_id, session_id).
--- Internal building block for the marts below.
+-- refresh: by project
+-- Each session with the root session it belongs to. Internal building block for the marts below.
+-- A source_id is unique on one machine only (two laptops with the same home path hash alike),
+-- so joins on a session match (machine, source_id, session_id). session_key names a session
+-- lake-wide: machine/user/provider/source_id/session_id (none of the first four holds a '/').
 CREATE OR REPLACE VIEW _session_tree AS
 SELECT
     provider,
     project,
+    machine,
+    "user",
     source_id,
     session_id,
     COALESCE(root_session_id, session_id) AS root_session_id,
-    is_root
+    is_root,
+    concat_ws('/', machine, "user", provider, source_id, session_id) AS session_key,
+    concat_ws('/', machine, "user", provider, source_id, COALESCE(root_session_id, session_id)) AS root_session_key
 FROM sessions

@@ -9,32 +9,33 @@
 -- message puts its whole cost on the day it was created. Unknown costs stay NULL.
 CREATE OR REPLACE VIEW daily_costs AS
 WITH roots AS (
-    SELECT provider, project, machine, "user", source_id, session_id, created_at, date, model, llm_provider,
-           cost_source, CAST(ROUND(cost_usd * 1e9) AS HUGEINT) AS nanos
-    FROM sessions
-    WHERE is_root
+    SELECT s.provider, s.project, s.machine, s."user", s.source_id, s.session_id, t.session_key, s.created_at, s.date,
+           s.model, s.llm_provider, s.cost_source, CAST(ROUND(s.cost_usd * 1e9) AS HUGEINT) AS nanos
+    FROM sessions AS s
+    JOIN _session_tree AS t ON t.machine = s.machine AND t.source_id = s.source_id AND t.session_id = s.session_id
+    WHERE s.is_root
 ),
 priced AS (
-    SELECT t.source_id, t.root_session_id, u.date, u.model, u.llm_provider,
+    SELECT t.root_session_key, u.date, u.model, u.llm_provider,
            SUM(CAST(ROUND(u.cost_usd * 1e9) AS HUGEINT)) AS n
     FROM usage AS u
-    JOIN _session_tree AS t ON t.source_id = u.source_id AND t.session_id = u.session_id
+    JOIN _session_tree AS t ON t.machine = u.machine AND t.source_id = u.source_id AND t.session_id = u.session_id
     WHERE u.cost_usd > 0
     GROUP BY ALL
 ),
 weights AS (
     SELECT * FROM priced
     UNION ALL
-    SELECT t.source_id, t.root_session_id, m.date, m.model, m.llm_provider, COUNT(*) AS n
+    SELECT t.root_session_key, m.date, m.model, m.llm_provider, COUNT(*) AS n
     FROM messages AS m
-    JOIN _session_tree AS t ON t.source_id = m.source_id AND t.session_id = m.session_id
+    JOIN _session_tree AS t ON t.machine = m.machine AND t.source_id = m.source_id AND t.session_id = m.session_id
     WHERE m.role = 'assistant'
-      AND (t.source_id, t.root_session_id) NOT IN (SELECT (source_id, root_session_id) FROM priced)
+      AND t.root_session_key NOT IN (SELECT root_session_key FROM priced)
     GROUP BY ALL
 ),
 shares AS (
     SELECT
-        r.provider, r.project, r.machine, r."user", r.source_id, r.session_id, r.nanos, r.cost_source,
+        r.provider, r.project, r.machine, r."user", r.session_key, r.nanos, r.cost_source,
         COALESCE(w.date, CAST(r.created_at AS DATE), r.date) AS date,
         CASE WHEN w.n IS NULL THEN r.model ELSE w.model END AS model,
         CASE WHEN w.n IS NULL THEN r.llm_provider ELSE w.llm_provider END AS llm_provider,
@@ -43,8 +44,8 @@ shares AS (
         ROW_NUMBER() OVER (session ORDER BY w.date, w.model, w.llm_provider) AS k,
         COUNT(*) OVER session AS shares
     FROM roots AS r
-    LEFT JOIN weights AS w ON w.source_id = r.source_id AND w.root_session_id = r.session_id
-    WINDOW session AS (PARTITION BY r.source_id, r.session_id)
+    LEFT JOIN weights AS w ON w.root_session_key = r.session_key
+    WINDOW session AS (PARTITION BY r.session_key)
 ),
 rounded AS (
     SELECT *, CASE WHEN n IS NULL THEN nanos ELSE (2 * nanos * n + total_n) // (2 * total_n) END AS share
@@ -53,7 +54,7 @@ rounded AS (
 amounts AS (
     SELECT *,
            CASE WHEN k = shares
-                THEN nanos - COALESCE(SUM(share) OVER (PARTITION BY source_id, session_id ORDER BY k
+                THEN nanos - COALESCE(SUM(share) OVER (PARTITION BY session_key ORDER BY k
                                                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)
                 ELSE share END AS amount_nanos
     FROM rounded
@@ -67,7 +68,7 @@ SELECT
     model,
     llm_provider,
     cost_source,
-    COUNT(DISTINCT (source_id, session_id)) AS sessions,
+    COUNT(DISTINCT session_key) AS sessions,
     CAST(SUM(amount_nanos) AS DECIMAL(38, 0)) * CAST(0.000000001 AS DECIMAL(18, 9)) AS cost_usd
 FROM amounts
 GROUP BY ALL

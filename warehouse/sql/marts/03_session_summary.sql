@@ -1,13 +1,14 @@
 -- refresh: by project
--- session_summary: one row per root session, its sub-agents folded in.
+-- session_summary: one row per root session, its sub-agents folded in; session_key names it
+-- lake-wide (see _session_tree).
 CREATE OR REPLACE VIEW session_summary AS
 WITH tree_messages AS (
-    SELECT t.source_id, t.root_session_id, m.created_at, m.finished_at, m.role, m.model, m.message_id
+    SELECT t.root_session_key, m.created_at, m.finished_at, m.role, m.model, m.message_id
     FROM messages AS m
-    JOIN _session_tree AS t ON t.source_id = m.source_id AND t.session_id = m.session_id
+    JOIN _session_tree AS t ON t.machine = m.machine AND t.source_id = m.source_id AND t.session_id = m.session_id
 ),
 message_stats AS (
-    SELECT source_id, root_session_id,
+    SELECT root_session_key,
            COUNT(*) AS messages,
            COUNT(*) FILTER (WHERE role = 'assistant') AS assistant_messages,
            MIN(created_at) AS first_message_at,
@@ -17,23 +18,26 @@ message_stats AS (
     GROUP BY ALL
 ),
 tool_stats AS (
-    SELECT t.source_id, t.root_session_id,
+    SELECT t.root_session_key,
            COUNT(*) FILTER (WHERE c.has_call) AS tool_calls,
            COUNT(*) FILTER (WHERE c.has_call AND c.is_error) AS tool_errors,
            COUNT(*) FILTER (WHERE c.has_call AND c.exit_code <> 0) AS nonzero_exits
     FROM tool_calls AS c
-    JOIN _session_tree AS t ON t.source_id = c.source_id AND t.session_id = c.session_id
+    JOIN _session_tree AS t ON t.machine = c.machine AND t.source_id = c.source_id AND t.session_id = c.session_id
     GROUP BY ALL
 ),
 subagents AS (
-    SELECT source_id, root_session_id, COUNT(*) AS subagents
+    SELECT root_session_key, COUNT(*) AS subagents
     FROM _session_tree
     WHERE NOT is_root
     GROUP BY ALL
 )
 SELECT
+    k.session_key,
     s.provider,
     s.project,
+    s.machine,
+    s."user",
     s.source_id,
     s.session_id,
     s.title,
@@ -51,7 +55,8 @@ SELECT
     COALESCE(sa.subagents, 0) AS subagents,
     s.forked_from_session_id
 FROM sessions AS s
-LEFT JOIN message_stats AS ms ON ms.source_id = s.source_id AND ms.root_session_id = s.session_id
-LEFT JOIN tool_stats AS ts ON ts.source_id = s.source_id AND ts.root_session_id = s.session_id
-LEFT JOIN subagents AS sa ON sa.source_id = s.source_id AND sa.root_session_id = s.session_id
+JOIN _session_tree AS k ON k.machine = s.machine AND k.source_id = s.source_id AND k.session_id = s.session_id
+LEFT JOIN message_stats AS ms ON ms.root_session_key = k.session_key
+LEFT JOIN tool_stats AS ts ON ts.root_session_key = k.session_key
+LEFT JOIN subagents AS sa ON sa.root_session_key = k.session_key
 WHERE s.is_root

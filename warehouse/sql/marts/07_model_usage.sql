@@ -5,9 +5,9 @@ CREATE OR REPLACE VIEW model_usage AS
 WITH usage AS (
     SELECT m.provider, m.model, m.llm_provider,
            COUNT(*) AS messages,
-           COUNT(DISTINCT (t.source_id, t.root_session_id)) AS sessions
+           COUNT(DISTINCT t.root_session_key) AS sessions
     FROM messages AS m
-    JOIN _session_tree AS t ON t.source_id = m.source_id AND t.session_id = m.session_id
+    JOIN _session_tree AS t ON t.machine = m.machine AND t.source_id = m.source_id AND t.session_id = m.session_id
     WHERE m.role = 'assistant'
     GROUP BY ALL
 ),

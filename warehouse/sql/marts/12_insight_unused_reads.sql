@@ -1,0 +1,51 @@
+-- refresh: by project
+-- insight_unused_reads: per root session (its sub-agents folded in) and file, files read and
+-- then never changed nor named again: no call from the first successful read on (a call of the
+-- same step included), other than a read, has the file's path (relative to the project, else
+-- absolute) in its arguments. The cost is that of the steps that read it (shares as in
+-- insight_duplicate_reads), NULL when one of them is unknown.
+CREATE OR REPLACE VIEW insight_unused_reads AS
+WITH reads AS (
+    SELECT root_session_key, path,
+           project, ANY_VALUE(provider) AS provider, ANY_VALUE(machine) AS machine,
+           ANY_VALUE("user") AS "user", ANY_VALUE(source_id) AS source_id, ANY_VALUE(root_session_id) AS session_id,
+           CASE WHEN path LIKE ANY_VALUE(project_path) || '/%' AND ANY_VALUE(project_path) <> ''
+                THEN substr(path, length(ANY_VALUE(project_path)) + 2) ELSE path END AS name,
+           MIN(called_at) AS first_read_at,
+           COUNT(*) AS reads,
+           SUM(result_size) AS result_bytes,
+           SUM(step_tokens) AS step_tokens,
+           CASE WHEN COUNT(step_nanos) = COUNT(*) THEN SUM(step_nanos) END AS step_nanos  -- never partial
+    FROM _file_calls
+    WHERE is_good_read
+    GROUP BY project, root_session_key, path
+),
+later AS (
+    SELECT t.root_session_key, c.called_at, c.input_raw
+    FROM tool_calls AS c
+    JOIN _session_tree AS t ON t.machine = c.machine AND t.source_id = c.source_id AND t.session_id = c.session_id
+    WHERE c.has_call AND c.tool_category <> 'read' AND c.input_raw IS NOT NULL
+),
+used AS (
+    SELECT DISTINCT r.root_session_key, r.path
+    FROM reads AS r
+    JOIN later AS l ON l.root_session_key = r.root_session_key AND l.called_at >= r.first_read_at
+        AND contains(l.input_raw, r.name)
+)
+SELECT
+    r.root_session_key AS session_key,
+    r.provider,
+    r.project,
+    r.machine,
+    r."user",
+    r.source_id,
+    r.session_id,
+    r.path,
+    r.reads,
+    r.result_bytes,
+    r.first_read_at,
+    r.step_tokens AS read_step_tokens,
+    CAST(ROUND(r.step_nanos) AS DECIMAL(38, 0)) * CAST(0.000000001 AS DECIMAL(18, 9)) AS read_cost_usd
+FROM reads AS r
+LEFT JOIN used AS u ON u.root_session_key = r.root_session_key AND u.path = r.path
+WHERE u.path IS NULL

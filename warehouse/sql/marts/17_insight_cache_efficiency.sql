@@ -1,0 +1,38 @@
+-- refresh: by project
+-- insight_cache_efficiency: per session (a sub-agent is its own) and model, where the agent
+-- records cache buckets: the share of the input read from the cache, and cache writes never
+-- read back. A request's cache write is read back when a later request of the same session and
+-- model reads the cache within the write's TTL (5 minutes, or 1 hour for 1-hour writes).
+CREATE OR REPLACE VIEW insight_cache_efficiency AS
+WITH requests AS (
+    SELECT u.*, t.session_key,
+           MIN(CASE WHEN u.cache_read_tokens > 0 THEN u.requested_at END) OVER (
+               PARTITION BY u.project, t.session_key, u.model ORDER BY u.requested_at, u.source_rowid
+               ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS next_read_at
+    FROM usage AS u
+    JOIN _session_tree AS t ON t.machine = u.machine AND t.source_id = u.source_id AND t.session_id = u.session_id
+    WHERE u.cache_read_tokens IS NOT NULL OR u.cache_write_5m_tokens IS NOT NULL OR u.cache_write_1h_tokens IS NOT NULL
+)
+SELECT
+    session_key,
+    provider,
+    project,
+    machine,
+    "user",
+    source_id,
+    session_id,
+    model,
+    COUNT(*) AS requests,
+    SUM(COALESCE(input_uncached_tokens, 0) + COALESCE(cache_read_tokens, 0) + COALESCE(cache_write_5m_tokens, 0)
+        + COALESCE(cache_write_1h_tokens, 0)) AS input_tokens,
+    SUM(COALESCE(cache_read_tokens, 0)) AS cache_read_tokens,
+    SUM(COALESCE(cache_write_5m_tokens, 0) + COALESCE(cache_write_1h_tokens, 0)) AS cache_write_tokens,
+    SUM(COALESCE(cache_read_tokens, 0))
+        / NULLIF(SUM(COALESCE(input_uncached_tokens, 0) + COALESCE(cache_read_tokens, 0)
+                     + COALESCE(cache_write_5m_tokens, 0) + COALESCE(cache_write_1h_tokens, 0)), 0) AS cache_read_share,
+    SUM(CASE WHEN next_read_at IS NULL OR next_read_at > requested_at + INTERVAL 5 MINUTE
+             THEN COALESCE(cache_write_5m_tokens, 0) ELSE 0 END
+        + CASE WHEN next_read_at IS NULL OR next_read_at > requested_at + INTERVAL 1 HOUR
+               THEN COALESCE(cache_write_1h_tokens, 0) ELSE 0 END) AS unread_write_tokens
+FROM requests
+GROUP BY session_key, provider, project, machine, "user", source_id, session_id, model

@@ -1,0 +1,84 @@
+-- refresh: whole (a block spans projects)
+-- insight_usage_blocks: Claude Code's 5-hour usage blocks per user, by ccusage's `blocks` rule:
+-- requests in time order; a block starts at the hour (UTC) of its first request, and a request
+-- more than 5 hours after its block's start (so also one after a gap of more than 5 hours)
+-- starts a new one. Every Claude request counts, sub-agents' too. ccusage's gap rows (no
+-- requests) and its "active" flag (relative to now) are not rows here.
+CREATE OR REPLACE VIEW insight_usage_blocks AS
+WITH RECURSIVE requests AS (
+    SELECT u.*, t.session_key
+    FROM usage AS u
+    JOIN _session_tree AS t ON t.machine = u.machine AND t.source_id = u.source_id AND t.session_id = u.session_id
+    WHERE u.provider = 'claude' AND u.requested_at IS NOT NULL
+),
+times AS (
+    -- a request more than 5 hours after the one before always starts a block (its block's start
+    -- is at or before that one): it seeds a run, and only blocks within a run need walking
+    SELECT *, SUM(CASE WHEN is_seed THEN 1 ELSE 0 END) OVER (PARTITION BY "user" ORDER BY ts
+                                                           ROWS UNBOUNDED PRECEDING) AS run
+    FROM (
+        SELECT "user", ts,
+               COALESCE(ts - LAG(ts) OVER (PARTITION BY "user" ORDER BY ts) > INTERVAL 5 HOUR, TRUE) AS is_seed
+        FROM (SELECT DISTINCT "user", requested_at AS ts FROM requests)
+    )
+),
+successor AS (
+    -- for every request time of a run: the first request time of the run after the end of a
+    -- block it would start. Block ends and request times in one ordered stream (a time before an
+    -- end at a tie: only a request strictly past the end starts the next block), each end
+    -- looking ahead.
+    SELECT "user", run, ts, next_ts
+    FROM (
+        SELECT "user", run, ts, is_end,
+               MIN(CASE WHEN NOT is_end THEN point END) OVER (
+                   PARTITION BY "user", run ORDER BY point, is_end
+                   ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS next_ts
+        FROM (
+            SELECT "user", run, ts, ts AS point, FALSE AS is_end FROM times
+            UNION ALL
+            SELECT "user", run, ts, date_trunc('hour', ts) + INTERVAL 5 HOUR AS point, TRUE AS is_end FROM times
+        )
+    )
+    WHERE is_end
+),
+starts AS (
+    -- the first request time of each block: each run's first, then each block's successor
+    SELECT "user", run, ts FROM times WHERE is_seed
+    UNION ALL
+    SELECT s."user", s.run, s.next_ts
+    FROM starts AS p
+    JOIN successor AS s ON s."user" = p."user" AND s.run = p.run AND s.ts = p.ts
+    WHERE s.next_ts IS NOT NULL
+),
+assigned AS (
+    -- each request in the block of the latest start at or before it (starts sort first at a tie)
+    SELECT *
+    FROM (
+        SELECT r.*, MAX(r.start_ts) OVER (PARTITION BY r."user" ORDER BY r.requested_at, r.is_request
+                                          ROWS UNBOUNDED PRECEDING) AS block_first_at
+        FROM (
+            SELECT *, NULL::TIMESTAMP AS start_ts, TRUE AS is_request FROM requests
+            UNION ALL BY NAME
+            SELECT "user", ts AS requested_at, ts AS start_ts, FALSE AS is_request FROM starts
+        ) AS r
+    )
+    WHERE is_request
+)
+SELECT
+    "user",
+    date_trunc('hour', block_first_at) AS block_start,
+    date_trunc('hour', block_first_at) + INTERVAL 5 HOUR AS block_end,
+    MIN(requested_at) AS first_request_at,
+    MAX(requested_at) AS last_request_at,
+    COUNT(*) AS requests,
+    COUNT(DISTINCT session_key) AS sessions,
+    SUM(input_uncached_tokens) AS input_uncached_tokens,
+    SUM(cache_read_tokens) AS cache_read_tokens,
+    SUM(COALESCE(cache_write_5m_tokens, 0) + COALESCE(cache_write_1h_tokens, 0)) AS cache_write_tokens,
+    SUM(output_tokens) AS output_tokens,
+    SUM(total_tokens) AS total_tokens,
+    CAST(SUM(CAST(ROUND(cost_usd * 1e9) AS HUGEINT)) AS DECIMAL(38, 0)) * CAST(0.000000001 AS DECIMAL(18, 9)) AS cost_usd,
+    COUNT(*) FILTER (WHERE cost_usd IS NULL) AS unpriced_requests,
+    STRING_AGG(DISTINCT model, ', ' ORDER BY model) AS models
+FROM assigned
+GROUP BY "user", block_first_at
