@@ -39,10 +39,12 @@ def no_real_agent_data(tmp_path_factory, monkeypatch):
         monkeypatch.setenv(var, str(empty / sub))
     monkeypatch.delenv("OPENCODE_DB", raising=False)
     monkeypatch.delenv("AIDER_CHAT_HISTORY_FILE", raising=False)
+    monkeypatch.delenv("KILO_DB", raising=False)
     monkeypatch.delenv("AGENTLAKE_LAKE", raising=False)
     # the agents that keep their data under the home directory only (Droid's ~/.factory, ...)
     for var in ("HOME", "USERPROFILE", "APPDATA", "LOCALAPPDATA", "XDG_STATE_HOME",
-                "GEMINI_CLI_HOME", "QWEN_HOME", "QWEN_RUNTIME_DIR", "KIMI_SHARE_DIR", "GOOSE_PATH_ROOT", "COPILOT_HOME"):
+                "GEMINI_CLI_HOME", "QWEN_HOME", "QWEN_RUNTIME_DIR", "KIMI_SHARE_DIR", "GOOSE_PATH_ROOT", "COPILOT_HOME",
+                "PI_CODING_AGENT_DIR"):
         (empty / var.lower()).mkdir()
         monkeypatch.setenv(var, str(empty / var.lower()))
 

@@ -41,7 +41,17 @@ def test_every_provider_maps_tools_to_the_shared_categories():
 
     # each agent's own MCP naming; OpenCode's `<server>_<tool>` cannot be told from a plugin tool
     mcp_names = {"crush": "mcp_github_create_issue", "codewhale": "mcp_github_create_issue",
-                 "claude": "mcp__github__create_issue", "codex": "mcp__github__create_issue", "opencode": None}
+                 "claude": "mcp__github__create_issue", "codex": "mcp__github__create_issue", "opencode": None,
+                 "pi": "mcp__github__create_issue", "goose": "github__create_issue",
+                 "kilo": "mcp--github--create_issue",
+                 "codebuff": "mcp__github__create_issue",
+                 "antigravity": None,  # no tool call is read from its store
+                 "aider": None, "cursor": None,
+                 "gemini": "mcp_github_create_issue",
+                 "qwen": "mcp__github__create_issue",
+                 "kimi": None,  # MCP tools keep their bare name (soul/toolset.py MCPTool)
+                 "copilot": None,  # `<server>-<tool>`: told apart by the call's mcpServerName, not the name
+                 "amp": "mcp__github__create_issue", "droid": "mcp__github__create_issue"}
     assert set(mcp_names) == set(PROVIDERS)
     for name, mcp in mcp_names.items():
         module = importlib.import_module(f"transforms.{name}.tools")

@@ -42,7 +42,7 @@ def _c(name: str, type_: pa.DataType, doc: str) -> Column:
 
 # Columns every table starts with: where the row came from, down to the source row.
 LINEAGE = (
-    _c("provider", pa.string(), "Agent that wrote the source: `crush`, `codewhale`, `claude`, `codex` or `opencode`."),
+    _c("provider", pa.string(), "Agent that wrote the source: its provider name (`crush`, `claude`, `codex`, `opencode`, `gemini`, ...; the list is in docs/AGENTS.md)."),
     _c("machine", pa.string(), "Machine that ingested the row (`machine` in config.toml, `$AGENTLAKE_MACHINE`, else the host name)."),
     _c("user", pa.string(), "User that ingested the row (`user` in config.toml, `$AGENTLAKE_USER`, else the login name)."),
     _c("source_id", pa.string(), "Stable id of the source (hash of the store's resolved path, or of the agent's own id for a CodeWhale session)."),

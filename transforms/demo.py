@@ -1,21 +1,23 @@
-"""A seeded demo of all five agents working in the same projects, with known totals.
+"""A seeded demo of every agent working in the same projects, with known totals.
 
-Used by `agentlake demo` / `quickstart` on a machine with no agent data, by the five-agent test
-fixture and by the benchmarks. Each agent's own generator writes real stores in its real
+Used by `agentlake demo` / `quickstart` on a machine with no agent data, by the all-agents test
+fixtures and by the benchmarks. Each agent's own generator writes real stores in its real
 format; this only lays them out side by side.
 """
 
 from dataclasses import dataclass
+from importlib import import_module
 from pathlib import Path
 
-from transforms.claude.synth import generate_home as claude_home
 from transforms.codewhale.synth import generate_home as codewhale_home
-from transforms.codex.synth import generate_home as codex_home
 from transforms.crush.synth import generate_store
-from transforms.opencode.synth import generate_home as opencode_home
 
-# where each agent's data goes under the demo root (the agents' own home layouts)
-HOMES = {"crush": "crush", "codewhale": "codewhale", "claude": "claude", "codex": "codex", "opencode": "opencode"}
+# where each agent's data goes under the demo root (the agents' own home layouts); Aider keeps
+# its chat history inside the project directories themselves, which are Crush's workspaces
+HOMES = {"crush": "crush", "codewhale": "codewhale", "claude": "claude", "codex": "codex", "opencode": "opencode",
+         "gemini": "gemini", "qwen": "qwen", "kimi": "kimi", "copilot": "copilot", "amp": "amp", "droid": "droid",
+         "goose": "goose", "aider": "crush/projects", "cursor": "cursor", "pi": "pi", "kilo": "kilo",
+         "codebuff": "codebuff", "antigravity": "antigravity"}
 
 
 @dataclass
@@ -40,8 +42,9 @@ def generate_demo(root, *, projects=4, sessions=6, seed=7, without_cost=2) -> De
         "crush": crush,
         "codewhale": codewhale_home(root / HOMES["codewhale"], sessions=sessions, seed=seed,
                                     without_cost=without_cost, workspaces=workspaces),
-        "claude": claude_home(root / HOMES["claude"], sessions=sessions, seed=seed, workspaces=workspaces),
-        "codex": codex_home(root / HOMES["codex"], sessions=sessions, seed=seed, workspaces=workspaces),
-        "opencode": opencode_home(root / HOMES["opencode"], sessions=sessions, seed=seed, workspaces=workspaces),
     }
+    for agent, where in HOMES.items():  # every other agent's generator has the same signature
+        if agent not in truths:
+            generate_home = import_module(f"transforms.{agent}.synth").generate_home
+            truths[agent] = generate_home(root / where, sessions=sessions, seed=seed, workspaces=workspaces)
     return Demo(root, truths)

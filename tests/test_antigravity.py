@@ -1,0 +1,141 @@
+"""Antigravity (closed source): real Antigravity CLI conversation databases (SQLite, WAL, protobuf
+rows in the layout tokscale's reader documents) in tmp homes, through the lake, read back by
+DuckDB; the IDE's .pb files are reported as not readable and never opened."""
+
+import os
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from tests.conftest import ingest, query, scalar
+from transforms.antigravity.discover import discover
+from transforms.antigravity.normalise import fields
+from transforms.antigravity.synth import generate_home, generation, trajectory, write_conversation
+from transforms.pricing import Buckets, price_buckets
+
+CONV = "0195a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
+T = datetime(2026, 3, 2, 8, 15, tzinfo=timezone.utc)
+
+
+def conversations(home):
+    return home / ".gemini" / "antigravity-cli" / "conversations"
+
+
+def test_fixture_exact_totals(layout, tmp_path):
+    """Three generations, one written twice (same response id), one on the routing id
+    `gemini-default` whose display label names gemini-2.5-pro elsewhere in the file.
+    Tokens: input = system prompt 1132 + new input; output = text + thinking:
+      r1: 1132 + 500 = 1632 in, 0 read, 200 + 50 = 250 out
+      r2: 1132 + 40 = 1172 in, 9000 read, 30 + 0 = 30 out
+      r3 (routing id): 1132 + 10 = 1142 in, 9500 read, 20 + 5 = 25 out; r2 again: skipped."""
+    gens = [generation(new=500, text=200, thinking=50, response_id="r1", model="gemini-2.5-pro",
+                       label="Gemini 2.5 Pro", at=T + timedelta(seconds=10)),
+            generation(new=40, cache_read=9000, text=30, response_id="r2", model="gemini-2.5-pro",
+                       label="Gemini 2.5 Pro", at=T + timedelta(seconds=20)),
+            generation(new=40, cache_read=9000, text=30, response_id="r2", model="gemini-2.5-pro",
+                       label="Gemini 2.5 Pro", at=T + timedelta(seconds=20)),
+            generation(new=10, cache_read=9500, text=20, thinking=5, response_id="r3", model="gemini-default",
+                       label="Gemini 2.5 Pro", at=T + timedelta(seconds=30))]
+    write_conversation(conversations(tmp_path) / f"{CONV}.db", gens, trajectory(T, "/home/dev/shop"))
+    summary = ingest(layout, homes={"antigravity": [conversations(tmp_path)]})
+    assert [(r.status, r.reconciled) for r in summary.results] == [("ok", True)]
+    rows = query(layout, "SELECT request_id, model, input_uncached_tokens, cache_read_tokens, "
+                         "cache_write_5m_tokens, output_tokens, reasoning_tokens, cost_usd, cost_source "
+                         "FROM usage ORDER BY requested_at")
+    expected = [("r1", 1632, 0, 250, 50), ("r2", 1172, 9000, 30, 0), ("r3", 1142, 9500, 25, 5)]
+    assert [r[:7] for r in rows] == [(rid, "gemini-2.5-pro", i, c, None, o, reasoning)
+                                     for rid, i, c, o, reasoning in expected]
+    for row, (rid, i, c, o, reasoning), s in zip(rows, expected, (10, 20, 30)):
+        priced = price_buckets(Buckets(i, c, None, None, o, reasoning), "gemini-2.5-pro", "google",
+                               T + timedelta(seconds=s))
+        assert row[7:] == (pytest.approx(priced.cost_usd), "estimated")
+    assert query(layout, "SELECT session_id, project_path, created_at, total_tokens, cost_source FROM sessions") == [
+        (CONV, "/home/dev/shop", datetime(2026, 3, 2, 8, 15), (1632 + 250) + (1172 + 9000 + 30) + (1142 + 9500 + 25),
+         "estimated")]
+
+
+def test_an_antigravity_only_model_is_unknown_never_zero(layout, tmp_path):
+    write_conversation(conversations(tmp_path) / f"{CONV}.db",
+                       [generation(new=100, text=10, response_id="r1", model="gemini-3-flash-a", at=T)],
+                       trajectory(T, "/home/dev/shop"))
+    ingest(layout, homes={"antigravity": [conversations(tmp_path)]})
+    assert query(layout, "SELECT model, cost_usd, cost_source FROM usage") == [("gemini-3-flash-a", None, "unknown")]
+    assert query(layout, "SELECT cost_usd, cost_source FROM sessions") == [(None, "unknown")]
+
+
+def test_a_generation_without_its_own_time_is_dated_at_the_start(layout, tmp_path):
+    write_conversation(conversations(tmp_path) / f"{CONV}.db",
+                       [generation(new=100, text=10, response_id="r1", model="gemini-2.5-pro")],
+                       trajectory(T, "/home/dev/shop"))
+    summary = ingest(layout, homes={"antigravity": [conversations(tmp_path)]})
+    assert query(layout, "SELECT requested_at FROM usage") == [(datetime(2026, 3, 2, 8, 15),)]
+    assert any("dated at the conversation's start" in w for w in summary.results[0].warnings)
+
+
+def test_a_row_that_is_not_protobuf_is_quarantined(layout, tmp_path):
+    bad = b"\x0f\xff\xff"
+    assert pytest.raises(ValueError, fields, bad)
+    write_conversation(conversations(tmp_path) / f"{CONV}.db",
+                       [bad, generation(new=100, text=10, response_id="r1", model="gemini-2.5-pro", at=T)],
+                       trajectory(T, "/home/dev/shop"))
+    summary = ingest(layout, homes={"antigravity": [conversations(tmp_path)]})
+    assert summary.results[0].status == "ok"
+    assert query(layout, "SELECT source_rowid, raw FROM quarantine") == [(0, bad.hex())]
+    assert scalar(layout, "SELECT COUNT(*) FROM usage") == 1
+
+
+def test_discovery_reads_the_cli_and_reports_the_ide_as_unreadable(tmp_path):
+    home = tmp_path / "user"
+    write_conversation(conversations(home) / f"{CONV}.db", [], None)
+    ide = home / ".gemini" / "antigravity" / "conversations"
+    ide.mkdir(parents=True)
+    os.mkfifo(ide / "abc.pb")  # discovery must not open it
+    found = discover(env={"HOME": str(home)})
+    assert [s.identity for s in found.sources] == [CONV]
+    assert len(found.problems) == 1 and "not readable" in found.problems[0]
+    assert [s.identity for s in discover(env={"USERPROFILE": str(home)}).sources] == [CONV]
+    assert discover(env={}, extra_roots=[str(tmp_path / "none")], use_default=False).problems
+
+
+def test_a_database_that_is_not_antigravitys_fails_alone_with_a_clear_message(layout, tmp_path):
+    import sqlite3
+
+    path = conversations(tmp_path) / "other.db"
+    path.parent.mkdir(parents=True)
+    sqlite3.connect(path).execute("CREATE TABLE t (x)").connection.close()
+    write_conversation(conversations(tmp_path) / f"{CONV}.db",
+                       [generation(new=1, text=1, response_id="r1", model="gemini-2.5-pro", at=T)], None)
+    summary = ingest(layout, homes={"antigravity": [conversations(tmp_path)]})
+    by_status = {r.status: r for r in summary.results}
+    assert set(by_status) == {"ok", "failed"}
+    assert "no gen_metadata table" in by_status["failed"].error
+
+
+def test_generated_home_totals(layout, tmp_path):
+    truth = generate_home(conversations(tmp_path / "user").parent, sessions=6, seed=2)
+    summary = ingest(layout, homes={"antigravity": [conversations(tmp_path / "user")]})
+    assert all(r.status == "ok" and r.reconciled for r in summary.results)
+    assert scalar(layout, "SELECT COUNT(*) FROM sessions") == truth.sessions
+    assert query(layout, "SELECT COUNT(*), COUNT(*) FILTER (WHERE cost_usd IS NULL), SUM(input_uncached_tokens), "
+                         "SUM(cache_read_tokens), SUM(output_tokens), SUM(reasoning_tokens) FROM usage") == [
+        (truth.usage_rows, truth.unpriced_rows, truth.input_tokens, truth.cache_read, truth.output_tokens,
+         truth.reasoning)]
+    assert scalar(layout, "SELECT SUM(cost_usd) FROM sessions") == pytest.approx(truth.cost_usd)
+    assert dict(query(layout, "SELECT project_path, COALESCE(SUM(cost_usd), 0) FROM sessions GROUP BY 1")) == \
+        pytest.approx(truth.by_workspace)
+    assert scalar(layout, "SELECT COUNT(DISTINCT project) FROM sessions") == 2
+
+
+def test_the_store_is_never_written(tmp_path):
+    """Read through the backup API, `mode=ro`; SQLite itself may leave an empty `-wal`/`-shm`
+    beside a WAL database it opened (as for Crush and OpenCode), never a byte of data."""
+    import hashlib
+
+    from warehouse.layout import Layout
+
+    generate_home(conversations(tmp_path / "user").parent, sessions=2, seed=1)
+    folder = conversations(tmp_path / "user")
+    before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.glob("*.db")}
+    ingest(Layout.resolve(home=tmp_path / "lake", machine="m", user="u"), homes={"antigravity": [folder]})
+    assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.glob("*.db")} == before
+    assert all(p.stat().st_size == 0 for p in folder.glob("*.db-wal"))

@@ -1,0 +1,61 @@
+"""Find Antigravity's stores (closed source: the places come from the peers' readers, see
+transforms.antigravity.normalise).
+
+The CLI (`agy`): one SQLite database per conversation, `<home>/.gemini/antigravity-cli/
+conversations/<uuid>.db` (home: `$HOME`, `%USERPROFILE%` on Windows). One source is one database,
+identified by the conversation's uuid. The IDE's `<home>/.gemini/antigravity/conversations/*.pb`
+are not readable (no peer decodes them from disk): discovery reports them, never opens them.
+"""
+
+import os
+from pathlib import Path
+
+from transforms.projects import project_name
+from transforms.sources import Discovery, Source, unusable, user_home
+
+PROVIDER = "antigravity"
+
+
+def cli_dir(env) -> Path:
+    return user_home(env) / ".gemini" / "antigravity-cli" / "conversations"
+
+
+def ide_dir(env) -> Path:
+    return user_home(env) / ".gemini" / "antigravity" / "conversations"
+
+
+def databases(folder: Path) -> list[Path]:
+    if (folder / "conversations").is_dir():
+        folder = folder / "conversations"
+    return sorted(p for p in folder.glob("*.db") if p.is_file()) if folder.is_dir() else []
+
+
+def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, project_names=None) -> Discovery:
+    found = Discovery()
+    dbs: list[Path] = []
+    if use_default:
+        dbs += databases(cli_dir(env))
+        ide = ide_dir(env)
+        pb = sorted(ide.glob("*.pb")) if ide.is_dir() else []
+        if pb:
+            found.problems.append(f"{len(pb)} Antigravity IDE conversations in {ide} are not readable: their "
+                                  "files are not a format any reader decodes (only the running IDE serves them)")
+    for root in (Path(r).expanduser() for r in extra_roots):  # named explicitly: missing is a problem
+        why = unusable(root, "dir")
+        here = [] if why else databases(root)
+        if not here:
+            found.problems.append(f"no Antigravity CLI conversations in {root}: {why or 'no *.db file'}")
+        dbs += here
+    for store in (Path(s).expanduser() for s in extra_stores):
+        if store.is_file():
+            dbs.append(store)
+        else:
+            found.problems.append(f"no Antigravity CLI conversation at {store}")
+    seen: set[str] = set()
+    for db in dict.fromkeys(Path(os.path.realpath(p)) for p in dbs):
+        if db.stem not in seen:
+            seen.add(db.stem)
+            # the workspace is inside the database: named at extract time
+            found.sources.append(Source(provider=PROVIDER, path=str(db), project_path="",
+                                        project=project_name("", project_names or {}), identity=db.stem))
+    return found

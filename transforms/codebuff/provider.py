@@ -1,0 +1,64 @@
+"""Codebuff behind the provider interface. A source is one chat folder (transforms.codebuff.normalise)."""
+
+from datetime import datetime
+from pathlib import Path
+
+from transforms import jsontext
+from transforms.codebuff import discover as cb_discover
+from transforms.codebuff.discover import CHAT_FILES, PROVIDER
+from transforms.codebuff.normalise import Context, normalise
+from transforms.findings import Findings
+from transforms.provider import DiscoverOptions, Extract, SourceError
+from transforms.sources import Discovery, Source, file_fingerprint
+from transforms.timestamps import from_iso
+
+TABLES = ("sessions", "messages", "parts", "tool_calls", "usage", "quarantine")
+
+
+class CodebuffProvider:
+    name = PROVIDER
+
+    def discover(self, options: DiscoverOptions) -> Discovery:
+        return cb_discover.discover(env=options.env, extra_roots=options.roots(PROVIDER),
+                                    extra_stores=options.stores(PROVIDER), use_default=options.use_default,
+                                    project_names=options.project_names)
+
+    def fingerprint(self, source: Source) -> str:
+        return file_fingerprint(*(str(Path(source.path) / f) for f in CHAT_FILES))
+
+    def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None) -> Extract:
+        # Codebuff rewrites the file whole after each run: one read is a consistent snapshot
+        folder = Path(source.path)
+        path = next((folder / f for f in CHAT_FILES if (folder / f).is_file()), folder / CHAT_FILES[0])
+        legacy = path.name != CHAT_FILES[0]
+        try:
+            text = path.read_bytes().decode("utf-8", "replace")
+        except OSError as exc:
+            raise SourceError(f"cannot read {path}: {exc}") from None
+        findings = Findings()
+        try:
+            doc = jsontext.loads(text)
+        except (ValueError, RecursionError) as exc:
+            doc, why = None, f"not valid JSON: {exc}"
+        else:
+            why = None
+        messages = (doc.get("messages") if legacy and isinstance(doc, dict) else doc) if doc is not None else None
+        if not isinstance(messages, list):
+            row = {"provider": PROVIDER, "source_id": source.source_id, "project_path": source.project_path,
+                   "source_table": path.name, "source_rowid": 0, "key": str(path),
+                   "error": (why or "not the JSON shape Codebuff writes")[:300], "raw": text, "created_at": run_at}
+            return Extract(rows={"quarantine": [row]}, findings=findings)
+        ctx = Context(source.source_id, folder.name, source.project_path, chat_started(folder.name))
+        rows = normalise(messages, ctx, findings, legacy)
+        if len(messages) >= 100 and not legacy:
+            findings.notes.append(f"{folder.name}: {len(messages)} messages: Codebuff keeps the last 100 only, "
+                                  "older ones (and their credits) may be gone from the file")
+        rows["quarantine"] = []
+        return Extract(rows={t: rows.get(t, []) for t in TABLES}, findings=findings,
+                       schema_version=1 if legacy else 2, expected={"sessions": 1, "messages": len(messages)})
+
+
+def chat_started(chat_id: str):
+    """A chat id is its start time with `:` written as `-` (`2025-12-14T10-00-00.000Z`)."""
+    date, sep, time = chat_id.partition("T")
+    return from_iso(f"{date}T{time.replace('-', ':', 2)}") if sep else None

@@ -1,0 +1,73 @@
+"""GitHub Copilot CLI behind the provider interface. A source is one session log
+(transforms.copilot.discover); the title comes from `workspace.yaml` beside it (`summary`)."""
+
+from datetime import datetime
+from pathlib import Path
+
+import yaml
+
+from transforms.copilot import discover as copilot_discover
+from transforms.copilot.discover import PROVIDER
+from transforms.copilot.normalise import Context, expected_counts, normalise, parse_lines
+from transforms.provider import DiscoverOptions, Extract, SourceError
+from transforms.sources import Discovery, Source, file_fingerprint
+
+
+class CopilotProvider:
+    name = PROVIDER
+
+    def discover(self, options: DiscoverOptions) -> Discovery:
+        return copilot_discover.discover(env=options.env, extra_roots=options.roots(PROVIDER),
+                                         extra_stores=options.stores(PROVIDER), use_default=options.use_default,
+                                         project_names=options.project_names)
+
+    def fingerprint(self, source: Source) -> str:
+        return file_fingerprint(source.path, str(_workspace_file(source)))
+
+    def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None) -> Extract:
+        # the CLI only appends to the log: one read is a consistent prefix
+        try:
+            data = Path(source.path).read_bytes()
+        except OSError as exc:
+            raise SourceError(f"cannot read {source.path}: {exc}") from None
+        events, bad = parse_lines(data)
+        quarantine = [{"provider": PROVIDER, "source_id": source.source_id, "project_path": source.project_path,
+                       "source_table": "events.jsonl", "source_rowid": no, "key": f"{source.path}:{no + 1}",
+                       "error": reason, "raw": text, "created_at": run_at} for no, text, reason in bad]
+        workspace, note = _workspace(source)
+        session_id = source.identity or Path(source.path).stem
+        ctx = Context(source.source_id, session_id, source.project_path,
+                      title=workspace.get("summary") if isinstance(workspace.get("summary"), str) else None,
+                      workspace=workspace)
+        rows, findings = normalise(events, ctx)
+        if note:
+            findings.notes.append(note)
+        rows["quarantine"] = quarantine
+        return Extract(rows=rows, findings=findings, schema_version=_version(events),
+                       expected=expected_counts(events))
+
+
+def _workspace_file(source: Source) -> Path:
+    return Path(source.path).parent / "workspace.yaml"
+
+
+def _workspace(source: Source) -> tuple[dict, str | None]:
+    """`workspace.yaml` (id, cwd, summary, created_at, ...), or {} with why it was not read."""
+    path = _workspace_file(source)
+    if Path(source.path).name != copilot_discover.EVENTS or not path.is_file():
+        return {}, None
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, yaml.YAMLError) as exc:
+        return {}, f"{path}: not read ({type(exc).__name__}); no title"
+    if not isinstance(doc, dict):
+        return {}, None
+    return {str(k): (v.isoformat() if isinstance(v, datetime) else v) for k, v in doc.items()}, None
+
+
+def _version(events) -> int | None:
+    for e in events[:1]:
+        v = e.data.get("version") if e.type == "session.start" else None
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+    return None
+
