@@ -459,7 +459,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no per-source progress")
     p.set_defaults(func=cmd_ingest)
 
-    p = sub.add_parser("demo", help="generate demo data of all five agents under <home> and ingest it")
+    p = sub.add_parser("demo", help="generate demo data of every agent under <home> and ingest it")
     _common(p)
     p.add_argument("--projects", type=int, default=4)
     p.add_argument("--sessions", type=int, default=6, help="root sessions per project")
