@@ -36,6 +36,11 @@ from warehouse.writer import LANDING_ID
 # over 180 days, 9,133 files against 1,345, merges 6.6x and queries 4-5x slower (docs/BENCHMARKS.md).
 # A query on one day still reads only that month's files (partition and per-file min/max `date`).
 PARTITION_BY = 'year("date"), month("date"), "project"'
+# The run log gets a few rows a run, one per source: by project that was a file per source and run.
+PARTITION_BY_TABLE = {SOURCES.name: 'year("date"), month("date")'}
+# What `_agentlake_lake` records: the contract, and the version of the layout above (a change to
+# either runs ensure_tables again, once)
+LAYOUT_VERSION = f"{SCHEMA_VERSION}/2"
 MERGED = "_agentlake_merged"  # (path, version) of every landing file merged
 LAKE_TABLE = "_agentlake_lake"  # one row: the lake whose landing files this catalog merges
 
@@ -71,7 +76,7 @@ def _settled(con, lake) -> bool:
         row = con.execute(f"SELECT lake, schema_version FROM {LAKE_TABLE}").fetchone()
     except duckdb.Error:
         return False
-    return row == (masked(str(lake)), SCHEMA_VERSION)
+    return row == (masked(str(lake)), LAYOUT_VERSION)
 
 
 def ensure_tables(con, lake) -> None:
@@ -87,7 +92,9 @@ def ensure_tables(con, lake) -> None:
             cols = ", ".join(['"date" DATE', '"project" VARCHAR']
                              + [f'"{c.name}" {duck_type(c.type)}' for c in table.columns])
             con.execute(f'CREATE TABLE "{table.name}" ({cols})')
-            con.execute(f'ALTER TABLE "{table.name}" SET PARTITIONED BY ({PARTITION_BY})')
+        # new files follow it; the files already written keep theirs until compaction rewrites them
+        con.execute(f'ALTER TABLE "{table.name}" SET PARTITIONED BY ({PARTITION_BY_TABLE.get(table.name, PARTITION_BY)})')
+        if table.name not in have:
             continue
         existing = {r[0] for r in con.execute(
             "SELECT column_name FROM duckdb_columns() WHERE database_name = ? AND table_name = ?",
@@ -100,7 +107,7 @@ def ensure_tables(con, lake) -> None:
     if LAKE_TABLE in have:
         con.execute(f"DROP TABLE {LAKE_TABLE}")
     con.execute(f"CREATE TABLE {LAKE_TABLE} AS SELECT {_quote(masked(str(lake)))} AS lake, "
-                f"{_quote(SCHEMA_VERSION)} AS schema_version")
+                f"{_quote(LAYOUT_VERSION)} AS schema_version")
 
 
 def _group(rel: str) -> str:
@@ -218,8 +225,7 @@ def merge(lake, catalog: Path, *, data_path: str | None = None, marts: bool = Tr
                            removed)
             result.merged, result.removed, result.runs = len(sources), len(gone), len(runs)
             result.source_ids = {g.rsplit("/", 1)[1] for g in sources}
-            if marts and (result.merged or result.removed or full or not _marts_exist(con)
-                          or not marts_current(con)):
+            if marts and (result.merged or result.removed or full or not marts_current(con)):
                 refresh_marts(con, whole=full)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -307,14 +313,6 @@ def _record_merged(con, done: dict[str, str], removed: set[str]) -> None:
             con.execute(f"DELETE FROM {MERGED} WHERE path LIKE ?", [f"{LANDING}/{group}/%"])
     con.execute(f"INSERT INTO {MERGED} SELECT path, version FROM _done")
     con.unregister("_done")
-
-
-def _marts_exist(con) -> bool:
-    from warehouse.marts import MARTS
-
-    have = {r[0] for r in con.execute(
-        "SELECT table_name FROM duckdb_tables() WHERE database_name = ?", [ducklake.CATALOG]).fetchall()}
-    return set(MARTS) <= have
 
 
 def compact(catalog: Path, *, keep_seconds: int = 600, orphans: bool = False) -> dict[str, int]:
