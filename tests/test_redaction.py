@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 from transforms import jsontext
 from transforms.contract import ALL_TABLES
 from transforms.redact import (
-    _CHUNK,
     KINDS,
     Policy,
     find_secrets,
@@ -29,6 +28,7 @@ from transforms.redact import (
 )
 
 RNG = random.Random(20240601)
+_CHUNK = 256  # values once scanned together by redact_rows: a column's edges stay tested
 ALNUM = string.ascii_letters + string.digits
 
 

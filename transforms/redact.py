@@ -1,8 +1,9 @@
 """Team-mode redaction: secrets are scrubbed from rows before the rows leave the machine.
 
 A local lake is as private as the laptop; a team lake (on S3, ...) is read by everyone who can
-reach it. So in team mode rows pass through `redact_rows` before the writer sees them: the shared
-lake never holds a key, there is nothing to purge afterwards, and no reader is trusted to filter.
+reach it. So in team mode a source's tables pass through `redact_tables` (Arrow; `redact_rows` for
+lists of dicts) before the writer sees them: the shared lake never holds a key, there is nothing
+to purge afterwards, and no reader is trusted to filter.
 
 A `Policy` gives each column, named `<table>.<column>`, one action:
   keep    the value as is (local mode: `Policy.off()`)
@@ -10,7 +11,7 @@ A `Policy` gives each column, named `<table>.<column>`, one action:
   hash    `sha256:<hex>` of the value: still joinable and countable, no longer readable
   drop    null
 `Policy.team_default()` redacts every string column (free text holds most secrets, but a path or
-an id can hold one too, and a clean column costs one scan per 256 rows) and drops
+an id can hold one too, and a clean column costs one regex scan in Rust) and drops
 `file_versions.content`: whole files are too much to vet; their path, size and hash were computed
 before redaction. Replacements hold no quote or backslash and never cut an escape sequence, so
 JSON text (`raw`, `tool_input`, ...) stays valid JSON.
@@ -26,7 +27,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import accumulate
 
+import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from transforms import redact_rules
 from transforms.contract import ALL_TABLES, BY_NAME
@@ -39,6 +42,7 @@ ACTIONS = ("keep", "redact", "hash", "drop")
 
 _NOT_REF = r"(?![$<*{\[])"  # $VAR / ${VAR}, <placeholder>, ***, {{template}}, [REDACTED:...]
 _V = r"[^\s\"'\\`,;&()\[\]{}<>]"  # a character of an unquoted value: stops at quotes, escapes
+_WS = r" \t\n\r\f\v"  # ASCII whitespace, in a prefilter's "not ..." class: fewer than `\s` excludes
 _KEYS = ("passw(?:or)?d", "secret(?:[_-]?key)?", "token", "(?:api|private|access)[_-]?key")
 _SEP = r"(?![a-z0-9_-])(?:\\*[\"'])?[ \t]*(?::=|[:=])[ \t]*"  # key ends (not `tokens`), then = : :=
 # code, not a secret: `self.password`, `settings.API_KEY`, `DB_PASSWORD`, `get_token()`; and a
@@ -133,6 +137,14 @@ _ENV = (rf"(?:(?<=[\s\"'`;&|(])|^|(?<=\\[nrt]))(?:export[ \t]+)?{_KEY}=(?:\\*[\"
 _NAMED = (_KEY + _SEP + _VALUE.replace("KIND", "secret_assignment").replace("{8,}", "{4,}")
           .replace(f"(?!{_CODE})", f"(?!{_NUMBER}(?!{_V}))"))
 
+# What each assignment rule above holds, for the column prefilter: a key ending in a secret's word,
+# then `=` and a quote or 4 characters (_ENV), or `:` / `=` with spaces and a quote, 8 characters,
+# or a shorter value with a character that is no lowercase letter (_plausible: `token: missing`
+# is prose). Case matters in the value: a capital is no lowercase letter.
+_VALUE_CHAR = rf"""[^{_WS}"'\\`]"""
+_ASSIGNED = (rf"""(?i:(?:{_WORDS}|pass|pwd|pw)(?:[_-]base)?)(?:=(?:\\*["']|{_VALUE_CHAR}{{4}})"""
+             rf"""|(?:\\*["'])?[ \t]*[:=][ \t]*(?:\\*["']|{_VALUE_CHAR}{{8}}|{_VALUE_CHAR}{{0,6}}[^a-z{_WS}"'\\`]))""")
+
 # --- command-line flags ---------------------------------------------------------------------
 _START = r"(?:(?<![A-Za-z0-9_-])|(?<=\\[nrt])|(?<=\\u[0-9A-Fa-f]{4}))"  # a word starts, or follows an escape
 _ARG = rf"(?:\\*[\"'])?(?P<cli_password>{_NOT_REF}(?!-)[^\s\"'\\`;|]{{4,}}+)"
@@ -144,19 +156,24 @@ def _check_user_password(text: str, match: re.Match, start: int, end: int):
 _CLI = (
     # curl -u user:pw, curl --user=user:pw (not `docker run -u 1000:1000`, `-u root:root`)
     (("u(?<=-u)", "r(?<=--user)"), True,
-     ((rf"{_START}(?:-u|--user)(?:[ \t]+|=)(?:\\*[\"'])?(?P<user>[^\s:\"'\\]+):{_ARG}", _check_user_password),)),
+     ((rf"{_START}(?:-u|--user)(?:[ \t]+|=)(?:\\*[\"'])?(?P<user>[^\s:\"'\\]+):{_ARG}", _check_user_password),),
+     rf"""(?i:(?:-u|--user)(?:[ \t]+|=)(?:\\*["'])?[^{_WS}:"'\\]+:)"""),
     # mysql -pPW, mysqldump -u root -pPW db (the password glued to -p; -P is the port)
     (("q(?<=mysq)", "b(?<=mariadb)"), False,
-     (rf"(?i:mysql\w*|mariadb\w*)(?:[ \t]+[^\s|;&]+)*?[ \t]+-p{_ARG.replace('(?!-)', '')}",)),
+     (rf"(?i:mysql\w*|mariadb\w*)(?:[ \t]+[^\s|;&]+)*?[ \t]+-p{_ARG.replace('(?!-)', '')}",),
+     r"(?i:(?:mysql|mariadb)[^\n]*[ \t]-p)"),
     # docker / podman / helm ... login -p PW, sshpass -p PW, redis-cli -a PW
     (("g(?<=log)(?=in)", "h(?<=ssh)(?=pass)", "-(?<=redis-)(?=cli)"), True,
      (rf"{_START}(?:login|sshpass)\b[^\n|;&]*?[ \t](?:-p|--password)(?:[ \t]+|=){_ARG}",
-      rf"{_START}redis-cli\b[^\n|;&]*?[ \t](?:-a|--pass)[ \t]+{_ARG}")),
+      rf"{_START}redis-cli\b[^\n|;&]*?[ \t](?:-a|--pass)[ \t]+{_ARG}"),
+     r"(?i:(?:login|sshpass)[^\n|;&]*[ \t](?:-p|--password)(?:[ \t]+|=)|redis-cli[^\n|;&]*[ \t](?:-a|--pass)[ \t])"),
     # --password PW, --token PW, --client-secret PW (a space, not `=`: that is an assignment)
     (("-(?<=--)(?=[a-z0-9-]*(?:passw|secret|token|api-key|access-key))",), True,
-     (rf"{_START}--(?:[a-z0-9-]*-)?(?:passw(?:or)?d|secret|token|api-key|access-key|secret-key)[ \t]+{_ARG}",)),
+     (rf"{_START}--(?:[a-z0-9-]*-)?(?:passw(?:or)?d|secret|token|api-key|access-key|secret-key)[ \t]+{_ARG}",),
+     r"(?i:--(?:[a-z0-9-]*-)?(?:passw(?:or)?d|secret|token|api-key|access-key|secret-key)[ \t])"),
     # aws configure set aws_secret_access_key V, npm config set //host/:_authToken V
-    (("g(?<=config)",), True, (rf"{_START}config(?:ure)?[ \t]+set[ \t]+(?:--?[\w-]+[ \t]+)*[^\s=]*?(?:{_WORDS}|pass|pwd)[ \t]+{_ARG}",)),
+    (("g(?<=config)",), True, (rf"{_START}config(?:ure)?[ \t]+set[ \t]+(?:--?[\w-]+[ \t]+)*[^\s=]*?(?:{_WORDS}|pass|pwd)[ \t]+{_ARG}",),
+     r"(?i:config(?:ure)?[ \t]+set[ \t])"),
 )
 
 
@@ -179,22 +196,24 @@ def _check_rule(text: str, match: re.Match, start: int, end: int):
 _RULES = tuple(  # run on the text with its escapes blanked (None): their rules want a space around a token
     (redact_rules.GATES.get(plugin, ""), None,
      tuple((f"{pattern}(?P<{kind}>)", _check_rule) for k, p_, pattern in redact_rules.RULES
-           if p_ == plugin for kind in (k,)))
+           if p_ == plugin for kind in (k,)), redact_rules.PREFILTERS.get(plugin, ""))
     for plugin in dict.fromkeys(p_ for _, p_, _ in redact_rules.RULES)
 )
 
 
-# (gate, on the lowercased text?, patterns). Scanning text once per shape costs more than the
-# matching, so one gate regex runs first, on the lowercased text, and a shape's patterns run
-# only where its gate fired. Each gate starts with its trigger's rarest letter, which the
-# engine skips to; "" = always run.
+# (gate, on the lowercased text?, patterns[, prefilter]). Scanning text once per shape costs more
+# than the matching, so one gate regex runs first, on the lowercased text, and a shape's patterns
+# run only where its gate fired. Each gate starts with its trigger's rarest letter, which the
+# engine skips to; "" = always run. The prefilter, where given, is what whole columns are
+# scanned for instead of the gate (see "whole columns" below): a pattern without lookarounds
+# that every match of the shape's patterns contains.
 _SHAPES = (
-    (r"v(?<=priv)(?=ate)", False, (_PEM + "(?P<private_key>)",)),
+    (r"v(?<=priv)(?=ate)", False, (_PEM + "(?P<private_key>)",), r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY"),
     ("", False, (r"A[KS]IA[A-Z0-9]{16}(?P<aws_access_key>)",)),  # ASIA has no rare letter
     (r"_(?<=gh[pousr]_)|_(?<=github_)(?=pat_)", False,
      (r"gh[pousr]_[A-Za-z0-9]{30,}(?P<github_token>)", r"github_pat_[A-Za-z0-9_]{20,}(?P<github_token>)")),
-    (r"k(?<=sk)(?=[-_])", False, (_SK,)),
-    (r"k(?<=rk)(?=_)", False, (r"rk_(?:live|test)_[A-Za-z0-9]{16,}(?P<stripe_key>)",)),
+    (r"k(?<=sk)(?=[-_])", False, (_SK,), r"sk(?:-[A-Za-z0-9_-]{20}|_(?:live|test)_)"),
+    (r"k(?<=rk)(?=_)", False, (r"rk_(?:live|test)_[A-Za-z0-9]{16,}(?P<stripe_key>)",), "rk_(?:live|test)_"),
     (r"x(?=ox[abposr]-)", False, (r"xox[abposr]-[A-Za-z0-9-]{10,}(?P<slack_token>)",)),
     (r"p(?<=xap)(?=p-)|e(?<=xoxe)(?=[.-])", False,
      (r"(?:xapp|xoxe(?:\.xox[abposr])?)-[A-Za-z0-9-]{10,}(?P<slack_token>)",)),
@@ -203,18 +222,22 @@ _SHAPES = (
      (r"hooks\.slack\.com/(?P<slack_webhook>(?:services|workflows|triggers)/[A-Za-z0-9_/-]{8,})",)),
     (r"z(?<=aiz)(?=a)", False, (r"AIza[A-Za-z0-9_-]{35}(?P<google_api_key>)",)),
     (r"-(?<=glpat-)", False, (r"glpat-[A-Za-z0-9_-]{20,}(?P<gitlab_token>)",)),
-    (r"_(?<=npm_)", False, (r"npm_[A-Za-z0-9]{30,}(?P<npm_token>)",)),
-    (r"_(?<=hf_)", False, (r"hf_[A-Za-z0-9]{30,}(?P<huggingface_token>)",)),
-    (r"j(?<=eyj)", False, (r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*(?P<jwt>)",)),
-    (r":(?=//)", False, (rf"://[^\s:/@\"'\\\[]*:(?P<url_password>{_NOT_REF}[^\s/\"'\\]+)@",)),
-    (r"z(?<=authoriz)", True, (_AUTHORIZATION,)),
-    (r"b(?=earer)", True, (rf"bearer[ \t]+(?=[a-z0-9._~+/=-]*[0-9])(?P<auth_header>{_NOT_REF}{_B64}{{8,}}+)",)),
-    (r"w(?<=passw)", True, (_assignment(_KEYS[0]),)),
-    (r"c(?<=sec)(?=ret)", True, (_assignment(_KEYS[1]), _assignment("aws_secret_access_key", "aws_secret_key"))),
-    (r"k(?<=tok)(?=en)", True, (_assignment(_KEYS[2]),)),
-    (r"k(?<=[ies_-]k)(?=ey)", True, (_assignment(_KEYS[3]),)),  # api_key, privatekey, access-key
+    (r"_(?<=npm_)", False, (r"npm_[A-Za-z0-9]{30,}(?P<npm_token>)",), r"npm_[A-Za-z0-9]{30}"),
+    (r"_(?<=hf_)", False, (r"hf_[A-Za-z0-9]{30,}(?P<huggingface_token>)",), r"hf_[A-Za-z0-9]{30}"),
+    (r"j(?<=eyj)", False, (r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*(?P<jwt>)",),
+     r"eyJ[A-Za-z0-9_-]{5,}\.eyJ"),
+    (r":(?=//)", False, (rf"://[^\s:/@\"'\\\[]*:(?P<url_password>{_NOT_REF}[^\s/\"'\\]+)@",),
+     rf"""://[^{_WS}:/@"'\\\[]*:[^{_WS}/"'\\]+@"""),
+    (r"z(?<=authoriz)", True, (_AUTHORIZATION,), r"""(?i:authorization(?:\\*["'])?[ \t]*[:=])"""),
+    (r"b(?=earer)", True, (rf"bearer[ \t]+(?=[a-z0-9._~+/=-]*[0-9])(?P<auth_header>{_NOT_REF}{_B64}{{8,}}+)",),
+     r"(?i:bearer[ \t]+[a-z0-9._~+/=-]{8})"),
+    (r"w(?<=passw)", True, (_assignment(_KEYS[0]),), _ASSIGNED),
+    (r"c(?<=sec)(?=ret)", True, (_assignment(_KEYS[1]), _assignment("aws_secret_access_key", "aws_secret_key")),
+     _ASSIGNED),
+    (r"k(?<=tok)(?=en)", True, (_assignment(_KEYS[2]),), _ASSIGNED),
+    (r"k(?<=[ies_-]k)(?=ey)", True, (_assignment(_KEYS[3]),), _ASSIGNED),  # api_key, privatekey, access-key
     (("s(?<=pas)(?=s)", "w(?<=[_-]pw)", "k(?<=tok)(?=en)", "c(?<=sec)(?=ret)", "k(?=ey)", "h(?<=auth)",
-      "d(?<=cred)(?=ential)"), True, ((_ENV, _check_env), (_NAMED, _check_assignment))),
+      "d(?<=cred)(?=ential)"), True, ((_ENV, _check_env), (_NAMED, _check_assignment)), _ASSIGNED),
     *_CLI,
     *_RULES,
 )
@@ -222,11 +245,11 @@ def _alternatives(gate) -> list[str]:
     return [a for a in (gate.split("|") if isinstance(gate, str) else gate) if a]
 
 
-_GATE = re.compile("|".join(f"(?:{alternative})(?P<g{i}_{j}>)" for i, (gate, _, _) in enumerate(_SHAPES)
+_GATE = re.compile("|".join(f"(?:{alternative})(?P<g{i}_{j}>)" for i, (gate, *_) in enumerate(_SHAPES)
                             for j, alternative in enumerate(_alternatives(gate))))
-_ALWAYS = frozenset(i for i, (gate, _, _) in enumerate(_SHAPES) if not gate)
+_ALWAYS = frozenset(i for i, (gate, *_) in enumerate(_SHAPES) if not gate)
 _REGEXES = tuple((lowered, tuple((re.compile(p), None) if isinstance(p, str) else (re.compile(p[0]), p[1])
-                                 for p in patterns)) for _, lowered, patterns in _SHAPES)
+                                 for p in patterns)) for _, lowered, patterns, *_ in _SHAPES)
 _MARKERS = frozenset({"key", "user"})  # named groups that are not kinds
 KINDS = frozenset(re.sub(r"_\d+$", "", n) for _, rs in _REGEXES for r, _ in rs for n in r.groupindex) - _MARKERS
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
@@ -257,7 +280,7 @@ def _past_escape(text: str, start: int) -> int:
 # The gate reports one alternative per position, the first that fires there: where another
 # shape's gate starts with the same character, it is tried at that position too.
 _BY_TRIGGER: dict[str, list[tuple[int, re.Pattern]]] = {}
-for _i, (_gate_, _, _) in enumerate(_SHAPES):
+for _i, (_gate_, *_) in enumerate(_SHAPES):
     for _alternative in _alternatives(_gate_):
         _trigger = _alternative[1] if _alternative[0] in "\\[" else _alternative[0]
         _BY_TRIGGER.setdefault(_trigger, []).append((_i, re.compile(_alternative)))
@@ -293,16 +316,6 @@ def _matches(text: str) -> list[tuple[int, int, int, str]]:
     return found
 
 
-def _suspects(text: str) -> list[int]:
-    """Where a secret may be: a gate fired, or an ungated shape matched (no false negatives)."""
-    low = _lower(text)
-    spots = [m.start() for m in _GATE.finditer(low)]
-    for lowered, regexes in (_REGEXES[i] for i in _ALWAYS):  # a match may start on a joint's space
-        spots += (spot for regex, _ in regexes for m in regex.finditer(low if lowered else text)
-                  for spot in (m.start(), max(m.start(), m.end() - 1)))
-    return spots
-
-
 _GENERIC = frozenset({"secret_assignment", "cli_password"})  # kinds that say where, not what
 
 
@@ -332,6 +345,102 @@ def redact_text(text: str) -> tuple[str, Counter]:
         text = "".join(pieces) + text[last:]
         kinds.update(kind for kind, _, _ in secrets)
     return text, kinds
+
+
+# --- whole columns ----------------------------------------------------------------------
+# redact_text runs Python regexes over a cell; on every cell of a column that is most of a team
+# ingest. A cell can hold a secret only where a shape's gate fires (or an ungated shape matches:
+# `_matches` runs nothing else), so one regex over the whole column, in polars (Rust's regex
+# engine: linear time, no lookarounds), picks the few cells that may, and only those go through
+# redact_text: what comes out is redact_text's, cell by cell. The column regex takes each shape's
+# prefilter, or its gate with the lookarounds made part of the match (`k(?<=tok)(?=en)` ->
+# `token`), case-insensitive as the gates see lowercased text (Python lowers only A-Z and the
+# Kelvin sign to ASCII; Rust folds both). It is wider than the gates and shapes, never narrower;
+# tests/test_redact_columnar.py checks that against redact_text on every cell.
+
+
+def _group_end(pattern: str, start: int) -> int:
+    """The index just past the group that opens at `start`."""
+    depth, i = 0, start
+    while True:
+        char = pattern[i]
+        if char == "\\":
+            i += 1
+        elif char == "[":
+            i = pattern.index("]", i + 2)
+        elif char in "()":
+            depth += 1 if char == "(" else -1
+            if not depth:
+                return i + 1
+        i += 1
+
+
+def _folded(alternative: str) -> str:
+    """A gate alternative as a plain pattern: its lookbehind (which ends with the trigger
+    character) and its lookahead, one after the other, case-insensitive."""
+    trigger = re.match(r"\\.|\[[^\]]*\]|.", alternative).group()
+    rest, behind, ahead = alternative[len(trigger):], trigger, ""
+    if rest.startswith("(?<="):
+        end = _group_end(rest, 0)
+        behind, rest = rest[4:end - 1], rest[end:]
+        if not re.search(rf"(?:{trigger})$", behind):
+            raise ValueError(f"gate {alternative!r}: the lookbehind must end with the trigger {trigger!r}")
+    if rest.startswith("(?="):
+        end = _group_end(rest, 0)
+        ahead, rest = rest[3:end - 1], rest[end:]
+    if rest:
+        raise ValueError(f"gate {alternative!r}: expected a trigger, (?<=...) and (?=...), found {rest!r}")
+    return f"(?i:(?:{behind}){f'(?:{ahead})' if ahead else ''})"
+
+
+def _prefilters(gate, lowered, patterns, prefilter="") -> list[str]:
+    """What a column is scanned for on a shape's behalf."""
+    if prefilter or gate:
+        return [prefilter] if prefilter else [_folded(alternative) for alternative in _alternatives(gate)]
+    if lowered is None:  # on blanked text, a shape's own pattern is no prefilter for the raw text
+        raise ValueError(f"an ungated rule on blanked text needs a gate or a prefilter: {patterns}")
+    plain = [re.sub(r"\(\?P<\w+>", "(?:", p if isinstance(p, str) else p[0]) for p in patterns]
+    return [f"(?i:{p})" if lowered else p for p in plain]
+
+
+COLUMN_PREFILTER = "|".join(dict.fromkeys(p for shape in _SHAPES for p in _prefilters(*shape)))
+_TEXT_TYPES = (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view)
+
+
+def _is_text(type_: pa.DataType) -> bool:
+    return any(is_(type_) for is_ in _TEXT_TYPES)
+
+
+def _secret_edits(columns: list) -> tuple[list[dict[int, str]], Counter]:
+    """redact_text on every cell of each column (Arrow text arrays), all scanned in one pass:
+    for each column, {row: redacted text} of the cells it changes; and the kinds found."""
+    scanned = pl.concat([pl.Series(values=column) for column in columns]) if columns else pl.Series(dtype=pl.String)
+    positions = scanned.str.contains(COLUMN_PREFILTER).arg_true()
+    ends = list(accumulate(len(column) for column in columns))
+    edits: list[dict[int, str]] = [{} for _ in columns]
+    counts: Counter = Counter()
+    done: dict[str, tuple[str, Counter]] = {}  # a repeated value (a path, a title) is redacted once
+    for position, value in zip(positions.to_list(), scanned.gather(positions).to_list()):
+        text, kinds = done.get(value) or done.setdefault(value, redact_text(value))
+        counts.update(kinds)
+        if text != value:
+            column = bisect_right(ends, position)
+            edits[column][position - (ends[column - 1] if column else 0)] = text
+    return edits, counts
+
+
+def _with_edits(column: pa.ChunkedArray, edits: dict[int, str]) -> pa.ChunkedArray:
+    """The column with the cells in `edits` replaced."""
+    type_ = pa.large_string() if pa.types.is_string_view(column.type) else column.type  # no kernel for views
+    mask = [False] * len(column)
+    for row in edits:
+        mask[row] = True
+    replaced = pc.replace_with_mask(column.cast(type_), pa.array(mask), pa.array([edits[r] for r in sorted(edits)], type_))
+    return replaced.cast(column.type)
+
+
+def _digest(value) -> str:
+    return "sha256:" + hashlib.sha256(str(value).encode()).hexdigest()
 
 
 # --- policy -----------------------------------------------------------------------------
@@ -389,41 +498,76 @@ class Policy:
                 if key.startswith(prefix) and action != "keep"]
 
 
-# --- rows -------------------------------------------------------------------------------
+# --- rows and tables -------------------------------------------------------------------
 
-_CHUNK = 256  # values of one column gated as one text: one scan, not one per value
-# no gate nor shape matches across a quote, so a suspect lies in one value; the line breaks make
-# each value start and end a line, as it does alone (for rules anchored on a line or a space)
-_JOIN = '\n"\x00"\n'
+
+def redact_tables(tables: Mapping[str, pa.Table], policy: Policy) -> tuple[dict[str, pa.Table], Counter]:
+    """Each table with `policy`'s `<table>.<column>` actions applied, and what was done: secrets
+    by kind, and `hash:`/`drop:` cells (non-null values). A column a table lacks is skipped. All
+    the text columns are scanned in one pass: one source's tables in one call cost less than
+    one call each (the column regex warms up once)."""
+    plans = {}
+    for table, data in tables.items():
+        actions = [(name, action) for name, action in policy.for_table(table) if name in data.column_names]
+        plans[table] = actions, [name for name, action in actions
+                                 if action == "redact" and _is_text(data.schema.field(name).type)]
+    edits, counts = _secret_edits([tables[table].column(name) for table, (_, texts) in plans.items() for name in texts])
+    edited, done = iter(edits), {}
+    for table, (actions, texts) in plans.items():
+        data = tables[table]
+        for name, changed in zip(texts, edited):
+            if changed:
+                data = data.set_column(data.schema.get_field_index(name), name, _with_edits(data.column(name), changed))
+        for name, action in actions:
+            if action in ("hash", "drop"):
+                column = data.column(name)
+                if len(column) - column.null_count:
+                    counts[f"{action}:{table}.{name}"] += len(column) - column.null_count
+                column = (pa.nulls(len(column), column.type) if action == "drop" else
+                          pa.array([None if v is None else _digest(v) for v in column.to_pylist()], pa.string()))
+                data = data.set_column(data.schema.get_field_index(name), name, column)
+        done[table] = data
+    return done, counts
+
+
+def redact_table(table_name: str, data: pa.Table, policy: Policy) -> tuple[pa.Table, Counter]:
+    """redact_tables on one table."""
+    done, counts = redact_tables({table_name: data}, policy)
+    return done[table_name], counts
 
 
 def redact_rows(rows: dict[str, list[dict]], policy: Policy) -> Counter:
-    """Apply `policy` to the rows in place; counts secrets by kind, and `hash:`/`drop:` cells."""
-    counts: Counter = Counter()
+    """redact_tables' work on rows as lists of dicts, in place (the `sources` run log, tests):
+    the same cells change, the same counts come back. Non-text values are not redacted."""
+    cells = {(table, column): [row for row in table_rows if isinstance(row.get(column), str) and row[column]]
+             for table, table_rows in rows.items() for column, action in policy.for_table(table) if action == "redact"}
+    arrays, odd = [], set()
+    for (table, column), with_text in cells.items():
+        try:
+            arrays.append(pa.array([row[column] for row in with_text], pa.string()))
+        except UnicodeEncodeError:  # a lone surrogate: no Arrow string holds it, redact_text does
+            odd.add((table, column))
+            arrays.append(pa.array([], pa.string()))
+    edits, counts = _secret_edits(arrays)
+    for (key, with_text), changed in zip(cells.items(), edits):
+        if key in odd:
+            for i, row in enumerate(with_text):
+                changed[i], kinds = redact_text(row[key[1]])
+                counts.update(kinds)
+        for i, text in changed.items():
+            with_text[i][key[1]] = text
     for table, table_rows in rows.items():
         for column, action in policy.for_table(table):
-            if action == "redact":
-                _redact_column(table_rows, column, counts)
-            else:
+            if action in ("hash", "drop"):
                 counts += Counter({f"{action}:{table}.{column}": _hash_or_drop(table_rows, column, action)})
     return counts
-
-
-def _redact_column(rows: list[dict], column: str, counts: Counter) -> None:
-    for first in range(0, len(rows), _CHUNK):
-        chunk = [row for row in rows[first:first + _CHUNK] if isinstance(row.get(column), str) and row[column]]
-        offsets = list(accumulate((len(row[column]) + len(_JOIN) for row in chunk), initial=0))
-        suspects = {bisect_right(offsets, spot) - 1 for spot in _suspects(_JOIN.join(r[column] for r in chunk))}
-        for row in (chunk[i] for i in sorted(suspects)):
-            row[column], kinds = redact_text(row[column])
-            counts.update(kinds)
 
 
 def _hash_or_drop(rows: list[dict], column: str, action: str) -> int:
     """Hash or drop the column's non-null values; how many."""
     done = [row for row in rows if row.get(column) is not None]
     for row in done:
-        row[column] = None if action == "drop" else "sha256:" + hashlib.sha256(str(row[column]).encode()).hexdigest()
+        row[column] = None if action == "drop" else _digest(row[column])
     return len(done)
 
 
