@@ -104,8 +104,9 @@ print(json.dumps({"merged": r.merged, **c}))
 """
 
 
-def measure(cmd: list[str], env=None, ok=(0,)) -> tuple[float, float, str]:
-    """(wall seconds, peak RSS in MiB, stdout) of one subprocess; `ok`: the exit codes expected."""
+def measure(cmd: list[str], env=None, ok=(0,)) -> tuple[float, float, str, float]:
+    """(wall seconds, peak RSS in MiB, stdout, CPU seconds of it and its children) of one
+    subprocess; `ok`: the exit codes expected."""
     start = time.perf_counter()
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, env=env, cwd=HERE.parent)
@@ -115,7 +116,13 @@ def measure(cmd: list[str], env=None, ok=(0,)) -> tuple[float, float, str]:
         if os.waitstatus_to_exitcode(status) not in ok:
             err.seek(0)
             raise SystemExit(f"{cmd[0]} {cmd[1]} failed:\n{err.read().decode()[-2000:]}")
-    return wall, usage.ru_maxrss / 1024, out
+    return wall, usage.ru_maxrss / 1024, out, _cpu_seconds(usage)
+
+
+def _cpu_seconds(usage) -> float:
+    """User and system CPU time of the process and of the children it waited for (the ingest
+    workers): throughput per core, whatever the number of workers."""
+    return usage.ru_utime + usage.ru_stime
 
 
 def du(path: Path, pattern: str = "*") -> int:
@@ -300,12 +307,14 @@ def _report(args, gen_s, n_dbs, messages, rows, source_bytes, lake_bytes, files,
           f"--sessions {args.sessions} --seed {args.seed}).")
     print(f"Lake: {lake_bytes / 2**20:.1f} MiB in {files} Parquet files "
           f"({lake_bytes / source_bytes:.2f}x the source size). Medians of {args.repeat} runs.\n")
-    print("| phase | wall (s) | x baseline | peak RSS (MiB) | messages/s |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+    print("| phase | wall (s) | x baseline | peak RSS (MiB) | messages/s | messages per CPU-second |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for name, runs in results.items():
         wall, rss = median_of(runs)
+        cpu = statistics.median(r[3] for r in runs)
         rate = f"{messages / wall:,.0f}" if "cold ingest" in name or name == "baseline" else ""
-        print(f"| {name} | {wall:.2f} | {wall / base_wall:.2f} | {rss:.0f} | {rate} |")
+        per_core = f"{messages / cpu:,.0f}" if rate and cpu else ""
+        print(f"| {name} | {wall:.2f} | {wall / base_wall:.2f} | {rss:.0f} | {rate} | {per_core} |")
     print("\n| query (warm, read-only) | median (ms) |\n| --- | ---: |")
     for name, seconds in query_times.items():
         print(f"| {name} | {seconds * 1000:.1f} |")
