@@ -1,11 +1,15 @@
-"""The dashboard in a real headless browser (Debian's Chromium): the charts render with the
-fixture's data, and the filters change them."""
+"""The dashboard in a real headless browser (Debian's Chromium): Vega-Lite charts rendered to SVG
+with the fixture's figures on real axes, top-N with an "others" row that says what it holds,
+validated filters, and links followed from the overview down to one session's transcript.
+Every page is also saved as a screenshot (in the test's tmp dir) and checked to be a real image."""
 
+import html
 import os
 import re
 import shutil
 import subprocess
 import threading
+from urllib.parse import urljoin
 
 import pytest
 
@@ -19,11 +23,15 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
+def serve(warehouse, **kwargs):
+    server = make_server(warehouse, port=0, **kwargs)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
 @pytest.fixture
 def dashboard(lake):
-    server = make_server(lake.warehouse, port=0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server = serve(lake.warehouse)
     yield f"http://127.0.0.1:{server.server_address[1]}/"
     server.shutdown()
     server.server_close()
@@ -37,51 +45,355 @@ def browse(url: str, tmp_path, *extra) -> str:
     return out.stdout
 
 
-def chart(dom: str, chart_id: str) -> str:
-    return re.search(rf'<figure id="{chart_id}">(.*?)</figure>', dom, re.S).group(1)
+def screenshot(url: str, tmp_path, name: str) -> None:
+    png = tmp_path / f"{name}.png"
+    subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={png}",
+                    "--window-size=1440,1800", "--hide-scrollbars", url], capture_output=True, timeout=90, check=True)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000, name
 
 
-def test_charts_render_with_the_fixture_data(dashboard, lake, tmp_path):
-    from tests.conftest import scalar
+def figure(dom: str, fig_id: str) -> str:
+    return re.search(rf'<figure id="{fig_id}"[^>]*>(.*?)</figure>', dom, re.S).group(1)
+
+
+def table_links(dom: str, table_id: str) -> list[tuple[str, str]]:
+    """(text, href) of the first-cell links of a table's rows."""
+    body = re.search(rf'<table id="{table_id}">(.*?)</table>', dom, re.S).group(1)
+    return [(html.unescape(t), html.unescape(h)) for h, t in re.findall(r'<td[^>]*><a href="([^"]+)">([^<]*)</a>', body)]
+
+
+def bar_labels(svg: str) -> list[str]:
+    """The accessible label of every mark item Vega drew (one per bar, with its exact figures)."""
+    return [html.unescape(a) for a in re.findall(r'<path[^>]*aria-label="([^"]*)"', svg)]
+
+
+def test_overview_has_real_axes_legend_and_the_fixture_figures(dashboard, lake, tmp_path):
+    from tests.conftest import query, scalar
 
     dom = browse(dashboard, tmp_path)
-    for chart_id in ("cost-over-time", "cost-by-project", "cost-by-model", "tool-usage"):
-        assert chart(dom, chart_id).count('class="bar') > 0, chart_id
-    over_time = chart(dom, "cost-over-time")
-    day_one = scalar(lake, "SELECT SUM(cost_usd) FROM daily_costs WHERE date = '2026-01-01'")
-    assert f"2026-01-01 · shop: ${day_one:.4f}" in over_time
-    assert "unknown cost" in chart(dom, "cost-by-model")  # glm-4.6: unknown, not drawn as $0
-    assert "1 rows with unknown cost" in dom
-    png = tmp_path / "dashboard.png"
-    browse(dashboard, tmp_path, f"--screenshot={png}", "--window-size=900,1400")
-    assert png.stat().st_size > 10_000
+    over_time = figure(dom, "cost-over-time")
+    # a time axis (days, with dates) and a cost axis in dollars, both titled
+    assert re.search(r"X-axis titled 'day \(UTC\)' for a time scale", over_time)
+    assert re.search(r"Y-axis titled 'cost \(USD\)' for a linear scale with values from \$0 to \$", over_time)
+    assert "role-legend" in over_time and "Symbol legend titled 'project'" in over_time
+    # one bar per (day, project) that has a known cost, with its exact figure
+    expected = query(lake, "SELECT date, project, SUM(cost_usd) FROM daily_costs GROUP BY ALL HAVING SUM(cost_usd) "
+                           "IS NOT NULL ORDER BY 1")
+    labels = bar_labels(over_time)
+    assert len(labels) == len(expected)
+    for day, project, cost in expected:
+        assert any(f"from: {day}" in a and f"project: {project}" in a and f"cost: ${float(cost):,.4f}" in a
+                   for a in labels), (day, project)
+    by_model = figure(dom, "cost-by-model")
+    assert "unknown cost" in by_model  # glm-4.6: unknown, not drawn as $0
+    unknown = scalar(lake, "SELECT COUNT(*) FILTER (WHERE cost_source = 'unknown') FROM daily_costs")
+    assert f"{unknown} rows with unknown cost" in dom
+    for fig in ("cost-by-project", "cost-by-model", "tool-usage"):
+        assert "all " in figure(dom, fig) and " shown" in figure(dom, fig)  # nothing cut, and it says so
+    tools = figure(dom, "tool-usage")
+    failed = scalar(lake, "SELECT SUM(errors) + SUM(nonzero_exits) FROM tool_usage WHERE tool_name = 'bash'")
+    assert f"({failed} failed)" in tools
+    assert "<h2>Insights</h2>" in dom
+    screenshot(dashboard, tmp_path, "overview")
 
 
 def test_filters_change_the_page(dashboard, tmp_path):
     crush = browse(dashboard + "?provider=crush", tmp_path)
     assert "Total cost: $1.3000" in crush
-    assert "glm-4.6" not in chart(crush, "cost-by-model")
+    assert "glm-4.6" not in figure(crush, "cost-by-model")
     window = browse(dashboard + "?provider=crush&since=2026-01-03&until=2026-01-05", tmp_path)
     assert "Total cost: $0.1000" in window
-    assert chart(window, "cost-over-time").count('class="bar"') == 3
+    assert len(bar_labels(figure(window, "cost-over-time"))) == 3  # S's three thirds, one a day
     assert re.search(r'<option value="crush" selected', window)
+    assert "filter-errors" not in window
+
+
+@pytest.mark.parametrize("query, message", [
+    ("since=2026-13-01", "since: '2026-13-01' is not a date"),
+    ("until=yesterday", "until: 'yesterday' is not a date"),
+    ("since=2026-01-05&until=2026-01-01", "since 2026-01-05 is after until 2026-01-01"),
+    ("project=nope", "unknown project 'nope'"),
+    ("provider=gpt", "unknown agent 'gpt'"),
+    ("top=many", "top: 'many' is not a whole number"),
+])
+def test_bad_filters_are_named_on_the_page(dashboard, tmp_path, query, message):
+    """A bad filter is shown and left out, never silently ignored; the rest of the page still works."""
+    import urllib.error
+    import urllib.request
+
+    dom = browse(dashboard + "?" + query, tmp_path)
+    errors = re.search(r'<div class="errors" id="filter-errors">(.*?)</div>', dom, re.S).group(1)
+    assert message in html.unescape(errors)
+    assert "Total cost: $" in dom
+    with pytest.raises(urllib.error.HTTPError) as answer:  # and the status says so
+        urllib.request.urlopen(dashboard + "?" + query, timeout=30)
+    assert answer.value.code == 400
+
+
+def test_links_lead_from_the_overview_down_to_a_transcript(dashboard, lake, tmp_path):
+    from tests.conftest import query, scalar
+
+    overview = browse(dashboard, tmp_path)
+    projects = dict(table_links(overview, "projects"))
+    assert list(projects) == ["shop"]
+    # a bar of "Cost by project" links to the same project page (the agent chosen too)
+    assert re.search(r'<a xlink:href="/project\?project=shop&amp;provider=crush"', figure(overview, "cost-by-project"))
+
+    project = browse(urljoin(dashboard, projects["shop"]), tmp_path)
+    assert "project shop" in project
+    sessions = table_links(project, "sessions")
+    roots = query(lake, "SELECT session_id, cost_usd FROM session_summary WHERE project = 'shop' "
+                        "ORDER BY cost_usd DESC NULLS LAST, started_at DESC")
+    assert len(sessions) == len(roots)  # all shown: fewer than the top 15
+    assert f"all {len(roots)} shown" in project
+    screenshot(urljoin(dashboard, projects["shop"]), tmp_path, "project")
+
+    top = urljoin(dashboard, sessions[0][1])  # the most expensive: R, $1.0 with its sub-agent
+    assert roots[0][0] == "R" and "id=R" in top
+    session = browse(top, tmp_path)
+    assert "session two days" in session and "$1.0000 (native)" in session
+    transcript = re.search(r'<div id="transcript">(.*)</div>', session, re.S).group(1)
+    calls = re.findall(r'<div class="call tool-call"><b>([^<]+)</b> <code>([^<]*)</code> · (.*?) ·', transcript)
+    expected = query(lake, "SELECT tool_name, command, file_path, is_error, exit_code FROM tool_calls "
+                           "WHERE session_id = 'R' AND has_call ORDER BY called_at")
+    assert [c[0] for c in calls] == [e[0] for e in expected]
+    for (name, shown, status), (_, command, path, is_error, exit_code) in zip(calls, expected):
+        assert html.unescape(shown) == (command or path)
+        if is_error:
+            assert "tool error" in status
+        elif exit_code:
+            assert f"exit code {exit_code}" in status
+        else:
+            assert "ok" in status
+    messages = scalar(lake, "SELECT COUNT(*) FROM messages WHERE session_id = 'R'")
+    assert f"Transcript ({messages} messages)" in session
+    assert "old_string not found" in transcript  # the failed edit's result is there
+    subagents = table_links(session, "subagents")
+    assert [s[0] for s in subagents] == ["a1$$call-sub"]
+    screenshot(top, tmp_path, "session")
+    sub = browse(urljoin(dashboard, subagents[0][1]), tmp_path)
+    assert "sub-agent of" in sub and "$0.3000" in sub
+
+
+def test_a_missing_session_says_so(dashboard, tmp_path):
+    dom = browse(dashboard + "session?source=x&id=nope", tmp_path)
+    assert "no such session in this lake" in dom
+
+
+@pytest.fixture
+def twenty(tmp_path):
+    """A lake of 20 projects (the generator's real Crush stores), to cut to the top 15."""
+    from tests.conftest import ingest
+    from transforms.crush.synth import generate_store
+    from warehouse.layout import Layout
+
+    truth = generate_store(tmp_path / "crush", projects=20, sessions_per_project=2, seed=3, days=40)
+    layout = Layout.resolve(home=tmp_path / "home20", machine="laptop", user="dev")
+    ingest(layout, *[db.path for db in truth.dbs])
+    return layout
+
+
+def test_twenty_projects_cut_to_fifteen_and_others(twenty, tmp_path):
+    from tests.conftest import query
+
+    server = serve(twenty.warehouse)
+    base = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+        dom = browse(base, tmp_path)
+        ranked = query(twenty, "SELECT project, SUM(cost_usd) AS c FROM daily_costs GROUP BY 1 "
+                               "ORDER BY c DESC NULLS LAST, project")
+        assert len(ranked) == 20
+        assert [t for t, _ in table_links(dom, "projects")] == [p for p, _ in ranked[:15]]
+        assert "15 of 20 shown, 5 in others" in dom
+        others = re.search(r'<tr class="others">(.*?)</tr>', dom, re.S).group(1)
+        rest = sum(float(c) for _, c in ranked[15:])
+        assert "others (5 projects)" in others and f"${rest:,.4f}" in others
+        # the time chart: ten projects in ten distinct colours, the other ten in grey "others (10)"
+        over_time = figure(dom, "cost-over-time")
+        assert "Symbol legend titled 'project' for fill color with 11 values" in over_time
+        assert "others (10)" in over_time and "projects: 10 of 20 shown, 10 in others" in dom
+        from warehouse.charts import OTHERS_COLOR, PALETTE
+
+        assert len(set(PALETTE)) == 10 and OTHERS_COLOR not in PALETTE
+        drawn = set(re.findall(r'fill="(#[0-9a-f]{6})"', over_time))
+        assert set(PALETTE) <= drawn and OTHERS_COLOR in drawn
+        by_project = figure(dom, "cost-by-project")
+        assert "15 of 20 shown, 5 in others" in by_project
+        # ?top=0 shows every row, and says so
+        every = browse(base + "?top=0", tmp_path)
+        assert len(table_links(every, "projects")) == 20 and "all 20 shown" in every
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def insight_section(dom: str, name: str) -> str:
+    return re.search(rf'<div class="insight" id="{name}">(.*?)</div>', dom, re.S).group(1)
+
+
+def test_insights_that_exist_are_shown_and_the_rest_skipped(lake, tmp_path):
+    """Each insight mart in the lake is shown with its top findings (up to 5, and how many there
+    are) and a link to the SQL that gives them all, which runs as shown; an insight that is not in
+    the lake is listed as missing, without error. Every finding's link leads to a page."""
+    import urllib.request
+
+    from tests.conftest import query
+    from warehouse import ducklake
+    from warehouse.dashboard_pages import INSIGHT_ROWS, INSIGHTS
+
+    with ducklake.writing(lake.warehouse) as con:
+        con.execute("DROP TABLE IF EXISTS insight_usage_blocks")  # as if its mart did not exist yet
+    present = [n for n in INSIGHTS if query(lake, "SELECT COUNT(*) FROM information_schema.tables "
+                                                  "WHERE table_name = ?", n)[0][0]]
+    assert "insight_usage_blocks" not in present
+    server = serve(lake.warehouse)
+    base = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+        dom = browse(base, tmp_path)
+        assert "Not in this lake yet: insight_usage_blocks" in dom
+        for name in present:
+            section = insight_section(dom, name)
+            page = browse(urljoin(base, html.unescape(re.search(r'href="(/insight\?name=[^"]+)"', section).group(1))),
+                          tmp_path)
+            sql = html.unescape(re.search(r'<pre id="insight-sql">(.*?)</pre>', page, re.S).group(1))
+            every = query(lake, sql)  # the SQL shown runs as it is, and gives what the page counts
+            assert f"{min(len(every), INSIGHT_ROWS)} of {len(every)} findings shown" in section, name
+            for _, link in table_links(section, f"{name}-table"):
+                assert urllib.request.urlopen(urljoin(base, link), timeout=30).status == 200, link
+        screenshot(base + f"insight?name={present[0]}", tmp_path, "insight")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_an_insight_without_a_curated_query_shows_its_rows_by_cost(lake, tmp_path, monkeypatch):
+    """An insight mart the report has no query for yet: its rows, costliest first, each linked to
+    its session by the lake-wide session_key (machine/user/provider/source_id/session_id)."""
+    from tests.conftest import query
+    from warehouse import dashboard_pages, ducklake
+
+    monkeypatch.setattr(dashboard_pages, "curated", lambda name: None)
+    keys = dict(query(lake, "SELECT session_id, concat_ws('/', machine, \"user\", provider, source_id, session_id) "
+                            "FROM sessions WHERE session_id IN ('R', 'S')"))
+    with ducklake.writing(lake.warehouse) as con:
+        con.execute("DROP TABLE IF EXISTS insight_duplicate_reads")
+        con.execute("CREATE TABLE insight_duplicate_reads AS SELECT * FROM (VALUES "
+                    "('shop', ?, 'a.py', 3, 0.25), ('shop', ?, 'b.py', 2, 0.5)) "
+                    "AS t(project, session_key, path, reads, wasted_cost_usd)", [keys["R"], keys["S"]])
+    server = serve(lake.warehouse)
+    base = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+        section = insight_section(browse(base, tmp_path), "insight_duplicate_reads")
+        links = table_links(section, "insight_duplicate_reads-table")
+        # S's $0.50 before R's $0.25, each linked from its session cell (the key's session id)
+        assert [t for t, _ in links] == ["S", "R"] and "2 of 2 findings shown" in section
+        assert "session thirds" in browse(urljoin(base, links[0][1]), tmp_path)  # S, by its key
+        assert "session two days" in browse(urljoin(base, links[1][1]), tmp_path)
+        page = browse(base + "insight?name=insight_duplicate_reads", tmp_path)
+        sql = html.unescape(re.search(r'<pre id="insight-sql">(.*?)</pre>', page, re.S).group(1))
+        assert sql == 'SELECT * FROM "insight_duplicate_reads" ORDER BY "wasted_cost_usd" DESC NULLS LAST'
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_token_once_then_the_cookie_in_a_real_browser(lake, tmp_path):
     """A dashboard with a token: Chromium without it gets the 401 page; with `?token=` once it is
     redirected to the page (token gone from the URL) and the cookie carries it from then on."""
-    server = make_server(lake.warehouse, port=0, token="tok-123")
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server = serve(lake.warehouse, token="tok-123")
     url = f"http://127.0.0.1:{server.server_address[1]}/"
     try:
         assert "needs its token" in browse(url, tmp_path)
         assert "Total cost" not in browse(url, tmp_path)
-        dom = browse(url + "?provider=crush&token=tok-123", tmp_path)
-        assert "Total cost: $1.3000" in dom
-        assert chart(dom, "cost-by-model").count('class="bar') > 0
+        dom = browse(url + "project?project=shop&provider=crush&token=tok-123", tmp_path)
+        assert "Total cost: $1.3000" in dom and "project shop" in dom  # the same page, token gone
+        assert len(bar_labels(figure(dom, "cost-over-time"))) > 0
         dom = browse(url + "?provider=crush", tmp_path)  # same profile: the cookie is enough now
         assert "Total cost: $1.3000" in dom
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_merge_shows_on_the_next_reload(lake):
+    """Pages are kept between requests, but a new catalog (every merge publishes one) is a new
+    page: here an insight mart dropped by a writer disappears from the very next response."""
+    import urllib.request
+
+    from warehouse import ducklake
+
+    server = serve(lake.warehouse)
+    base = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+        first = urllib.request.urlopen(base, timeout=30).read().decode()
+        assert urllib.request.urlopen(base, timeout=30).read().decode() == first
+        assert 'id="insight_idle_cost"' in first
+        with ducklake.writing(lake.warehouse) as con:
+            con.execute("DROP TABLE insight_idle_cost")
+        after = urllib.request.urlopen(base, timeout=30).read().decode()
+        assert 'id="insight_idle_cost"' not in after and "insight_idle_cost" in after  # listed as missing
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_claude_transcript_shows_each_request_cost(layout, tmp_path):
+    """Claude Code records usage per request: the transcript puts each message's priced cost
+    next to it, the sum of its `usage` rows (an unpriced request leaves the message without one)."""
+    import urllib.request
+
+    from tests.conftest import ingest, query
+    from transforms.claude.synth import generate_home
+
+    generate_home(tmp_path / "claude", sessions=4, seed=5)
+    ingest(layout, homes={"claude": [tmp_path / "claude"]})
+    source, session = query(layout, "SELECT source_id, session_id FROM session_summary WHERE provider = 'claude' "
+                                     "AND cost_usd IS NOT NULL ORDER BY cost_usd DESC LIMIT 1")[0]
+    costs = query(layout, "SELECT m.message_index, SUM(u.cost_usd) FROM usage u JOIN messages m "
+                          "USING (source_id, session_id, message_id) WHERE u.source_id = ? AND u.session_id = ? "
+                          "GROUP BY 1 HAVING SUM(u.cost_usd) IS NOT NULL ORDER BY 1", source, session)
+    assert costs
+    server = serve(layout.warehouse)
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/session?source={source}&id={session}"
+        dom = urllib.request.urlopen(url, timeout=30).read().decode()
+        shown = {int(i): c for i, c in re.findall(r'<div class="msg [a-z]+" id="m(\d+)"><div class="meta">[^<]*'
+                                                  r'· cost \$([0-9.,]+)</div>', dom)}
+        assert shown == {index: f"{float(cost):,.4f}" for index, cost in costs}
+        assert "records no per-request usage" not in dom
+        screenshot(url, tmp_path, "claude-session")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_top_with_others_sums_the_rest_and_keeps_unknown_unknown():
+    """The others row sums what the cut left out, by hand: 3 + 2 = 5 and 30 + 20 = 50; a column
+    whose left-out values are all unknown stays unknown (None), never $0."""
+    from warehouse.charts import top_with_others
+
+    rows = [("a", 10, 100, None), ("b", 5, 50, None), ("c", 3, 30, None), ("d", 2, 20, None)]
+    cut = top_with_others(rows, 2)
+    assert cut.rows == rows[:2] and cut.others == ("others (2)", 5.0, 50.0, None)
+    assert cut.note == "2 of 4 shown, 2 in others"
+    assert top_with_others(rows, 4).others is None and top_with_others(rows, 4).note == "all 4 shown"
+    assert top_with_others(rows, 0).note == "all 4 shown"  # 0: no cut
+
+
+def test_one_connection_per_catalog_file(lake):
+    """Requests share a read-only connection while the catalog file is the same, and get a new
+    one as soon as a merge publishes another (whose tables they then see)."""
+    from warehouse import ducklake
+    from warehouse.dashboard import Reader
+
+    reader = Reader(lake.warehouse)
+    with reader.cursor() as cur:
+        assert cur.execute("SELECT COUNT(*) FROM daily_costs").fetchall()[0][0] > 0
+    first = reader.con
+    reader.cursor().close()
+    assert reader.con is first
+    with ducklake.writing(lake.warehouse) as con:
+        con.execute("CREATE TABLE dashboard_probe AS SELECT 42 AS answer")
+    with reader.cursor() as cur:
+        assert cur.execute("SELECT answer FROM dashboard_probe").fetchall() == [(42,)]
+    assert reader.con is not first

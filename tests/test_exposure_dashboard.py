@@ -125,3 +125,21 @@ def test_page_forbids_framing_and_outside_resources(serve):
     assert "frame-ancestors 'none'" in headers["Content-Security-Policy"]
     assert "default-src 'none'" in headers["Content-Security-Policy"]
     assert headers["X-Frame-Options"] == "DENY"
+
+
+def test_every_page_is_guarded_and_the_token_redirect_keeps_the_page(serve):
+    """The drill-down pages answer under the same Host check and token as the overview, and the
+    token's redirect goes back to the page it was given on (never anywhere else)."""
+    server = serve(token="t")
+    port = server.server_address[1]
+    for path in ("/project?project=shop", "/session?source=x&id=R", "/insight?name=insight_idle_cost"):
+        assert get(server, path)[0] == 401, path
+        assert get(server, path, host=f"evil.example:{port}")[0] == 400, path
+    status, headers, _ = get(server, "/project?project=shop&token=t")
+    assert status == 303 and headers["Location"] == "/project?project=shop"
+    cookie = headers["Set-Cookie"].split(";", 1)[0]
+    status, headers, body = get(server, "/project?project=shop", cookie=cookie)
+    assert status == 200 and "project shop" in body
+    assert "default-src 'none'" in headers["Content-Security-Policy"]  # no script on any page: none needed
+    assert "<script" not in body
+    assert get(server, "/elsewhere", cookie=cookie)[0] == 404

@@ -1,137 +1,110 @@
-"""The team dashboard: one HTML page over the marts, charts drawn as SVG on the server.
+"""The team dashboard: pages over the marts, charts rendered to SVG on the server.
 
 Nothing is fetched by the browser but the page itself (no script, no CDN), so it works on a
-closed network and renders the same everywhere. Filters (dates, project, agent) are a plain
-GET form and use the same `Filters` as `agentlake report`.
+closed network and renders the same everywhere. Pages (warehouse.dashboard_pages): the overview
+(`/`), a project (`/project?project=...`), a session's transcript (`/session?source=...&id=...`)
+and an insight (`/insight?name=...`). Filters (dates, project, agent, rows per ranking) are a
+plain GET form, validated: a bad value is named on the page, never silently dropped.
 """
 
 import html
 import os
-from datetime import date
-from urllib.parse import parse_qs
 
-from warehouse.report import Filters, run_query
+from warehouse import dashboard_pages as pages
 
-PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
-           "#9c755f", "#bab0ac")
-
-
-def filters_from_query(query: str) -> Filters:
-    params = {k: v[0] for k, v in parse_qs(query).items() if v and v[0]}
-
-    def day(key):
-        try:
-            return date.fromisoformat(params[key]) if key in params else None
-        except ValueError:
-            return None
-
-    return Filters(day("since"), day("until"), params.get("project"), params.get("provider"))
+PATHS = ("/", "/index.html", "/project", "/session", "/insight")
 
 
 def _e(value) -> str:
     return html.escape("" if value is None else str(value))
 
 
-def stacked_bars(title: str, rows: list[tuple], chart_id: str, width=760, height=260) -> str:
-    """Vertical bars per x, stacked by series. rows: (x, series, value).
-    Unknown values (NULL) are left out, not drawn as 0; the page counts them separately."""
-    rows = [r for r in rows if r[0] is not None and r[2] is not None]
-    xs = sorted({r[0] for r in rows})
-    series = sorted({r[1] for r in rows}, key=str)
-    totals = {x: sum(float(r[2] or 0) for r in rows if r[0] == x) for x in xs}
-    top = max(totals.values(), default=0) or 1
-    step = (width - 60) / max(len(xs), 1)
-    parts, base = [], {x: 0.0 for x in xs}
-    for r in sorted(rows, key=lambda r: (r[0], series.index(r[1]))):
-        x, s, v = r[0], r[1], float(r[2] or 0)
-        h = v / top * (height - 40)
-        y = height - 20 - base[x] - h
-        base[x] += h
-        color = PALETTE[series.index(s) % len(PALETTE)]
-        parts.append(f'<rect class="bar" x="{50 + xs.index(x) * step:.1f}" y="{y:.1f}" width="{max(step - 4, 1):.1f}" '
-                     f'height="{h:.1f}" fill="{color}"><title>{_e(x)} · {_e(s)}: ${v:.4f}</title></rect>')
-    labels = "".join(f'<text x="{50 + i * step:.1f}" y="{height - 4}" font-size="10">{_e(x)}</text>'
-                     for i, x in enumerate(xs) if len(xs) <= 14 or i % (len(xs) // 14 + 1) == 0)
-    legend = "".join(f'<span class="key"><i style="background:{PALETTE[i % len(PALETTE)]}"></i>{_e(s)}</span>'
-                     for i, s in enumerate(series))
-    return (f'<figure id="{chart_id}"><figcaption>{_e(title)} (max ${top:.4f}/day)</figcaption>'
-            f'<svg width="{width}" height="{height}" role="img">{"".join(parts)}{labels}</svg>'
-            f'<div class="legend">{legend}</div></figure>')
+def render(con, path: str, query: str) -> tuple[str, int]:
+    """(HTML, status) of one page; a request with filter problems is answered 400, with the page."""
+    pairs = con.execute("SELECT DISTINCT project, provider FROM daily_costs").fetchall()
+    projects = sorted({p for p, _ in pairs if p is not None})
+    providers = sorted({a for _, a in pairs if a is not None})
+    req = pages.parse_request(query, projects, providers)
+    if path == "/session":
+        body, status = pages.session_page(con, req)
+    elif path == "/insight":
+        body, status = pages.insight_page(con, req)
+    elif path == "/project":
+        body, status = pages.project_page(con, req, projects, providers), 200
+    else:
+        body, status = pages.overview(con, req, projects, providers), 200
+    return body, 400 if req.errors and status == 200 else status
 
 
-def hbars(title: str, rows: list[tuple], chart_id: str, unit: str = "$", width=760) -> str:
-    """Horizontal bars: rows (label, value, overlay?) where overlay is drawn over the bar (errors)."""
-    top = max((float(r[1] or 0) for r in rows), default=0) or 1
-    span = width - 340  # room for the label on the left and the value on the right
-    height = 22 * len(rows) + 10
-    parts = []
-    for i, r in enumerate(rows):
-        label, y = r[0], 5 + i * 22
-        parts.append(f'<text x="0" y="{y + 14}" font-size="12">{_e(label)}</text>')
-        if r[1] is None:  # an unpriced model: say so, never draw it as $0
-            parts.append(f'<text class="unknown" x="266" y="{y + 13}" font-size="11">unknown cost</text>')
-            continue
-        value = float(r[1])
-        w = value / top * span
-        parts.append(f'<rect class="bar" x="260" y="{y}" width="{w:.1f}" height="16" fill="{PALETTE[0]}">'
-                     f'<title>{_e(label)}: {unit}{value:g}</title></rect>')
-        if len(r) > 2 and r[2]:
-            ow = float(r[2]) / top * span
-            parts.append(f'<rect class="bar error" x="260" y="{y}" width="{ow:.1f}" height="16" fill="{PALETTE[2]}">'
-                         f'<title>{_e(label)}: {r[2]} errors or non-zero exits</title></rect>')
-        text = f"{unit}{value:.4f}" if unit == "$" else f"{value:g}"
-        parts.append(f'<text x="{266 + w:.1f}" y="{y + 13}" font-size="11">{_e(text)}</text>')
-    if not rows:
-        parts.append('<text x="0" y="20">no data for these filters</text>')
-        height = 30
-    return (f'<figure id="{chart_id}"><figcaption>{_e(title)}</figcaption>'
-            f'<svg width="{width}" height="{height}" role="img">{"".join(parts)}</svg></figure>')
+def catalog_identity(warehouse):
+    """What changes when a merge publishes a new catalog (warehouse.ducklake.publish renames a
+    new file over it: a new inode); None when there is no warehouse (yet)."""
+    try:
+        st = os.stat(warehouse)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-def _options(values: list, selected: str | None) -> str:
-    out = ['<option value="">(all)</option>']
-    out += [f'<option value="{_e(v)}"{" selected" if v == selected else ""}>{_e(v)}</option>' for v in values]
-    return "".join(out)
+class Reader:
+    """One read-only connection per published catalog, a cursor of it per request. Opening the
+    catalog (extensions, ATTACH) costs ~0.2 s, most of a page's budget; a new catalog file gets a
+    new connection at once, so a rebuilt warehouse shows on the next reload as before."""
+
+    def __init__(self, warehouse):
+        import threading
+
+        self.warehouse, self.lock, self.identity, self.con = warehouse, threading.Lock(), None, None
+
+    def cursor(self):
+        from warehouse.ducklake import CATALOG
+        from warehouse.views import connect
+
+        if os.name == "nt":  # Windows cannot rename a new catalog over a file held open: none kept
+            return connect(self.warehouse)
+        identity = catalog_identity(self.warehouse)
+        with self.lock:
+            if self.con is None or identity is None or identity != self.identity:
+                # the old connection is left to the requests still using it (their cursors keep it)
+                self.con, self.identity = connect(self.warehouse), identity
+            cur = self.con.cursor()
+        cur.execute(f"USE {CATALOG}")
+        return cur
 
 
-def page(con, filters: Filters) -> str:
-    _, over_time = run_query(con, "SELECT date, project, SUM(cost_usd) FROM daily_costs {w} GROUP BY ALL", filters)
-    _, by_project = run_query(con, "SELECT project || ' · ' || provider, SUM(cost_usd) AS c FROM daily_costs {w} "
-                              "GROUP BY ALL ORDER BY c DESC NULLS LAST LIMIT 15", filters)
-    _, by_model = run_query(con, "SELECT COALESCE(model, '(session-level)') || ' · ' || provider, SUM(cost_usd) AS c "
-                            "FROM daily_costs {w} GROUP BY ALL ORDER BY c DESC NULLS LAST LIMIT 15", filters)
-    _, tools = run_query(con, "SELECT tool_name, SUM(calls) AS n, SUM(errors) + SUM(nonzero_exits) FROM tool_usage {w} "
-                         "GROUP BY ALL ORDER BY n DESC LIMIT 15", filters)
-    _, totals = run_query(con, "SELECT SUM(cost_usd), COUNT(*) FILTER (WHERE cost_source = 'unknown') "
-                          "FROM daily_costs {w}", filters)
-    projects = [r[0] for r in con.execute("SELECT DISTINCT project FROM daily_costs ORDER BY 1").fetchall()]
-    providers = [r[0] for r in con.execute("SELECT DISTINCT provider FROM daily_costs ORDER BY 1").fetchall()]
-    cost, unknown = totals[0]
-    note = f" · {unknown} rows with unknown cost (not counted as $0)" if unknown else ""
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>agentlake dashboard</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 24px; color: #222; }}
-form {{ display: flex; gap: 12px; align-items: end; flex-wrap: wrap; margin-bottom: 16px; }}
-label {{ display: flex; flex-direction: column; font-size: 12px; }}
-figure {{ margin: 18px 0; }} figcaption {{ font-weight: 600; margin-bottom: 6px; }}
-.legend {{ font-size: 12px; }} .key {{ margin-right: 12px; }}
-.key i {{ display: inline-block; width: 10px; height: 10px; margin-right: 4px; }}
-</style></head><body>
-<h1>agentlake</h1>
-<form method="get">
-  <label>since <input type="date" name="since" value="{_e(filters.since)}"></label>
-  <label>until <input type="date" name="until" value="{_e(filters.until)}"></label>
-  <label>project <select name="project">{_options(projects, filters.project)}</select></label>
-  <label>agent <select name="provider">{_options(providers, filters.provider)}</select></label>
-  <button type="submit">apply</button>
-</form>
-<p id="total">Total cost: ${float(cost or 0):.4f}{_e(note)} · root sessions only, sub-agents included once</p>
-{stacked_bars("Cost over time, by project", over_time, "cost-over-time")}
-{hbars("Cost by project", by_project, "cost-by-project")}
-{hbars("Cost by model", by_model, "cost-by-model")}
-{hbars("Tool calls (red: errors and non-zero exits)", tools, "tool-usage", unit="")}
-</body></html>"""
+class PageCache:
+    """Rendered pages by (the published catalog's file identity, path, query). A merge publishes
+    a new catalog file (warehouse.ducklake.publish: a rename, so a new inode), which changes the
+    key: a rebuilt warehouse still shows on the next reload, and until then a page seen once (the
+    way back from a drill-down, a reload on Monday morning) costs no query at all."""
+
+    def __init__(self, size: int = 64):
+        import threading
+        from collections import OrderedDict
+
+        self.size, self.pages, self.lock = size, OrderedDict(), threading.Lock()
+
+    @staticmethod
+    def key(warehouse, path: str, query: str):
+        identity = catalog_identity(warehouse)  # None: no warehouse (yet), nothing to cache
+        return None if identity is None else (*identity, path, query)
+
+    def get(self, key):
+        if key is None:
+            return None
+        with self.lock:
+            if key in self.pages:
+                self.pages.move_to_end(key)
+                return self.pages[key]
+        return None
+
+    def put(self, key, page) -> None:
+        if key is None:
+            return
+        with self.lock:
+            self.pages[key] = page
+            while len(self.pages) > self.size:
+                self.pages.popitem(last=False)
 
 
 TOKEN_ENV = "AGENTLAKE_DASHBOARD_TOKEN"
@@ -183,8 +156,9 @@ def host_allowed(header: str | None, loopback: bool, allowed: frozenset[str]) ->
 
 def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: str | None = None,
                 allowed_hosts=(), log=None):
-    """An HTTP server for the page. Each request opens the warehouse read-only afresh, so a
-    rebuilt warehouse shows up on the next reload and no lock is ever held between requests.
+    """An HTTP server for the pages. Requests read the published catalog read-only through one
+    connection per catalog file (`Reader`), and a page seen before is served again until a merge
+    publishes a new catalog (`PageCache`): a rebuilt warehouse shows up on the next reload.
 
     Exposure: a request is answered only when its Host header names this server (see
     `host_allowed`), which defeats DNS rebinding. A token (`token`, else $AGENTLAKE_DASHBOARD_TOKEN)
@@ -201,8 +175,6 @@ def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: 
     from http.cookies import SimpleCookie
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     from urllib.parse import parse_qsl, quote, urlencode, urlsplit
-
-    from warehouse.views import connect
 
     log = log or (lambda line: print(line, file=sys.stderr, flush=True))
     token = token if token is not None else (os.environ.get(TOKEN_ENV) or None)
@@ -225,6 +197,8 @@ def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: 
 
     def cookie_ok(given: str | None) -> bool:
         return given is not None and hmac.compare_digest(given.encode(), cookie_value.encode())
+
+    cache, reader = PageCache(), Reader(warehouse)
 
     class Handler(BaseHTTPRequestHandler):
         def _send(self, status: int, body: bytes, headers=()):
@@ -261,7 +235,7 @@ def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: 
                         self._send(401, b"<h1>agentlake</h1><p>wrong token.</p>")
                         return
                     rest = urlencode([(k, v) for k, v in params if k != "token"])
-                    path = url.path if url.path in ("/", "/index.html") else "/"  # never off-site (`//host`)
+                    path = url.path if url.path in PATHS else "/"  # never off-site (`//host`)
                     location = path + (f"?{rest}" if rest else "")
                     self._send(303, b"", [("Location", location),
                                           ("Set-Cookie", f"{COOKIE}={cookie_value}; Path=/; Max-Age=2592000; HttpOnly; SameSite=Strict")])
@@ -275,12 +249,17 @@ def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: 
                     self._send(401, b"<h1>agentlake</h1><p>this dashboard needs its token: open the URL "
                                     b"it printed when it started (<code>?token=...</code>) once.</p>")
                     return
-            if url.path not in ("/", "/index.html"):
+            if url.path not in PATHS:
                 self.send_error(404)
                 return
             try:
-                with connect(warehouse) as con:
-                    body, status = page(con, filters_from_query(url.query)).encode(), 200
+                key = PageCache.key(warehouse, url.path, url.query)
+                body, status = cache.get(key) or (None, None)
+                if body is None:
+                    with reader.cursor() as con:
+                        text, status = render(con, url.path, url.query)
+                    body = text.encode()
+                    cache.put(key, (body, status))
             except Exception as exc:  # shown to the user, not a stack trace in the terminal
                 body, status = f"<h1>agentlake</h1><p>cannot read {_e(warehouse)}: {_e(exc)}</p>".encode(), 500
             self._send(status, body)
@@ -292,6 +271,11 @@ def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: 
         address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
 
     server = Server((host, port), Handler)
+    import threading
+
+    from warehouse.charts import warm_up
+
+    threading.Thread(target=warm_up, daemon=True).start()  # the first page then renders as fast as the next
     shown = host if ":" not in host else f"[{host}]"
     if host in ("0.0.0.0", "::", ""):
         shown = socket.gethostname()

@@ -1,0 +1,196 @@
+"""The dashboard's charts: Vega-Lite specs built with altair, rendered to SVG on the server by
+vl-convert (Vega's own renderer, embedded), so the page needs no script and fetches nothing.
+
+Every breakdown is cut to the top N with the rest summed into one "others" row that says how
+many it holds (`top_with_others`): nothing is dropped silently, and N colours stay distinct.
+A cost that is unknown (NULL) is never drawn as $0: bars leave it out and say "unknown cost".
+"""
+
+import copy
+import json
+from dataclasses import dataclass
+from datetime import date, timedelta
+from functools import lru_cache
+
+import altair as alt
+import vl_convert
+
+# Tableau 10 without its grey, which is kept for "others"; ten distinct series at most
+PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+           "#9c755f", "#17becf")
+OTHERS_COLOR = "#bab0ac"
+ERROR_COLOR = "#e15759"
+TOP_SERIES = len(PALETTE)
+# Text is laid out with metrics measured by vl-convert, which bundles Liberation Sans: naming it
+# (and the fonts of the same metrics: Arimo, Arial, Helvetica) keeps measuring fast (~30 ms a
+# chart; a system font such as DejaVu Sans costs ~4x) and the browser draws the same widths
+# wherever one of them is installed. Where none is (a bare Debian: DejaVu, ~10% wider), the label
+# axes reserve fixed room (LABEL_ROOM) and the charts keep padding on the right.
+FONT = "Liberation Sans, Arimo, Arial, Helvetica, sans-serif"
+LABEL_LIMIT = 200
+LABEL_ROOM = 230
+PADDING = {"left": 5, "top": 5, "bottom": 5, "right": 40}
+USD = "$,.2~f"  # $0.25, $2.5, $30: short tick labels that do not run into each other
+# vl-convert resolves every href against its data loader's default base URL; ours are
+# site-relative links, so that prefix is taken off again (tests/test_dashboard.py follows them)
+_LOADER_BASE = 'xlink:href="https://vega.github.io/vega-datasets/'
+
+
+@dataclass
+class Cut:
+    """Rows kept by a top-N cut, and what went to "others"."""
+    rows: list[tuple]
+    total: int  # rows before the cut
+    others: tuple | None = None  # the summed row standing for the rest, if any
+
+    @property
+    def note(self) -> str:
+        if self.others is None:
+            return f"all {self.total} shown"
+        return f"{len(self.rows)} of {self.total} shown, {self.total - len(self.rows)} in others"
+
+
+def top_with_others(rows: list[tuple], n: int | None, label: str = "others") -> Cut:
+    """The first `n` rows (already ranked), and one row summing the rest: (label (K), sums...).
+    A sum over only unknown values stays None (unknown), never 0."""
+    if not n or len(rows) <= n:
+        return Cut(list(rows), len(rows))
+    rest = rows[n:]
+    sums = []
+    for i in range(1, len(rows[0])):
+        values = [r[i] for r in rest if isinstance(r[i], (int, float)) or hasattr(r[i], "as_tuple")]
+        sums.append(sum(float(v) for v in values) if values else None)
+    return Cut(list(rows[:n]), len(rows), (f"{label} ({len(rest)})", *sums))
+
+
+def period_for(first: date, last: date) -> str:
+    """Bars per day up to a quarter, per week up to two years, else per month: bars stay readable."""
+    span = (last - first).days
+    return "day" if span <= 92 else "week" if span <= 730 else "month"
+
+
+def period_start(day: date, period: str) -> date:
+    """The first day of the bar `day` falls in: itself, its week's Monday, its month's first."""
+    if period == "day":
+        return day
+    if period == "week":
+        return day - timedelta(days=day.weekday())
+    return day.replace(day=1)
+
+
+def period_end(start: date, period: str) -> date:
+    if period == "day":
+        return start + timedelta(days=1)
+    if period == "week":
+        return start + timedelta(days=7)
+    return (start.replace(day=28) + timedelta(days=4)).replace(day=1)
+
+
+def render(spec: dict) -> str:
+    """A Vega-Lite spec (dict) as an SVG string; its viewBox lets the page scale it to the column's
+    width. Specs come from altair once per shape (`_time_spec`, `_hbar_spec`: building them is
+    slower than drawing), and the data is put in per page."""
+    return _svg(json.dumps(spec, sort_keys=True, default=str))
+
+
+@lru_cache(maxsize=256)
+def _svg(spec_json: str) -> str:
+    # the same data draws the same picture: a reload, or the way back from a drill-down, is free
+    svg = vl_convert.vegalite_to_svg(spec_json)
+    return svg.replace(_LOADER_BASE, 'xlink:href="')
+
+
+def _iso(d: date) -> str:
+    return d.isoformat()
+
+
+def _with_data(template: dict, values: list[dict]) -> dict:
+    spec = copy.deepcopy(template)
+    spec["data"] = {"values": values}
+    return spec
+
+
+@lru_cache(maxsize=16)
+def _time_spec(period: str, series_title: str, width: int) -> dict:
+    fmt = "%b %d" if period != "month" else "%b %Y"
+    chart = alt.Chart(alt.Data(values=[])).mark_bar(stroke="white", strokeWidth=0.3).encode(
+        x=alt.X("start:T", title="week from Monday (UTC)" if period == "week" else f"{period} (UTC)",
+                axis=alt.Axis(format=fmt, labelOverlap=True, tickCount=12, grid=False)),
+        x2="end:T",
+        y=alt.Y("sum(cost):Q", title="cost (USD)", axis=alt.Axis(format=USD)),
+        color=alt.Color("series:N", title=series_title,
+                        legend=alt.Legend(orient="right", labelLimit=LABEL_LIMIT, symbolType="square", labelFontSize=12,
+                                          titleFontSize=12, symbolSize=120)),
+        order=alt.Order("rank:Q", sort="ascending"),  # the largest series on the axis, others on top
+        href="href:N",
+        # also each bar's accessible label (aria-label): the exact figures, for screen readers and tests
+        tooltip=[alt.Tooltip("start:T", title="from", format="%Y-%m-%d"),
+                 alt.Tooltip("series:N", title=series_title), alt.Tooltip("cost:Q", title="cost", format="$,.4f")],
+    ).properties(width=width, height=300, padding=PADDING)
+    return chart.configure(font=FONT).configure_view(strokeWidth=0).configure_axis(
+        labelFontSize=12, titleFontSize=12).to_dict()
+
+
+def cost_over_time(rows: list[tuple], period: str, series_title: str, order: list[str], width: int = 1150) -> str:
+    """Stacked bars on a real time axis: rows (period_start, series, cost, href). `order` is the
+    series, largest first, already cut to the top N plus "others ..." (drawn grey, on top)."""
+    rows = [r for r in rows if r[2] is not None]
+    if not rows:
+        return _empty(width)
+    order = [s for s in order if any(r[1] == s for r in rows)]
+    colors = [OTHERS_COLOR if s.startswith("others (") else PALETTE[i % len(PALETTE)] for i, s in enumerate(order)]
+    values = [{"start": _iso(r[0]), "end": _iso(period_end(r[0], period)), "series": r[1], "cost": float(r[2]),
+               "rank": order.index(r[1]), "href": r[3]} for r in rows]
+    spec = _with_data(_time_spec(period, series_title, width), values)
+    spec["encoding"]["color"].update(sort=order, scale={"domain": order, "range": colors})
+    return render(spec)
+
+
+@lru_cache(maxsize=16)
+def _hbar_spec(unit: str, value_title: str, overlay_title: str | None, width: int) -> dict:
+    y = alt.Y("label:N", sort=alt.EncodingSortField("order", op="min"), title=None,
+              axis=alt.Axis(labelLimit=LABEL_LIMIT, minExtent=LABEL_ROOM, labelFontSize=12))
+    base = alt.Chart(alt.Data(values=[]))
+    bars = base.mark_bar().encode(
+        y=y, x=alt.X("value:Q", title=value_title,
+                     axis=alt.Axis(format=USD if unit == "$" else ",d", tickCount=5, labelOverlap=True)),
+        color=alt.condition("datum.others", alt.value(OTHERS_COLOR), alt.value(PALETTE[0])),
+        href="href:N", tooltip=[alt.Tooltip("label:N"), alt.Tooltip("text:N", title="value")])
+    layers = [bars]
+    if overlay_title:
+        layers.append(base.mark_bar(color=ERROR_COLOR).encode(y=y, x="overlay:Q", href="href:N"))
+    layers.append(base.mark_text(align="left", dx=4, fontSize=11).encode(
+        y=y, x=alt.X("pos:Q"), text="text:N",
+        color=alt.condition("datum.unknown", alt.value("#b00020"), alt.value("#333"))))
+    chart = alt.layer(*layers).properties(width=width, height=alt.Step(22), padding=PADDING)
+    return chart.configure(font=FONT).configure_view(strokeWidth=0).configure_axis(titleFontSize=12).to_dict()
+
+
+def hbars(rows: list[tuple], unit: str = "$", width: int = 330, value_title: str = "cost (USD)",
+          overlay_title: str | None = None) -> str:
+    """Horizontal bars in the given order: rows (label, value, href, overlay) where an overlay
+    (errors) is drawn over the bar in red. A None value is written "unknown cost", not drawn."""
+    if not rows:
+        return _empty(width)
+    values = []
+    for order, (label, value, href, *overlay) in enumerate(rows):
+        shown = None if value is None else float(value)
+        text = "unknown cost" if shown is None else (f"${shown:,.4f}" if unit == "$" else f"{shown:,.0f}")
+        if overlay and overlay[0]:
+            text += f" ({int(overlay[0]):,} {overlay_title})"
+        values.append({"label": label, "value": shown, "pos": shown or 0, "unknown": shown is None,
+                       "text": text, "href": href, "order": order,
+                       "overlay": float(overlay[0]) if overlay and overlay[0] is not None else None,
+                       "others": str(label).startswith("others (")})
+    return render(_with_data(_hbar_spec(unit, value_title, overlay_title, width), values))
+
+
+def _empty(width: int) -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="30" viewBox="0 0 {width} 30">'
+            '<text x="0" y="20" font-family="sans-serif" font-size="13">no data for these filters</text></svg>')
+
+
+def warm_up() -> None:
+    """The first render in a process starts vl-convert's JavaScript engine (~0.4 s): pay it at start."""
+    hbars([("x", 1.0, None)])
+    _svg.cache_clear()

@@ -1,0 +1,588 @@
+"""The dashboard's pages: overview -> project -> session transcript, and the insights.
+
+Overview and project pages read the marts only (daily_costs, session_summary, tool_usage,
+insight_*); the transcript reads messages, parts, tool_calls and usage for one session, filtered
+by its project, days and ids so that DuckLake prunes to a few files. Every table is cut to the
+top N with an "others" row (warehouse.charts.top_with_others) and every row links one level down.
+"""
+
+import html
+from dataclasses import dataclass, field, replace
+from datetime import date
+from urllib.parse import parse_qs, urlencode
+
+import duckdb
+
+from warehouse import charts
+from warehouse.report import Filters, sorted_list
+
+DEFAULT_TOP = 15
+INSIGHTS = ("insight_duplicate_reads", "insight_unused_reads", "insight_read_edit_ratio", "insight_idle_cost",
+            "insight_retry_loops", "insight_context_growth", "insight_cache_efficiency", "insight_subagent_share",
+            "insight_usage_blocks")
+INSIGHT_ROWS = 5  # findings per insight on the overview; its own page shows more
+TEXT_LIMIT = 4000  # characters of one part shown in a transcript; the rest is counted, not shown
+PARTS_LIMIT = 2000  # parts of one transcript page
+# a mart read as if it had a `date` column, so the same Filters apply to every table
+SESSIONS = "(SELECT *, CAST(started_at AS DATE) AS date FROM session_summary)"
+
+
+@dataclass
+class Request:
+    """A page's parameters after validation; `errors` are shown on the page, never swallowed."""
+    filters: Filters
+    top: int = DEFAULT_TOP
+    params: dict = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def link(self, path: str, **extra) -> str:
+        """A link to `path` that keeps the valid filters (and `top`), with `extra` on top."""
+        keep = {"since": self.filters.since, "until": self.filters.until, "project": self.filters.project,
+                "provider": self.filters.provider, "top": None if self.top == DEFAULT_TOP else self.top}
+        keep.update(extra)
+        query = urlencode({k: v for k, v in keep.items() if v is not None and v != ""})
+        return path + (f"?{query}" if query else "")
+
+
+def parse_request(query: str, projects: list[str], providers: list[str]) -> Request:
+    """The query string, validated: a bad date, an unknown project or agent, or a bad `top` is
+    left out of the filters and named in `errors`."""
+    params = {k: v[-1].strip() for k, v in parse_qs(query, keep_blank_values=True).items()}
+    errors, days = [], {}
+    for key in ("since", "until"):
+        text = params.get(key, "")
+        if text:
+            try:
+                days[key] = date.fromisoformat(text)
+            except ValueError:
+                errors.append(f"{key}: {text!r} is not a date (YYYY-MM-DD); ignored")
+    if days.get("since") and days.get("until") and days["since"] > days["until"]:
+        errors.append(f"since {days['since']} is after until {days['until']}: no day can match; both ignored")
+        days = {}
+    chosen = {}
+    for key, known, what in (("project", projects, "project"), ("provider", providers, "agent")):
+        value = params.get(key, "")
+        if value and value not in known:
+            errors.append(f"unknown {what} {value!r} (not in this lake); ignored")
+        elif value:
+            chosen[key] = value
+    top = DEFAULT_TOP
+    if params.get("top", "") != "":
+        if params["top"].isdigit():
+            top = int(params["top"])
+        else:
+            errors.append(f"top: {params['top']!r} is not a whole number (0 shows all); {DEFAULT_TOP} used")
+    filters = Filters(days.get("since"), days.get("until"), chosen.get("project"), chosen.get("provider"))
+    return Request(filters, top, params, errors)
+
+
+def _e(value) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def usd(value) -> str:
+    return "unknown" if value is None else f"${float(value):,.4f}"
+
+
+def _query(con, sql: str, filters: Filters, *extra) -> list[tuple]:
+    where, params = filters.where()
+    count = sql.count("{w}")
+    return con.execute(sql.format(w=where), params * count + list(extra)).fetchall()
+
+
+# --- pieces of a page
+
+
+def table(table_id: str, columns: list[str], rows: list[tuple], links: list[str | None], cut: charts.Cut | None = None,
+          all_link: str | None = None, numeric: set[int] = frozenset(), link_col: int = 0) -> str:
+    """An HTML table whose rows link one level down (from cell `link_col`), with the others row
+    last and a caption saying how many rows are shown."""
+    head = "".join(f'<th{" class=num" if i in numeric else ""}>{_e(c)}</th>' for i, c in enumerate(columns))
+    body = []
+    for row, link in zip(rows, links):
+        cells = []
+        for i, value in enumerate(row):
+            text = _e(f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else value)
+            if i == link_col and link:
+                text = f'<a href="{_e(link)}">{text}</a>'
+            cells.append(f'<td{" class=num" if i in numeric else ""}>{text}</td>')
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    if cut is not None and cut.others is not None:
+        body.append('<tr class="others">' + "".join(
+            f'<td{" class=num" if i in numeric else ""}>{_e(f"{v:,}" if isinstance(v, int) else v)}</td>'
+            for i, v in enumerate(cut.others)) + "</tr>")
+    if not rows:
+        body.append(f'<tr><td colspan="{len(columns)}">no rows for these filters</td></tr>')
+    note = ""
+    if cut is not None:
+        more = f' · <a href="{_e(all_link)}">show all</a>' if cut.others is not None and all_link else ""
+        note = f'<p class="cut">{_e(cut.note)}{more}</p>'
+    return (f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>{note}')
+
+
+def figure(fig_id: str, title: str, svg: str, note: str = "", wide: bool = False) -> str:
+    note = f'<p class="cut">{_e(note)}</p>' if note else ""
+    cls = ' class="wide"' if wide else ""
+    return f'<figure id="{fig_id}"{cls}><figcaption>{_e(title)}</figcaption>{svg}{note}</figure>'
+
+
+def _options(values: list, selected: str | None) -> str:
+    out = ['<option value="">(all)</option>']
+    out += [f'<option value="{_e(v)}"{" selected" if v == selected else ""}>{_e(v)}</option>' for v in values]
+    return "".join(out)
+
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 16px 24px; color: #222; }
+h1 { font-size: 22px; margin: 4px 0 8px; } h2 { font-size: 17px; margin: 22px 0 8px; }
+nav { font-size: 13px; color: #555; } nav a { color: #1f5fa8; }
+form { display: flex; gap: 12px; align-items: end; flex-wrap: wrap; margin: 10px 0; }
+label { display: flex; flex-direction: column; font-size: 12px; }
+.errors { background: #fde8e8; border: 1px solid #e15759; padding: 8px 12px; border-radius: 4px; }
+.errors li { margin: 2px 0; }
+figure { margin: 12px 0; } figcaption { font-weight: 600; margin-bottom: 6px; }
+figure svg { max-width: 100%; height: auto; } figure.wide svg { width: 100%; }
+.grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(480px, 1fr)); gap: 24px; }
+table { border-collapse: collapse; width: 100%; font-size: 13px; }
+th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid #e4e4e4; vertical-align: top; }
+th { background: #f4f4f4; position: sticky; top: 0; } .num { text-align: right; font-variant-numeric: tabular-nums; }
+tr.others td { color: #666; font-style: italic; background: #fafafa; }
+.cut { font-size: 12px; color: #555; margin: 4px 0 12px; }
+.msg { border-left: 3px solid #ccc; margin: 10px 0; padding: 4px 10px; }
+.msg.user { border-color: #4e79a7; } .msg.assistant { border-color: #59a14f; } .msg.tool { border-color: #edc948; }
+.meta { font-size: 12px; color: #666; }
+pre { white-space: pre-wrap; word-break: break-word; background: #f7f7f7; padding: 6px 8px; margin: 4px 0;
+      font-size: 12px; max-height: 420px; overflow: auto; }
+.call { background: #f1f5fb; padding: 4px 8px; margin: 4px 0; font-size: 13px; }
+.bad { color: #b00020; font-weight: 600; } .ok { color: #2e7d32; }
+.insight { margin-bottom: 18px; } h3 { font-size: 15px; margin: 14px 0 6px; }
+#session-facts { width: auto; } summary { font-size: 13px; cursor: pointer; }
+"""
+
+
+def layout(title: str, crumbs: list[tuple[str, str | None]], body: str, req: Request | None = None,
+           form: str = "") -> str:
+    nav = " › ".join(f'<a href="{_e(h)}">{_e(t)}</a>' if h else _e(t) for t, h in crumbs)
+    errors = ""
+    if req is not None and req.errors:
+        errors = ('<div class="errors" id="filter-errors"><b>Filter problems:</b><ul>'
+                  + "".join(f"<li>{_e(e)}</li>" for e in req.errors) + "</ul></div>")
+    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{_e(title)} · agentlake</title>'
+            f"<style>{STYLE}</style></head><body><nav>{nav}</nav><h1>{_e(title)}</h1>{errors}{form}{body}"
+            "</body></html>")
+
+
+def filter_form(req: Request, projects: list[str], providers: list[str], action: str = "/") -> str:
+    f = req.filters
+    shown = lambda key, value: _e(value if value is not None else req.params.get(key, ""))  # noqa: E731
+    return f"""<form method="get" action="{_e(action)}">
+  <label>since <input type="date" name="since" value="{shown('since', f.since)}"></label>
+  <label>until <input type="date" name="until" value="{shown('until', f.until)}"></label>
+  <label>project <select name="project">{_options(projects, f.project)}</select></label>
+  <label>agent <select name="provider">{_options(providers, f.provider)}</select></label>
+  <label>rows per ranking <input type="number" name="top" min="0" value="{req.top}" style="width:6em"></label>
+  <button type="submit">apply</button>
+</form>"""
+
+
+# --- the charts shared by the overview and the project page
+
+
+def _time_chart(con, req: Request, series: str, series_title: str, link) -> tuple[str, str]:
+    """Cost over time stacked by `series` (a SQL expression), its top N plus others. One query
+    by day; the period, the ranking and the cut are worked out here (each query on the lake
+    costs a catalog lookup)."""
+    days = _query(con, f"SELECT date, {series} AS s, SUM(cost_usd) FROM daily_costs {{w}} GROUP BY ALL", req.filters)
+    if not days:
+        return charts.cost_over_time([], "day", series_title, []), ""
+    period = charts.period_for(min(r[0] for r in days), max(r[0] for r in days))
+    totals: dict[str, float | None] = {}
+    for _, s, c in days:  # a series whose every cost is unknown stays unknown (None), not $0
+        totals[s] = totals.get(s) if c is None else (totals.get(s) or 0.0) + float(c)
+    ranked = sorted(totals.items(), key=lambda t: (t[1] is None, -(t[1] or 0.0), t[0]))
+    cut = charts.top_with_others(ranked, min(req.top or charts.TOP_SERIES, charts.TOP_SERIES))
+    kept = {r[0] for r in cut.rows}
+    others = cut.others[0] if cut.others else None
+    merged: dict[tuple, float] = {}
+    for d, s, c in days:
+        if c is None:
+            continue
+        key = (charts.period_start(d, period), s if s in kept else others)
+        merged[key] = merged.get(key, 0.0) + float(c)
+    drawn = [(d, s, c, link(s) if s in kept else None) for (d, s), c in sorted(merged.items())]
+    note = f"{series_title}s: {cut.note}; one bar per {period}"
+    order = [r[0] for r in cut.rows] + ([others] if others else [])
+    return charts.cost_over_time(drawn, period, series_title, order), note
+
+
+def _ranking_chart(con, req: Request, sql: str, link, **kw) -> tuple[str, str]:
+    rows = _query(con, sql, req.filters)
+    cut = charts.top_with_others(rows, req.top)
+    overlay = 3 if kw.get("overlay_title") else 2  # a third column is drawn over the bar; others are for links
+    drawn = [(r[0], r[1], link(r), *r[2:overlay]) for r in cut.rows]
+    if cut.others:
+        drawn.append((cut.others[0], cut.others[1], None, *cut.others[2:overlay]))
+    return charts.hbars(drawn, **kw), cut.note
+
+
+def _totals(con, req: Request) -> str:
+    cost, unknown = _query(con, "SELECT SUM(cost_usd), COUNT(*) FILTER (WHERE cost_source = 'unknown') "
+                                "FROM daily_costs {w}", req.filters)[0]
+    sessions = _query(con, f"SELECT COUNT(*) FROM {SESSIONS} {{w}}", req.filters)[0][0]
+    note = f" · {unknown} rows with unknown cost (not counted as $0)" if unknown else ""
+    return (f'<p id="total">Total cost: ${float(cost or 0):,.4f}{_e(note)} · {sessions:,} root sessions started · '
+            "root sessions only, sub-agents included once</p>")
+
+
+# --- pages
+
+
+def overview(con, req: Request, projects: list[str], providers: list[str]) -> str:
+    if req.filters.project:
+        return project_page(con, req, projects, providers)
+    project_link = lambda p: req.link("/project", project=p)  # noqa: E731
+    time_svg, time_note = _time_chart(con, req, "project", "project", project_link)
+    by_project, project_note = _ranking_chart(
+        con, req, "SELECT project || ' · ' || provider, SUM(cost_usd) AS c, project, provider FROM daily_costs {w} "
+                  "GROUP BY ALL ORDER BY c DESC NULLS LAST, 1",
+        lambda r: req.link("/project", project=r[2], provider=r[3]))
+    by_model, model_note = _ranking_chart(
+        con, req, "SELECT COALESCE(model, '(session-level)') || ' · ' || provider, SUM(cost_usd) AS c "
+                  "FROM daily_costs {w} GROUP BY ALL ORDER BY c DESC NULLS LAST, 1", lambda r: None)
+    tools, tool_note = _tool_chart(con, req)
+    body = (_totals(con, req)
+            + figure("cost-over-time", "Cost over time, by project", time_svg, time_note, wide=True)
+            + '<div class="grid">'
+            + figure("cost-by-project", "Cost by project and agent", by_project, project_note)
+            + figure("cost-by-model", "Cost by model and agent", by_model, model_note)
+            + "</div>"
+            + figure("tool-usage", "Tool calls (red: errors and non-zero exits)", tools, tool_note)
+            + "<h2>Projects</h2>" + _projects_table(con, req)
+            + insights_section(con, req))
+    return layout("agentlake", [("overview", None)], body, req, filter_form(req, projects, providers))
+
+
+def _tool_chart(con, req: Request) -> tuple[str, str]:
+    return _ranking_chart(con, req, "SELECT tool_name, SUM(calls) AS n, SUM(errors) + SUM(nonzero_exits) "
+                                    "FROM tool_usage {w} GROUP BY ALL ORDER BY n DESC, 1",
+                          lambda r: None, unit="", value_title="calls", overlay_title="failed", width=900)
+
+
+def _projects_table(con, req: Request) -> str:
+    rows = _query(con, f"""
+        WITH c AS (SELECT project, SUM(cost_usd) AS cost, {sorted_list('provider')} AS agents,
+                          {sorted_list('cost_source')} AS sources FROM daily_costs {{w}} GROUP BY 1),
+             s AS (SELECT project, COUNT(*) AS sessions, SUM(messages) AS messages, SUM(tool_calls) AS calls,
+                          SUM(tool_errors + nonzero_exits) AS failed FROM {SESSIONS} {{w}} GROUP BY 1)
+        SELECT project, agents, COALESCE(sessions, 0), COALESCE(messages, 0), COALESCE(calls, 0),
+               COALESCE(failed, 0), cost, sources
+        FROM c FULL JOIN s USING (project) ORDER BY cost DESC NULLS LAST, project""", req.filters)
+    cut = charts.top_with_others([(r[0], *r[2:7]) for r in rows], req.top, "others")
+    kept = rows[:len(cut.rows)]
+    shown = [(r[0], r[1], r[2], r[3], r[4], r[5], usd(r[6]), r[7]) for r in kept]
+    if cut.others:
+        o = cut.others
+        cut.others = (o[0].replace(")", " projects)"), "", *(int(v or 0) for v in o[1:5]), usd(o[5]), "")
+    return table("projects", ["project", "agents", "sessions", "messages", "tool calls", "failed calls", "cost",
+                              "cost sources"], shown, [req.link("/project", project=r[0]) for r in kept], cut,
+                 req.link("/", top=0), numeric={2, 3, 4, 5, 6})
+
+
+def project_page(con, req: Request, projects: list[str], providers: list[str]) -> str:
+    name = req.filters.project
+    if not name:
+        req.errors.append("no project chosen: pick one in the form")
+        return overview(con, req, projects, providers)
+    time_svg, time_note = _time_chart(con, req, "COALESCE(model, '(session-level)') || ' · ' || provider", "model",
+                                      lambda s: None)
+    tools, tool_note = _tool_chart(con, req)
+    rows = _query(con, f"""SELECT strftime(started_at, '%Y-%m-%d %H:%M'), COALESCE(title, '(untitled)'), provider,
+                                  duration_s, messages, tool_calls, tool_errors + nonzero_exits, subagents, models,
+                                  cost_usd, cost_source, source_id, session_id
+                           FROM {SESSIONS} {{w}} ORDER BY cost_usd DESC NULLS LAST, started_at DESC""", req.filters)
+    cut = charts.top_with_others([(r[0], *r[3:8], r[9]) for r in rows], req.top or None, "others")
+    kept = rows[:len(cut.rows)]
+    shown = [(r[0], r[1], r[2], _duration(r[3]), r[4], r[5], r[6], r[7], r[8], usd(r[9]), r[10]) for r in kept]
+    if cut.others:
+        o = cut.others
+        cut.others = (o[0].replace(")", " sessions)"), "", "", _duration(o[1]), *(int(v or 0) for v in o[2:6]), "",
+                      usd(o[6]), "")
+    links = [req.link("/session", source=r[11], id=r[12]) for r in kept]
+    sessions = table("sessions", ["started (UTC)", "title", "agent", "duration", "messages", "tool calls",
+                                  "failed calls", "sub-agents", "models", "cost", "cost source"], shown, links, cut,
+                     req.link("/project", top=0), numeric={3, 4, 5, 6, 7, 9})
+    body = (_totals(con, req)
+            + figure("cost-over-time", f"Cost over time in {name}, by model", time_svg, time_note, wide=True)
+            + "<h2>Sessions (most expensive first)</h2>" + sessions
+            + figure("tool-usage", "Tool calls (red: errors and non-zero exits)", tools, tool_note)
+            + insights_section(con, req))
+    crumbs = [("overview", req.link("/", project="")), (name, None)]
+    return layout(f"project {name}", crumbs, body, req, filter_form(req, projects, providers, "/project"))
+
+
+def _duration(seconds) -> str:
+    if seconds is None:
+        return ""
+    seconds = int(seconds)
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+# --- one session's transcript
+
+
+def find_session(con, source: str | None, session_id: str | None, key: str | None):
+    """(provider, project, source_id, session_id, title, started, ended, cost, cost_source, models,
+    subagents, root_session_id) of a session, root or sub-agent; None when not found. `key` is an
+    insight's lake-wide `session_key`: machine/user/provider/source_id/session_id."""
+    cols = ("SELECT s.provider, s.project, s.source_id, s.session_id, s.title, s.created_at, "
+            "COALESCE(ss.ended_at, s.updated_at), COALESCE(ss.cost_usd, s.cost_usd), "
+            "COALESCE(ss.cost_source, s.cost_source), COALESCE(ss.models, s.model), ss.subagents, s.root_session_id, "
+            "ss.duration_s, ss.messages, ss.tool_calls, ss.tool_errors, ss.nonzero_exits, s.machine "
+            "FROM sessions s LEFT JOIN session_summary ss USING (source_id, session_id) ")
+    if key is not None:
+        rows = con.execute(cols + "WHERE concat_ws('/', s.machine, s.\"user\", s.provider, s.source_id, s.session_id) = ? "
+                           "LIMIT 1", [key]).fetchall()
+        return rows[0] if rows else None
+    rows = con.execute(cols + "WHERE s.source_id = ? AND s.session_id = ?", [source, session_id]).fetchall()
+    return rows[0] if rows else None
+
+
+def session_page(con, req: Request) -> tuple[str, int]:
+    p = req.params
+    found = find_session(con, p.get("source"), p.get("id"), p.get("key"))
+    if found is None:
+        req.errors.append("no such session in this lake: " + (f"key {p['key']!r}" if p.get("key")
+                                                               else f"source {p.get('source')!r}, id {p.get('id')!r}"))
+        return layout("session not found", [("overview", req.link("/"))], "", req), 404
+    (provider, project, source, sid, title, started, ended, cost, cost_source, models, subagents, root,
+     duration, messages, calls, errors, exits, machine) = found
+    # the messages' days bound the files DuckLake reads (partitioned by month and project)
+    first = started.date() if started else None
+    last = ended.date() if ended else None
+    span = "AND date BETWEEN ? AND ? " if first and last and first <= last else ""
+    bounds = [first, last] if span else []
+    # machine too: a team lake may hold the same store path (so source id) from several machines
+    where = f"WHERE project IS NOT DISTINCT FROM ? AND machine = ? AND source_id = ? AND session_id = ? {span}"
+    args = [project, machine, source, sid, *bounds]
+    msgs = con.execute(f"SELECT message_id, message_index, role, model, created_at FROM messages {where} "
+                       "ORDER BY message_index", args).fetchall()
+    parts = con.execute(f"SELECT message_id, part_index, part_type, text, reasoning, tool_call_id, tool_name, "
+                        f"tool_result, is_error, finish_reason, shell_command, shell_output FROM parts {where} "
+                        f"ORDER BY message_id, part_index LIMIT {PARTS_LIMIT + 1}", args).fetchall()
+    calls_by_id = {r[0]: r[1:] for r in con.execute(
+        f"SELECT tool_call_id, tool_name, command, file_path, input, has_result, is_error, exit_code, result_size, "
+        f"result_text FROM tool_calls {where}", args).fetchall()}
+    costs = dict(con.execute(f"SELECT message_id, SUM(cost_usd) FROM usage {where} GROUP BY 1", args).fetchall())
+    children = con.execute("SELECT session_id, title, created_at, cost_usd FROM sessions WHERE machine = ? AND "
+                           "source_id = ? AND parent_session_id = ? ORDER BY created_at", [machine, source, sid]).fetchall()
+    by_message: dict[str, list] = {}
+    for part in parts[:PARTS_LIMIT]:
+        by_message.setdefault(part[0], []).append(part)
+    facts = [("agent", provider), ("project", project), ("started (UTC)", started), ("last activity (UTC)", ended),
+             ("duration", _duration(duration)), ("cost", f"{usd(cost)} ({cost_source})"), ("models", models),
+             ("messages (with sub-agents)", messages), ("tool calls (with sub-agents)", calls),
+             ("tool errors", errors), ("non-zero exits", exits), ("sub-agents", subagents)]
+    if root and root != sid:
+        facts.append(("sub-agent of", f'<a href="{_e(req.link("/session", source=source, id=root))}">{_e(root)}</a>'))
+    header = "<table id=\"session-facts\">" + "".join(
+        f"<tr><th>{_e(k)}</th><td>{v if k == 'sub-agent of' else _e(v)}</td></tr>" for k, v in facts
+        if v is not None) + "</table>"
+    if children:
+        header += "<h2>Sub-agents</h2>" + table(
+            "subagents", ["session", "title", "started (UTC)", "cost"],
+            [(c[0], c[1], c[2], usd(c[3])) for c in children],
+            [req.link("/session", source=source, id=c[0]) for c in children])
+    if not costs:
+        header += (f'<p class="meta">{_e(provider)} records no per-request usage here: the cost above is the '
+                   "session's own, not split per message.</p>")
+    # a sub-agent's session id names the call that started it (Crush: `<message>$$<call>`, or the call id)
+    spawned = {c[0].rsplit("$$", 1)[-1]: req.link("/session", source=source, id=c[0]) for c in children}
+    out = [_message(m, by_message.get(m[0], []), calls_by_id, costs.get(m[0]), spawned) for m in msgs]
+    if len(parts) > PARTS_LIMIT:
+        out.append(f'<p class="cut">the first {PARTS_LIMIT} parts are shown; the rest: agentlake sql '
+                   f'"SELECT * FROM parts WHERE session_id = \'{_e(sid)}\'"</p>')
+    body = header + f'<h2>Transcript ({len(msgs)} messages)</h2><div id="transcript">{"".join(out)}</div>'
+    crumbs = [("overview", req.link("/", project="")), (project or "(no project)", req.link("/project", project=project)),
+              (title or sid, None)]
+    return layout(f"session {title or sid}", crumbs, body, req), 200
+
+
+def _clip(text: str | None) -> str:
+    if text is None:
+        return ""
+    if len(text) <= TEXT_LIMIT:
+        return _e(text)
+    return _e(text[:TEXT_LIMIT]) + f'\n<span class="meta">… {len(text) - TEXT_LIMIT:,} more characters</span>'
+
+
+def _message(m, parts, calls_by_id, cost, spawned) -> str:
+    message_id, index, role, model, created = m
+    meta = f"#{index} · {_e(role)} · {_e(created)}" + (f" · {_e(model)}" if model else "")
+    if cost is not None:
+        meta += f" · cost {usd(cost)}"
+    inner = []
+    for (_mid, _pi, ptype, text, reasoning, call_id, tool_name, result, is_error, finish, shell, shell_out) in parts:
+        if ptype == "text" and text:
+            inner.append(f"<pre>{_clip(text)}</pre>")
+        elif ptype == "reasoning" and reasoning:
+            inner.append(f"<details><summary>reasoning</summary><pre>{_clip(reasoning)}</pre></details>")
+        elif ptype == "tool_call":
+            inner.append(_tool_call(call_id, tool_name, calls_by_id.get(call_id), spawned.get(call_id)))
+        elif ptype == "tool_result":
+            status = '<span class="bad">error</span>' if is_error else "result"
+            inner.append(f'<details class="result"><summary>{status} of {_e(tool_name)} ({_e(call_id)})</summary>'
+                         f"<pre>{_clip(result)}</pre></details>")
+        elif ptype == "shell_command":
+            inner.append(f'<div class="call">$ {_e(shell)}</div><pre>{_clip(shell_out)}</pre>')
+        elif ptype == "finish" and finish and role == "assistant":
+            inner.append(f'<span class="meta">finish: {_e(finish)}</span>')
+    return (f'<div class="msg {_e(role)}" id="m{_e(index)}"><div class="meta">{meta}</div>{"".join(inner)}</div>')
+
+
+def _tool_call(call_id, tool_name, call, subagent_link: str | None) -> str:
+    if call is None:
+        return f'<div class="call tool-call">{_e(tool_name)} ({_e(call_id)})</div>'
+    name, command, path, args, has_result, is_error, exit_code, size, result = call
+    what = command or path or args or ""
+    if not has_result:
+        status = '<span class="bad">no result (interrupted)</span>'
+    elif is_error:
+        status = '<span class="bad">tool error</span>'
+    elif exit_code not in (None, 0):
+        status = f'<span class="bad">exit code {exit_code}</span>'
+    else:
+        status = '<span class="ok">ok</span>' + (" · exit code 0" if exit_code == 0 else "")
+    size_text = f" · {size:,} bytes" if size is not None else ""
+    if subagent_link:
+        size_text += f' · <a class="subagent" href="{_e(subagent_link)}">its sub-agent session</a>'
+    return (f'<div class="call tool-call"><b>{_e(name)}</b> <code>{_e(what[:300])}</code> · {status}{size_text}'
+            f'<details><summary>result</summary><pre>{_clip(result)}</pre></details></div>')
+
+
+# --- insights (marts another part of the project adds; each is shown once it exists)
+
+
+def _insight_or_none(con, req: Request, name: str, limit: int | None):
+    """_insight_table, or None when the mart is not in this lake (yet): the insight marts come
+    and go with the code that builds them, so a missing one is skipped, not an error. Trying the
+    query is cheaper than listing the catalog's tables first."""
+    try:
+        return _insight_table(con, req, name, limit)
+    except duckdb.CatalogException as exc:
+        if name not in str(exc):
+            raise
+        return None
+
+
+def curated(name: str):
+    """`agentlake report --insights`' query for this insight (warehouse.report.INSIGHTS), if any:
+    the dashboard shows the same findings, worst first, with the same SQL behind them."""
+    from warehouse import report
+
+    if not hasattr(Filters, "literal_where"):
+        return None
+    return next((i for i in getattr(report, "INSIGHTS", ()) if i.mart == name), None)
+
+
+def insight_sql(con, name: str, filters: Filters) -> tuple[str, str]:
+    """(title, SQL with the filters as literals) giving all of an insight's findings, worst first.
+    Without a curated query: every row of the mart, by its first cost-like numeric column."""
+    known = curated(name)
+    if known is not None:
+        return known.title, known.sql.format(w=filters.literal_where(known.date_col, known.scoped))
+    described = con.execute(f'DESCRIBE "{name}"').fetchall()
+    columns = [r[0] for r in described]
+    numeric = [r[0] for r in described if r[1].split("(")[0] in
+               ("DOUBLE", "DECIMAL", "BIGINT", "INTEGER", "HUGEINT", "FLOAT", "UBIGINT", "SMALLINT")]
+    preferred = [c for word in ("cost", "usd", "wasted", "tokens", "share", "ratio", "count", "calls") for c in numeric
+                 if word in c.lower()]
+    order = (preferred or numeric or columns)[0]
+    clauses = [f"{c} = '" + v.replace("'", "''") + "'" for c, v in (("project", filters.project),
+                                                                     ("provider", filters.provider))
+               if v is not None and c in columns]
+    where = " WHERE " + " AND ".join(clauses) if clauses else ""
+    title = name.removeprefix("insight_").replace("_", " ")
+    return title, f'SELECT * FROM "{name}"{where} ORDER BY "{order}" DESC NULLS LAST'
+
+
+HIDDEN = ("source_id", "machine", "user")  # kept for the links, too wide to show
+
+
+def _insight_table(con, req: Request, name: str, limit: int | None) -> tuple[str, str, str, bool]:
+    """(title, HTML table of the top findings with their note, SQL giving all of them, whether cut)."""
+    title, sql = insight_sql(con, name, req.filters)
+    cur = con.execute(sql)
+    columns = [d[0] for d in cur.description]
+    every = cur.fetchall()
+    rows = every[:limit] if limit else every
+    links = []
+    for row in rows:
+        r = dict(zip(columns, row))
+        if r.get("source_id") is not None and r.get("session_id") is not None:
+            links.append(req.link("/session", source=r["source_id"], id=r["session_id"]))
+        elif r.get("session_key") is not None:
+            links.append(req.link("/session", key=r["session_key"]))
+        elif r.get("project") is not None:
+            links.append(req.link("/project", project=r["project"]))
+        else:
+            links.append(None)
+    keep = [i for i, c in enumerate(columns) if c not in HIDDEN] or list(range(len(columns)))
+    note = f"{len(rows)} of {len(every)} findings shown" + (" (all)" if len(every) == len(rows) else "")
+    shown = [tuple(_cell(row[i], columns[i]) for i in keep) for row in rows]
+    names = [columns[i] for i in keep]
+    # a finding about a session links from its session cell, else from the first
+    link_col = next((names.index(c) for c in ("session_id", "session_key") if c in names), 0)
+    body = (table(f"{name}-table", names, shown, links, link_col=link_col)
+            + f'<p class="cut">{_e(note)}</p>')
+    return title, body, sql, len(rows) < len(every)
+
+
+def _cell(value, column: str = ""):
+    if column == "session_key" and isinstance(value, str):  # machine/user/provider/source/session: the session
+        return value.rsplit("/", 1)[-1]
+    if isinstance(value, float):
+        return f"{value:,.4f}"
+    if value is not None and hasattr(value, "as_tuple"):  # Decimal
+        return f"{float(value):,.4f}"
+    text = "" if value is None else str(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def insights_section(con, req: Request) -> str:
+    out, missing = [], []
+    for name in INSIGHTS:
+        found = _insight_or_none(con, req, name, INSIGHT_ROWS)
+        if found is None:
+            missing.append(name)
+            continue
+        title, body, _sql, _cut = found
+        out.append(f'<div class="insight" id="{name}"><h3>{_e(title)}</h3>'
+                   f'{body}<a href="{_e(req.link("/insight", name=name))}">all findings and the SQL that '
+                   "reproduces them</a></div>")
+    if not out:
+        return ('<h2>Insights</h2><p class="meta" id="insights">No insight marts in this lake yet '
+                f"({', '.join(INSIGHTS)}).</p>")
+    if missing:
+        out.append(f'<p class="meta">Not in this lake yet: {_e(", ".join(missing))}.</p>')
+    return '<h2>Insights</h2><div id="insights">' + "".join(out) + "</div>"
+
+
+def insight_page(con, req: Request) -> tuple[str, int]:
+    name = req.params.get("name", "")
+    found = _insight_or_none(con, req, name, req.top or None) if name in INSIGHTS else None
+    if found is None:
+        req.errors.append(f"no insight {name!r} in this lake")
+        return layout("insight not found", [("overview", req.link("/"))], "", req), 404
+    title, body, sql, cut = found
+    if cut:
+        body += f'<p class="cut"><a href="{_e(req.link("/insight", name=name, top=0))}">show all</a></p>'
+    from warehouse.marts import mart_sql
+
+    definition = dict(mart_sql()).get(name)
+    body = (f"<p>{_e(title)}</p>" + body
+            + "<h2>Reproduce</h2><p>Every finding (the table shows the first rows) is this query; run it with "
+            f'<code>agentlake sql</code>:</p><pre id="insight-sql">{_e(sql)}</pre>')
+    if definition:
+        body += f"<details><summary>how {_e(name)} is computed</summary><pre>{_e(definition)}</pre></details>"
+    crumbs = [("overview", req.link("/", project="")), (name, None)]
+    return layout(name, crumbs, body, req), 200
