@@ -260,7 +260,7 @@ def _dashboard(warehouse: Path, repeat: int) -> float:
     times = []
     try:
         for i in range(repeat + 1):  # the first warms the chart renderer (paid once per server)
-            url = server.url.rstrip("/") + f"/?top={15 + i}"
+            url = server.url + ("&" if "?" in server.url else "?") + f"top={15 + i}"
             t = time.perf_counter()
             with urllib.request.urlopen(url, timeout=60) as response:
                 response.read()
