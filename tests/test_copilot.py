@@ -239,6 +239,15 @@ def test_a_line_that_is_not_an_event_is_quarantined_and_the_rest_read(layout, tm
     assert scalar(layout, "SELECT COUNT(*) FROM messages") == 9
 
 
+def test_config_json_is_never_opened(layout, tmp_path):
+    from tests.test_gemini import ingest_with_fifos
+
+    home = tmp_path / "copilot"
+    write_fixture(home)
+    ingest_with_fifos(layout, "copilot", home, ("config.json",))  # it may hold a token
+    assert scalar(layout, "SELECT COUNT(*) FROM sessions") == 1
+
+
 # ---------------------------------------------------------------------------------- discovery
 
 def test_copilot_home_is_exact_and_a_relative_one_is_refused(tmp_path):

@@ -155,7 +155,7 @@ def test_a_stored_cost_that_is_not_a_number_is_unknown_and_reported(layout, tmp_
 # ---------------------------------------------------------------------------------- item 7
 
 def test_every_agent_uses_the_canonical_part_type_vocabulary(layout, tmp_path):
-    """Item 7: `parts.part_type` is one vocabulary for all five agents (contract.PART_TYPES,
+    """Item 7: `parts.part_type` is one vocabulary for every agent (contract.PART_TYPES,
     Crush's names); the agent's own name is in `native_part_type`."""
     from transforms.contract import PART_TYPES
     from transforms.demo import generate_demo
@@ -168,7 +168,10 @@ def test_every_agent_uses_the_canonical_part_type_vocabulary(layout, tmp_path):
     ingest_all(sources, layout, workers=1)
     build_warehouse(layout.lake, layout.warehouse)
     rows = query(layout, "SELECT provider, part_type, native_part_type, COUNT(*) FROM parts GROUP BY ALL")
-    assert {r[0] for r in rows} == {"claude", "codewhale", "codex", "crush", "opencode"}
+    from transforms.providers import PROVIDERS
+
+    # every agent of the demo, but Antigravity: no message content of its is read (docs/AGENTS.md)
+    assert set(PROVIDERS) - {r[0] for r in rows} == {"antigravity"}
     assert {r[1] for r in rows} <= set(PART_TYPES), sorted({(r[0], r[1]) for r in rows if r[1] not in PART_TYPES})
     # the same thing has the same name everywhere: reasoning and tool calls of every agent that has them
     kinds = Counter((r[0], r[1]) for r in rows)

@@ -31,3 +31,12 @@ class Findings:
         if quarantined:
             out.append(f"{quarantined} unparseable rows quarantined")
         return out + self.notes
+
+
+def bad_line(provider: str, owner, table: str, path: str, no: int, error: str, raw: str, run_at) -> dict:
+    """The quarantine row of a source file's line `no` (0-based; 0 also for a whole file) that gave
+    no rows, keyed `path:line` with the line counted from 1 as editors do. `owner` is the Source,
+    or a context with its `source_id` and `project_path`."""
+    return {"provider": provider, "source_id": owner.source_id, "project_path": owner.project_path,
+            "source_table": table, "source_rowid": no, "key": f"{path}:{no + 1}", "error": error,
+            "raw": raw, "created_at": run_at}

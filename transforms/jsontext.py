@@ -1,4 +1,5 @@
-"""JSON text from agents' stores, decoded without letting odd input crash a run."""
+"""JSON text from agents' stores (whole documents and JSONL lines), decoded without letting odd input
+crash a run."""
 
 import json
 import re
@@ -57,3 +58,57 @@ def loads(text: str):
     if _SURROGATE_ESCAPE.search(text):  # rare: only then walk the value
         value = _clean(value)
     return value
+
+
+def json_lines(data: bytes | str):
+    """(line number from 0, line text, value, None) for each non-blank line of a JSONL file, or
+    (.., .., None, why) for a line that is not JSON: the caller quarantines it and reads on.
+
+    Bytes are split on newlines, then each line decoded (invalid UTF-8 as U+FFFD)."""
+    for no, raw in enumerate(data.split(b"\n" if isinstance(data, bytes) else "\n")):
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        if not text.strip():
+            continue
+        try:
+            yield no, text, loads(text), None
+        except (ValueError, RecursionError) as exc:
+            yield no, text, None, f"not valid JSON: {exc}"[:300]
+
+
+def typed_lines(data: bytes | str, what: str) -> tuple[list[tuple[int, dict]], list[tuple[int, str, str]]]:
+    """The (line number, object) of each line that is an object with a string `type`, and the
+    (line number, text, reason) of the other non-blank lines; `what` names a good line."""
+    good, bad = [], []
+    for no, text, value, error in json_lines(data):
+        if error is None and not (isinstance(value, dict) and isinstance(value.get("type"), str)):
+            error = f"not {what} (an object with a `type`)"
+        if error is None:
+            good.append((no, value))
+        else:
+            bad.append((no, text, error))
+    return good, bad
+
+
+def str_or_none(v) -> str | None:
+    """A decoded value that should be a string, else None (a field of another type is not one)."""
+    return v if isinstance(v, str) else None
+
+
+def count_or_none(v) -> int | None:
+    """A decoded value that should be a count (a non-negative integer, not a bool), else None."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+
+# a first line that carries a whole instructions text (Codex's session_meta: 20-27 KB) fits
+FIRST_LINE_CAP = 1 << 20
+
+
+def first_line(path, cap: int = FIRST_LINE_CAP):
+    """The decoded JSON of a file's first line (read to `cap` bytes at most), or None when the file
+    cannot be read or the line is not JSON: discovery reads only a log's head."""
+    try:
+        with open(path, "rb") as fh:
+            line = fh.read(cap).split(b"\n", 1)[0]
+        return loads(line.decode("utf-8", "replace"))
+    except (OSError, ValueError, RecursionError):
+        return None

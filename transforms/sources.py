@@ -116,3 +116,9 @@ def unusable(path, kind: str = "dir") -> str | None:
     what = next((name for test, name in _KINDS if test(mode)), "something else")
     link = f" (a symlink to {os.path.realpath(path)})" if os.path.islink(path) else ""
     return f"is {what}{link}, not {'a directory' if kind == 'dir' else 'a regular file'}"
+
+
+def members(source: Source) -> tuple[str, ...]:
+    """The files of a source that spans several (a discovery's Source subclass with `members`: a
+    session with its copies or its sub-agents' files), else its own path."""
+    return getattr(source, "members", ()) or (source.path,)

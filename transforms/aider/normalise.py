@@ -45,8 +45,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from transforms.aider.tools import command_of, tool_category
+from transforms.costs import session_cost
 from transforms.findings import Findings
-from transforms.opencode.normalise import session_cost
 from transforms.pricing import Buckets, price_buckets
 from transforms.tools import compact_json
 

@@ -35,13 +35,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from transforms.amp import tools as t
-from transforms.amp.calls import add_result, call_row, orphan_row
 from transforms.contract import PART_TYPES
+from transforms.costs import session_cost
 from transforms.findings import Findings
-from transforms.opencode.normalise import session_cost
+from transforms.jsontext import count_or_none as _int
+from transforms.jsontext import str_or_none as _str
 from transforms.pricing import Buckets, price_buckets
 from transforms.timestamps import from_epoch, from_iso
-from transforms.tools import compact_json
+from transforms.tools import add_result, call_row, compact_json, orphan_row
 
 PROVIDER = "amp"
 BLOCKS = {"text": "text", "thinking": "reasoning", "redacted_thinking": "reasoning", "tool_use": "tool_call",
@@ -56,18 +57,6 @@ class Context:
     source_id: str
     project_path: str
     run_at: datetime
-
-
-def as_str(v):
-    return v if isinstance(v, str) else None
-
-
-def as_count(v):
-    """A token count: a non-negative integer, else None."""
-    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
-
-
-_str, _int = as_str, as_count
 
 
 def _dict(v) -> dict:

@@ -20,7 +20,6 @@ from transforms.projects import project_name
 from transforms.sources import Discovery, Source, unusable, user_home
 
 PROVIDER = "codex"
-FIRST_LINE_CAP = 1 << 20  # session_meta carries the instructions (20-27 KB); 1 MiB is plenty
 
 
 @dataclass(frozen=True)
@@ -62,11 +61,6 @@ def rollouts_in(home: Path) -> list[Path]:
     return found
 
 
-def first_line(path: Path) -> bytes:
-    with open(path, "rb") as fh:
-        return fh.read(FIRST_LINE_CAP).split(b"\n", 1)[0]
-
-
 def parent_thread(source) -> str | None:
     """`{"subagent": {"thread_spawn": {"parent_thread_id": ...}}}`, or any sub-agent kind
     that names a parent thread; None for "cli", "exec", "review" and other roots."""
@@ -79,10 +73,7 @@ def parent_thread(source) -> str | None:
 
 
 def read_head(path: Path) -> Head:
-    try:
-        line = jsontext.loads(first_line(path).decode("utf-8", "replace"))
-    except (OSError, ValueError, RecursionError):
-        line = None
+    line = jsontext.first_line(path)
     payload = line.get("payload") if isinstance(line, dict) and line.get("type") == "session_meta" else None
     if not isinstance(payload, dict) or not isinstance(payload.get("id"), str) or not payload["id"]:
         return Head(str(path), None, None, None, "")  # extract quarantines it

@@ -25,10 +25,10 @@ from transforms import jsontext
 from transforms.codex import discover as codex_discover
 from transforms.codex.discover import PROVIDER, parent_thread
 from transforms.codex.normalise import Context, Line, Rollout, Walker
-from transforms.codex.usage import summarise_costs
-from transforms.findings import Findings
+from transforms.costs import summarise_costs
+from transforms.findings import Findings, bad_line
 from transforms.provider import DiscoverOptions, Extract, SourceError
-from transforms.sources import Discovery, Source, file_fingerprint
+from transforms.sources import Discovery, Source, file_fingerprint, members
 from transforms.timestamps import from_iso
 from transforms.tools import compact_json
 
@@ -46,13 +46,13 @@ class CodexProvider:
                                        project_names=options.project_names)
 
     def fingerprint(self, source: Source) -> str:
-        return file_fingerprint(*_members(source))
+        return file_fingerprint(*members(source))
 
     def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None) -> Extract:
         findings = Findings()
         rows: dict[str, list[dict]] = {t: [] for t in TABLES}
         # Codex only appends to a rollout: one read of each file is a consistent prefix
-        rollouts = [r for r in (read_rollout(p, source, run_at, rows["quarantine"]) for p in _members(source)) if r]
+        rollouts = [r for r in (read_rollout(p, source, run_at, rows["quarantine"]) for p in members(source)) if r]
         kept = walk_all(rollouts, source, run_at, rows["quarantine"], findings)
         rows["sessions"] = session_rows([r for r, _ in kept], [s for _, s in kept], source, findings)
         for _, session in kept:
@@ -81,27 +81,10 @@ def walk_all(rollouts: list[Rollout], source: Source, run_at, quarantine: list, 
     return kept
 
 
-def _members(source: Source) -> tuple[str, ...]:
-    return getattr(source, "members", ()) or (source.path,)
-
-
 def parse_lines(data: bytes) -> tuple[list[Line], list[tuple[int, str, str]]]:
     """Parsed lines, and the (line number, text, reason) of the lines that are not rollout lines."""
-    lines, bad = [], []
-    for no, raw in enumerate(data.split(b"\n")):
-        text = raw.decode("utf-8", "replace")
-        if not text.strip():
-            continue
-        try:
-            obj = jsontext.loads(text)
-        except (ValueError, RecursionError) as exc:
-            bad.append((no, text, f"not valid JSON: {exc}"[:300]))
-            continue
-        if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
-            bad.append((no, text, "not a rollout line (an object with a `type`)"))
-            continue
-        lines.append(Line(no, from_iso(obj.get("timestamp")), obj["type"], obj.get("payload")))
-    return lines, bad
+    objs, bad = jsontext.typed_lines(data, "a rollout line")
+    return [Line(no, from_iso(o.get("timestamp")), o["type"], o.get("payload")) for no, o in objs], bad
 
 
 def read_rollout(path: str, source: Source, run_at: datetime, quarantine: list[dict]) -> Rollout | None:
@@ -122,9 +105,7 @@ def read_rollout(path: str, source: Source, run_at: datetime, quarantine: list[d
 
 
 def _quarantine(source: Source, path: str, no: int, error: str, raw: str, run_at: datetime) -> dict:
-    return {"provider": PROVIDER, "source_id": source.source_id, "project_path": source.project_path,
-            "source_table": "rollout", "source_rowid": no, "key": f"{path}:{no + 1}", "error": error,
-            "raw": raw, "created_at": run_at}
+    return bad_line(PROVIDER, source, "rollout", path, no, error, raw, run_at)
 
 
 def _replayed_parent(r: Rollout, by_id: dict, forks: dict, source: Source, run_at) -> Rollout | None:

@@ -78,13 +78,3 @@ def buckets(tokens: dict[str, int]) -> Buckets:
     uncached = None if inp is None else inp - (cached or 0) - (write or 0)
     return Buckets(input_uncached=uncached, cache_read=cached, cache_write_5m=write,
                    output=tokens.get("output_tokens"), reasoning=tokens.get("reasoning_output_tokens"))
-
-
-def summarise_costs(costs: list[float | None]) -> tuple[float | None, str]:
-    """A session's (cost_usd, cost_source) from its requests' costs (None: unpriced)."""
-    if not costs:  # no billed request (a probe, an aborted turn): a known $0, priced by us as nothing
-        return 0.0, "estimated"
-    priced = [c for c in costs if c is not None]
-    if not priced:
-        return None, "unknown"
-    return round(sum(priced), 9), "estimated" if len(priced) == len(costs) else "partial"

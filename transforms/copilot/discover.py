@@ -23,7 +23,6 @@ from transforms.sources import Discovery, Source, unusable, user_home
 
 PROVIDER = "copilot"
 EVENTS = "events.jsonl"
-FIRST_LINE_CAP = 1 << 20
 
 
 def copilot_homes(env) -> tuple[list[Path], list[str]]:
@@ -67,12 +66,7 @@ def legacy_count(home: Path) -> int:
 
 def cwd_of(log: Path) -> str:
     """The working directory the session started in (`session.start` -> `context.cwd`)."""
-    try:
-        with open(log, "rb") as fh:
-            line = fh.read(FIRST_LINE_CAP).split(b"\n", 1)[0]
-        event = jsontext.loads(line.decode("utf-8", "replace"))
-    except (OSError, ValueError, RecursionError):
-        return ""
+    event = jsontext.first_line(log)
     data = event.get("data") if isinstance(event, dict) else None
     context = data.get("context") if isinstance(data, dict) else None
     cwd = context.get("cwd") if isinstance(context, dict) else None

@@ -14,7 +14,7 @@ Every line is `{type, data, id, parentId, timestamp, agentId?, ephemeral?}`. The
   null. `inputTokens` includes the cache reads and writes (changelog 1.0.x: "input token usage
   includes cached"; tokscale subtracts both), so uncached = input - read - write; reasoning is
   inside `outputTokens` (shown "as a parenthetical on output token count"). A row is a total of
-  many requests: priced at the base rates (transforms.copilot.aggregate), never as one request
+  many requests: priced at the base rates (transforms.costs.price_aggregate), never as one request
   large enough to take the long-context rates.
 - **Cumulative counters.** A resumed session appends a new lifetime to the same file; each
   lifetime ends with its own shutdown whose `modelMetrics` count that lifetime only (they are not
@@ -46,15 +46,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from transforms import jsontext
-from transforms.amp.calls import add_result, call_row, orphan_row
 from transforms.contract import PART_TYPES
 from transforms.copilot import tools as t
+from transforms.costs import price_aggregate, session_cost
 from transforms.findings import Findings
-from transforms.opencode.normalise import session_cost
-from transforms.copilot.aggregate import price_aggregate
+from transforms.jsontext import count_or_none as _int
+from transforms.jsontext import str_or_none as _str
 from transforms.pricing import Buckets
 from transforms.timestamps import from_iso
-from transforms.tools import compact_json
+from transforms.tools import add_result, call_row, compact_json, orphan_row
 
 PROVIDER = "copilot"
 USD_PER_NANO_AIU = 1e-11
@@ -91,36 +91,15 @@ class Context:
     workspace: dict = field(default_factory=dict)  # workspace.yaml, for extra_columns
 
 
-def _str(v):
-    return v if isinstance(v, str) else None
-
-
-def _int(v):
-    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
-
-
 def _num(v):
     return v if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 and v == v else None
 
 
 def parse_lines(data: bytes) -> tuple[list[Event], list[tuple[int, str, str]]]:
     """Events in file order, and the (line number, text, reason) of lines that are not events."""
-    events, bad = [], []
-    for no, raw in enumerate(data.split(b"\n")):
-        text = raw.decode("utf-8", "replace")
-        if not text.strip():
-            continue
-        try:
-            obj = jsontext.loads(text)
-        except (ValueError, RecursionError) as exc:
-            bad.append((no, text, f"not valid JSON: {exc}"[:300]))
-            continue
-        if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
-            bad.append((no, text, "not a session event (an object with a `type`)"))
-            continue
-        data_ = obj.get("data") if isinstance(obj.get("data"), dict) else {}
-        events.append(Event(no, obj["type"], data_, from_iso(obj.get("timestamp")), obj))
-    return events, bad
+    objs, bad = jsontext.typed_lines(data, "a session event")
+    return [Event(no, o["type"], o["data"] if isinstance(o.get("data"), dict) else {}, from_iso(o.get("timestamp")), o)
+            for no, o in objs], bad
 
 
 def usage_buckets(usage: dict) -> Buckets:

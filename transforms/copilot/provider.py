@@ -9,6 +9,7 @@ import yaml
 from transforms.copilot import discover as copilot_discover
 from transforms.copilot.discover import PROVIDER
 from transforms.copilot.normalise import Context, expected_counts, normalise, parse_lines
+from transforms.findings import bad_line
 from transforms.provider import DiscoverOptions, Extract, SourceError
 from transforms.sources import Discovery, Source, file_fingerprint
 
@@ -31,9 +32,8 @@ class CopilotProvider:
         except OSError as exc:
             raise SourceError(f"cannot read {source.path}: {exc}") from None
         events, bad = parse_lines(data)
-        quarantine = [{"provider": PROVIDER, "source_id": source.source_id, "project_path": source.project_path,
-                       "source_table": "events.jsonl", "source_rowid": no, "key": f"{source.path}:{no + 1}",
-                       "error": reason, "raw": text, "created_at": run_at} for no, text, reason in bad]
+        quarantine = [bad_line(PROVIDER, source, "events.jsonl", source.path, no, reason, text, run_at)
+                      for no, text, reason in bad]
         workspace, note = _workspace(source)
         session_id = source.identity or Path(source.path).stem
         ctx = Context(source.source_id, session_id, source.project_path,

@@ -34,6 +34,7 @@ from pathlib import Path
 from transforms.cursor.store import Store, Transcript
 from transforms.cursor.tools import COMMAND_KEYS, FILE_KEYS, tool_category
 from transforms.findings import Findings
+from transforms.jsontext import str_or_none as _str
 from transforms.projects import project_name
 from transforms.timestamps import from_epoch, from_iso
 from transforms.tools import compact_json, decode_input, first_str
@@ -84,10 +85,6 @@ def decode_project(project_id: str | None) -> str | None:
 
     found = walk(root, parts) if len(parts) <= 24 else None
     return str(found if found is not None else root.joinpath(*parts))
-
-
-def _str(v):
-    return v if isinstance(v, str) else None
 
 
 def session_time(summary: dict | None, mtime_ns: int) -> datetime | None:

@@ -53,13 +53,9 @@ class Store:
 
 
 def parse_jsonl(text: str, t: Transcript) -> None:
-    for no, line in enumerate(text.split("\n")):
-        if not line.strip():
-            continue
-        try:
-            obj = jsontext.loads(line)
-        except (ValueError, RecursionError) as exc:
-            t.bad_lines.append((no, f"not valid JSON: {exc}"[:300], line))
+    for no, line, obj, error in jsontext.json_lines(text):
+        if error:
+            t.bad_lines.append((no, error, line))
             continue
         role = obj.get("role") if isinstance(obj, dict) else None
         message = obj.get("message") if isinstance(obj, dict) else None

@@ -20,7 +20,6 @@ from transforms.sources import Discovery, Source, unusable, user_home
 
 PROVIDER = "droid"
 SETTINGS = ".settings.json"
-FIRST_LINE_CAP = 1 << 20
 
 
 def session_files(sessions: Path) -> list[tuple[str, Path]]:
@@ -48,12 +47,7 @@ def session_files(sessions: Path) -> list[tuple[str, Path]]:
 def cwd_of(path: Path) -> str:
     if path.name.endswith(SETTINGS):
         return ""
-    try:
-        with open(path, "rb") as fh:
-            line = fh.read(FIRST_LINE_CAP).split(b"\n", 1)[0]
-        first = jsontext.loads(line.decode("utf-8", "replace"))
-    except (OSError, ValueError, RecursionError):
-        return ""
+    first = jsontext.first_line(path)
     cwd = first.get("cwd") if isinstance(first, dict) and first.get("type") == "session_start" else None
     return cwd if isinstance(cwd, str) else ""
 

@@ -38,17 +38,16 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from transforms.amp.calls import add_result, call_row, orphan_row
-from transforms.amp.normalise import as_count as _int
-from transforms.amp.normalise import as_str as _str
+from transforms import jsontext
 from transforms.contract import PART_TYPES
-from transforms.copilot.aggregate import price_aggregate
-from transforms.copilot.normalise import Event
+from transforms.costs import price_aggregate
 from transforms.droid import tools as t
 from transforms.findings import Findings
+from transforms.jsontext import count_or_none as _int
+from transforms.jsontext import str_or_none as _str
 from transforms.pricing import Buckets
 from transforms.timestamps import from_iso
-from transforms.tools import compact_json
+from transforms.tools import add_result, call_row, compact_json, orphan_row
 
 PROVIDER = "droid"
 BLOCKS = {"text": "text", "thinking": "reasoning", "redacted_thinking": "reasoning", "tool_use": "tool_call",
@@ -56,6 +55,14 @@ BLOCKS = {"text": "text", "thinking": "reasoning", "redacted_thinking": "reasoni
 SUBAGENT_TITLE = "# Task Tool Invocation"
 PRICED_PROVIDERS = {"anthropic", "openai", "google", "xai", "groq", "mistral", "deepseek"}
 _BRACKETS = re.compile(r"\[[^\]]*\]")
+
+
+@dataclass
+class Event:
+    no: int  # 0-based line number
+    type: str
+    at: datetime | None
+    raw: dict
 
 
 @dataclass
@@ -75,6 +82,12 @@ def model_name(raw: str | None) -> str | None:
     name = _BRACKETS.sub("", raw[len("custom:"):]).strip().lower()
     name = re.sub(r"[\s-]+", "-", name).strip("-")
     return re.sub(r"-\d+$", "", name) or None
+
+
+def parse_lines(data: bytes) -> tuple[list[Event], list[tuple[int, str, str]]]:
+    """Transcript lines in file order, and the (line number, text, reason) of lines that are not."""
+    objs, bad = jsontext.typed_lines(data, "a session event")
+    return [Event(no, o["type"], from_iso(o.get("timestamp")), o) for no, o in objs], bad
 
 
 def usage_buckets(usage: dict) -> Buckets | None:

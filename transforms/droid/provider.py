@@ -5,10 +5,10 @@ from datetime import datetime
 from pathlib import Path
 
 from transforms import jsontext
-from transforms.copilot.normalise import parse_lines
 from transforms.droid import discover as droid_discover
 from transforms.droid.discover import PROVIDER, SETTINGS
-from transforms.droid.normalise import Context, normalise
+from transforms.droid.normalise import Context, normalise, parse_lines
+from transforms.findings import bad_line
 from transforms.provider import DiscoverOptions, Extract, SourceError
 from transforms.sources import Discovery, Source, file_fingerprint
 
@@ -61,6 +61,4 @@ def _files(source: Source) -> tuple[Path, Path]:
 
 
 def _quarantine(source: Source, path: str, no: int, error: str, raw: str, run_at: datetime) -> dict:
-    return {"provider": PROVIDER, "source_id": source.source_id, "project_path": source.project_path,
-            "source_table": Path(path).name, "source_rowid": no, "key": f"{path}:{no + 1}", "error": error,
-            "raw": raw, "created_at": run_at}
+    return bad_line(PROVIDER, source, Path(path).name, path, no, error, raw, run_at)

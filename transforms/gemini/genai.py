@@ -12,7 +12,8 @@ prompt + candidates). The recorded total tells the two apart; without one, apart
 
 import re
 
-from transforms import jsontext
+from transforms.jsontext import count_or_none as _count
+from transforms.jsontext import str_or_none
 from transforms.pricing import Buckets
 from transforms.tools import compact_json
 
@@ -20,14 +21,6 @@ from transforms.tools import compact_json
 _EXIT = re.compile(r"^Exit Code: (-?\d+)\s*$", re.MULTILINE)
 # Part keys of @google/genai's `Part` with no typed column: known, kept raw as `other`
 KEPT_RAW = {"executableCode", "codeExecutionResult", "videoMetadata", "toolCall", "toolResponse"}
-
-
-def str_or_none(v):
-    return v if isinstance(v, str) else None
-
-
-def _count(v) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
 def content_parts(content) -> list:
@@ -113,15 +106,3 @@ def shell_exit_code(status: str | None, text: str | None) -> int | None:
     if codes:
         return int(codes[-1])
     return 0 if text.startswith("Output:") or "\nOutput:" in text else None
-
-
-def json_lines(text: str):
-    """(line number, line, value, None) for each non-blank JSONL line, or (.., None, why) when it
-    is not JSON: the rest of the file is still read."""
-    for no, raw in enumerate(text.split("\n")):
-        if not raw.strip():
-            continue
-        try:
-            yield no, raw, jsontext.loads(raw), None
-        except (ValueError, RecursionError) as exc:
-            yield no, raw, None, f"not valid JSON: {exc}"[:300]

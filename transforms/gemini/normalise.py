@@ -51,9 +51,8 @@ from transforms import jsontext
 from transforms.contract import PART_TYPES
 from transforms.findings import Findings
 from transforms.gemini import tools as t
-from transforms.gemini.genai import (
-    content_parts, json_lines, part_columns, result_text, shell_exit_code, str_or_none, usage_buckets,
-)
+from transforms.gemini.genai import content_parts, part_columns, result_text, shell_exit_code, usage_buckets
+from transforms.jsontext import json_lines, str_or_none
 from transforms.pricing import price_buckets
 from transforms.timestamps import from_iso
 from transforms.tools import compact_json

@@ -10,15 +10,15 @@ cannot be read is quarantined alone and the rest of the file is read.
 from datetime import datetime
 from pathlib import Path
 
-from transforms.codex.usage import summarise_costs
-from transforms.findings import Findings
+from transforms.costs import summarise_costs
+from transforms.findings import Findings, bad_line
 from transforms.gemini import discover as gemini_discover
 from transforms.gemini.discover import PROVIDER
 from transforms.gemini.normalise import (
     LLM_PROVIDER, META_KEYS, Chat, ChatFileError, Context, Session, expected_parts, merge, parse_chat,
 )
 from transforms.provider import DiscoverOptions, Extract, SourceError
-from transforms.sources import Discovery, Source, file_fingerprint
+from transforms.sources import Discovery, Source, file_fingerprint, members
 from transforms.timestamps import from_iso
 from transforms.tools import compact_json
 
@@ -34,12 +34,12 @@ class GeminiProvider:
                                         project_names=options.project_names)
 
     def fingerprint(self, source: Source) -> str:
-        return file_fingerprint(*_members(source))
+        return file_fingerprint(*members(source))
 
     def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None) -> Extract:
         findings = Findings()
         rows: dict[str, list[dict]] = {t: [] for t in TABLES}
-        chats = [c for c in (_read(p, source, run_at, rows["quarantine"]) for p in _members(source)) if c]
+        chats = [c for c in (_read(p, source, run_at, rows["quarantine"]) for p in members(source)) if c]
         groups: dict[str, list[Chat]] = {}
         for chat in chats:
             groups.setdefault(chat.session_id, []).append(chat)
@@ -59,10 +59,6 @@ class GeminiProvider:
         return Extract(rows=rows, findings=findings, expected=expected)
 
 
-def _members(source: Source) -> tuple[str, ...]:
-    return getattr(source, "members", ()) or (source.path,)
-
-
 def _read(path: str, source: Source, run_at: datetime, quarantine: list[dict]) -> Chat | None:
     try:
         text = Path(path).read_bytes().decode("utf-8", "replace")
@@ -79,9 +75,7 @@ def _read(path: str, source: Source, run_at: datetime, quarantine: list[dict]) -
 
 
 def _quarantine(source: Source, path: str, no: int, error: str, raw: str, run_at: datetime) -> dict:
-    return {"provider": PROVIDER, "source_id": source.source_id, "project_path": source.project_path,
-            "source_table": "chat", "source_rowid": no, "key": f"{path}:{no + 1}", "error": error,
-            "raw": raw, "created_at": run_at}
+    return bad_line(PROVIDER, source, "chat", path, no, error, raw, run_at)
 
 
 def _session_row(sid: str, chat: Chat, sessions: dict[str, Session], root_id, source: Source) -> dict:

@@ -38,9 +38,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from transforms import jsontext
-from transforms.findings import Findings
+from transforms.findings import Findings, bad_line
 from transforms.goose.store import Message, Session, Store
 from transforms.goose.tools import call_of, result_of, tool_call_row
+from transforms.jsontext import count_or_none as _int
 from transforms.pricing import Buckets, price_buckets
 from transforms.projects import project_name
 from transforms.timestamps import from_epoch, from_iso
@@ -63,10 +64,6 @@ class Context:
     project_path: str  # for a session without a working_dir
     run_at: datetime
     project_names: dict = field(default_factory=dict)
-
-
-def _int(v):
-    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
 def _str(v):
@@ -156,10 +153,7 @@ class _Normaliser:
         for session in self.store.sessions:
             self.session(session)
         for name, no, error, text in self.store.bad_lines:
-            self.out["quarantine"].append({
-                "provider": PROVIDER, "source_id": self.ctx.source_id, "project_path": self.ctx.project_path,
-                "source_table": name, "source_rowid": no, "key": f"{name}:{no + 1}", "error": error, "raw": text,
-                "created_at": self.ctx.run_at})
+            self.out["quarantine"].append(bad_line(PROVIDER, self.ctx, name, name, no, error, text, self.ctx.run_at))
         for call in self.pending.values():  # calls that never got a result
             self.out["tool_calls"].append(tool_call_row(call, None, self._lineage_of(call)))
         if self.garbled:

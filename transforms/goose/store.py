@@ -163,11 +163,8 @@ def read_jsonl(path: Path, store: Store) -> Session | None:
         store.bad_lines.append((path.name, 0, f"unreadable file: {exc}", ""))
         return None
     session = Session(path.stem, {}, path.name, 0)
-    for no, raw_line in enumerate(data.split(b"\n")):
-        text = decode_text(raw_line)
-        if not text.strip():
-            continue
-        obj = _object(text)
+    for no, text, value, _ in jsontext.json_lines(data):
+        obj = value if isinstance(value, dict) else None  # not JSON, or not an object: the same to Goose
         if no == 0 and is_metadata(obj):
             session.columns = obj
             continue

@@ -50,7 +50,7 @@ from datetime import datetime, timezone
 from transforms import jsontext
 from transforms.findings import Findings
 from transforms.kilo import tools as t
-from transforms.opencode.normalise import session_cost
+from transforms.costs import session_cost
 from transforms.pricing import Buckets, price_buckets
 from transforms.timestamps import from_epoch
 from transforms.tools import compact_json, decode_input

@@ -80,13 +80,9 @@ class Wire:
 
 def parse_wire(path: str, text: str) -> Wire:
     wire = Wire(path)
-    for no, raw in enumerate(text.split("\n")):
-        if not raw.strip():
-            continue
-        try:
-            rec = jsontext.loads(raw)
-        except (ValueError, RecursionError) as exc:
-            wire.bad.append((no, raw, f"not valid JSON: {exc}"[:300]))
+    for no, raw, rec, error in jsontext.json_lines(text):
+        if error:
+            wire.bad.append((no, raw, error))
             continue
         if isinstance(rec, dict) and rec.get("type") == "metadata":
             wire.version = rec.get("protocol_version") if isinstance(rec.get("protocol_version"), str) else None

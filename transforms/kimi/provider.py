@@ -7,8 +7,8 @@ from datetime import datetime
 from pathlib import Path
 
 from transforms import jsontext
-from transforms.codex.usage import summarise_costs
-from transforms.findings import Findings
+from transforms.costs import summarise_costs
+from transforms.findings import Findings, bad_line
 from transforms.kimi import discover as kimi_discover
 from transforms.kimi.discover import PROVIDER
 from transforms.kimi.normalise import Context, Event, Session, expected_parts, parse_wire, usage_buckets
@@ -71,9 +71,7 @@ def _read(path: Path, source: Source, run_at: datetime, quarantine: list[dict]):
         raise SourceError(f"cannot read {path}: {exc}") from None
     wire = parse_wire(str(path), text)
     for no, raw, reason in wire.bad:
-        quarantine.append({"provider": PROVIDER, "source_id": source.source_id, "project_path": source.project_path,
-                           "source_table": "wire", "source_rowid": no, "key": f"{path}:{no + 1}", "error": reason,
-                           "raw": raw, "created_at": run_at})
+        quarantine.append(bad_line(PROVIDER, source, "wire", path, no, reason, raw, run_at))
     return wire
 
 

@@ -21,6 +21,7 @@ from datetime import datetime
 from functools import reduce
 from pathlib import Path
 
+from transforms.costs import session_cost
 from transforms.findings import Findings
 from transforms.opencode.store import Record, Store
 from transforms.opencode.tools import tool_call_row, tool_part_columns
@@ -83,16 +84,6 @@ def add_buckets(a: Buckets | None, b: Buckets | None) -> Buckets | None:
 def message_buckets(info: dict, parts: list[dict]) -> Buckets | None:
     steps = [step_buckets(p.get("tokens")) for p in parts if p.get("type") == "step-finish"]
     return reduce(add_buckets, steps, None) if steps else step_buckets(info.get("tokens"))
-
-
-def session_cost(requests: list[tuple[float | None, str]]) -> tuple[float | None, str]:
-    """Cost and cost_source over a session's requests (its sub-agents' included)."""
-    priced = [cost for cost, _ in requests if cost is not None]
-    sources = {source for _, source in requests}
-    total = round(sum(priced), 9)
-    if "unknown" in sources:
-        return (total, "partial") if priced else (None, "unknown")
-    return total, "estimated" if "estimated" in sources else "native"
 
 
 # ---------------------------------------------------------------------------------- rows

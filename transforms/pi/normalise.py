@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from transforms.findings import Findings
-from transforms.opencode.normalise import session_cost
+from transforms.costs import session_cost
 from transforms.pi import tools as t
 from transforms.pricing import Buckets, price_buckets
 from transforms.timestamps import from_epoch, from_iso

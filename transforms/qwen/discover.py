@@ -75,11 +75,9 @@ def read_head(path: Path) -> Head:
     except OSError:
         head = ""
     sid, cwd = None, ""
-    for line in head.split("\n")[:50]:
-        try:
-            rec = jsontext.loads(line)
-        except (ValueError, RecursionError):
-            continue
+    for no, _, rec, _ in jsontext.json_lines(head):
+        if no >= 50:
+            break
         if isinstance(rec, dict) and isinstance(rec.get("sessionId"), str):
             sid = sid or rec["sessionId"]
             cwd = cwd or (rec.get("cwd") if isinstance(rec.get("cwd"), str) else "")

@@ -47,9 +47,8 @@ from dataclasses import dataclass, field
 
 from transforms.contract import PART_TYPES
 from transforms.findings import Findings
-from transforms.gemini.genai import (
-    content_parts, json_lines, part_columns, result_text, shell_exit_code, str_or_none, usage_buckets,
-)
+from transforms.gemini.genai import content_parts, part_columns, result_text, shell_exit_code, usage_buckets
+from transforms.jsontext import json_lines, str_or_none
 from transforms.pricing import price_buckets
 from transforms.qwen import tools as t
 from transforms.timestamps import from_iso

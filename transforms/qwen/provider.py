@@ -5,13 +5,13 @@ a chat file: one read of each file is a consistent prefix."""
 from datetime import datetime
 from pathlib import Path
 
-from transforms.codex.usage import summarise_costs
-from transforms.findings import Findings
+from transforms.costs import summarise_costs
+from transforms.findings import Findings, bad_line
 from transforms.provider import DiscoverOptions, Extract, SourceError
 from transforms.qwen import discover as qwen_discover
 from transforms.qwen.discover import PROVIDER
 from transforms.qwen.normalise import Chat, Context, Session, expected_parts, parse_chat
-from transforms.sources import Discovery, Source, file_fingerprint
+from transforms.sources import Discovery, Source, file_fingerprint, members
 from transforms.timestamps import from_iso
 from transforms.tools import compact_json
 
@@ -27,13 +27,13 @@ class QwenProvider:
                                       project_names=options.project_names)
 
     def fingerprint(self, source: Source) -> str:
-        return file_fingerprint(*(getattr(source, "members", ()) or (source.path,)))
+        return file_fingerprint(*members(source))
 
     def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None) -> Extract:
         findings = Findings()
         rows: dict[str, list[dict]] = {t: [] for t in TABLES}
         chats = {}
-        for path in getattr(source, "members", ()) or (source.path,):
+        for path in members(source):
             chat = _read(path, source, run_at, rows["quarantine"])
             sid = chat.session_id or Path(path).stem
             if sid in chats:
@@ -58,9 +58,7 @@ def _read(path: str, source: Source, run_at: datetime, quarantine: list[dict]) -
         raise SourceError(f"cannot read {path}: {exc}") from None
     chat = parse_chat(path, text)
     for no, raw, reason in chat.bad:
-        quarantine.append({"provider": PROVIDER, "source_id": source.source_id, "project_path": source.project_path,
-                           "source_table": "chat", "source_rowid": no, "key": f"{path}:{no + 1}", "error": reason,
-                           "raw": raw, "created_at": run_at})
+        quarantine.append(bad_line(PROVIDER, source, "chat", path, no, reason, raw, run_at))
     return chat
 
 
