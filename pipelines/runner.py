@@ -16,8 +16,8 @@ from pathlib import Path
 from transforms.provider import DiscoverOptions
 from transforms.providers import PROVIDERS
 from warehouse import state as state_store
-from warehouse.ingest import (INTERRUPTED, RunSummary, SourceResult, discover_sources, ingest_source, is_unchanged,
-                              landed_files, new_run_id, record_run)
+from warehouse.ingest import (INTERRUPTED, RunSummary, SourceResult, discover_sources, failed_before, ingest_source,
+                              is_unchanged, landed_files, new_run_id, record_run)
 from warehouse.layout import Layout
 from warehouse.store import LakeUnreachable
 
@@ -60,9 +60,11 @@ class PrintingReporter:
               f"{detail} ({result.duration_s:.2f}s)", file=self.stream, flush=True)
 
 
-def _unchanged(source, layout: Layout, landed) -> bool:
+def _settled(source, layout: Layout, landed) -> bool:
+    """Nothing to do: the source is in the lake as it is now, or failed as it is now."""
     previous = state_store.load(layout.state_dir, source.provider, source.source_id)
-    return is_unchanged(previous, PROVIDERS[source.provider].fingerprint(source), layout, landed)
+    fingerprint = PROVIDERS[source.provider].fingerprint(source)
+    return is_unchanged(previous, fingerprint, layout, landed) or failed_before(previous, fingerprint)
 
 
 def contiguous_batches(keys: list[str], order: list[str]) -> list[list[str]]:
@@ -100,7 +102,7 @@ def run_ingest(layout: Layout, options: DiscoverOptions, *, full_refresh: bool =
         raise LakeUnreachable(str(layout.lake), exc) from None
     to_run, settled = [], []
     for source in sources:  # settled without Dagster: nothing is materialised for them
-        if source.skip_reason or (not full_refresh and _unchanged(source, layout, landed)):
+        if source.skip_reason or (not full_refresh and _settled(source, layout, landed)):
             settled.append(ingest_source(source, layout, summary.run_id))
             reporter.source_done(0, len(sources), settled[-1])
         else:

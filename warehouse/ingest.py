@@ -132,6 +132,33 @@ def is_unchanged(previous: state_store.SourceState, fingerprint: str, layout: La
     return all((layout.lake / rel).exists() for rel in previous.files)
 
 
+def failed_before(previous: state_store.SourceState, fingerprint: str) -> bool:
+    """The source could not be read last time, and neither it nor agentlake has changed since."""
+    return previous.failed_fingerprint is not None and previous.failed_fingerprint == _attempt(fingerprint)
+
+
+def _environmental(exc: BaseException) -> bool:
+    """An OS error (permissions, a file gone, a full disk) somewhere in the chain."""
+    seen = exc
+    while seen is not None:
+        if isinstance(seen, OSError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _attempt(fingerprint: str) -> str:
+    """What a failure depends on: the source's bytes, and the code that read them."""
+    return f"{fingerprint}:{SCHEMA_VERSION}:{_agentlake_version()}"
+
+
+@lru_cache(maxsize=1)
+def _agentlake_version() -> str:
+    from importlib.metadata import version
+
+    return version("agentlake")
+
+
 def landed_files(layout: Layout) -> set[str]:
     """This machine's landing files, in one listing of the lake."""
     return set(layout.store().versions(f"_landing/{layout.machine}/{layout.user}"))
@@ -144,6 +171,9 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
     fingerprint = provider.fingerprint(source)
     if not force and is_unchanged(previous, fingerprint, layout):
         return SourceResult(source, "unchanged", fingerprint=fingerprint, files=sorted(previous.files))
+    if not force and failed_before(previous, fingerprint):
+        return SourceResult(source, "failed", error=f"{previous.failed} (unchanged since; not read again, "
+                            "`ingest --full-refresh` retries)", fingerprint=fingerprint)
     if not previous.files:  # no state (a new home, a wiped one): adopt what the lake holds already
         previous.files = _files_in_lake(source, layout, run_id)
     workdir = Path(tempfile.mkdtemp(prefix="agentlake-snapshot-"))
@@ -151,6 +181,9 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
         extract = provider.extract(source, workdir, run_at,
                                    cache_dir=layout.cache_dir / f"{source.provider}-{source.source_id}")
     except Exception as exc:  # the reason goes to `sources`; other sources go on
+        if not _environmental(exc):  # a permission fixed later changes no byte: that is retried
+            previous.failed_fingerprint, previous.failed = _attempt(fingerprint), _reason(exc)
+            state_store.save(layout.state_dir, source.provider, source.source_id, previous)
         return SourceResult(source, "failed", error=_reason(exc), fingerprint=fingerprint)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

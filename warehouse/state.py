@@ -24,6 +24,10 @@ class SourceState:
     partition_key: str | None = None
     path: str | None = None
     schema: str | None = None  # contract.SCHEMA_VERSION the files were written with
+    # the source as it was when it could not be read, and why: the same bytes fail the same way,
+    # so a rerun reports it without reading it again (a forced run retries)
+    failed_fingerprint: str | None = None
+    failed: str | None = None
 
 
 def _path(state_dir: Path, provider: str, source_id: str) -> Path:
