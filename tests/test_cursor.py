@@ -109,6 +109,11 @@ def test_decode_project_against_existing_dirs(tmp_path):
     real.mkdir(parents=True)
     assert decode_project(encode_project(str(real))) == str(real)
     assert decode_project("home-nobody-x-y") == "/home/nobody/x/y"  # nothing exists: the `/` guess
+    # a dot-directory on the way (`~/.local/share/...`, where the demo lives): `/.` became `--`
+    hidden = tmp_path / ".local" / "share" / "my-app"
+    hidden.mkdir(parents=True)
+    assert decode_project(encode_project(str(hidden))) == str(hidden)
+    assert decode_project("home-nobody--config-x") == "/home/nobody/.config/x"  # the guess keeps the dot
     assert decode_project("1767225600000") is None and decode_project(None) is None  # workspace-less
 
 

@@ -55,6 +55,13 @@ def test_the_readme_commands_work_after_a_quickstart_demo_then_own_data_takes_ov
     assert "session_summary" in capsys.readouterr().out
     assert not (home / "lake").exists()  # the demo never leaks into the home's own lake
 
+    # a mistyped agent home finds nothing: the run fails, and the demo stays the one read
+    assert main(["ingest", "--quiet", "--agent-home", f"claude={tmp_path / 'typo' / '.claude'}"]) == 1
+    capsys.readouterr()
+    assert main(["sql", "SELECT COUNT(*) AS n FROM sessions", "--format", "csv"]) == 0
+    out, err = capsys.readouterr()
+    assert int(out.splitlines()[1]) > 0 and "quickstart demo" in err
+
     # an agent writes its first session: ingest reads it into the home, and the demo steps aside
     p = project("mine")
     add_session(p.conn, "s", title="t", created_at=T0, cost=0.5)

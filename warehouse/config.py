@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from transforms.providers import PROVIDERS
-from warehouse.layout import Layout
+from warehouse.layout import LANDING, RUNS, Layout
 from warehouse.store import CredentialsInURI
 
 TOP_LEVEL = {"lake": str, "machine": str, "user": str, "team": bool, "use_default": bool}
@@ -122,12 +122,13 @@ DEMO = "demo"  # where quickstart puts its demo, inside the home
 
 
 def has_data(layout: Layout) -> bool:
-    """Whether the lake holds anything ingested (a Parquet file outside staging and state).
-    A lake on object storage is taken to: listing a bucket is not worth a guess."""
+    """Whether the lake holds some source's rows: a landing file (not a run log). An ingest that
+    found nothing leaves run logs and empty tables, which must not hide the demo. A lake on
+    object storage is taken to: listing a bucket is not worth a guess."""
     if layout.remote:
         return True
-    for _, dirs, files in os.walk(layout.lake):
-        dirs[:] = [d for d in dirs if d not in ("_staging", "_state")]
+    for _, dirs, files in os.walk(layout.lake / LANDING):
+        dirs[:] = [d for d in dirs if d != RUNS]
         if any(f.endswith(".parquet") for f in files):
             return True
     return False

@@ -59,7 +59,8 @@ def decode_project(project_id: str | None) -> str | None:
     `/`, a `-` or a `.`), else the `/`-separated guess; None for a workspace-less chat."""
     if not project_id or project_id.isdigit():
         return None
-    parts = [p for p in project_id.split("-") if p]
+    # an empty piece is a name that started with `.` (`/.local` -> `--local`)
+    parts = project_id.strip("-").split("-")
     if len(parts) > 1 and len(parts[0]) == 1 and parts[1] == "Users":  # Windows: C-Users-...
         root, parts = Path(f"{parts[0]}:/"), parts[1:]
     else:
@@ -81,10 +82,15 @@ def decode_project(project_id: str | None) -> str | None:
                         return found
             return None
 
+        if rest[0] == "" and len(rest) > 1:  # a dot-directory (`.local`, `.config`)
+            return grow("." + rest[1], 2)
         return grow(rest[0], 1)
 
     found = walk(root, parts) if len(parts) <= 24 else None
-    return str(found if found is not None else root.joinpath(*parts))
+    if found is not None:
+        return str(found)
+    guess = "/".join(parts).replace("//", "/.")  # the `/`-separated guess, dot-directories kept
+    return str(root / guess)
 
 
 def session_time(summary: dict | None, mtime_ns: int) -> datetime | None:
