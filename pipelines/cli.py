@@ -1,4 +1,4 @@
-"""agentlake: coding-agent sessions (Crush, CodeWhale, Claude Code, Codex, OpenCode) in a DuckLake lake, queried with DuckDB.
+"""agentlake: coding-agent sessions (Crush, Claude Code, Codex, OpenCode, Gemini CLI and thirteen more) in a DuckLake lake, queried with DuckDB.
 
 Exit status: 0 success; 1 the run finished but some source failed, or a place to look
 (a registry, an agent home, the config) could not be read, or there is nothing ingested to
@@ -121,7 +121,8 @@ def cmd_sources(args) -> int:
         state = f"skipped: {s.skip_reason}" if s.skip_reason else "ok"
         print(f"{s.partition_key}\t{s.path}\t{state}")
     if not sources:
-        _err("no sources found (see `agentlake sources --help` for where agentlake looks)")
+        _err("no sources found: each agent is looked for where it keeps its data (README, \"Where the data "
+             "comes from\"); name other places with --agent-home AGENT=DIR, or try `agentlake demo`")
     return 1 if problems else 0
 
 
@@ -185,7 +186,9 @@ def cmd_quickstart(args) -> int:
         return code
     for problem in problems:  # a place that could not be read is no reason for a demo to hide it
         _err(f"warning: {problem}")
-    _err("no agent data (Crush, CodeWhale, Claude Code, Codex, OpenCode) found on this machine: "
+    from transforms.providers import PROVIDERS
+
+    _err(f"no data of any of the {len(PROVIDERS)} agents agentlake reads found on this machine: "
          f"using a generated demo dataset instead, in {layout.home / DEMO}; until {layout.home} holds data "
          "of its own, the other commands use it too")
     args.home = str(layout.home / DEMO)
@@ -196,12 +199,13 @@ def cmd_quickstart(args) -> int:
 
 
 FIRST_LOOK = """
-SELECT project, provider,
+SELECT provider AS agent,
+       COUNT(DISTINCT project) AS projects,
        COUNT(*) AS root_sessions,
        ROUND(SUM(cost_usd), 4) AS cost_usd,
        STRING_AGG(DISTINCT cost_source, ', ' ORDER BY cost_source) AS cost_source
 FROM sessions WHERE is_root
-GROUP BY ALL ORDER BY project, provider
+GROUP BY ALL ORDER BY cost_usd DESC NULLS LAST, agent
 """
 
 
@@ -211,14 +215,19 @@ def _first_look(layout: Layout) -> None:
 
     with connect(layout.warehouse) as con:
         cur = con.execute(FIRST_LOOK)
-        print("\nCost per project (root sessions only: a root's cost includes its sub-agents'):")
+        print("\nCost per agent (root sessions only: a root's cost includes its sub-agents'; cost_source: "
+              "native = the agent's own, estimated = priced by us, partial = some requests unpriced, "
+              "unknown = no price, never $0):")
         print(render([d[0] for d in cur.description], cur.fetchall()))
     home = layout.home
     if home.name == DEMO and not has_data(load_layout(str(home.parent), env={})):
         home = home.parent  # the quickstart demo: the plain commands use it (use_demo_if_empty)
     home = f" --home {home}" if home != Layout.resolve().home else ""
     exe = "agentlake" if shutil.which("agentlake") else sys.argv[0]  # a venv not on PATH
-    print(f"\nNext: {exe} sql{home} \"SELECT tool_name, COUNT(*) FROM tool_calls GROUP BY 1 ORDER BY 2 DESC\"")
+    print(f"\nNext: {exe} report{home}                 (cost and use by project; --by agent|day|model|tool)")
+    print(f"      {exe} report{home} --insights      (money that buys nothing, with the SQL behind it)")
+    print(f"      {exe} dashboard{home}              (the team dashboard in a browser)")
+    print(f"      {exe} sql{home} \"SELECT tool_name, COUNT(*) AS calls FROM tool_calls GROUP BY 1 ORDER BY 2 DESC\"")
 
 
 def _read_warehouse(args, answer) -> int:
@@ -264,6 +273,8 @@ def cmd_report(args) -> int:
     from warehouse.report import unknown_filters
 
     filters = Filters(args.since, args.until, args.project, args.provider)
+    if args.since and args.until and args.since > args.until:
+        raise UsageError(f"--since {args.since} is after --until {args.until}: no day is in between")
 
     def answer(con):
         unknown = unknown_filters(con, filters)

@@ -22,6 +22,7 @@ from warehouse.layout import Layout
 from warehouse.store import LakeUnreachable
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+PROVIDER_WIDTH = max(map(len, PROVIDERS))  # the progress lines' columns line up
 
 
 def dagster_env(layout: Layout) -> dict:
@@ -56,7 +57,7 @@ class PrintingReporter:
         detail = result.error or (f"{result.rows.get('messages', 0):,} messages, {result.rows.get('parts', 0):,} parts"
                                   if result.status == "ok" else "")
         width = len(str(self.total))
-        print(f"[{self.done:>{width}}/{self.total}] {result.status:<9} {s.provider} {s.project:<24} "
+        print(f"[{self.done:>{width}}/{self.total}] {result.status:<9} {s.provider:<{PROVIDER_WIDTH}} {s.project:<24} "
               f"{detail} ({result.duration_s:.2f}s)", file=self.stream, flush=True)
 
 

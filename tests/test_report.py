@@ -50,6 +50,11 @@ def test_bad_date_is_a_usage_error(lake, capsys):
     assert "not a date" in capsys.readouterr().err
 
 
+def test_a_window_that_ends_before_it_starts_is_a_usage_error(lake, capsys):
+    assert main(["report", "--home", str(lake.home), "--since", "2026-02-01", "--until", "2026-01-01"]) == 2
+    assert "--since 2026-02-01 is after --until 2026-01-01" in capsys.readouterr().err
+
+
 def test_insights_top_findings_with_their_sql(lake, capsys):
     """`--insights` on the marts fixture: R (1.0, sub-agent 0.3) edited a.py; the CodeWhale
     sessions changed no file; R's call `call-sub` has no tool row, so its sub-agent is 'sub-agent'."""
