@@ -408,6 +408,9 @@ def cmd_schedule(args) -> int:
 def cmd_dev(args) -> int:
     from pipelines.runner import dagster_env
 
+    if args.lake or args.warehouse:  # the Dagster process reads the home, never these flags
+        raise UsageError("`agentlake dev` takes --home only: Dagster uses that home's lake and warehouse "
+                         "(set `lake` in <home>/config.toml for another lake)")
     layout = _layout(args)
     env = dagster_env(layout)
     # dagster 1.13 says `dagster dev` is superseded by `dg dev` (dagster-dg-cli, not a dependency)
@@ -421,7 +424,8 @@ def cmd_dev(args) -> int:
 # -- parser ---------------------------------------------------------------------------------
 
 def _common(p: argparse.ArgumentParser, discovery: bool = False) -> None:
-    p.add_argument("--home", help="agentlake home (default: $AGENTLAKE_HOME, else $XDG_DATA_HOME/agentlake)")
+    p.add_argument("--home", help="agentlake home (default: $AGENTLAKE_HOME, else $XDG_DATA_HOME/agentlake, "
+                                  "else ~/.local/share/agentlake)")
     p.add_argument("--lake", help="lake directory or s3://bucket/prefix (default: $AGENTLAKE_LAKE, "
                                   "`lake` in config.toml, else <home>/lake)")
     p.add_argument("--warehouse", help="the DuckLake catalog readers open (default: <home>/warehouse.ducklake)")
@@ -451,7 +455,7 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="agentlake", description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="Exit status: 0 ok; 1 some source failed, a place to look could not be read,\n"
-                                        "or nothing is ingested yet (views, serving); 2 usage error, bad query or no\n"
+                                        "or nothing is ingested yet (merge, serving, compact); 2 usage error, bad query or no\n"
                                         "warehouse yet; 130 interrupted; 141 output closed early (a pipe into head).\n"
                                         "After a quickstart that found no agent data, the commands use its demo\n"
                                         "(<home>/demo) until <home> holds data of its own.")
