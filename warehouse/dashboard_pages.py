@@ -167,7 +167,7 @@ def layout(title: str, crumbs: list[tuple[str, str | None]], body: str, req: Req
     if req is not None and req.errors:
         errors = ('<div class="errors" id="filter-errors"><b>Filter problems:</b><ul>'
                   + "".join(f"<li>{_e(e)}</li>" for e in req.errors) + "</ul></div>")
-    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{_e(title)} · agentlake</title>'
+    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{_e(title if title == "agentlake" else f"{title} · agentlake")}</title>'
             f"<style>{STYLE}</style></head><body><nav>{nav}</nav><h1>{_e(title)}</h1>{errors}{form}{body}"
             "</body></html>")
 
