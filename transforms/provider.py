@@ -8,10 +8,13 @@ implements this, plus one line in transforms.providers.
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from transforms.findings import Findings
 from transforms.sources import Discovery, Source
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 class SourceError(Exception):
@@ -49,7 +52,9 @@ def merge_paths(*mappings: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str
 class Extract:
     """One source's canonical rows, with what is needed to report and reconcile them."""
 
-    rows: dict[str, list[dict]]
+    # a table's rows: dicts, or a pyarrow.Table with the contract's columns (plus an optional
+    # `project`); Crush returns tables
+    rows: dict[str, "list[dict] | pa.Table"]
     findings: Findings
     schema_version: int | None = None
     migrations: int | None = None

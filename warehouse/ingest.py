@@ -19,6 +19,8 @@ from functools import lru_cache
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pyarrow as pa
+
 from transforms.contract import DATA_TABLES, SCHEMA_VERSION, SOURCES
 from transforms.provider import DiscoverOptions, Provider, SourceError
 from transforms.providers import PROVIDERS
@@ -187,11 +189,7 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
         return SourceResult(source, "failed", error=_reason(exc), fingerprint=fingerprint)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    redacted = Counter()
-    if layout.team:  # detect-secrets' rules are loaded only when they are used
-        from transforms.redact import redact_rows
-
-        redacted = redact_rows(extract.rows, privacy_policy(layout))
+    redacted = _redact(extract.rows, privacy_policy(layout)) if layout.team else Counter()
     try:
         retained = carry_forward(store, previous.files, extract.rows)
     except (OSError, ValueError) as exc:  # an unreadable old file: keep it, and this source's old state
@@ -243,6 +241,21 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
         schema_version=extract.schema_version, migrations=extract.migrations,
         fingerprint=fingerprint, files=sorted(written.files),
     )
+
+
+def _redact(rows: dict, policy) -> Counter:
+    """Team mode: secrets out of every table, in place. A provider's rows are Arrow tables
+    (transforms.crush), redacted in one call, or dicts. detect-secrets' rules load only when used."""
+    from transforms.redact import redact_rows, redact_tables
+
+    counts = Counter()
+    tables = {name: data for name, data in rows.items() if isinstance(data, pa.Table)}
+    if tables:
+        done, found = redact_tables(tables, policy)
+        rows.update(done)
+        counts.update(found)
+    counts.update(redact_rows({name: data for name, data in rows.items() if name not in tables}, policy))
+    return counts
 
 
 def _files_in_lake(source: Source, layout: Layout, run_id: str) -> dict[str, str]:

@@ -50,11 +50,27 @@ def _session_ids(store, rels: list[str]) -> set:
     return ids
 
 
-def carry_forward(store, previous: dict[str, str], rows: dict[str, list[dict]]) -> Counter:
+def _session_ids_of(rows) -> set:
+    if isinstance(rows, pa.Table):
+        return set(rows.column("session_id").to_pylist())
+    return {r.get("session_id") for r in rows}
+
+
+def _append(rows, kept: pa.Table):
+    """`rows` (dicts or a table) with the lake's `kept` rows after them, each with its own
+    `project` (its `date` is derived again when written)."""
+    if rows is not None and not isinstance(rows, pa.Table):
+        return rows + kept.to_pylist()
+    kept = kept.drop_columns(["date"]) if "date" in kept.column_names else kept
+    # a provider's table has no `project` column, or a different one: columns are matched by name
+    return kept if rows is None else pa.concat_tables([rows, kept], promote_options="permissive")
+
+
+def carry_forward(store, previous: dict[str, str], rows: dict) -> Counter:
     """Add to `rows` the lake's rows of sessions the source no longer holds; returns the counts
     carried by table. Files that cannot be read are left to the caller's error handling."""
     carried = Counter()
-    present = {r.get("session_id") for r in rows.get("sessions", ())}
+    present = _session_ids_of(rows.get("sessions", ()))
     gone = _session_ids(store, _files_of(store, previous, "sessions")) - present
     if not gone:
         return carried
@@ -67,7 +83,6 @@ def carry_forward(store, previous: dict[str, str], rows: dict[str, list[dict]]) 
             kept = old.filter(pc.is_in(old.column("session_id"), value_set=value_set))
             if not kept.num_rows:
                 continue
-            kept_rows = kept.to_pylist()  # each keeps its own `project`
-            rows.setdefault(table, []).extend(kept_rows)
-            carried[table] += len(kept_rows)
+            rows[table] = _append(rows.get(table), kept)
+            carried[table] += kept.num_rows
     return carried

@@ -13,6 +13,7 @@ from datetime import date
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from transforms.contract import Table
@@ -27,8 +28,22 @@ def landing_schema(table: Table) -> pa.Schema:
     return pa.schema([*HIVE, *table.schema])
 
 
-def to_arrow(table: Table, rows: list[dict]) -> pa.Table:
-    return pa.Table.from_pylist(rows, schema=table.schema)
+Rows = list[dict] | pa.Table  # a provider's rows: dicts, or a table whose columns are the contract's
+
+
+def to_arrow(table: Table, rows: Rows) -> pa.Table:
+    """The rows with exactly the contract's columns: a table's other columns (`project`) are
+    left out, its missing ones are null."""
+    if not isinstance(rows, pa.Table):
+        return pa.Table.from_pylist(rows, schema=table.schema)
+    names = set(rows.column_names)
+    arrays = [rows.column(f.name).cast(f.type) if f.name in names else pa.nulls(rows.num_rows, f.type)
+              for f in table.schema]
+    return pa.Table.from_arrays(arrays, schema=table.schema)
+
+
+def num_rows(rows: Rows) -> int:
+    return rows.num_rows if isinstance(rows, pa.Table) else len(rows)
 
 
 def _stamped(data: pa.Table, stamp: dict[str, str]) -> pa.Table:
@@ -45,10 +60,12 @@ def parquet_bytes(data: pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def with_partition(table: Table, rows: list[dict], project: str) -> tuple[pa.Table, int]:
+def with_partition(table: Table, rows: Rows, project: str) -> tuple[pa.Table, int]:
     """The rows with their (date, project): a row may name its own `project` (a store that spans
     several projects, like OpenCode's one database); else it is the source's. Returns the
     number of undated rows too."""
+    if isinstance(rows, pa.Table):
+        return _table_with_partition(table, rows, project)
     dates, projects, undated = [], [], 0
     for row in rows:
         when = row.get(table.date_from)
@@ -58,6 +75,19 @@ def with_partition(table: Table, rows: list[dict], project: str) -> tuple[pa.Tab
     data = to_arrow(table, rows)
     data = data.add_column(0, HIVE[1], pa.array(projects, pa.string()))
     return data.add_column(0, HIVE[0], pa.array(dates, pa.date32())), undated
+
+
+def _table_with_partition(table: Table, rows: pa.Table, project: str) -> tuple[pa.Table, int]:
+    data = to_arrow(table, rows)
+    when = data.column(table.date_from)
+    dates = pc.fill_null(pc.cast(when, pa.date32()), pa.scalar(UNDATED, pa.date32()))
+    if "project" in rows.column_names:  # `row.get("project") or project`
+        own = rows.column("project").cast(pa.string())
+        projects = pc.if_else(pc.fill_null(pc.not_equal(own, ""), False), own, pa.scalar(project, pa.string()))
+    else:
+        projects = pa.repeat(pa.scalar(project, pa.string()), rows.num_rows)
+    data = data.add_column(0, HIVE[1], projects)
+    return data.add_column(0, HIVE[0], dates), when.null_count
 
 
 @dataclass
@@ -80,13 +110,13 @@ class SourceFiles:
     undated: int = 0
 
 
-def build_files(tables: list[Table], rows: dict[str, list[dict]], *, provider: str, source_id: str,
+def build_files(tables: list[Table], rows: dict[str, Rows], *, provider: str, source_id: str,
                 project: str, machine: str, user: str, landing_id: str) -> SourceFiles:
     """`machine` and `user` are stamped on every row: who ingested it."""
     built = SourceFiles()
     for table in tables:
         table_rows = rows.get(table.name, [])
-        built.rows[table.name] = len(table_rows)
+        built.rows[table.name] = num_rows(table_rows)
         data, undated = with_partition(table, table_rows, project)
         built.undated += undated
         data = _stamped(data, {"machine": machine, "user": user})

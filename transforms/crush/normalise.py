@@ -1,4 +1,4 @@
-"""Crush snapshot rows -> canonical rows. Pure: no I/O, no Dagster.
+"""Crush snapshot rows -> canonical tables (Arrow). Pure: no I/O, no Dagster.
 
 This is where Crush's traps are handled:
 - a root session's `cost` already includes its sub-agents' cost (kept, and flagged);
@@ -6,6 +6,10 @@ This is where Crush's traps are handled:
 - a `cost` that is not a number (text in the REAL column) is `unknown`, counted in a warning;
 - timestamps are seconds, but milliseconds are detected by magnitude and counted;
 - `tool_call.input` and `tool_result.metadata` are JSON text inside the parts JSON.
+
+Messages, parts and tool calls (nearly all of a store) are built column by column, without a
+dict per row (transforms.crush.parts, .columns, .tool_calls). Sessions, files and read_files
+are few: they keep a dict per row, and become Arrow the same way the writer did it.
 """
 
 import base64
@@ -16,11 +20,17 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from transforms.contract import BY_NAME
+from transforms.crush.columns import as_text, assemble, empty_as_null, epochs, strings, typed
+from transforms.crush.parts import PartColumns, PartsError, parse_parts
+from transforms.crush.tool_calls import tool_calls
 from transforms.findings import Findings
-from transforms.crush.parts import PartsError, parse_parts, part_columns
 from transforms.timestamps import from_epoch
-from transforms.crush.tools import bash_exit_code, split_cwd, tool_category
-from transforms.tools import compact_json, decode_input
+from transforms.tools import compact_json
 
 PROVIDER = "crush"
 
@@ -102,12 +112,7 @@ def _float(value) -> float | None:
         return None
 
 
-def _text(value) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)
+_text = as_text
 
 
 def _resolve(project_path: str, path: str | None) -> str | None:
@@ -118,6 +123,34 @@ def _resolve(project_path: str, path: str | None) -> str | None:
     return os.path.normpath(os.path.join(project_path, path))
 
 
+def _raw(part) -> str:
+    """A part's `raw`: transforms.jsontext.dumps, with its orjson fast path inlined (it runs
+    once per part). Text, not orjson's bytes: each bytes object keeps a 4 KiB buffer."""
+    try:
+        return orjson.dumps(part).decode()
+    except TypeError:  # an integer beyond 64 bits: the standard library writes it
+        return compact_json(part)
+
+
+# parts held as Python objects before they become Arrow columns: bounds the memory a huge session takes
+BATCH_PARTS = 50_000
+
+
+class _Batch:
+    """Messages read since the last batch became Arrow: the rows, and what was computed of them."""
+
+    def __init__(self):
+        self.rows: list[tuple] = []
+        self.ids: list = []
+        self.sessions: list = []
+        self.indices: list[int] = []
+        self.counts: list = []  # part count, None when the parts JSON is unreadable
+        self.parts = PartColumns()
+
+
+_OUT = ("sessions", "messages", "parts", "tool_calls", "file_versions", "read_files", "quarantine")
+
+
 class _Normaliser:
     def __init__(self, tables: dict[str, RawTable], ctx: SourceContext):
         self.tables = tables
@@ -125,7 +158,9 @@ class _Normaliser:
         self.findings = Findings()
         self._ts_cache: dict = {}
         self._ts_units: dict = {}
-        self.out = {name: [] for name in ("sessions", "messages", "parts", "tool_calls", "file_versions", "read_files", "quarantine")}
+        self.summary_ids: set = set()
+        self.rows_out = {name: [] for name in ("sessions", "file_versions", "read_files", "quarantine")}
+        self.out: dict[str, pa.Table] = {}
 
     # -- shared helpers -------------------------------------------------------------------
     def lineage(self, table: str, rowid) -> dict:
@@ -137,8 +172,12 @@ class _Normaliser:
             "source_rowid": rowid,
         }
 
+    def constant_lineage(self) -> dict:
+        """The lineage columns every row of the source shares."""
+        return {"provider": PROVIDER, "source_id": self.ctx.source_id, "project_path": self.ctx.project_path}
+
     def ts(self, value):
-        # the same few timestamps recur on every message and part: convert each once
+        # the same few timestamps recur on every row: convert each once
         try:
             hit = self._ts_cache[value]
         except KeyError:
@@ -164,7 +203,7 @@ class _Normaliser:
         if not isinstance(raw, str):
             raw = json.dumps(raw, default=_json_default, ensure_ascii=False)
         row.update(key=_text(key), error=error, raw=raw, created_at=created_at or self.ctx.run_at)
-        self.out["quarantine"].append(row)
+        self.rows_out["quarantine"].append(row)
 
     def rows(self, name: str):
         table = self.tables.get(name)
@@ -187,7 +226,7 @@ class _Normaliser:
                 row.update(
                     session_id=sid,
                     parent_session_id=parent,
-                    root_session_id=_root_of(sid, parents),
+                    root_session_id=_text(_root_of(sid, parents)),  # a gone parent is named as stored
                     is_root=parent is None,
                     title=_text(r.get("title")),
                     created_at=created,
@@ -206,122 +245,113 @@ class _Normaliser:
                 self.quarantine("sessions", r.get("rowid"), r.get("id"), f"unreadable session row: {exc}", r)
                 self.findings.diverted["sessions"] += 1
                 continue
-            self.out["sessions"].append(row)
+            self.rows_out["sessions"].append(row)
             if cost_source == "unknown" and r.get("cost") is not None:
                 bad_costs += 1
         if bad_costs:
             self.findings.notes.append(f"{bad_costs} session costs that are not a number: cost unknown")
 
     def messages(self):
+        """messages, parts and tool_calls: one pass over the messages in session order, each
+        message's values appended to its columns, its parts to theirs (PartColumns)."""
         extra = self.extra_cols("messages")
-        raw_rows = list(self.rows("messages"))
+        table = self.tables.get("messages") or RawTable(list(KNOWN_COLUMNS["messages"]), [])
+        names = ["rowid", *table.columns]
+        at = {c: i for i, c in enumerate(names)}
+
+        def get(name):
+            i = at.get(name)
+            return (lambda r: r[i]) if i is not None else (lambda r: None)
+
+        g_id, g_session, g_created, g_parts = get("id"), get("session_id"), get("created_at"), get("parts")
         # order within a session: created_at has one-second resolution, rowid breaks ties
-        raw_rows.sort(key=lambda r: (str(r.get("session_id")), _float(r.get("created_at")) or 0.0, r["rowid"]))
+        rows = sorted(table.rows, key=lambda r: (str(g_session(r)), _float(g_created(r)) or 0.0, r[0]))
+        missing = next((c for c in ("id", "session_id") if c not in at), None)
+        if missing:  # every row is unreadable: kept in quarantine, as any unreadable row
+            for r in rows:
+                self.message_failed(r, names, KeyError(missing), read_times=False)
+            rows = []
         index = Counter()
-        self.calls = []
-        self.open_calls = {}
-        for r in raw_rows:
+        batch = _Batch()
+        messages, parts = [], []
+        for r in rows:
+            mid, sid = _text(g_id(r)), _text(g_session(r))
             try:
-                self.message(r, extra, index)
-            except Exception as exc:
-                self.quarantine("messages", r.get("rowid"), r.get("id"), f"unreadable message row: {exc}", r)
-                self.findings.diverted["messages"] += 1
-
-    def message(self, r: dict, extra: list[str], index: Counter):
-        mid, sid = _text(r["id"]), _text(r["session_id"])
-        created = self.ts(r.get("created_at"))
-        role = _text(r.get("role"))
-        row = self.lineage("messages", r["rowid"])
-        row.update(
-            message_id=mid,
-            session_id=sid,
-            message_index=index[sid],
-            role=role,
-            model=_text(r.get("model")) or None,
-            llm_provider=_text(r.get("provider")) or None,
-            created_at=created,
-            updated_at=self.ts(r.get("updated_at")),
-            finished_at=self.ts(r.get("finished_at")),
-            is_summary=bool(_int(r.get("is_summary_message"))) or mid in self.summary_ids,
-            extra_columns=_extra(r, extra),
-        )
-        try:
-            parts = parse_parts(r.get("parts"))
-        except PartsError as exc:
+                found = parse_parts(g_parts(r))
+                raws = [_raw(part) for part in found]
+            except PartsError as exc:
+                found, error = None, str(exc)
+            except Exception as exc:  # one bad row never sinks the source
+                self.message_failed(r, names, exc, read_times=True)
+                continue
+            position = len(batch.rows)
+            batch.rows.append(r)
+            batch.ids.append(mid)
+            batch.sessions.append(sid)
+            batch.indices.append(index[sid])
             index[sid] += 1
-            row.update(part_count=None, parts_ok=False)
-            self.out["messages"].append(row)
-            self.quarantine("messages", r["rowid"], mid, str(exc), _text(r.get("parts")), created)
-            return
-        # build every part before keeping anything, so a failure leaves no half message behind
-        part_rows = []
-        for i, part in enumerate(parts):
-            prow = self.lineage("messages", r["rowid"])
-            prow.update(message_id=mid, session_id=sid, part_index=i, role=role, created_at=created)
-            prow.update(part_columns(part, self.findings.non_second_timestamps))
-            prow["raw"] = compact_json(part)
-            part_rows.append(prow)
-        index[sid] += 1
-        row.update(part_count=len(parts), parts_ok=True)
-        self.out["messages"].append(row)
-        self.out["parts"].extend(part_rows)
-        for prow in part_rows:
-            if not prow["is_known_type"]:
-                self.findings.unknown_part_types[prow["native_part_type"]] += 1
-            elif prow["part_type"] == "tool_call":
-                self.add_call(prow, r["rowid"])
-            elif prow["part_type"] == "tool_result":
-                self.add_result(prow, r["rowid"])
+            if found is None:
+                batch.counts.append(None)
+                self.quarantine("messages", r[0], mid, error, _text(g_parts(r)), from_epoch(g_created(r)))
+                continue
+            batch.counts.append(len(found))
+            batch.parts.add(position, found, raws)
+            if len(batch.parts) >= BATCH_PARTS:
+                self.message_batch(batch, names, extra, messages, parts)
+                batch = _Batch()
+        self.message_batch(batch, names, extra, messages, parts)
+        self.out["messages"] = pa.concat_tables(messages)
+        self.out["parts"] = pa.concat_tables(parts)
+        self.out["tool_calls"] = tool_calls(self.out["parts"], self.constant_lineage())
 
-    def add_call(self, part: dict, rowid):
-        name = part.get("tool_name")
-        decoded = decode_input(part.get("tool_input"))
-        row = self.lineage("messages", rowid)
-        row.update(
-            session_id=part["session_id"],
-            message_id=part["message_id"],
-            result_message_id=None,
-            tool_call_id=part.get("tool_call_id"),
-            tool_name=name,
-            tool_category=tool_category(name),
-            input=compact_json(decoded) if decoded is not None else None,
-            input_raw=part.get("tool_input"),
-            is_input_valid=decoded is not None,
-            command=_text(decoded.get("command")) if decoded and name == "bash" else None,
-            file_path=_text(decoded.get("file_path")) if decoded else None,
-            has_call=True,
-            has_result=False,
-            called_at=part["created_at"],
-        )
-        self.calls.append(row)
-        self.open_calls.setdefault((row["session_id"], row["tool_call_id"]), []).append(row)
+    def message_failed(self, r: tuple, names: list[str], exc: Exception, read_times: bool):
+        row = dict(zip(names, r))
+        for name in ("created_at", "updated_at", "finished_at") if read_times else ():
+            self.ts(row.get(name))  # read (and counted) before it failed, as any message's
+        self.quarantine("messages", row.get("rowid"), row.get("id"), f"unreadable message row: {exc}", row)
+        self.findings.diverted["messages"] += 1
 
-    def add_result(self, part: dict, rowid):
-        waiting = self.open_calls.get((part["session_id"], part.get("tool_call_id")))
-        if waiting:
-            row = waiting.pop(0)
-        else:  # a result whose call is missing: keep it, flagged
-            name = part.get("tool_name")
-            row = self.lineage("messages", rowid)
-            row.update(
-                session_id=part["session_id"], message_id=None, tool_call_id=part.get("tool_call_id"),
-                tool_name=name, tool_category=tool_category(name), has_call=False,
-                called_at=part["created_at"],
-            )
-            self.calls.append(row)
-        content = part.get("tool_result") or ""
-        text, cwd = split_cwd(content)
-        is_error = part.get("is_error")
-        row.update(
-            result_message_id=part["message_id"],
-            has_result=True,
-            is_error=is_error,
-            exit_code=bash_exit_code(text, is_error) if row.get("tool_name") == "bash" else None,
-            result_text=text,
-            result_cwd=cwd,
-            result_size=len(text.encode("utf-8", "replace")),
-            result_at=part["created_at"],
-        )
+    def is_summary(self, flags: list, ids: pa.Array) -> pa.Array:
+        """`is_summary_message` set, or named by its session as the summary (sessions read first)."""
+        flags = typed(flags, int, pa.int64(), _int)
+        flagged = pc.fill_null(pc.not_equal(flags, 0), False)
+        named = pa.array([v for v in self.summary_ids if isinstance(v, str)], pa.string())
+        return pc.or_(flagged, pc.fill_null(pc.is_in(ids, value_set=named), False))
+
+    def message_batch(self, batch: "_Batch", names: list[str], extra: list[str], messages: list, parts: list):
+        """A batch of messages and their parts as Arrow tables, appended to `messages` and `parts`."""
+        counter = self.findings.non_second_timestamps
+        kept = batch.rows
+        # the source's own columns, transposed at once: only the computed ones were built row by row
+        source = dict(zip(names, zip(*kept))) if kept else {}
+
+        def column(name):
+            return source.get(name) or [None] * len(kept)
+
+        message_ids = strings(batch.ids, _text)
+        columns = {
+            "source_rowid": pa.array(column("rowid"), pa.int64()),
+            "message_id": message_ids,
+            "session_id": strings(batch.sessions, _text),
+            "message_index": pa.array(batch.indices, pa.int64()),
+            "role": strings(column("role"), _text),
+            "model": empty_as_null(strings(column("model"), _text)),
+            "llm_provider": empty_as_null(strings(column("provider"), _text)),
+            **{name: epochs(column(name), counter) for name in ("created_at", "updated_at", "finished_at")},
+            "is_summary": self.is_summary(column("is_summary_message"), message_ids),
+            "part_count": pa.array(batch.counts, pa.int64()),
+            "parts_ok": pa.array([count is not None for count in batch.counts], pa.bool_()),
+            "extra_columns": pa.array([_extra(dict(zip(names, r)), extra) for r in kept], pa.string())
+            if extra else None,
+        }
+        lineage = {**self.constant_lineage(), "source_table": "messages"}
+        messages.append(assemble(BY_NAME["messages"], len(kept), {**lineage, **columns}))
+        owner = pa.array(batch.parts.message, pa.int64())
+        owned = {name: columns[name].take(owner)
+                 for name in ("source_rowid", "message_id", "session_id", "role", "created_at")}
+        parts.append(assemble(BY_NAME["parts"], len(batch.parts),
+                              {**lineage, **owned, **batch.parts.columns(counter)}))
+        self.findings.unknown_part_types.update(batch.parts.unknown_types())
 
     def files(self):
         extra = self.extra_cols("files")
@@ -346,7 +376,7 @@ class _Normaliser:
                 self.quarantine("files", r.get("rowid"), r.get("id"), f"unreadable file row: {exc}", r)
                 self.findings.diverted["file_versions"] += 1
                 continue
-            self.out["file_versions"].append(row)
+            self.rows_out["file_versions"].append(row)
 
     def read_files(self):
         self.extra_cols("read_files")
@@ -359,15 +389,16 @@ class _Normaliser:
                 path_raw=raw,
                 read_at=self.ts(r.get("read_at")),
             )
-            self.out["read_files"].append(row)
+            self.rows_out["read_files"].append(row)
 
-    def run(self) -> dict[str, list[dict]]:
+    def run(self) -> dict[str, pa.Table]:
         self.sessions()
         self.messages()
-        self.out["tool_calls"] = self.calls
         self.files()
         self.read_files()
-        return self.out
+        for name, rows in self.rows_out.items():  # as the writer would have made them
+            self.out[name] = pa.Table.from_pylist(rows, schema=BY_NAME[name].schema)
+        return {name: self.out[name] for name in _OUT}
 
 
 def _root_of(sid, parents: dict) -> str:
@@ -383,8 +414,14 @@ def _root_of(sid, parents: dict) -> str:
         current = parent
 
 
-def normalise(tables: dict[str, RawTable], ctx: SourceContext) -> tuple[dict[str, list[dict]], Findings]:
-    """All canonical rows of one Crush store, plus the findings to report."""
+def normalise_tables(tables: dict[str, RawTable], ctx: SourceContext) -> tuple[dict[str, pa.Table], Findings]:
+    """All canonical tables of one Crush store, plus the findings to report."""
     n = _Normaliser(tables, ctx)
     out = n.run()
     return out, n.findings
+
+
+def normalise(tables: dict[str, RawTable], ctx: SourceContext) -> tuple[dict[str, list[dict]], Findings]:
+    """The same, as rows (dicts): for reading a few rows in tests, not for ingesting."""
+    out, findings = normalise_tables(tables, ctx)
+    return {name: data.to_pylist() for name, data in out.items()}, findings

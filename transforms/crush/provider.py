@@ -6,7 +6,7 @@ from datetime import datetime
 from pathlib import Path
 
 from transforms.crush import discover as crush_discover
-from transforms.crush.normalise import PROVIDER, SourceContext, normalise
+from transforms.crush.normalise import PROVIDER, SourceContext, normalise_tables
 from transforms.crush.snapshot import MIGRATIONS, read_snapshot
 from transforms.provider import DiscoverOptions, Extract
 from transforms.snapshot import take_snapshot
@@ -51,7 +51,7 @@ class CrushProvider:
         finally:
             snap.unlink(missing_ok=True)
         ctx = SourceContext(source.source_id, source.project_path, run_at)
-        rows, findings = normalise(tables, ctx)
+        rows, findings = normalise_tables(tables, ctx)
         return Extract(
             rows=rows,
             findings=findings,

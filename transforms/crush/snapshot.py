@@ -16,6 +16,21 @@ TABLES = ("sessions", "messages", "files", "read_files")
 REQUIRED = ("sessions", "messages")
 
 
+def _rows(conn: sqlite3.Connection, sql: str) -> list[tuple]:
+    """All rows, text decoded by SQLite's own C decoder; a table holding invalid UTF-8 (rare)
+    is read again with the snapshot's tolerant decoder, which replaces it."""
+    tolerant = conn.text_factory
+    conn.text_factory = str
+    try:
+        return conn.execute(sql).fetchall()
+    except sqlite3.OperationalError as exc:
+        if "decode" not in str(exc):
+            raise
+    finally:
+        conn.text_factory = tolerant
+    return conn.execute(sql).fetchall()
+
+
 def read_snapshot(snapshot: Path) -> tuple[dict[str, RawTable], int | None]:
     """The Crush tables of a snapshot, and its goose schema version."""
     try:
@@ -31,8 +46,7 @@ def read_snapshot(snapshot: Path) -> tuple[dict[str, RawTable], int | None]:
                 if name not in names:
                     continue
                 cols = [r[1] for r in conn.execute(f'PRAGMA table_info("{name}")')]
-                rows = conn.execute(f'SELECT rowid, * FROM "{name}" ORDER BY rowid').fetchall()
-                tables[name] = RawTable(cols, rows)
+                tables[name] = RawTable(cols, _rows(conn, f'SELECT rowid, * FROM "{name}" ORDER BY rowid'))
             return tables, version
     except sqlite3.DatabaseError as exc:
         raise SnapshotError(f"snapshot unreadable: {exc}") from None
