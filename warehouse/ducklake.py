@@ -117,9 +117,16 @@ def _attach(con, path: Path, data_path: str | None, read_only: bool) -> None:
     con.execute(f"USE {CATALOG}")
 
 
+def _quiet(con):
+    """No progress bar: DuckDB draws one on stdout for a query over 2 s, into `agentlake sql`'s
+    output and a merge's (it is a setting of the connection, not of the database)."""
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
 def connect(catalog: Path):
     """A reader's connection: the published catalog attached read-only as the default database."""
-    con = duckdb.connect(config=NO_DOWNLOADS)
+    con = _quiet(duckdb.connect(config=NO_DOWNLOADS))
     load_extensions(con)
     _attach(con, Path(catalog), None, read_only=True)
     return con
@@ -136,7 +143,7 @@ def writing(catalog: Path, data_path: str | None = None):
     with _lock(own.with_suffix(".lock")):
         if not own.exists() and catalog.exists():  # a home copied without its writer file
             shutil.copyfile(catalog, own)
-        con = duckdb.connect(config={**NO_DOWNLOADS, **WRITER_SETTINGS})
+        con = _quiet(duckdb.connect(config={**NO_DOWNLOADS, **WRITER_SETTINGS}))
         try:
             load_extensions(con)
             _attach(con, own, data_path, read_only=False)
