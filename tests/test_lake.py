@@ -366,3 +366,25 @@ def test_a_source_that_failed_is_not_read_again_until_it_changes(layout, project
     fixed = ingest(layout, bad)
     assert fixed.results[0].status == "ok"
     assert scalar(layout, "SELECT COUNT(*) FROM sessions WHERE title = 'day two'") >= 1
+
+
+def test_a_failure_the_environment_causes_is_retried_not_remembered():
+    """A store SQLite cannot open (permissions, a lock) may open next run with the same bytes: it
+    is retried; a store that is not a database fails the same way until it changes."""
+    import sqlite3
+
+    from transforms.snapshot import SnapshotError
+    from warehouse.ingest import _environmental
+
+    def raised(inner):
+        try:
+            try:
+                raise inner
+            except Exception:
+                raise SnapshotError("cannot open it") from None
+        except SnapshotError as exc:
+            return exc
+
+    assert _environmental(raised(sqlite3.OperationalError("unable to open database file")))
+    assert _environmental(raised(PermissionError(13, "Permission denied")))
+    assert not _environmental(raised(sqlite3.DatabaseError("file is not a database")))

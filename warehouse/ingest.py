@@ -140,10 +140,13 @@ def failed_before(previous: state_store.SourceState, fingerprint: str) -> bool:
 
 
 def _environmental(exc: BaseException) -> bool:
-    """An OS error (permissions, a file gone, a full disk) somewhere in the chain."""
+    """An OS error (permissions, a file gone, a full disk) somewhere in the chain, or SQLite's
+    (`unable to open database file`, `database is locked`); a corrupt file is another error."""
+    import sqlite3
+
     seen = exc
     while seen is not None:
-        if isinstance(seen, OSError):
+        if isinstance(seen, (OSError, sqlite3.OperationalError)):
             return True
         seen = seen.__cause__ or seen.__context__
     return False
@@ -156,9 +159,12 @@ def _attempt(fingerprint: str) -> str:
 
 @lru_cache(maxsize=1)
 def _agentlake_version() -> str:
-    from importlib.metadata import version
+    try:
+        from importlib.metadata import version
 
-    return version("agentlake")
+        return version("agentlake")
+    except Exception:  # an install whose metadata cannot be read: the contract alone decides
+        return "unknown"
 
 
 def landed_files(layout: Layout) -> set[str]:
