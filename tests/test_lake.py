@@ -49,7 +49,7 @@ def test_hive_layout_and_file_names(layout, project):
         ("file_versions", "messages", "parts", "quarantine", "read_files", "sessions", "tool_calls", "usage"))]
     compact(layout.warehouse, keep_seconds=0)  # a merge this small keeps its rows inline in the catalog
     files = sorted(str(f.relative_to(layout.lake).parent) for f in layout.lake.glob("main/sessions/**/*.parquet"))
-    assert files == ["main/sessions/year=2026/month=1/project=two-days"]  # a month's sessions share a file
+    assert files == ["main/sessions/year=2026/project=two-days"]  # a year's sessions share a file
     data_file = next(layout.lake.glob("main/sessions/**/*.parquet"))
     assert pq.ParquetFile(data_file).metadata.row_group(0).column(0).compression == "ZSTD"  # as the landing files
     # the partition keys are columns too; the rows carry lineage back to the source row
@@ -269,6 +269,37 @@ def test_merge_full_and_compact_from_the_cli(layout, project, capsys):
     assert "merged 0 sources" in capsys.readouterr().out
 
 
+def test_tables_of_an_older_layout_are_rebuilt_in_the_new_one_with_every_row(layout, project):
+    """An upgrade that changes the partitioning (or the contract) moves every row, history
+    included, into the new layout on the next merge; the old files go at compaction."""
+    from warehouse import ducklake
+    from warehouse.merge import LAKE_TABLE
+    from warehouse.views import refresh
+
+    p = _two_day_project(project)
+    ingest(layout, p.db)
+    rows = "SELECT date, project, source_id, session_id, cost_usd FROM sessions ORDER BY session_id"
+    before = query(layout, rows)
+    with ducklake.writing(layout.warehouse) as con:  # as a release partitioned by month left it
+        con.execute('ALTER TABLE sessions SET PARTITIONED BY (year("date"), month("date"), "project")')
+        con.execute("CREATE TEMP TABLE kept AS FROM sessions")
+        con.execute("DELETE FROM sessions")
+        con.execute("INSERT INTO sessions FROM kept")
+        con.execute(f"UPDATE {LAKE_TABLE} SET schema_version = 'older/2'")
+    compact(layout.warehouse, keep_seconds=0)  # out of the catalog's inlined rows, into files
+
+    def month_dirs():
+        return {str(f.parent) for f in layout.lake.glob("main/sessions/**/month=*/**/*.parquet")}
+
+    assert month_dirs()
+    refresh(layout.lake, layout.warehouse)
+    compact(layout.warehouse, keep_seconds=0)
+    assert query(layout, rows) == before
+    assert query(layout, f"SELECT schema_version FROM {LAKE_TABLE}") != [("older/2",)]
+    assert not month_dirs()
+    assert list(layout.lake.glob("main/sessions/year=2026/project=two-days/*.parquet"))
+
+
 def test_files_a_killed_merge_left_are_invisible_and_compact_orphans_removes_them(layout, project, capsys):
     """A merge killed mid-write may leave data files its catalog never committed: no reader
     sees them, and `agentlake compact --orphans` deletes them."""
@@ -276,7 +307,7 @@ def test_files_a_killed_merge_left_are_invisible_and_compact_orphans_removes_the
 
     p = _two_day_project(project)
     ingest(layout, p.db)
-    stray = layout.lake / "main" / "messages" / "year=2026" / "month=1" / "project=two-days" / "ducklake-stray.parquet"
+    stray = layout.lake / "main" / "messages" / "year=2026" / "project=two-days" / "ducklake-stray.parquet"
     stray.parent.mkdir(parents=True, exist_ok=True)
     stray.write_bytes(b"")  # what SIGKILL leaves of a file being written
     assert scalar(layout, "SELECT COUNT(*) FROM messages") == 2

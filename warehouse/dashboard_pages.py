@@ -356,7 +356,7 @@ def session_page(con, req: Request) -> tuple[str, int]:
         return layout("session not found", [("overview", req.link("/"))], "", req), 404
     (provider, project, source, sid, title, started, ended, cost, cost_source, models, subagents, root,
      duration, messages, calls, errors, exits, machine) = found
-    # the messages' days bound the files DuckLake reads (partitioned by month and project)
+    # the messages' days bound what DuckLake reads (partitions by year and project, min/max `date`)
     first = started.date() if started else None
     last = ended.date() if ended else None
     span = "AND date BETWEEN ? AND ? " if first and last and first <= last else ""

@@ -8,7 +8,7 @@ opened (a held connection keeps the file it opened until it reconnects). A SQLit
 would let readers share the writer's file, but measured, committing a merge's 9,133 new files
 took 28 s through it against 0.5 s in a DuckDB file (docs/ARCHITECTURE.md).
 
-The data is Parquet partitioned by month and project: `<data>/main/<table>/year=/month=/project=/`.
+The data is Parquet partitioned by year and project: `<data>/main/<table>/year=/project=/`.
 
 The extension binary comes from a pinned PyPI package (`duckdb-extension-ducklake`), a third
 party's repackaging of DuckDB's official builds, so it is checked against the SHA-256 recorded

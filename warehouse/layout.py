@@ -2,7 +2,7 @@
 
     <lake>/_landing/<machine>/<user>/<provider>/<source_id>/<table>.parquet   one file per table and source
     <lake>/_landing/<machine>/<user>/_runs/<run_id>-<n>.parquet              the `sources` run log, per run
-    <lake>/main/<table>/year=YYYY/month=M/project=<slug>/ducklake-<uuid>.parquet  the curated tables (DuckLake)
+    <lake>/main/<table>/year=YYYY/project=<slug>/ducklake-<uuid>.parquet  the curated tables (DuckLake)
     <home>/warehouse.ducklake                      the DuckLake catalog the readers attach (published
     <home>/warehouse.writer.ducklake               by the one writer from its own copy)
     <lake>/_state/<machine>-<user>/<provider>-<source_id>.json   what this machine last landed for a source
