@@ -27,10 +27,11 @@ def _resource(layout, *stores) -> AgentlakeResource:
                              use_default=False)
 
 
-def _store(project, name, cost=0.5):
+def _store(project, name, cost=0.5, messages=1):
     p = project(name)
     add_session(p.conn, "s", title="t", created_at=T0, cost=cost)
-    add_message(p.conn, "m", "s", "user", [text_part("hi")], created_at=T0)
+    for n in range(messages):
+        add_message(p.conn, f"m{n}" if n else "m", "s", "user", [text_part("hi")], created_at=T0 + n)
     p.close()
     return p
 
@@ -92,7 +93,7 @@ def test_materialize_one_source_partition_and_the_views(layout, project, instanc
     mats = result.get_asset_materialization_events()
     assert {m.partition for m in mats} == {key}
     (lake,) = [m.materialization.metadata for m in mats]
-    assert lake["rows_sessions"].value == 1 and lake["rows_messages"].value == 1 and lake["sources_ok"].value == 1
+    assert lake["rows_sessions"].value == 1 and lake["rows_messages"].value == 1 and lake["status"].value == "ok"
     checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
     assert checks == {"rows_reconcile": True, "unknown_part_types": True}
 
@@ -154,7 +155,7 @@ def test_daily_schedule_requests_a_full_refresh_of_every_source(instance):
 
 def test_partition_range_run_ingests_every_source(layout, project, instance):
     """What the schedule launches: one run over a range of source partitions."""
-    stores = [_store(project, n) for n in ("alpha", "beta", "gamma")]
+    stores = [_store(project, n, messages=k) for k, n in enumerate(("alpha", "beta", "gamma"), 1)]
     resource = _resource(layout, *(s.db for s in stores))
     keys = sorted(resource.discover()[0])
     instance.add_dynamic_partitions("sources", keys)
@@ -166,9 +167,13 @@ def test_partition_range_run_ingests_every_source(layout, project, instance):
     assert result.success
     events = result.get_asset_materialization_events()
     assert {m.partition for m in events} == set(keys)
-    for event in events:  # each partition finds its own source's counts in its materialization
-        own = event.materialization.metadata["rows_by_source"].value[event.partition]
-        assert own["status"] == "ok" and own["sessions"] == 1 and own["messages"] == 1
+    messages = {}
+    for event in events:  # each partition's materialization has its own source's counts
+        own = event.materialization.metadata
+        assert own["status"].value == "ok" and own["rows_sessions"].value == 1
+        messages[event.partition] = own["rows_messages"].value
+    assert {name: n for key, n in messages.items() for name in ("alpha", "beta", "gamma") if name in key} == {
+        "alpha": 1, "beta": 2, "gamma": 3}
     assert dg.materialize([curated_tables, marts], instance=instance, resources={"agentlake": resource}).success
     assert scalar(layout, "SELECT COUNT(DISTINCT project) FROM sessions") == 3
     assert sorted(r[0] for r in query(layout, "SELECT partition_key FROM sources")) == keys

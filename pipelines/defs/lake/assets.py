@@ -42,19 +42,15 @@ def landing(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: 
     todo = [found[k] for k in keys]
     for i, result in enumerate(ingest_many(todo, layout, summary.run_id, force=config.full_refresh), 1):
         summary.results.append(result)
-        context.log.info(f"{result.source.partition_key}: {result.status} {result.error or ''}".rstrip())
+        if result.status == "failed":  # the rest is in the partition's metadata and the run log
+            context.log.warning(f"{result.source.partition_key}: {result.error}")
         reporter.source_done(i, len(todo), result)
     problem = record_run(layout, summary.run_id, summary.results)
     if problem:
         context.log.warning(problem)
-    metadata = {f"rows_{name}": n for name, n in summary.rows.items()}
-    metadata.update({f"sources_{status}": n for status, n in summary.by_status.items()})
-    if len(keys) == 1:
-        metadata["source"] = keys[0]
-    # Dagster gives every partition of a range run the same event: each finds its own counts here
-    metadata["rows_by_source"] = dg.MetadataValue.json(
-        {r.source.partition_key: {"status": r.status, **r.rows} for r in summary.results})
-    yield dg.MaterializeResult(asset_key=LANDING, metadata=metadata)
+    for result in summary.results:  # each partition's materialization carries its own source's counts
+        context.add_asset_metadata(partition_metadata(result), partition_key=result.source.partition_key)
+    yield dg.MaterializeResult(asset_key=LANDING)
     yield from check_results(layout, summary)
     failed = [r for r in summary.results if r.status == "failed"]
     if failed:
@@ -62,3 +58,12 @@ def landing(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: 
             description="; ".join(f"{r.source.partition_key}: {r.error}" for r in failed),
             metadata={"failed_sources": len(failed)},
         )
+
+
+def partition_metadata(result) -> dict:
+    """One source's outcome: its status, rows per table, time and error."""
+    metadata = {"status": result.status, "duration_s": round(result.duration_s, 3)}
+    metadata.update({f"rows_{table}": n for table, n in result.rows.items()})
+    if result.error:
+        metadata["error"] = result.error
+    return metadata
