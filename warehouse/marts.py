@@ -18,6 +18,7 @@ changed since it was written (its hash in `_agentlake_marts`) is rebuilt whole.
 """
 
 import hashlib
+import re
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -101,23 +102,27 @@ def refresh_marts(con, *, whole: bool = False) -> dict[str, int]:
     create_mart_views(con)
     counts = {}
     scope = None  # the cut-down curated tables' filter, found once
+    internals = _Internals(con)
     for name, sql in mart_sql():
         if name.startswith("_"):
             continue
         sha = _sha(sql)
         if whole or written.get(name) != sha or name not in have or not refreshes_by_project(sql) \
                 or len(pending) > MAX_PROJECTS:
+            internals.pin(sql, "whole")
             con.execute(f'CREATE OR REPLACE TABLE lake.main."{name}" AS SELECT * FROM temp.main."{name}"')
         elif pending:
             touched = _project_filter(pending)
             scope = scope or _scope(con, pending)
             with _curated_tables_cut_to(con, scope):
+                internals.pin(sql, "scoped")
                 con.execute(f'DELETE FROM lake.main."{name}" WHERE {touched}')
                 con.execute(f'INSERT INTO lake.main."{name}" SELECT * FROM temp.main."{name}" WHERE {touched}')
         # the marts below that read this one read its table now, not the view computed again
         con.execute(f'DROP VIEW temp.main."{name}"')
         counts[name] = con.execute(f'SELECT COUNT(*) FROM lake.main."{name}"').fetchone()[0]
         written[name] = sha
+    internals.drop()
     for name, _ in reversed(mart_sql()):
         con.execute(f'DROP VIEW IF EXISTS temp.main."{name}"')
     con.execute(f"DELETE FROM lake.main.{PENDING}")
@@ -126,6 +131,45 @@ def refresh_marts(con, *, whole: bool = False) -> dict[str, int]:
     con.execute(f"INSERT INTO lake.main.{WRITTEN} SELECT name, sql_sha FROM _written")
     con.unregister("_written")
     return counts
+
+
+class _Internals:
+    """The internal building blocks (`_session_tree`, `_step_costs`, ...) computed once per
+    refresh as temporary tables, not again inside every mart that reads them (ten insight marts
+    read `_step_costs`). A block is computed for what the mart at hand sees: all the rows
+    (`whole`) or the touched projects' (`scoped`, inside `_curated_tables_cut_to`), and again
+    when the next mart sees the other."""
+
+    def __init__(self, con):
+        self.con = con
+        self.sql = {name: sql for name, sql in mart_sql() if name.startswith("_")}
+        self.pinned: dict[str, str] = {}  # name -> the scope its table was computed for
+
+    def needed(self, sql: str) -> list[str]:
+        """The blocks a mart reads, directly or through another block, in definition order."""
+        found = {n for n in self.sql if re.search(rf"\b{n}\b", sql)}
+        while True:
+            more = {n for b in found for n in self.sql if n not in found and re.search(rf"\b{n}\b", self.sql[b])}
+            if not more:
+                return [n for n in self.sql if n in found]
+            found |= more
+
+    def pin(self, sql: str, scope: str) -> None:
+        for name in self.needed(sql):
+            if self.pinned.get(name) == scope:
+                continue
+            self._drop(name)
+            self.con.execute(self.sql[name].replace("CREATE OR REPLACE VIEW", "CREATE TEMP TABLE", 1))
+            self.pinned[name] = scope
+
+    def _drop(self, name: str) -> None:
+        kind = "TABLE" if name in self.pinned else "VIEW"
+        self.con.execute(f'DROP {kind} IF EXISTS temp.main."{name}"')
+        self.pinned.pop(name, None)
+
+    def drop(self) -> None:
+        for name in list(self.pinned):
+            self._drop(name)
 
 
 def _scope(con, projects: set[str | None]) -> str:
