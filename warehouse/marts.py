@@ -19,7 +19,6 @@ changed since it was written (its hash in `_agentlake_marts`) is rebuilt whole.
 
 import hashlib
 import re
-from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -102,26 +101,30 @@ def refresh_marts(con, *, whole: bool = False) -> dict[str, int]:
     create_mart_views(con)
     counts = {}
     scope = None  # the cut-down curated tables' filter, found once
-    internals = _Internals(con)
-    for name, sql in mart_sql():
-        if name.startswith("_"):
-            continue
-        sha = _sha(sql)
-        if whole or written.get(name) != sha or name not in have or not refreshes_by_project(sql) \
-                or len(pending) > MAX_PROJECTS:
-            internals.pin(sql, "whole")
-            con.execute(f'CREATE OR REPLACE TABLE lake.main."{name}" AS SELECT * FROM temp.main."{name}"')
-        elif pending:
-            touched = _project_filter(pending)
-            scope = scope or _scope(con, pending)
-            with _curated_tables_cut_to(con, scope):
+    internals, cut = _Internals(con), _Cut(con)
+    try:
+        for name, sql in mart_sql():
+            if name.startswith("_"):
+                continue
+            sha = _sha(sql)
+            if whole or written.get(name) != sha or name not in have or not refreshes_by_project(sql) \
+                    or len(pending) > MAX_PROJECTS:
+                cut.off()
+                internals.pin(sql, "whole")
+                con.execute(f'CREATE OR REPLACE TABLE lake.main."{name}" AS SELECT * FROM temp.main."{name}"')
+            elif pending:
+                touched = _project_filter(pending)
+                scope = scope or _scope(con, pending)
+                cut.on(scope)
                 internals.pin(sql, "scoped")
                 con.execute(f'DELETE FROM lake.main."{name}" WHERE {touched}')
                 con.execute(f'INSERT INTO lake.main."{name}" SELECT * FROM temp.main."{name}" WHERE {touched}')
-        # the marts below that read this one read its table now, not the view computed again
-        con.execute(f'DROP VIEW temp.main."{name}"')
-        counts[name] = con.execute(f'SELECT COUNT(*) FROM lake.main."{name}"').fetchone()[0]
-        written[name] = sha
+            # the marts below that read this one read its table now, not the view computed again
+            con.execute(f'DROP VIEW temp.main."{name}"')
+            counts[name] = con.execute(f'SELECT COUNT(*) FROM lake.main."{name}"').fetchone()[0]
+            written[name] = sha
+    finally:
+        cut.off()
     internals.drop()
     for name, _ in reversed(mart_sql()):
         con.execute(f'DROP VIEW IF EXISTS temp.main."{name}"')
@@ -137,7 +140,7 @@ class _Internals:
     """The internal building blocks (`_session_tree`, `_step_costs`, ...) computed once per
     refresh as temporary tables, not again inside every mart that reads them (ten insight marts
     read `_step_costs`). A block is computed for what the mart at hand sees: all the rows
-    (`whole`) or the touched projects' (`scoped`, inside `_curated_tables_cut_to`), and again
+    (`whole`) or the touched projects' (`scoped`, while `_Cut` is on), and again
     when the next mart sees the other."""
 
     def __init__(self, con):
@@ -182,21 +185,35 @@ def _scope(con, projects: set[str | None]) -> str:
     return f"{_project_filter(projects | theirs)} AND {_in('source_id', sources)}"
 
 
-@contextmanager
-def _curated_tables_cut_to(con, where: str):
+class _Cut:
     """The curated tables, as the mart views see them, cut down by temporary views of the same
-    name. The views' joins stay within a source, so the touched projects' rows come out the
-    same; the literal filters reach the scans and prune by partition, where a filter on a mart's
-    output stops at its first join or CTE."""
-    from transforms.contract import DATA_TABLES
+    name, from `on` until `off` (held across consecutive by-project marts). The views' joins
+    stay within a source, so the touched projects' rows come out the same; the literal filters
+    reach the scans and prune by partition, where a filter on a mart's output stops at its first
+    join or CTE."""
 
-    for table in DATA_TABLES:
-        con.execute(f'CREATE OR REPLACE TEMP VIEW "{table.name}" AS SELECT * FROM lake.main."{table.name}" WHERE {where}')
-    try:
-        yield
-    finally:
+    def __init__(self, con):
+        self.con = con
+        self.active = False
+
+    def on(self, where: str) -> None:
+        from transforms.contract import DATA_TABLES
+
+        if self.active:
+            return
         for table in DATA_TABLES:
-            con.execute(f'DROP VIEW IF EXISTS temp.main."{table.name}"')
+            self.con.execute(f'CREATE OR REPLACE TEMP VIEW "{table.name}" AS '
+                             f'SELECT * FROM lake.main."{table.name}" WHERE {where}')
+        self.active = True
+
+    def off(self) -> None:
+        from transforms.contract import DATA_TABLES
+
+        if not self.active:
+            return
+        for table in DATA_TABLES:
+            self.con.execute(f'DROP VIEW IF EXISTS temp.main."{table.name}"')
+        self.active = False
 
 
 def _in(column: str, values) -> str:
