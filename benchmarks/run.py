@@ -192,7 +192,8 @@ def main() -> None:
                     "no-op rerun (CLI)": noop, "one source changed (CLI)": changed,
                     "that source alone, cold (CLI)": alone})
     lake = home / "lake"  # the team run below keeps its tables beside its own catalog instead
-    lake_bytes = du(lake, "*.parquet") + du(home, "warehouse.ducklake")
+    # the catalog twice: the readers' file and the writer's own copy (warehouse.ducklake)
+    lake_bytes = du(lake, "*.parquet") + du(home, "warehouse*.ducklake")
     parquet_files = len(list(lake.rglob("*.parquet")))
     query_times = _queries(home / "warehouse.ducklake", args.repeat)
     query_times["dashboard page"] = _dashboard(home / "warehouse.ducklake", args.repeat)
@@ -200,7 +201,7 @@ def main() -> None:
     landing = du(lake / "_landing", "*.parquet")
     print(f"\nLake by part: landing files {landing / 2**20:.1f} MiB ({landing / source_bytes:.2f}x the sources), "
           f"tables {(du(lake, '*.parquet') - landing) / 2**20:.1f} MiB, catalog "
-          f"{du(home, 'warehouse.ducklake') / 2**20:.1f} MiB.")
+          f"{du(home, 'warehouse.ducklake') / 2**20:.1f} MiB (and as much again for the writer's copy).")
     print(_file_report(lake, home / "warehouse.ducklake", "after the CLI runs (compaction as the runs left it)"))
     if args.machines:
         _team(args, work, corpus, messages)
@@ -241,7 +242,7 @@ def _file_report(lake: Path, warehouse: Path, when: str) -> str:
         days = sum(con.execute(f'SELECT COUNT(DISTINCT (date, project)) FROM "{t.name}"').fetchone()[0]
                    for t in ALL_TABLES)
     landing = len(list((lake / "_landing").rglob("*.parquet")))
-    return (f"\nTable data files {when}: {len(files):,} in {len(partitions):,} (table, month, project) partitions "
+    return (f"\nTable data files {when}: {len(files):,} in {len(partitions):,} (table, year, project) partitions "
             f"({len(files) / max(1, len(partitions)):.2f} per partition), {len(files) / max(1, days):.2f} per "
             f"(table, date, project) pair present ({days:,}); landing files: {landing:,}.")
 
