@@ -511,10 +511,11 @@ HIDDEN = ("source_id", "machine", "user")  # kept for the links, too wide to sho
 def _insight_table(con, req: Request, name: str, limit: int | None) -> tuple[str, str, str, bool]:
     """(title, HTML table of the top findings with their note, SQL giving all of them, whether cut)."""
     title, sql = insight_sql(con, name, req.filters)
-    cur = con.execute(sql)
+    # the top rows by a LIMIT (DuckDB's top-N, not a sort of 100k findings), and the count apart
+    cur = con.execute(f"{sql} LIMIT {int(limit)}" if limit else sql)
     columns = [d[0] for d in cur.description]
-    every = cur.fetchall()
-    rows = every[:limit] if limit else every
+    rows = cur.fetchall()
+    found = len(rows) if not limit or len(rows) < limit else con.execute(f"SELECT COUNT(*) FROM ({sql})").fetchone()[0]
     links = []
     for row in rows:
         r = dict(zip(columns, row))
@@ -527,14 +528,14 @@ def _insight_table(con, req: Request, name: str, limit: int | None) -> tuple[str
         else:
             links.append(None)
     keep = [i for i, c in enumerate(columns) if c not in HIDDEN] or list(range(len(columns)))
-    note = f"{len(rows)} of {len(every)} findings shown" + (" (all)" if len(every) == len(rows) else "")
+    note = f"{len(rows)} of {found} findings shown" + (" (all)" if found == len(rows) else "")
     shown = [tuple(_cell(row[i], columns[i]) for i in keep) for row in rows]
     names = [columns[i] for i in keep]
     # a finding about a session links from its session cell, else from the first
     link_col = next((names.index(c) for c in ("session_id", "session_key") if c in names), 0)
     body = (table(f"{name}-table", names, shown, links, link_col=link_col)
             + f'<p class="cut">{_e(note)}</p>')
-    return title, body, sql, len(rows) < len(every)
+    return title, body, sql, len(rows) < found
 
 
 def _cell(value, column: str = ""):
