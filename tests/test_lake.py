@@ -419,3 +419,20 @@ def test_a_failure_the_environment_causes_is_retried_not_remembered():
     assert _environmental(raised(sqlite3.OperationalError("unable to open database file")))
     assert _environmental(raised(PermissionError(13, "Permission denied")))
     assert not _environmental(raised(sqlite3.DatabaseError("file is not a database")))
+
+
+def test_the_writer_spills_beside_its_catalog_not_into_the_working_directory(tmp_path, monkeypatch):
+    """DuckDB's default spill directory is `.tmp` in the working directory: a user's repository."""
+    from warehouse import ducklake
+
+    monkeypatch.chdir(tmp_path)
+    catalog = tmp_path / "home" / "warehouse.ducklake"
+    monkeypatch.setitem(ducklake.WRITER_SETTINGS, "memory_limit", "64MB")
+    with ducklake.writing(catalog) as con:
+        spill = con.execute("SELECT current_setting('temp_directory')").fetchone()[0]
+        assert spill == str(catalog.parent / ".warehouse.writer.ducklake.spill")
+        # a sort of about four times the memory limit: it completes by spilling there
+        con.execute("CREATE TABLE memory.main.sorted AS SELECT i, md5(i::VARCHAR) AS h FROM range(4000000) t(i) "
+                    "ORDER BY h")
+        assert con.execute("SELECT COUNT(*) FROM memory.main.sorted").fetchone()[0] == 4000000
+    assert not (tmp_path / ".tmp").exists()
