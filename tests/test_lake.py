@@ -436,3 +436,23 @@ def test_the_writer_spills_beside_its_catalog_not_into_the_working_directory(tmp
                     "ORDER BY h")
         assert con.execute("SELECT COUNT(*) FROM memory.main.sorted").fetchone()[0] == 4000000
     assert not (tmp_path / ".tmp").exists()
+
+
+def test_a_merge_that_runs_out_of_memory_is_run_again_with_more(layout, project, monkeypatch):
+    """Under a limit too small for DuckDB itself the first try fails with an out-of-memory
+    error, on a new catalog and on an existing one; the retry with most of the machine's memory
+    merges everything, once."""
+    from warehouse import ducklake
+    from warehouse.views import refresh
+
+    p = _two_day_project(project)
+    monkeypatch.setitem(ducklake.WRITER_SETTINGS, "memory_limit", "1MB")
+    ingest(layout, p.db)  # a new catalog
+    assert query(layout, "SELECT session_id FROM sessions ORDER BY 1") == [("s1",), ("s2",)]
+    conn = sqlite3.connect(p.db)
+    add_message(conn, "m3", "s2", "user", [text_part("c")], created_at=T0 + DAY + 1)
+    conn.commit()
+    conn.close()
+    ingest(layout, p.db)  # an existing one
+    assert scalar(layout, "SELECT COUNT(*) FROM messages") == 3
+    assert not refresh(layout.lake, layout.warehouse).changed

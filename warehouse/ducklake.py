@@ -145,7 +145,7 @@ def connect(catalog: Path):
 
 
 @contextmanager
-def writing(catalog: Path, data_path: str | None = None):
+def writing(catalog: Path, data_path: str | None = None, memory_limit: str | None = None):
     """The one writer's connection, on its own copy of the catalog, under a lock; on a clean
     exit the copy is published to `catalog` atomically. A writer that dies publishes nothing:
     readers keep the last good catalog, and the next writer starts from its own copy."""
@@ -156,7 +156,8 @@ def writing(catalog: Path, data_path: str | None = None):
         if not own.exists() and catalog.exists():  # a home copied without its writer file
             shutil.copyfile(catalog, own)
         spill = own.with_name(f".{own.name}.spill")
-        con = _quiet(duckdb.connect(config={**NO_DOWNLOADS, **WRITER_SETTINGS, "temp_directory": str(spill)}))
+        settings = {**WRITER_SETTINGS, **({"memory_limit": memory_limit} if memory_limit else {})}
+        con = _quiet(duckdb.connect(config={**NO_DOWNLOADS, **settings, "temp_directory": str(spill)}))
         try:
             load_extensions(con)
             _attach(con, own, data_path, read_only=False)
@@ -166,6 +167,26 @@ def writing(catalog: Path, data_path: str | None = None):
         finally:
             con.close()
         publish(own, catalog)
+
+
+def roomy_memory_limit() -> str:
+    """Three quarters of the machine's memory (DuckDB's own default is 80%): for a write that
+    cannot spill within WRITER_SETTINGS' limit."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not POSIX
+        return "4GB"
+    return f"{max(1024, int(total * 0.75) // 2**20)}MB"
+
+
+def retried_with_more_memory(write):
+    """`write(memory_limit)`, with WRITER_SETTINGS' limit (None), and once more with most of
+    the machine's memory if DuckDB ran out: an operator that cannot spill (a window or a join
+    over a team's history) fails the write whole, which commits nothing."""
+    try:
+        return write(None)
+    except duckdb.OutOfMemoryException:
+        return write(roomy_memory_limit())
 
 
 def publish(own: Path, catalog: Path) -> None:

@@ -203,7 +203,17 @@ def _insert(con, table: Table, paths: list[Path], *, identity_from_path: bool = 
 
 def merge(lake, catalog: Path, *, data_path: str | None = None, marts: bool = True,
           full: bool = False) -> MergeResult:
-    """Merge the lake's landing files into the catalog's tables. `full` rebuilds every table."""
+    """Merge the lake's landing files into the catalog's tables. `full` rebuilds every table.
+
+    The writer's small memory limit keeps a merge near 1 GB; an operator that cannot spill
+    within it (a window or a join over a team's history) makes the merge fail whole, and it is
+    run again once with most of the machine's memory."""
+    return ducklake.retried_with_more_memory(
+        lambda limit: _merge(lake, catalog, data_path=data_path, marts=marts, full=full, memory_limit=limit))
+
+
+def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: bool,
+           memory_limit: str | None = None) -> MergeResult:
     from warehouse.layout import tables_path
 
     store = open_store(lake)
@@ -211,7 +221,8 @@ def merge(lake, catalog: Path, *, data_path: str | None = None, marts: bool = Tr
     landed = store.versions(LANDING)
     workdir = Path(tempfile.mkdtemp(prefix="agentlake-merge-"))
     try:
-        with ducklake.writing(catalog, data_path or tables_path(lake, catalog)) as con, _transaction(con):
+        with ducklake.writing(catalog, data_path or tables_path(lake, catalog), memory_limit) as con, \
+                _transaction(con):
             full = full or _older_layout(con)
             if full:  # dropped, not deleted from: a table whose data file was lost cannot be read
                 for name in [t.name for t in ALL_TABLES] + [MERGED, LAKE_TABLE]:
@@ -334,7 +345,11 @@ def compact(catalog: Path, *, keep_seconds: int = 600, orphans: bool = False) ->
     """Write the rows small merges kept inline in the catalog out to Parquet, merge adjacent small files, rewrite files with many deleted rows, and remove the files no
     snapshot younger than `keep_seconds` needs (a reader holding an older snapshot keeps its
     files for that long). Returns the data files before and after."""
-    with ducklake.writing(catalog) as con:
+    return ducklake.retried_with_more_memory(lambda limit: _compact(catalog, keep_seconds, orphans, limit))
+
+
+def _compact(catalog: Path, keep_seconds: int, orphans: bool, memory_limit: str | None) -> dict[str, int]:
+    with ducklake.writing(catalog, memory_limit=memory_limit) as con:
         before = _file_count(con)
         con.execute(f"CALL ducklake_flush_inlined_data('{ducklake.CATALOG}')")  # small writes kept in the catalog
         con.execute(f"CALL ducklake_rewrite_data_files('{ducklake.CATALOG}')")

@@ -35,11 +35,14 @@ def update_marts_now(warehouse: Path) -> dict[str, int]:
     with connect(Path(warehouse)) as con:  # usually the merge updated them already
         if current(con):
             return row_counts(con)
-    with ducklake.writing(Path(warehouse)) as con:
-        con.execute("BEGIN")
-        counts = refresh_marts(con)
-        con.execute("COMMIT")
-    return counts
+    def update(memory_limit):
+        with ducklake.writing(Path(warehouse), memory_limit=memory_limit) as con:
+            con.execute("BEGIN")
+            counts = refresh_marts(con)
+            con.execute("COMMIT")
+        return counts
+
+    return ducklake.retried_with_more_memory(update)
 
 
 def needs_compaction(catalog: Path) -> bool:
