@@ -28,6 +28,9 @@ PENDING = "_agentlake_marts_pending"  # projects whose mart rows must be recompu
 WRITTEN = "_agentlake_marts"  # (name, sha256 of its SQL) of every mart table written
 # Past this many touched projects a whole rebuild is as cheap as the filtered one.
 MAX_PROJECTS = 64
+# Twice the writer's own limit (warehouse.ducklake); a refresh that still runs out is retried whole
+# with most of the machine's memory (ducklake.retried_with_more_memory).
+MEMORY_LIMIT = "1GB"
 
 
 def mart_sql() -> list[tuple[str, str]]:
@@ -93,6 +96,9 @@ def row_counts(con) -> dict[str, int]:
 def refresh_marts(con, *, whole: bool = False) -> dict[str, int]:
     """Bring every public mart table up to date with the curated tables; returns rows per mart.
     `whole` rebuilds all of them."""
+    # the marts' windows and joins over a team's history cannot all spill: under the writer's
+    # 512 MB they failed on 14.6M messages, where the merge's inserts had streamed through
+    con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
     ensure_bookkeeping(con)
     pending = {r[0] for r in con.execute(f"SELECT DISTINCT project FROM lake.main.{PENDING}").fetchall()}
     written = dict(con.execute(f"SELECT name, sql_sha FROM lake.main.{WRITTEN}").fetchall())
