@@ -93,12 +93,12 @@ def row_counts(con) -> dict[str, int]:
     return {name: con.execute(f'SELECT COUNT(*) FROM lake.main."{name}"').fetchone()[0] for name in MARTS}
 
 
-def refresh_marts(con, *, whole: bool = False) -> dict[str, int]:
+def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None) -> dict[str, int]:
     """Bring every public mart table up to date with the curated tables; returns rows per mart.
-    `whole` rebuilds all of them."""
+    `whole` rebuilds all of them; `memory_limit` replaces MEMORY_LIMIT (a retry's larger one)."""
     # the marts' windows and joins over a team's history cannot all spill: under the writer's
     # 512 MB they failed on 14.6M messages, where the merge's inserts had streamed through
-    con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+    con.execute(f"SET memory_limit = '{memory_limit or MEMORY_LIMIT}'")
     ensure_bookkeeping(con)
     pending = {r[0] for r in con.execute(f"SELECT DISTINCT project FROM lake.main.{PENDING}").fetchall()}
     written = dict(con.execute(f"SELECT name, sql_sha FROM lake.main.{WRITTEN}").fetchall())

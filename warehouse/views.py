@@ -38,7 +38,7 @@ def update_marts_now(warehouse: Path) -> dict[str, int]:
     def update(memory_limit):
         with ducklake.writing(Path(warehouse), memory_limit=memory_limit) as con:
             con.execute("BEGIN")
-            counts = refresh_marts(con)
+            counts = refresh_marts(con, memory_limit=memory_limit)
             con.execute("COMMIT")
         return counts
 
