@@ -156,3 +156,12 @@ def test_lists_in_cells_are_sorted(demo, capsys):
                     assert items == sorted(items), (by, row)
                     seen += 1
     assert seen  # the demo mixes estimated and unknown costs in one agent
+
+
+def test_a_long_path_keeps_its_file_name_and_other_text_its_start():
+    path = "/home/dev/.local/share/agentlake/demo/demo-data/crush/projects/webshop/src/cart/checkout.py"
+    note = "a long note " * 10
+    lines = render(["path", "note"], [(path, note)], max_width=40).splitlines()
+    cells = lines[2].split("  ")
+    assert cells[0] == "…" + path[-39:] and cells[0].endswith("cart/checkout.py")
+    assert cells[-1].strip() == note[:39] + "…"

@@ -50,7 +50,8 @@ def render(columns: list[str], rows: list[tuple], fmt: str = "table", max_width:
         return buf.getvalue().rstrip("\n")
     if fmt != "table":
         raise ValueError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
-    cells = [[_clip(_cell(v), max_width) for v in row] for row in rows]
+    tail = [_is_path(c) for c in columns]
+    cells = [[_clip(_cell(v), max_width, t) for v, t in zip(row, tail)] for row in rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
     numeric = [all(isinstance(r[i], (int, float, Decimal)) or r[i] is None for r in rows) and rows
                for i in range(len(columns))]
@@ -64,6 +65,14 @@ def render(columns: list[str], rows: list[tuple], fmt: str = "table", max_width:
     return "\n".join(out)
 
 
-def _clip(text: str, width: int) -> str:
+def _is_path(column: str) -> bool:
+    return column == "path" or column.endswith("_path")
+
+
+def _clip(text: str, width: int, tail: bool = False) -> str:
+    """One line of at most `width` characters; a path keeps its end (the file's name), not the
+    prefix every row shares."""
     text = text.replace("\n", "\\n")
-    return text if len(text) <= width else text[: width - 1] + "…"
+    if len(text) <= width:
+        return text
+    return "…" + text[-(width - 1):] if tail else text[: width - 1] + "…"
