@@ -19,6 +19,7 @@ changed since it was written (its hash in `_agentlake_marts`) is rebuilt whole.
 
 import hashlib
 import re
+from functools import lru_cache
 from pathlib import Path
 
 import pyarrow as pa
@@ -33,15 +34,17 @@ MAX_PROJECTS = 64
 MEMORY_LIMIT = "1GB"
 
 
-def mart_sql() -> list[tuple[str, str]]:
+@lru_cache(maxsize=1)
+def mart_sql() -> tuple[tuple[str, str], ...]:
     """(name, SQL) of every mart, in dependency order (the files are numbered).
-    Names starting with `_` are internal building blocks."""
+    Names starting with `_` are internal building blocks. Read once per process: a refresh and
+    `current` ask for it per mart (they read the 19 files some 300 times each)."""
     out = []
     for path in sorted(MARTS_DIR.glob("*.sql")):
         sql = path.read_text()
         name = sql.split("CREATE OR REPLACE VIEW", 1)[1].split()[0]
         out.append((name, sql))
-    return out
+    return tuple(out)
 
 
 def refreshes_by_project(sql: str) -> bool:

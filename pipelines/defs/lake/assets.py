@@ -62,7 +62,7 @@ def landing(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: 
 
 def partition_metadata(result) -> dict:
     """One source's outcome: its status, rows per table, time and error."""
-    metadata = {"status": result.status, "duration_s": round(result.duration_s, 3)}
+    metadata = {"status": result.status, "duration_s": result.duration_s}
     metadata.update({f"rows_{table}": n for table, n in result.rows.items()})
     if result.error:
         metadata["error"] = result.error
