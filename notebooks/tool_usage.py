@@ -22,8 +22,8 @@ def _():
 def _(con, mo):
     tools = mo.sql(
         """
-        SELECT tool_name, tool_category, provider, SUM(calls) AS calls, SUM(errors) AS errors,
-               SUM(nonzero_exits) AS nonzero_exits,
+        SELECT tool_name, tool_category, provider, CAST(SUM(calls) AS BIGINT) AS calls,
+               CAST(SUM(errors) AS BIGINT) AS errors, CAST(SUM(nonzero_exits) AS BIGINT) AS nonzero_exits,
                CAST(SUM(errors) AS DOUBLE) / SUM(calls) AS error_rate
         FROM tool_usage
         GROUP BY ALL
