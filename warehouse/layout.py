@@ -5,6 +5,7 @@
     <lake>/main/<table>/year=YYYY/project=<slug>/ducklake-<uuid>.parquet  the curated tables (DuckLake)
     <home>/warehouse.ducklake                      the DuckLake catalog the readers attach (published
     <home>/warehouse.writer.ducklake               by the one writer from its own copy)
+    <home>/.warehouse.writer.ducklake.spill/       what the writer's DuckDB spills (warehouse.ducklake)
     <lake>/_state/<machine>-<user>/<provider>-<source_id>.json   what this machine last landed for a source
     <lake>/_staging/<machine>-<user>/                            files being written
 
