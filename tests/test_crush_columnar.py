@@ -133,3 +133,44 @@ def test_a_gone_parent_stored_as_a_number_is_named_as_text():
     out, _ = _normalise([], [(1, "child", 7, "t", 0, 0, 0, 0.5, T0, T0, None)])
     assert out["sessions"].select(["session_id", "parent_session_id", "root_session_id"]).to_pylist() == [
         {"session_id": "child", "parent_session_id": "7", "root_session_id": "7"}]
+
+
+def test_odd_session_file_and_read_values_are_read_value_by_value():
+    """Sessions, file versions and reads are built in columns too: a value of the wrong type is
+    converted alone, as a row at a time converted it, and the ordinary values keep theirs."""
+    sessions = [(1, "a", None, b"t\xff", "12", 3.0, 4, "free", 1_700_000_000_000, T0, "m1"),
+                (2, 5, "a", "ok", 2, None, None, 0.25, T0, T0, None)]
+    files = RawTable(["id", "session_id", "path", "content", "version", "created_at", "updated_at"],
+                     [(1, "f1", "a", "src/x.py", "é", "3", T0, T0), (2, "f2", 5, b"y.py", None, 2, 0, None)])
+    reads = RawTable(["session_id", "path", "read_at"], [(1, "a", "../z", T0 * 1000)])
+    tables = {"sessions": RawTable(SESSION_COLS, sessions), "files": files, "read_files": reads,
+              "messages": RawTable(MESSAGE_COLS, [])}
+    out, findings = normalise_tables(tables, CTX)
+    got = out["sessions"].to_pydict()
+    assert got["session_id"] == ["a", "5"] and got["root_session_id"] == ["a", "a"]
+    assert got["title"] == ["t\ufffd", "ok"]  # invalid UTF-8 replaced, the row kept
+    assert got["message_count"] == [12, 2] and got["last_step_prompt_tokens"] == [3, None]
+    assert got["cost_usd"] == [None, 0.25] and got["cost_source"] == ["unknown", "native"]
+    assert got["created_at"][0] == _at(T0) and got["updated_at"][0] == _at(1_700_000_000)  # ms, detected
+    assert "1 session costs that are not a number: cost unknown" in findings.notes
+    files_out = out["file_versions"].to_pydict()
+    assert files_out["path"] == ["/p/src/x.py", "/p/y.py"] and files_out["version"] == [3, 2]
+    assert files_out["session_id"] == ["a", "5"] and files_out["size_bytes"] == [2, 0]
+    assert files_out["created_at"] == [_at(T0), None]  # 0 is unset
+    assert out["read_files"].to_pydict()["path"] == ["/z"]
+    assert out["read_files"].to_pydict()["read_at"] == [_at(T0)]
+    assert findings.non_second_timestamps == {"ms": 2}
+
+
+def test_a_table_without_its_id_column_goes_to_quarantine_whole():
+    """A store whose `files` table lost its `id` column cannot name a version: every row is
+    kept in quarantine, with the reason, and the other tables are read as usual."""
+    files = RawTable(["session_id", "path", "content", "version", "created_at", "updated_at"],
+                     [(1, "a", "x.py", "one", 1, T0, T0), (2, "a", "x.py", "two", 2, T0, T0)])
+    tables = {"sessions": RawTable(SESSION_COLS, [(1, "a", None, "t", 1, 0, 0, 0.5, T0, T0, None)]),
+              "files": files, "messages": RawTable(MESSAGE_COLS, [])}
+    out, findings = normalise_tables(tables, CTX)
+    assert out["file_versions"].num_rows == 0 and out["sessions"].num_rows == 1
+    assert out["quarantine"].column("error").to_pylist() == ["unreadable file row: 'id'"] * 2
+    assert '"content": "two"' in out["quarantine"].column("raw").to_pylist()[1]
+    assert findings.diverted["file_versions"] == 2

@@ -7,9 +7,10 @@ This is where Crush's traps are handled:
 - timestamps are seconds, but milliseconds are detected by magnitude and counted;
 - `tool_call.input` and `tool_result.metadata` are JSON text inside the parts JSON.
 
-Messages, parts and tool calls (nearly all of a store) are built column by column, without a
-dict per row (transforms.crush.parts, .columns, .tool_calls). Sessions, files and read_files
-are few: they keep a dict per row, and become Arrow the same way the writer did it.
+Every table is built column by column, without a dict per row (transforms.crush.parts,
+.columns, .tool_calls). Python touches a value alone only where the value is computed from it
+(a part's JSON, a file's hash, a session's root) or when a column holds what it should not.
+Quarantined rows, which are rare, are dicts.
 """
 
 import base64
@@ -59,6 +60,31 @@ class RawTable:
         cols = ["rowid", *self.columns]
         for row in self.rows:
             yield dict(zip(cols, row))
+
+
+class _Columns:
+    """A source table's rows transposed into its columns (a missing column reads as nulls), with
+    the JSON of the columns agentlake does not know."""
+
+    def __init__(self, table: RawTable, extra: list[str]):
+        self.names = ["rowid", *table.columns]
+        self.n = len(table.rows)
+        self.rows = table.rows
+        self.extra = extra
+        self.by_name = dict(zip(self.names, zip(*table.rows))) if table.rows else {}
+
+    def get(self, name: str) -> list:
+        values = self.by_name.get(name)
+        return list(values) if values is not None else [None] * self.n
+
+    def dicts(self):
+        for row in self.rows:
+            yield dict(zip(self.names, row))
+
+    def extra_json(self) -> pa.Array | None:
+        if not self.extra:
+            return None
+        return pa.array([_extra(dict(zip(self.names, r)), self.extra) for r in self.rows], pa.string())
 
 
 @dataclass
@@ -148,6 +174,7 @@ class _Batch:
         self.parts = PartColumns()
 
 
+_ROW_OF = {"sessions": ("session", "sessions"), "files": ("file", "file_versions")}  # a row's name, its table
 _OUT = ("sessions", "messages", "parts", "tool_calls", "file_versions", "read_files", "quarantine")
 
 
@@ -159,7 +186,7 @@ class _Normaliser:
         self._ts_cache: dict = {}
         self._ts_units: dict = {}
         self.summary_ids: set = set()
-        self.rows_out = {name: [] for name in ("sessions", "file_versions", "read_files", "quarantine")}
+        self.quarantined: list[dict] = []  # rare: kept a dict per row
         self.out: dict[str, pa.Table] = {}
 
     # -- shared helpers -------------------------------------------------------------------
@@ -203,53 +230,64 @@ class _Normaliser:
         if not isinstance(raw, str):
             raw = json.dumps(raw, default=_json_default, ensure_ascii=False)
         row.update(key=_text(key), error=error, raw=raw, created_at=created_at or self.ctx.run_at)
-        self.rows_out["quarantine"].append(row)
-
-    def rows(self, name: str):
-        table = self.tables.get(name)
-        return table.dicts() if table is not None else ()
+        self.quarantined.append(row)
 
     # -- tables ---------------------------------------------------------------------------
+    def columns_of(self, name: str) -> "_Columns":
+        table = self.tables.get(name) or RawTable(list(KNOWN_COLUMNS[name]), [])
+        return _Columns(table, self.extra_cols(name))
+
+    def unreadable(self, name: str, columns: "_Columns", required: tuple[str, ...]) -> bool:
+        """A column every row needs is missing: each row goes to quarantine, as a row that cannot
+        be read goes, and the table is empty."""
+        missing = next((c for c in required if c not in columns.names), None)
+        if missing is None:
+            return False
+        what, out = _ROW_OF[name]
+        for r in columns.dicts():
+            self.quarantine(name, r.get("rowid"), r.get("id"), f"unreadable {what} row: {KeyError(missing)}", r)
+        self.findings.diverted[out] += columns.n
+        self.out[out] = assemble(BY_NAME[out], 0, {})
+        return True
+
+    def lineage_columns(self, name: str, columns: "_Columns") -> dict:
+        return {**self.constant_lineage(), "source_table": name,
+                "source_rowid": pa.array(columns.get("rowid"), pa.int64())}
+
     def sessions(self):
-        extra = self.extra_cols("sessions")
-        raw_rows = list(self.rows("sessions"))
-        bad_costs = 0
-        parents = {r.get("id"): r.get("parent_session_id") for r in raw_rows}
-        self.summary_ids = {r.get("summary_message_id") for r in raw_rows if r.get("summary_message_id")}
-        for r in raw_rows:
-            try:
-                sid = _text(r["id"])
-                created = self.ts(r.get("created_at"))
-                parent = _text(r.get("parent_session_id")) or None
-                cost_usd, cost_source = _cost(r.get("cost"))
-                row = self.lineage("sessions", r["rowid"])
-                row.update(
-                    session_id=sid,
-                    parent_session_id=parent,
-                    root_session_id=_text(_root_of(sid, parents)),  # a gone parent is named as stored
-                    is_root=parent is None,
-                    title=_text(r.get("title")),
-                    created_at=created,
-                    updated_at=self.ts(r.get("updated_at")),
-                    cost_usd=cost_usd,
-                    cost_source=cost_source,
-                    cost_includes_subagents=True,
-                    message_count=_int(r.get("message_count")),
-                    last_step_prompt_tokens=_int(r.get("prompt_tokens")),
-                    last_step_completion_tokens=_int(r.get("completion_tokens")),
-                    summary_message_id=_text(r.get("summary_message_id")),
-                    todos=_text(r.get("todos")),
-                    extra_columns=_extra(r, extra),
-                )
-            except Exception as exc:  # one bad row never sinks the source
-                self.quarantine("sessions", r.get("rowid"), r.get("id"), f"unreadable session row: {exc}", r)
-                self.findings.diverted["sessions"] += 1
-                continue
-            self.rows_out["sessions"].append(row)
-            if cost_source == "unknown" and r.get("cost") is not None:
-                bad_costs += 1
+        columns = self.columns_of("sessions")
+        self.summary_ids = {v for v in columns.get("summary_message_id") if v}
+        if self.unreadable("sessions", columns, ("id",)):
+            return
+        ids = [_text(v) for v in columns.get("id")]
+        parent = [_text(p) or None for p in columns.get("parent_session_id")]
+        parents = dict(zip(ids, parent))  # as text: an id stored as a number still finds its parent
+        costs = [_cost(v) for v in columns.get("cost")]
+        bad_costs = sum(source == "unknown" and v is not None for (_, source), v in zip(costs, columns.get("cost")))
         if bad_costs:
             self.findings.notes.append(f"{bad_costs} session costs that are not a number: cost unknown")
+        counter = self.findings.non_second_timestamps
+        created = epochs(columns.get("created_at"), counter)  # read before updated_at, as rows were
+        self.out["sessions"] = assemble(BY_NAME["sessions"], columns.n, {
+            **self.lineage_columns("sessions", columns),
+            "session_id": pa.array(ids, pa.string()),
+            "parent_session_id": pa.array(parent, pa.string()),
+            # a gone parent is named as stored
+            "root_session_id": pa.array([_root_of(sid, parents) for sid in ids], pa.string()),
+            "is_root": pa.array([p is None for p in parent], pa.bool_()),
+            "title": strings(columns.get("title"), _text),
+            "created_at": created,
+            "updated_at": epochs(columns.get("updated_at"), counter),
+            "cost_usd": pa.array([cost for cost, _ in costs], pa.float64()),
+            "cost_source": pa.array([source for _, source in costs], pa.string()),
+            "cost_includes_subagents": True,
+            **{column: typed(columns.get(source), int, pa.int64(), _int) for column, source in (
+                ("message_count", "message_count"), ("last_step_prompt_tokens", "prompt_tokens"),
+                ("last_step_completion_tokens", "completion_tokens"))},
+            "summary_message_id": strings(columns.get("summary_message_id"), _text),
+            "todos": strings(columns.get("todos"), _text),
+            "extra_columns": columns.extra_json(),
+        })
 
     def messages(self):
         """messages, parts and tool_calls: one pass over the messages in session order, each
@@ -354,50 +392,43 @@ class _Normaliser:
         self.findings.unknown_part_types.update(batch.parts.unknown_types())
 
     def files(self):
-        extra = self.extra_cols("files")
-        for r in self.rows("files"):
-            try:
-                content = _text(r.get("content")) or ""
-                data = content.encode("utf-8", "replace")
-                row = self.lineage("files", r["rowid"])
-                row.update(
-                    file_id=_text(r["id"]),
-                    session_id=_text(r["session_id"]),
-                    path=_resolve(self.ctx.project_path, _text(r.get("path"))),
-                    version=_int(r.get("version")),  # a pre-release db stored it as TEXT
-                    content=content,
-                    size_bytes=len(data),
-                    content_sha256=hashlib.sha256(data).hexdigest(),
-                    created_at=self.ts(r.get("created_at")),
-                    updated_at=self.ts(r.get("updated_at")),
-                    extra_columns=_extra(r, extra),
-                )
-            except Exception as exc:
-                self.quarantine("files", r.get("rowid"), r.get("id"), f"unreadable file row: {exc}", r)
-                self.findings.diverted["file_versions"] += 1
-                continue
-            self.rows_out["file_versions"].append(row)
+        columns = self.columns_of("files")
+        if self.unreadable("files", columns, ("id", "session_id")):
+            return
+        contents = [_text(c) or "" for c in columns.get("content")]
+        data = [c.encode("utf-8", "replace") for c in contents]
+        counter = self.findings.non_second_timestamps
+        self.out["file_versions"] = assemble(BY_NAME["file_versions"], columns.n, {
+            **self.lineage_columns("files", columns),
+            "file_id": strings(columns.get("id"), _text),
+            "session_id": strings(columns.get("session_id"), _text),
+            "path": pa.array([_resolve(self.ctx.project_path, _text(p)) for p in columns.get("path")], pa.string()),
+            "version": typed(columns.get("version"), int, pa.int64(), _int),  # a pre-release db stored TEXT
+            "content": pa.array(contents, pa.string()),
+            "size_bytes": pa.array([len(d) for d in data], pa.int64()),
+            "content_sha256": pa.array([hashlib.sha256(d).hexdigest() for d in data], pa.string()),
+            "created_at": epochs(columns.get("created_at"), counter),
+            "updated_at": epochs(columns.get("updated_at"), counter),
+            "extra_columns": columns.extra_json(),
+        })
 
     def read_files(self):
-        self.extra_cols("read_files")
-        for r in self.rows("read_files"):
-            raw = _text(r.get("path"))
-            row = self.lineage("read_files", r["rowid"])
-            row.update(
-                session_id=_text(r.get("session_id")),
-                path=_resolve(self.ctx.project_path, raw),
-                path_raw=raw,
-                read_at=self.ts(r.get("read_at")),
-            )
-            self.rows_out["read_files"].append(row)
+        columns = self.columns_of("read_files")
+        raw = [_text(p) for p in columns.get("path")]
+        self.out["read_files"] = assemble(BY_NAME["read_files"], columns.n, {
+            **self.lineage_columns("read_files", columns),
+            "session_id": strings(columns.get("session_id"), _text),
+            "path": pa.array([_resolve(self.ctx.project_path, p) for p in raw], pa.string()),
+            "path_raw": pa.array(raw, pa.string()),
+            "read_at": epochs(columns.get("read_at"), self.findings.non_second_timestamps),
+        })
 
     def run(self) -> dict[str, pa.Table]:
         self.sessions()
         self.messages()
         self.files()
         self.read_files()
-        for name, rows in self.rows_out.items():  # as the writer would have made them
-            self.out[name] = pa.Table.from_pylist(rows, schema=BY_NAME[name].schema)
+        self.out["quarantine"] = pa.Table.from_pylist(self.quarantined, schema=BY_NAME["quarantine"].schema)
         return {name: self.out[name] for name in _OUT}
 
 
