@@ -148,15 +148,54 @@ def plan(landed: dict[str, str], merged: dict[str, str]) -> tuple[dict[str, list
     return changed, removed
 
 
-def _consistent(paths: list[Path]) -> bool:
+@dataclass(frozen=True)
+class _Footer:
+    """What a merge needs of one landing file, from its footer alone (read once per merge)."""
+
+    names: frozenset[str]
+    landing_id: bytes | None
+    projects: frozenset | None  # from the `project` column's statistics; None when they cannot say
+
+
+def _footer(path: Path) -> _Footer | None:
+    try:
+        meta = pq.read_metadata(path)
+    except (OSError, ValueError):
+        return None
+    schema = meta.schema.to_arrow_schema()
+    return _Footer(frozenset(schema.names), (schema.metadata or {}).get(LANDING_ID), _projects_in(meta, schema))
+
+
+def _projects_in(meta, schema) -> frozenset | None:
+    if "project" not in schema.names:
+        return frozenset({None})
+    column = schema.get_field_index("project")
+    found = set()
+    for i in range(meta.num_row_groups):
+        chunk = meta.row_group(i).column(column)
+        stats = chunk.statistics
+        if stats is None or not stats.has_null_count:
+            return None
+        if stats.null_count:
+            found.add(None)
+        if stats.null_count < chunk.num_values:
+            if not stats.has_min_max or stats.min != stats.max:
+                return None  # several projects (an OpenCode store): the file is read
+            found.add(stats.min)
+    return frozenset(found)
+
+
+class _Footers(dict):
+    """Landing files' footers by path, each read on first use."""
+
+    def __missing__(self, path: Path) -> _Footer | None:
+        self[path] = _footer(path)
+        return self[path]
+
+
+def _consistent(footers: list[_Footer | None]) -> bool:
     """All files of one source come from the same write (a reader racing the writer waits)."""
-    ids = set()
-    for path in paths:
-        try:
-            ids.add((pq.read_schema(path).metadata or {}).get(LANDING_ID))
-        except (OSError, ValueError):
-            return False
-    return len(ids) == 1
+    return None not in footers and len({f.landing_id for f in footers}) == 1
 
 
 def _local_copies(store, rels: list[str], workdir: Path) -> dict[str, Path]:
@@ -183,13 +222,13 @@ def _source_key_sql(alias: str = "") -> str:
 FROM_PATH = {"machine": -5, "user": -4, "provider": -3, "source_id": -2}
 
 
-def _insert(con, table: Table, paths: list[Path], *, identity_from_path: bool = True) -> int:
+def _insert(con, table: Table, paths: list[Path], footers: _Footers, *, identity_from_path: bool = True) -> int:
     if not paths:
         return 0
     files = ", ".join(_quote(p) for p in paths)
     present = set()  # a file landed by an older contract may lack newer columns: they stay null
     for path in paths:
-        present.update(pq.read_schema(path).names)
+        present.update(footers[path].names if footers[path] else pq.read_schema(path).names)
     cols = []
     for c in ["date", "project", *table.column_names]:
         if identity_from_path and c in FROM_PATH:
@@ -231,7 +270,8 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
             merged = dict(con.execute(f"SELECT path, version FROM {MERGED}").fetchall())
             changed, removed = plan(landed, merged)
             local = _local_copies(store, [f for files in changed.values() for f in files], workdir)
-            sources, result.waiting = _complete(changed, local)
+            footers = _Footers()
+            sources, result.waiting = _complete(changed, local, footers)
             runs = [g for g in changed if _is_run_log(g)]
             # the run log is appended to; only a log file edited or deleted by hand rebuilds it whole
             if any(g in merged for g in runs) or any(_is_run_log(g) for g in removed):
@@ -243,10 +283,11 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
             _delete_sources(con, set(sources) | gone)
             for table in DATA_TABLES:
                 files = [local[f] for files in sources.values() for f in files if f.endswith(f"/{table.name}.parquet")]
-                result.rows[table.name] = _insert(con, table, files)
-                touched |= _landed_projects(con, files)
+                result.rows[table.name] = _insert(con, table, files, footers)
+                touched |= _landed_projects(con, files, footers)
             mark_pending(con, touched)
-            result.rows[SOURCES.name] = _insert(con, SOURCES, [local[g] for g in runs], identity_from_path=False)
+            result.rows[SOURCES.name] = _insert(con, SOURCES, [local[g] for g in runs], footers,
+                                              identity_from_path=False)
             _record_merged(con, {f: landed[f] for g in sources for f in changed[g]} | {g: landed[g] for g in runs},
                            removed)
             result.merged, result.removed, result.runs = len(sources), len(gone), len(runs)
@@ -272,14 +313,15 @@ def _transaction(con):
     con.execute("COMMIT")
 
 
-def _complete(changed: dict[str, list[str]], local: dict[str, Path]) -> tuple[dict[str, list[str]], list[str]]:
+def _complete(changed: dict[str, list[str]], local: dict[str, Path],
+              footers: _Footers) -> tuple[dict[str, list[str]], list[str]]:
     """The changed sources whose landing files are all there and from one write; the others wait
     for the next merge (a machine caught landing them)."""
     ready, waiting = {}, []
     for group, files in changed.items():
         if _is_run_log(group):
             continue
-        if len(files) < len(DATA_TABLES) or not _consistent([local[f] for f in files]):
+        if len(files) < len(DATA_TABLES) or not _consistent([footers[local[f]] for f in files]):
             waiting.append(group)
         else:
             ready[group] = files
@@ -318,11 +360,20 @@ def _projects_of(con, groups: set[str]) -> set[str | None]:
         return {r[0] for r in con.execute(f"SELECT DISTINCT project FROM sessions WHERE {_OF_REPLACED}").fetchall()}
 
 
-def _landed_projects(con, paths: list[Path]) -> set[str | None]:
-    if not paths:
-        return set()
-    files = ", ".join(_quote(p) for p in paths)
-    return {r[0] for r in con.execute(f"SELECT DISTINCT project FROM read_parquet([{files}])").fetchall()}
+def _landed_projects(con, paths: list[Path], footers: _Footers) -> set[str | None]:
+    """The projects these files hold: from their footers' statistics (a source's files hold one
+    project), else read."""
+    projects, unknown = set(), []
+    for path in paths:
+        said = footers[path].projects if footers[path] else None
+        if said is None:
+            unknown.append(path)
+        else:
+            projects |= said
+    if unknown:
+        files = ", ".join(_quote(p) for p in unknown)
+        projects |= {r[0] for r in con.execute(f"SELECT DISTINCT project FROM read_parquet([{files}])").fetchall()}
+    return projects
 
 
 def _record_merged(con, done: dict[str, str], removed: set[str]) -> None:
