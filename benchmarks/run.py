@@ -20,6 +20,9 @@ repeated; the medians are printed as a Markdown table for docs/BENCHMARKS.md.
   (read-only, through the DuckLake catalog as every reader opens it).
 - team: the same corpus landed under --machines machine names into one lake, merged by one
   writer, compacted; files against (table, date, project) partitions, and the queries again.
+
+With --codex N, instead: a Codex home of N rollouts (a source each, as Codex keeps a file per
+session): the baseline (read and decode every line), the CLI's cold ingest and no-op rerun.
 """
 
 import argparse
@@ -149,7 +152,10 @@ def main() -> None:
     ap.add_argument("--workdir", help="keep the corpus here (default: a temp dir, removed)")
     ap.add_argument("--failed", type=int, default=2,
                     help="broken crush.db files the CLI runs also get (they fail every run, as in real homes)")
+    ap.add_argument("--codex", type=int, default=0, help="instead: a Codex home of this many rollouts")
     args = ap.parse_args()
+    if args.codex:
+        return _codex(args)
 
     from transforms.crush.synth import generate_store
 
@@ -210,6 +216,50 @@ def main() -> None:
     print(_file_report(lake, home / "warehouse.ducklake", "after the CLI runs (compaction as the runs left it)"))
     if args.machines:
         _team(args, work, corpus, messages)
+    if not args.workdir:
+        shutil.rmtree(work)
+
+
+CODEX_BASELINE = r"""
+import json, pathlib, sys
+lines = 0
+for path in sorted(pathlib.Path(sys.argv[1]).rglob("rollout-*.jsonl")):
+    for line in path.read_bytes().splitlines():
+        json.loads(line)
+        lines += 1
+print(json.dumps({"lines": lines}))
+"""
+
+
+def _codex(args) -> None:
+    """A home of many small sources: the cost per source, not per message."""
+    from transforms.codex.synth import generate_home
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="agentlake-bench-codex-"))
+    corpus = work / "codex"
+    if not corpus.exists():
+        generate_home(corpus, sessions=args.codex, seed=args.seed)
+    files = list(corpus.rglob("rollout-*.jsonl"))
+    results = {"baseline": [measure([PY, "-c", CODEX_BASELINE, str(corpus)]) for _ in range(args.repeat)]}
+    cold, noop = [], []
+    for i in range(args.repeat):
+        home = work / f"cli-{i}"
+        env = {**os.environ, "AGENTLAKE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster")}
+        cli = [str(Path(PY).with_name("agentlake")), "ingest", "--quiet", "--no-default",
+               "--agent-home", f"codex={corpus}"]
+        cold.append(measure(cli, env))
+        noop.append(measure(cli, env))
+        messages = subprocess.run([cli[0], "sql", "SELECT COUNT(*) FROM messages", "--format", "csv"], env=env,
+                                  capture_output=True, text=True).stdout.split()[-1]
+        shutil.rmtree(home)
+    results.update({"cold ingest (CLI, Dagster)": cold, "no-op rerun (CLI)": noop})
+    base = median_of(results["baseline"])[0]
+    print(f"Codex home: {len(files)} rollouts, {du(corpus) / 2**20:.1f} MiB, {messages} messages; "
+          f"medians of {args.repeat}\n")
+    print("| phase | wall (s) | vs baseline | peak RSS (MiB) |\n| --- | ---: | ---: | ---: |")
+    for name, runs in results.items():
+        wall, rss = median_of(runs)
+        print(f"| {name} | {wall:.2f} | {wall / base:.1f}x | {rss:.0f} |")
     if not args.workdir:
         shutil.rmtree(work)
 

@@ -1,15 +1,16 @@
 """Run the Dagster assets in-process for the CLI, with progress and a summary.
 
 Unchanged and skipped sources are settled without Dagster (it is not even imported when
-nothing changed). Changed sources are materialised as partitions of `landing`, neighbours in
-the partition order sharing one run (a cold ingest is a single run); then the curated tables
-and the marts, once. A run that finds landed files not yet merged (a run killed before its
+nothing changed). Changed sources are materialised in their partitions of `landing` (one per
+agent and project), neighbours in the partition order sharing one run (a cold ingest is a
+single run); then the curated tables and the marts, once. A run that finds landed files not yet merged (a run killed before its
 merge) merges them even when no source changed.
 """
 
 import os
 import sys
 import warnings
+from collections import defaultdict
 from importlib import resources
 from pathlib import Path
 
@@ -177,14 +178,16 @@ def _materialise_runs(layout, options, to_run, sources, reporter, summary, full_
         extra_roots={p: list(v) for p, v in options.extra_roots.items()},
         use_default=options.use_default,
     )
-    by_key = {s.partition_key: s for s in to_run}
-    config = {"full_refresh": full_refresh, "run_id": summary.run_id}
+    by_partition = defaultdict(list)
+    for source in to_run:
+        by_partition[source.dagster_partition].append(source)
     with _cli_instance(dg, os.environ["DAGSTER_HOME"]) as instance:
-        known = set(instance.get_dynamic_partitions("sources"))
-        new_keys = [s.partition_key for s in sources if s.partition_key not in known]
-        if new_keys:
-            instance.add_dynamic_partitions("sources", new_keys)
-        for batch in contiguous_batches(list(by_key), instance.get_dynamic_partitions("sources")):
+        _register_partitions(dg, instance, sources)
+        for batch in contiguous_batches(list(by_partition), instance.get_dynamic_partitions("sources")):
+            todo = [s for key in batch for s in by_partition[key]]
+            # the run reads these sources only: the unchanged ones of its partitions are settled
+            config = {"full_refresh": full_refresh, "run_id": summary.run_id,
+                      "sources": [s.partition_key for s in todo]}
             run = dg.materialize(
                 [landing], instance=instance, raise_on_error=False, tags=partition_tags(batch),
                 resources={"agentlake": resource, "reporter": reporter},
@@ -192,10 +195,10 @@ def _materialise_runs(layout, options, to_run, sources, reporter, summary, full_
             )
             if INTERRUPTED.is_set() or _interrupted(run):
                 raise KeyboardInterrupt  # the CLI exits 130; what landed is merged by the next run
-            for key in batch:
-                if key not in reporter.reported:  # the run died before reaching the source
+            for source in todo:
+                if source.partition_key not in reporter.reported:  # the run died before reaching it
                     reporter.source_done(0, len(sources), SourceResult(
-                        by_key[key], "failed", error=f"Dagster run {run.run_id} failed before ingesting the source"))
+                        source, "failed", error=f"Dagster run {run.run_id} failed before ingesting the source"))
         tables = dg.materialize([curated_tables, marts], instance=instance, resources={"agentlake": resource},
                                 run_config=QUIET_LOGS, raise_on_error=False)
         if _interrupted(tables):
@@ -205,6 +208,21 @@ def _materialise_runs(layout, options, to_run, sources, reporter, summary, full_
         else:
             summary.problems.append(f"could not merge into the warehouse at {layout.warehouse}: "
                                     + _failure(tables))
+
+
+def _register_partitions(dg, instance, sources) -> None:
+    """A partition per agent and project found; the per-source partitions of an older version,
+    for the sources found, are deleted (the nightly run over every partition would fail on them)."""
+    from pipelines.defs.partitions import partition_changes
+
+    registered = set(instance.get_dynamic_partitions("sources"))
+    found = {s.partition_key: s for s in sources}
+    for request in partition_changes(registered, {s.dagster_partition for s in sources}, found):
+        if isinstance(request, dg.AddDynamicPartitionsRequest):
+            instance.add_dynamic_partitions("sources", list(request.partition_keys))
+        else:
+            for key in request.partition_keys:
+                instance.delete_dynamic_partition("sources", key)
 
 
 # The CLI's runs print their own progress: no per-step stdout capture, which starts a `tail`

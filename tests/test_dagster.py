@@ -1,4 +1,5 @@
-"""The Dagster layer: definitions load, assets materialise per source, the sensor and schedule."""
+"""The Dagster layer: definitions load, assets materialise per agent and project, the sensor and
+schedule."""
 
 import sqlite3
 from datetime import datetime, timezone
@@ -25,6 +26,10 @@ def instance():
 def _resource(layout, *stores) -> AgentlakeResource:
     return AgentlakeResource(home=str(layout.home), extra_stores={"crush": [str(s) for s in stores]},
                              use_default=False)
+
+
+def _partitions(resource) -> list[str]:
+    return sorted({s.dagster_partition for s in resource.discover()[0].values()})
 
 
 def _store(project, name, cost=0.5, messages=1):
@@ -63,7 +68,7 @@ def test_sensor_adds_partitions_and_requests_only_changed_sources(layout, projec
     ctx = dg.build_sensor_context(instance=instance, resources={"agentlake": resource})
     result = discover_sources(ctx)
     keys = sorted(r.partition_key for r in result.run_requests)
-    assert len(keys) == 2 and all(k.startswith(("crush-alpha-", "crush-beta-")) for k in keys)
+    assert keys == ["crush-alpha", "crush-beta"]  # a partition per agent and project
     assert sorted(result.dynamic_partitions_requests[0].partition_keys) == keys
     assert all(r.run_key.startswith(r.partition_key + ":") for r in result.run_requests)
     instance.add_dynamic_partitions("sources", keys)
@@ -78,15 +83,27 @@ def test_sensor_adds_partitions_and_requests_only_changed_sources(layout, projec
     conn.close()
     third = discover_sources(dg.build_sensor_context(instance=instance, cursor=again.cursor,
                                                      resources={"agentlake": resource}))
-    assert [r.partition_key for r in third.run_requests] == [k for k in keys if k.startswith("crush-alpha")]
+    assert [r.partition_key for r in third.run_requests] == ["crush-alpha"]
+
+
+def test_the_sensor_drops_the_per_source_partitions_of_an_older_version(layout, project, instance):
+    """An older version registered a partition per source (`crush-alpha-1a2b3c4d`). The nightly
+    run over every partition would fail on them: each one whose source is found is deleted, and
+    its project's partition added."""
+    a = _store(project, "alpha")
+    resource = _resource(layout, a.db)
+    (old_key,) = resource.discover()[0]
+    instance.add_dynamic_partitions("sources", [old_key, "crush-gone-12345678"])
+    result = discover_sources(dg.build_sensor_context(instance=instance, resources={"agentlake": resource}))
+    add, delete = result.dynamic_partitions_requests
+    assert list(add.partition_keys) == ["crush-alpha"] and list(delete.partition_keys) == [old_key]
 
 
 def test_materialize_one_source_partition_and_the_views(layout, project, instance):
     a, b = _store(project, "alpha", cost=0.5), _store(project, "beta", cost=0.25)
     resource = _resource(layout, a.db, b.db)
-    found, _ = resource.discover()
-    instance.add_dynamic_partitions("sources", sorted(found))
-    key = next(k for k in found if k.startswith("crush-alpha"))
+    instance.add_dynamic_partitions("sources", _partitions(resource))
+    key = "crush-alpha"
     result = dg.materialize([landing], partition_key=key, instance=instance,
                             resources={"agentlake": resource, "reporter": Reporter()})
     assert result.success
@@ -113,7 +130,7 @@ def test_failed_source_fails_its_partition_with_the_reason(layout, project, inst
     bad_dir.mkdir(parents=True)
     (bad_dir / "crush.db").write_bytes(b"\0" * 4096)
     resource = _resource(layout, bad_dir / "crush.db")
-    (key,) = resource.discover()[0]
+    (key,) = _partitions(resource)
     instance.add_dynamic_partitions("sources", [key])
     result = dg.materialize([landing], partition_key=key, instance=instance, raise_on_error=False,
                             resources={"agentlake": resource, "reporter": Reporter()})
@@ -130,7 +147,7 @@ def test_a_partition_no_longer_discovered_fails_with_the_reason(layout, project,
     """Issue 12 item 24: Materialize on a partition the resource cannot discover (a demo source
     seen from the UI's default settings) ended in SUCCESS having done nothing."""
     a = _store(project, "alpha")
-    (key,) = _resource(layout, a.db).discover()[0]
+    (key,) = _partitions(_resource(layout, a.db))
     instance.add_dynamic_partitions("sources", [key])
     elsewhere = _resource(layout)  # the UI's resource: it does not look where the source is
     result = dg.materialize([landing], partition_key=key, instance=instance, raise_on_error=False,
@@ -157,7 +174,7 @@ def test_partition_range_run_ingests_every_source(layout, project, instance):
     """What the schedule launches: one run over a range of source partitions."""
     stores = [_store(project, n, messages=k) for k, n in enumerate(("alpha", "beta", "gamma"), 1)]
     resource = _resource(layout, *(s.db for s in stores))
-    keys = sorted(resource.discover()[0])
+    keys = _partitions(resource)
     instance.add_dynamic_partitions("sources", keys)
     result = dg.materialize(
         [landing], instance=instance, resources={"agentlake": resource, "reporter": Reporter()},
@@ -176,7 +193,25 @@ def test_partition_range_run_ingests_every_source(layout, project, instance):
         "alpha": 1, "beta": 2, "gamma": 3}
     assert dg.materialize([curated_tables, marts], instance=instance, resources={"agentlake": resource}).success
     assert scalar(layout, "SELECT COUNT(DISTINCT project) FROM sessions") == 3
-    assert sorted(r[0] for r in query(layout, "SELECT partition_key FROM sources")) == keys
+    assert sorted(r[0] for r in query(layout, "SELECT partition_key FROM sources")) == sorted(resource.discover()[0])
+
+
+def test_a_gone_partition_in_a_range_fails_alone(layout, project, instance):
+    """The nightly run covers every registered partition. One whose sources are gone fails the
+    run, by name; the others in the range are still read, each with its own metadata."""
+    a, b = _store(project, "alpha"), _store(project, "beta")
+    resource = _resource(layout, a.db, b.db)
+    instance.add_dynamic_partitions("sources", ["crush-alpha", "crush-beta", "crush-gamma"])
+    result = dg.materialize(
+        [landing], instance=instance, raise_on_error=False,
+        resources={"agentlake": resource, "reporter": Reporter()},
+        tags={"dagster/asset_partition_range_start": "crush-alpha", "dagster/asset_partition_range_end": "crush-gamma"})
+    assert not result.success
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    assert "no longer discovered" in failure.event_specific_data.error.message
+    assert "crush-gamma" in failure.event_specific_data.error.message
+    status = {m.partition: m.materialization.metadata["status"].value for m in result.get_asset_materialization_events()}
+    assert status == {"crush-alpha": "ok", "crush-beta": "ok", "crush-gamma": "not found"}
 
 
 def test_one_partition_set_and_sensor_for_every_provider(layout, project, instance, tmp_path):
@@ -188,12 +223,15 @@ def test_one_partition_set_and_sensor_for_every_provider(layout, project, instan
                                  extra_roots={"codewhale": [str(tmp_path / "cw")]}, use_default=False)
     result = discover_sources(dg.build_sensor_context(instance=instance, resources={"agentlake": resource}))
     keys = sorted(r.partition_key for r in result.run_requests)
-    assert [k.split("-")[0] for k in keys] == ["codewhale", "codewhale", "crush"]
+    assert keys == ["codewhale-alpha", "crush-alpha"]  # two CodeWhale sessions of one project: one partition
     instance.add_dynamic_partitions("sources", keys)
     run = dg.materialize([landing], instance=instance, resources={"agentlake": resource, "reporter": Reporter()},
                          tags={"dagster/asset_partition_range_start": keys[0],
                                "dagster/asset_partition_range_end": keys[-1]})
     assert run.success
+    own = {m.partition: m.materialization.metadata for m in run.get_asset_materialization_events()}
+    assert own["codewhale-alpha"]["sources"].value == 2 and own["codewhale-alpha"]["rows_sessions"].value == 2
+    assert own["crush-alpha"]["sources"].value == 1 and own["crush-alpha"]["sources_ok"].value == 1
     assert dg.materialize([curated_tables, marts], instance=instance, resources={"agentlake": resource}).success
     assert query(layout, "SELECT provider, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 1") == [
         ("codewhale", 2), ("crush", 1)]

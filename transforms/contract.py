@@ -305,7 +305,9 @@ SOURCES = Table(
         _c("machine", pa.string(), "Machine that ran the ingestion."),
         _c("user", pa.string(), "User that ran the ingestion."),
         _c("source_id", pa.string(), "Stable id of the source (hash of the store's resolved path, or of the session id for CodeWhale)."),
-        _c("partition_key", pa.string(), "Dagster partition key of the source (a slug, never a path)."),
+        _c("partition_key", pa.string(), "The source's slug (`<provider>-<project>-<id>`, never a path): "
+           "its name in progress lines and `agentlake sources`. Its Dagster partition is "
+           "`<provider>-<project>`."),
         _c("project_path", pa.string(), "Project directory."),
         _c("db_path", pa.string(), "The store's path (a crush.db, a session file)."),
         _c("run_id", pa.string(), "Id of the ingestion run."),

@@ -1,3 +1,5 @@
+from collections import Counter, defaultdict
+
 import dagster as dg
 
 from pipelines.defs.lake.checks import CHECK_SPECS, LANDING, check_results
@@ -5,13 +7,16 @@ from pipelines.defs.partitions import sources_partitions
 from pipelines.defs.resources import AgentlakeResource, Reporter
 from warehouse.ingest import RunSummary, clean_stale_staging, ingest_many, mark_pending, record_run
 
-# Extraction, one partition per source (LANDING): the only per-source bookkeeping Dagster keeps.
-# The curated tables downstream are updated in one merge per run (pipelines/defs/warehouse).
+# Extraction, one partition per agent and project (Source.dagster_partition): the only per-source
+# bookkeeping Dagster keeps. The curated tables downstream are updated in one merge per run
+# (pipelines/defs/warehouse).
 
 
 class IngestConfig(dg.Config):
     full_refresh: bool = False  # re-read sources even when their fingerprint is unchanged
     run_id: str = ""  # id recorded in `sources`; the CLI passes one id for its whole run
+    # the sources to read, by their partition_key; empty: every source of the run's partitions
+    sources: list[str] = []
 
 
 @dg.multi_asset(
@@ -34,12 +39,11 @@ def landing(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: 
     clean_stale_staging(layout)
     mark_pending(layout)
     summary = RunSummary(config.run_id or context.run.run_id, problems=problems)
-    keys = context.partition_keys
-    missing = [k for k in keys if k not in found]
-    if missing:  # registered once, not found now: its landed rows stay in the lake
-        raise dg.Failure(description="no longer discovered, so not re-read (its rows stay in the lake): "
-                                     + ", ".join(missing))
-    todo = [found[k] for k in keys]
+    keys = set(context.partition_keys)
+    in_run = sorted((s for s in found.values() if s.dagster_partition in keys), key=lambda s: s.partition_key)
+    missing = sorted(keys - {s.dagster_partition for s in in_run})
+    wanted = set(config.sources)
+    todo = [s for s in in_run if not wanted or s.partition_key in wanted]
     for i, result in enumerate(ingest_many(todo, layout, summary.run_id, force=config.full_refresh), 1):
         summary.results.append(result)
         if result.status == "failed":  # the rest is in the partition's metadata and the run log
@@ -48,22 +52,37 @@ def landing(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: 
     problem = record_run(layout, summary.run_id, summary.results)
     if problem:
         context.log.warning(problem)
-    for result in summary.results:  # each partition's materialization carries its own source's counts
-        context.add_asset_metadata(partition_metadata(result), partition_key=result.source.partition_key)
+    by_partition = defaultdict(list)
+    for result in summary.results:
+        by_partition[result.source.dagster_partition].append(result)
+    for key, results in sorted(by_partition.items()):  # each partition's materialization: its own sources
+        context.add_asset_metadata(partition_metadata(results), partition_key=key)
+    for key in missing:  # the other partitions of a range are still read: a gone one fails alone
+        context.add_asset_metadata({"status": "not found", "sources": 0, "error": GONE}, partition_key=key)
     yield dg.MaterializeResult(asset_key=LANDING)
     yield from check_results(layout, summary)
-    failed = [r for r in summary.results if r.status == "failed"]
+    failed = [f"{r.source.partition_key}: {r.error}" for r in summary.results if r.status == "failed"]
+    if missing:  # registered once, not found now: its landed rows stay in the lake
+        failed.append(f"{GONE}: " + ", ".join(missing))
     if failed:
-        raise dg.Failure(
-            description="; ".join(f"{r.source.partition_key}: {r.error}" for r in failed),
-            metadata={"failed_sources": len(failed)},
-        )
+        raise dg.Failure(description="; ".join(failed), metadata={"failed_sources": len(failed)})
 
 
-def partition_metadata(result) -> dict:
-    """One source's outcome: its status, rows per table, time and error."""
-    metadata = {"status": result.status, "duration_s": result.duration_s}
-    metadata.update({f"rows_{table}": n for table, n in result.rows.items()})
-    if result.error:
-        metadata["error"] = result.error
+GONE = "no longer discovered, so not re-read (its rows stay in the lake)"
+STATUS_ORDER = ("failed", "ok", "unchanged", "skipped")  # a partition's status: its first present
+
+
+def partition_metadata(results: list) -> dict:
+    """One partition's outcome, from its sources': status, rows per table, time and errors."""
+    statuses = Counter(r.status for r in results)
+    metadata = {"status": next(s for s in STATUS_ORDER if statuses[s]), "sources": len(results),
+                "duration_s": round(sum(r.duration_s for r in results), 3)}
+    metadata.update({f"sources_{status}": statuses[status] for status in STATUS_ORDER if statuses[status]})
+    rows = Counter()
+    for r in results:
+        rows.update(r.rows)
+    metadata.update({f"rows_{table}": n for table, n in rows.items()})
+    errors = [f"{r.source.partition_key}: {r.error}" for r in results if r.error]
+    if errors:
+        metadata["error"] = "; ".join(errors)
     return metadata
