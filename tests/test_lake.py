@@ -231,6 +231,26 @@ def test_many_sources_share_a_partitions_files(tmp_path):
     assert scalar(layouts[0], "SELECT COUNT(*) FROM messages") == 3 * store.messages
 
 
+def test_a_merge_reads_many_landing_files_in_batches_and_writes_a_file_per_partition(tmp_path, monkeypatch):
+    """A merge reads a bounded number of landing files per statement (DuckDB keeps each one's
+    reader until the statement ends: 1,000 Codex sources ran out of memory), gathers them, and
+    still writes one file per table partition, with every row."""
+    from transforms.crush.synth import generate_store
+    from warehouse import merge
+    from warehouse.layout import Layout
+
+    store = generate_store(tmp_path / "crush", projects=3, sessions_per_project=3, seed=5)
+    for machine in ("a", "b"):  # each project's partition is landed by two sources
+        ingest(Layout.resolve(home=tmp_path / machine, lake=tmp_path / "lake", machine=machine),
+               roots=[store.global_dir])
+    monkeypatch.setattr(merge, "FILES_PER_READ", 2)  # six sources: three reads, a project in two
+    catalog, tables = tmp_path / "fresh.ducklake", tmp_path / "fresh"
+    result = merge.merge(tmp_path / "lake", catalog, data_path=f"{tables}/")
+    assert result.rows["messages"] == 2 * store.messages
+    files = list((tables / "main" / "messages").rglob("*.parquet"))
+    assert len(files) == len({f.parent for f in files}) == 3  # three projects, one year each
+
+
 def test_a_lost_state_loses_no_history(layout, project):
     """A new or wiped agentlake home over an existing lake: the source's files are found by name,
     so a session the agent pruned meanwhile is still carried forward, and nothing is doubled."""

@@ -222,9 +222,29 @@ def _source_key_sql(alias: str = "") -> str:
 FROM_PATH = {"machine": -5, "user": -4, "provider": -3, "source_id": -2}
 
 
+# Landing files read per statement: DuckDB keeps each file's reader state until the statement
+# ends, about 0.35 MB a file; 1,000 Codex sources' parts in one statement ran out of 512 MB.
+FILES_PER_READ = 100
+
+
 def _insert(con, table: Table, paths: list[Path], footers: _Footers, *, identity_from_path: bool = True) -> int:
+    """The files' rows into the table. More files than one read takes are gathered in a temporary
+    table first: one INSERT per batch would write a DuckLake file per batch and partition."""
     if not paths:
         return 0
+    if len(paths) <= FILES_PER_READ:
+        return _insert_files(con, f'"{table.name}"', table, paths, footers, identity_from_path)
+    con.execute(f'CREATE OR REPLACE TEMP TABLE _gathered AS FROM "{table.name}" LIMIT 0')
+    try:
+        for i in range(0, len(paths), FILES_PER_READ):
+            _insert_files(con, "_gathered", table, paths[i:i + FILES_PER_READ], footers, identity_from_path)
+        return con.execute(f'INSERT INTO "{table.name}" BY NAME FROM _gathered').fetchone()[0]
+    finally:
+        con.execute("DROP TABLE IF EXISTS _gathered")
+
+
+def _insert_files(con, target: str, table: Table, paths: list[Path], footers: _Footers,
+                  identity_from_path: bool) -> int:
     files = ", ".join(_quote(p) for p in paths)
     present = set()  # a file landed by an older contract may lack newer columns: they stay null
     for path in paths:
@@ -235,7 +255,7 @@ def _insert(con, table: Table, paths: list[Path], footers: _Footers, *, identity
             cols.append(f"string_split(filename, '/')[{FROM_PATH[c]}] AS \"{c}\"")
         elif c in present:
             cols.append(f'"{c}"')
-    sql = (f'INSERT INTO "{table.name}" BY NAME SELECT {", ".join(cols)} '
+    sql = (f'INSERT INTO {target} BY NAME SELECT {", ".join(cols)} '
            f"FROM read_parquet([{files}], union_by_name = true, filename = true)")
     return con.execute(sql).fetchone()[0]
 
