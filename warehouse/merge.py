@@ -223,24 +223,15 @@ FROM_PATH = {"machine": -5, "user": -4, "provider": -3, "source_id": -2}
 
 
 # Landing files read per statement: DuckDB keeps each file's reader state until the statement
-# ends, about 0.35 MB a file; 1,000 Codex sources' parts in one statement ran out of 512 MB.
-FILES_PER_READ = 100
+# ends, about 0.4 MB a file; 1,000 Codex sources' parts in one statement ran out of 512 MB. Each
+# statement writes its own DuckLake files: more than one per partition is left to compaction
+# (warehouse.views.refresh compacts when the files outnumber the partitions).
+FILES_PER_READ = 250
 
 
 def _insert(con, table: Table, paths: list[Path], footers: _Footers, *, identity_from_path: bool = True) -> int:
-    """The files' rows into the table. More files than one read takes are gathered in a temporary
-    table first: one INSERT per batch would write a DuckLake file per batch and partition."""
-    if not paths:
-        return 0
-    if len(paths) <= FILES_PER_READ:
-        return _insert_files(con, f'"{table.name}"', table, paths, footers, identity_from_path)
-    con.execute(f'CREATE OR REPLACE TEMP TABLE _gathered AS FROM "{table.name}" LIMIT 0')
-    try:
-        for i in range(0, len(paths), FILES_PER_READ):
-            _insert_files(con, "_gathered", table, paths[i:i + FILES_PER_READ], footers, identity_from_path)
-        return con.execute(f'INSERT INTO "{table.name}" BY NAME FROM _gathered').fetchone()[0]
-    finally:
-        con.execute("DROP TABLE IF EXISTS _gathered")
+    return sum(_insert_files(con, f'"{table.name}"', table, paths[i:i + FILES_PER_READ], footers, identity_from_path)
+               for i in range(0, len(paths), FILES_PER_READ))
 
 
 def _insert_files(con, target: str, table: Table, paths: list[Path], footers: _Footers,
