@@ -23,6 +23,9 @@ repeated; the medians are printed as a Markdown table for docs/BENCHMARKS.md.
 
 With --codex N, instead: a Codex home of N rollouts (a source each, as Codex keeps a file per
 session): the baseline (read and decode every line), the CLI's cold ingest and no-op rerun.
+
+With --agents N, instead: each agent's generated home of N sessions, extracted by the library
+in one process (discover, extract, rows as Arrow; nothing written): messages per CPU-second.
 """
 
 import argparse
@@ -153,9 +156,12 @@ def main() -> None:
     ap.add_argument("--failed", type=int, default=2,
                     help="broken crush.db files the CLI runs also get (they fail every run, as in real homes)")
     ap.add_argument("--codex", type=int, default=0, help="instead: a Codex home of this many rollouts")
+    ap.add_argument("--agents", type=int, default=0, help="instead: every agent's home of this many sessions")
     args = ap.parse_args()
     if args.codex:
         return _codex(args)
+    if args.agents:
+        return _agents(args)
 
     from transforms.crush.synth import generate_store
 
@@ -260,6 +266,51 @@ def _codex(args) -> None:
     for name, runs in results.items():
         wall, rss = median_of(runs)
         print(f"| {name} | {wall:.2f} | {wall / base:.1f}x | {rss:.0f} |")
+    if not args.workdir:
+        shutil.rmtree(work)
+
+
+AGENT_EXTRACT = r"""
+import json, pathlib, sys, tempfile
+from datetime import datetime, timezone
+from transforms.contract import BY_NAME
+from transforms.provider import DiscoverOptions
+from transforms.providers import PROVIDERS
+from warehouse.writer import to_arrow
+name, home = sys.argv[1], sys.argv[2]
+provider = PROVIDERS[name]
+found = provider.discover(DiscoverOptions(env={}, extra_roots={name: (home,)}, use_default=False))
+messages = 0
+with tempfile.TemporaryDirectory() as tmp:
+    for source in found.sources:
+        rows = provider.extract(source, pathlib.Path(tmp), datetime.now(timezone.utc)).rows
+        tables = {t: to_arrow(BY_NAME[t], r) for t, r in rows.items() if t in BY_NAME}
+        messages += tables["messages"].num_rows if "messages" in tables else 0
+print(json.dumps({"sources": len(found.sources), "messages": messages}))
+"""
+
+
+def _agents(args) -> None:
+    """Every agent but Crush (the main corpus), library only: the normaliser's own speed."""
+    import importlib
+
+    from transforms.providers import PROVIDERS
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="agentlake-bench-agents-"))
+    print(f"Each agent's generated home of {args.agents} sessions, extracted in one process; medians of "
+          f"{args.repeat}\n")
+    print("| agent | sources | messages | wall (s) | ms per source | messages per CPU-second | peak RSS (MiB) |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name in sorted(p for p in PROVIDERS if p != "crush"):
+        home = work / name
+        if not home.exists():
+            importlib.import_module(f"transforms.{name}.synth").generate_home(home, sessions=args.agents, seed=args.seed)
+        runs = [measure([PY, "-c", AGENT_EXTRACT, name, str(home)]) for _ in range(args.repeat)]
+        facts = json.loads(runs[0][2])
+        wall, rss = median_of(runs)
+        cpu = statistics.median(r[3] for r in runs)
+        print(f"| {name} | {facts['sources']:,} | {facts['messages']:,} | {wall:.2f} | "
+              f"{wall * 1000 / max(facts['sources'], 1):.1f} | {facts['messages'] / cpu:,.0f} | {rss:.0f} |")
     if not args.workdir:
         shutil.rmtree(work)
 
