@@ -186,8 +186,11 @@ def _materialise_runs(layout, options, to_run, sources, reporter, summary, full_
         for batch in contiguous_batches(list(by_partition), instance.get_dynamic_partitions("sources")):
             todo = [s for key in batch for s in by_partition[key]]
             # the run reads these sources only: the unchanged ones of its partitions are settled
+            # (no list when it is all of them: a cold ingest's run config stays small)
+            in_batch = set(batch)
+            whole = len(todo) == sum(s.dagster_partition in in_batch for s in sources)
             config = {"full_refresh": full_refresh, "run_id": summary.run_id,
-                      "sources": [s.partition_key for s in todo]}
+                      "sources": [] if whole else [s.partition_key for s in todo]}
             run = dg.materialize(
                 [landing], instance=instance, raise_on_error=False, tags=partition_tags(batch),
                 resources={"agentlake": resource, "reporter": reporter},
@@ -211,13 +214,12 @@ def _materialise_runs(layout, options, to_run, sources, reporter, summary, full_
 
 
 def _register_partitions(dg, instance, sources) -> None:
-    """A partition per agent and project found; the per-source partitions of an older version,
-    for the sources found, are deleted (the nightly run over every partition would fail on them)."""
+    """A partition per agent and project found; an older version's per-source partitions deleted
+    (the nightly run over every partition would fail on them)."""
     from pipelines.defs.partitions import partition_changes
 
     registered = set(instance.get_dynamic_partitions("sources"))
-    found = {s.partition_key: s for s in sources}
-    for request in partition_changes(registered, {s.dagster_partition for s in sources}, found):
+    for request in partition_changes(registered, {s.dagster_partition for s in sources}):
         if isinstance(request, dg.AddDynamicPartitionsRequest):
             instance.add_dynamic_partitions("sources", list(request.partition_keys))
         else:

@@ -84,6 +84,10 @@ def test_sensor_adds_partitions_and_requests_only_changed_sources(layout, projec
     third = discover_sources(dg.build_sensor_context(instance=instance, cursor=again.cursor,
                                                      resources={"agentlake": resource}))
     assert [r.partition_key for r in third.run_requests] == ["crush-alpha"]
+    # the run reads the changed source only, not every source of its partition
+    (changed,) = third.run_requests
+    assert changed.run_config["ops"]["landing"]["config"]["sources"] == [
+        s.partition_key for s in resource.discover()[0].values() if s.project == "alpha"]
 
 
 def test_the_sensor_drops_the_per_source_partitions_of_an_older_version(layout, project, instance):
@@ -96,7 +100,20 @@ def test_the_sensor_drops_the_per_source_partitions_of_an_older_version(layout, 
     instance.add_dynamic_partitions("sources", [old_key, "crush-gone-12345678"])
     result = discover_sources(dg.build_sensor_context(instance=instance, resources={"agentlake": resource}))
     add, delete = result.dynamic_partitions_requests
-    assert list(add.partition_keys) == ["crush-alpha"] and list(delete.partition_keys) == [old_key]
+    assert list(add.partition_keys) == ["crush-alpha"]
+    assert list(delete.partition_keys) == sorted([old_key, "crush-gone-12345678"])  # found or not
+
+
+def test_the_cli_registers_a_partition_per_project_and_drops_older_keys(layout, project, instance):
+    """The CLI path (pipelines.runner): the same partitions as the sensor, an older version's
+    per-source keys deleted, and a key of this version that is not found now is kept."""
+    from pipelines.runner import _register_partitions
+
+    a, b = _store(project, "alpha"), _store(project, "beta")
+    sources = list(_resource(layout, a.db, b.db).discover()[0].values())
+    instance.add_dynamic_partitions("sources", [sources[0].partition_key, "codex-shop-0123abcd", "crush-gamma"])
+    _register_partitions(dg, instance, sources)
+    assert sorted(instance.get_dynamic_partitions("sources")) == ["crush-alpha", "crush-beta", "crush-gamma"]
 
 
 def test_materialize_one_source_partition_and_the_views(layout, project, instance):
@@ -153,6 +170,7 @@ def test_a_partition_no_longer_discovered_fails_with_the_reason(layout, project,
     result = dg.materialize([landing], partition_key=key, instance=instance, raise_on_error=False,
                             resources={"agentlake": elsewhere, "reporter": Reporter()})
     assert not result.success
+    assert not instance.get_materialized_partitions(dg.AssetKey("landing"))  # not marked done
     failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
     assert "no longer discovered" in failure.event_specific_data.error.message and key in \
         failure.event_specific_data.error.message

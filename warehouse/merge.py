@@ -8,8 +8,9 @@ transaction, so a reader sees the tables and the marts before the merge or after
 and never a half-replaced source. A run killed at any point leaves the landing files, which the
 next merge takes: the lake converges.
 
-Inserting every changed source in one statement per table gives one file per (table, date,
-project) per merge; `compact` then merges adjacent files and removes what no snapshot needs.
+The changed sources are inserted 250 landing files per statement, each statement writing a
+file per (table, year, project) it touches; `compact` then merges adjacent files and removes
+what no snapshot needs (`warehouse.views.refresh` runs it when files outnumber partitions).
 """
 
 import shutil
@@ -169,7 +170,12 @@ def _footer(path: Path) -> _Footer | None:
 def _projects_in(meta, schema) -> frozenset | None:
     if "project" not in schema.names:
         return frozenset({None})
-    column = schema.get_field_index("project")
+    if meta.num_rows == 0:  # an empty file has no statistics, and no project
+        return frozenset()
+    paths = [meta.schema.column(i).path for i in range(meta.num_columns)]
+    if "project" not in paths:
+        return None
+    column = paths.index("project")
     found = set()
     for i in range(meta.num_row_groups):
         chunk = meta.row_group(i).column(column)
@@ -381,8 +387,8 @@ def _landed_projects(con, paths: list[Path], footers: _Footers) -> set[str | Non
             unknown.append(path)
         else:
             projects |= said
-    if unknown:
-        files = ", ".join(_quote(p) for p in unknown)
+    for i in range(0, len(unknown), FILES_PER_READ):
+        files = ", ".join(_quote(p) for p in unknown[i:i + FILES_PER_READ])
         projects |= {r[0] for r in con.execute(f"SELECT DISTINCT project FROM read_parquet([{files}])").fetchall()}
     return projects
 

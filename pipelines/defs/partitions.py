@@ -1,4 +1,8 @@
+import re
+
 import dagster as dg
+
+from transforms.providers import PROVIDERS
 
 # One partition per agent and project (slug keys such as `codex-webshop`, never paths), holding
 # that project's sources on this machine (Source.dagster_partition). Every provider shares it,
@@ -6,13 +10,18 @@ import dagster as dg
 sources_partitions = dg.DynamicPartitionsDefinition(name="sources")
 
 
-def partition_changes(registered: set[str], partitions: set[str], found: dict) -> list:
-    """Add the new partitions; delete a source's own key left by a version with a partition per source."""
+def partition_changes(registered: set[str], partitions: set[str]) -> list:
+    """Add the new partitions; delete the per-source keys an older version registered
+    (`<provider>-<project>-<8 hex>`), whether or not their source is still found: the nightly
+    run over every partition would fail on each one."""
     requests = []
     new = sorted(partitions - registered)
     if new:
         requests.append(sources_partitions.build_add_request(new))
-    stale = sorted((registered & set(found)) - partitions)
+    stale = sorted(key for key in registered - partitions if _PER_SOURCE_KEY.match(key))
     if stale:
         requests.append(sources_partitions.build_delete_request(stale))
     return requests
+
+
+_PER_SOURCE_KEY = re.compile(rf"^(?:{'|'.join(map(re.escape, PROVIDERS))})-[a-z0-9-]+-[0-9a-f]{{8}}$")

@@ -42,6 +42,8 @@ def landing(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: 
     keys = set(context.partition_keys)
     in_run = sorted((s for s in found.values() if s.dagster_partition in keys), key=lambda s: s.partition_key)
     missing = sorted(keys - {s.dagster_partition for s in in_run})
+    if missing and not in_run:  # nothing to read: failed before any partition is marked done
+        raise dg.Failure(description=f"{GONE}: " + ", ".join(missing))
     wanted = set(config.sources)
     todo = [s for s in in_run if not wanted or s.partition_key in wanted]
     for i, result in enumerate(ingest_many(todo, layout, summary.run_id, force=config.full_refresh), 1):
@@ -57,7 +59,9 @@ def landing(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: 
         by_partition[result.source.dagster_partition].append(result)
     for key, results in sorted(by_partition.items()):  # each partition's materialization: its own sources
         context.add_asset_metadata(partition_metadata(results), partition_key=key)
-    for key in missing:  # the other partitions of a range are still read: a gone one fails alone
+    # a range run reads its other partitions; a gone one is marked done by the run's single
+    # output (Dagster records the range as a whole), with its status, and fails the run by name
+    for key in missing:
         context.add_asset_metadata({"status": "not found", "sources": 0, "error": GONE}, partition_key=key)
     yield dg.MaterializeResult(asset_key=LANDING)
     yield from check_results(layout, summary)
