@@ -3,8 +3,8 @@
 Unchanged and skipped sources are settled without Dagster (it is not even imported when
 nothing changed). Changed sources are materialised in their partitions of `landing` (one per
 agent and project), neighbours in the partition order sharing one run (a cold ingest is a
-single run); then the curated tables and the marts, once. A run that finds landed files not yet merged (a run killed before its
-merge) merges them even when no source changed.
+single run); then the curated tables and the marts, once. A run that finds landed files not
+yet merged (a run killed before its merge) merges them even when no source changed.
 """
 
 import os

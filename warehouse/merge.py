@@ -235,13 +235,16 @@ FROM_PATH = {"machine": -5, "user": -4, "provider": -3, "source_id": -2}
 FILES_PER_READ = 250
 
 
+def _batches(paths: list[Path]):
+    for i in range(0, len(paths), FILES_PER_READ):
+        yield paths[i:i + FILES_PER_READ]
+
+
 def _insert(con, table: Table, paths: list[Path], footers: _Footers, *, identity_from_path: bool = True) -> int:
-    return sum(_insert_files(con, f'"{table.name}"', table, paths[i:i + FILES_PER_READ], footers, identity_from_path)
-               for i in range(0, len(paths), FILES_PER_READ))
+    return sum(_insert_files(con, table, batch, footers, identity_from_path) for batch in _batches(paths))
 
 
-def _insert_files(con, target: str, table: Table, paths: list[Path], footers: _Footers,
-                  identity_from_path: bool) -> int:
+def _insert_files(con, table: Table, paths: list[Path], footers: _Footers, identity_from_path: bool) -> int:
     files = ", ".join(_quote(p) for p in paths)
     present = set()  # a file landed by an older contract may lack newer columns: they stay null
     for path in paths:
@@ -252,7 +255,7 @@ def _insert_files(con, target: str, table: Table, paths: list[Path], footers: _F
             cols.append(f"string_split(filename, '/')[{FROM_PATH[c]}] AS \"{c}\"")
         elif c in present:
             cols.append(f'"{c}"')
-    sql = (f'INSERT INTO {target} BY NAME SELECT {", ".join(cols)} '
+    sql = (f'INSERT INTO "{table.name}" BY NAME SELECT {", ".join(cols)} '
            f"FROM read_parquet([{files}], union_by_name = true, filename = true)")
     return con.execute(sql).fetchone()[0]
 
@@ -387,8 +390,8 @@ def _landed_projects(con, paths: list[Path], footers: _Footers) -> set[str | Non
             unknown.append(path)
         else:
             projects |= said
-    for i in range(0, len(unknown), FILES_PER_READ):
-        files = ", ".join(_quote(p) for p in unknown[i:i + FILES_PER_READ])
+    for batch in _batches(unknown):
+        files = ", ".join(_quote(p) for p in batch)
         projects |= {r[0] for r in con.execute(f"SELECT DISTINCT project FROM read_parquet([{files}])").fetchall()}
     return projects
 

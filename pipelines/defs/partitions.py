@@ -8,6 +8,8 @@ from transforms.providers import PROVIDERS
 # that project's sources on this machine (Source.dagster_partition). Every provider shares it,
 # so one sensor and one schedule treat them alike.
 sources_partitions = dg.DynamicPartitionsDefinition(name="sources")
+# what an older version keyed a partition by: a source, `<provider>-<project>-<8 hex>`
+_PER_SOURCE_KEY = re.compile(rf"^(?:{'|'.join(map(re.escape, PROVIDERS))})-[a-z0-9-]+-[0-9a-f]{{8}}$")
 
 
 def partition_changes(registered: set[str], partitions: set[str]) -> list:
@@ -23,5 +25,3 @@ def partition_changes(registered: set[str], partitions: set[str]) -> list:
         requests.append(sources_partitions.build_delete_request(stale))
     return requests
 
-
-_PER_SOURCE_KEY = re.compile(rf"^(?:{'|'.join(map(re.escape, PROVIDERS))})-[a-z0-9-]+-[0-9a-f]{{8}}$")

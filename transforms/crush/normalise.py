@@ -67,9 +67,9 @@ class _Columns:
     the JSON of the columns agentlake does not know."""
 
     def __init__(self, table: RawTable, extra: list[str]):
+        self.table = table
         self.names = ["rowid", *table.columns]
         self.n = len(table.rows)
-        self.rows = table.rows
         self.extra = extra
         self.by_name = dict(zip(self.names, zip(*table.rows))) if table.rows else {}
 
@@ -77,14 +77,10 @@ class _Columns:
         values = self.by_name.get(name)
         return list(values) if values is not None else [None] * self.n
 
-    def dicts(self):
-        for row in self.rows:
-            yield dict(zip(self.names, row))
-
     def extra_json(self) -> pa.Array | None:
         if not self.extra:
             return None
-        return pa.array([_extra(dict(zip(self.names, r)), self.extra) for r in self.rows], pa.string())
+        return pa.array([_extra(row, self.extra) for row in self.table.dicts()], pa.string())
 
 
 @dataclass
@@ -244,7 +240,7 @@ class _Normaliser:
         if missing is None:
             return False
         what, out = _ROW_OF[name]
-        for r in columns.dicts():
+        for r in columns.table.dicts():
             self.quarantine(name, r.get("rowid"), r.get("id"), f"unreadable {what} row: {KeyError(missing)}", r)
         self.findings.diverted[out] += columns.n
         self.out[out] = assemble(BY_NAME[out], 0, {})
