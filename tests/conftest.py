@@ -28,8 +28,16 @@ T0 = 1767225600  # 2026-01-01T00:00:00Z, in seconds as Crush writes it
 DAY = 86400
 
 
+@pytest.fixture(scope="session")
+def shared_duckdb_dir(tmp_path_factory) -> Path:
+    """One `~/.duckdb` for the whole run. Every agentlake command installs DuckLake's extension
+    (36 MB) into the home's `.duckdb/extensions`; with a new home per test that was 35 GB of
+    copies over the suite, and CI ran out of disk."""
+    return tmp_path_factory.mktemp("duckdb-home")
+
+
 @pytest.fixture(autouse=True)
-def no_real_agent_data(tmp_path_factory, monkeypatch):
+def no_real_agent_data(tmp_path_factory, monkeypatch, shared_duckdb_dir):
     """Every agent's default home points into an empty temporary dir: no test ever reads the
     machine's own sessions, whatever it discovers by default."""
     empty = tmp_path_factory.mktemp("no-agent-data")
@@ -47,6 +55,7 @@ def no_real_agent_data(tmp_path_factory, monkeypatch):
                 "PI_CODING_AGENT_DIR"):
         (empty / var.lower()).mkdir()
         monkeypatch.setenv(var, str(empty / var.lower()))
+    (empty / "home" / ".duckdb").symlink_to(shared_duckdb_dir, target_is_directory=True)
 
 
 @pytest.fixture
