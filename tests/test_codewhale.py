@@ -156,7 +156,7 @@ def test_malformed_file_is_quarantined_and_the_rest_ingested(layout, tmp_path):
     (sessions / "99999999-9999-4999-8999-999999999999.json").write_text('{"metadata": {"id": "9999", "title": "cut')
     (sessions / "88888888-8888-4888-8888-888888888888.json").write_text('[1, 2, 3]')
     summary = ingest(layout, codewhale_homes=[tmp_path / "cw"])
-    assert sorted(r.status for r in summary.results) == ["ok", "ok", "ok"]
+    assert {r.status for r in summary.results} == {"ok"}
     assert scalar(layout, "SELECT COUNT(*) FROM sessions") == 1
     bad = query(layout, "SELECT key, error, raw FROM quarantine ORDER BY key")
     assert [b[0].rsplit("/", 1)[1] for b in bad] == ["88888888-8888-4888-8888-888888888888.json",

@@ -162,7 +162,7 @@ def test_a_fork_drops_its_parents_replayed_history(layout, tmp_path):
     first, then = (price_buckets(buckets(delta), model, "openai", at).cost_usd for delta, model, at in parent.requests)
     assert rows[0] == (parent.sid, True, None, None, pytest.approx(first + then))
     assert rows[1][:4] == (fork.sid, True, parent.sid, pytest.approx(first))  # the cost at the fork
-    assert scalar(layout, "SELECT COUNT(DISTINCT source_id) FROM sessions") == 2
+    assert scalar(layout, "SELECT COUNT(DISTINCT root_session_id) FROM sessions") == 2  # a fork is a root of its own
 
 
 def test_a_fork_whose_parent_is_gone_drops_the_first_second_burst(layout, tmp_path):

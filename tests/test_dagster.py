@@ -241,14 +241,14 @@ def test_one_partition_set_and_sensor_for_every_provider(layout, project, instan
                                  extra_roots={"codewhale": [str(tmp_path / "cw")]}, use_default=False)
     result = discover_sources(dg.build_sensor_context(instance=instance, resources={"agentlake": resource}))
     keys = sorted(r.partition_key for r in result.run_requests)
-    assert keys == ["codewhale-alpha", "crush-alpha"]  # two CodeWhale sessions of one project: one partition
+    assert keys == ["codewhale-alpha", "crush-alpha"]  # two sessions of one project: one source
     instance.add_dynamic_partitions("sources", keys)
     run = dg.materialize([landing], instance=instance, resources={"agentlake": resource, "reporter": Reporter()},
                          tags={"dagster/asset_partition_range_start": keys[0],
                                "dagster/asset_partition_range_end": keys[-1]})
     assert run.success
     own = {m.partition: m.materialization.metadata for m in run.get_asset_materialization_events()}
-    assert own["codewhale-alpha"]["sources"].value == 2 and own["codewhale-alpha"]["rows_sessions"].value == 2
+    assert own["codewhale-alpha"]["sources"].value == 1 and own["codewhale-alpha"]["rows_sessions"].value == 2
     assert own["crush-alpha"]["sources"].value == 1 and own["crush-alpha"]["sources_ok"].value == 1
     assert dg.materialize([curated_tables, marts], instance=instance, resources={"agentlake": resource}).success
     assert query(layout, "SELECT provider, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 1") == [

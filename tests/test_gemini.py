@@ -261,7 +261,7 @@ def test_bad_lines_and_files_are_quarantined(layout, tmp_path):
     chats = path.parent
     (chats / "session-2026-03-03T00-00-deadbeef.json").write_text("{not json")
     summary = ingest(layout, homes={"gemini": [home]})
-    assert sorted(r.status for r in summary.results) == ["ok", "ok"]
+    assert {r.status for r in summary.results} == {"ok"}  # the project's sessions are one source
     assert scalar(layout, "SELECT COUNT(*) FROM quarantine") == 2
     assert scalar(layout, "SELECT SUM(total_tokens) FROM usage") == 19952  # the rest was read
 

@@ -216,6 +216,8 @@ def test_the_kilo_cli_database_is_read_with_opencodes_schema(layout, tmp_path):
                          "output_tokens, cost_usd, cost_source FROM usage") == [
         ("kilo", 100, 3000, 50, 20, 0.25, "native")]
     assert query(layout, "SELECT provider, title, project_path FROM sessions") == [("kilo", "cli task", "/home/dev/shop")]
+    # each row filed under its own session's project, not the database's (`kilo-cli`)
+    assert query(layout, "SELECT DISTINCT project FROM messages") == [("shop",)]
 
 
 def test_credentials_and_editor_state_are_never_opened(layout, tmp_path):

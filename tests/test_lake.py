@@ -426,7 +426,7 @@ def test_a_failure_the_environment_causes_is_retried_not_remembered():
     import sqlite3
 
     from transforms.snapshot import SnapshotError
-    from warehouse.ingest import _environmental
+    from transforms.provider import environmental as _environmental
 
     def raised(inner):
         try:

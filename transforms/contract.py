@@ -315,7 +315,7 @@ SOURCES = Table(
         _c("status", pa.string(), "`ok` (ingested), `unchanged` (fingerprint unchanged, skipped cheaply), `skipped` (project directory gone, or store refused: the reason is in `error`) or `failed`."),
         _c("error", pa.string(), "Why it failed or was skipped; null when ok."),
         _c("warnings", pa.string(), "Non-fatal findings (unknown columns or part types, millisecond timestamps, quarantined rows); null if none."),
-        _c("schema_version", pa.int64(), "Crush: the goose version (MAX(version_id) of goose_db_version); CodeWhale: the file's `schema_version`."),
+        _c("schema_version", pa.int64(), "The store's format version: Crush's goose version (MAX(version_id) of goose_db_version), a session file's own version for the others; for an agent landed by project (a file per session), the oldest among the project's sessions."),
         _c("migrations", pa.int64(), "Number of Crush migrations applied (4, 5, 6 or 7); null for other agents."),
         _c("fingerprint", pa.string(), "Size and mtime of the db and its -wal."),
         _c("sessions", pa.int64(), "Rows written to `sessions` (null unless ok)."),

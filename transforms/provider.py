@@ -21,6 +21,20 @@ class SourceError(Exception):
     """A source cannot be read. The message is for the user: what is wrong, and where."""
 
 
+def environmental(exc: BaseException) -> bool:
+    """An OS error (permissions, a file gone, a full disk) somewhere in the chain, or SQLite's
+    (`unable to open database file`, `database is locked`): the same bytes may read next time.
+    A corrupt file is another error."""
+    import sqlite3
+
+    seen = exc
+    while seen is not None:
+        if isinstance(seen, (OSError, sqlite3.OperationalError)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 @dataclass(frozen=True)
 class DiscoverOptions:
     env: Mapping[str, str]

@@ -1,8 +1,12 @@
-"""Every provider agentlake knows, by name. A new agent adds one line here."""
+"""Every provider agentlake knows, by name. A new agent adds one line here.
+
+An agent that keeps a file per session is landed by project (`ByProject`, transforms.bundle).
+"""
 
 from transforms.aider.provider import AiderProvider
 from transforms.amp.provider import AmpProvider
 from transforms.antigravity.provider import AntigravityProvider
+from transforms.bundle import ByProject
 from transforms.claude.provider import ClaudeProvider
 from transforms.codebuff.provider import CodebuffProvider
 from transforms.codewhale.provider import CodeWhaleProvider
@@ -22,21 +26,21 @@ from transforms.qwen.provider import QwenProvider
 
 PROVIDERS: dict[str, Provider] = {
     "crush": CrushProvider(),
-    "codewhale": CodeWhaleProvider(),
+    "codewhale": ByProject(CodeWhaleProvider()),
     "claude": ClaudeProvider(),
-    "codex": CodexProvider(),
+    "codex": ByProject(CodexProvider()),
     "opencode": OpenCodeProvider(),
-    "copilot": CopilotProvider(),
-    "amp": AmpProvider(),
-    "droid": DroidProvider(),
+    "copilot": ByProject(CopilotProvider()),
+    "amp": ByProject(AmpProvider()),
+    "droid": ByProject(DroidProvider()),
     "goose": GooseProvider(),
     "aider": AiderProvider(),
     "cursor": CursorProvider(),
-    "pi": PiProvider(),
-    "kilo": KiloProvider(),
-    "codebuff": CodebuffProvider(),
+    "pi": ByProject(PiProvider()),
+    "kilo": ByProject(KiloProvider()),
+    "codebuff": ByProject(CodebuffProvider()),
     "antigravity": AntigravityProvider(),
-    "gemini": GeminiProvider(),
-    "qwen": QwenProvider(),
+    "gemini": ByProject(GeminiProvider()),
+    "qwen": ByProject(QwenProvider()),
     "kimi": KimiProvider(),
 }

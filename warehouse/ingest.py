@@ -22,7 +22,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from transforms.contract import DATA_TABLES, SCHEMA_VERSION, SOURCES
-from transforms.provider import DiscoverOptions, Provider, SourceError
+from transforms.provider import DiscoverOptions, Provider, SourceError, environmental
 from transforms.providers import PROVIDERS
 from transforms.sources import Source
 from warehouse import state as state_store
@@ -139,19 +139,6 @@ def failed_before(previous: state_store.SourceState, fingerprint: str) -> bool:
     return previous.failed_fingerprint is not None and previous.failed_fingerprint == _attempt(fingerprint)
 
 
-def _environmental(exc: BaseException) -> bool:
-    """An OS error (permissions, a file gone, a full disk) somewhere in the chain, or SQLite's
-    (`unable to open database file`, `database is locked`); a corrupt file is another error."""
-    import sqlite3
-
-    seen = exc
-    while seen is not None:
-        if isinstance(seen, (OSError, sqlite3.OperationalError)):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
 def _attempt(fingerprint: str) -> str:
     """What a failure depends on: the source's bytes, and the code that read them."""
     return f"{fingerprint}:{SCHEMA_VERSION}:{_agentlake_version()}"
@@ -183,13 +170,16 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
         return SourceResult(source, "failed", error=f"{previous.failed} (unchanged since; not read again, "
                             "`ingest --full-refresh` retries)", fingerprint=fingerprint)
     if not previous.files:  # no state (a new home, a wiped one): adopt what the lake holds already
-        previous.files = _files_in_lake(source, layout, run_id)
+        # and, for a bundle (transforms.bundle), the files its sessions landed as sources of their
+        # own before: replaced by the bundle's, so their rows are not counted twice
+        previous.files = _files_in_lake(source.provider, (source.source_id, *getattr(source, "replaces", ())),
+                                        layout, run_id)
     workdir = Path(tempfile.mkdtemp(prefix="agentlake-snapshot-"))
     try:
         extract = provider.extract(source, workdir, run_at,
                                    cache_dir=layout.cache_dir / f"{source.provider}-{source.source_id}")
     except Exception as exc:  # the reason goes to `sources`; other sources go on
-        if not _environmental(exc):  # a permission fixed later changes no byte: that is retried
+        if not environmental(exc):  # a permission fixed later changes no byte: that is retried
             previous.failed_fingerprint, previous.failed = _attempt(fingerprint), _reason(exc)
             state_store.save(layout.state_dir, source.provider, source.source_id, previous)
         return SourceResult(source, "failed", error=_reason(exc), fingerprint=fingerprint)
@@ -221,6 +211,8 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
         state_store.save(layout.state_dir, source.provider, source.source_id,
                          state_store.SourceState(settled, written.files, source.partition_key, source.path,
                                                  SCHEMA_VERSION))
+        for source_id in getattr(source, "replaces", ()):  # its sessions' state from before bundling
+            state_store.forget(layout.state_dir, source.provider, source_id)
     except OSError as exc:
         return SourceResult(source, "failed", error=f"cannot write the lake: {exc}", fingerprint=fingerprint)
     findings = extract.findings
@@ -264,12 +256,12 @@ def _redact(rows: dict, policy) -> Counter:
     return counts
 
 
-def _files_in_lake(source: Source, layout: Layout, run_id: str) -> dict[str, str]:
-    """This machine's landing files of the source, found by path: they are carried forward and
+def _files_in_lake(provider: str, source_ids, layout: Layout, run_id: str) -> dict[str, str]:
+    """This machine's landing files of these sources, found by path: they are carried forward and
     replaced like any previous files, so losing the state never loses history. The digest is
     unknown: each one is rewritten."""
-    prefix = landing_dir(layout.machine, layout.user, source.provider, source.source_id) + "/"
-    return {rel: "" for rel in _landing_listing(layout, run_id) if rel.startswith(prefix)}
+    dirs = {landing_dir(layout.machine, layout.user, provider, source_id) for source_id in source_ids}
+    return {rel: "" for rel in _landing_listing(layout, run_id) if rel.rsplit("/", 1)[0] in dirs}
 
 
 @lru_cache(maxsize=2)

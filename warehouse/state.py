@@ -50,6 +50,11 @@ def save(state_dir: Path, provider: str, source_id: str, state: SourceState) -> 
     os.replace(tmp, path)
 
 
+def forget(state_dir: Path, provider: str, source_id: str) -> None:
+    """A source that is no more (a session now landed with its project: transforms.bundle)."""
+    _path(state_dir, provider, source_id).unlink(missing_ok=True)
+
+
 @contextmanager
 def source_lock(state_dir: Path, provider: str, source_id: str):
     """One writer per source at a time (the sensor's run and a manual ingest, say)."""

@@ -1,0 +1,159 @@
+"""Agents that keep a file per session are landed as one source per project (transforms.bundle):
+real Codex and Gemini homes, a real lake, real DuckDB."""
+
+from datetime import datetime, timezone
+
+import pytest
+
+from tests.conftest import ingest, options_for, query, scalar
+from transforms.bundle import Bundle
+from transforms.codex.provider import CodexProvider
+from transforms.codex.synth import RolloutBuilder, generate_home
+from transforms.providers import PROVIDERS
+from warehouse.ingest import landed_files
+from warehouse.layout import LANDING
+
+
+def _totals(layout):
+    """Rows per table, tokens, and the cost to the nano-dollar (a sum's last bits follow its order)."""
+    return query(layout, "SELECT COUNT(*), ROUND(SUM(cost_usd), 9), SUM(total_tokens) FROM sessions"), \
+        query(layout, "SELECT COUNT(*) FROM messages"), query(layout, "SELECT COUNT(*) FROM parts")
+
+
+@pytest.fixture
+def reads(monkeypatch):
+    """The Codex sources (sessions) actually read by each run."""
+    seen = []
+    extract = CodexProvider.extract
+
+    def counted(self, source, *args, **kwargs):
+        seen.append(source.identity)
+        return extract(self, source, *args, **kwargs)
+
+    monkeypatch.setattr(CodexProvider, "extract", counted)
+    return seen
+
+
+def test_a_project_is_one_source_and_its_totals_are_the_homes(layout, tmp_path, reads):
+    truth = generate_home(tmp_path / "codex", sessions=9)
+    summary = ingest(layout, homes={"codex": [tmp_path / "codex"]})
+    assert [type(r.source) for r in summary.results] == [Bundle, Bundle]  # two workspaces
+    assert all(r.status == "ok" and r.reconciled for r in summary.results)
+    assert scalar(layout, "SELECT COUNT(*) FROM sessions") == truth.sessions
+    assert scalar(layout, "SELECT COUNT(*) FROM messages") == truth.messages
+    assert scalar(layout, "SELECT SUM(cost_usd) FROM sessions WHERE is_root") == pytest.approx(truth.cost_usd)
+    assert dict(query(layout, "SELECT project_path, SUM(cost_usd) FROM sessions WHERE is_root GROUP BY 1")) == \
+        pytest.approx(dict(truth.by_workspace))
+    # one landing folder per project, and every row says so
+    folders = {rel.rsplit("/", 1)[0] for rel in landed_files(layout) if "/_runs/" not in rel}
+    assert len(folders) == 2
+    assert query(layout, "SELECT COUNT(DISTINCT source_id) FROM messages") == [(2,)]
+    assert len(reads) == len(set(reads)) == 9  # each root session read once, its sub-agents with it
+
+
+def test_a_new_session_reads_that_session_only(layout, tmp_path, reads):
+    home = tmp_path / "codex"
+    generate_home(home, sessions=6, workspaces=("/home/dev/shop",))
+    ingest(layout, homes={"codex": [home]})
+    before = _totals(layout)
+    reads.clear()
+    new = RolloutBuilder("0000aaaa-0000-4000-8000-000000000001", start=datetime(2026, 2, 1, tzinfo=timezone.utc),
+                         cwd="/home/dev/shop")
+    new.turn("gpt-5.3-codex")
+    new.prompt("one more")
+    new.say("done")
+    new.tokens(1000, 0, 10)
+    new.write(home)
+    summary = ingest(layout, homes={"codex": [home]})
+    assert reads == [new.sid]
+    assert [r.status for r in summary.results] == ["ok"] and summary.results[0].reconciled
+    assert scalar(layout, "SELECT COUNT(*) FROM sessions") == before[0][0][0] + 1
+    assert scalar(layout, "SELECT COUNT(*) FROM messages") == before[1][0][0] + 2
+    reads.clear()
+    again = ingest(layout, homes={"codex": [home]})
+    assert reads == [] and [r.status for r in again.results] == ["unchanged"]
+
+
+def test_a_bad_session_is_quarantined_and_its_project_lands(layout, tmp_path, reads):
+    home = tmp_path / "codex"
+    generate_home(home, sessions=3, workspaces=("/home/dev/shop",))
+    ingest(layout, homes={"codex": [home]})
+    sessions = scalar(layout, "SELECT COUNT(*) FROM sessions")
+    # a root's rollout rewritten as garbage: Codex only appends, so this is damage, not a new
+    # session. Its project cannot be read from it any more: it becomes a source of its own.
+    victim = next(p for p in sorted((home / "sessions").rglob("rollout-*.jsonl")) if "subagent" not in p.read_text())
+    victim_sid = victim.stem[-36:]
+    victim.write_text("\x00\x01 not a rollout\n")
+    summary = ingest(layout, homes={"codex": [home]})
+    assert [r.status for r in summary.results] == ["ok", "ok"]
+    assert scalar(layout, "SELECT COUNT(*) FROM quarantine") == 1
+    # the sessions it held before are kept, nothing lost; the warning says so
+    assert scalar(layout, "SELECT COUNT(*) FROM sessions") == sessions
+    assert scalar(layout, "SELECT COUNT(*) FROM sessions WHERE session_id = ?", victim_sid) == 1
+    assert any("no longer in the source were kept" in w for r in summary.results for w in r.warnings)
+    reads.clear()
+    again = ingest(layout, homes={"codex": [home]})
+    assert [r.status for r in again.results] == ["unchanged", "unchanged"] and reads == []
+
+
+@pytest.mark.parametrize("error, cached", [(ValueError("a shape no Codex writes"), True),
+                                           (PermissionError(13, "Permission denied"), False)])
+def test_a_session_whose_reader_fails_does_not_fail_its_project(layout, tmp_path, monkeypatch, error, cached):
+    """The session becomes a quarantine row and a warning. A failure of its bytes is remembered
+    (not read again until they change); one of the environment is retried on the next run."""
+    home = tmp_path / "codex"
+    generate_home(home, sessions=3, workspaces=("/home/dev/shop",))
+    victim = sorted(CodexProvider().discover(options_for(homes={"codex": [home]})).sources, key=lambda s: s.source_id)[0]
+    tried = []
+    extract = CodexProvider.extract
+
+    def failing(self, source, *args, **kwargs):
+        if source.identity == victim.identity:
+            tried.append(source.identity)
+            raise error
+        return extract(self, source, *args, **kwargs)
+
+    monkeypatch.setattr(CodexProvider, "extract", failing)
+    summary = ingest(layout, homes={"codex": [home]})
+    [result] = summary.results
+    assert result.status == "ok" and result.reconciled
+    assert scalar(layout, "SELECT COUNT(DISTINCT root_session_id) FROM sessions") == 2
+    assert query(layout, "SELECT key FROM quarantine") == [(victim.path,)]
+    assert str(error.args[-1]) in scalar(layout, "SELECT error FROM quarantine")
+    assert any("1 of 3 sessions could not be read" in w and victim.path in w for w in result.warnings)
+    again = ingest(layout, homes={"codex": [home]})
+    assert len(tried) == (1 if cached else 2)
+    assert [r.status for r in again.results] == (["unchanged"] if cached else ["ok"])
+
+
+def test_a_lake_landed_per_session_moves_to_one_source_per_project(layout, tmp_path, monkeypatch):
+    """An upgrade: the sessions' own landing files are replaced by their project's, once; no row
+    is counted twice, and their state files go."""
+    home = tmp_path / "codex"
+    generate_home(home, sessions=8)
+    monkeypatch.setitem(PROVIDERS, "codex", CodexProvider())  # the release before bundling
+    old = ingest(layout, homes={"codex": [home]})
+    assert len(old.results) > 2
+    before = _totals(layout)
+    old_ids = {r.source.source_id for r in old.results}
+    assert all((layout.state_dir / f"codex-{i}.json").exists() for i in old_ids)
+    monkeypatch.undo()
+    new = ingest(layout, homes={"codex": [home]})
+    assert len(new.results) == 2 and all(r.status == "ok" and r.reconciled for r in new.results)
+    assert not any("no longer in the source" in w for r in new.results for w in r.warnings)
+    assert _totals(layout) == before
+    landed = {rel.split("/")[4] for rel in landed_files(layout) if rel.startswith(LANDING) and "/_runs/" not in rel}
+    assert landed == {r.source.source_id for r in new.results}
+    assert not any((layout.state_dir / f"codex-{i}.json").exists() for i in old_ids)
+
+
+def test_the_same_project_in_two_agents_is_two_sources(layout, tmp_path):
+    from transforms.gemini.synth import generate_home as gemini_home
+
+    generate_home(tmp_path / "codex", sessions=3, workspaces=("/home/dev/shop",))
+    gemini_home(tmp_path / ".gemini", sessions=3, workspaces=("/home/dev/shop",))
+    summary = ingest(layout, homes={"codex": [tmp_path / "codex"], "gemini": [tmp_path / ".gemini"]})
+    assert sorted((r.source.provider, r.source.project, r.status) for r in summary.results) == [
+        ("codex", "shop", "ok"), ("gemini", "shop", "ok")]
+    assert query(layout, "SELECT provider, COUNT(DISTINCT source_id), COUNT(*) FROM sessions WHERE is_root "
+                         "GROUP BY 1 ORDER BY 1") == [("codex", 1, 3), ("gemini", 1, 3)]

@@ -1,0 +1,242 @@
+"""One source per agent and project, for the agents that keep a file per session.
+
+Codex, Gemini CLI, Qwen Code, Copilot CLI, Amp, Droid, Kilo Code, Codebuff, pi and CodeWhale
+keep a file (or a small tree of them) per session, and their discoveries return a source per
+session. Landed as such, each session paid about 10 ms whatever its size: eight landing files
+with an fsync each, two state writes, and eight reads in the merge; 1,334 Codex rollouts took
+14.6 s to ingest (docs/BENCHMARKS.md). `by_project` wraps such a provider: its sessions of one
+project directory on this machine are one `Bundle` source, landed as one set of files.
+
+A bundle is read part by part (the agent's own source: a session with its sub-agents), and each
+part's rows are cached under the bundle's cache dir, keyed by the part's fingerprint and by
+agentlake's code, so a new session in a project of 1,000 reads one file. A part that cannot be
+read does not fail its project: it becomes a quarantine row and a warning, and its sessions
+already in the lake are kept (warehouse.retention). The failure is cached like rows, so the same
+bytes are not read again; an error of the environment (a permission) is not cached, and leaves
+the bundle unsettled so the next run tries again.
+"""
+
+import hashlib
+import os
+import pickle
+import shutil
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import pyarrow as pa
+
+from transforms.contract import BY_NAME, SCHEMA_VERSION
+from transforms.findings import Findings
+from transforms.provider import DiscoverOptions, Extract, Provider, SourceError, environmental
+from transforms.sources import Discovery, Source
+
+CACHE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Bundle(Source):
+    """The sources (`parts`) of one agent in one project directory."""
+
+    parts: tuple[Source, ...] = ()
+
+    @property
+    def replaces(self) -> tuple[str, ...]:
+        """The parts' own source ids: a lake written before bundling landed each part by it."""
+        return tuple(p.source_id for p in self.parts)
+
+
+def bundles(sources: list[Source]) -> list[Source]:
+    """The sources grouped by project directory; one that cannot be read at all stays alone."""
+    groups: dict[tuple[str, str], list[Source]] = {}
+    out: list[Source] = []
+    for s in sources:
+        if s.skip_reason:
+            out.append(s)
+        else:
+            groups.setdefault((s.provider, s.project_path), []).append(s)
+    for (provider, project_path), parts in groups.items():
+        parts.sort(key=lambda p: p.source_id)
+        paths = [os.path.dirname(p.path) for p in parts]
+        common = os.path.commonpath(paths) if len({os.path.splitdrive(p)[0] for p in paths}) == 1 else paths[0]
+        # the id names the project directory, not its slug: renaming a project in config.toml
+        # keeps its source
+        out.append(Bundle(provider=provider, path=common, project_path=project_path, project=parts[0].project,
+                          identity=f"project:{project_path}", parts=tuple(parts)))
+    return out
+
+
+@lru_cache(maxsize=1)
+def code_version() -> str:
+    """What a cached part's rows depend on besides its bytes: the contract, every normaliser's
+    code, and the price tables."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    digest = hashlib.sha256(SCHEMA_VERSION.encode())
+    root = Path(__file__).parent
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode())
+        digest.update(path.read_bytes())
+    try:
+        digest.update(version("genai-prices").encode())
+    except PackageNotFoundError:
+        pass
+    return digest.hexdigest()[:16]
+
+
+@dataclass
+class _Part:
+    """One part's extract, as cached: Arrow tables with the contract's columns, or its failure."""
+
+    key: str
+    rows: dict[str, pa.Table]
+    findings: Findings
+    expected: dict[str, int]
+    error: str | None = None
+    retry: bool = False  # an error of the environment: not cached, read again next run
+    schema_version: int | None = None
+
+
+def _load(path: Path, key: str) -> _Part | None:
+    try:
+        with open(path, "rb") as fh:
+            cached = pickle.load(fh)
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError, TypeError, ImportError):
+        return None  # none, or written by another version: the part is read again
+    return cached if isinstance(cached, _Part) and cached.key == key else None
+
+
+def _save(path: Path, part: _Part) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        with open(tmp, "wb") as fh:
+            pickle.dump(part, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # no cache this time: the part is read again next run
+
+
+def _as_table(name: str, rows) -> pa.Table:
+    """The contract's columns, and `project` where a row names its own (a store that spans several
+    projects, as Kilo's CLI database does: warehouse.writer files such rows under it)."""
+    if isinstance(rows, pa.Table):
+        return rows
+    schema = BY_NAME[name].schema
+    if any("project" in row for row in rows):
+        schema = schema.append(pa.field("project", pa.string()))
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def _with_source_id(table: pa.Table, source_id: str) -> pa.Table:
+    if "source_id" not in table.column_names:
+        return table
+    i = table.column_names.index("source_id")
+    return table.set_column(i, "source_id", pa.array([source_id] * table.num_rows, pa.string()))
+
+
+class ByProject:
+    """A provider whose per-session sources are landed as one source per project directory."""
+
+    def __init__(self, inner: Provider):
+        self.inner = inner
+        self.name = inner.name
+
+    def discover(self, options: DiscoverOptions) -> Discovery:
+        found = self.inner.discover(options)
+        found.sources = bundles(found.sources)
+        return found
+
+    def fingerprint(self, source: Source) -> str:
+        if not isinstance(source, Bundle):
+            return self.inner.fingerprint(source)
+        digest = hashlib.sha256()
+        for part in source.parts:
+            digest.update(f"{part.source_id}={self.inner.fingerprint(part)}\n".encode())
+        return f"{len(source.parts)} sessions:{digest.hexdigest()[:32]}"
+
+    def extract(self, source: Source, workdir: Path, run_at, cache_dir: Path | None = None) -> Extract:
+        if not isinstance(source, Bundle):
+            return self.inner.extract(source, workdir, run_at, cache_dir)
+        parts = []
+        for n, part in enumerate(source.parts):
+            key = f"{CACHE_VERSION}:{code_version()}:{self.inner.fingerprint(part)}"
+            cache = cache_dir / "parts" / f"{part.source_id}.pkl" if cache_dir else None
+            cached = _load(cache, key) if cache else None
+            if cached is None:
+                cached, keep = self._read(part, key, workdir / f"part-{n}", run_at)
+                if cache and keep:
+                    _save(cache, cached)
+            parts.append((part, cached))
+        if cache_dir:
+            _forget_gone(cache_dir / "parts", {p.source_id for p in source.parts})
+        return _combined(source, parts, run_at)
+
+    def _read(self, part: Source, key: str, workdir: Path, run_at) -> tuple[_Part, bool]:
+        """The part's extract, and whether it may be cached."""
+        workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            extract = self.inner.extract(part, workdir, run_at)
+        except Exception as exc:  # one bad session must not fail its project
+            reason = str(exc) if isinstance(exc, SourceError) else f"unexpected {type(exc).__name__}: {exc}"
+            retry = environmental(exc)
+            return _Part(key, {}, Findings(), {}, error=reason[:500], retry=retry), not retry
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        rows = {name: _as_table(name, r) for name, r in extract.rows.items()}
+        # cached whole: a part whose files could not all be read is read again next run
+        return (_Part(key, rows, extract.findings, dict(extract.expected), schema_version=extract.schema_version),
+                not extract.findings.unread)
+
+
+def _forget_gone(folder: Path, present: set[str]) -> None:
+    """Cache files of sessions the agent no longer has (their rows stay in the lake)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if name.endswith(".pkl") and name[:-4] not in present:
+            Path(folder, name).unlink(missing_ok=True)
+
+
+def _combined(source: Bundle, parts: list[tuple[Source, _Part]], run_at) -> Extract:
+    findings = Findings()
+    expected: Counter = Counter()
+    tables: dict[str, list[pa.Table]] = {}
+    failed = []
+    for part, p in parts:
+        if p.error is not None:
+            failed.append((part, p.error))
+            continue
+        for name, table in p.rows.items():
+            tables.setdefault(name, []).append(_with_source_id(table, source.source_id))
+        expected.update(p.expected)
+        _add(findings, p.findings)
+    quarantine = [{"provider": source.provider, "source_id": source.source_id, "project_path": source.project_path,
+                   "source_table": "session", "source_rowid": 0, "key": part.path, "error": error, "raw": None,
+                   "created_at": run_at} for part, error in failed]
+    if quarantine:
+        tables.setdefault("quarantine", []).append(_as_table("quarantine", quarantine))
+        findings.notes.append(f"{len(failed)} of {len(parts)} sessions could not be read (quarantined): "
+                              + "; ".join(f"{part.path}: {error}" for part, error in failed[:3])
+                              + ("; ..." if len(failed) > 3 else ""))
+        findings.unread += sum(p.retry for _, p in parts)
+    rows = {name: pa.concat_tables(ts, promote_options="permissive") for name, ts in tables.items()}
+    versions = [p.schema_version for _, p in parts if p.schema_version is not None]
+    # the oldest format among the sessions: the one a reader of `sources` should know about
+    return Extract(rows=rows, findings=findings, expected=dict(expected), schema_version=min(versions, default=None))
+
+
+def _add(into: Findings, more: Findings) -> None:
+    for table, cols in more.unknown_columns.items():
+        known = into.unknown_columns.setdefault(table, [])
+        known += [c for c in cols if c not in known]
+    into.unknown_part_types.update(more.unknown_part_types)
+    for unit, n in more.non_second_timestamps.items():
+        into.non_second_timestamps[unit] = into.non_second_timestamps.get(unit, 0) + n
+    into.null_timestamps += more.null_timestamps
+    into.diverted.update(more.diverted)
+    into.notes += more.notes
+    into.unread += more.unread
