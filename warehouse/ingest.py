@@ -169,7 +169,8 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
     if not force and failed_before(previous, fingerprint):
         return SourceResult(source, "failed", error=f"{previous.failed} (unchanged since; not read again, "
                             "`ingest --full-refresh` retries)", fingerprint=fingerprint)
-    if not previous.files:  # no state (a new home, a wiped one): adopt what the lake holds already
+    adopting = not previous.files
+    if adopting:  # no state (a new home, a wiped one): adopt what the lake holds already
         # and, for a bundle (transforms.bundle), the files its sessions landed as sources of their
         # own before: replaced by the bundle's, so their rows are not counted twice
         previous.files = _files_in_lake(source.provider, (source.source_id, *getattr(source, "replaces", ())),
@@ -211,7 +212,7 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
         state_store.save(layout.state_dir, source.provider, source.source_id,
                          state_store.SourceState(settled, written.files, source.partition_key, source.path,
                                                  SCHEMA_VERSION))
-        for source_id in getattr(source, "replaces", ()):  # its sessions' state from before bundling
+        for source_id in getattr(source, "replaces", ()) if adopting else ():  # its sessions' own, from before
             state_store.forget(layout.state_dir, source.provider, source_id)
     except OSError as exc:
         return SourceResult(source, "failed", error=f"cannot write the lake: {exc}", fingerprint=fingerprint)
