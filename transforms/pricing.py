@@ -51,6 +51,12 @@ def price_total_tokens(total_tokens: int | None, model: str | None, provider: st
                   f"{total_tokens} tokens at the input rate of {matched}")
 
 
+# (model, provider) -> the answer for a model the table does not know. genai-prices raises its
+# LookupError from the model and provider lookup alone (never from the tokens or the time), and
+# caches hits but not misses: Codex's review model (`codex-auto-review`) cost 0.7 ms a request.
+_UNPRICED: dict[tuple[str, str | None], Priced] = {}
+
+
 @dataclass(frozen=True)
 class Buckets:
     """One request's tokens in disjoint buckets (None: the agent did not record it)."""
@@ -95,10 +101,16 @@ def price_buckets(buckets: Buckets, model: str | None, provider: str | None, at:
         web_searches=web_searches,
     )
     provider_id = provider if provider not in (None, "", "custom") else None
+    unpriced = _UNPRICED.get((model, provider_id))
+    if unpriced is not None:
+        return unpriced
     try:
         price = calc_price(usage, model, provider_id=provider_id, genai_request_timestamp=at,
                            price_context=price_context)
     except (LookupError, ValueError) as exc:
-        return Priced(None, "unknown", f"model {model!r} is not in the price table ({exc})"[:200])
+        priced = Priced(None, "unknown", f"model {model!r} is not in the price table ({exc})"[:200])
+        if isinstance(exc, LookupError):
+            _UNPRICED[(model, provider_id)] = priced
+        return priced
     return Priced(float(round(Decimal(price.total_price), 9)), "estimated",
                   f"{price.provider.id}/{price.model.id}")

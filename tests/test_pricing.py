@@ -1,0 +1,28 @@
+"""Offline pricing through genai-prices' bundled table (transforms.pricing)."""
+
+from datetime import datetime, timezone
+
+from genai_prices import Usage, calc_price
+
+from transforms.pricing import _UNPRICED, Buckets, price_buckets
+
+AT = datetime(2026, 3, 2, 9, tzinfo=timezone.utc)
+
+
+def test_a_model_the_table_does_not_know_is_unknown_every_time_and_looked_up_once():
+    first = price_buckets(Buckets(100, 0, 0, 0, 10), "codex-auto-review", "openai", AT)
+    assert first.cost_usd is None and first.cost_source == "unknown"
+    assert "'codex-auto-review' is not in the price table" in first.note
+    assert ("codex-auto-review", "openai") in _UNPRICED  # the miss is remembered, by model and provider
+    again = price_buckets(Buckets(5000, 200, 0, 0, 99), "codex-auto-review", "openai", AT.replace(hour=23))
+    assert again == first
+
+
+def test_a_known_model_is_priced_exactly_after_a_miss():
+    price_buckets(Buckets(1, 0, 0, 0, 1), "no-such-model-anywhere", "openai", AT)
+    priced = price_buckets(Buckets(1000, 500, 0, 0, 100), "gpt-5.1-codex-mini", "openai", AT)
+    expected = calc_price(Usage(input_tokens=1500, cache_read_tokens=500, cache_write_tokens=0,
+                                cache_write_1h_tokens=0, output_tokens=100), "gpt-5.1-codex-mini",
+                          provider_id="openai", genai_request_timestamp=AT)
+    assert priced.cost_source == "estimated"
+    assert priced.cost_usd == float(round(expected.total_price, 9)) and priced.cost_usd > 0
