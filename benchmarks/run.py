@@ -21,8 +21,9 @@ repeated; the medians are printed as a Markdown table for docs/BENCHMARKS.md.
 - team: the same corpus landed under --machines machine names into one lake, merged by one
   writer, compacted; files against (table, date, project) partitions, and the queries again.
 
-With --codex N, instead: a Codex home of N rollouts (a source each, as Codex keeps a file per
-session): the baseline (read and decode every line), the CLI's cold ingest and no-op rerun.
+With --codex N, instead: a Codex home of N sessions (a file each, with sub-agents' rollouts: landed
+as a source per project): the baseline (read and decode every line), the CLI's cold ingest, no-op
+rerun, and a rerun after one new session.
 
 With --agents N, instead: each agent's generated home of N sessions, extracted by the library
 in one process (discover, extract, rows as Arrow; nothing written): messages per CPU-second.
@@ -247,7 +248,7 @@ def _codex(args) -> None:
         generate_home(corpus, sessions=args.codex, seed=args.seed)
     files = list(corpus.rglob("rollout-*.jsonl"))
     results = {"baseline": [measure([PY, "-c", CODEX_BASELINE, str(corpus)]) for _ in range(args.repeat)]}
-    cold, noop = [], []
+    cold, noop, one_new = [], [], []
     for i in range(args.repeat):
         home = work / f"cli-{i}"
         env = {**os.environ, "AGENTLAKE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster")}
@@ -257,8 +258,12 @@ def _codex(args) -> None:
         noop.append(measure(cli, env))
         messages = subprocess.run([cli[0], "sql", "SELECT COUNT(*) FROM messages", "--format", "csv"], env=env,
                                   capture_output=True, text=True).stdout.split()[-1]
+        new = _new_rollout(corpus)  # a session started in one of the home's projects
+        one_new.append(measure(cli, env))
+        new.unlink()
         shutil.rmtree(home)
-    results.update({"cold ingest (CLI, Dagster)": cold, "no-op rerun (CLI)": noop})
+    results.update({"cold ingest (CLI, Dagster)": cold, "no-op rerun (CLI)": noop,
+                    "one new session (CLI)": one_new})
     base = median_of(results["baseline"])[0]
     print(f"Codex home: {len(files)} rollouts, {du(corpus) / 2**20:.1f} MiB, {messages} messages; "
           f"medians of {args.repeat}\n")
@@ -268,6 +273,20 @@ def _codex(args) -> None:
         print(f"| {name} | {wall:.2f} | {wall / base:.1f}x | {rss:.0f} |")
     if not args.workdir:
         shutil.rmtree(work)
+
+
+def _new_rollout(corpus: Path) -> Path:
+    from datetime import datetime, timezone
+
+    from transforms.codex.synth import RolloutBuilder
+
+    b = RolloutBuilder("00000000-0000-4000-8000-00000000beef", start=datetime(2026, 11, 30, 9, tzinfo=timezone.utc),
+                       cwd="/home/dev/webshop")
+    b.turn("gpt-5.3-codex")
+    b.prompt("one more thing")
+    b.say("done")
+    b.tokens(12000, 8000, 300)
+    return b.write(corpus)
 
 
 AGENT_EXTRACT = r"""
