@@ -157,3 +157,22 @@ def test_the_same_project_in_two_agents_is_two_sources(layout, tmp_path):
         ("codex", "shop", "ok"), ("gemini", "shop", "ok")]
     assert query(layout, "SELECT provider, COUNT(DISTINCT source_id), COUNT(*) FROM sessions WHERE is_root "
                          "GROUP BY 1 ORDER BY 1") == [("codex", 1, 3), ("gemini", 1, 3)]
+
+
+def test_a_session_whose_project_changes_moves_and_is_counted_once(layout, tmp_path):
+    """Kilo reads a task's workspace from its history: rewritten, the task leaves its project's
+    source for another one. The source it left does not keep it (it would be counted twice)."""
+    from transforms.kilo.synth import generate_home as kilo_home
+
+    storage = tmp_path / "kilo"
+    kilo_home(storage, sessions=3, workspaces=("/home/dev/shop",))
+    ingest(layout, homes={"kilo": [storage]})
+    before = _totals(layout)
+    task = sorted((storage / "tasks").iterdir())[0]
+    for path in task.iterdir():
+        path.write_text(path.read_text().replace("/home/dev/shop", "/home/dev/other"))
+    summary = ingest(layout, homes={"kilo": [storage]})
+    assert sorted((r.source.project, r.status) for r in summary.results) == [("other", "ok"), ("shop", "ok")]
+    assert not any("no longer in the source" in w for r in summary.results for w in r.warnings)
+    assert _totals(layout) == before
+    assert query(layout, "SELECT project, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 1") == [("other", 1), ("shop", 2)]

@@ -19,6 +19,7 @@ the bundle unsettled so the next run tries again.
 import hashlib
 import os
 import pickle
+import shutil
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
@@ -32,6 +33,7 @@ from transforms.provider import DiscoverOptions, Extract, Provider, SourceError,
 from transforms.sources import Discovery, Source
 
 CACHE_VERSION = 1
+PARTS = "parts"  # the cache dir's folder of per-session extracts
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,9 @@ class Bundle(Source):
     """The sources (`parts`) of one agent in one project directory."""
 
     parts: tuple[Source, ...] = ()
+    # every source id of this agent in the same discovery: a part that left this bundle and is
+    # among them moved (its project changed, or it could not be told); else it is gone from disk
+    found: frozenset[str] = frozenset()
 
     @property
     def replaces(self) -> tuple[str, ...]:
@@ -55,6 +60,7 @@ def bundles(sources: list[Source]) -> list[Source]:
             out.append(s)
         else:
             groups.setdefault((s.provider, s.project_path), []).append(s)
+    found = frozenset(s.source_id for s in sources)
     for (provider, project_path), parts in groups.items():
         parts.sort(key=lambda p: p.source_id)
         paths = [os.path.dirname(p.path) for p in parts]
@@ -62,7 +68,7 @@ def bundles(sources: list[Source]) -> list[Source]:
         # the id names the project directory, not its slug: renaming a project in config.toml
         # keeps its source
         out.append(Bundle(provider=provider, path=common, project_path=project_path, project=parts[0].project,
-                          identity=f"project:{project_path}", parts=tuple(parts)))
+                          identity=f"project:{project_path}", parts=tuple(parts), found=found))
     return out
 
 
@@ -84,6 +90,10 @@ def code_version() -> str:
     return digest.hexdigest()[:16]
 
 
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 @dataclass
 class _Part:
     """One part's extract, as cached: its rows as the agent gave them (dicts, which pickle and
@@ -98,13 +108,14 @@ class _Part:
     schema_version: int | None = None
 
 
-def _load(path: Path, key: str) -> _Part | None:
+def _load(path: Path, key: str | None) -> _Part | None:
+    """The cached part, if it was cached under `key` (None: whatever its key)."""
     try:
         with open(path, "rb") as fh:
             cached = pickle.load(fh)
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError, TypeError, ImportError):
-        return None  # none, or written by another version: the part is read again
-    return cached if isinstance(cached, _Part) and cached.key == key else None
+    except Exception:  # none, damaged, or written by another version: the part is read again
+        return None
+    return cached if isinstance(cached, _Part) and key in (None, cached.key) else None
 
 
 def _save(path: Path, part: _Part) -> None:
@@ -174,17 +185,20 @@ class ByProject:
             return self.inner.extract(source, workdir, run_at, cache_dir)
         parts = []
         for part in source.parts:
-            key = f"{CACHE_VERSION}:{code_version()}:{self.inner.fingerprint(part)}"
-            cache = cache_dir / "parts" / f"{part.source_id}.pkl" if cache_dir else None
+            # the part itself too: what it reads besides its files (a fork's parent, project names)
+            key = f"{CACHE_VERSION}:{code_version()}:{self.inner.fingerprint(part)}:{_digest(repr(part))}"
+            cache = cache_dir / PARTS / f"{part.source_id}.pkl" if cache_dir else None
             cached = _load(cache, key) if cache else None
-            if cached is None:  # the workdir is the bundle's: removed with it, after every part
+            fresh = cached is None
+            if fresh:  # the workdir is the bundle's: removed with it, after every part
                 cached, keep = self._read(part, key, workdir, run_at)
                 if cache and keep:
                     _save(cache, cached)
-            parts.append((part, cached))
-        if cache_dir:
-            _forget_gone(cache_dir / "parts", {p.source_id for p in source.parts})
-        return _combined(source, parts, run_at)
+            parts.append((part, cached, fresh))
+        moved = _left(cache_dir / PARTS, source) if cache_dir else frozenset()
+        extract = _combined(source, parts, run_at)
+        extract.moved_sessions = moved
+        return extract
 
     def _read(self, part: Source, key: str, workdir: Path, run_at) -> tuple[_Part, bool]:
         """The part's extract, and whether it may be cached."""
@@ -199,46 +213,67 @@ class ByProject:
                       schema_version=extract.schema_version), not extract.findings.unread)
 
 
-def _forget_gone(folder: Path, present: set[str]) -> None:
-    """Cache files of sessions the agent no longer has (their rows stay in the lake)."""
+def forget_cached(cache_dir: Path) -> None:
+    """A full refresh: every session of a bundle is read again, failures included."""
+    shutil.rmtree(cache_dir / PARTS, ignore_errors=True)
+
+
+def _left(folder: Path, source: Bundle) -> frozenset[str]:
+    """The session ids of the parts that left this bundle for another source of the agent: that
+    source lands them now, so this one must not keep them (warehouse.retention). The cache files
+    of parts gone from the disk are removed: their rows stay in the lake all the same."""
     try:
         names = os.listdir(folder)
     except OSError:
-        return
+        return frozenset()
+    own = {p.source_id for p in source.parts}
+    moved: set[str] = set()
     for name in names:
-        if name.endswith(".pkl") and name[:-4] not in present:
+        part_id = name[:-4]
+        if not name.endswith(".pkl") or part_id in own:
+            continue
+        if part_id not in source.found:
             Path(folder, name).unlink(missing_ok=True)
+            continue
+        cached = _load(Path(folder, name), None)  # kept while it is elsewhere: it may come back
+        sessions = cached.rows.get("sessions", []) if cached else []
+        rows = sessions.to_pylist() if isinstance(sessions, pa.Table) else sessions
+        moved.update(r["session_id"] for r in rows if r.get("session_id") is not None)
+    return frozenset(moved)
 
 
-def _combined(source: Bundle, parts: list[tuple[Source, _Part]], run_at) -> Extract:
+def _combined(source: Bundle, parts: list[tuple[Source, _Part, bool]], run_at) -> Extract:
+    """Every part's rows under the bundle. The warnings are those of the parts read this run: a
+    cached part's were reported when it was read (one new session in a project of 1,000 must not
+    repeat the others' notes)."""
     findings = Findings()
     expected: Counter = Counter()
     tables: dict[str, list] = {}
     failed = []
-    for part, p in parts:
+    for part, p, fresh in parts:
         if p.error is not None:
-            failed.append((part, p.error))
+            failed.append((part, p.error, fresh))
             continue
         for name, rows in p.rows.items():
             tables.setdefault(name, []).append(_with_source_id(rows, source.source_id))
         expected.update(p.expected)
-        _add(findings, p.findings)
+        _add(findings, p.findings, notes=fresh)
     quarantine = [{"provider": source.provider, "source_id": source.source_id, "project_path": source.project_path,
                    "source_table": "session", "source_rowid": 0, "key": part.path, "error": error, "raw": None,
-                   "created_at": run_at} for part, error in failed]
+                   "created_at": run_at} for part, error, _ in failed]
     if quarantine:
         tables.setdefault("quarantine", []).append(quarantine)
         findings.notes.append(f"{len(failed)} of {len(parts)} sessions could not be read (quarantined): "
-                              + "; ".join(f"{part.path}: {error}" for part, error in failed[:3])
+                              + "; ".join(f"{part.path}: {error}" for part, error, _ in failed[:3])
                               + ("; ..." if len(failed) > 3 else ""))
-        findings.unread += sum(p.retry for _, p in parts)
+        findings.unread += sum(p.retry for _, p, _ in parts)
     rows = {name: _concat(name, chunks) for name, chunks in tables.items()}
-    versions = [p.schema_version for _, p in parts if p.schema_version is not None]
+    versions = [p.schema_version for _, p, _ in parts if p.schema_version is not None]
     # the oldest format among the sessions: the one a reader of `sources` should know about
     return Extract(rows=rows, findings=findings, expected=dict(expected), schema_version=min(versions, default=None))
 
 
-def _add(into: Findings, more: Findings) -> None:
+def _add(into: Findings, more: Findings, notes: bool) -> None:
     for table, cols in more.unknown_columns.items():
         known = into.unknown_columns.setdefault(table, [])
         known += [c for c in cols if c not in known]
@@ -247,5 +282,5 @@ def _add(into: Findings, more: Findings) -> None:
         into.non_second_timestamps[unit] = into.non_second_timestamps.get(unit, 0) + n
     into.null_timestamps += more.null_timestamps
     into.diverted.update(more.diverted)
-    into.notes += more.notes
+    into.notes += more.notes if notes else []
     into.unread += more.unread

@@ -309,7 +309,7 @@ SOURCES = Table(
            "its name in progress lines and `agentlake sources`. Its Dagster partition is "
            "`<provider>-<project>`."),
         _c("project_path", pa.string(), "Project directory."),
-        _c("db_path", pa.string(), "The store's path (a crush.db, a session file)."),
+        _c("db_path", pa.string(), "The store's path (a crush.db, a project folder; for a source per project of an agent with a file per session, the folder that holds its sessions' files)."),
         _c("run_id", pa.string(), "Id of the ingestion run."),
         _c("run_at", TS, "When the run looked at the source (UTC)."),
         _c("status", pa.string(), "`ok` (ingested), `unchanged` (fingerprint unchanged, skipped cheaply), `skipped` (project directory gone, or store refused: the reason is in `error`) or `failed`."),
@@ -317,7 +317,7 @@ SOURCES = Table(
         _c("warnings", pa.string(), "Non-fatal findings (unknown columns or part types, millisecond timestamps, quarantined rows); null if none."),
         _c("schema_version", pa.int64(), "The store's format version: Crush's goose version (MAX(version_id) of goose_db_version), a session file's own version for the others; for an agent landed by project (a file per session), the oldest among the project's sessions."),
         _c("migrations", pa.int64(), "Number of Crush migrations applied (4, 5, 6 or 7); null for other agents."),
-        _c("fingerprint", pa.string(), "Size and mtime of the db and its -wal."),
+        _c("fingerprint", pa.string(), "Size and mtime of the store's files (a db and its -wal); for a source per project, `N sessions:` and a hash of its sessions' own."),
         _c("sessions", pa.int64(), "Rows written to `sessions` (null unless ok)."),
         _c("messages", pa.int64(), "Rows written to `messages`."),
         _c("parts", pa.int64(), "Rows written to `parts`."),

@@ -74,6 +74,9 @@ class Extract:
     migrations: int | None = None
     # rows each canonical table must reconcile with, counted on the snapshot itself
     expected: dict[str, int] = field(default_factory=dict)
+    # sessions the source no longer holds because another source of the agent does now
+    # (transforms.bundle): the lake's copy here is not kept, or they would be counted twice
+    moved_sessions: frozenset = frozenset()
 
 
 class Provider(Protocol):

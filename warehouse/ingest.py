@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from transforms.bundle import forget_cached
 from transforms.contract import DATA_TABLES, SCHEMA_VERSION, SOURCES
 from transforms.provider import DiscoverOptions, Provider, SourceError, environmental
 from transforms.providers import PROVIDERS
@@ -169,16 +170,19 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
     if not force and failed_before(previous, fingerprint):
         return SourceResult(source, "failed", error=f"{previous.failed} (unchanged since; not read again, "
                             "`ingest --full-refresh` retries)", fingerprint=fingerprint)
-    adopting = not previous.files
-    if adopting:  # no state (a new home, a wiped one): adopt what the lake holds already
-        # and, for a bundle (transforms.bundle), the files its sessions landed as sources of their
-        # own before: replaced by the bundle's, so their rows are not counted twice
-        previous.files = _files_in_lake(source.provider, (source.source_id, *getattr(source, "replaces", ())),
-                                        layout, run_id)
+    if not previous.files:  # no state (a new home, a wiped one): adopt what the lake holds already
+        previous.files = _files_in_lake(source.provider, (source.source_id,), layout, run_id)
+    # a bundle (transforms.bundle) takes over the folders its sessions landed as sources of their
+    # own (by a release before bundling, or alone while their project was unknown): its write
+    # replaces them, so their rows are not counted twice
+    taken = _files_in_lake(source.provider, getattr(source, "replaces", ()), layout, run_id)
+    previous.files.update(taken)
+    cache_dir = layout.cache_dir / f"{source.provider}-{source.source_id}"
+    if force:  # a bundle's sessions are read again too, not taken from its cache
+        forget_cached(cache_dir)
     workdir = Path(tempfile.mkdtemp(prefix="agentlake-snapshot-"))
     try:
-        extract = provider.extract(source, workdir, run_at,
-                                   cache_dir=layout.cache_dir / f"{source.provider}-{source.source_id}")
+        extract = provider.extract(source, workdir, run_at, cache_dir=cache_dir)
     except Exception as exc:  # the reason goes to `sources`; other sources go on
         if not environmental(exc):  # a permission fixed later changes no byte: that is retried
             previous.failed_fingerprint, previous.failed = _attempt(fingerprint), _reason(exc)
@@ -188,7 +192,7 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
         shutil.rmtree(workdir, ignore_errors=True)
     redacted = _redact(extract.rows, privacy_policy(layout)) if layout.team else Counter()
     try:
-        retained = carry_forward(store, previous.files, extract.rows)
+        retained = carry_forward(store, previous.files, extract.rows, extract.moved_sessions)
     except (OSError, ValueError) as exc:  # an unreadable old file: keep it, and this source's old state
         return SourceResult(source, "failed", error=f"cannot read the lake's previous files: {exc}",
                             fingerprint=fingerprint)
@@ -212,7 +216,7 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
         state_store.save(layout.state_dir, source.provider, source.source_id,
                          state_store.SourceState(settled, written.files, source.partition_key, source.path,
                                                  SCHEMA_VERSION))
-        for source_id in getattr(source, "replaces", ()) if adopting else ():  # its sessions' own, from before
+        for source_id in {rel.rsplit("/", 2)[-2] for rel in taken}:  # their state goes with them
             state_store.forget(layout.state_dir, source.provider, source_id)
     except OSError as exc:
         return SourceResult(source, "failed", error=f"cannot write the lake: {exc}", fingerprint=fingerprint)
@@ -262,6 +266,8 @@ def _files_in_lake(provider: str, source_ids, layout: Layout, run_id: str) -> di
     replaced like any previous files, so losing the state never loses history. The digest is
     unknown: each one is rewritten."""
     dirs = {landing_dir(layout.machine, layout.user, provider, source_id) for source_id in source_ids}
+    if not dirs:
+        return {}
     return {rel: "" for rel in _landing_listing(layout, run_id) if rel.rsplit("/", 1)[0] in dirs}
 
 

@@ -66,12 +66,13 @@ def _append(rows, kept: pa.Table):
     return kept if rows is None else pa.concat_tables([rows, kept], promote_options="permissive")
 
 
-def carry_forward(store, previous: dict[str, str], rows: dict) -> Counter:
-    """Add to `rows` the lake's rows of sessions the source no longer holds; returns the counts
-    carried by table. Files that cannot be read are left to the caller's error handling."""
+def carry_forward(store, previous: dict[str, str], rows: dict, moved=frozenset()) -> Counter:
+    """Add to `rows` the lake's rows of sessions the source no longer holds, but those `moved` to
+    another source; returns the counts carried by table. Files that cannot be read are left to
+    the caller's error handling."""
     carried = Counter()
     present = _session_ids_of(rows.get("sessions", ()))
-    gone = _session_ids(store, _files_of(store, previous, "sessions")) - present
+    gone = _session_ids(store, _files_of(store, previous, "sessions")) - present - set(moved)
     if not gone:
         return carried
     value_set = pa.array(sorted(gone), pa.string())
