@@ -90,6 +90,12 @@ def main(argv=None) -> int:
     unknown = sorted(set(args.notebooks) - set(NOTEBOOKS))
     if unknown:
         ap.error(f"no such notebook: {', '.join(unknown)} (choose from {', '.join(NOTEBOOKS)})")
+    try:
+        import marimo  # noqa: F401
+    except ImportError:
+        print("the notebooks need the `notebooks` extra: .venv/bin/pip install -q -c requirements.lock "
+              "-e '.[notebooks]'", file=sys.stderr)
+        return 2
     out = Path(args.output)
     for page in export_all(out, args.notebooks or NOTEBOOKS, args.include_code):
         print(page)

@@ -197,3 +197,15 @@ def test_plain_marimo_export_is_blank_offline(warehouse_env, tmp_path):
         server.server_close()
     assert "cost-overview" in dom  # the data is there...
     assert '<h1 id="cost-overview"' not in dom  # ...but nothing rendered it
+
+
+def test_export_without_the_notebooks_extra_says_what_to_install(monkeypatch, capsys, tmp_path):
+    """A plain `pip install -e .` has no marimo: the export names the extra, with no traceback."""
+    import sys
+
+    from notebooks.export import main
+
+    monkeypatch.setitem(sys.modules, "marimo", None)  # what an environment without it imports
+    assert main(["-o", str(tmp_path / "out")]) == 2
+    assert "-e '.[notebooks]'" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
