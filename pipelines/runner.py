@@ -163,7 +163,20 @@ def _root_cause(exc: BaseException) -> str:
 
 
 def _materialise_runs(layout, options, to_run, sources, reporter, summary, full_refresh) -> None:
+    """Dagster's runs with this home's DAGSTER_HOME, and the caller's put back after: left set, a
+    second ingest in the same process (a notebook, the tests) ran in the first one's instance."""
+    previous = os.environ.get("DAGSTER_HOME")
     os.environ["DAGSTER_HOME"] = dagster_env(layout)["DAGSTER_HOME"]
+    try:
+        _materialise_in_dagster(layout, options, to_run, sources, reporter, summary, full_refresh)
+    finally:
+        if previous is None:
+            os.environ.pop("DAGSTER_HOME", None)
+        else:
+            os.environ["DAGSTER_HOME"] = previous
+
+
+def _materialise_in_dagster(layout, options, to_run, sources, reporter, summary, full_refresh) -> None:
     warnings.filterwarnings("ignore")  # Dagster's beta/preview notices are not for end users
     import dagster as dg
 

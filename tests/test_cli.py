@@ -114,3 +114,17 @@ def test_agent_home_names_any_agents_store(home, tmp_path, capsys):
 def test_a_bad_agent_home_is_a_clear_error(home, capsys):
     assert main(["ingest", "--agent-home", "notanagent=/tmp/x"]) == 2
     assert "--agent-home wants AGENT=DIR" in capsys.readouterr().err
+
+
+def test_an_ingest_in_process_leaves_dagster_home_as_it_found_it(project, tmp_path, monkeypatch, capsys):
+    """Called twice in one process (a notebook, a script), each ingest uses its own home's Dagster
+    instance: the first one's DAGSTER_HOME was left set, and the second ran in it."""
+    import os
+
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    p = _store(project)
+    for name in ("first", "second"):
+        assert main(["ingest", "--home", str(tmp_path / name), "--no-default", "--db", str(p.db)]) == 0
+        assert "DAGSTER_HOME" not in os.environ
+        assert any((tmp_path / name / "dagster").iterdir())  # its runs are in its own instance
+    capsys.readouterr()

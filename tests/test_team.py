@@ -43,6 +43,14 @@ def machine_ingest(home, lake, machine, user, crush_root, env) -> subprocess.Pop
     return subprocess.Popen(argv, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def succeeded(run: subprocess.Popen) -> bool:
+    """The run ended with 0; else the assertion shows what it printed. Its pipes are drained as it
+    runs (waiting on a full pipe would hang it)."""
+    out, err = run.communicate(timeout=300)
+    assert run.returncode == 0, f"exit {run.returncode}\n{err[-4000:]}\n{out[-2000:]}"
+    return True
+
+
 @pytest.mark.parametrize("where", ["s3", "shared directory"])
 def test_two_machines_ingest_concurrently_into_one_lake(s3, tmp_path, where):
     lake = f"s3://{BUCKET}/agentlake" if where == "s3" else str(tmp_path / "nfs" / "lake")
@@ -85,7 +93,7 @@ def test_a_pruned_session_keeps_its_history_in_the_s3_lake(s3, tmp_path):
     home = tmp_path / "home"
     for _ in range(2):  # the second run is the agent's store after it pruned a session
         run = machine_ingest(home, lake, "ana-laptop", "ana", store.global_dir, s3)
-        assert run.wait(timeout=300) == 0, run.stderr.read()
+        assert succeeded(run)
         if _:
             break
         with sqlite3.connect(store.dbs[0].path) as db:
@@ -105,7 +113,7 @@ def test_a_reader_builds_views_over_the_team_lake_with_one_command(s3, tmp_path)
     lake = f"s3://{BUCKET}/readers"
     store = generate_store(tmp_path / "crush", projects=1, sessions_per_project=3, seed=9)
     run = machine_ingest(tmp_path / "writer", lake, "ana-laptop", "ana", store.global_dir, s3)
-    assert run.wait(timeout=300) == 0, run.stderr.read()
+    assert succeeded(run)
     reader = [sys.executable, "-m", "pipelines.cli"]
     env = {**os.environ, **s3, "AGENTLAKE_HOME": str(tmp_path / "reader")}
     views = subprocess.run([*reader, "views", "--lake", lake], env=env, capture_output=True, text=True)
@@ -144,14 +152,14 @@ def test_a_machine_with_nothing_new_still_sees_tables_others_started_filling(s3,
     lake = f"s3://{BUCKET}/views"
     crush = generate_store(tmp_path / "crush", projects=1, sessions_per_project=2, seed=3)
     ana = tmp_path / "ana"
-    assert machine_ingest(ana, lake, "ana-laptop", "ana", crush.global_dir, s3).wait(timeout=300) == 0
+    assert succeeded(machine_ingest(ana, lake, "ana-laptop", "ana", crush.global_dir, s3))
     with connect(load_layout(ana, lake).warehouse) as con:
         assert con.execute("SELECT COUNT(*) FROM usage").fetchall() == [(0,)]  # Crush records no usage
     codex = generate_home(tmp_path / "codex", sessions=2, seed=3)
     ben = [sys.executable, "-m", "pipelines.cli", "ingest", "--quiet", "--no-default", "--home", str(tmp_path / "ben"),
            "--lake", lake, "--machine", "ben-desktop", "--user", "ben", "--agent-home", f"codex={tmp_path / 'codex'}"]
     assert subprocess.run(ben, env={**os.environ, **s3}).returncode == 0
-    assert machine_ingest(ana, lake, "ana-laptop", "ana", crush.global_dir, s3).wait(timeout=300) == 0  # unchanged
+    assert succeeded(machine_ingest(ana, lake, "ana-laptop", "ana", crush.global_dir, s3))  # unchanged
     with connect(load_layout(ana, lake).warehouse) as con:
         assert con.execute("SELECT COUNT(*) FROM usage").fetchall() == [(codex.usage_rows,)]
 
@@ -164,7 +172,7 @@ def test_an_emptied_bucket_heals_on_the_next_run(s3, tmp_path):
     lake = f"s3://{BUCKET}/emptied"
     store = generate_store(tmp_path / "crush", projects=1, sessions_per_project=3, seed=8)
     home = tmp_path / "home"
-    assert machine_ingest(home, lake, "ana-laptop", "ana", store.global_dir, s3).wait(timeout=300) == 0
+    assert succeeded(machine_ingest(home, lake, "ana-laptop", "ana", store.global_dir, s3))
     client = boto3.client("s3", endpoint_url=s3["AWS_ENDPOINT_URL"], region_name="us-east-1")
     for obj in client.list_objects_v2(Bucket=BUCKET, Prefix="emptied/")["Contents"]:
         client.delete_object(Bucket=BUCKET, Key=obj["Key"])
