@@ -4,16 +4,17 @@ Codex, Gemini CLI, Qwen Code, Copilot CLI, Amp, Droid, Kilo Code, Codebuff, pi a
 keep a file (or a small tree of them) per session, and their discoveries return a source per
 session. Landed as such, each session paid about 10 ms whatever its size: eight landing files
 with an fsync each, two state writes, and eight reads in the merge; 1,334 Codex rollouts took
-14.6 s to ingest (docs/BENCHMARKS.md). `by_project` wraps such a provider: its sessions of one
+14.6 s to ingest (docs/BENCHMARKS.md). `ByProject` wraps such a provider: its sessions of one
 project directory on this machine are one `Bundle` source, landed as one set of files.
 
 A bundle is read part by part (the agent's own source: a session with its sub-agents), and each
-part's rows are cached under the bundle's cache dir, keyed by the part's fingerprint and by
-agentlake's code, so a new session in a project of 1,000 reads one file. A part that cannot be
-read does not fail its project: it becomes a quarantine row and a warning, and its sessions
-already in the lake are kept (warehouse.retention). The failure is cached like rows, so the same
-bytes are not read again; an error of the environment (a permission) is not cached, and leaves
-the bundle unsettled so the next run tries again.
+part's rows are cached under the bundle's cache dir, keyed by the part's fingerprint, the part
+itself and agentlake's code, so a new session in a project of 1,000 reads one file. A part that
+cannot be read does not fail its project: it becomes a quarantine row and a warning, and its
+sessions already in the lake are kept (warehouse.retention). The failure is cached like rows, so
+the same bytes are not read again; an error of the environment (a permission) is not cached, and
+leaves the bundle unsettled so the next run tries again. A part that moved to another bundle
+(its project changed) is not kept by the one it left.
 """
 
 import hashlib
