@@ -253,7 +253,7 @@ def _combined(source: Bundle, parts: list[tuple[Source, _Part, bool]], run_at) -
     failed = []
     for part, p, fresh in parts:
         if p.error is not None:
-            failed.append((part, p.error, fresh))
+            failed.append((part, p.error))
             continue
         for name, rows in p.rows.items():
             tables.setdefault(name, []).append(_with_source_id(rows, source.source_id))
@@ -261,11 +261,11 @@ def _combined(source: Bundle, parts: list[tuple[Source, _Part, bool]], run_at) -
         _add(findings, p.findings, notes=fresh)
     quarantine = [{"provider": source.provider, "source_id": source.source_id, "project_path": source.project_path,
                    "source_table": "session", "source_rowid": 0, "key": part.path, "error": error, "raw": None,
-                   "created_at": run_at} for part, error, _ in failed]
+                   "created_at": run_at} for part, error in failed]
     if quarantine:
         tables.setdefault("quarantine", []).append(quarantine)
         findings.notes.append(f"{len(failed)} of {len(parts)} sessions could not be read (quarantined): "
-                              + "; ".join(f"{part.path}: {error}" for part, error, _ in failed[:3])
+                              + "; ".join(f"{part.path}: {error}" for part, error in failed[:3])
                               + ("; ..." if len(failed) > 3 else ""))
         findings.unread += sum(p.retry for _, p, _ in parts)
     rows = {name: _concat(name, chunks) for name, chunks in tables.items()}
