@@ -167,6 +167,9 @@ class ByProject:
     def __init__(self, inner: Provider):
         self.inner = inner
         self.name = inner.name
+        # the last bundle fingerprinted, with its parts': ingest fingerprints a source, then
+        # extracts that same object, whose parts' cache keys need them again (a stat each)
+        self._last: tuple[Bundle | None, dict[str, str]] = (None, {})
 
     def discover(self, options: DiscoverOptions) -> Discovery:
         found = self.inner.discover(options)
@@ -176,18 +179,27 @@ class ByProject:
     def fingerprint(self, source: Source) -> str:
         if not isinstance(source, Bundle):
             return self.inner.fingerprint(source)
+        prints = {part.source_id: self.inner.fingerprint(part) for part in source.parts}
+        self._last = (source, prints)
         digest = hashlib.sha256()
-        for part in source.parts:
-            digest.update(f"{part.source_id}={self.inner.fingerprint(part)}\n".encode())
+        for part_id, fingerprint in prints.items():
+            digest.update(f"{part_id}={fingerprint}\n".encode())
         return f"{len(source.parts)} sessions:{digest.hexdigest()[:32]}"
+
+    def _part_fingerprints(self, source: Bundle) -> dict[str, str]:
+        last, prints = self._last
+        if last is source:  # the very object just fingerprinted: its files were stat'ed then
+            return prints
+        return {part.source_id: self.inner.fingerprint(part) for part in source.parts}
 
     def extract(self, source: Source, workdir: Path, run_at, cache_dir: Path | None = None) -> Extract:
         if not isinstance(source, Bundle):
             return self.inner.extract(source, workdir, run_at, cache_dir)
         parts = []
+        prints = self._part_fingerprints(source)
         for part in source.parts:
             # the part itself too: what it reads besides its files (a fork's parent, project names)
-            key = f"{CACHE_VERSION}:{code_version()}:{self.inner.fingerprint(part)}:{_digest(repr(part))}"
+            key = f"{CACHE_VERSION}:{code_version()}:{prints[part.source_id]}:{_digest(repr(part))}"
             cache = cache_dir / PARTS / f"{part.source_id}.pkl" if cache_dir else None
             cached = _load(cache, key) if cache else None
             fresh = cached is None
@@ -258,7 +270,7 @@ def _combined(source: Bundle, parts: list[tuple[Source, _Part, bool]], run_at) -
         for name, rows in p.rows.items():
             tables.setdefault(name, []).append(_with_source_id(rows, source.source_id))
         expected.update(p.expected)
-        _add(findings, p.findings, notes=fresh)
+        findings.add(p.findings, notes=fresh)
     quarantine = [{"provider": source.provider, "source_id": source.source_id, "project_path": source.project_path,
                    "source_table": "session", "source_rowid": 0, "key": part.path, "error": error, "raw": None,
                    "created_at": run_at} for part, error in failed]
@@ -273,15 +285,3 @@ def _combined(source: Bundle, parts: list[tuple[Source, _Part, bool]], run_at) -
     # the oldest format among the sessions: the one a reader of `sources` should know about
     return Extract(rows=rows, findings=findings, expected=dict(expected), schema_version=min(versions, default=None))
 
-
-def _add(into: Findings, more: Findings, notes: bool) -> None:
-    for table, cols in more.unknown_columns.items():
-        known = into.unknown_columns.setdefault(table, [])
-        known += [c for c in cols if c not in known]
-    into.unknown_part_types.update(more.unknown_part_types)
-    for unit, n in more.non_second_timestamps.items():
-        into.non_second_timestamps[unit] = into.non_second_timestamps.get(unit, 0) + n
-    into.null_timestamps += more.null_timestamps
-    into.diverted.update(more.diverted)
-    into.notes += more.notes if notes else []
-    into.unread += more.unread

@@ -32,6 +32,20 @@ class Findings:
             out.append(f"{quarantined} unparseable rows quarantined")
         return out + self.notes
 
+    def add(self, more: "Findings", notes: bool = True) -> None:
+        """`more` counted in, as for one source read in parts (transforms.bundle); `notes=False`
+        leaves out its notes (a part read in an earlier run, whose notes were reported then)."""
+        for table, cols in more.unknown_columns.items():
+            known = self.unknown_columns.setdefault(table, [])
+            known += [c for c in cols if c not in known]
+        self.unknown_part_types.update(more.unknown_part_types)
+        for unit, n in more.non_second_timestamps.items():
+            self.non_second_timestamps[unit] = self.non_second_timestamps.get(unit, 0) + n
+        self.null_timestamps += more.null_timestamps
+        self.diverted.update(more.diverted)
+        self.notes += more.notes if notes else []
+        self.unread += more.unread
+
 
 def bad_line(provider: str, owner, table: str, path: str, no: int, error: str, raw: str, run_at) -> dict:
     """The quarantine row of a source file's line `no` (0-based; 0 also for a whole file) that gave
