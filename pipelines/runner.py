@@ -2,9 +2,10 @@
 
 Unchanged and skipped sources are settled without Dagster (it is not even imported when
 nothing changed). Changed sources are materialised in their partitions of `landing` (one per
-agent and project), neighbours in the partition order sharing one run (a cold ingest is a
-single run); then the curated tables and the marts, once. A run that finds landed files not
-yet merged (a run killed before its merge) merges them even when no source changed.
+agent and project), neighbours in the partition order sharing one run; the last run also
+merges them into the curated tables and the marts (a cold ingest is a single run). A run that
+finds landed files not yet merged (a run killed before its merge) merges them even when no
+source changed.
 """
 
 import os
@@ -196,7 +197,9 @@ def _materialise_in_dagster(layout, options, to_run, sources, reporter, summary,
         by_partition[source.dagster_partition].append(source)
     with _cli_instance(dg, os.environ["DAGSTER_HOME"]) as instance:
         _register_partitions(dg, instance, sources)
-        for batch in contiguous_batches(list(by_partition), instance.get_dynamic_partitions("sources")):
+        batches = contiguous_batches(list(by_partition), instance.get_dynamic_partitions("sources"))
+        tables = None
+        for n, batch in enumerate(batches, 1):
             todo = [s for key in batch for s in by_partition[key]]
             # the run reads these sources only: the unchanged ones of its partitions are settled
             # (no list when it is all of them: a cold ingest's run config stays small)
@@ -204,9 +207,11 @@ def _materialise_in_dagster(layout, options, to_run, sources, reporter, summary,
             whole = len(todo) == sum(s.dagster_partition in in_batch for s in sources)
             config = {"full_refresh": full_refresh, "run_id": summary.run_id,
                       "sources": [] if whole else [s.partition_key for s in todo]}
+            # the last run merges too: a run of its own costs Dagster's run set-up and a dozen events
+            last = n == len(batches)
             run = dg.materialize(
-                [landing], instance=instance, raise_on_error=False, tags=partition_tags(batch),
-                resources={"agentlake": resource, "reporter": reporter},
+                [landing, curated_tables, marts] if last else [landing], instance=instance, raise_on_error=False,
+                tags=partition_tags(batch), resources={"agentlake": resource, "reporter": reporter},
                 run_config={**QUIET_LOGS, "ops": {"landing": {"config": config}}},
             )
             if INTERRUPTED.is_set() or _interrupted(run):
@@ -215,8 +220,11 @@ def _materialise_in_dagster(layout, options, to_run, sources, reporter, summary,
                 if source.partition_key not in reporter.reported:  # the run died before reaching it
                     reporter.source_done(0, len(sources), SourceResult(
                         source, "failed", error=f"Dagster run {run.run_id} failed before ingesting the source"))
-        tables = dg.materialize([curated_tables, marts], instance=instance, resources={"agentlake": resource},
-                                run_config=QUIET_LOGS, raise_on_error=False)
+            if last and _merged(run):
+                tables = run
+        if tables is None:  # nothing to land (a run killed before its merge), or the landing step failed
+            tables = dg.materialize([curated_tables, marts], instance=instance, resources={"agentlake": resource},
+                                    run_config=QUIET_LOGS, raise_on_error=False)
         if _interrupted(tables):
             raise KeyboardInterrupt
         if tables.success:
@@ -224,6 +232,11 @@ def _materialise_in_dagster(layout, options, to_run, sources, reporter, summary,
         else:
             summary.problems.append(f"could not merge into the warehouse at {layout.warehouse}: "
                                     + _failure(tables))
+
+
+def _merged(run) -> bool:
+    """The run's merge step ran, whether or not it succeeded (its landing step failing skips it)."""
+    return any(e.step_key == "curated_tables" and (e.is_step_success or e.is_step_failure) for e in run.all_events)
 
 
 def _register_partitions(dg, instance, sources) -> None:

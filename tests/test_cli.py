@@ -128,3 +128,43 @@ def test_an_ingest_in_process_leaves_dagster_home_as_it_found_it(project, tmp_pa
         assert "DAGSTER_HOME" not in os.environ
         assert any((tmp_path / name / "dagster").iterdir())  # its runs are in its own instance
     capsys.readouterr()
+
+
+def test_an_ingest_lands_and_merges_in_one_dagster_run_with_its_events_in_one_file(home, project, tmp_path, capsys):
+    """A run of its own for the merge cost Dagster's run set-up and a dozen events; the default
+    event storage opened a new SQLite file per run."""
+    import dagster as dg
+
+    p = _store(project)
+    assert main(["ingest", "--no-default", "--db", str(p.db)]) == 0
+    capsys.readouterr()
+    with dg.DagsterInstance.from_config(str(tmp_path / "dagster")) as instance:
+        assert type(instance.event_log_storage).__name__ == "ConsolidatedSqliteEventLogStorage"
+        [run] = instance.get_runs()
+        for key in ("landing", "sessions", "daily_costs"):
+            assert instance.get_latest_materialization_event(dg.AssetKey(key)).run_id == run.run_id
+    assert (tmp_path / "dagster" / "event_log.db").exists()
+
+
+def test_a_run_whose_landing_step_failed_did_not_merge(tmp_path):
+    """The runner merges in a run of its own when the last landing run's merge step was skipped."""
+    import dagster as dg
+
+    from pipelines.runner import _merged
+
+    @dg.asset(name="landing")
+    def failing() -> None:
+        raise RuntimeError("no source")
+
+    @dg.asset(name="landing")
+    def working() -> None:
+        pass
+
+    @dg.asset(deps=["landing"])
+    def curated_tables() -> None:
+        pass
+
+    with dg.instance_for_test() as instance:
+        for landing, merged in ((failing, False), (working, True)):
+            run = dg.materialize([landing, curated_tables], instance=instance, raise_on_error=False)
+            assert _merged(run) is merged
