@@ -20,6 +20,17 @@ def _totals(layout):
         query(layout, "SELECT COUNT(*) FROM messages"), query(layout, "SELECT COUNT(*) FROM parts")
 
 
+def _new_session(home, cwd: str) -> RolloutBuilder:
+    new = RolloutBuilder("0000aaaa-0000-4000-8000-000000000001", start=datetime(2026, 2, 1, tzinfo=timezone.utc),
+                         cwd=cwd)
+    new.turn("gpt-5.3-codex")
+    new.prompt("one more")
+    new.say("done")
+    new.tokens(1000, 0, 10)
+    new.write(home)
+    return new
+
+
 @pytest.fixture
 def reads(monkeypatch):
     """The Codex sources (sessions) actually read by each run."""
@@ -57,13 +68,7 @@ def test_a_new_session_reads_that_session_only(layout, tmp_path, reads):
     ingest(layout, homes={"codex": [home]})
     before = _totals(layout)
     reads.clear()
-    new = RolloutBuilder("0000aaaa-0000-4000-8000-000000000001", start=datetime(2026, 2, 1, tzinfo=timezone.utc),
-                         cwd="/home/dev/shop")
-    new.turn("gpt-5.3-codex")
-    new.prompt("one more")
-    new.say("done")
-    new.tokens(1000, 0, 10)
-    new.write(home)
+    new = _new_session(home, "/home/dev/shop")
     summary = ingest(layout, homes={"codex": [home]})
     assert reads == [new.sid]
     assert [r.status for r in summary.results] == ["ok"] and summary.results[0].reconciled
@@ -176,3 +181,73 @@ def test_a_session_whose_project_changes_moves_and_is_counted_once(layout, tmp_p
     assert not any("no longer in the source" in w for r in summary.results for w in r.warnings)
     assert _totals(layout) == before
     assert query(layout, "SELECT project, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 1") == [("other", 1), ("shop", 2)]
+
+
+def _move(task, to: str) -> None:
+    for path in task.iterdir():
+        path.write_text(path.read_text().replace("/home/dev/shop", to))
+
+
+def _kilo_shop(layout, tmp_path):
+    from transforms.kilo.synth import generate_home as kilo_home
+
+    storage = tmp_path / "kilo"
+    kilo_home(storage, sessions=3, workspaces=("/home/dev/shop",))
+    [shop] = ingest(layout, homes={"kilo": [storage]}).results
+    return storage, sorted((storage / "tasks").iterdir()), shop.source.source_id
+
+
+def _landed_sources(layout) -> set[str]:
+    return {rel.split("/")[4] for rel in landed_files(layout) if rel.startswith(LANDING) and "/_runs/" not in rel}
+
+
+def test_a_project_whose_every_session_moves_is_taken_over_by_their_new_projects(layout, tmp_path):
+    """No source of the old project is discovered any more: the bundles its sessions moved to
+    take over its folder, each keeping only its own sessions; it is counted once."""
+    storage, tasks, shop = _kilo_shop(layout, tmp_path)
+    before = _totals(layout)
+    _move(tasks[0], "/home/dev/other")
+    for task in tasks[1:]:
+        _move(task, "/home/dev/third")
+    summary = ingest(layout, homes={"kilo": [storage]})
+    assert sorted((r.source.project, r.status) for r in summary.results) == [("other", "ok"), ("third", "ok")]
+    assert not any("no longer in the source" in w for r in summary.results for w in r.warnings)
+    assert _totals(layout) == before
+    assert query(layout, "SELECT project, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 1") == [("other", 1), ("third", 2)]
+    assert _landed_sources(layout) == {r.source.source_id for r in summary.results}
+    assert not (layout.state_dir / f"kilo-{shop}.json").exists()
+    assert ingest(layout, homes={"kilo": [storage]}).by_status["unchanged"] == 2
+
+
+def test_a_session_deleted_with_its_project_gone_is_kept_once(layout, tmp_path):
+    """The old project's session deleted from the disk stays in the lake (history outlives the
+    agent), carried by the bundle that took the project over, not lost with its folder."""
+    import shutil
+
+    storage, tasks, shop = _kilo_shop(layout, tmp_path)
+    before = _totals(layout)
+    shutil.rmtree(tasks[0])
+    for task in tasks[1:]:
+        _move(task, "/home/dev/other")
+    [other] = ingest(layout, homes={"kilo": [storage]}).results
+    assert other.status == "ok" and other.retained_sessions == 1
+    assert _totals(layout) == before
+    assert query(layout, "SELECT project, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 1") == [("other", 2), ("shop", 1)]
+    assert _landed_sources(layout) == {other.source.source_id}
+
+
+def test_a_new_session_in_a_landed_project_lists_no_landing_files(layout, tmp_path, monkeypatch):
+    """Its project's own sessions are in its state: the lake is listed only on a first write (to
+    take over sessions landed alone before), not on every run (a LIST per run on S3)."""
+    import warehouse.ingest as ingest_module
+
+    home = tmp_path / "codex"
+    generate_home(home, sessions=4, workspaces=("/home/dev/shop",))
+    listings = []
+    listed = ingest_module.landed_files
+    monkeypatch.setattr(ingest_module, "landed_files", lambda layout: listings.append(1) or listed(layout))
+    ingest(layout, homes={"codex": [home]})
+    assert listings == [1]
+    _new_session(home, "/home/dev/shop")
+    [result] = ingest(layout, homes={"codex": [home]}).results
+    assert result.status == "ok" and listings == [1]

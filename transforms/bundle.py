@@ -14,7 +14,9 @@ cannot be read does not fail its project: it becomes a quarantine row and a warn
 sessions already in the lake are kept (warehouse.retention). The failure is cached like rows, so
 the same bytes are not read again; an error of the environment (a permission) is not cached, and
 leaves the bundle unsettled so the next run tries again. A part that moved to another bundle
-(its project changed) is not kept by the one it left.
+(its project changed) is not kept by the one it left. Each part's session ids go with the
+extract (`part_sessions`) into the bundle's state: warehouse.ingest uses them to take over a
+bundle whose every part moved, which is not discovered any more.
 """
 
 import hashlib
@@ -31,7 +33,7 @@ import pyarrow as pa
 from transforms.contract import BY_NAME, SCHEMA_VERSION
 from transforms.findings import Findings
 from transforms.provider import DiscoverOptions, Extract, Provider, SourceError, environmental
-from transforms.sources import Discovery, Source
+from transforms.sources import Discovery, Source, source_id_for
 
 CACHE_VERSION = 1
 PARTS = "parts"  # the cache dir's folder of per-session extracts
@@ -45,6 +47,9 @@ class Bundle(Source):
     # every source id of this agent in the same discovery: a part that left this bundle and is
     # among them moved (its project changed, or it could not be told); else it is gone from disk
     found: frozenset[str] = frozenset()
+    # every source id the agent's discovery returned (bundles and lone sources): a bundle's state
+    # naming none of them is a project whose sessions all moved (warehouse.ingest takes it over)
+    discovered: frozenset[str] = frozenset()
 
     @property
     def replaces(self) -> tuple[str, ...]:
@@ -62,15 +67,17 @@ def bundles(sources: list[Source]) -> list[Source]:
         else:
             groups.setdefault((s.provider, s.project_path), []).append(s)
     found = frozenset(s.source_id for s in sources)
+    made = []
     for (provider, project_path), parts in groups.items():
         parts.sort(key=lambda p: p.source_id)
         paths = [os.path.dirname(p.path) for p in parts]
         common = os.path.commonpath(paths) if len({os.path.splitdrive(p)[0] for p in paths}) == 1 else paths[0]
         # the id names the project directory, not its slug: renaming a project in config.toml
         # keeps its source
-        out.append(Bundle(provider=provider, path=common, project_path=project_path, project=parts[0].project,
-                          identity=f"project:{project_path}", parts=tuple(parts), found=found))
-    return out
+        made.append(dict(provider=provider, path=common, project_path=project_path, project=parts[0].project,
+                         identity=f"project:{project_path}", parts=tuple(parts), found=found))
+    discovered = frozenset(s.source_id for s in out) | {source_id_for(kw["provider"], kw["identity"]) for kw in made}
+    return out + [Bundle(**kw, discovered=discovered) for kw in made]
 
 
 @lru_cache(maxsize=1)
@@ -249,9 +256,7 @@ def _left(folder: Path, source: Bundle) -> frozenset[str]:
             Path(folder, name).unlink(missing_ok=True)
             continue
         cached = _load(Path(folder, name), None)  # kept while it is elsewhere: it may come back
-        sessions = cached.rows.get("sessions", []) if cached else []
-        rows = sessions.to_pylist() if isinstance(sessions, pa.Table) else sessions
-        moved.update(r["session_id"] for r in rows if r.get("session_id") is not None)
+        moved.update(_session_ids(cached) if cached else ())
     return frozenset(moved)
 
 
@@ -283,5 +288,12 @@ def _combined(source: Bundle, parts: list[tuple[Source, _Part, bool]], run_at) -
     rows = {name: _concat(name, chunks) for name, chunks in tables.items()}
     versions = [p.schema_version for _, p, _ in parts if p.schema_version is not None]
     # the oldest format among the sessions: the one a reader of `sources` should know about
-    return Extract(rows=rows, findings=findings, expected=dict(expected), schema_version=min(versions, default=None))
+    return Extract(rows=rows, findings=findings, expected=dict(expected), schema_version=min(versions, default=None),
+                   part_sessions={part.source_id: _session_ids(p) for part, p, _ in parts})
+
+
+def _session_ids(part: _Part) -> list[str]:
+    sessions = part.rows.get("sessions", [])
+    rows = sessions.to_pylist() if isinstance(sessions, pa.Table) else sessions
+    return sorted({r["session_id"] for r in rows if r.get("session_id") is not None})
 

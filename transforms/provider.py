@@ -77,6 +77,9 @@ class Extract:
     # sessions the source no longer holds because another source of the agent does now
     # (transforms.bundle): the lake's copy here is not kept, or they would be counted twice
     moved_sessions: frozenset = frozenset()
+    # a source read in parts (transforms.bundle): each part's session ids, kept in the source's
+    # state so that a source which later takes its parts over knows whose sessions are whose
+    part_sessions: dict[str, list[str]] | None = None
 
 
 class Provider(Protocol):

@@ -13,7 +13,7 @@ import time
 import uuid
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from datetime import datetime, timezone
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from transforms.bundle import forget_cached
+from transforms.bundle import Bundle, forget_cached
 from transforms.contract import DATA_TABLES, SCHEMA_VERSION, SOURCES
 from transforms.provider import DiscoverOptions, Provider, SourceError, environmental
 from transforms.providers import PROVIDERS
@@ -170,13 +170,68 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
     if not force and failed_before(previous, fingerprint):
         return SourceResult(source, "failed", error=f"{previous.failed} (unchanged since; not read again, "
                             "`ingest --full-refresh` retries)", fingerprint=fingerprint)
-    if not previous.files:  # no state (a new home, a wiped one): adopt what the lake holds already
+    first = not previous.files
+    if first:  # no state (a new home, a wiped one): adopt what the lake holds already
         previous.files = _files_in_lake(source.provider, (source.source_id,), layout, run_id)
-    # a bundle (transforms.bundle) takes over the folders its sessions landed as sources of their
-    # own (by a release before bundling, or alone while their project was unknown): its write
-    # replaces them, so their rows are not counted twice
-    taken = _files_in_lake(source.provider, getattr(source, "replaces", ()), layout, run_id)
-    previous.files.update(taken)
+    with ExitStack() as held:
+        taken = _take_over(source, previous, layout, run_id, first, held) if isinstance(source, Bundle) else None
+        return _ingest_taking(source, layout, store, run_id, run_at, force, provider, previous, fingerprint, taken)
+
+
+@dataclass
+class _Taken:
+    """What a bundle takes over: other sources' landing files, which its write replaces, and the
+    sessions among their rows that are not its to keep (they are landed by another bundle now)."""
+
+    files: dict[str, str] = field(default_factory=dict)
+    sources: set[str] = field(default_factory=set)
+    moved: set[str] = field(default_factory=set)
+
+
+def _take_over(source: Bundle, previous, layout: Layout, run_id: str, first: bool, held: ExitStack) -> _Taken:
+    """The sources whose sessions this bundle (transforms.bundle) lands now, so that their rows
+    are not counted twice:
+    - each session landed as a source of its own (by a release before bundling, or alone while
+      its project was unknown): found by its state, or on a first write by a listing of the lake
+      (the state may be lost);
+    - a bundle no longer discovered (every session of its project moved, to this bundle and
+      maybe others): found by its state, which says whose sessions are whose. It is locked until
+      this write ends, so that two bundles sharing its sessions do not both take it over.
+    A bundle's own sessions already landed by it (in its state) need neither."""
+    taken = _Taken()
+    known = previous.parts or {}
+    new = [p for p in source.replaces if p not in known]
+    if not new:
+        return taken
+    if first:
+        taken.files.update(_files_in_lake(source.provider, new, layout, run_id))
+    for part_id in new:  # a session landed alone
+        files = state_store.load(layout.state_dir, source.provider, part_id).files
+        taken.files.update(files)
+        if files:
+            taken.sources.add(part_id)
+    taken.sources.update(rel.rsplit("/", 2)[-2] for rel in taken.files)
+    gone = state_store.source_ids(layout.state_dir, source.provider) - source.discovered - set(source.replaces)
+    mine = set(source.replaces)
+    for other in sorted(gone):  # sorted: two writers lock in the same order
+        if not mine & set(state_store.load(layout.state_dir, source.provider, other).parts or ()):
+            continue
+        held.enter_context(state_store.source_lock(layout.state_dir, source.provider, other))
+        state = state_store.load(layout.state_dir, source.provider, other)  # again, under its lock
+        if not mine & set(state.parts or ()):  # taken over meanwhile by another bundle
+            continue
+        taken.files.update(state.files)
+        taken.sources.add(other)
+        for part_id, sessions in state.parts.items():  # landed by another bundle now
+            if part_id in source.found and part_id not in mine:
+                taken.moved.update(sessions)
+    return taken
+
+
+def _ingest_taking(source, layout, store, run_id, run_at, force, provider, previous, fingerprint,
+                   taken: _Taken | None) -> SourceResult:
+    taken = taken or _Taken()
+    previous.files.update(taken.files)
     cache_dir = layout.cache_dir / f"{source.provider}-{source.source_id}"
     if force:  # a bundle's sessions are read again too, not taken from its cache
         forget_cached(cache_dir)
@@ -192,7 +247,7 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
         shutil.rmtree(workdir, ignore_errors=True)
     redacted = _redact(extract.rows, privacy_policy(layout)) if layout.team else Counter()
     try:
-        retained = carry_forward(store, previous.files, extract.rows, extract.moved_sessions)
+        retained = carry_forward(store, previous.files, extract.rows, extract.moved_sessions | taken.moved)
     except (OSError, ValueError) as exc:  # an unreadable old file: keep it, and this source's old state
         return SourceResult(source, "failed", error=f"cannot read the lake's previous files: {exc}",
                             fingerprint=fingerprint)
@@ -215,9 +270,10 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
         settled = fingerprint if not extract.findings.unread else None
         state_store.save(layout.state_dir, source.provider, source.source_id,
                          state_store.SourceState(settled, written.files, source.partition_key, source.path,
-                                                 SCHEMA_VERSION))
-        for source_id in {rel.rsplit("/", 2)[-2] for rel in taken}:  # their state goes with them
+                                                 SCHEMA_VERSION, parts=extract.part_sessions))
+        for source_id in taken.sources:  # their state and cache go with them
             state_store.forget(layout.state_dir, source.provider, source_id)
+            shutil.rmtree(layout.cache_dir / f"{source.provider}-{source_id}", ignore_errors=True)
     except OSError as exc:
         return SourceResult(source, "failed", error=f"cannot write the lake: {exc}", fingerprint=fingerprint)
     findings = extract.findings

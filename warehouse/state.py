@@ -28,6 +28,8 @@ class SourceState:
     # so a rerun reports it without reading it again (a forced run retries)
     failed_fingerprint: str | None = None
     failed: str | None = None
+    # a source read in parts (transforms.bundle): each part's session ids as last landed
+    parts: dict[str, list[str]] | None = None
 
 
 def _path(state_dir: Path, provider: str, source_id: str) -> Path:
@@ -48,6 +50,17 @@ def save(state_dir: Path, provider: str, source_id: str, state: SourceState) -> 
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(asdict(state), indent=1, sort_keys=True))
     os.replace(tmp, path)
+
+
+def source_ids(state_dir: Path, provider: str) -> set[str]:
+    """Every source of the agent with a state here, found or not this run."""
+    try:
+        names = os.listdir(state_dir)
+    except OSError:
+        return set()
+    prefix = f"{provider}-"
+    return {name[len(prefix):-5] for name in names
+            if name.startswith(prefix) and name.endswith(".json") and "." not in name[len(prefix):-5]}
 
 
 def forget(state_dir: Path, provider: str, source_id: str) -> None:
