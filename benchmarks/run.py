@@ -18,6 +18,8 @@ repeated; the medians are printed as a Markdown table for docs/BENCHMARKS.md.
 - one source changed (CLI): one db gets a new message, then `agentlake ingest`.
 - queries: cost by day and project, tool usage, one session's transcript, and each mart
   (read-only, through the DuckLake catalog as every reader opens it).
+- the Dagster UI: `dagster-webserver` on the home the CLI runs left, its GraphQL requests for
+  the asset catalog, the `landing` partitions, the runs list and the cold run's events.
 - team: the same corpus landed under --machines machine names into one lake, merged by one
   writer, compacted; files against (table, date, project) partitions, and the queries again.
 
@@ -215,6 +217,7 @@ def main() -> None:
     parquet_files = len(list(lake.rglob("*.parquet")))
     query_times = _queries(home / "warehouse.ducklake", args.repeat)
     query_times["dashboard page"] = _dashboard(home / "warehouse.ducklake", args.repeat)
+    query_times.update(_dagster_ui(home, args.repeat))
     _report(args, gen_s, len(dbs), messages, rows, source_bytes, lake_bytes, parquet_files, results, query_times)
     landing = du(lake / "_landing", "*.parquet")
     print(f"\nLake by part: landing files {landing / 2**20:.1f} MiB ({landing / source_bytes:.2f}x the sources), "
@@ -394,6 +397,71 @@ def _dashboard(warehouse: Path, repeat: int) -> float:
     finally:
         server.shutdown()
     return statistics.median(times[1:])
+
+
+# What the Dagster UI asks its server for on its main pages (the same fields, fewer of them).
+UI_QUERIES = {
+    "Dagster UI: asset catalog": "{ assetsOrError { ... on AssetConnection { nodes { key { path } "
+                                 "assetMaterializations(limit: 1) { runId timestamp } } } } }",
+    "Dagster UI: landing's partitions": '{ assetNodeOrError(assetKey: {path: ["landing"]}) { ... on AssetNode { '
+                                        "partitionKeys assetPartitionStatuses { ... on DefaultPartitionStatuses { "
+                                        "materializedPartitions failedPartitions } } } } }",
+    "Dagster UI: runs": "{ runsOrError(limit: 25) { ... on Runs { results { runId status startTime endTime } } } }",
+    "Dagster UI: the cold run's events": '{ logsForRun(runId: "RUN", limit: 1000) { ... on EventConnection { '
+                                         "events { __typename ... on MessageEvent { message timestamp } } } } }",
+}
+
+
+def _dagster_ui(home: Path, repeat: int) -> dict[str, float]:
+    """Median seconds of each UI_QUERIES page's GraphQL request to `dagster-webserver` over
+    loopback, on the home the CLI runs left (their runs, events and partitions)."""
+    import socket
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "AGENTLAKE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster")}
+    server = subprocess.Popen([str(Path(PY).with_name("dagster-webserver")), "-m", "pipelines.definitions",
+                               "-h", "127.0.0.1", "-p", str(port)], env=env, cwd=HERE.parent,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def ask(query: str) -> dict:
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", json.dumps({"query": query}).encode(),
+                                         {"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=120) as response:
+            answer = json.loads(response.read())
+        if answer.get("errors"):
+            raise RuntimeError(f"GraphQL: {answer['errors'][0].get('message')}")
+        return answer["data"]
+
+    try:
+        loaded = "{ workspaceOrError { ... on Workspace { locationEntries { loadStatus } } } }"
+        deadline = time.monotonic() + 180
+        while True:  # the server answers before its code location is loaded
+            try:
+                entries = ask(loaded)["workspaceOrError"]["locationEntries"]
+                if entries and all(e["loadStatus"] == "LOADED" for e in entries):
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise RuntimeError("dagster-webserver did not start")
+            time.sleep(0.5)
+        runs = ask("{ runsOrError(limit: 1000) { ... on Runs { results { runId } } } }")["runsOrError"]["results"]
+        out = {}
+        for name, query in UI_QUERIES.items():
+            query = query.replace("RUN", runs[-1]["runId"])  # the oldest: the cold ingest's
+            times = []
+            for _ in range(repeat + 1):  # the first warms the server's caches
+                t = time.perf_counter()
+                ask(query)
+                times.append(time.perf_counter() - t)
+            out[name] = statistics.median(times[1:])
+        return out
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
 
 def _team(args, work: Path, corpus: Path, messages: int) -> None:
