@@ -81,22 +81,17 @@ def _recorded(con) -> tuple[str, str] | None:
         return None
 
 
-def _settled(con, lake) -> bool:
-    """The catalog already has this contract's tables for this lake (one small read)."""
-    return _recorded(con) == (masked(str(lake)), LAYOUT_VERSION)
-
-
-def _older_layout(con) -> bool:
+def _older_layout(recorded: tuple[str, str] | None) -> bool:
     """Tables written by another contract or partitioning: rebuilt whole from the landing files
     (which hold every row, pruned sessions' included: warehouse.retention), so every row moves
     to the new layout; compaction deletes the old files once no snapshot needs them."""
-    row = _recorded(con)
-    return row is not None and row[1] != LAYOUT_VERSION
+    return recorded is not None and recorded[1] != LAYOUT_VERSION
 
 
-def ensure_tables(con, lake) -> None:
-    """Create the tables (partitioned by year and project) and add columns a newer contract has."""
-    if _settled(con, lake):
+def ensure_tables(con, lake, recorded: tuple[str, str] | None) -> None:
+    """Create the tables (partitioned by year and project) and add columns a newer contract has;
+    nothing when the catalog's `recorded` lake and layout (`_recorded`) are this lake's and this one."""
+    if recorded == (masked(str(lake)), LAYOUT_VERSION):
         return
     # zstd, as the landing files: half snappy's size on this data (docs/BENCHMARKS.md)
     con.execute(f"CALL {ducklake.CATALOG}.set_option('parquet_compression', 'zstd')")
@@ -282,11 +277,12 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
     try:
         with ducklake.writing(catalog, data_path or tables_path(lake, catalog), memory_limit) as con, \
                 _transaction(con):
-            full = full or _older_layout(con)
+            recorded = _recorded(con)
+            full = full or _older_layout(recorded)
             if full:  # dropped, not deleted from: a table whose data file was lost cannot be read
                 for name in [t.name for t in ALL_TABLES] + [MERGED, LAKE_TABLE]:
                     con.execute(f'DROP TABLE IF EXISTS "{name}"')
-            ensure_tables(con, lake)
+            ensure_tables(con, lake, None if full else recorded)
             merged = dict(con.execute(f"SELECT path, version FROM {MERGED}").fetchall())
             changed, removed = plan(landed, merged)
             local = _local_copies(store, [f for files in changed.values() for f in files], workdir)

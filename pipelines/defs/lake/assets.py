@@ -42,8 +42,9 @@ def landing(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: 
     keys = set(context.partition_keys)
     in_run = sorted((s for s in found.values() if s.dagster_partition in keys), key=lambda s: s.partition_key)
     missing = sorted(keys - {s.dagster_partition for s in in_run})
+    gone = f"{GONE}: " + ", ".join(missing)
     if missing and not in_run:  # nothing to read: failed before any partition is marked done
-        raise dg.Failure(description=f"{GONE}: " + ", ".join(missing))
+        raise dg.Failure(description=gone)
     wanted = set(config.sources)
     todo = [s for s in in_run if not wanted or s.partition_key in wanted]
     for i, result in enumerate(ingest_many(todo, layout, summary.run_id, force=config.full_refresh), 1):
@@ -67,7 +68,7 @@ def landing(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: 
     yield from check_results(layout, summary)
     failed = [f"{r.source.partition_key}: {r.error}" for r in summary.results if r.status == "failed"]
     if missing:  # registered once, not found now: its landed rows stay in the lake
-        failed.append(f"{GONE}: " + ", ".join(missing))
+        failed.append(gone)
     if failed:
         raise dg.Failure(description="; ".join(failed), metadata={"failed_sources": len(failed)})
 
