@@ -96,9 +96,10 @@ def row_counts(con) -> dict[str, int]:
     return {name: con.execute(f'SELECT COUNT(*) FROM lake.main."{name}"').fetchone()[0] for name in MARTS}
 
 
-def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None) -> dict[str, int]:
-    """Bring every public mart table up to date with the curated tables; returns rows per mart.
-    `whole` rebuilds all of them; `memory_limit` replaces MEMORY_LIMIT (a retry's larger one)."""
+def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None, count: bool = True) -> dict[str, int]:
+    """Bring every public mart table up to date with the curated tables; returns rows per mart
+    (none with `count=False`: the merge's refresh, whose counts nobody reads, saves a query per
+    mart). `whole` rebuilds all of them; `memory_limit` replaces MEMORY_LIMIT (a retry's larger one)."""
     # the marts' windows and joins over a team's history cannot all spill: under the writer's
     # 512 MB they failed on 14.6M messages, where the merge's inserts had streamed through
     con.execute(f"SET memory_limit = '{memory_limit or MEMORY_LIMIT}'")
@@ -130,7 +131,8 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None) 
                 con.execute(f'INSERT INTO lake.main."{name}" SELECT * FROM temp.main."{name}" WHERE {touched}')
             # the marts below that read this one read its table now, not the view computed again
             con.execute(f'DROP VIEW temp.main."{name}"')
-            counts[name] = con.execute(f'SELECT COUNT(*) FROM lake.main."{name}"').fetchone()[0]
+            if count:
+                counts[name] = con.execute(f'SELECT COUNT(*) FROM lake.main."{name}"').fetchone()[0]
             written[name] = sha
     finally:
         cut.off()
