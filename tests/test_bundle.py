@@ -201,9 +201,9 @@ def _landed_sources(layout) -> set[str]:
     return {rel.split("/")[4] for rel in landed_files(layout) if rel.startswith(LANDING) and "/_runs/" not in rel}
 
 
-def test_a_project_whose_every_session_moves_is_taken_over_by_their_new_projects(layout, tmp_path):
+def test_a_project_whose_every_session_moves_is_counted_once(layout, tmp_path):
     """No source of the old project is discovered any more: the bundles its sessions moved to
-    take over its folder, each keeping only its own sessions; it is counted once."""
+    take them out of its folder, which goes with its state once empty."""
     storage, tasks, shop = _kilo_shop(layout, tmp_path)
     before = _totals(layout)
     _move(tasks[0], "/home/dev/other")
@@ -219,9 +219,9 @@ def test_a_project_whose_every_session_moves_is_taken_over_by_their_new_projects
     assert ingest(layout, homes={"kilo": [storage]}).by_status["unchanged"] == 2
 
 
-def test_a_session_deleted_with_its_project_gone_is_kept_once(layout, tmp_path):
+def test_a_session_deleted_with_its_project_gone_stays_in_its_folder_once(layout, tmp_path):
     """The old project's session deleted from the disk stays in the lake (history outlives the
-    agent), carried by the bundle that took the project over, not lost with its folder."""
+    agent) in the old project's folder; the sessions that moved leave it."""
     import shutil
 
     storage, tasks, shop = _kilo_shop(layout, tmp_path)
@@ -230,10 +230,48 @@ def test_a_session_deleted_with_its_project_gone_is_kept_once(layout, tmp_path):
     for task in tasks[1:]:
         _move(task, "/home/dev/other")
     [other] = ingest(layout, homes={"kilo": [storage]}).results
-    assert other.status == "ok" and other.retained_sessions == 1
+    assert other.status == "ok" and "2 sessions that moved here were taken out of their old project's files" \
+        in other.warnings
     assert _totals(layout) == before
     assert query(layout, "SELECT project, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 1") == [("other", 2), ("shop", 1)]
-    assert _landed_sources(layout) == {other.source.source_id}
+    assert _landed_sources(layout) == {other.source.source_id, shop}
+
+
+def test_a_session_outside_one_run_and_back_is_counted_once(layout, tmp_path):
+    """A run that does not find the old project's last session (another discovery, a folder
+    away for a while) must not hand it to the bundles its other sessions moved to: when it is
+    found again, its project's bundle lands it, and nothing else holds it."""
+    storage, tasks, shop = _kilo_shop(layout, tmp_path)
+    before = _totals(layout)
+    away = tmp_path / "away"
+    tasks[0].rename(away)
+    for task in tasks[1:]:
+        _move(task, "/home/dev/other")
+    ingest(layout, homes={"kilo": [storage]})
+    away.rename(tasks[0])
+    summary = ingest(layout, homes={"kilo": [storage]})
+    assert sorted((r.source.project, r.status) for r in summary.results) == [("other", "unchanged"), ("shop", "ok")]
+    assert _totals(layout) == before
+    assert query(layout, "SELECT project, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 1") == [("other", 2), ("shop", 1)]
+
+
+def test_a_state_of_the_previous_release_names_its_sessions_by_its_cache(layout, tmp_path):
+    """A bundle last written by the previous release has no sessions in its state: its cache
+    says which are which."""
+    import json
+
+    storage, tasks, shop = _kilo_shop(layout, tmp_path)
+    before = _totals(layout)
+    path = layout.state_dir / f"kilo-{shop}.json"
+    state = json.loads(path.read_text())
+    del state["parts"]
+    path.write_text(json.dumps(state))
+    for task in tasks:
+        _move(task, "/home/dev/other")
+    ingest(layout, homes={"kilo": [storage]})
+    assert _totals(layout) == before
+    assert query(layout, "SELECT project, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 1") == [("other", 3)]
+    assert not path.exists()
 
 
 def test_a_new_session_in_a_landed_project_lists_no_landing_files(layout, tmp_path, monkeypatch):

@@ -130,20 +130,18 @@ def test_an_ingest_in_process_leaves_dagster_home_as_it_found_it(project, tmp_pa
     capsys.readouterr()
 
 
-def test_an_ingest_lands_and_merges_in_one_dagster_run_with_its_events_in_one_file(home, project, tmp_path, capsys):
-    """A run of its own for the merge cost Dagster's run set-up and a dozen events; the default
-    event storage opened a new SQLite file per run."""
+def test_an_ingest_lands_and_merges_in_one_dagster_run(home, project, tmp_path, capsys):
+    """A run of its own for the merge cost Dagster's run set-up, a new SQLite file for its events
+    and a dozen events."""
     import dagster as dg
 
     p = _store(project)
     assert main(["ingest", "--no-default", "--db", str(p.db)]) == 0
     capsys.readouterr()
     with dg.DagsterInstance.from_config(str(tmp_path / "dagster")) as instance:
-        assert type(instance.event_log_storage).__name__ == "ConsolidatedSqliteEventLogStorage"
         [run] = instance.get_runs()
         for key in ("landing", "sessions", "daily_costs"):
             assert instance.get_latest_materialization_event(dg.AssetKey(key)).run_id == run.run_id
-    assert (tmp_path / "dagster" / "event_log.db").exists()
 
 
 def test_a_run_whose_landing_step_failed_did_not_merge(tmp_path):

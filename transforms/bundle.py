@@ -15,8 +15,8 @@ sessions already in the lake are kept (warehouse.retention). The failure is cach
 the same bytes are not read again; an error of the environment (a permission) is not cached, and
 leaves the bundle unsettled so the next run tries again. A part that moved to another bundle
 (its project changed) is not kept by the one it left. Each part's session ids go with the
-extract (`part_sessions`) into the bundle's state: warehouse.ingest uses them to take over a
-bundle whose every part moved, which is not discovered any more.
+extract (`part_sessions`) into the bundle's state: warehouse.handover takes the sessions that
+moved out of a bundle that is not discovered any more (every part found moved).
 """
 
 import hashlib
@@ -47,8 +47,8 @@ class Bundle(Source):
     # every source id of this agent in the same discovery: a part that left this bundle and is
     # among them moved (its project changed, or it could not be told); else it is gone from disk
     found: frozenset[str] = frozenset()
-    # every source id the agent's discovery returned (bundles and lone sources): a bundle's state
-    # naming none of them is a project whose sessions all moved (warehouse.ingest takes it over)
+    # every source id the agent's discovery returned (bundles and lone sources): a bundle whose id
+    # is not among them lost every session found to other projects (warehouse.handover)
     discovered: frozenset[str] = frozenset()
 
     @property
@@ -233,6 +233,20 @@ class ByProject:
                       schema_version=extract.schema_version), not extract.findings.unread)
 
 
+def cached_parts(cache_dir: Path) -> dict[str, list[str]]:
+    """The session ids of each part cached in a bundle's cache dir (part id -> session ids)."""
+    try:
+        names = os.listdir(cache_dir / PARTS)
+    except OSError:
+        return {}
+    parts = {}
+    for name in names:
+        cached = _load(cache_dir / PARTS / name, None) if name.endswith(".pkl") else None
+        if cached is not None:
+            parts[name[:-4]] = _session_ids(cached)
+    return parts
+
+
 def forget_cached(cache_dir: Path) -> None:
     """A full refresh: every session of a bundle is read again, failures included."""
     shutil.rmtree(cache_dir / PARTS, ignore_errors=True)
@@ -289,7 +303,9 @@ def _combined(source: Bundle, parts: list[tuple[Source, _Part, bool]], run_at) -
     versions = [p.schema_version for _, p, _ in parts if p.schema_version is not None]
     # the oldest format among the sessions: the one a reader of `sources` should know about
     return Extract(rows=rows, findings=findings, expected=dict(expected), schema_version=min(versions, default=None),
-                   part_sessions={part.source_id: _session_ids(p) for part, p, _ in parts})
+                   # a failed part: None, its sessions in the lake are the bundle's state's
+                   part_sessions={part.source_id: None if p.error is not None else _session_ids(p)
+                                  for part, p, _ in parts})
 
 
 def _session_ids(part: _Part) -> list[str]:

@@ -79,7 +79,7 @@ class Extract:
     moved_sessions: frozenset = frozenset()
     # a source read in parts (transforms.bundle): each part's session ids, kept in the source's
     # state so that a source which later takes its parts over knows whose sessions are whose
-    part_sessions: dict[str, list[str]] | None = None
+    part_sessions: dict[str, list[str] | None] | None = None  # None for a part that failed
 
 
 class Provider(Protocol):

@@ -13,7 +13,7 @@ import time
 import uuid
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from datetime import datetime, timezone
@@ -27,6 +27,7 @@ from transforms.provider import DiscoverOptions, Provider, SourceError, environm
 from transforms.providers import PROVIDERS
 from transforms.sources import Source
 from warehouse import state as state_store
+from warehouse.handover import evict_moved, taken_over
 from warehouse.layout import Layout, landing_dir, run_log_path
 from warehouse.retention import carry_forward
 from warehouse.writer import build_files, write_files, write_run_log
@@ -173,65 +174,12 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
     first = not previous.files
     if first:  # no state (a new home, a wiped one): adopt what the lake holds already
         previous.files = _files_in_lake(source.provider, (source.source_id,), layout, run_id)
-    with ExitStack() as held:
-        taken = _take_over(source, previous, layout, run_id, first, held) if isinstance(source, Bundle) else None
-        return _ingest_taking(source, layout, store, run_id, run_at, force, provider, previous, fingerprint, taken)
-
-
-@dataclass
-class _Taken:
-    """What a bundle takes over: other sources' landing files, which its write replaces, and the
-    sessions among their rows that are not its to keep (they are landed by another bundle now)."""
-
-    files: dict[str, str] = field(default_factory=dict)
-    sources: set[str] = field(default_factory=set)
-    moved: set[str] = field(default_factory=set)
-
-
-def _take_over(source: Bundle, previous, layout: Layout, run_id: str, first: bool, held: ExitStack) -> _Taken:
-    """The sources whose sessions this bundle (transforms.bundle) lands now, so that their rows
-    are not counted twice:
-    - each session landed as a source of its own (by a release before bundling, or alone while
-      its project was unknown): found by its state, or on a first write by a listing of the lake
-      (the state may be lost);
-    - a bundle no longer discovered (every session of its project moved, to this bundle and
-      maybe others): found by its state, which says whose sessions are whose. It is locked until
-      this write ends, so that two bundles sharing its sessions do not both take it over.
-    A bundle's own sessions already landed by it (in its state) need neither."""
-    taken = _Taken()
-    known = previous.parts or {}
-    new = [p for p in source.replaces if p not in known]
-    if not new:
-        return taken
-    if first:
-        taken.files.update(_files_in_lake(source.provider, new, layout, run_id))
-    for part_id in new:  # a session landed alone
-        files = state_store.load(layout.state_dir, source.provider, part_id).files
-        taken.files.update(files)
-        if files:
-            taken.sources.add(part_id)
-    taken.sources.update(rel.rsplit("/", 2)[-2] for rel in taken.files)
-    gone = state_store.source_ids(layout.state_dir, source.provider) - source.discovered - set(source.replaces)
-    mine = set(source.replaces)
-    for other in sorted(gone):  # sorted: two writers lock in the same order
-        if not mine & set(state_store.load(layout.state_dir, source.provider, other).parts or ()):
-            continue
-        held.enter_context(state_store.source_lock(layout.state_dir, source.provider, other))
-        state = state_store.load(layout.state_dir, source.provider, other)  # again, under its lock
-        if not mine & set(state.parts or ()):  # taken over meanwhile by another bundle
-            continue
-        taken.files.update(state.files)
-        taken.sources.add(other)
-        for part_id, sessions in state.parts.items():  # landed by another bundle now
-            if part_id in source.found and part_id not in mine:
-                taken.moved.update(sessions)
-    return taken
-
-
-def _ingest_taking(source, layout, store, run_id, run_at, force, provider, previous, fingerprint,
-                   taken: _Taken | None) -> SourceResult:
-    taken = taken or _Taken()
-    previous.files.update(taken.files)
+    bundle = isinstance(source, Bundle)
+    # a bundle takes over the folders of its sessions landed as sources of their own
+    # (warehouse.handover): its write replaces them, so their rows are not counted twice
+    taken = taken_over(source, previous, layout, (lambda ids: _files_in_lake(source.provider, ids, layout, run_id))
+                       if first else None) if bundle else {}
+    previous.files.update(taken)
     cache_dir = layout.cache_dir / f"{source.provider}-{source.source_id}"
     if force:  # a bundle's sessions are read again too, not taken from its cache
         forget_cached(cache_dir)
@@ -247,7 +195,7 @@ def _ingest_taking(source, layout, store, run_id, run_at, force, provider, previ
         shutil.rmtree(workdir, ignore_errors=True)
     redacted = _redact(extract.rows, privacy_policy(layout)) if layout.team else Counter()
     try:
-        retained = carry_forward(store, previous.files, extract.rows, extract.moved_sessions | taken.moved)
+        retained = carry_forward(store, previous.files, extract.rows, extract.moved_sessions)
     except (OSError, ValueError) as exc:  # an unreadable old file: keep it, and this source's old state
         return SourceResult(source, "failed", error=f"cannot read the lake's previous files: {exc}",
                             fingerprint=fingerprint)
@@ -261,19 +209,21 @@ def _ingest_taking(source, layout, store, run_id, run_at, force, provider, previ
     # first record every file this write may leave behind, so that a crash or a full disk
     # half-way never orphans one: the next run re-reads the source and removes what is stale
     intent = {**previous.files, **{rel: "" for rel in built.data if rel not in previous.files}}
+    parts = _parts_landed(extract.part_sessions, previous.parts)
     try:
         state_store.save(layout.state_dir, source.provider, source.source_id,
-                         state_store.SourceState(None, intent, source.partition_key, source.path))
+                         state_store.SourceState(None, intent, source.partition_key, source.path, parts=previous.parts))
         written = write_files(store, built, previous.files)
+        for source_id in {rel.rsplit("/", 2)[-2] for rel in taken}:  # their state goes with them
+            state_store.forget(layout.state_dir, source.provider, source_id)
+        # after the write: a crash before the state below reads the bundle again, and this again
+        evicted = evict_moved(source, layout, store) if bundle else 0
         # a file that could not be read this time (permissions) changes neither size nor mtime
         # when it is fixed: the source is not settled, so the next run reads it again
         settled = fingerprint if not extract.findings.unread else None
         state_store.save(layout.state_dir, source.provider, source.source_id,
                          state_store.SourceState(settled, written.files, source.partition_key, source.path,
-                                                 SCHEMA_VERSION, parts=extract.part_sessions))
-        for source_id in taken.sources:  # their state and cache go with them
-            state_store.forget(layout.state_dir, source.provider, source_id)
-            shutil.rmtree(layout.cache_dir / f"{source.provider}-{source_id}", ignore_errors=True)
+                                                 SCHEMA_VERSION, parts=parts))
     except OSError as exc:
         return SourceResult(source, "failed", error=f"cannot write the lake: {exc}", fingerprint=fingerprint)
     findings = extract.findings
@@ -291,6 +241,8 @@ def _ingest_taking(source, layout, store, run_id, run_at, force, provider, previ
         warnings.append(f"{findings.unread} files could not be read (quarantined); the source is read again next run")
     if retained["sessions"]:
         warnings.append(f"{retained['sessions']} sessions no longer in the source were kept in the lake")
+    if evicted:
+        warnings.append(f"{evicted} sessions that moved here were taken out of their old project's files")
     warnings += [
         f"{table}: snapshot has {exp} rows, lake got {got}" for table, (exp, got) in reconcile.items() if exp != got
     ]
@@ -300,6 +252,14 @@ def _ingest_taking(source, layout, store, run_id, run_at, force, provider, previ
         schema_version=extract.schema_version, migrations=extract.migrations,
         fingerprint=fingerprint, files=sorted(written.files),
     )
+
+
+def _parts_landed(sessions: dict | None, before: dict | None) -> dict | None:
+    """A bundle's parts and their session ids for its state; a part that failed this run keeps
+    the sessions it had (its rows are carried forward)."""
+    if sessions is None:
+        return None
+    return {part: ids if ids is not None else (before or {}).get(part, []) for part, ids in sessions.items()}
 
 
 def _redact(rows: dict, policy) -> Counter:
@@ -330,7 +290,8 @@ def _files_in_lake(provider: str, source_ids, layout: Layout, run_id: str) -> di
 @lru_cache(maxsize=2)
 def _landing_listing(layout: Layout, run_id: str) -> frozenset[str]:
     """One listing of this machine's landing files per run and process, not one per source.
-    A source's files are written by that source alone, so a listing taken once stays right."""
+    It finds folders by path, and a source's folder is created by that source alone, so a
+    listing taken once stays right."""
     return frozenset(landed_files(layout))
 
 

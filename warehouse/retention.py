@@ -6,7 +6,8 @@ Crush session). The policy, by session:
 - a session the source still holds is rewritten from the source (its rows replace the old ones);
 - a session the lake holds but the source no longer does keeps its rows, carried forward into
   the source's new files unchanged;
-- a source that vanished whole is never opened again, so its files stay as they are;
+- a source that vanished whole is never opened again, so its files stay as they are (but
+  for a bundle's sessions that moved to another project's bundle: warehouse.handover);
 - a source this machine has no state for (a new or wiped home) finds its files in the lake by
   name first (warehouse.ingest), so the same rules apply.
 

@@ -1,0 +1,112 @@
+"""Landing folders that hold a bundle's sessions besides its own (transforms.bundle).
+
+A bundle lands one agent's sessions of one project as one source. Two kinds of folder can hold
+some of them too, and would count them twice:
+
+- a session landed as a source of its own (by a release before bundling, or alone while its
+  project was unknown): the bundle takes the folder over, and its write replaces the rows;
+- a bundle that is no longer discovered, because every one of its sessions still found moved to
+  other projects: nothing runs it again, so the bundles its sessions moved to take those
+  sessions out of its folder, under its lock (they may be several, in parallel workers). What
+  stays there are its sessions that are not found (deleted from the disk, or outside this run's
+  discovery), as any vanished source's files stay (warehouse.retention); when one comes back,
+  its bundle is discovered again and finds its own state. A folder left without a session goes,
+  with its state and cache.
+"""
+
+import hashlib
+import shutil
+from collections.abc import Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from transforms.bundle import Bundle, cached_parts
+from warehouse import state as state_store
+from warehouse.layout import Layout
+from warehouse.writer import parquet_bytes, read_file
+
+
+def taken_over(source: Bundle, previous: state_store.SourceState, layout: Layout,
+               lake_files: Callable[[list[str]], dict[str, str]] | None) -> dict[str, str]:
+    """The landing files of the bundle's sessions that were sources of their own, for its write
+    to replace. Only sessions new to the bundle (not in its state) can have one: found by their
+    own state, or by `lake_files` (a listing of the lake, for a first write: the state may be
+    lost)."""
+    known = previous.parts or {}
+    new = [part for part in source.replaces if part not in known]
+    files = dict(lake_files(new)) if lake_files and new else {}
+    for part in new:
+        files.update(state_store.load(layout.state_dir, source.provider, part).files)
+    return files
+
+
+def evict_moved(source: Bundle, layout: Layout, store) -> int:
+    """Take this bundle's sessions out of the folders of bundles no longer discovered; returns
+    how many sessions were taken out."""
+    mine = set(source.replaces)
+    others = (state_store.source_ids(layout.state_dir, source.provider) - source.discovered - mine
+              - {source.source_id})
+    evicted = 0
+    for other in sorted(others):  # sorted: writers lock in one order
+        if not mine & set(_parts(layout, source.provider, other)):
+            continue
+        with state_store.source_lock(layout.state_dir, source.provider, other):
+            evicted += _evict(source, other, layout, store)
+    return evicted
+
+
+def _parts(layout: Layout, provider: str, source_id: str, state=None) -> dict[str, list[str]]:
+    """A bundle's sessions (part id -> session ids): from its state, or, for a state written
+    before states named them (or by an interrupted write), from its cache."""
+    state = state or state_store.load(layout.state_dir, provider, source_id)
+    if state.parts is not None:
+        return state.parts
+    return cached_parts(_cache_dir(layout, provider, source_id))
+
+
+def _cache_dir(layout: Layout, provider: str, source_id: str):
+    return layout.cache_dir / f"{provider}-{source_id}"
+
+
+def _evict(source: Bundle, other: str, layout: Layout, store) -> int:
+    """Under `other`'s lock: its sessions found elsewhere in this discovery (this bundle's, and
+    any other's) out of its files."""
+    state = state_store.load(layout.state_dir, source.provider, other)  # again, under the lock
+    parts = _parts(layout, source.provider, other, state)
+    moved = {part for part in parts if part in source.found}
+    if not moved & set(source.replaces):  # done meanwhile by another bundle
+        return 0
+    sessions = {s for part in moved for s in parts[part]}
+    files, left = _without(store, state.files, sessions)
+    if left:
+        state.files, state.parts = files, {p: s for p, s in parts.items() if p not in moved}
+        state_store.save(layout.state_dir, source.provider, other, state)
+    else:
+        for rel in files:
+            store.delete(rel)
+        state_store.forget(layout.state_dir, source.provider, other)
+        shutil.rmtree(_cache_dir(layout, source.provider, other), ignore_errors=True)
+    return len(sessions)
+
+
+def _without(store, files: dict[str, str], sessions: set[str]) -> tuple[dict[str, str], int]:
+    """The files rewritten without the rows of `sessions` (path -> digest), and how many
+    sessions they still hold. A file already gone is left out."""
+    out, left = {}, 0
+    value_set = pa.array(sorted(sessions), pa.string())
+    for rel, digest in files.items():
+        try:
+            data = read_file(store, rel)
+        except FileNotFoundError:
+            continue
+        if "session_id" in data.column_names:
+            kept = data.filter(pc.invert(pc.is_in(data.column("session_id"), value_set=value_set)))
+            if kept.num_rows != data.num_rows:
+                blob = parquet_bytes(kept)
+                store.put_all({rel: blob})
+                digest, data = hashlib.sha256(blob).hexdigest(), kept
+        if rel.endswith("/sessions.parquet"):
+            left += data.num_rows
+        out[rel] = digest
+    return out, left
