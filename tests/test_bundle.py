@@ -289,3 +289,13 @@ def test_a_new_session_in_a_landed_project_lists_no_landing_files(layout, tmp_pa
     _new_session(home, "/home/dev/shop")
     [result] = ingest(layout, homes={"codex": [home]}).results
     assert result.status == "ok" and listings == [1]
+
+
+def test_a_state_with_a_key_of_a_newer_release_is_still_read(layout, tmp_path):
+    """A downgrade (a daemon still on the older release) must not take every source for new."""
+    import json
+
+    storage, tasks, shop = _kilo_shop(layout, tmp_path)
+    path = layout.state_dir / f"kilo-{shop}.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "a_later_field": 1}))
+    assert ingest(layout, homes={"kilo": [storage]}).by_status["unchanged"] == 1

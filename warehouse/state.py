@@ -8,7 +8,7 @@ means the next run redoes the source.
 import json
 import os
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 try:
@@ -32,6 +32,9 @@ class SourceState:
     parts: dict[str, list[str]] | None = None
 
 
+_FIELDS = {f.name for f in fields(SourceState)}
+
+
 def _path(state_dir: Path, provider: str, source_id: str) -> Path:
     return state_dir / f"{provider}-{source_id}.json"
 
@@ -39,7 +42,8 @@ def _path(state_dir: Path, provider: str, source_id: str) -> Path:
 def load(state_dir: Path, provider: str, source_id: str) -> SourceState:
     try:
         data = json.loads(_path(state_dir, provider, source_id).read_text())
-        return SourceState(**data)
+        # a key a newer release added is ignored, not a reason to read the source again
+        return SourceState(**{k: v for k, v in data.items() if k in _FIELDS})
     except (OSError, ValueError, TypeError):
         return SourceState()  # no usable state: the source is simply ingested again
 
