@@ -299,3 +299,24 @@ def test_a_state_with_a_key_of_a_newer_release_is_still_read(layout, tmp_path):
     path = layout.state_dir / f"kilo-{shop}.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), "a_later_field": 1}))
     assert ingest(layout, homes={"kilo": [storage]}).by_status["unchanged"] == 1
+
+
+def test_a_vanished_project_of_the_previous_release_keeps_its_sessions_not_found(layout, tmp_path):
+    """Its state does not name its sessions: they are named from its cache, the moved ones
+    leave, and its state names the one left (later writes do not read its cache again)."""
+    import json
+    import shutil
+
+    storage, tasks, shop = _kilo_shop(layout, tmp_path)
+    path = layout.state_dir / f"kilo-{shop}.json"
+    state = json.loads(path.read_text())
+    sessions = state.pop("parts")
+    path.write_text(json.dumps(state))
+    shutil.rmtree(tasks[0])  # the rest moves: shop is not found any more
+    for task in tasks[1:]:
+        _move(task, "/home/dev/other")
+    ingest(layout, homes={"kilo": [storage]})
+    [(part, named)] = json.loads(path.read_text())["parts"].items()  # the one not found, by its cache
+    assert sessions[part] == named
+    assert query(layout, "SELECT session_id FROM sessions WHERE project = 'shop'") == [(s,) for s in named]
+    assert query(layout, "SELECT project, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 1") == [("other", 2), ("shop", 1)]

@@ -49,11 +49,25 @@ def evict_moved(source: Bundle, layout: Layout, store) -> int:
               - {source.source_id})
     evicted = 0
     for other in sorted(others):  # sorted: writers lock in one order
-        if not mine & set(_parts(layout, source.provider, other)):
+        state = state_store.load(layout.state_dir, source.provider, other)
+        if state.parts is None:  # named once, not read from its cache on every write
+            with state_store.source_lock(layout.state_dir, source.provider, other):
+                state = _named(layout, source.provider, other)
+        if not mine & set(state.parts or ()):
             continue
         with state_store.source_lock(layout.state_dir, source.provider, other):
             evicted += _evict(source, other, layout, store)
     return evicted
+
+
+def _named(layout: Layout, provider: str, source_id: str) -> state_store.SourceState:
+    """Under the source's lock: its state, with its sessions named from its cache if it was
+    written before states named them (none for a source that is not a bundle)."""
+    state = state_store.load(layout.state_dir, provider, source_id)
+    if state.parts is None and state.files:
+        state.parts = _parts(layout, provider, source_id, state)
+        state_store.save(layout.state_dir, provider, source_id, state)
+    return state
 
 
 def _parts(layout: Layout, provider: str, source_id: str, state=None) -> dict[str, list[str]]:
