@@ -50,51 +50,37 @@ def evict_moved(source: Bundle, layout: Layout, store) -> int:
     evicted = 0
     for other in sorted(others):  # sorted: writers lock in one order
         state = state_store.load(layout.state_dir, source.provider, other)
-        if state.parts is None:  # named once, not read from its cache on every write
-            with state_store.source_lock(layout.state_dir, source.provider, other):
-                state = _named(layout, source.provider, other)
-        if not mine & set(state.parts or ()):
+        if state.parts is not None and not mine & set(state.parts):
             continue
         with state_store.source_lock(layout.state_dir, source.provider, other):
-            evicted += _evict(source, other, layout, store)
+            state = _named(layout, source.provider, other)  # again, under its lock
+            if mine & set(state.parts or ()):  # else done meanwhile by another bundle
+                evicted += _evict(source, other, state, layout, store)
     return evicted
 
 
 def _named(layout: Layout, provider: str, source_id: str) -> state_store.SourceState:
-    """Under the source's lock: its state, with its sessions named from its cache if it was
+    """Under the source's lock: its state, its sessions named from its cache, once, if it was
     written before states named them (none for a source that is not a bundle)."""
     state = state_store.load(layout.state_dir, provider, source_id)
     if state.parts is None and state.files:
-        state.parts = _parts(layout, provider, source_id, state)
+        state.parts = cached_parts(_cache_dir(layout, provider, source_id))
         state_store.save(layout.state_dir, provider, source_id, state)
     return state
-
-
-def _parts(layout: Layout, provider: str, source_id: str, state=None) -> dict[str, list[str]]:
-    """A bundle's sessions (part id -> session ids): from its state, or, for a state written
-    before states named them (or by an interrupted write), from its cache."""
-    state = state or state_store.load(layout.state_dir, provider, source_id)
-    if state.parts is not None:
-        return state.parts
-    return cached_parts(_cache_dir(layout, provider, source_id))
 
 
 def _cache_dir(layout: Layout, provider: str, source_id: str):
     return layout.cache_dir / f"{provider}-{source_id}"
 
 
-def _evict(source: Bundle, other: str, layout: Layout, store) -> int:
+def _evict(source: Bundle, other: str, state: state_store.SourceState, layout: Layout, store) -> int:
     """Under `other`'s lock: its sessions found elsewhere in this discovery (this bundle's, and
     any other's) out of its files."""
-    state = state_store.load(layout.state_dir, source.provider, other)  # again, under the lock
-    parts = _parts(layout, source.provider, other, state)
-    moved = {part for part in parts if part in source.found}
-    if not moved & set(source.replaces):  # done meanwhile by another bundle
-        return 0
-    sessions = {s for part in moved for s in parts[part]}
+    moved = {part for part in state.parts if part in source.found}
+    sessions = {s for part in moved for s in state.parts[part]}
     files, left = _without(store, state.files, sessions)
     if left:
-        state.files, state.parts = files, {p: s for p, s in parts.items() if p not in moved}
+        state.files, state.parts = files, {p: s for p, s in state.parts.items() if p not in moved}
         state_store.save(layout.state_dir, source.provider, other, state)
     else:
         for rel in files:
