@@ -2,6 +2,7 @@
 half-written file, and the next run converges to exactly the lake of an uninterrupted run, with
 no staging left over."""
 
+import os
 import random
 import signal
 import subprocess
@@ -14,6 +15,7 @@ import pytest
 from tests.conftest import ingest, query, scalar
 from transforms.crush.synth import generate_store
 from warehouse.layout import Layout
+from warehouse.scratch import OWNER, sweep
 from warehouse.views import build_warehouse, connect
 
 INGEST = """
@@ -21,6 +23,7 @@ import sys
 from transforms.provider import DiscoverOptions
 from warehouse.ingest import discover_sources, ingest_all
 from warehouse.layout import Layout
+from warehouse.scratch import OWNER, sweep
 from warehouse.views import build_warehouse, connect
 sources, _ = discover_sources(DiscoverOptions(env={}, extra_roots={"crush": (sys.argv[1],)}, use_default=False))
 layout = Layout.resolve(home=sys.argv[2], machine="vm")
@@ -42,10 +45,13 @@ def _kill_and_converge(tmp_path, kills: int, seed: int):
     reference = Layout.resolve(home=tmp_path / "reference", machine="vm")
     ingest(reference, roots=[store.global_dir])
     crashed = Layout.resolve(home=tmp_path / "crashed", machine="vm")
+    tmp = tmp_path / "tmp"  # where the killed runs' snapshots stay (warehouse.scratch)
+    tmp.mkdir()
     rng = random.Random(seed)
     killed_mid_run = 0
     for _ in range(kills):
-        proc = subprocess.Popen([sys.executable, "-c", INGEST, str(store.global_dir), str(crashed.home)])
+        proc = subprocess.Popen([sys.executable, "-c", INGEST, str(store.global_dir), str(crashed.home)],
+                                env={**os.environ, "TMPDIR": str(tmp)})
         time.sleep(rng.uniform(0.4, 1.4))  # python start-up takes ~0.3 s of that
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
@@ -68,6 +74,10 @@ def _kill_and_converge(tmp_path, kills: int, seed: int):
     assert all(r.status in ("ok", "unchanged") for r in summary.results)
     assert data_files(crashed) == data_files(reference)
     assert not any(crashed.staging_dir.rglob("*")) if crashed.staging_dir.exists() else True
+    # every folder a killed run left is known to be dead (but for one killed before it could lock
+    # it, a window of microseconds: that one waits a day)
+    sweep(tmp, min_age_s=0)
+    assert not [p for p in tmp.iterdir() if (p / OWNER).exists()]
     return killed_mid_run
 
 

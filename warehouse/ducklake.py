@@ -28,6 +28,7 @@ from pathlib import Path
 import duckdb
 
 from warehouse.lakefs import NO_DOWNLOADS
+from warehouse.locks import held
 
 CATALOG = "lake"  # the attached catalog's name in every connection
 # A merge writes a file per partition at once. By default DuckDB buffers 512k rows per open file,
@@ -153,7 +154,7 @@ def writing(catalog: Path, data_path: str | None = None, memory_limit: str | Non
     catalog = Path(catalog)
     catalog.parent.mkdir(parents=True, exist_ok=True)
     own = writer_path(catalog)
-    with _lock(own.with_suffix(".lock")):
+    with held(own.with_suffix(".lock")):
         if not own.exists() and catalog.exists():  # a home copied without its writer file
             shutil.copyfile(catalog, own)
         spill = own.with_name(f".{own.name}.spill")
@@ -200,16 +201,3 @@ def publish(own: Path, catalog: Path) -> None:
     os.replace(tmp, catalog)  # readers opening now get the new file; open ones keep theirs
 
 
-@contextmanager
-def _lock(path: Path):
-    try:
-        import fcntl
-    except ImportError:  # Windows: no advisory locks; merges must not overlap there
-        yield
-        return
-    with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)

@@ -9,11 +9,10 @@ replaced one by one, so a reader during an export may see some partitions newer 
 DuckDB, polars and BI read the DuckLake tables themselves and never see that.
 """
 
-import shutil
-import tempfile
 from pathlib import Path
 
 from transforms.contract import ALL_TABLES
+from warehouse.scratch import scratch
 from warehouse.store import open_store
 from warehouse.views import connect
 
@@ -23,9 +22,8 @@ EXPORT = "export"
 def export_tables(warehouse: Path, lake) -> dict[str, int]:
     """Write every table's current rows under `<lake>/export/`; returns files per table."""
     store = open_store(lake)
-    work = Path(tempfile.mkdtemp(prefix="agentlake-export-"))
     counts = {}
-    try:
+    with scratch("export") as work:
         with connect(warehouse) as con:
             for table in ALL_TABLES:
                 target = work / table.name
@@ -40,6 +38,4 @@ def export_tables(warehouse: Path, lake) -> dict[str, int]:
             store.delete(rel)  # partitions that no longer have rows
         for table in ALL_TABLES:
             counts[table.name] = sum(1 for rel in written if rel.startswith(f"{table.name}/"))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     return counts

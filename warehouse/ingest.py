@@ -7,7 +7,6 @@ recorded with its reason and leaves its previous lake files alone; the run goes 
 import multiprocessing
 import os
 import shutil
-import tempfile
 import threading
 import time
 import uuid
@@ -17,7 +16,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from datetime import datetime, timezone
-from pathlib import Path
 
 import pyarrow as pa
 
@@ -30,6 +28,7 @@ from warehouse import state as state_store
 from warehouse.handover import evict_moved, taken_over
 from warehouse.layout import Layout, landing_dir, run_log_path
 from warehouse.retention import carry_forward
+from warehouse.scratch import scratch
 from warehouse.writer import build_files, write_files, write_run_log
 
 STATUSES = ("ok", "unchanged", "skipped", "failed")
@@ -183,16 +182,14 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
     cache_dir = layout.cache_dir / f"{source.provider}-{source.source_id}"
     if force:  # a bundle's sessions are read again too, not taken from its cache
         forget_cached(cache_dir)
-    workdir = Path(tempfile.mkdtemp(prefix="agentlake-snapshot-"))
     try:
-        extract = provider.extract(source, workdir, run_at, cache_dir=cache_dir)
+        with scratch("snapshot") as workdir:
+            extract = provider.extract(source, workdir, run_at, cache_dir=cache_dir)
     except Exception as exc:  # the reason goes to `sources`; other sources go on
         if not environmental(exc):  # a permission fixed later changes no byte: that is retried
             previous.failed_fingerprint, previous.failed = _attempt(fingerprint), _reason(exc)
             state_store.save(layout.state_dir, source.provider, source.source_id, previous)
         return SourceResult(source, "failed", error=_reason(exc), fingerprint=fingerprint)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
     redacted = _redact(extract.rows, privacy_policy(layout)) if layout.team else Counter()
     try:
         retained = carry_forward(store, previous.files, extract.rows, extract.moved_sessions)

@@ -13,8 +13,6 @@ file per (table, year, project) it touches; `compact` then merges adjacent files
 what no snapshot needs (`warehouse.views.refresh` runs it when files outnumber partitions).
 """
 
-import shutil
-import tempfile
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -29,6 +27,7 @@ from warehouse import ducklake
 from warehouse.layout import LANDING, RUNS
 from warehouse.marts import current as marts_current
 from warehouse.marts import mark_pending, refresh_marts
+from warehouse.scratch import scratch
 from warehouse.store import masked, open_store
 from warehouse.writer import LANDING_ID
 
@@ -273,45 +272,42 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
     store = open_store(lake)
     result = MergeResult()
     landed = store.versions(LANDING)
-    workdir = Path(tempfile.mkdtemp(prefix="agentlake-merge-"))
-    try:
-        with ducklake.writing(catalog, data_path or tables_path(lake, catalog), memory_limit) as con, \
-                _transaction(con):
-            recorded = _recorded(con)
-            full = full or _older_layout(recorded)
-            if full:  # dropped, not deleted from: a table whose data file was lost cannot be read
-                for name in [t.name for t in ALL_TABLES] + [MERGED, LAKE_TABLE]:
-                    con.execute(f'DROP TABLE IF EXISTS "{name}"')
-            ensure_tables(con, lake, None if full else recorded)
-            merged = dict(con.execute(f"SELECT path, version FROM {MERGED}").fetchall())
-            changed, removed = plan(landed, merged)
-            local = _local_copies(store, [f for files in changed.values() for f in files], workdir)
-            footers = _Footers()
-            sources, result.waiting = _complete(changed, local, footers)
-            runs = [g for g in changed if _is_run_log(g)]
-            # the run log is appended to; only a log file edited or deleted by hand rebuilds it whole
-            if any(g in merged for g in runs) or any(_is_run_log(g) for g in removed):
-                runs = sorted(g for g in {_group(f) for f in landed} if _is_run_log(g))
-                local.update(_local_copies(store, [g for g in runs if g not in local], workdir))
-                con.execute(f'DELETE FROM "{SOURCES.name}"')
-            gone = {g for g in removed if not _is_run_log(g)}
-            touched = _projects_of(con, set(sources) | gone)  # their old rows' projects
-            _delete_sources(con, set(sources) | gone)
-            for table in DATA_TABLES:
-                files = [local[f] for files in sources.values() for f in files if f.endswith(f"/{table.name}.parquet")]
-                result.rows[table.name] = _insert(con, table, files, footers)
-                touched |= _landed_projects(con, files, footers)
-            mark_pending(con, touched)
-            result.rows[SOURCES.name] = _insert(con, SOURCES, [local[g] for g in runs], footers,
-                                              identity_from_path=False)
-            _record_merged(con, {f: landed[f] for g in sources for f in changed[g]} | {g: landed[g] for g in runs},
-                           removed)
-            result.merged, result.removed, result.runs = len(sources), len(gone), len(runs)
-            result.source_ids = {g.rsplit("/", 1)[1] for g in sources}
-            if marts and (result.merged or result.removed or full or not marts_current(con)):
-                refresh_marts(con, whole=full, memory_limit=memory_limit, count=False)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    with scratch("merge") as workdir, \
+            ducklake.writing(catalog, data_path or tables_path(lake, catalog), memory_limit) as con, \
+            _transaction(con):
+        recorded = _recorded(con)
+        full = full or _older_layout(recorded)
+        if full:  # dropped, not deleted from: a table whose data file was lost cannot be read
+            for name in [t.name for t in ALL_TABLES] + [MERGED, LAKE_TABLE]:
+                con.execute(f'DROP TABLE IF EXISTS "{name}"')
+        ensure_tables(con, lake, None if full else recorded)
+        merged = dict(con.execute(f"SELECT path, version FROM {MERGED}").fetchall())
+        changed, removed = plan(landed, merged)
+        local = _local_copies(store, [f for files in changed.values() for f in files], workdir)
+        footers = _Footers()
+        sources, result.waiting = _complete(changed, local, footers)
+        runs = [g for g in changed if _is_run_log(g)]
+        # the run log is appended to; only a log file edited or deleted by hand rebuilds it whole
+        if any(g in merged for g in runs) or any(_is_run_log(g) for g in removed):
+            runs = sorted(g for g in {_group(f) for f in landed} if _is_run_log(g))
+            local.update(_local_copies(store, [g for g in runs if g not in local], workdir))
+            con.execute(f'DELETE FROM "{SOURCES.name}"')
+        gone = {g for g in removed if not _is_run_log(g)}
+        touched = _projects_of(con, set(sources) | gone)  # their old rows' projects
+        _delete_sources(con, set(sources) | gone)
+        for table in DATA_TABLES:
+            files = [local[f] for files in sources.values() for f in files if f.endswith(f"/{table.name}.parquet")]
+            result.rows[table.name] = _insert(con, table, files, footers)
+            touched |= _landed_projects(con, files, footers)
+        mark_pending(con, touched)
+        result.rows[SOURCES.name] = _insert(con, SOURCES, [local[g] for g in runs], footers,
+                                          identity_from_path=False)
+        _record_merged(con, {f: landed[f] for g in sources for f in changed[g]} | {g: landed[g] for g in runs},
+                       removed)
+        result.merged, result.removed, result.runs = len(sources), len(gone), len(runs)
+        result.source_ids = {g.rsplit("/", 1)[1] for g in sources}
+        if marts and (result.merged or result.removed or full or not marts_current(con)):
+            refresh_marts(con, whole=full, memory_limit=memory_limit, count=False)
     return result
 
 

@@ -7,14 +7,10 @@ means the next run redoes the source.
 
 import json
 import os
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-try:
-    import fcntl
-except ImportError:  # Windows: no advisory locks; runs must not overlap there
-    fcntl = None
+from warehouse.locks import held
 
 
 @dataclass
@@ -72,16 +68,7 @@ def forget(state_dir: Path, provider: str, source_id: str) -> None:
     _path(state_dir, provider, source_id).unlink(missing_ok=True)
 
 
-@contextmanager
 def source_lock(state_dir: Path, provider: str, source_id: str):
     """One writer per source at a time (the sensor's run and a manual ingest, say)."""
     state_dir.mkdir(parents=True, exist_ok=True)
-    if fcntl is None:
-        yield
-        return
-    with open(state_dir / f"{provider}-{source_id}.lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    return held(state_dir / f"{provider}-{source_id}.lock")
