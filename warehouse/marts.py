@@ -112,30 +112,30 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None, 
     counts = {}
     scope = None  # the cut-down curated tables' filter, found once
     internals, cut = _Internals(con), _Cut(con)
-    try:
-        for name, sql in mart_sql():
-            if name.startswith("_"):
-                continue
-            sha = _sha(sql)
-            if whole or written.get(name) != sha or name not in have or not refreshes_by_project(sql) \
-                    or len(pending) > MAX_PROJECTS:
-                cut.off()
-                internals.pin(sql, "whole")
-                con.execute(f'CREATE OR REPLACE TABLE lake.main."{name}" AS SELECT * FROM temp.main."{name}"')
-            elif pending:
-                touched = _project_filter(pending)
-                scope = scope or _scope(con, pending)
-                cut.on(scope)
-                internals.pin(sql, "scoped")
-                con.execute(f'DELETE FROM lake.main."{name}" WHERE {touched}')
-                con.execute(f'INSERT INTO lake.main."{name}" SELECT * FROM temp.main."{name}" WHERE {touched}')
-            # the marts below that read this one read its table now, not the view computed again
-            con.execute(f'DROP VIEW temp.main."{name}"')
-            if count:
-                counts[name] = con.execute(f'SELECT COUNT(*) FROM lake.main."{name}"').fetchone()[0]
-            written[name] = sha
-    finally:
-        cut.drop()
+    for name, sql in mart_sql():
+        if name.startswith("_"):
+            continue
+        sha = _sha(sql)
+        if whole or written.get(name) != sha or name not in have or not refreshes_by_project(sql) \
+                or len(pending) > MAX_PROJECTS:
+            cut.off()
+            internals.pin(sql, "whole")
+            con.execute(f'CREATE OR REPLACE TABLE lake.main."{name}" AS SELECT * FROM temp.main."{name}"')
+        elif pending:
+            touched = _project_filter(pending)
+            scope = scope or _scope(con, pending)
+            cut.on(scope)
+            internals.pin(sql, "scoped")
+            con.execute(f'DELETE FROM lake.main."{name}" WHERE {touched}')
+            con.execute(f'INSERT INTO lake.main."{name}" SELECT * FROM temp.main."{name}" WHERE {touched}')
+        # the marts below that read this one read its table now, not the view computed again
+        con.execute(f'DROP VIEW temp.main."{name}"')
+        if count:
+            counts[name] = con.execute(f'SELECT COUNT(*) FROM lake.main."{name}"').fetchone()[0]
+        written[name] = sha
+    # (not in a `finally`: after an error the transaction is aborted, a DROP would fail and hide
+    # the error, and the temporary objects go with the connection anyway)
+    cut.drop()
     internals.drop()
     for name, _ in reversed(mart_sql()):
         con.execute(f'DROP VIEW IF EXISTS temp.main."{name}"')
