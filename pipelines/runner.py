@@ -183,7 +183,7 @@ def _materialise_in_dagster(layout, options, to_run, sources, reporter, summary,
 
     from pipelines.defs.lake.assets import landing
     from pipelines.defs.resources import AgentlakeResource
-    from pipelines.defs.warehouse.assets import curated_tables, marts
+    from pipelines.defs.warehouse.assets import tables_and_marts
 
     resource = AgentlakeResource(
         home=str(layout.home), lake=str(layout.lake), warehouse=str(layout.warehouse),
@@ -210,7 +210,7 @@ def _materialise_in_dagster(layout, options, to_run, sources, reporter, summary,
             # the last run merges too: a run of its own costs Dagster's run set-up and a dozen events
             last = n == len(batches)
             run = dg.materialize(
-                [landing, curated_tables, marts] if last else [landing], instance=instance, raise_on_error=False,
+                [landing, tables_and_marts] if last else [landing], instance=instance, raise_on_error=False,
                 tags=partition_tags(batch), resources={"agentlake": resource, "reporter": reporter},
                 run_config={**QUIET_LOGS, "ops": {"landing": {"config": config}}},
             )
@@ -223,7 +223,7 @@ def _materialise_in_dagster(layout, options, to_run, sources, reporter, summary,
             if last and _merged(run):
                 tables = run
         if tables is None:  # nothing to land (a run killed before its merge), or the landing step failed
-            tables = dg.materialize([curated_tables, marts], instance=instance, resources={"agentlake": resource},
+            tables = dg.materialize([tables_and_marts], instance=instance, resources={"agentlake": resource},
                                     run_config=QUIET_LOGS, raise_on_error=False)
         if _interrupted(tables):
             raise KeyboardInterrupt
@@ -236,7 +236,7 @@ def _materialise_in_dagster(layout, options, to_run, sources, reporter, summary,
 
 def _merged(run) -> bool:
     """The run's merge step ran, whether or not it succeeded (its landing step failing skips it)."""
-    return any(e.step_key == "curated_tables" and (e.is_step_success or e.is_step_failure) for e in run.all_events)
+    return any(e.step_key == "tables_and_marts" and (e.is_step_success or e.is_step_failure) for e in run.all_events)
 
 
 def _register_partitions(dg, instance, sources) -> None:

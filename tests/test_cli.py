@@ -159,10 +159,10 @@ def test_a_run_whose_landing_step_failed_did_not_merge(tmp_path):
         pass
 
     @dg.asset(deps=["landing"])
-    def curated_tables() -> None:
+    def tables_and_marts() -> None:
         pass
 
     with dg.instance_for_test() as instance:
         for landing, merged in ((failing, False), (working, True)):
-            run = dg.materialize([landing, curated_tables], instance=instance, raise_on_error=False)
+            run = dg.materialize([landing, tables_and_marts], instance=instance, raise_on_error=False)
             assert _merged(run) is merged

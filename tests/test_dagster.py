@@ -11,7 +11,7 @@ from pipelines.defs.lake.assets import landing
 from pipelines.defs.resources import AgentlakeResource, Reporter
 from pipelines.defs.schedules import daily_full_refresh
 from pipelines.defs.sensors import discover_sources
-from pipelines.defs.warehouse.assets import curated_tables, marts
+from pipelines.defs.warehouse.assets import tables_and_marts
 from tests.conftest import T0, query, scalar
 from transforms.crush.synth import add_message, add_session
 from transforms.crush.synth_parts import text_part
@@ -131,7 +131,7 @@ def test_materialize_one_source_partition_and_the_views(layout, project, instanc
     checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
     assert checks == {"rows_reconcile": True, "unknown_part_types": True}
 
-    tables = dg.materialize([curated_tables, marts], instance=instance, resources={"agentlake": resource})
+    tables = dg.materialize([tables_and_marts], instance=instance, resources={"agentlake": resource})
     assert tables.success
     table_checks = {(c.asset_key.to_user_string(), c.check_name): c.passed for c in tables.get_asset_check_evaluations()}
     assert table_checks[("sessions", "keys_unique")] and table_checks[("messages", "no_orphans")]
@@ -209,7 +209,7 @@ def test_partition_range_run_ingests_every_source(layout, project, instance):
         messages[event.partition] = own["rows_messages"].value
     assert {name: n for key, n in messages.items() for name in ("alpha", "beta", "gamma") if name in key} == {
         "alpha": 1, "beta": 2, "gamma": 3}
-    assert dg.materialize([curated_tables, marts], instance=instance, resources={"agentlake": resource}).success
+    assert dg.materialize([tables_and_marts], instance=instance, resources={"agentlake": resource}).success
     assert scalar(layout, "SELECT COUNT(DISTINCT project) FROM sessions") == 3
     assert sorted(r[0] for r in query(layout, "SELECT partition_key FROM sources")) == sorted(resource.discover()[0])
 
@@ -250,6 +250,6 @@ def test_one_partition_set_and_sensor_for_every_provider(layout, project, instan
     own = {m.partition: m.materialization.metadata for m in run.get_asset_materialization_events()}
     assert own["codewhale-alpha"]["sources"].value == 1 and own["codewhale-alpha"]["rows_sessions"].value == 2
     assert own["crush-alpha"]["sources"].value == 1 and own["crush-alpha"]["sources_ok"].value == 1
-    assert dg.materialize([curated_tables, marts], instance=instance, resources={"agentlake": resource}).success
+    assert dg.materialize([tables_and_marts], instance=instance, resources={"agentlake": resource}).success
     assert query(layout, "SELECT provider, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 1") == [
         ("codewhale", 2), ("crush", 1)]

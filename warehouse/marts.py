@@ -12,8 +12,8 @@ and casts, marts join and aggregate), and starts with a header line saying how i
 - `-- refresh: whole`: recomputed entirely (rows that span projects).
 
 The merge records the touched projects in `_agentlake_marts_pending` in its own transaction;
-`refresh_marts` (in that transaction, or in the Dagster `marts` asset's own) updates the marts
-and clears the list, so a run killed between the two updates them next time. A mart whose SQL
+`refresh_marts` (in that transaction, or in the next merge's when a merge ran without its marts)
+updates the marts and clears the list. A mart whose SQL
 changed since it was written (its hash in `_agentlake_marts`) is rebuilt whole.
 """
 

@@ -27,24 +27,6 @@ def refresh(lake, warehouse: Path, *, full: bool = False, marts: bool = True) ->
     return result
 
 
-def update_marts_now(warehouse: Path) -> dict[str, int]:
-    """The marts brought up to date in a transaction of their own (the Dagster `marts` asset):
-    the projects the merges since the last update touched are recomputed. Rows per mart."""
-    from warehouse.marts import current, refresh_marts, row_counts
-
-    with connect(Path(warehouse)) as con:  # usually the merge updated them already
-        if current(con):
-            return row_counts(con)
-    def update(memory_limit):
-        with ducklake.writing(Path(warehouse), memory_limit=memory_limit) as con:
-            con.execute("BEGIN")
-            counts = refresh_marts(con, memory_limit=memory_limit)
-            con.execute("COMMIT")
-        return counts
-
-    return ducklake.retried_with_more_memory(update)
-
-
 def needs_compaction(catalog: Path) -> bool:
     """More live data files than 1.2 per partition, plus some slack."""
     with ducklake.connect(catalog) as con:

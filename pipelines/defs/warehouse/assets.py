@@ -4,8 +4,9 @@ from pipelines.defs.lake.assets import LANDING
 from pipelines.defs.resources import AgentlakeResource
 from transforms.contract import ALL_TABLES
 from warehouse import lakewide
+from warehouse import marts
 from warehouse.marts import MARTS
-from warehouse.views import connect, refresh, update_marts_now
+from warehouse.views import connect, refresh
 
 # Runs launched from the UI or the sensor update what depends on them, not only the CLI's.
 EAGER = dg.AutomationCondition.eager()
@@ -23,17 +24,21 @@ TABLE_CHECKS = [dg.AssetCheckSpec("keys_unique", asset=key, description="No key 
 @dg.multi_asset(
     specs=[dg.AssetSpec(key, deps=[LANDING], group_name="tables", kinds={"ducklake", "parquet"},
                         automation_condition=EAGER, description=t.doc)
-           for key, t in zip(TABLES, ALL_TABLES)],
+           for key, t in zip(TABLES, ALL_TABLES)]
+    + [dg.AssetSpec(key, deps=TABLES, group_name="marts", kinds={"ducklake"}, automation_condition=EAGER)
+       for key in MART_KEYS],
     check_specs=TABLE_CHECKS,
     can_subset=False,
 )
-def curated_tables(context: dg.AssetExecutionContext, agentlake: AgentlakeResource):
-    """Merge what landed into the DuckLake tables, one transaction for all changed sources; the
-    touched projects' mart rows are updated in it too, so no reader sees new tables with old marts."""
+def tables_and_marts(context: dg.AssetExecutionContext, agentlake: AgentlakeResource):
+    """Merge what landed into the DuckLake tables, one transaction for all changed sources, with the
+    touched projects' mart rows (warehouse/sql/marts) updated in it: no reader sees new tables
+    with old marts. One step, not a step for the tables and one for the marts: the second cost
+    Dagster's step events and a connection of its own, for counts (docs/BENCHMARKS.md)."""
     layout = agentlake.layout()
-    result = refresh(layout.lake, layout.warehouse)
+    result = refresh(layout.lake, layout.warehouse)  # the marts too, if anything changed or was pending
     with connect(layout.warehouse) as con:
-        counts = lakewide.row_counts(con)
+        counts, mart_counts = lakewide.row_counts(con), marts.row_counts(con)
         dupes = lakewide.duplicate_keys(con, result.source_ids)  # the sources this merge replaced
         missing = lakewide.orphans(con, result.source_ids)
     for table in ALL_TABLES:
@@ -47,19 +52,7 @@ def curated_tables(context: dg.AssetExecutionContext, agentlake: AgentlakeResour
         found = {ref: n for ref, n in missing.items() if ref.startswith(f"{child}.")}
         yield dg.AssetCheckResult(asset_key=key, check_name="no_orphans", passed=not any(found.values()),
                                   metadata={"orphans": str(found)})
+    for name in MARTS:
+        yield dg.MaterializeResult(asset_key=name, metadata={"rows": mart_counts[name]})
     if result.waiting:
         context.log.warning(f"{len(result.waiting)} sources were being written and wait for the next merge")
-
-
-@dg.multi_asset(
-    specs=[dg.AssetSpec(key, deps=TABLES, group_name="marts", kinds={"ducklake"}, automation_condition=EAGER)
-           for key in MART_KEYS],
-    can_subset=False,
-)
-def marts(context: dg.AssetExecutionContext, agentlake: AgentlakeResource):
-    """The marts (warehouse/sql/marts) as tables: up to date after the tables' merge, which updates
-    them in its own transaction; a run of this asset alone updates what is pending, if anything."""
-    layout = agentlake.layout()
-    counts = update_marts_now(layout.warehouse)
-    for name in MARTS:
-        yield dg.MaterializeResult(asset_key=name, metadata={"rows": counts[name]})
