@@ -64,13 +64,9 @@ def _named(layout: Layout, provider: str, source_id: str) -> state_store.SourceS
     written before states named them (none for a source that is not a bundle)."""
     state = state_store.load(layout.state_dir, provider, source_id)
     if state.parts is None and state.files:
-        state.parts = cached_parts(_cache_dir(layout, provider, source_id))
+        state.parts = cached_parts(layout.source_cache(provider, source_id))
         state_store.save(layout.state_dir, provider, source_id, state)
     return state
-
-
-def _cache_dir(layout: Layout, provider: str, source_id: str):
-    return layout.cache_dir / f"{provider}-{source_id}"
 
 
 def _evict(source: Bundle, other: str, state: state_store.SourceState, layout: Layout, store) -> int:
@@ -86,7 +82,7 @@ def _evict(source: Bundle, other: str, state: state_store.SourceState, layout: L
         for rel in files:
             store.delete(rel)
         state_store.forget(layout.state_dir, source.provider, other)
-        shutil.rmtree(_cache_dir(layout, source.provider, other), ignore_errors=True)
+        shutil.rmtree(layout.source_cache(source.provider, other), ignore_errors=True)
     return len(sessions)
 
 

@@ -14,7 +14,7 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from datetime import datetime, timezone
 
 import pyarrow as pa
@@ -176,10 +176,11 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
     bundle = isinstance(source, Bundle)
     # a bundle takes over the folders of its sessions landed as sources of their own
     # (warehouse.handover): its write replaces them, so their rows are not counted twice
-    taken = taken_over(source, previous, layout, (lambda ids: _files_in_lake(source.provider, ids, layout, run_id))
-                       if first else None) if bundle else {}
+    # (the lake is listed on a first write only: the state may have been lost)
+    listing = partial(_files_in_lake, source.provider, layout=layout, run_id=run_id) if first else None
+    taken = taken_over(source, previous, layout, listing) if bundle else {}
     previous.files.update(taken)
-    cache_dir = layout.cache_dir / f"{source.provider}-{source.source_id}"
+    cache_dir = layout.source_cache(source.provider, source.source_id)
     if force:  # a bundle's sessions are read again too, not taken from its cache
         forget_cached(cache_dir)
     try:

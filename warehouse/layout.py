@@ -122,6 +122,10 @@ class Layout:
         """Per-source caches kept between runs on this machine (read offsets of append-only logs)."""
         return self.home / "cache"
 
+    def source_cache(self, provider: str, source_id: str) -> Path:
+        """One source's cache folder under `cache_dir`."""
+        return self.cache_dir / f"{provider}-{source_id}"
+
     @property
     def dagster_home(self) -> Path:
         return self.home / "dagster"
