@@ -23,7 +23,6 @@ import sys
 from transforms.provider import DiscoverOptions
 from warehouse.ingest import discover_sources, ingest_all
 from warehouse.layout import Layout
-from warehouse.scratch import OWNER, sweep
 from warehouse.views import build_warehouse, connect
 sources, _ = discover_sources(DiscoverOptions(env={}, extra_roots={"crush": (sys.argv[1],)}, use_default=False))
 layout = Layout.resolve(home=sys.argv[2], machine="vm")

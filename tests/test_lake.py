@@ -384,7 +384,7 @@ def test_marts_are_updated_for_the_projects_a_merge_touched(tmp_path):
 
     sources, problems = discover_only(roots=demo.roots()["crush"])
     ingest_all(sources, layout, problems=problems)
-    merge(layout.lake, layout.warehouse, marts=False)  # as the Dagster `tables` asset does
+    merge(layout.lake, layout.warehouse, marts=False)  # as a merge killed before its marts left it
     pending = scalar(layout, f"SELECT list(DISTINCT project) FROM {PENDING}")
     changed_project = scalar(layout, "SELECT project FROM sessions WHERE session_id = 'late'")
     assert pending == [changed_project]  # one project of the demo's four, not all of them

@@ -93,3 +93,23 @@ def test_the_next_ingest_removes_a_killed_ingests_snapshot(tmp_path, crush_root)
     assert out.stdout.split("\n")[-2] == str(["ok"] * 2)  # the two projects
     assert not left.exists()
     assert not list(tmp.iterdir())  # and its own snapshots and merge folder went at their end
+
+
+def test_the_sweep_follows_no_symlink(tmp_path):
+    """A shared temp folder may hold what another user planted: a folder whose lock file is a
+    symlink (opening it would make a file where it points), or a symlink to a folder."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    victim = tmp_path / "victim"
+    planted = tmp / "agentlake-snapshot-planted"
+    planted.mkdir()
+    (planted / OWNER).symlink_to(victim)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep").write_text("x")
+    (tmp / "agentlake-merge-link").symlink_to(elsewhere, target_is_directory=True)
+    for path in (planted, elsewhere):
+        _age(path, UNOWNED_AGE_S + 60)
+    assert sweep(tmp) == 0
+    assert not victim.exists() and planted.exists()
+    assert (elsewhere / "keep").exists() and (tmp / "agentlake-merge-link").is_symlink()

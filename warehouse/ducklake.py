@@ -199,5 +199,3 @@ def publish(own: Path, catalog: Path) -> None:
     with open(tmp, "rb+") as fh:
         os.fsync(fh.fileno())
     os.replace(tmp, catalog)  # readers opening now get the new file; open ones keep theirs
-
-

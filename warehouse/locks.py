@@ -4,6 +4,7 @@ process that made a scratch folder is still alive (warehouse.scratch).
 POSIX `flock`: the kernel releases a lock when its process dies, however it dies, so a lock that
 can be taken has no live owner. Windows has no such lock here: runs must not overlap there."""
 
+import os
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -16,39 +17,54 @@ LOCKS = fcntl is not None
 
 
 @contextmanager
-def held(path: Path):
-    """Hold an exclusive lock on `path` (created if missing), waiting for it if need be."""
+def held(path: Path, *, required: bool = True):
+    """Hold an exclusive lock on `path` (created if missing), waiting for it if need be. Not
+    `required`: a file system that refuses locks (some NFS mounts) leaves it unlocked."""
     if fcntl is None:
         yield
         return
-    with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+    with _open(path) as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            locked = True
+        except OSError:
+            if required:
+                raise
+            locked = False
         try:
             yield
         finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            if locked:
+                fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 @contextmanager
 def taken_if_free(path: Path):
     """Yield True while holding the lock on `path` if nobody holds it now, else False at once
-    (and always False on a system without locks: nothing is known there). A missing file is
-    made, and so is free."""
+    (and False whenever it cannot be known: no locks on this system, a file that is not ours
+    to open, a file system that refuses locks). A missing file is made, and so is free."""
     if fcntl is None:
         yield False
         return
     try:
-        fh = open(path, "a")
-    except OSError:  # its folder went meanwhile, or is another user's
+        fh = _open(path)
+    except OSError:  # its folder went meanwhile, another user's, or a symlink
         yield False
         return
     with fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        except OSError:  # held (BlockingIOError), or no locks here
             yield False
             return
         try:
             yield True
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _open(path: Path):
+    """The lock file, opened without following a symlink (a folder in a shared temp folder may
+    have been planted by another user)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    return os.fdopen(fd, "a")

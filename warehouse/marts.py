@@ -96,10 +96,9 @@ def row_counts(con) -> dict[str, int]:
     return {name: con.execute(f'SELECT COUNT(*) FROM lake.main."{name}"').fetchone()[0] for name in MARTS}
 
 
-def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None, count: bool = True) -> dict[str, int]:
-    """Bring every public mart table up to date with the curated tables; returns rows per mart
-    (none with `count=False`: the merge's refresh, whose counts nobody reads, saves a query per
-    mart). `whole` rebuilds all of them; `memory_limit` replaces MEMORY_LIMIT (a retry's larger one)."""
+def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None) -> None:
+    """Bring every public mart table up to date with the curated tables (`row_counts` counts
+    them). `whole` rebuilds all of them; `memory_limit` replaces MEMORY_LIMIT (a retry's larger one)."""
     # the marts' windows and joins over a team's history cannot all spill: under the writer's
     # 512 MB they failed on 14.6M messages, where the merge's inserts had streamed through
     con.execute(f"SET memory_limit = '{memory_limit or MEMORY_LIMIT}'")
@@ -109,7 +108,6 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None, 
     have = {r[0] for r in con.execute(
         "SELECT table_name FROM duckdb_tables() WHERE database_name = 'lake' AND schema_name = 'main'").fetchall()}
     create_mart_views(con)
-    counts = {}
     scope = None  # the cut-down curated tables' filter, found once
     internals, cut = _Internals(con), _Cut(con)
     for name, sql in mart_sql():
@@ -130,8 +128,6 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None, 
             con.execute(f'INSERT INTO lake.main."{name}" SELECT * FROM temp.main."{name}" WHERE {touched}')
         # the marts below that read this one read its table now, not the view computed again
         con.execute(f'DROP VIEW temp.main."{name}"')
-        if count:
-            counts[name] = con.execute(f'SELECT COUNT(*) FROM lake.main."{name}"').fetchone()[0]
         written[name] = sha
     # (not in a `finally`: after an error the transaction is aborted, a DROP would fail and hide
     # the error, and the temporary objects go with the connection anyway)
@@ -144,7 +140,6 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None, 
     con.register("_written", pa.table({"name": list(written), "sql_sha": list(written.values())}))
     con.execute(f"INSERT INTO lake.main.{WRITTEN} SELECT name, sql_sha FROM _written")
     con.unregister("_written")
-    return counts
 
 
 class _Internals:
@@ -202,10 +197,10 @@ class _Cut:
     consecutive by-project marts). The views' joins stay within a source, so the touched
     projects' rows come out the same.
 
-    The cut is read from the lake once per refresh, into temporary tables of the columns the
-    marts name (not the raw JSON, texts and file contents): every scan of a DuckLake table pays
-    a catalog lookup (20-50 ms), and the sixteen by-project marts and their blocks made some
-    fifty of them for one changed source."""
+    The cut is read from the lake once per refresh, into temporary tables: of the tables the
+    marts read, the columns they name (not the parts, nor message texts, nor file contents).
+    Every scan of a DuckLake table pays a catalog lookup (20-50 ms), and the fourteen by-project
+    marts and their three blocks made some fifty of them for one changed source."""
 
     def __init__(self, con):
         self.con = con
@@ -213,17 +208,15 @@ class _Cut:
         self.made = False
 
     def on(self, where: str) -> None:
-        from transforms.contract import DATA_TABLES
-
         if self.active:
             return
         columns = {} if self.made else self._columns()
-        for table in DATA_TABLES:
+        for table in _read_tables():
             if not self.made:
-                cols = ", ".join(f'"{c}"' for c in columns[table.name] if c in _named_columns())
-                self.con.execute(f'CREATE TEMP TABLE "{_CUT}{table.name}" AS '
-                                 f'SELECT {cols} FROM lake.main."{table.name}" WHERE {where}')
-            self.con.execute(f'CREATE OR REPLACE TEMP VIEW "{table.name}" AS SELECT * FROM temp.main."{_CUT}{table.name}"')
+                cols = ", ".join(f'"{c}"' for c in columns[table] if c.lower() in _named())
+                self.con.execute(f'CREATE TEMP TABLE "{_CUT}{table}" AS '
+                                 f'SELECT {cols} FROM lake.main."{table}" WHERE {where}')
+            self.con.execute(f'CREATE OR REPLACE TEMP VIEW "{table}" AS SELECT * FROM temp.main."{_CUT}{table}"')
         self.active = self.made = True
 
     def _columns(self) -> dict[str, list[str]]:
@@ -236,20 +229,16 @@ class _Cut:
         return out
 
     def off(self) -> None:
-        from transforms.contract import DATA_TABLES
-
         if not self.active:
             return
-        for table in DATA_TABLES:
-            self.con.execute(f'DROP VIEW IF EXISTS temp.main."{table.name}"')
+        for table in _read_tables():
+            self.con.execute(f'DROP VIEW IF EXISTS temp.main."{table}"')
         self.active = False
 
     def drop(self) -> None:
-        from transforms.contract import DATA_TABLES
-
         self.off()
-        for table in DATA_TABLES:
-            self.con.execute(f'DROP TABLE IF EXISTS temp.main."{_CUT}{table.name}"')
+        for table in _read_tables():
+            self.con.execute(f'DROP TABLE IF EXISTS temp.main."{_CUT}{table}"')
         self.made = False
 
 
@@ -257,11 +246,20 @@ _CUT = "_cut_"
 
 
 @lru_cache(maxsize=1)
-def _named_columns() -> frozenset[str]:
-    """Every word of the marts' SQL (comments aside): a superset of the curated columns they
-    read. A mart that read a column by `*` from a curated table would fail to bind (no mart does:
-    their stars are over their own CTEs), never silently read less."""
-    return frozenset(re.findall(r"\w+", "\n".join(re.sub(r"--[^\n]*", "", sql) for _, sql in mart_sql())))
+def _named() -> frozenset[str]:
+    """Every word of the marts' SQL (comments aside), lower-cased: a superset of the curated
+    tables and columns they read. A mart that read columns it does not name (`t.*`, `to_json(t)`,
+    a NATURAL join) would see only the named ones in an incremental refresh: tests/test_lake.py,
+    which compares an incremental refresh with a full recompute on every agent, would show it."""
+    return frozenset(re.findall(r"\w+", "\n".join(re.sub(r"--[^\n]*", "", sql) for _, sql in mart_sql()).lower()))
+
+
+@lru_cache(maxsize=1)
+def _read_tables() -> tuple[str, ...]:
+    """The curated tables the marts read."""
+    from transforms.contract import DATA_TABLES
+
+    return tuple(t.name for t in DATA_TABLES if t.name in _named())
 
 
 def _in(column: str, values) -> str:

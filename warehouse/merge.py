@@ -307,7 +307,7 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
         result.merged, result.removed, result.runs = len(sources), len(gone), len(runs)
         result.source_ids = {g.rsplit("/", 1)[1] for g in sources}
         if marts and (result.merged or result.removed or full or not marts_current(con)):
-            refresh_marts(con, whole=full, memory_limit=memory_limit, count=False)
+            refresh_marts(con, whole=full, memory_limit=memory_limit)
     return result
 
 

@@ -7,7 +7,9 @@ the store: so the first scratch folder a process makes also removes the folders 
 died. A folder's owner holds a lock on a file in it for as long as it works there
 (warehouse.locks); the kernel drops that lock when the owner dies, however it dies."""
 
+import os
 import shutil
+import stat
 import tempfile
 import time
 from contextlib import contextmanager
@@ -33,7 +35,7 @@ def scratch(kind: str):
     sweep_once()
     path = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{kind}-"))
     try:
-        with held(path / OWNER):
+        with held(path / OWNER, required=False):  # a temp folder that refuses locks: never swept
             yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
@@ -56,8 +58,9 @@ def sweep(root: Path | None = None, min_age_s: float = MIN_AGE_S) -> int:
     for kind in KINDS:
         for path in root.glob(f"{PREFIX}{kind}-*"):
             try:
-                age = now - path.stat().st_mtime
-                if not path.is_dir() or path.is_symlink() or age < min_age_s or \
+                st = path.lstat()  # a symlink is not a folder of ours, nor another user's folder
+                age = now - st.st_mtime
+                if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or age < min_age_s or \
                         (age < UNOWNED_AGE_S and not (path / OWNER).exists()):
                     continue
             except OSError:
