@@ -24,7 +24,8 @@ import pyarrow.compute as pc
 from transforms.bundle import Bundle, cached_parts
 from warehouse import state as state_store
 from warehouse.layout import Layout
-from warehouse.writer import parquet_bytes, read_file
+from warehouse.retention import read_landed
+from warehouse.writer import parquet_bytes
 
 
 def taken_over(source: Bundle, previous: state_store.SourceState, layout: Layout,
@@ -89,20 +90,19 @@ def _evict(source: Bundle, other: str, state: state_store.SourceState, layout: L
 def _without(store, files: dict[str, str], sessions: set[str]) -> tuple[dict[str, str], int]:
     """The files rewritten without the rows of `sessions` (path -> digest), and how many
     sessions they still hold. A file already gone is left out."""
-    out, left = {}, 0
+    out, rewritten, left = {}, {}, 0
     value_set = pa.array(sorted(sessions), pa.string())
     for rel, digest in files.items():
-        try:
-            data = read_file(store, rel)
-        except FileNotFoundError:
+        data = read_landed(store, rel)
+        if data is None:
             continue
         if "session_id" in data.column_names:
             kept = data.filter(pc.invert(pc.is_in(data.column("session_id"), value_set=value_set)))
             if kept.num_rows != data.num_rows:
-                blob = parquet_bytes(kept)
-                store.put_all({rel: blob})
-                digest, data = hashlib.sha256(blob).hexdigest(), kept
+                rewritten[rel] = parquet_bytes(kept)
+                digest, data = hashlib.sha256(rewritten[rel]).hexdigest(), kept
         if rel.endswith("/sessions.parquet"):
             left += data.num_rows
         out[rel] = digest
+    store.put_all(rewritten)  # all staged first: a full disk leaves the folder as it was
     return out, left

@@ -210,23 +210,13 @@ class _Cut:
     def on(self, where: str) -> None:
         if self.active:
             return
-        columns = {} if self.made else self._columns()
         for table in _read_tables():
             if not self.made:
-                cols = ", ".join(f'"{c}"' for c in columns[table] if c.lower() in _named())
+                cols = ", ".join(f'"{c}"' for c in _lake_columns(table) if c.lower() in _named())
                 self.con.execute(f'CREATE TEMP TABLE "{_CUT}{table}" AS '
                                  f'SELECT {cols} FROM lake.main."{table}" WHERE {where}')
             self.con.execute(f'CREATE OR REPLACE TEMP VIEW "{table}" AS SELECT * FROM temp.main."{_CUT}{table}"')
         self.active = self.made = True
-
-    def _columns(self) -> dict[str, list[str]]:
-        """Each lake table's columns, with those the lake adds to the contract's (`date`, `project`)."""
-        out: dict[str, list[str]] = {}
-        for table, column in self.con.execute(
-                "SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = 'lake' "
-                "AND schema_name = 'main' ORDER BY table_name, column_index").fetchall():
-            out.setdefault(table, []).append(column)
-        return out
 
     def off(self) -> None:
         if not self.active:
@@ -252,6 +242,15 @@ def _named() -> frozenset[str]:
     a NATURAL join) would see only the named ones in an incremental refresh: tests/test_lake.py,
     which compares an incremental refresh with a full recompute on every agent, would show it."""
     return frozenset(re.findall(r"\w+", "\n".join(re.sub(r"--[^\n]*", "", sql) for _, sql in mart_sql()).lower()))
+
+
+def _lake_columns(table: str) -> list[str]:
+    """A curated table's columns in the lake: the hive keys, then the contract's
+    (warehouse.merge.ensure_tables makes them so before any refresh)."""
+    from transforms.contract import DATA_TABLES
+    from warehouse.writer import HIVE
+
+    return [f.name for f in HIVE] + next(t for t in DATA_TABLES if t.name == table).column_names
 
 
 @lru_cache(maxsize=1)

@@ -33,7 +33,7 @@ def _files_of(store, previous: dict[str, str], table: str) -> list[str]:
             and (sha or store.size(rel) is not None)]
 
 
-def _read(store, rel: str):
+def read_landed(store, rel: str):
     """A previous landing file, or None when it is gone (deleted by hand, a bucket emptied):
     nothing can be carried from it, and the source is simply read again."""
     try:
@@ -45,7 +45,7 @@ def _read(store, rel: str):
 def _session_ids(store, rels: list[str]) -> set:
     ids = set()
     for rel in rels:
-        data = _read(store, rel)
+        data = read_landed(store, rel)
         if data is not None:
             ids.update(data.column("session_id").to_pylist())
     return ids
@@ -79,7 +79,7 @@ def carry_forward(store, previous: dict[str, str], rows: dict, moved=frozenset()
     value_set = pa.array(sorted(gone), pa.string())
     for table in KEYED:
         for rel in _files_of(store, previous, table):
-            old = _read(store, rel)
+            old = read_landed(store, rel)
             if old is None:
                 continue
             kept = old.filter(pc.is_in(old.column("session_id"), value_set=value_set))

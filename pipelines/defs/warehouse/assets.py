@@ -3,8 +3,7 @@ import dagster as dg
 from pipelines.defs.lake.assets import LANDING
 from pipelines.defs.resources import AgentlakeResource
 from transforms.contract import ALL_TABLES
-from warehouse import lakewide
-from warehouse import marts
+from warehouse import lakewide, marts
 from warehouse.marts import MARTS
 from warehouse.views import connect, refresh
 
