@@ -34,13 +34,16 @@ CATALOG = "lake"  # the attached catalog's name in every connection
 # A merge writes a file per partition at once. By default DuckDB buffers 512k rows per open file,
 # 100 files at a time: a cold `agentlake ingest` of 96k messages (100 projects over 180 days)
 # peaked at 1,055 MiB; flushing every 20k rows with 20 files open: 727 MiB, in the same time.
+# With 8 open: the large corpus' parts (raw JSON, the widest rows) 744 -> 548 MiB, same time and
+# files (a landing file holds one source's rows, of one project and mostly one year: few
+# partitions are open at once).
 # The memory limit: merging 1.46M messages (300 projects) peaked at 1,672 MiB with 2 GB, 975 MiB
 # with 512 MB, in the same 25 s; ten machines' 965k messages 2,398 -> 1,106 MiB. What does not
 # fit spills to a directory beside the catalog (DuckDB's default is `.tmp` in the working
 # directory: a user's repository). Its cache of external files is off: it keeps at least 300 kB
 # per landing file read, which a merge reads once (1,000 Codex sources' 12 kB files: 308 MB).
 WRITER_SETTINGS = {"memory_limit": "512MB", "partitioned_write_flush_threshold": "20000",
-                   "partitioned_write_max_open_files": "20", "enable_external_file_cache": "false"}
+                   "partitioned_write_max_open_files": "8", "enable_external_file_cache": "false"}
 
 # extension -> SHA-256 of the binary shipped for DuckDB 1.5.5 (linux x86_64)
 PINNED = {"ducklake": "e51bf9e8d933d0e83780ae096455501b542cf962569a2ce5613532d702c08302"}
