@@ -110,9 +110,8 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None) 
     create_mart_views(con)
     scope = None  # the cut-down curated tables' filter, found once
     internals, cut = _Internals(con), _Cut(con)
-    for name, sql in mart_sql():
-        if name.startswith("_"):
-            continue
+    public = [(name, sql) for name, sql in mart_sql() if not name.startswith("_")]
+    for at, (name, sql) in enumerate(public):
         sha = _sha(sql)
         if whole or written.get(name) != sha or name not in have or not refreshes_by_project(sql) \
                 or len(pending) > MAX_PROJECTS:
@@ -128,6 +127,7 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None) 
             con.execute(f'INSERT INTO lake.main."{name}" SELECT * FROM temp.main."{name}" WHERE {touched}')
         # the marts below that read this one read its table now, not the view computed again
         con.execute(f'DROP VIEW temp.main."{name}"')
+        internals.release(sql for _, sql in public[at + 1:])
         written[name] = sha
     # (not in a `finally`: after an error the transaction is aborted, a DROP would fail and hide
     # the error, and the temporary objects go with the connection anyway)
@@ -144,32 +144,30 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None) 
 
 class _Internals:
     """The internal building blocks (`_session_tree`, `_step_costs`, ...) computed once per
-    refresh as temporary tables, not again inside every mart that reads them (ten insight marts
-    read `_step_costs`). A block is computed for what the mart at hand sees: all the rows
+    refresh as temporary tables, not again inside every mart that reads them (six insight marts
+    read `_step_costs`, directly or through `_file_calls`), and dropped after the last of them. A block is computed for what the mart at hand sees: all the rows
     (`whole`) or the touched projects' (`scoped`, while `_Cut` is on), and again
     when the next mart sees the other."""
 
     def __init__(self, con):
         self.con = con
-        self.sql = {name: sql for name, sql in mart_sql() if name.startswith("_")}
+        self.sql = _blocks()
         self.pinned: dict[str, str] = {}  # name -> the scope its table was computed for
 
-    def needed(self, sql: str) -> list[str]:
-        """The blocks a mart reads, directly or through another block, in definition order."""
-        found = {n for n in self.sql if re.search(rf"\b{n}\b", sql)}
-        while True:
-            more = {n for b in found for n in self.sql if n not in found and re.search(rf"\b{n}\b", self.sql[b])}
-            if not more:
-                return [n for n in self.sql if n in found]
-            found |= more
-
     def pin(self, sql: str, scope: str) -> None:
-        for name in self.needed(sql):
+        for name in _blocks_read(sql):
             if self.pinned.get(name) == scope:
                 continue
             self._drop(name)
             self.con.execute(self.sql[name].replace("CREATE OR REPLACE VIEW", "CREATE TEMP TABLE", 1))
             self.pinned[name] = scope
+
+    def release(self, later) -> None:
+        """Drops the tables of the blocks no later mart reads: a whole refresh of the large
+        corpus held 470 MB of them (their keys are long strings, uncompressed in memory)."""
+        wanted = {n for sql in later for n in _blocks_read(sql)}
+        for name in [n for n in self.pinned if n not in wanted]:
+            self._drop(name)
 
     def _drop(self, name: str) -> None:
         kind = "TABLE" if name in self.pinned else "VIEW"
@@ -179,6 +177,23 @@ class _Internals:
     def drop(self) -> None:
         for name in list(self.pinned):
             self._drop(name)
+
+
+@lru_cache(maxsize=1)
+def _blocks() -> dict[str, str]:
+    return {name: sql for name, sql in mart_sql() if name.startswith("_")}
+
+
+@lru_cache(maxsize=None)
+def _blocks_read(sql: str) -> tuple[str, ...]:
+    """The blocks a mart reads, directly or through another block, in definition order."""
+    blocks = _blocks()
+    found = {n for n in blocks if re.search(rf"\b{n}\b", sql)}
+    while True:
+        more = {n for b in found for n in blocks if n not in found and re.search(rf"\b{n}\b", blocks[b])}
+        if not more:
+            return tuple(n for n in blocks if n in found)
+        found |= more
 
 
 def _scope(con, projects: set[str | None]) -> str:
