@@ -12,9 +12,15 @@ message_stats AS (
            COUNT(*) AS messages,
            COUNT(*) FILTER (WHERE role = 'assistant') AS assistant_messages,
            MIN(created_at) AS first_message_at,
-           GREATEST(MAX(created_at), MAX(finished_at)) AS last_message_at,
-           STRING_AGG(DISTINCT model, ', ' ORDER BY model) AS models
+           GREATEST(MAX(created_at), MAX(finished_at)) AS last_message_at
     FROM tree_messages
+    GROUP BY ALL
+),
+-- the distinct models first: an aggregate with ORDER BY keeps every input row of its group in
+-- memory, which a team's history (14.6M messages) did not fit in the writer's 512 MB
+tree_models AS (
+    SELECT root_session_key, STRING_AGG(model, ', ' ORDER BY model) AS models
+    FROM (SELECT DISTINCT root_session_key, model FROM tree_messages WHERE model IS NOT NULL)
     GROUP BY ALL
 ),
 tool_stats AS (
@@ -49,7 +55,7 @@ SELECT
     COALESCE(ts.tool_calls, 0) AS tool_calls,
     COALESCE(ts.tool_errors, 0) AS tool_errors,
     COALESCE(ts.nonzero_exits, 0) AS nonzero_exits,
-    COALESCE(ms.models, s.model) AS models,
+    COALESCE(tm.models, s.model) AS models,
     s.cost_usd,
     s.cost_source,
     COALESCE(sa.subagents, 0) AS subagents,
@@ -57,6 +63,7 @@ SELECT
 FROM sessions AS s
 JOIN _session_tree AS k ON k.machine = s.machine AND k.source_id = s.source_id AND k.session_id = s.session_id
 LEFT JOIN message_stats AS ms ON ms.root_session_key = k.session_key
+LEFT JOIN tree_models AS tm ON tm.root_session_key = k.session_key
 LEFT JOIN tool_stats AS ts ON ts.root_session_key = k.session_key
 LEFT JOIN subagents AS sa ON sa.root_session_key = k.session_key
 WHERE s.is_root
