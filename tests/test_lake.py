@@ -481,3 +481,36 @@ def test_a_merge_that_runs_out_of_memory_is_run_again_with_more(layout, project,
     ingest(layout, p.db)  # an existing one
     assert scalar(layout, "SELECT COUNT(*) FROM messages") == 3
     assert not refresh(layout.lake, layout.warehouse).changed
+
+
+def test_a_mart_is_built_with_the_threads_its_header_asks_for(layout, project):
+    """insight_unused_reads says `-- threads: 1` (its join ran out of memory with two threads on
+    a team's history): its statement runs with one, the others and the blocks it reads with the
+    writer's own, which is back afterwards."""
+    from warehouse import ducklake, marts
+
+    ingest(layout, _two_day_project(project).db)
+    seen = {}
+
+    class Recording:
+        def __init__(self, con):
+            self.con = con
+
+        def execute(self, sql, *args):
+            if sql.startswith("CREATE OR REPLACE TABLE lake.main."):
+                seen[sql.split('"')[1]] = self.con.execute("SELECT current_setting('threads')").fetchone()[0]
+            return self.con.execute(sql, *args)
+
+        def __getattr__(self, name):
+            return getattr(self.con, name)
+
+    with ducklake.writing(layout.warehouse) as con:
+        con.execute("SET threads = 3")
+        con.execute("BEGIN")
+        marts.refresh_marts(Recording(con), whole=True)
+        after = con.execute("SELECT current_setting('threads')").fetchone()[0]
+        con.execute("ROLLBACK")
+    assert [name for name, sql in marts.mart_sql() if marts.threads(sql)] == ["insight_unused_reads"]
+    assert seen["insight_unused_reads"] == 1
+    assert set(seen) == set(marts.MARTS) and {n for n, t in seen.items() if t != 3} == {"insight_unused_reads"}
+    assert after == 3

@@ -51,6 +51,24 @@ def refreshes_by_project(sql: str) -> bool:
     return sql.lstrip().startswith("-- refresh: by project")
 
 
+def threads(sql: str) -> int | None:
+    """The threads a mart is built with, from its `-- threads: N` header line; None: DuckDB's."""
+    found = re.search(r"^-- threads: (\d+)", sql, re.MULTILINE)
+    return int(found[1]) if found else None
+
+
+def _build(con, sql: str, statements: list[str]) -> None:
+    """A mart's statements, with the threads its header asks for (its building blocks are
+    computed before, with all of them)."""
+    own = con.execute("SELECT current_setting('threads')").fetchone()[0] if threads(sql) else None
+    if own:
+        con.execute(f"SET threads = {threads(sql)}")
+    for statement in statements:
+        con.execute(statement)
+    if own:
+        con.execute(f"SET threads = {own}")
+
+
 MARTS = tuple(name for name, _ in mart_sql() if not name.startswith("_"))
 
 
@@ -100,8 +118,12 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None) 
     """Bring every public mart table up to date with the curated tables (`row_counts` counts
     them). `whole` rebuilds all of them; `memory_limit` replaces MEMORY_LIMIT (a retry's larger one)."""
     # the marts' windows and joins over a team's history cannot all spill: under the writer's
-    # 512 MB they failed on 14.6M messages, where the merge's inserts had streamed through
+    # 512 MB they failed on 14.6M messages, where the merge's inserts had streamed through.
+    # A mart table promises no row order, and keeping it cost memory: insight_unused_reads ran
+    # out of 1 GB on those 14.6M messages, and fits without it (its join holds every later
+    # call's arguments).
     con.execute(f"SET memory_limit = '{memory_limit or MEMORY_LIMIT}'")
+    con.execute("SET preserve_insertion_order = false")
     ensure_bookkeeping(con)
     pending = {r[0] for r in con.execute(f"SELECT DISTINCT project FROM lake.main.{PENDING}").fetchall()}
     written = dict(con.execute(f"SELECT name, sql_sha FROM lake.main.{WRITTEN}").fetchall())
@@ -117,14 +139,14 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None) 
                 or len(pending) > MAX_PROJECTS:
             cut.off()
             internals.pin(sql, "whole")
-            con.execute(f'CREATE OR REPLACE TABLE lake.main."{name}" AS SELECT * FROM temp.main."{name}"')
+            _build(con, sql, [f'CREATE OR REPLACE TABLE lake.main."{name}" AS SELECT * FROM temp.main."{name}"'])
         elif pending:
             touched = _project_filter(pending)
             scope = scope or _scope(con, pending)
             cut.on(scope)
             internals.pin(sql, "scoped")
-            con.execute(f'DELETE FROM lake.main."{name}" WHERE {touched}')
-            con.execute(f'INSERT INTO lake.main."{name}" SELECT * FROM temp.main."{name}" WHERE {touched}')
+            _build(con, sql, [f'DELETE FROM lake.main."{name}" WHERE {touched}',
+                              f'INSERT INTO lake.main."{name}" SELECT * FROM temp.main."{name}" WHERE {touched}'])
         # the marts below that read this one read its table now, not the view computed again
         con.execute(f'DROP VIEW temp.main."{name}"')
         internals.release(sql for _, sql in public[at + 1:])

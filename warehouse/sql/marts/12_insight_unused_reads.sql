@@ -1,4 +1,6 @@
 -- refresh: by project
+-- threads: 1 (its join holds every later call's arguments, per thread: with two, a team's
+-- 14.6M messages did not fit the marts' 1 GB; with one they did)
 -- insight_unused_reads: per root session (its sub-agents folded in) and file, files read and
 -- then never changed nor named again: no call from the first successful read on (a call of the
 -- same step included), other than a read, has the file's path (relative to the project, else
