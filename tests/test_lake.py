@@ -490,7 +490,7 @@ def test_a_mart_is_built_with_the_threads_its_header_asks_for(layout, project):
     from warehouse import ducklake, marts
 
     ingest(layout, _two_day_project(project).db)
-    seen = {}
+    seen, blocks = {}, {}
 
     class Recording:
         def __init__(self, con):
@@ -499,6 +499,9 @@ def test_a_mart_is_built_with_the_threads_its_header_asks_for(layout, project):
         def execute(self, sql, *args):
             if sql.startswith("CREATE OR REPLACE TABLE lake.main."):
                 seen[sql.split('"')[1]] = self.con.execute("SELECT current_setting('threads')").fetchone()[0]
+            elif "CREATE TEMP TABLE _" in sql:  # a building block
+                blocks[sql.split("CREATE TEMP TABLE ")[1].split()[0]] = \
+                    self.con.execute("SELECT current_setting('threads')").fetchone()[0]
             return self.con.execute(sql, *args)
 
         def __getattr__(self, name):
@@ -513,4 +516,5 @@ def test_a_mart_is_built_with_the_threads_its_header_asks_for(layout, project):
     assert [name for name, sql in marts.mart_sql() if marts.threads(sql)] == ["insight_unused_reads"]
     assert seen["insight_unused_reads"] == 1
     assert set(seen) == set(marts.MARTS) and {n for n, t in seen.items() if t != 3} == {"insight_unused_reads"}
+    assert set(blocks) == {"_session_tree", "_step_costs", "_file_calls"} and set(blocks.values()) == {3}
     assert after == 3

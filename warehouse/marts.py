@@ -119,9 +119,9 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None) 
     them). `whole` rebuilds all of them; `memory_limit` replaces MEMORY_LIMIT (a retry's larger one)."""
     # the marts' windows and joins over a team's history cannot all spill: under the writer's
     # 512 MB they failed on 14.6M messages, where the merge's inserts had streamed through.
-    # A mart table promises no row order, and keeping it cost memory: insight_unused_reads ran
-    # out of 1 GB on those 14.6M messages, and fits without it (its join holds every later
-    # call's arguments).
+    # A mart table promises no row order, and keeping it cost memory: insight_unused_reads (its
+    # join holds every later call's arguments) ran out of 1 GB on those 14.6M messages; it fits
+    # without the order and with one thread (its `-- threads: 1` line).
     con.execute(f"SET memory_limit = '{memory_limit or MEMORY_LIMIT}'")
     con.execute("SET preserve_insertion_order = false")
     ensure_bookkeeping(con)

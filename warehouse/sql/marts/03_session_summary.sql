@@ -17,7 +17,7 @@ message_stats AS (
     GROUP BY ALL
 ),
 -- the distinct models first: an aggregate with ORDER BY keeps every input row of its group in
--- memory, which a team's history (14.6M messages) did not fit in the writer's 512 MB
+-- memory, which a team's history (14.6M messages) did not fit in 512 MB (tried)
 tree_models AS (
     SELECT root_session_key, STRING_AGG(model, ', ' ORDER BY model) AS models
     FROM (SELECT DISTINCT root_session_key, model FROM tree_messages WHERE model IS NOT NULL)
