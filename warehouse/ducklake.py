@@ -35,8 +35,8 @@ CATALOG = "lake"  # the attached catalog's name in every connection
 # 100 files at a time: a cold `agentlake ingest` of 96k messages (100 projects over 180 days)
 # peaked at 1,055 MiB; flushing every 20k rows with 20 files open: 727 MiB, in the same time.
 # With 8 open: the large corpus' parts (raw JSON, the widest rows) 744 -> 548 MiB, same time,
-# about as many files: 359 against 347 for 300 partitions (a landing file holds one source's rows, of one project and mostly one year: few
-# partitions are open at once).
+# about as many files: 359 against 347 for 300 partitions (a landing file holds one source's
+# rows, of one project and mostly one year: few partitions are open at once).
 # The memory limit: merging 1.46M messages (300 projects) peaked at 1,672 MiB with 2 GB, 975 MiB
 # with 512 MB, in the same 25 s; ten machines' 965k messages 2,398 -> 1,106 MiB. What does not
 # fit spills to a directory beside the catalog (DuckDB's default is `.tmp` in the working

@@ -167,9 +167,9 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None) 
 class _Internals:
     """The internal building blocks (`_session_tree`, `_step_costs`, ...) computed once per
     refresh as temporary tables, not again inside every mart that reads them (six insight marts
-    read `_step_costs`, directly or through `_file_calls`), and dropped after the last of them. A block is computed for what the mart at hand sees: all the rows
-    (`whole`) or the touched projects' (`scoped`, while `_Cut` is on), and again
-    when the next mart sees the other."""
+    read `_step_costs`, directly or through `_file_calls`), and dropped after the last of them.
+    A block is computed for what the mart at hand sees: all the rows (`whole`) or the touched
+    projects' (`scoped`, while `_Cut` is on), and again when the next mart sees the other."""
 
     def __init__(self, con):
         self.con = con
