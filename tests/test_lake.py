@@ -492,16 +492,18 @@ def test_a_mart_is_built_with_the_threads_its_header_asks_for(layout, project):
     ingest(layout, _two_day_project(project).db)
     seen, blocks = {}, {}
 
+    def threads_now(con):
+        return con.execute("SELECT current_setting('threads')").fetchone()[0]
+
     class Recording:
         def __init__(self, con):
             self.con = con
 
         def execute(self, sql, *args):
             if sql.startswith("CREATE OR REPLACE TABLE lake.main."):
-                seen[sql.split('"')[1]] = self.con.execute("SELECT current_setting('threads')").fetchone()[0]
+                seen[sql.split('"')[1]] = threads_now(self.con)
             elif "CREATE TEMP TABLE _" in sql:  # a building block
-                blocks[sql.split("CREATE TEMP TABLE ")[1].split()[0]] = \
-                    self.con.execute("SELECT current_setting('threads')").fetchone()[0]
+                blocks[sql.split("CREATE TEMP TABLE ")[1].split()[0]] = threads_now(self.con)
             return self.con.execute(sql, *args)
 
         def __getattr__(self, name):
@@ -511,7 +513,7 @@ def test_a_mart_is_built_with_the_threads_its_header_asks_for(layout, project):
         con.execute("SET threads = 3")
         con.execute("BEGIN")
         marts.refresh_marts(Recording(con), whole=True)
-        after = con.execute("SELECT current_setting('threads')").fetchone()[0]
+        after = threads_now(con)
         con.execute("ROLLBACK")
     assert [name for name, sql in marts.mart_sql() if marts.threads(sql)] == ["insight_unused_reads"]
     assert seen["insight_unused_reads"] == 1

@@ -60,12 +60,13 @@ def threads(sql: str) -> int | None:
 def _build(con, sql: str, statements: list[str]) -> None:
     """A mart's statements, with the threads its header asks for (its building blocks are
     computed before, with all of them)."""
-    own = con.execute("SELECT current_setting('threads')").fetchone()[0] if threads(sql) else None
-    if own:
-        con.execute(f"SET threads = {threads(sql)}")
+    wanted = threads(sql)
+    own = con.execute("SELECT current_setting('threads')").fetchone()[0] if wanted else None
+    if wanted:
+        con.execute(f"SET threads = {wanted}")
     for statement in statements:
         con.execute(statement)
-    if own:
+    if wanted:
         con.execute(f"SET threads = {own}")
 
 
