@@ -12,6 +12,7 @@ import time
 import uuid
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
@@ -383,32 +384,70 @@ def default_workers() -> int:
 def ingest_many(sources, layout: Layout, run_id: str, *, force: bool = False, workers: int | None = None):
     """Ingest sources, in parallel processes when there are several; yields each result as it
     is done. Memory grows with the number of workers times the largest source, never with the
-    corpus."""
+    corpus. A worker that dies (killed, out of memory, crashed) fails its own source only: the
+    sources its broken pool left undone are tried again, the suspects one process each."""
     workers = min(workers or default_workers(), len(sources))
     if workers <= 1:
         for source in sources:
             yield ingest_source(source, layout, run_id, force=force)
         return
+    undone, any_ran = list(sources), False
+    while undone:
+        broken = []
+        for result in _pool_round(undone, layout, run_id, force, workers, broken):
+            any_ran = True
+            yield result
+        # the pool hands sources out in order, `workers` running and one queued: the first
+        # undone ones are those that were in a worker when it died
+        suspects, undone = broken[:workers + 1], broken[workers + 1:]
+        died = []
+        for source in suspects:
+            for result in _pool_round([source], layout, run_id, force, 1, died):
+                any_ran = True
+                yield result
+        if not any_ran:  # no worker ever finished a source: they cannot start at all
+            for source in died + undone:
+                yield SourceResult(source, "failed", error=NO_WORKER_RAN)
+            return
+        for source in died:
+            yield SourceResult(source, "failed", error=WORKER_DIED)
+
+
+WORKER_DIED = ("the worker process ingesting this source stopped abruptly, and again when it ran "
+               "alone (killed, for example out of memory, or crashed); the other sources went on")
+NO_WORKER_RAN = ("not ingested: no worker process finished a source, each stopped abruptly. A Python "
+                 "script that ingests with workers > 1 must do so under `if __name__ == '__main__':` "
+                 "(workers start with Python's spawn method, which runs the script's top level "
+                 "again), or pass workers=1")
+
+
+def _pool_round(sources, layout: Layout, run_id: str, force: bool, workers: int, broken: list):
+    """One process pool over `sources`: yields each result; the sources a dead worker's broken
+    pool did not finish are appended to `broken`, in the order they were handed out."""
     # spawn, not fork: the caller may be a threaded process (Dagster, a web server)
     context = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_die_with_parent,
                                initargs=(os.getpid(),))
     try:
         with _sigint_held():  # workers start with Ctrl-C held back: the parent handles it, once
-            futures = {pool.submit(ingest_source, s, layout, run_id, force=force): s for s in sources}
+            futures = {pool.submit(ingest_source, s, layout, run_id, force=force): i for i, s in enumerate(sources)}
+        lost = []
         for future in as_completed(futures):
             try:
                 yield future.result()
-            except Exception as exc:  # a worker that died (killed, out of memory): that source fails
-                yield SourceResult(futures[future], "failed", error=f"worker process failed: {exc!r}")
+            except BrokenProcessPool:
+                lost.append(futures[future])
+            except Exception as exc:  # the worker could not return its result (it did not pickle)
+                yield SourceResult(sources[futures[future]], "failed", error=f"worker process failed: {exc!r}")
     except BaseException as exc:  # interrupted (Ctrl-C) or abandoned: stop the workers now, wait for none
         if isinstance(exc, KeyboardInterrupt) or "Interrupt" in type(exc).__name__:
             INTERRUPTED.set()  # Dagster turns Ctrl-C into a failed step: the CLI must still stop
         pool.shutdown(wait=False, cancel_futures=True)
-        for process in list(getattr(pool, "_processes", {}).values()):
+        for process in list((getattr(pool, "_processes", None) or {}).values()):  # None if none started
             process.terminate()
         raise
     pool.shutdown(wait=True)
+    broken.extend(sources[i] for i in sorted(lost))
 
 
 INTERRUPTED = threading.Event()
