@@ -280,7 +280,10 @@ def _failure(result) -> str:
         if event.is_failure and event.event_specific_data is not None:
             error = getattr(event.event_specific_data, "error", None)
             if error is not None:
-                return error.message.strip().splitlines()[-1]
+                while error.cause is not None:  # Dagster's own wrapper: what went wrong is its cause
+                    error = error.cause
+                lines = error.message.strip().splitlines()
+                return lines[0] if lines else error.cls_name or "see the Dagster run's log"
     return "see the Dagster run's log"
 
 

@@ -166,3 +166,15 @@ def test_a_run_whose_landing_step_failed_did_not_merge(tmp_path):
         for landing, merged in ((failing, False), (working, True)):
             run = dg.materialize([landing, tables_and_marts], instance=instance, raise_on_error=False)
             assert _merged(run) is merged
+
+
+def test_a_failed_merge_says_why_not_only_that_a_dagster_step_failed(home, project, tmp_path, capsys):
+    p = _store(project)
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    (lake / "main").write_text("")  # a file where the tables' folder must go: the merge cannot write
+    assert main(["ingest", "--db", str(p.db), "--lake", str(lake)]) == 1
+    out = capsys.readouterr().out
+    problem = next(line for line in out.splitlines() if "could not merge" in line)
+    assert "Failed to create directory" in problem and "Not a directory" in problem
+    assert "DagsterExecutionStepExecutionError" not in problem
