@@ -213,7 +213,7 @@ def _first_look(layout: Layout) -> None:
     from warehouse.formatting import render
     from warehouse.views import connect
 
-    with connect(layout.warehouse) as con:
+    with connect(layout.warehouse, layout.tables_path) as con:
         cur = con.execute(FIRST_LOOK)
         print("\nCost per agent (root sessions only: a root's cost includes its sub-agents'; cost_source: "
               "native = the agent's own, estimated = priced by us, partial = some requests unpriced, "
@@ -237,8 +237,9 @@ def _read_warehouse(args, answer) -> int:
 
     from warehouse.views import connect
 
+    layout = _layout(args)
     try:
-        con = connect(_layout(args).warehouse)
+        con = connect(layout.warehouse, layout.tables_path)
     except FileNotFoundError as exc:
         _err(f"error: {exc}")
         return 2

@@ -178,3 +178,49 @@ def test_a_failed_merge_says_why_not_only_that_a_dagster_step_failed(home, proje
     problem = next(line for line in out.splitlines() if "could not merge" in line)
     assert "Failed to create directory" in problem and "Not a directory" in problem
     assert "DagsterExecutionStepExecutionError" not in problem
+
+
+def _data_path(warehouse) -> str:
+    import duckdb
+
+    with duckdb.connect() as con:
+        con.execute(f"ATTACH '{warehouse}' AS m (READ_ONLY)")  # the catalog as the plain database it is
+        return con.execute("SELECT value FROM m.ducklake_metadata WHERE key = 'data_path'").fetchone()[0]
+
+
+def test_a_home_moved_or_copied_keeps_working_and_another_lake_rebuilds_it(home, tmp_path, monkeypatch, capsys):
+    import shutil
+
+    from transforms.crush.synth import generate_store
+
+    store = generate_store(tmp_path / "crush", projects=3, sessions_per_project=12, seed=3)
+    ingest = ["ingest", "--no-default", "--crush-root", str(store.global_dir)]
+    count = ["sql", "SELECT COUNT(*) AS n, ROUND(SUM(cost_usd), 9) AS usd FROM sessions", "--format", "csv"]
+    assert main(ingest) == 0
+    assert main(count) == 0
+    capsys.readouterr()
+    assert main(count) == 0
+    expected = capsys.readouterr().out
+    assert list((home / "lake" / "main").rglob("*.parquet"))  # the tables' own files, not rows inlined
+
+    moved = tmp_path / "moved"
+    shutil.move(home, moved)
+    monkeypatch.setenv("AGENTLAKE_HOME", str(moved))
+    assert main(count) == 0 and capsys.readouterr().out == expected  # read before any write
+    assert main(["merge"]) == 0
+    assert _data_path(moved / "warehouse.ducklake") == f"{moved / 'lake'}/"
+
+    copy = tmp_path / "copy"
+    shutil.copytree(moved, copy)
+    monkeypatch.setenv("AGENTLAKE_HOME", str(copy))
+    assert main(["merge"]) == 0
+    shutil.rmtree(moved)  # the copy reads its own files, never the original's
+    capsys.readouterr()
+    assert main(count) == 0 and capsys.readouterr().out == expected
+
+    other = tmp_path / "other-lake"  # the same home given another lake: built again from that one
+    assert main([*ingest, "--lake", str(other)]) == 0
+    capsys.readouterr()
+    assert main([*count, "--lake", str(other)]) == 0 and capsys.readouterr().out == expected
+    assert _data_path(copy / "warehouse.ducklake") == f"{other}/"
+    assert list((other / "main").rglob("*.parquet"))

@@ -125,8 +125,8 @@ META_BLOCK_SIZE = 16384
 
 def _attach(con, path: Path, data_path: str | None, read_only: bool) -> None:
     options = ["READ_ONLY"] if read_only else []
-    if data_path and not read_only:
-        options.append(f"DATA_PATH {_quote(data_path)}")
+    if data_path:  # this session's; the catalog keeps the path it was made with (see _relocated)
+        options += [f"DATA_PATH {_quote(data_path)}", "OVERRIDE_DATA_PATH true"]
     if not read_only and not path.exists():
         options.append(f"META_BLOCK_SIZE {META_BLOCK_SIZE}")
     opts = f" ({', '.join(options)})" if options else ""
@@ -141,11 +141,12 @@ def _quiet(con):
     return con
 
 
-def connect(catalog: Path):
-    """A reader's connection: the published catalog attached read-only as the default database."""
+def connect(catalog: Path, data_path: str | None = None):
+    """A reader's connection: the published catalog attached read-only as the default database.
+    `data_path`: where the tables' files are now, if the home may have moved since its last write."""
     con = _quiet(duckdb.connect(config=NO_DOWNLOADS))
     load_extensions(con)
-    _attach(con, Path(catalog), None, read_only=True)
+    _attach(con, Path(catalog), data_path, read_only=True)
     return con
 
 
@@ -166,12 +167,36 @@ def writing(catalog: Path, data_path: str | None = None, memory_limit: str | Non
         try:
             load_extensions(con)
             _attach(con, own, data_path, read_only=False)
+            if data_path and _relocated(con, data_path):
+                con.execute("USE memory")
+                con.execute(f"DETACH {CATALOG}")
+                own.unlink()  # built from another lake's files: a new catalog, built again in full
+                _attach(con, own, data_path, read_only=False)
             yield con
             con.execute("USE memory")
             con.execute(f"DETACH {CATALOG}")  # checkpointed: the file is complete on its own
         finally:
             con.close()
         publish(own, catalog)
+
+
+def _relocated(con, data_path: str) -> bool:
+    """The catalog records where its tables' files are, as an absolute path. A home moved or
+    copied (lake and catalog together) finds every file under the new path: the catalog records
+    that one from now on, and False. A catalog whose files are not there (its home given
+    another lake) is True: it is built again from the lake it is given now."""
+    meta = f"__ducklake_metadata_{CATALOG}"
+    stored = con.execute(f"SELECT value FROM {meta}.ducklake_metadata WHERE key = 'data_path'").fetchone()
+    if stored is None or stored[0].rstrip("/") == data_path.rstrip("/"):
+        return False
+    tables = [r[0] for r in con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = ?", [CATALOG]).fetchall()]
+    files = [f for t in tables for (f,) in con.execute(  # as this session resolves them: under data_path
+        f"SELECT data_file FROM ducklake_list_files('{CATALOG}', ?)", [t]).fetchall()]
+    if not all(Path(f).exists() for f in files):
+        return True
+    con.execute(f"UPDATE {meta}.ducklake_metadata SET value = ? WHERE key = 'data_path'", [data_path])
+    return False
 
 
 def roomy_memory_limit() -> str:

@@ -40,11 +40,12 @@ def needs_compaction(catalog: Path) -> bool:
     return files > 1.2 * partitions + 20
 
 
-def connect(warehouse: Path):
-    """A read-only connection to the lake, as every reader should open it."""
+def connect(warehouse: Path, data_path: str | None = None):
+    """A read-only connection to the lake, as every reader should open it; `data_path` is the
+    layout's `tables_path`, for a home moved or copied since its last write."""
     if not Path(warehouse).exists():
         raise FileNotFoundError(f"no warehouse at {warehouse}: run `agentlake ingest` (or `agentlake demo`) first")
-    return ducklake.connect(Path(warehouse))
+    return ducklake.connect(Path(warehouse), data_path)
 
 
 def lake_of(con) -> str | None:
