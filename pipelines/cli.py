@@ -19,7 +19,7 @@ from pathlib import Path
 
 from transforms.provider import DiscoverOptions, merge_paths
 from warehouse.config import DEMO, ConfigError, demo_layout, has_data, load_config, load_layout
-from warehouse.layout import Layout
+from warehouse.layout import Layout, NotACatalog
 from pipelines.runner import DagsterStorageError
 from warehouse.store import LakeUnreachable
 
@@ -259,6 +259,9 @@ def cmd_sql(args) -> int:
         raise UsageError('empty query: give one SQL statement, e.g. agentlake sql "SELECT * FROM sessions LIMIT 5"')
 
     def answer(con):
+        statements = con.extract_statements(args.query)
+        if len(statements) > 1:  # DuckDB would run them all and show the last one's rows only
+            raise UsageError(f"the query holds {len(statements)} statements: give one at a time")
         cur = con.execute(args.query)
         if cur is None:  # only comments, or only whitespace between statements
             raise UsageError(f"nothing to run in the query {args.query!r}")
@@ -302,13 +305,16 @@ def cmd_serving(args) -> int:
 
 def cmd_dashboard(args) -> int:
     from warehouse.dashboard import make_server
+    from warehouse.views import connect
 
     layout = _layout(args)
     if not layout.warehouse.exists():
         _err(f"error: no warehouse at {layout.warehouse}: run `agentlake ingest` (or `agentlake demo`) first")
         return 2
+    connect(layout.warehouse).close()  # a file that is not a catalog: a usage error now, not a page's 500
     try:
-        server = make_server(layout.warehouse, args.host, args.port, allowed_hosts=args.allow_host)
+        server = make_server(layout.warehouse, args.host, args.port, allowed_hosts=args.allow_host,
+                             data_path=layout.tables_path)
     except OSError as exc:
         _err(f"error: cannot listen on {args.host}:{args.port}: {exc}")
         return 2
@@ -588,7 +594,7 @@ def main(argv=None) -> int:
         except (OSError, ValueError):
             pass
         return 141
-    except UsageError as exc:
+    except (UsageError, NotACatalog) as exc:
         _err(f"error: {exc}")
         return 2
     except (ConfigError, LakeUnreachable, DagsterStorageError) as exc:

@@ -224,3 +224,34 @@ def test_a_home_moved_or_copied_keeps_working_and_another_lake_rebuilds_it(home,
     assert main([*count, "--lake", str(other)]) == 0 and capsys.readouterr().out == expected
     assert _data_path(copy / "warehouse.ducklake") == f"{other}/"
     assert list((other / "main").rglob("*.parquet"))
+
+
+def test_a_warehouse_that_is_not_a_catalog_is_a_usage_error_and_stays_untouched(home, project, tmp_path, capsys):
+    import duckdb
+
+    assert main(["ingest", "--db", str(_store(project).db)]) == 0  # a lake to merge from
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    junk = tmp_path / "notes.db"
+    junk.write_text("not a database at all\n")
+    other = tmp_path / "serving.duckdb"  # a DuckDB database, not a DuckLake catalog
+    with duckdb.connect(str(other)) as con:
+        con.execute("CREATE TABLE t AS SELECT 1 AS x")
+    before = other.read_bytes()
+    for path, says in ((folder, "is a folder"), (junk, "not a DuckDB database"), (other, "not a DuckLake catalog")):
+        for command in (["sql", "SELECT 1"], ["report"], ["merge"], ["compact"], ["serving", str(tmp_path / "out.duckdb")],
+                        ["dashboard", "--port", "0"]):
+            assert main([*command, "--warehouse", str(path)]) == 2, (command, path)
+            err = capsys.readouterr().err
+            assert says in err and "Traceback" not in err, (command, err)
+    assert other.read_bytes() == before
+    assert not list(tmp_path.glob("*writer*")) and not (tmp_path / "out.duckdb").exists()
+
+
+def test_sql_runs_one_statement_and_says_so_when_given_more(home, project, capsys):
+    main(["ingest", "--db", str(_store(project).db)])
+    capsys.readouterr()
+    assert main(["sql", "SELECT 1 AS a; SELECT 2 AS b"]) == 2  # not the last one's rows alone
+    assert "the query holds 2 statements: give one at a time" in capsys.readouterr().err
+    assert main(["sql", "SELECT 1 AS a;", "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["a", "1"]

@@ -51,22 +51,23 @@ class Reader:
     catalog (extensions, ATTACH) costs ~0.2 s, most of a page's budget; a new catalog file gets a
     new connection at once, so a rebuilt warehouse shows on the next reload as before."""
 
-    def __init__(self, warehouse):
+    def __init__(self, warehouse, data_path: str | None = None):
         import threading
 
         self.warehouse, self.lock, self.identity, self.con = warehouse, threading.Lock(), None, None
+        self.data_path = data_path  # the layout's, for a home moved or copied (views.connect)
 
     def cursor(self):
         from warehouse.ducklake import CATALOG
         from warehouse.views import connect
 
         if os.name == "nt":  # Windows cannot rename a new catalog over a file held open: none kept
-            return connect(self.warehouse)
+            return connect(self.warehouse, self.data_path)
         identity = catalog_identity(self.warehouse)
         with self.lock:
             if self.con is None or identity is None or identity != self.identity:
                 # the old connection is left to the requests still using it (their cursors keep it)
-                self.con, self.identity = connect(self.warehouse), identity
+                self.con, self.identity = connect(self.warehouse, self.data_path), identity
             cur = self.con.cursor()
         cur.execute(f"USE {CATALOG}")
         return cur
@@ -155,7 +156,7 @@ def host_allowed(header: str | None, loopback: bool, allowed: frozenset[str]) ->
 
 
 def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: str | None = None,
-                allowed_hosts=(), log=None):
+                allowed_hosts=(), log=None, data_path: str | None = None):
     """An HTTP server for the pages. Requests read the published catalog read-only through one
     connection per catalog file (`Reader`), and a page seen before is served again until a merge
     publishes a new catalog (`PageCache`): a rebuilt warehouse shows up on the next reload.
@@ -198,7 +199,7 @@ def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: 
     def cookie_ok(given: str | None) -> bool:
         return given is not None and hmac.compare_digest(given.encode(), cookie_value.encode())
 
-    cache, reader = PageCache(), Reader(warehouse)
+    cache, reader = PageCache(), Reader(warehouse, data_path)
 
     class Handler(BaseHTTPRequestHandler):
         def _send(self, status: int, body: bytes, headers=()):

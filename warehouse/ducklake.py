@@ -28,6 +28,7 @@ from pathlib import Path
 import duckdb
 
 from warehouse.lakefs import NO_DOWNLOADS
+from warehouse.layout import NotACatalog, check_catalog
 from warehouse.locks import held
 
 CATALOG = "lake"  # the attached catalog's name in every connection
@@ -141,9 +142,28 @@ def _quiet(con):
     return con
 
 
+def _check(catalog: Path) -> None:
+    """A folder, a file that is not DuckDB's, or a DuckDB database without DuckLake's tables (a
+    serving file given by mistake) is refused with a clear message, before anything attaches,
+    copies or publishes over it."""
+    check_catalog(catalog)
+    if not catalog.exists():
+        return
+    with duckdb.connect(config=NO_DOWNLOADS) as con:
+        try:
+            con.execute(f"ATTACH {_quote(str(catalog))} AS probe (READ_ONLY)")
+        except duckdb.Error as exc:
+            raise NotACatalog(f"the warehouse {catalog} cannot be opened: {exc}") from exc
+        if not con.execute("SELECT 1 FROM duckdb_tables() WHERE database_name = 'probe' "
+                           "AND table_name = 'ducklake_metadata'").fetchall():
+            raise NotACatalog(f"the warehouse {catalog} is a DuckDB database but not a DuckLake catalog "
+                              "(by default the catalog is <home>/warehouse.ducklake)")
+
+
 def connect(catalog: Path, data_path: str | None = None):
     """A reader's connection: the published catalog attached read-only as the default database.
     `data_path`: where the tables' files are now, if the home may have moved since its last write."""
+    _check(Path(catalog))
     con = _quiet(duckdb.connect(config=NO_DOWNLOADS))
     load_extensions(con)
     _attach(con, Path(catalog), data_path, read_only=True)
@@ -156,6 +176,7 @@ def writing(catalog: Path, data_path: str | None = None, memory_limit: str | Non
     exit the copy is published to `catalog` atomically. A writer that dies publishes nothing:
     readers keep the last good catalog, and the next writer starts from its own copy."""
     catalog = Path(catalog)
+    _check(catalog)
     catalog.parent.mkdir(parents=True, exist_ok=True)
     own = writer_path(catalog)
     with held(own.with_suffix(".lock")):

@@ -47,6 +47,25 @@ def default_home(env=os.environ) -> Path:
     return Path(base).expanduser() / "agentlake"
 
 
+class NotACatalog(ValueError):
+    """The warehouse path names a folder or a file that is not a DuckLake catalog."""
+
+
+def check_catalog(path) -> None:
+    """Refuse a warehouse path that cannot be a catalog before anything opens or copies it."""
+    path = Path(path)
+    if path.is_dir():
+        raise NotACatalog(f"the warehouse {path} is a folder; give the DuckLake catalog's file "
+                          "(by default <home>/warehouse.ducklake)")
+    try:
+        with path.open("rb") as f:
+            head = f.read(12)
+    except FileNotFoundError:
+        return  # a new catalog, made on the first merge
+    if head and head[8:12] != b"DUCK":  # a DuckDB file's magic bytes
+        raise NotACatalog(f"the warehouse {path} is not a DuckLake catalog (not a DuckDB database)")
+
+
 @dataclass(frozen=True)
 class Layout:
     home: Path
