@@ -363,7 +363,8 @@ def cmd_compact(args) -> int:
     layout = _layout(args)
     if not layout.warehouse.exists():
         return _nothing_ingested(layout)
-    files = compact(layout.warehouse, keep_seconds=args.keep_seconds, orphans=args.orphans)
+    files = compact(layout.warehouse, keep_seconds=args.keep_seconds, orphans=args.orphans,
+                    data_path=layout.tables_path)
     print(f"data files: {files['files_before']:,} before, {files['files_after']:,} after")
     return 0
 
@@ -500,12 +501,14 @@ def parser() -> argparse.ArgumentParser:
                        description="Totals, then cost and use (root sessions, messages, tool calls, tokens) by "
                                    "--by, the top projects, models, tools and failing tools. root_sessions counts "
                                    "the root sessions started in the window; tokens are the per-request tokens "
-                                   "Claude Code, Codex and OpenCode record (empty for Crush and CodeWhale).")
+                                   "of the agents that record them (Claude Code, Codex, OpenCode and most "
+                                   "others; none for Crush and CodeWhale).")
     _common(p)
     p.add_argument("--since", type=_date, metavar="DATE", help="first day included (YYYY-MM-DD, UTC)")
     p.add_argument("--until", type=_date, metavar="DATE", help="last day included (YYYY-MM-DD, UTC)")
     p.add_argument("--project", help="one project (its slug); an unknown one is an error naming close ones")
-    p.add_argument("--provider", help="one agent (crush, codewhale, claude, codex, opencode)")
+    p.add_argument("--provider", help="one agent, by the name `agentlake sources` shows (crush, claude, codex, "
+                                      "opencode, goose, ...); an unknown one is an error naming those present")
     p.add_argument("--by", choices=("day", "project", "agent", "user", "model", "tool"), default="project",
                    help="the main breakdown (default: project)")
     p.add_argument("--top", type=_top, default=None, metavar="N",

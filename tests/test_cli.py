@@ -207,8 +207,9 @@ def test_a_home_moved_or_copied_keeps_working_and_another_lake_rebuilds_it(home,
     shutil.move(home, moved)
     monkeypatch.setenv("AGENTLAKE_HOME", str(moved))
     assert main(count) == 0 and capsys.readouterr().out == expected  # read before any write
-    assert main(["merge"]) == 0
+    assert main(["compact"]) == 0  # a writer that builds nothing: it finds the files moved too
     assert _data_path(moved / "warehouse.ducklake") == f"{moved / 'lake'}/"
+    assert main(["merge"]) == 0
 
     copy = tmp_path / "copy"
     shutil.copytree(moved, copy)
@@ -219,6 +220,9 @@ def test_a_home_moved_or_copied_keeps_working_and_another_lake_rebuilds_it(home,
     assert main(count) == 0 and capsys.readouterr().out == expected
 
     other = tmp_path / "other-lake"  # the same home given another lake: built again from that one
+    capsys.readouterr()
+    assert main(["compact", "--lake", str(other)]) == 2  # a compaction cannot build it: it says so
+    assert "`agentlake merge` builds it from that lake first" in capsys.readouterr().err
     assert main([*ingest, "--lake", str(other)]) == 0
     capsys.readouterr()
     assert main([*count, "--lake", str(other)]) == 0 and capsys.readouterr().out == expected

@@ -171,10 +171,13 @@ def connect(catalog: Path, data_path: str | None = None):
 
 
 @contextmanager
-def writing(catalog: Path, data_path: str | None = None, memory_limit: str | None = None):
+def writing(catalog: Path, data_path: str | None = None, memory_limit: str | None = None, *,
+            rebuilds: bool = True):
     """The one writer's connection, on its own copy of the catalog, under a lock; on a clean
     exit the copy is published to `catalog` atomically. A writer that dies publishes nothing:
-    readers keep the last good catalog, and the next writer starts from its own copy."""
+    readers keep the last good catalog, and the next writer starts from its own copy.
+    `rebuilds`: the writer builds every table (a merge), so a catalog whose files are not under
+    `data_path` starts anew; else (a compaction) that is an error."""
     catalog = Path(catalog)
     _check(catalog)
     catalog.parent.mkdir(parents=True, exist_ok=True)
@@ -189,6 +192,9 @@ def writing(catalog: Path, data_path: str | None = None, memory_limit: str | Non
             load_extensions(con)
             _attach(con, own, data_path, read_only=False)
             if data_path and _relocated(con, data_path):
+                if not rebuilds:
+                    raise NotACatalog(f"the warehouse {catalog} holds tables whose files are not under "
+                                      f"{data_path}: `agentlake merge` builds it from that lake first")
                 con.execute("USE memory")
                 con.execute(f"DETACH {CATALOG}")
                 own.unlink()  # built from another lake's files: a new catalog, built again in full

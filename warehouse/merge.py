@@ -404,15 +404,19 @@ def _record_merged(con, done: dict[str, str], removed: set[str]) -> None:
     con.unregister("_done")
 
 
-def compact(catalog: Path, *, keep_seconds: int = 600, orphans: bool = False) -> dict[str, int]:
+def compact(catalog: Path, *, keep_seconds: int = 600, orphans: bool = False,
+            data_path: str | None = None) -> dict[str, int]:
     """Write the rows small merges kept inline in the catalog out to Parquet, merge adjacent small files, rewrite files with many deleted rows, and remove the files no
     snapshot younger than `keep_seconds` needs (a reader holding an older snapshot keeps its
-    files for that long). Returns the data files before and after."""
-    return ducklake.retried_with_more_memory(lambda limit: _compact(catalog, keep_seconds, orphans, limit))
+    files for that long). Returns the data files before and after. `data_path`: the layout's
+    (see ducklake.writing), for a home moved or copied since its last write."""
+    return ducklake.retried_with_more_memory(
+        lambda limit: _compact(catalog, keep_seconds, orphans, limit, data_path))
 
 
-def _compact(catalog: Path, keep_seconds: int, orphans: bool, memory_limit: str | None) -> dict[str, int]:
-    with ducklake.writing(catalog, memory_limit=memory_limit) as con:
+def _compact(catalog: Path, keep_seconds: int, orphans: bool, memory_limit: str | None,
+             data_path: str | None) -> dict[str, int]:
+    with ducklake.writing(catalog, data_path, memory_limit, rebuilds=False) as con:
         before = _file_count(con)
         con.execute(f"CALL ducklake_flush_inlined_data('{ducklake.CATALOG}')")  # small writes kept in the catalog
         con.execute(f"CALL ducklake_rewrite_data_files('{ducklake.CATALOG}')")
