@@ -89,8 +89,8 @@ def test_report_by_agent(layout, five, capsys):
     data = json.loads(capsys.readouterr().out)
     assert sorted(r["provider"] for r in data["by_agent"]) == sorted(PROVIDERS)
     by_agent = {r["provider"]: r["cost_usd"] for r in data["by_agent"]}
-    for agent in AGENTS:  # the report rounds to 4 places
-        assert by_agent[agent] == pytest.approx(expected_root_cost(five, agent), abs=1e-4), agent
+    for agent in AGENTS:  # exact in JSON, to the nano-dollar
+        assert by_agent[agent] == pytest.approx(expected_root_cost(five, agent), abs=1e-9), agent
 
 
 def test_dashboard_offers_and_draws_every_agent(layout, five):

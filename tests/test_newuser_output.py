@@ -4,6 +4,7 @@ columns say. One generated demo (all five agents) is the warehouse every test re
 import json
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -118,9 +119,8 @@ def test_cost_and_use_counts_sessions_messages_tool_calls_and_tokens(demo, capsy
     assert sum(r["root_sessions"] or 0 for r in rows) == totals["root_sessions"]
     assert sum(r["messages"] or 0 for r in rows) == totals["messages"]
     assert sum(r["tool_calls"] or 0 for r in rows) == totals["tool_calls"]
-    # each figure is rounded to 4 decimals on its own: the rows' sum may differ by half a unit
-    # of the last place per row (comparing both rounded to cents failed on a total of 6.635)
-    assert sum(r["cost_usd"] or 0 for r in rows) == pytest.approx(totals["cost_usd"], abs=0.00005 * (len(rows) + 1))
+    # exact to the nano-dollar in JSON: the rows add up to the total, digit for digit
+    assert sum(Decimal(str(r["cost_usd"] or 0)) for r in rows) == Decimal(str(totals["cost_usd"]))
 
 
 def test_cost_and_use_by_agent_counts_root_sessions_not_session_days(demo, capsys):

@@ -19,7 +19,7 @@ def test_json_totals_and_filters(lake, capsys):
     window = json.loads(_report(lake, capsys, "--provider", "crush", "--since", "2026-01-03",
                                 "--until", "2026-01-05", "--by", "day", "--format", "json"))
     assert [(r["date"], r["cost_usd"]) for r in window["by_day"]] == [
-        ("2026-01-03", 0.0333), ("2026-01-04", 0.0333), ("2026-01-05", 0.0333)]
+        ("2026-01-03", 0.033333333), ("2026-01-04", 0.033333333), ("2026-01-05", 0.033333334)]  # exact: they add up
     assert window["totals"][0]["cost_usd"] == 0.1
 
 

@@ -1,22 +1,50 @@
-"""Query results as a terminal table, CSV or JSON."""
+"""Query results as a terminal table, CSV or JSON.
+
+No format changes a value (costs are exact to the nano-dollar, 9 decimals): a DECIMAL is written
+from its own digits (never through a float), a DOUBLE as the shortest text that reads back as the
+same double. Only how a value is spelled differs between the formats:
+
+- table: for people. DOUBLEs in plain notation where that stays short (`0.0000001`, not `1e-07`),
+  `1` for `1.0`; a cell too wide is cut with `…`, but never a number's.
+- csv: DOUBLEs as Python's shortest round-trip text (`1e-07`, `1.0`: DuckDB writes the same).
+- json: always valid JSON (see `json_text`); a DECIMAL is a JSON number with its exact digits.
+
+In every format a BLOB is lowercase hex (DuckDB reads it back with `from_hex`), an INTERVAL is
+DuckDB's own text (`3 days`, `1 day 01:00:01.5`, `-01:00:00`: what DuckDB's CSV and JSON writers
+write, and what a cast to INTERVAL reads back), a LIST or STRUCT in a table or CSV cell is its
+compact JSON text.
+"""
 
 import csv
 import io
-import json
-from datetime import date, datetime
+import math
+from datetime import date, datetime, time, timedelta
 from decimal import Decimal
+from json.encoder import encode_basestring, encode_basestring_ascii
 
 FORMATS = ("table", "csv", "json")
 
 
 def _cell(value) -> str:
+    """A value as a table cell."""
+    if isinstance(value, float):
+        return float_text(value)
+    return text_value(value)
+
+
+def text_value(value) -> str:
+    """A value as a CSV field (and a table cell, but for DOUBLEs): exact, never a Python repr."""
     if value is None:
         return ""
-    if isinstance(value, float):
-        return f"{value:.6f}".rstrip("0").rstrip(".")  # costs carry up to 6 decimals
     if isinstance(value, Decimal):
         return decimal_text(value)
-    return str(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    if isinstance(value, timedelta):
+        return interval_text(value)
+    if isinstance(value, (list, tuple, dict)):
+        return json_text(value, indent=None)
+    return str(value)  # float: repr, the shortest text that reads back as the same double
 
 
 def decimal_text(value: Decimal) -> str:
@@ -29,32 +57,116 @@ def decimal_text(value: Decimal) -> str:
     return "0" if text in ("-0", "") else text
 
 
+def float_text(value: float) -> str:
+    """A DOUBLE for people, exactly: the shortest text that reads back as the same double
+    (`0.24806485`, never rounded), in plain notation from 1e-9 (a nano-dollar) up to 1e21 and
+    scientific beyond (`1e-300` stays short); `1` for 1.0."""
+    text = repr(value)
+    if not math.isfinite(value):
+        return text  # nan, inf, -inf
+    if "e" in text and -9 <= Decimal(text).adjusted() < 21:
+        text = format(Decimal(text), "f")  # the same digits, placed: no rounding
+    return text[:-2] if text.endswith(".0") else text
+
+
+def interval_text(value: timedelta) -> str:
+    """An INTERVAL as DuckDB writes it: `3 days`, `1 day 01:00:01.5`, `-01:00:00`, `00:00:00`.
+    DuckDB's Python client hands an INTERVAL over as a timedelta, the months counted as 30 days
+    and the hours past a day carried into days (`14 months` arrives as 420 days, `25 hours` as
+    1 day 1 hour): this writes the duration it received, which is all there is to write."""
+    micros = value // timedelta(microseconds=1)
+    sign = "-" if micros < 0 else ""
+    days, micros = divmod(abs(micros), 86_400_000_000)
+    seconds, micros = divmod(micros, 1_000_000)
+    parts = [f"{sign}{days} day{'s' if days != 1 else ''}"] if days else []
+    if seconds or micros or not days:
+        clock = f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+        if micros:
+            clock += f".{micros:06d}".rstrip("0")
+        parts.append(sign + clock)
+    return " ".join(parts)
+
+
 def json_value(value):
-    if isinstance(value, (datetime, date)):
+    """A scalar as the Python value `json` writes as intended. Exact only for what `json` can
+    write: a DECIMAL becomes its exact text here, so use `json_text` to write a JSON number."""
+    if isinstance(value, (datetime, date, time)):
         return value.isoformat()
     if isinstance(value, Decimal):
-        return float(value)
+        return decimal_text(value) if value.is_finite() else None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, (bytes, bytearray, memoryview, timedelta)):
+        return text_value(value)
     return value
+
+
+def json_text(value, indent: int | None = 2, ensure_ascii: bool = False) -> str:
+    """`json.dumps(value, indent=indent)`, but valid and exact for every DuckDB value:
+
+    - DECIMAL: a JSON number written from the Decimal's own digits (`12345678901.123456789`,
+      `0.000000001`), not through a float. A number, not a string, so that a cost column stays
+      numeric for every consumer (jq, pandas, DuckDB's read_json sum it without a cast), and exact
+      for any that keeps a number's digits (Python's `json.loads(..., parse_float=Decimal)`, jq
+      1.7, DuckDB's read_json into a DECIMAL column); a float parser gets the nearest double,
+      as from any JSON number.
+    - NaN, Infinity, -Infinity (DOUBLE, FLOAT): null. JSON has no such numbers (`NaN` is a syntax
+      error in strict parsers); null keeps the column numeric-or-null, as JavaScript's
+      JSON.stringify does. The table and CSV formats still show `nan` and `inf`.
+    - BLOB: a hex string; INTERVAL: DuckDB's text; DATE, TIME, TIMESTAMP: ISO 8601 text;
+      LIST, STRUCT, MAP: arrays and objects of the same rules; anything else (UUID): its text.
+    """
+    return _json(value, indent, encode_basestring_ascii if ensure_ascii else encode_basestring, 0)
+
+
+def _json(value, indent: int | None, string, level: int) -> str:
+    if isinstance(value, str):
+        return string(value)
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, float):
+        return float.__repr__(value) if math.isfinite(value) else "null"
+    if isinstance(value, Decimal):
+        return decimal_text(value) if value.is_finite() else "null"
+    if isinstance(value, dict):
+        items = [string(k if isinstance(k, str) else text_value(k)) + ": " + _json(v, indent, string, level + 1)
+                 for k, v in value.items()]
+        return _nested("{", "}", items, indent, level)
+    if isinstance(value, (list, tuple)):
+        return _nested("[", "]", [_json(v, indent, string, level + 1) for v in value], indent, level)
+    scalar = json_value(value)
+    return string(scalar if isinstance(scalar, str) else str(scalar))
+
+
+def _nested(start: str, end: str, items: list[str], indent: int | None, level: int) -> str:
+    if not items:
+        return start + end
+    if indent is None:
+        return start + ", ".join(items) + end
+    inner, outer = " " * (indent * (level + 1)), " " * (indent * level)
+    return f"{start}\n{inner}" + f",\n{inner}".join(items) + f"\n{outer}{end}"
 
 
 def render(columns: list[str], rows: list[tuple], fmt: str = "table", max_width: int = 60) -> str:
     if fmt == "json":
-        return json.dumps([{c: json_value(v) for c, v in zip(columns, row)} for row in rows],
-                          indent=2, ensure_ascii=False, default=str)
+        return json_text([dict(zip(columns, row)) for row in rows])
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(columns)
-        writer.writerows([["" if v is None else decimal_text(v) if isinstance(v, Decimal) else v for v in row]
-                          for row in rows])
+        writer.writerows([[v if isinstance(v, (int, float, str)) else text_value(v) for v in row] for row in rows])
         return buf.getvalue().rstrip("\n")
     if fmt != "table":
         raise ValueError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
     tail = [_is_path(c) for c in columns]
-    cells = [[_clip(_cell(v), max_width, t) for v, t in zip(row, tail)] for row in rows]
+    cells = [[_cell(v) if _is_number(v) else _clip(_cell(v), max_width, t) for v, t in zip(row, tail)]
+             for row in rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    numeric = [all(isinstance(r[i], (int, float, Decimal)) or r[i] is None for r in rows) and rows
-               for i in range(len(columns))]
+    numeric = [all(_is_number(r[i]) or r[i] is None for r in rows) and rows for i in range(len(columns))]
 
     def line(values):
         return "  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(values, widths, numeric)).rstrip()
@@ -63,6 +175,10 @@ def render(columns: list[str], rows: list[tuple], fmt: str = "table", max_width:
     out += [line(r) for r in cells]
     out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
     return "\n".join(out)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float, Decimal))
 
 
 def _is_path(column: str) -> bool:

@@ -1,15 +1,16 @@
 """`agentlake report`: the questions people ask, as a few tables over the marts.
 
 Every section is one parameterised query with the same filters (dates, project, provider),
-so the terminal tables, the JSON and the CSV always hold the same numbers.
+so the terminal tables, the JSON and the CSV always hold the same numbers (the JSON and CSV
+exactly; the table rounds costs to DISPLAY_DECIMALS places for reading).
 """
 
 import difflib
-import json
 from dataclasses import dataclass
 from datetime import date
+from decimal import ROUND_HALF_UP, Decimal
 
-from warehouse.formatting import json_value, render
+from warehouse.formatting import json_text, render
 
 BREAKDOWNS = ("day", "project", "agent", "user", "model", "tool")
 
@@ -61,7 +62,11 @@ class Section:
     sql: str | None = None  # the query that reproduces the rows (insights)
 
 
-_COST = "ROUND(SUM(cost_usd), 4)"
+# Costs are summed exactly (DECIMAL(38,9), nano-dollars), never rounded in SQL: the JSON and CSV
+# carry them to the last digit, so rows add up to their total. Only the table rounds, for display
+# (DISPLAY_DECIMALS).
+_COST = "SUM(cost_usd)"  # daily_costs.cost_usd is DECIMAL(38,9): an exact sum
+DISPLAY_DECIMALS = 4
 
 
 def sorted_list(column: str) -> str:
@@ -122,7 +127,7 @@ def run_query(con, sql: str, filters: Filters, date_col: str = "date", limit: in
 
 
 def _totals(con, filters: Filters) -> Section:
-    costs = run_query(con, "SELECT ROUND(SUM(cost_usd), 4) AS cost_usd, "
+    costs = run_query(con, f"SELECT {_COST} AS cost_usd, "
                       "COUNT(*) FILTER (WHERE cost_source = 'unknown') AS rows_with_unknown_cost "
                       "FROM daily_costs {w}", filters)
     sessions = run_query(con, "SELECT COUNT(*) AS root_sessions, SUM(messages) AS messages FROM session_summary {w}",
@@ -170,9 +175,16 @@ class Insight:
     scoped: bool = True  # has project and provider columns
 
 
-def _known_sum(column: str) -> str:
+def _exact_sum(column: str, double: bool = False) -> str:
+    """A sum of costs to the nano-dollar. A DECIMAL(38,9) cost sums exactly as it is; a DOUBLE one
+    (a session's, as its agent recorded it) is taken at the 9 decimals costs carry and summed as
+    a DECIMAL, without a float's drift."""
+    return f"SUM(CAST({column} AS DECIMAL(38, 9)))" if double else f"SUM({column})"
+
+
+def _known_sum(column: str, double: bool = False) -> str:
     """A sum of costs that is NULL when one of them is unknown: never a partial figure."""
-    return f"CASE WHEN COUNT(*) = COUNT({column}) THEN ROUND(SUM({column}), 4) END"
+    return f"CASE WHEN COUNT(*) = COUNT({column}) THEN {_exact_sum(column, double)} END"
 
 
 # The top findings of each insight mart (docs/MARTS.md), worst first, money where it is known.
@@ -191,7 +203,7 @@ INSIGHTS = (
             "ROUND(SUM(reads) / NULLIF(SUM(changes), 0), 2) AS read_edit_ratio FROM insight_read_edit_ratio{w} "
             "GROUP BY ALL ORDER BY read_edit_ratio NULLS LAST, changes DESC, model"),
     Insight("insight_idle_cost", "Idle cost: sessions that cost money and changed no file, by project and models",
-            "SELECT project, models, COUNT(*) AS sessions, ROUND(SUM(cost_usd), 4) AS cost_usd "
+            f"SELECT project, models, COUNT(*) AS sessions, {_exact_sum('cost_usd', double=True)} AS cost_usd "
             "FROM insight_idle_cost{w} GROUP BY ALL ORDER BY cost_usd DESC, project, models", date_col="started_at"),
     Insight("insight_retry_loops", "Retry loops: the same command or tool failing 3+ times running",
             "SELECT kind, tool_name, command, COUNT(*) AS loops, SUM(failures) AS failures, "
@@ -199,8 +211,7 @@ INSIGHTS = (
             "ORDER BY cost_usd DESC NULLS LAST, failures DESC, tool_name, command", date_col="first_at"),
     Insight("insight_context_growth", "Context growth: the most spent after a compaction, then the fastest growth",
             "SELECT project, session_key, requests, ROUND(growth_per_request) AS growth_per_request, "
-            "max_context_tokens, compactions, ROUND(cost_usd, 4) AS cost_usd, "
-            "ROUND(cost_after_compaction_usd, 4) AS cost_after_compaction_usd FROM insight_context_growth{w} "
+            "max_context_tokens, compactions, cost_usd, cost_after_compaction_usd FROM insight_context_growth{w} "
             "ORDER BY cost_after_compaction_usd DESC NULLS LAST, growth_per_request DESC NULLS LAST, session_key",
             date_col="first_compaction_at"),
     Insight("insight_cache_efficiency", "Cache: read share and writes never read back, by project and model",
@@ -210,10 +221,10 @@ INSIGHTS = (
             "ORDER BY unread_write_tokens DESC, project, model"),
     Insight("insight_subagent_share", "Sub-agents: their part of their root sessions' cost, by kind",
             "SELECT agent_kind, COUNT(DISTINCT session_key) AS root_sessions, SUM(subagents) AS subagents, "
-            f"{_known_sum('subagent_cost_usd')} AS subagent_cost_usd, ROUND(AVG(share), 3) AS mean_share "
+            f"{_known_sum('subagent_cost_usd', double=True)} AS subagent_cost_usd, ROUND(AVG(share), 3) AS mean_share "
             "FROM insight_subagent_share{w} GROUP BY ALL ORDER BY subagent_cost_usd DESC NULLS LAST, agent_kind"),
     Insight("insight_usage_blocks", "Claude Code 5-hour usage blocks, costliest first (all projects)",
-            'SELECT "user", block_start, block_end, requests, sessions, total_tokens, ROUND(cost_usd, 4) AS cost_usd, '
+            'SELECT "user", block_start, block_end, requests, sessions, total_tokens, cost_usd, '
             "unpriced_requests FROM insight_usage_blocks{w} ORDER BY cost_usd DESC NULLS LAST, block_start",
             date_col="block_start", scoped=False),
 )
@@ -237,18 +248,40 @@ def _not_shown(s: Section) -> str:
     return f"{s.more} more not shown (--top {len(s.rows) + s.more} or --top 0 shows them)"
 
 
+def _is_cost(column: str) -> bool:
+    return column.endswith("_usd")
+
+
+def _for_display(value):
+    """A cost as the table shows it: rounded half away from zero to DISPLAY_DECIMALS places (as
+    SQL's ROUND does); the JSON and CSV carry the exact figure."""
+    if isinstance(value, Decimal) and value.is_finite():
+        return value.quantize(Decimal(1).scaleb(-DISPLAY_DECIMALS), rounding=ROUND_HALF_UP)
+    if isinstance(value, float):
+        return round(value, DISPLAY_DECIMALS)
+    return value
+
+
+def _display_rows(s: Section) -> list[tuple]:
+    costs = [_is_cost(c) for c in s.columns]
+    return [tuple(_for_display(v) if cost else v for v, cost in zip(r, costs)) for r in s.rows]
+
+
 def render_report(sections: list[Section], fmt: str = "table") -> str:
+    """JSON and CSV hold every cost exactly (DECIMAL digits, rows add up to the total); the
+    table rounds costs to DISPLAY_DECIMALS places for reading."""
     if fmt == "json":  # "not_shown" only when a ranking was cut: rows left out, by section
-        data = {s.name: [{c: json_value(v) for c, v in zip(s.columns, r)} for r in s.rows] for s in sections}
+        data = {s.name: [dict(zip(s.columns, r)) for r in s.rows] for s in sections}
         cut = {s.name: s.more for s in sections if s.more}
         sql = {s.name: s.sql for s in sections if s.sql}  # insights: the query behind each
-        return json.dumps(data | ({"not_shown": cut} if cut else {}) | ({"sql": sql} if sql else {}),
-                          indent=2, default=str)
+        return json_text(data | ({"not_shown": cut} if cut else {}) | ({"sql": sql} if sql else {}),
+                         ensure_ascii=True)
     if fmt == "csv":  # one CSV block per section, headed by a comment line naming it
         return "\n\n".join(f"# {s.name}\n" + (f"# sql: {s.sql}\n" if s.sql else "") + render(s.columns, s.rows, "csv")
                            + (f"\n# {_not_shown(s)}" if s.more else "") for s in sections)
-    return "\n\n".join(f"{s.title}\n{render(s.columns, s.rows, 'table')}" + (f"\n{_not_shown(s)}" if s.more else "")
-                       + (f"\nSQL: {s.sql}" if s.sql else "") for s in sections)
+    return "\n\n".join(f"{s.title}\n{render(s.columns, _display_rows(s), 'table')}"
+                       + (f"\n{_not_shown(s)}" if s.more else "") + (f"\nSQL: {s.sql}" if s.sql else "")
+                       for s in sections)
 
 
 def unknown_filters(con, filters: Filters, limit: int = 8) -> list[str]:

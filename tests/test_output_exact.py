@@ -1,0 +1,194 @@
+"""No output format changes a value: `agentlake sql` and `agentlake report` as tables, CSV and JSON
+on a real warehouse, each figure checked against what DuckDB itself returns for it."""
+
+import csv
+import io
+import json
+import math
+from decimal import ROUND_HALF_UP, Decimal
+
+import pytest
+
+from pipelines.cli import main
+from tests.conftest import T0, DAY, assistant, ingest, query, scalar
+from transforms.crush.synth import add_session
+from warehouse.formatting import render
+
+
+def _out(capsys, *args) -> str:
+    assert main(list(args)) == 0
+    return capsys.readouterr().out
+
+
+def _strict_json(text: str):
+    """JSON as a strict parser reads it (no NaN or Infinity), numbers kept to their last digit."""
+    def no_constant(name):
+        raise ValueError(f"not JSON: {name}")
+    return json.loads(text, parse_float=Decimal, parse_constant=no_constant)
+
+
+def _table_rows(text: str) -> list[list[str]]:
+    lines = text.splitlines()
+    assert lines[-1].startswith("(") and set(lines[1]) <= {"-", " "}
+    return [line.split() for line in lines[2:-1]]
+
+
+# --------------------------------------------------------------------------- agentlake sql
+
+DOUBLES = ("SELECT 1e-7::DOUBLE AS tiny, 0.24806485::DOUBLE AS claude, 1e-9::DOUBLE AS nano, "
+           "(i + 1) / 3 * pow(10, i % 30 - 15) AS x, "
+           "(SELECT MAX(cost_usd) FROM sessions) AS session_cost, "
+           "(SELECT SUM(cost_usd) FROM daily_costs) AS total "
+           "FROM range(60) t(i) ORDER BY i")
+
+
+def test_the_sql_table_changes_no_double_and_no_decimal(lake, capsys):
+    """A table cell reads back as the very value DuckDB returned: 1e-7 is not 0, a Claude cost
+    keeps its 8 decimals; ordinary numbers are in plain notation."""
+    expected = query(lake, DOUBLES)
+    rows = _table_rows(_out(capsys, "sql", "--home", str(lake.home), DOUBLES))
+    assert len(rows) == len(expected) == 60
+    for cells, values in zip(rows, expected):
+        assert len(cells) == len(values)
+        for cell, value in zip(cells, values):
+            if isinstance(value, Decimal):
+                assert Decimal(cell) == value, (cell, value)
+            else:
+                assert float(cell) == value, (cell, value)
+                if 1e-9 <= abs(value) < 1e21:
+                    assert "e" not in cell, cell  # readable: no scientific notation
+    assert isinstance(expected[0][-1], Decimal)  # daily_costs' DECIMAL, not a float
+
+
+def test_a_number_is_never_cut_to_the_column_width():
+    value = Decimal("12345678901234567890123456789.123456789")
+    assert render(["n"], [(value,)], max_width=10).splitlines()[2] == str(value)
+
+
+ODD = (r"SELECT 12345678901.123456789::DECIMAL(38,9) AS big, 0.000000001::DECIMAL(38,9) AS nano, "
+       r"'nan'::DOUBLE AS nan, 'inf'::DOUBLE AS inf, '-inf'::DOUBLE AS ninf, '\x00\xFFab'::BLOB AS blob, "
+       r"INTERVAL '3 days' AS days, INTERVAL '1 day 1 hour 1.5 seconds' AS mixed, -INTERVAL '1 hour' AS neg, "
+       r"[0.1::DECIMAL(10,9), 0.000000001::DECIMAL(10,9)] AS decimals, 0.24806485::DOUBLE AS claude, "
+       r"1e-7::DOUBLE AS tiny, (SELECT SUM(cost_usd) FROM daily_costs) AS total")
+
+
+def _reads_back_as_interval(lake, text, value):
+    """DuckDB itself reads the text back as the same INTERVAL."""
+    assert query(lake, "SELECT CAST(? AS INTERVAL)", text)[0][0] == value, text
+
+
+def test_sql_json_is_valid_and_exact(lake, capsys):
+    (expected,) = [dict(zip(("big", "nano", "nan", "inf", "ninf", "blob", "days", "mixed", "neg", "decimals",
+                             "claude", "tiny", "total"), row)) for row in query(lake, ODD)]
+    (row,) = _strict_json(_out(capsys, "sql", "--home", str(lake.home), "--format", "json", ODD))
+    for name in ("big", "nano", "total"):  # DECIMAL: a JSON number with every digit
+        assert isinstance(row[name], Decimal) and row[name] == expected[name], name
+    assert row["decimals"] == expected["decimals"]
+    for name in ("claude", "tiny"):  # DOUBLE: the shortest text that reads back as the same double
+        assert float(row[name]) == expected[name], name
+    # JSON has no NaN or Infinity: null (see warehouse.formatting.json_text)
+    assert math.isnan(expected["nan"]) and math.isinf(expected["inf"]) and math.isinf(expected["ninf"])
+    assert row["nan"] is None and row["inf"] is None and row["ninf"] is None
+    assert bytes.fromhex(row["blob"]) == expected["blob"]
+    for name in ("days", "mixed", "neg"):
+        _reads_back_as_interval(lake, row[name], expected[name])
+
+
+def test_sql_csv_is_exact(lake, capsys):
+    (expected,) = query(lake, ODD)
+    reader = csv.reader(io.StringIO(_out(capsys, "sql", "--home", str(lake.home), "--format", "csv", ODD)))
+    header, row = next(reader), next(reader)
+    got, want = dict(zip(header, row)), dict(zip(header, expected))
+    assert bytes.fromhex(got["blob"]) == want["blob"]
+    for name in ("days", "mixed", "neg"):
+        _reads_back_as_interval(lake, got[name], want[name])
+    for name in ("big", "nano", "total"):
+        assert Decimal(got[name]) == want[name], name
+    assert _strict_json(got["decimals"]) == want["decimals"]  # a LIST cell: its JSON text
+    for name in ("claude", "tiny", "inf", "ninf"):
+        assert float(got[name]) == want[name], name
+    assert math.isnan(float(got["nan"]))
+
+
+# --------------------------------------------------------------------------- agentlake report
+
+
+def _report_json(capsys, home, *args):
+    return _strict_json(_out(capsys, "report", "--home", str(home), "--format", "json", *args))
+
+
+def _report_csv(capsys, home, *args) -> dict[str, list[dict]]:
+    text = _out(capsys, "report", "--home", str(home), "--format", "csv", *args)
+    blocks = {}
+    for block in text.split("\n\n"):
+        name, *lines = block.split("\n")
+        lines = [line for line in lines if not line.startswith("# ")]
+        blocks[name.removeprefix("# ")] = list(csv.DictReader(lines))
+    return blocks
+
+
+def test_report_by_day_is_each_days_exact_cost_and_the_table_rounds_it(lake, capsys):
+    truth = {d.isoformat(): c for d, c in query(lake, "SELECT date, SUM(cost_usd) FROM daily_costs GROUP BY 1")}
+    assert any(c != c.quantize(Decimal("0.0001")) for c in truth.values())  # what rounding to 4 places would change
+    data = _report_json(capsys, lake.home, "--by", "day")
+    assert {r["date"]: r["cost_usd"] for r in data["by_day"]} == truth
+    csv_rows = _report_csv(capsys, lake.home, "--by", "day")["by_day"]
+    assert {r["date"]: Decimal(r["cost_usd"]) for r in csv_rows} == truth
+    # the table is for reading: costs rounded to 4 places (half away from zero, as SQL's ROUND)
+    text = _out(capsys, "report", "--home", str(lake.home), "--by", "day")
+    section = text.split("Cost and use by day\n", 1)[1].split("\n\n", 1)[0]
+    shown = {cells[0]: Decimal(cells[1]) for cells in _table_rows(section)}
+    assert shown == {day: cost.quantize(Decimal("0.0001"), ROUND_HALF_UP) for day, cost in truth.items()}
+
+
+@pytest.fixture
+def nine_decimals(layout, project):
+    """Idle sessions (they change no file) whose costs carry 9 decimals, in two projects, on three
+    days, with two models: rounded to 4 places, `pico`'s cost is 0 and no row adds up."""
+    nano = project("nano")
+    add_session(nano.conn, "A", title="a", created_at=T0, cost=0.123456789)
+    assistant(nano.conn, "a1", "A", T0 + 10)
+    add_session(nano.conn, "B", title="b", created_at=T0 + DAY, cost=0.000000007)
+    assistant(nano.conn, "b1", "B", T0 + DAY + 10)
+    nano.close()
+    pico = project("pico")
+    add_session(pico.conn, "C", title="c", created_at=T0 + 2 * DAY, cost=0.000044444)
+    assistant(pico.conn, "c1", "C", T0 + 2 * DAY + 10, model="claude-haiku-4-5")
+    pico.close()
+    ingest(layout, nano.db, pico.db)
+    return layout
+
+
+def _source_costs(layout) -> dict[str, Decimal]:
+    """Each project's sessions' costs as their agent recorded them, added exactly."""
+    out = {}
+    for project, cost in query(layout, "SELECT project, cost_usd FROM sessions"):
+        out[project] = out.get(project, Decimal(0)) + Decimal(repr(cost))
+    return out
+
+
+@pytest.mark.parametrize("by", ["day", "project", "agent", "user", "model"])
+def test_report_json_and_csv_costs_add_up_to_the_total_exactly(nine_decimals, capsys, by):
+    total = sum(_source_costs(nine_decimals).values())
+    assert total != total.quantize(Decimal("0.0001"))  # what rounding to 4 places would change
+    assert scalar(nine_decimals, "SELECT SUM(cost_usd) FROM daily_costs") == total
+    data = _report_json(capsys, nine_decimals.home, "--by", by, "--top", "0")
+    assert data["totals"][0]["cost_usd"] == total
+    assert sum(r["cost_usd"] for r in data[f"by_{by}"] if r["cost_usd"] is not None) == total
+    blocks = _report_csv(capsys, nine_decimals.home, "--by", by, "--top", "0")
+    assert Decimal(blocks["totals"][0]["cost_usd"]) == total
+    assert sum(Decimal(r["cost_usd"]) for r in blocks[f"by_{by}"] if r["cost_usd"]) == total
+
+
+def test_report_and_insights_carry_nine_decimals(nine_decimals, capsys):
+    truth = _source_costs(nine_decimals)
+    data = _report_json(capsys, nine_decimals.home, "--by", "project")
+    assert {r["project"]: r["cost_usd"] for r in data["by_project"]} == truth
+    insights = _report_json(capsys, nine_decimals.home, "--insights")
+    assert {r["project"]: r["cost_usd"] for r in insights["insight_idle_cost"]} == truth
+    blocks = _report_csv(capsys, nine_decimals.home, "--insights")
+    assert {r["project"]: Decimal(r["cost_usd"]) for r in blocks["insight_idle_cost"]} == truth
+    # the query shown with the finding gives the same exact figures in `agentlake sql`
+    rows = _strict_json(_out(capsys, "sql", "--home", str(nine_decimals.home), "--format", "json",
+                             insights["sql"]["insight_idle_cost"]))
+    assert {r["project"]: r["cost_usd"] for r in rows} == truth
