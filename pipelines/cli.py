@@ -390,7 +390,7 @@ def cmd_schedule(args) -> int:
         passed.append("--team" if args.team else "--no-team")
     try:
         recipe = schedule.recipe(args.kind or schedule.default_kind(), args.every, schedule.ingest_argv(passed),
-                                 Path.home(), layout.home / "ingest.log")
+                                 Path.home(), layout.home / "ingest.log", env=schedule.job_env(os.environ))
     except ValueError as exc:
         _err(f"error: {exc}")
         return 2
@@ -484,9 +484,13 @@ def parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="generate demo data of every agent under <home> and ingest it")
     _common(p)
-    p.add_argument("--projects", type=int, default=4)
-    p.add_argument("--sessions", type=int, default=6, help="root sessions per project")
-    p.add_argument("--seed", type=int, default=7)
+    from transforms.demo import LIMITS, size_option
+
+    p.add_argument("--projects", type=size_option("projects"), default=4, metavar="N",
+                   help="projects (%d to %d; default: 4)" % LIMITS["projects"])
+    p.add_argument("--sessions", type=size_option("sessions"), default=6, metavar="N",
+                   help="root sessions per project (%d to %d; default: 6)" % LIMITS["sessions"])
+    p.add_argument("--seed", type=int, default=7, help="the generator's seed, any whole number (default: 7)")
     p.add_argument("--regenerate", action="store_true", help="write the demo data again")
     p.add_argument("--quiet", action="store_true", help="no per-source progress")
     p.set_defaults(func=cmd_demo)

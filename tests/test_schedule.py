@@ -1,9 +1,13 @@
 """`agentlake schedule`: the recipes a team follows to ingest on every machine."""
 
+import json
 import plistlib
+import re
 import shlex
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +101,215 @@ def test_the_timer_carries_the_home_and_lake_it_was_made_for(tmp_path, monkeypat
     assert main(["schedule", "--kind", "cron", "--every", "30"]) == 0
     line = capsys.readouterr().out
     assert f"--home {home}" in line and "--lake" not in line
+
+
+# -- the job's environment and each scheduler's quoting (a user's report: after an ingest with
+# $CLAUDE_CONFIG_DIR, $CODEX_HOME, ... set, the scheduled job ran with cron's bare environment,
+# found nothing and exited 0; and a `%` in a path broke the cron line and the systemd unit) -----
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRETS = {"OPENAI_API_KEY": "sk-test-secret", "AWS_SECRET_ACCESS_KEY": "aws-secret",
+           "AGENTLAKE_DASHBOARD_TOKEN": "dash-token", "GITHUB_TOKEN": "ghp_secret"}
+NASTY = "a b%c'd\"e$f\\g\\%h\\\\i%%j ~k"  # a space, %, quotes, $, backslashes (before % too), ~
+
+
+def cron_command(line: str) -> str:
+    """What cron hands to `sh -c` for a crontab line (cronie's do_command.c): the five time
+    fields dropped; `\\%` becomes `%`; the first other `%` ends the command (the rest is stdin)."""
+    command = line.rstrip("\n").split(None, 5)[5]
+    out, escaped = [], False
+    for ch in command:
+        if escaped:
+            escaped = False
+            if ch == "%":
+                out[-1] = "%"
+                continue
+        elif ch == "\\":
+            escaped = True
+        elif ch == "%":
+            break
+        out.append(ch)
+    return "".join(out)
+
+
+def run_as_cron(line: str, home: Path) -> subprocess.CompletedProcess:
+    """The line run as cron runs it: `/bin/sh -c` in $HOME with cron's bare environment."""
+    env = {"HOME": str(home), "LOGNAME": "dev", "SHELL": "/bin/sh", "PATH": "/usr/bin:/bin"}
+    return subprocess.run(["/bin/sh", "-c", cron_command(line)], env=env, cwd=home, capture_output=True, text=True)
+
+
+def systemd_words(value: str, exec_line: bool) -> list[str]:
+    """A unit file value as systemd reads it (systemd.syntax(7), systemd.service(5)): `%%` is a
+    `%` (any other `%` is a specifier: a failure here), words split on blanks, double quotes with
+    C escapes; on an ExecStart= line `$$` is a `$`."""
+    assert not re.search(r"%[^%]|%$", value.replace("%%", "")), f"a bare specifier in {value!r}"
+    value = value.replace("%%", "\0")
+    words, word, quoted, i = [], None, False, 0
+    while i < len(value):
+        ch = value[i]
+        if ch == "\\":
+            word = (word or "") + {"n": "\n", "t": "\t"}.get(value[i + 1], value[i + 1])
+            i += 2
+            continue
+        if ch == '"':
+            quoted = not quoted
+            word = word or ""
+        elif ch in " \t" and not quoted:
+            if word is not None:
+                words.append(word)
+            word = None
+        else:
+            word = (word or "") + ch
+        i += 1
+    assert not quoted, f"an unterminated quote in {value!r}"
+    if word is not None:
+        words.append(word)
+    words = [w.replace("\0", "%") for w in words]
+    return [re.sub(r"\$\$", "$", w) for w in words] if exec_line else words
+
+
+def service_of(text: str) -> tuple[dict[str, str], list[str], str]:
+    """(Environment=, ExecStart= argv, StandardOutput= path) of a printed or written unit."""
+    env, argv, out = {}, None, None
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key == "Environment":
+            for assignment in systemd_words(value, exec_line=False):
+                name, _, val = assignment.partition("=")
+                env[name] = val
+        elif key == "ExecStart":
+            argv = systemd_words(value, exec_line=True)
+        elif key == "StandardOutput":
+            assert value.startswith("append:")  # a path as it stands, specifiers expanded
+            out = value[len("append:"):]
+            assert not re.search(r"%[^%]|%$", out.replace("%%", "")), f"a bare specifier in {out!r}"
+            out = out.replace("%%", "%")
+    return env, argv, out
+
+
+def schedule_env(home: Path, **extra) -> dict:
+    env = {"HOME": str(home), "PATH": "/usr/bin:/bin", **SECRETS, **extra}
+    return {k: str(v) for k, v in env.items()}
+
+
+def run_schedule(*args, env):
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", "schedule", *args], env=env,
+                          capture_output=True, text=True)
+
+
+def test_every_variable_discovery_reads_is_carried_and_no_other():
+    """The list the job carries is the list the code reads: each agent's discovery, the home
+    they share, agentlake's own layout; never a token or a credential."""
+    read = set()
+    sources = [*ROOT.glob("transforms/*/discover.py"), ROOT / "transforms/sources.py",
+               ROOT / "warehouse/layout.py", ROOT / "warehouse/config.py"]
+    for path in sources:
+        text = path.read_text()
+        read |= set(re.findall(r'env(?:\.get\(|\[)\s*"([A-Z][A-Z0-9_]*)"', text))
+        read |= set(re.findall(r'^ENV = "([A-Z][A-Z0-9_]*)"', text, re.M))
+        for names in re.findall(r"for var in \(([^)]*)\)", text):
+            read |= set(re.findall(r'"([A-Z][A-Z0-9_]*)"', names))
+    assert {"CLAUDE_CONFIG_DIR", "CODEX_HOME", "CRUSH_GLOBAL_DATA", "CODEWHALE_HOME", "XDG_DATA_HOME",
+            "QWEN_RUNTIME_DIR", "PI_CODING_AGENT_DIR", "AGENTLAKE_WAREHOUSE"} <= read  # the scan works
+    assert read - {"HOME"} <= set(schedule.CARRIED), read - {"HOME"} - set(schedule.CARRIED)
+    assert set(schedule.CARRIED) - read <= {"DAGSTER_HOME"}  # read by pipelines.runner
+
+    environ = {**SECRETS, "PATH": "/usr/bin", "CODEX_HOME": "/c", "KILO_DB": "", "HOME": "/home/dev",
+               "AGENTLAKE_MACHINE": "ana", "AWS_ACCESS_KEY_ID": "AKIA", "SHELL": "/bin/zsh"}
+    assert schedule.job_env(environ, home="/home/dev") == {"AGENTLAKE_MACHINE": "ana", "CODEX_HOME": "/c"}
+    # a $HOME that is not the account's (which every scheduler sets) is carried too
+    assert schedule.job_env(environ, home="/home/other")["HOME"] == "/home/dev"
+
+
+def test_cron_job_runs_with_the_agents_variables_and_finds_their_sessions(tmp_path, shared_duckdb_dir):
+    """End to end: sessions only $CLAUDE_CONFIG_DIR and $CODEX_HOME point at (both paths with a
+    space and a `%`), an agentlake home with a `%`; the printed cron line, run as cron runs it
+    (its `%` rule, `sh -c`, cron's bare environment), ingests both agents into that home."""
+    from transforms.claude.synth import generate_home as claude_home
+    from transforms.codex.synth import generate_home as codex_home
+
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / ".duckdb").symlink_to(shared_duckdb_dir, target_is_directory=True)
+    claude, codex = tmp_path / "claude 100%d", tmp_path / "co'dex %s home"
+    claude_home(claude, sessions=2, seed=3)
+    codex_home(codex, sessions=2, seed=4)
+    home = tmp_path / "al h%ome"
+    home.mkdir()  # the user's first ingest by hand made it
+    env = schedule_env(user, AGENTLAKE_HOME=home, AGENTLAKE_MACHINE="ana laptop", CLAUDE_CONFIG_DIR=claude,
+                       CODEX_HOME=codex)
+    printed = run_schedule("--kind", "cron", "--every", "30", env=env)
+    assert printed.returncode == 0, printed.stderr
+    line = next(x for x in printed.stdout.splitlines() if x.endswith("# agentlake-ingest"))
+
+    ran = run_as_cron(line, user)
+    assert ran.returncode == 0, ran.stderr
+    log = (home / "ingest.log").read_text()
+    assert "no sources found" not in log
+    found = subprocess.run([sys.executable, "-m", "pipelines.cli", "sql", "--home", str(home), "--format", "json",
+                            "SELECT provider, machine, COUNT(*) > 0 AS any FROM sessions GROUP BY ALL ORDER BY 1"],
+                           env={**env, "CLAUDE_CONFIG_DIR": "/nowhere", "CODEX_HOME": "/nowhere"},
+                           capture_output=True, text=True)
+    assert json.loads(found.stdout) == [{"provider": "claude", "machine": "ana-laptop", "any": True},
+                                        {"provider": "codex", "machine": "ana-laptop", "any": True}], found.stderr
+    assert "$CLAUDE_CONFIG_DIR" in printed.stdout and "$CODEX_HOME" in printed.stdout  # and it says so
+    assert not any(secret in printed.stdout for secret in SECRETS.values())
+
+
+def test_cron_line_gives_the_shell_every_value_exactly(tmp_path):
+    """Values with spaces, quotes, `$`, `~` and backslashes before a `%` reach the command
+    whole, and the log lands where it was named."""
+    dump = "import json, os, sys; print(json.dumps([sys.argv[1:], {k: os.environ.get(k) for k in sys.argv[1:4]}]))"
+    names = ["CODEX_HOME", "CLAUDE_CONFIG_DIR", "XDG_DATA_HOME"]
+    env = {"CODEX_HOME": NASTY, "CLAUDE_CONFIG_DIR": "/tmp/my claude", "XDG_DATA_HOME": "%"}
+    log = tmp_path / "lo%g d'ir" / "ingest.log"
+    log.parent.mkdir()
+    r = schedule.recipe("cron", 15, [sys.executable, "-c", dump, *names, NASTY], tmp_path, log, env=env)
+    line = next(iter(r.files.values()))
+    ran = run_as_cron(line, tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    argv, seen = json.loads(log.read_text())
+    assert argv == [*names, NASTY] and seen == env
+
+
+def test_systemd_unit_carries_the_variables_in_its_own_syntax(tmp_path):
+    home = tmp_path / "al h%ome"
+    env = schedule_env(tmp_path, AGENTLAKE_HOME=home, CODEX_HOME=NASTY, CLAUDE_CONFIG_DIR="/tmp/my claude")
+    printed = run_schedule("--kind", "systemd", env=env)
+    assert printed.returncode == 0, printed.stderr
+    assert "$CODEX_HOME" in printed.stdout and not any(s in printed.stdout for s in SECRETS.values())
+    variables, argv, out = service_of(printed.stdout)
+    assert variables == {"AGENTLAKE_HOME": str(home), "CLAUDE_CONFIG_DIR": "/tmp/my claude", "CODEX_HOME": NASTY,
+                         "HOME": str(tmp_path)}
+    assert argv[argv.index("--home") + 1] == str(home) and out == str(home / "ingest.log")
+
+    # the same through systemd's own parser, where it is installed: no warning, no error
+    installed = run_schedule("--kind", "systemd", "--install", env=env)
+    service = tmp_path / ".config/systemd/user/agentlake-ingest.service"
+    assert service.exists() and home.is_dir(), installed.stderr  # systemd makes no folder for the log
+    if shutil.which("systemd-analyze"):
+        verified = subprocess.run(["systemd-analyze", "verify", str(service)], capture_output=True, text=True)
+        assert verified.returncode == 0 and "agentlake-ingest.service" not in verified.stderr, verified.stderr
+
+
+def test_launchd_plist_carries_the_variables(tmp_path):
+    home = tmp_path / "al h%ome & co"
+    env = schedule_env(tmp_path, AGENTLAKE_HOME=home, CODEX_HOME=NASTY + " <&>", GOOSE_PATH_ROOT="/g")
+    printed = run_schedule("--kind", "launchd", env=env)
+    assert printed.returncode == 0, printed.stderr
+    text = printed.stdout.split("\n<?xml", 1)[1].split("\n# then turn it on:")[0]
+    plist = plistlib.loads(("<?xml" + text).encode())
+    assert plist["EnvironmentVariables"] == {"AGENTLAKE_HOME": str(home), "CODEX_HOME": NASTY + " <&>",
+                                             "GOOSE_PATH_ROOT": "/g", "HOME": str(tmp_path)}
+    assert plist["ProgramArguments"][-2:] == ["--home", str(home)]
+    assert plist["StandardOutPath"] == str(home / "ingest.log")
+
+
+def test_no_variables_set_says_so_and_a_line_break_is_refused(tmp_path):
+    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "AGENTLAKE_HOME": str(tmp_path / "al")}
+    printed = run_schedule("--kind", "cron", env=env)
+    line = next(x for x in printed.stdout.splitlines() if x.endswith("# agentlake-ingest"))
+    assert "CODEX_HOME" not in line and "no agent location variable" in printed.stdout
+    broken = run_schedule("--kind", "cron", env={**env, "CODEX_HOME": "/a\n* * * * * rm -rf ~"})
+    assert broken.returncode == 2 and "$CODEX_HOME" in broken.stderr and "line break" in broken.stderr
+    assert "rm -rf" not in broken.stdout

@@ -5,12 +5,10 @@ fixtures and by the benchmarks. Each agent's own generator writes real stores in
 format; this only lays them out side by side.
 """
 
+import argparse
 from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
-
-from transforms.codewhale.synth import generate_home as codewhale_home
-from transforms.crush.synth import generate_store
 
 # where each agent's data goes under the demo root (the agents' own home layouts); Aider keeps
 # its chat history inside the project directories themselves, which are Crush's workspaces
@@ -18,6 +16,32 @@ HOMES = {"crush": "crush", "codewhale": "codewhale", "claude": "claude", "codex"
          "gemini": "gemini", "qwen": "qwen", "kimi": "kimi", "copilot": "copilot", "amp": "amp", "droid": "droid",
          "goose": "goose", "aider": "crush/projects", "cursor": "cursor", "pi": "pi", "kilo": "kilo",
          "codebuff": "codebuff", "antigravity": "antigravity"}
+
+# the sizes a demo can have, inclusive: every generator needs a project to work in and a session
+# to write (0 divides by zero, a negative count writes half a store), and the top keeps a typo
+# (`--sessions 6000`) from writing gigabytes; benchmarks/run.py is for big corpora
+LIMITS = {"projects": (1, 100), "sessions": (1, 100)}
+
+
+def check_size(option: str, value: int) -> int:
+    low, high = LIMITS[option]
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"--{option} must be a whole number from {low} to {high}, not {value!r}")
+    return value
+
+
+def size_option(option: str):
+    """An argparse `type` for `--projects` / `--sessions`: a bad value is a usage error naming
+    the range (exit 2), never a traceback from a generator."""
+    low, high = LIMITS[option]
+
+    def parse(text: str) -> int:
+        try:
+            return check_size(option, int(text))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"wants a whole number from {low} to {high}: {text!r}") from None
+
+    return parse
 
 
 @dataclass
@@ -35,6 +59,13 @@ class Demo:
 
 
 def generate_demo(root, *, projects=4, sessions=6, seed=7, without_cost=2) -> Demo:
+    """Raises ValueError for a size outside LIMITS, before anything is written."""
+    # the generators load here, not with the module: the CLI's parser imports it for size_option
+    from transforms.codewhale.synth import generate_home as codewhale_home
+    from transforms.crush.synth import generate_store
+
+    check_size("projects", projects)
+    check_size("sessions", sessions)
     root = Path(root)
     crush = generate_store(root / HOMES["crush"], projects=projects, sessions_per_project=sessions, seed=seed)
     workspaces = tuple(str(d.project_path) for d in crush.dbs)

@@ -4,15 +4,43 @@ agent that runs `agentlake ingest --quiet` every so often.
 Rendering is pure (the files' text by path); `install` writes them where the scheduler reads
 them and returns the commands that turn them on. The scheduler runs the same interpreter
 and home as the command that installed it, so a venv that is not on PATH still works.
+
+A scheduler starts its jobs with a bare environment (cron: HOME, PATH=/usr/bin:/bin, SHELL,
+LOGNAME): an agent whose data lives where a variable says ($CLAUDE_CONFIG_DIR, $CODEX_HOME,
+$XDG_DATA_HOME, ...) would not be found, and the run would find nothing and succeed. So the job
+carries the variables `agentlake ingest` reads to find things (`job_env`), as set when the
+recipe is made, and nothing else from the environment: no token or credential is ever written
+into a unit file, a crontab or a plist. Every value is written in the scheduler's own syntax:
+cron's `%` is a line break unless written `\\%`, systemd's is a specifier unless written `%%`.
 """
 
+import os
+import re
 import shlex
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 KINDS = ("systemd", "cron", "launchd")
 NAME = "agentlake-ingest"
+
+# Where each agent keeps its data, as its discovery reads it (transforms/*/discover.py and
+# transforms.sources.user_home); tests/test_schedule.py checks that this is every one of them.
+AGENT_VARS = (
+    "AIDER_CHAT_HISTORY_FILE", "APPDATA", "CLAUDE_CONFIG_DIR", "CODEWHALE_HOME", "CODEX_HOME", "COPILOT_HOME",
+    "CRUSH_GLOBAL_DATA", "GEMINI_CLI_HOME", "GOOSE_PATH_ROOT", "HOMEDRIVE", "HOMEPATH", "KILO_DB",
+    "KIMI_SHARE_DIR", "LOCALAPPDATA", "NEXT_PUBLIC_CB_ENVIRONMENT", "OPENCODE_DB", "PI_CODING_AGENT_DIR",
+    "QWEN_HOME", "QWEN_RUNTIME_DIR", "USERPROFILE", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME",
+)
+# agentlake's own (warehouse.layout, warehouse.config: the flags the job is given win over them)
+# and the Dagster instance an ingest runs in (pipelines.runner). Not $AGENTLAKE_DASHBOARD_TOKEN
+# (a secret, and no business of an ingest) nor any AWS_* variable (credentials).
+OWN_VARS = ("AGENTLAKE_HOME", "AGENTLAKE_LAKE", "AGENTLAKE_WAREHOUSE", "AGENTLAKE_MACHINE", "AGENTLAKE_USER",
+            "DAGSTER_HOME")
+CARRIED = AGENT_VARS + OWN_VARS  # and $HOME, when it is not the account's own (job_env)
+
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # a tab is fine
 
 
 @dataclass(frozen=True)
@@ -21,6 +49,7 @@ class Recipe:
     files: dict[Path, str]  # where the scheduler reads them -> their text
     enable: list[str]  # shell commands that turn the schedule on
     note: str
+    log: Path | None = None  # where the job appends its output: its folder must exist
 
 
 def default_kind(platform: str = sys.platform) -> str:
@@ -31,21 +60,89 @@ def ingest_argv(extra: list[str]) -> list[str]:
     return [sys.executable, "-m", "pipelines.cli", "ingest", "--quiet", *extra]
 
 
-def recipe(kind: str, every_minutes: int, argv: list[str], user_home: Path, log: Path) -> Recipe:
+def account_home() -> str | None:
+    """The home the scheduler gives the job: the account's, from the password database."""
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except (ImportError, KeyError, AttributeError):
+        return None
+
+
+def job_env(environ: Mapping[str, str], home: str | None = None) -> dict[str, str]:
+    """The variables the scheduled job needs to find what an ingest run here finds: those of
+    CARRIED that are set (an empty one is unset to every agent), and $HOME when it is not
+    `home` (default: the account's, which every scheduler sets). Sorted by name."""
+    env = {name: environ[name] for name in CARRIED if environ.get(name)}
+    own_home = home if home is not None else account_home()
+    if environ.get("HOME") and environ["HOME"] != own_home:
+        env["HOME"] = environ["HOME"]
+    return dict(sorted(env.items()))
+
+
+def recipe(kind: str, every_minutes: int, argv: list[str], user_home: Path, log: Path,
+           env: Mapping[str, str] | None = None) -> Recipe:
+    """`env`: the variables the job runs with (`job_env`); none by default."""
     if kind not in KINDS:
         raise ValueError(f"unknown scheduler {kind!r}; known: {', '.join(KINDS)}")
     if not 5 <= every_minutes <= 24 * 60:
         raise ValueError("--every must be between 5 minutes and 24 hours")
-    command = shlex.join(argv)
-    return {"systemd": _systemd, "cron": _cron, "launchd": _launchd}[kind](every_minutes, argv, command,
-                                                                          user_home, log)
+    env = dict(env or {})
+    for name, value in env.items():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ValueError(f"{name!r} is not a variable name a scheduler can set")
+        _writable(f"${name}", value)
+    for arg in argv:
+        _writable("an argument", arg)
+    _writable("the log path", str(log))
+    made = {"systemd": _systemd, "cron": _cron, "launchd": _launchd}[kind](every_minutes, argv, env, user_home, log)
+    said = []
+    if env:
+        said.append(f"the job runs with this shell's {', '.join(f'${n}' for n in env)} (the scheduler's own "
+                    "environment has none of them; run `agentlake schedule` again after changing them)")
+    if not set(env) & set(AGENT_VARS):
+        said.append("no agent location variable ($CLAUDE_CONFIG_DIR, $CODEX_HOME, $XDG_DATA_HOME, ...) is set "
+                    "here: the job looks where each agent keeps its data by default")
+    return Recipe(made.kind, made.files, made.enable, "; ".join([*said, made.note]), log)
 
 
-def _systemd(every, argv, command, home, log) -> Recipe:
+def _writable(what: str, value: str) -> None:
+    # a line break ends a crontab line and a unit file's setting; no scheduler takes one
+    if _CONTROL.search(value):
+        raise ValueError(f"{what} holds a control character (a line break?), which no scheduler's file "
+                         f"can carry: {value!r}")
+
+
+# -- systemd: the unit file's own quoting (systemd.syntax(7), systemd.service(5)) -------------
+
+def _systemd_text(text: str) -> str:
+    """A value where specifiers are expanded: `%` is written `%%`."""
+    return text.replace("%", "%%")
+
+
+def _systemd_word(word: str) -> str:
+    """One ExecStart= word: double-quoted with C escapes unless plain; `$` (the job's own
+    variables are substituted at exec time) written `$$`; then `%` written `%%`."""
+    if word and not re.search(r"[^\w@%+=:,./-]", word, re.ASCII):
+        return _systemd_text(word)
+    escaped = word.replace("\\", "\\\\").replace('"', '\\"').replace("$", "$$")
+    return _systemd_text(f'"{escaped}"')
+
+
+def _systemd_env(name: str, value: str) -> str:
+    """One Environment= line: quoted with C escapes; `$` means nothing there, `%` is a specifier."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    return _systemd_text(f'Environment="{name}={escaped}"')
+
+
+def _systemd(every, argv, env, home, log) -> Recipe:
     units = home / ".config" / "systemd" / "user"
+    environment = "".join(_systemd_env(name, value) + "\n" for name, value in env.items())
+    command = " ".join(map(_systemd_word, argv))
     service = (f"[Unit]\nDescription=agentlake: ingest coding-agent sessions into the lake\n\n"
-               f"[Service]\nType=oneshot\nNice=10\nExecStart={command}\n"
-               f"StandardOutput=append:{log}\nStandardError=append:{log}\n")
+               f"[Service]\nType=oneshot\nNice=10\n{environment}ExecStart={command}\n"
+               f"StandardOutput=append:{_systemd_text(str(log))}\nStandardError=append:{_systemd_text(str(log))}\n")
     timer = (f"[Unit]\nDescription=agentlake ingest every {every} minutes\n\n"
              f"[Timer]\nOnBootSec=5min\nOnUnitActiveSec={every}min\nPersistent=true\n\n"
              f"[Install]\nWantedBy=timers.target\n")
@@ -54,27 +151,45 @@ def _systemd(every, argv, command, home, log) -> Recipe:
                   f"check with: systemctl --user list-timers {NAME}.timer; logs in {log}")
 
 
-def _cron(every, argv, command, home, log) -> Recipe:
+# -- cron: one line, run by `sh -c` after cron's own `%` rule (crontab(5)) ---------------------
+
+def _cron_word(word: str) -> str:
+    """A shell word for a crontab line. Cron reads `\\%` as `%` and any other `%` as the end of
+    the command, before the shell sees it: every `%` of the line is written `\\%` (`_cron`), and
+    a backslash of the word's own never stands right before a `%` or a backslash (the single
+    quotes are closed and opened again between them: the shell reads `'a\\''%b'` as `a\\%b`)."""
+    return re.sub(r"\\(?=[\\%])", r"\\''", shlex.quote(word))
+
+
+def _cron(every, argv, env, home, log) -> Recipe:
     # cron steps restart every hour (minutes) or every day (hours): other intervals drift
     if (every < 60 and 60 % every) or (every >= 60 and (every % 60 or 24 % (every // 60))):
         raise ValueError(f"cron cannot run every {every} minutes evenly: use a divisor of 60 minutes "
                          "(5, 10, 15, 20, 30) or of 24 hours (60, 120, 180, 240, 360, ...), or systemd or launchd")
     spec = f"*/{every} * * * *" if every < 60 else f"0 */{every // 60} * * *"
-    line = f"{spec} {command} >> {shlex.quote(str(log))} 2>&1  # {NAME}\n"
+    # the variables as `VAR=value` before the command: for this line only, not the whole crontab
+    words = [f"{name}={_cron_word(value)}" for name, value in env.items()] + [_cron_word(a) for a in argv]
+    command = f"{' '.join(words)} >> {_cron_word(str(log))} 2>&1".replace("%", "\\%")
+    line = f"{spec} {command}  # {NAME}\n"
     target = home / ".config" / "agentlake" / "crontab.txt"
     return Recipe("cron", {target: line},
                   [f"(crontab -l 2>/dev/null | grep -v '# {NAME}'; cat {shlex.quote(str(target))}) | crontab -"],
                   f"the line replaces any earlier `# {NAME}` line in your crontab; logs in {log}")
 
 
-def _launchd(every, argv, command, home, log) -> Recipe:
+# -- launchd: a property list, no shell ---------------------------------------------------------
+
+def _launchd(every, argv, env, home, log) -> Recipe:
     label = f"dev.agentlake.{NAME.split('-', 1)[1]}"
     args = "".join(f"    <string>{_xml(a)}</string>\n" for a in argv)
+    variables = "".join(f"    <key>{_xml(name)}</key><string>{_xml(value)}</string>\n" for name, value in env.items())
+    environment = f"  <key>EnvironmentVariables</key>\n  <dict>\n{variables}  </dict>\n" if env else ""
     plist = ('<?xml version="1.0" encoding="UTF-8"?>\n'
              '<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">\n'
              '<plist version="1.0">\n<dict>\n'
              f"  <key>Label</key><string>{label}</string>\n"
              f"  <key>ProgramArguments</key>\n  <array>\n{args}  </array>\n"
+             f"{environment}"
              f"  <key>StartInterval</key><integer>{every * 60}</integer>\n"
              "  <key>RunAtLoad</key><true/>\n  <key>LowPriorityIO</key><true/>\n"
              f"  <key>StandardOutPath</key><string>{_xml(str(log))}</string>\n"
@@ -90,7 +205,10 @@ def _xml(text: str) -> str:
 
 
 def install(r: Recipe) -> list[Path]:
-    """Write the recipe's files (never the crontab or the scheduler's state: `enable` does that)."""
+    """Write the recipe's files (never the crontab or the scheduler's state: `enable` does that),
+    and make the log's folder (a home not yet ingested into): no scheduler makes it."""
+    if r.log is not None:
+        r.log.parent.mkdir(parents=True, exist_ok=True)
     for path, text in r.files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
