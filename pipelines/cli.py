@@ -504,7 +504,8 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="cost, models and tools in readable tables (or JSON/CSV)",
                        description="Totals, then cost and use (root sessions, messages, tool calls, tokens) by "
                                    "--by, the top projects, models, tools and failing tools. root_sessions counts "
-                                   "the root sessions started in the window; tokens are the per-request tokens "
+                                   "the root sessions started in the window, messages the messages sent in it "
+                                   "(the totals as the rows); tokens are the per-request tokens "
                                    "of the agents that record them (Claude Code, Codex, OpenCode and most "
                                    "others; none for Crush and CodeWhale).")
     _common(p)

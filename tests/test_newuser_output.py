@@ -167,3 +167,14 @@ def test_a_long_path_keeps_its_file_name_and_other_text_its_start():
     cells = lines[2].split("  ")
     assert cells[0] == "…" + path[-39:] and cells[0].endswith("cart/checkout.py")
     assert cells[-1].strip() == note[:39] + "…"
+
+
+def test_totals_count_root_sessions_and_messages_as_the_rows_do_in_a_window(demo, capsys):
+    days = [r["date"] for r in _json_report(capsys, demo, "--by", "day")["by_day"]]
+    assert len(days) >= 3
+    window = _json_report(capsys, demo, "--since", days[1], "--until", days[-2], "--by", "day")
+    rows, totals = window["by_day"], window["totals"][0]
+    assert {r["date"] for r in rows} <= set(days[1:-1])
+    # sessions cross midnight: a window cuts some, and the totals must cut them the same way
+    for measure in ("root_sessions", "messages", "tool_calls"):
+        assert sum(r[measure] or 0 for r in rows) == totals[measure], measure

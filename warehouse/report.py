@@ -130,8 +130,10 @@ def _totals(con, filters: Filters) -> Section:
     costs = run_query(con, f"SELECT {_COST} AS cost_usd, "
                       "COUNT(*) FILTER (WHERE cost_source = 'unknown') AS rows_with_unknown_cost "
                       "FROM daily_costs {w}", filters)
-    sessions = run_query(con, "SELECT COUNT(*) AS root_sessions, SUM(messages) AS messages FROM session_summary {w}",
-                    filters, date_col="CAST(started_at AS DATE)")
+    # counted as the breakdowns count them (_USE), so that their rows add up to these: the root
+    # sessions started in the window, the messages sent in it (a session's later ones are not)
+    sessions = run_query(con, "SELECT (SELECT COUNT(*) FROM (SELECT * FROM sessions WHERE is_root) {w}) AS root_sessions, "
+                              "(SELECT COUNT(*) FROM messages {w}) AS messages", filters)
     tools = run_query(con, "SELECT SUM(calls) AS tool_calls, SUM(errors) AS tool_errors, "
                       "SUM(nonzero_exits) AS nonzero_exits FROM tool_usage {w}", filters)
     columns = costs[0] + sessions[0] + tools[0]
