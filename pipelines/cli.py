@@ -19,7 +19,7 @@ from pathlib import Path
 
 from transforms.provider import DiscoverOptions, merge_paths
 from warehouse.config import DEMO, ConfigError, demo_layout, has_data, load_config, load_layout
-from warehouse.layout import Layout, NotACatalog
+from warehouse.layout import Layout, NotACatalog, check_catalog
 from pipelines.runner import DagsterStorageError
 from warehouse.store import LakeUnreachable
 
@@ -132,6 +132,7 @@ def cmd_ingest(args) -> int:
     from transforms.crush.discover import global_data_dir
 
     layout = _layout(args)
+    check_catalog(layout.warehouse)  # a folder or a file not DuckDB's: said before any source is read
     options = _options(args, layout)
     summary = run_ingest(layout, options, full_refresh=args.full_refresh, quiet=args.quiet)
     print_summary(summary, layout)
@@ -298,7 +299,7 @@ def cmd_serving(args) -> int:
     if not layout.warehouse.exists() or not has_data(layout):
         return _nothing_ingested(layout)
     target = Path(args.output).expanduser().absolute() if args.output else layout.home / "serving.duckdb"
-    counts = build_serving(layout.warehouse, target, args.storage_version)
+    counts = build_serving(layout.warehouse, target, args.storage_version, layout.tables_path)
     print(f"{target}: " + ", ".join(f"{mart} {n:,}" for mart, n in counts.items()))
     return 0
 

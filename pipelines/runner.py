@@ -280,7 +280,9 @@ def _failure(result) -> str:
         if event.is_failure and event.event_specific_data is not None:
             error = getattr(event.event_specific_data, "error", None)
             if error is not None:
-                while error.cause is not None:  # Dagster's own wrapper: what went wrong is its cause
+                # Dagster's own wrappers say only that a step failed: what went wrong is the first
+                # cause that is not one of them (ours say what to do; DuckDB's below them do not)
+                while error.cause is not None and (error.cls_name or "").startswith("Dagster"):
                     error = error.cause
                 lines = error.message.strip().splitlines()
                 return lines[0] if lines else error.cls_name or "see the Dagster run's log"

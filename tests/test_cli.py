@@ -207,6 +207,7 @@ def test_a_home_moved_or_copied_keeps_working_and_another_lake_rebuilds_it(home,
     shutil.move(home, moved)
     monkeypatch.setenv("AGENTLAKE_HOME", str(moved))
     assert main(count) == 0 and capsys.readouterr().out == expected  # read before any write
+    assert main(["serving", str(tmp_path / "serving.duckdb")]) == 0  # a reader of every mart, before any write
     assert main(["compact"]) == 0  # a writer that builds nothing: it finds the files moved too
     assert _data_path(moved / "warehouse.ducklake") == f"{moved / 'lake'}/"
     assert main(["merge"]) == 0
@@ -243,8 +244,11 @@ def test_a_warehouse_that_is_not_a_catalog_is_a_usage_error_and_stays_untouched(
         con.execute("CREATE TABLE t AS SELECT 1 AS x")
     before = other.read_bytes()
     for path, says in ((folder, "is a folder"), (junk, "not a DuckDB database"), (other, "not a DuckLake catalog")):
-        for command in (["sql", "SELECT 1"], ["report"], ["merge"], ["compact"], ["serving", str(tmp_path / "out.duckdb")],
-                        ["dashboard", "--port", "0"]):
+        commands = [["sql", "SELECT 1"], ["report"], ["merge"], ["compact"], ["serving", str(tmp_path / "out.duckdb")],
+                    ["dashboard", "--port", "0"]]
+        if path != other:  # a DuckDB file is told apart only by opening it: ingest says so at its merge
+            commands.append(["ingest", "--no-default"])
+        for command in commands:
             assert main([*command, "--warehouse", str(path)]) == 2, (command, path)
             err = capsys.readouterr().err
             assert says in err and "Traceback" not in err, (command, err)

@@ -218,8 +218,9 @@ def _relocated(con, data_path: str) -> bool:
         return False
     tables = [r[0] for r in con.execute(
         "SELECT table_name FROM duckdb_tables() WHERE database_name = ?", [CATALOG]).fetchall()]
-    files = [f for t in tables for (f,) in con.execute(  # as this session resolves them: under data_path
-        f"SELECT data_file FROM ducklake_list_files('{CATALOG}', ?)", [t]).fetchall()]
+    files = [f for t in tables for row in con.execute(  # as this session resolves them: under data_path
+        f"SELECT data_file, delete_file FROM ducklake_list_files('{CATALOG}', ?)", [t]).fetchall()
+        for f in row if f is not None]
     if not all(Path(f).exists() for f in files):
         return True
     con.execute(f"UPDATE {meta}.ducklake_metadata SET value = ? WHERE key = 'data_path'", [data_path])

@@ -397,8 +397,9 @@ def ingest_many(sources, layout: Layout, run_id: str, *, force: bool = False, wo
         for result in _pool_round(undone, layout, run_id, force, workers, broken):
             any_ran = True
             yield result
-        # the pool hands sources out in order, `workers` running and one queued: the first
-        # undone ones are those that were in a worker when it died
+        # the pool hands sources out in order (first in, first out): the ones in a worker when it
+        # died are among the first undone; one missed goes on with the rest, and the next break
+        # takes it (each round isolates at least one suspect, so this ends)
         suspects, undone = broken[:workers + 1], broken[workers + 1:]
         died = []
         for source in suspects:
@@ -415,10 +416,10 @@ def ingest_many(sources, layout: Layout, run_id: str, *, force: bool = False, wo
 
 WORKER_DIED = ("the worker process ingesting this source stopped abruptly, and again when it ran "
                "alone (killed, for example out of memory, or crashed); the other sources went on")
-NO_WORKER_RAN = ("not ingested: no worker process finished a source, each stopped abruptly. A Python "
-                 "script that ingests with workers > 1 must do so under `if __name__ == '__main__':` "
-                 "(workers start with Python's spawn method, which runs the script's top level "
-                 "again), or pass workers=1")
+NO_WORKER_RAN = ("not ingested: no worker process finished a source, each stopped abruptly (killed, "
+                 "out of memory, or unable to start). A Python script that ingests with workers > 1 "
+                 "must do so under `if __name__ == '__main__':` (workers start with Python's spawn "
+                 "method, which runs the script's top level again), or pass workers=1")
 
 
 def _pool_round(sources, layout: Layout, run_id: str, force: bool, workers: int, broken: list):

@@ -255,8 +255,9 @@ def _is_cost(column: str) -> bool:
 
 
 def _for_display(value):
-    """A cost as the table shows it: rounded half away from zero to DISPLAY_DECIMALS places (as
-    SQL's ROUND does); the JSON and CSV carry the exact figure."""
+    """A cost as the table shows it, to DISPLAY_DECIMALS places: a DECIMAL rounded half away
+    from zero (as SQL's ROUND does), a DOUBLE by Python's round; the JSON and CSV carry the
+    exact figure."""
     if isinstance(value, Decimal) and value.is_finite():
         return value.quantize(Decimal(1).scaleb(-DISPLAY_DECIMALS), rounding=ROUND_HALF_UP)
     if isinstance(value, float):

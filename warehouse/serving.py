@@ -17,14 +17,16 @@ from warehouse.views import MARTS, connect
 DEFAULT_STORAGE_VERSION = "v1.0.0"  # readable by DuckDB 1.0 and newer
 
 
-def build_serving(warehouse: Path, target: Path, storage_version: str = DEFAULT_STORAGE_VERSION) -> dict[str, int]:
-    """Copy the marts' tables from the lake's catalog into `target`; returns rows per table."""
+def build_serving(warehouse: Path, target: Path, storage_version: str = DEFAULT_STORAGE_VERSION,
+                  data_path: str | None = None) -> dict[str, int]:
+    """Copy the marts' tables from the lake's catalog into `target`; returns rows per table.
+    `data_path`: the layout's, for a home moved or copied since its last write (views.connect)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     tmp.unlink(missing_ok=True)
     counts = {}
     try:
-        with connect(warehouse) as con:
+        with connect(warehouse, data_path) as con:
             quoted = str(tmp).replace("'", "''")
             con.execute(f"ATTACH '{quoted}' AS serving (STORAGE_VERSION '{storage_version}')")
             for mart in MARTS:
