@@ -87,20 +87,6 @@ def interval_text(value: timedelta) -> str:
     return " ".join(parts)
 
 
-def json_value(value):
-    """A scalar as the Python value `json` writes as intended. Exact only for what `json` can
-    write: a DECIMAL becomes its exact text here, so use `json_text` to write a JSON number."""
-    if isinstance(value, (datetime, date, time)):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return decimal_text(value) if value.is_finite() else None
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, (bytes, bytearray, memoryview, timedelta)):
-        return text_value(value)
-    return value
-
-
 def json_text(value, indent: int | None = 2, ensure_ascii: bool = False) -> str:
     """`json.dumps(value, indent=indent)`, but valid and exact for every DuckDB value:
 
@@ -138,8 +124,8 @@ def _json(value, indent: int | None, string, level: int) -> str:
         return _nested("{", "}", items, indent, level)
     if isinstance(value, (list, tuple)):
         return _nested("[", "]", [_json(v, indent, string, level + 1) for v in value], indent, level)
-    scalar = json_value(value)
-    return string(scalar if isinstance(scalar, str) else str(scalar))
+    # DATE, TIME, TIMESTAMP as ISO 8601; BLOB as hex, INTERVAL as DuckDB's text, a UUID as its text
+    return string(value.isoformat() if isinstance(value, (datetime, date, time)) else text_value(value))
 
 
 def _nested(start: str, end: str, items: list[str], indent: int | None, level: int) -> str:
