@@ -8,6 +8,7 @@ finds landed files not yet merged (a run killed before its merge) merges them ev
 source changed.
 """
 
+import hashlib
 import os
 import sys
 import warnings
@@ -27,13 +28,21 @@ QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 PROVIDER_WIDTH = max(map(len, PROVIDERS))  # the progress lines' columns line up
 
 
+# the earlier releases' pipelines/dagster.yaml, replaced by this one; a file its user edited is kept
+SHIPPED_BEFORE = {"a4f9f33bba6f6a780984eb76ddb9e517be2e42f4d4a6cc217dd2f1f4b7e83374"}
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def dagster_env(layout: Layout) -> dict:
     """The environment for Dagster: a persistent DAGSTER_HOME (ours unless the user set one)."""
     env = dict(os.environ)
     home = Path(env.get("DAGSTER_HOME") or layout.dagster_home)
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
-    if not config.exists():
+    if not config.exists() or _sha256(config) in SHIPPED_BEFORE:
         config.write_text(resources.files("pipelines").joinpath("dagster.yaml").read_text())
     env["DAGSTER_HOME"] = str(home)
     env["AGENTLAKE_HOME"] = str(layout.home)

@@ -1,0 +1,116 @@
+"""Dagster's storage as the CLI's homes configure it (pipelines/dagster.yaml): Dagster's SQLite files
+with their connections kept open. A run's events still reach a watcher as they come (the UI's
+live view), the files are where Dagster's default puts them, and older homes are upgraded."""
+
+import hashlib
+import threading
+import time
+from importlib import resources
+from pathlib import Path
+
+import dagster as dg
+from dagster._core.events.log import EventLogEntry
+
+from pipelines.dagster_storage import OPEN_FILES, EventLogStorage, RunStorage, ScheduleStorage
+from pipelines.runner import SHIPPED_BEFORE, dagster_env
+from warehouse.layout import Layout
+
+SHIPPED = resources.files("pipelines").joinpath("dagster.yaml").read_text()
+
+
+def _instance(home: Path, monkeypatch) -> dg.DagsterInstance:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "dagster.yaml").write_text(SHIPPED)
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    return dg.DagsterInstance.from_config(str(home))
+
+
+def _entry(run_id: str, message: str) -> EventLogEntry:
+    return EventLogEntry(error_info=None, level="INFO", user_message=message, run_id=run_id,
+                         timestamp=time.time(), dagster_event=None)
+
+
+def test_the_shipped_config_keeps_dagsters_files_where_its_default_puts_them(tmp_path, monkeypatch):
+    with _instance(tmp_path / "ours", monkeypatch) as instance:
+        assert (type(instance.run_storage), type(instance.event_log_storage),
+                type(instance.schedule_storage)) == (RunStorage, EventLogStorage, ScheduleStorage)
+        instance.event_log_storage.store_event(_entry("a-run", "hello"))
+        ours = {p.relative_to(tmp_path / "ours").as_posix() for p in (tmp_path / "ours").rglob("*.db")}
+    default = tmp_path / "default"
+    default.mkdir()
+    with dg.DagsterInstance.from_config(str(default)) as instance:
+        instance.event_log_storage.store_event(_entry("a-run", "hello"))
+        theirs = {p.relative_to(default).as_posix() for p in default.rglob("*.db")}
+    assert ours == theirs == {"history/runs.db", "history/runs/index.db", "history/runs/a-run.db",
+                              "schedules/schedules.db"}
+    # and each file reads back through Dagster's own classes: a home can go back to the default
+    with dg.DagsterInstance.from_config(str(default)) as instance:
+        pass
+    (tmp_path / "ours" / "dagster.yaml").unlink()
+    with dg.DagsterInstance.from_config(str(tmp_path / "ours")) as instance:
+        assert [r.user_message for r in instance.all_logs("a-run")] == ["hello"]
+
+
+def test_a_watcher_sees_each_event_of_a_run_as_it_is_written(tmp_path, monkeypatch):
+    """The UI follows a running run with a watchdog on the run's file; the writer keeps its
+    connection open, so it checkpoints the file after each event, as Dagster's closing did."""
+    home = tmp_path / "dagster"
+    seen, arrived = [], threading.Event()
+
+    def watcher(entry, _cursor):
+        seen.append(entry.user_message)
+        arrived.set()
+
+    with _instance(home, monkeypatch) as writer, dg.DagsterInstance.from_config(str(home)) as reader:
+        writer.event_log_storage.store_event(_entry("live", "first"))  # the run's file exists
+        reader.event_log_storage.watch("live", None, watcher)
+        try:
+            for message in ("second", "third", "fourth"):
+                arrived.clear()
+                writer.event_log_storage.store_event(_entry("live", message))
+                assert arrived.wait(10), f"the watcher was not told of {message!r}"
+                assert seen[-1] == message
+        finally:
+            reader.event_log_storage.end_watch("live", watcher)
+    assert seen[0] in ("first", "second") and seen[-3:] == ["second", "third", "fourth"]
+
+
+def test_many_runs_keep_a_bounded_number_of_files_open(tmp_path, monkeypatch):
+    with _instance(tmp_path / "dagster", monkeypatch) as instance:
+        storage = instance.event_log_storage
+        for i in range(OPEN_FILES * 3):
+            storage.store_event(_entry(f"run-{i}", "hello"))
+        assert len(storage.engines._engines) <= OPEN_FILES
+        assert {r.user_message for i in range(OPEN_FILES * 3) for r in instance.all_logs(f"run-{i}")} == {"hello"}
+        storage.wipe()  # deletes the run files: nothing may hold them open
+        assert [Path(url).name for url in storage.engines._engines] == ["index.db"]  # wipe empties it
+        assert instance.all_logs("run-0") == []
+
+
+def test_a_home_with_the_earlier_releases_config_gets_this_one(tmp_path, monkeypatch):
+    assert {hashlib.sha256(EARLIER.encode()).hexdigest()} == SHIPPED_BEFORE
+    home = tmp_path / "dagster"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(EARLIER)
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    dagster_env(Layout.resolve(home=tmp_path))
+    assert (home / "dagster.yaml").read_text() == SHIPPED
+
+
+def test_a_config_its_user_edited_is_kept(tmp_path, monkeypatch):
+    home = tmp_path / "dagster"
+    home.mkdir()
+    mine = EARLIER + "\nretention:\n  schedule:\n    purge_after_days: 7\n"
+    (home / "dagster.yaml").write_text(mine)
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    dagster_env(Layout.resolve(home=tmp_path))
+    assert (home / "dagster.yaml").read_text() == mine
+
+
+# the text earlier releases wrote, byte for byte
+EARLIER = ("# Written to $DAGSTER_HOME/dagster.yaml by `agentlake ingest` / `agentlake dev` when missing.\n"
+           "# Storage (runs, event logs, dynamic partitions, sensor cursors) lives beside it, so it persists.\n"
+           "telemetry:\n  enabled: false\n"
+           "concurrency:\n  runs:\n    max_concurrent_runs: 4\n  pools:\n"
+           "    # snapshots of live agent stores: a backfill must not hammer a developer's active session\n"
+           "    default_limit: 2\n")
