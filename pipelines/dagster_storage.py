@@ -57,9 +57,10 @@ def _engine(url: str) -> Engine:
 
     @event.listens_for(engine, "connect")
     def _no_fsync_per_commit(dbapi_connection, _record) -> None:
-        # Dagster makes every file WAL when it creates it; NORMAL is only safe in WAL mode
-        if dbapi_connection.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal":
-            dbapi_connection.execute("PRAGMA synchronous=NORMAL")
+        # Dagster makes each of its files WAL when it creates it, but after this connection is
+        # opened (a new run's file): made WAL here, as NORMAL is only safe in WAL mode
+        dbapi_connection.execute("PRAGMA journal_mode=WAL")
+        dbapi_connection.execute("PRAGMA synchronous=NORMAL")
 
     return engine
 

@@ -35,6 +35,11 @@ def test_the_shipped_config_keeps_dagsters_files_where_its_default_puts_them(tmp
         assert (type(instance.run_storage), type(instance.event_log_storage),
                 type(instance.schedule_storage)) == (RunStorage, EventLogStorage, ScheduleStorage)
         instance.event_log_storage.store_event(_entry("a-run", "hello"))
+        # a new run's file too: its first connection was opened before Dagster made it WAL
+        for shard in ("a-run", "index"):
+            with instance.event_log_storage._connect(shard) as conn:
+                assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+                assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
         ours = {p.relative_to(tmp_path / "ours").as_posix() for p in (tmp_path / "ours").rglob("*.db")}
     default = tmp_path / "default"
     default.mkdir()
