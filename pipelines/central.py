@@ -16,7 +16,7 @@ from warehouse import lakewide
 from warehouse.config import load_layout
 from warehouse.layout import Layout
 from warehouse.export import export_tables
-from warehouse.views import build_warehouse, connect, lake_of
+from warehouse.views import build_warehouse, checked, connect, lake_of
 
 TEAM_WAREHOUSE = dg.AssetKey(["team", "warehouse"])
 # deploy/dagster.yaml lets one run with this tag at a time: two rebuilds would race to swap the file
@@ -83,8 +83,7 @@ def _describe(counts: dict[str, int]) -> str:
 @dg.asset_check(asset=TEAM_WAREHOUSE,
                 description="No key repeats across the lake: (machine, source_id, key) per table.")
 def keys_unique_lakewide(team_lake: TeamLake) -> dg.AssetCheckResult:
-    with connect(team_lake.layout().warehouse) as con:
-        dupes = lakewide.duplicate_keys(con)
+    dupes = checked(team_lake.layout().warehouse, lakewide.duplicate_keys)
     return dg.AssetCheckResult(passed=not any(dupes.values()),
                                metadata={"duplicates": _describe(dupes), "duplicate_rows": sum(dupes.values())})
 
@@ -92,8 +91,7 @@ def keys_unique_lakewide(team_lake: TeamLake) -> dg.AssetCheckResult:
 @dg.asset_check(asset=TEAM_WAREHOUSE,
                 description="Every message, part, tool call and file row finds its parent in its own source.")
 def no_orphans_lakewide(team_lake: TeamLake) -> dg.AssetCheckResult:
-    with connect(team_lake.layout().warehouse) as con:
-        missing = lakewide.orphans(con)
+    missing = checked(team_lake.layout().warehouse, lakewide.orphans)
     return dg.AssetCheckResult(passed=not any(missing.values()),
                                metadata={"orphans": _describe(missing), "orphan_rows": sum(missing.values())})
 

@@ -35,7 +35,8 @@ from transforms.contract import ALL_TABLES
 from transforms.crush.synth import generate_store
 from warehouse import lakewide
 from warehouse.export import export_tables
-from warehouse.views import build_warehouse, connect
+from warehouse import ducklake
+from warehouse.views import build_warehouse, checked, connect
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
@@ -93,6 +94,34 @@ def test_lake_facts_and_checks_on_a_good_two_machine_lake(team):
         runs = lakewide.last_runs(con)
     assert sorted(runs) == ["desktop", "laptop"]
     assert lakewide.stale_machines(runs, datetime.now(timezone.utc), timedelta(hours=1)) == {}
+
+
+def test_the_checks_run_capped_and_spill_to_scratch_and_retry_when_that_is_too_little(team, monkeypatch):
+    """Over every source of a big lake, the key and parent checks used more memory than the merge
+    (docs/BENCHMARKS.md, "Memory"): they run under the writer's limit, spilling to a scratch
+    folder, and once more with most of the memory if DuckDB still runs out."""
+    import tempfile
+
+    team.rebuild().close()
+    settings = "SELECT current_setting('memory_limit'), current_setting('temp_directory')"
+    limit, spill = checked(team.warehouse, lambda con: con.execute(settings).fetchone())
+    with connect(team.warehouse) as con:
+        con.execute(f"SET memory_limit = '{ducklake.WRITER_SETTINGS['memory_limit']}'")
+        assert limit == con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    assert Path(spill).parent == Path(tempfile.gettempdir()) and Path(spill).name.startswith("agentlake-merge-")
+    assert not Path(spill).exists()  # removed when the checks end
+    with connect(team.warehouse) as con:
+        expected = lakewide.duplicate_keys(con), lakewide.orphans(con)
+    # too little memory even to start: it fails under the cap, then runs with most of the machine's
+    monkeypatch.setitem(ducklake.WRITER_SETTINGS, "memory_limit", "4MB")
+    limits = []
+
+    def both(con):
+        limits.append(con.execute("SELECT current_setting('memory_limit')").fetchone()[0])
+        return lakewide.duplicate_keys(con), lakewide.orphans(con)
+
+    assert checked(team.warehouse, both) == expected
+    assert len(limits) == 2 and limits[0] != limits[1]
 
 
 def test_a_copied_file_is_a_duplicate_only_the_lake_wide_check_sees(team):

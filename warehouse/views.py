@@ -13,6 +13,7 @@ from transforms.contract import ALL_TABLES
 from warehouse import ducklake
 from warehouse.marts import MARTS
 from warehouse.merge import LAKE_TABLE, MergeResult, compact, merge
+from warehouse.scratch import scratch
 
 def build_warehouse(lake, warehouse: Path, tables=ALL_TABLES, *, full: bool = False) -> list[str]:
     """Merge what landed, rebuild the marts, compact now and then; returns the public table names."""
@@ -46,6 +47,21 @@ def connect(warehouse: Path, data_path: str | None = None):
     if not Path(warehouse).exists():
         raise FileNotFoundError(f"no warehouse at {warehouse}: run `agentlake ingest` (or `agentlake demo`) first")
     return ducklake.connect(Path(warehouse), data_path)
+
+
+def checked(warehouse: Path, check):
+    """`check(con)` on a reader capped at the writer's memory limit, spilling to a scratch folder;
+    once more with most of the machine's memory if DuckDB ran out. For the checks of keys and
+    parents over every merged source: uncapped, they took 741 and 872 MiB after a cold ingest of
+    the large corpus, more than the merge (docs/BENCHMARKS.md, "Memory")."""
+    return ducklake.retried_with_more_memory(lambda limit: _capped(warehouse, check, limit))
+
+
+def _capped(warehouse: Path, check, memory_limit: str | None):
+    with scratch("merge") as spill, connect(warehouse) as con:
+        con.execute(f"SET memory_limit = '{memory_limit or ducklake.WRITER_SETTINGS['memory_limit']}'")
+        con.execute(f"SET temp_directory = '{spill}'")
+        return check(con)
 
 
 def lake_of(con) -> str | None:

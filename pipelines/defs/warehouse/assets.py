@@ -5,7 +5,7 @@ from pipelines.defs.resources import AgentlakeResource
 from transforms.contract import ALL_TABLES
 from warehouse import lakewide, marts
 from warehouse.marts import MARTS
-from warehouse.views import connect, refresh
+from warehouse.views import checked, refresh
 
 # Runs launched from the UI or the sensor update what depends on them, not only the CLI's.
 EAGER = dg.AutomationCondition.eager()
@@ -36,10 +36,10 @@ def tables_and_marts(context: dg.AssetExecutionContext, agentlake: AgentlakeReso
     Dagster's step events and a connection of its own, for counts (docs/BENCHMARKS.md)."""
     layout = agentlake.layout()
     result = refresh(layout.lake, layout.warehouse)  # the marts too, if anything changed or was pending
-    with connect(layout.warehouse) as con:
-        counts, mart_counts = lakewide.row_counts(con), marts.row_counts(con)
-        dupes = lakewide.duplicate_keys(con, result.source_ids)  # the sources this merge replaced
-        missing = lakewide.orphans(con, result.source_ids)
+    counts, mart_counts, dupes, missing = checked(layout.warehouse, lambda con: (
+        lakewide.row_counts(con), marts.row_counts(con),
+        lakewide.duplicate_keys(con, result.source_ids),  # the sources this merge replaced
+        lakewide.orphans(con, result.source_ids)))
     for table in ALL_TABLES:
         yield dg.MaterializeResult(asset_key=table.name, metadata={
             "rows": counts[table.name], "rows_inserted": result.rows.get(table.name, 0),
