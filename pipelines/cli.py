@@ -491,7 +491,7 @@ def parser() -> argparse.ArgumentParser:
                    help="projects (%d to %d; default: 4)" % LIMITS["projects"])
     p.add_argument("--sessions", type=size_option("sessions"), default=6, metavar="N",
                    help="root sessions per project (%d to %d; default: 6)" % LIMITS["sessions"])
-    p.add_argument("--seed", type=int, default=7, help="the generator's seed, any whole number (default: 7)")
+    p.add_argument("--seed", type=int, default=7, help="the generator's seed, any whole number: the same seed and sizes give the same numbers wherever the demo is written (default: 7)")
     p.add_argument("--regenerate", action="store_true", help="write the demo data again")
     p.add_argument("--quiet", action="store_true", help="no per-source progress")
     p.set_defaults(func=cmd_demo)

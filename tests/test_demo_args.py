@@ -60,3 +60,28 @@ def test_the_smallest_demo_runs_end_to_end(tmp_path, monkeypatch, capsys):
                  "SELECT COUNT(DISTINCT provider) AS agents FROM sessions"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["agents"] >= 10
     assert (home / "demo-data" / ".generated").read_text() == "seed -5\n"
+
+
+def test_a_seed_gives_the_same_numbers_wherever_the_demo_is_written(tmp_path):
+    """A user's report: the demo's Crush costs differed with the home's path, seed for seed (the
+    generator grew each session's context with the length of its messages, paths included)."""
+    import dataclasses
+
+    from transforms.provider import DiscoverOptions
+    from warehouse.ingest import discover_sources, ingest_all
+    from warehouse.layout import Layout
+    from warehouse.views import build_warehouse, connect
+
+    totals = []
+    for folder in ("d", "a-folder-with-a-much-longer-name/and/deeper"):
+        demo = generate_demo(tmp_path / folder / "demo", projects=2, sessions=2, seed=7)
+        sources, _ = discover_sources(DiscoverOptions(env={}, extra_roots=demo.roots(), use_default=False))
+        layout = dataclasses.replace(Layout.resolve(home=tmp_path / folder / "home"), machine="m", user="u")
+        ingest_all(sources, layout, workers=1)
+        build_warehouse(layout.lake, layout.warehouse)
+        with connect(layout.warehouse) as con:
+            totals.append(con.execute(
+                "SELECT provider, SUM(cost_usd), SUM(total_tokens), COUNT(*) FROM sessions GROUP BY 1 ORDER BY 1"
+            ).fetchall())
+    assert len(totals[0]) == 18 and any(cost for _, cost, _, _ in totals[0])
+    assert totals[0] == totals[1]

@@ -434,6 +434,7 @@ class DbSim:
 
     def __init__(self, rng, stage: int, root: str, truth):
         self.rng, self.stage, self.root, self.truth = rng, stage, root, truth
+        self.base = posixpath.dirname(root)  # in every path written, the project's and its neighbours'
         self.lang = rng.choice(sorted(LANGS))
         self.sessions: list[SimSession] = []
         self.messages: list[tuple] = []  # messages columns in migration order
@@ -475,7 +476,9 @@ class DbSim:
         mid = id or self.uuid()
         self.messages.append((mid, s.id, role, enc, model, created, updated, finished, provider, summary))
         s.count += 1
-        s.ctx += len(enc) >> 2  # ~4 chars per token: context grows with the conversation
+        # ~4 chars per token: context grows with the conversation, not with the length of the
+        # folder the projects are in (a seed gives the same costs wherever the store is written)
+        s.ctx += (len(enc) - enc.count(self.base) * len(self.base)) >> 2
         if updated > s.updated:
             s.updated = updated
         tr = self.truth
