@@ -1,16 +1,18 @@
-"""Dagster's SQLite storage, with its connections kept open and its commits not waiting for the disk.
+"""Dagster's SQLite storage for runs and events, with its files kept open between events.
 
 Dagster's SQLite storages create an engine and a connection for every event they write, commit
 it with an fsync and close it (which checkpoints the file). A cold ingest writes about 300
 events, so on the medium corpus this bookkeeping took longer than landing the sources
 (docs/BENCHMARKS.md). These subclasses keep Dagster's files, schema and migrations, and change
 only how a file is opened:
-- one pooled engine per file, kept for the next event (the last few run files, at most);
-- WAL with `synchronous=NORMAL`, which SQLite documents as safe from corruption: a power loss
-  can lose the last events of a run record, never the lake (whose state is not in Dagster);
-- a run's file is checkpointed after each write, as closing it did, so the UI's live view of a
-  run (a watchdog on that file) still sees every event as it comes.
-`pipelines/dagster.yaml` names them; a home whose dagster.yaml says otherwise keeps its own.
+- one pooled engine per file, kept for the next event (per storage, the last `OPEN_FILES`);
+- WAL with `synchronous=NORMAL`, which SQLite documents as safe from corruption: a commit no
+  longer waits for the disk, and a power loss can lose the last commits to Dagster's records
+  (a run's events or status, dynamic partitions), never the lake, whose state is not in Dagster;
+- a run's file is checkpointed after each use, as closing it did (that checkpoint still syncs),
+  so the UI's live view of a run (a watchdog on that file) sees every event as it comes.
+Schedules and sensor ticks, written rarely, keep Dagster's own storage. `pipelines/runner.py`
+names these in agentlake's own Dagster home only (`pipelines/dagster_storage.yaml`).
 """
 
 import os
@@ -22,13 +24,14 @@ from contextlib import contextmanager
 from dagster import StringSource
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME, SqliteEventLogStorage
 from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
-from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import SqliteScheduleStorage
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import OperationalError
 
-OPEN_FILES = 8  # engines kept: the index, the runs' and schedules' files, and the latest run files
-CONFIG = {"dagster_home": StringSource}  # the files' places follow Dagster's default layout under it
+OPEN_FILES = 8  # per storage: the index (events) and the latest run files, or runs.db
+# the files' places follow Dagster's default layout under the home this dagster.yaml is read from
+CONFIG = {"dagster_home": StringSource}
 
 
 class Engines:
@@ -45,6 +48,10 @@ class Engines:
             while len(self._engines) > OPEN_FILES:
                 self._engines.popitem(last=False)[1].dispose()
             return engine
+
+    def urls(self) -> list[str]:
+        with self._lock:
+            return list(self._engines)
 
     def dispose(self) -> None:
         with self._lock:
@@ -65,22 +72,14 @@ def _engine(url: str) -> Engine:
     return engine
 
 
-@contextmanager
-def _transaction(engine: Engine) -> Iterator[Connection]:
-    with engine.connect() as conn, conn.begin():
-        yield conn
-
-
 class _KeptOpen:
-    """What the three storages share: the engines, the configuration, and closing them."""
+    """What the storages share: the engines, the configuration, and closing them."""
 
     place: tuple[str, ...]  # under the Dagster home, as Dagster's default instance puts it
 
-    @property
-    def engines(self) -> Engines:
-        if "_kept_engines" not in self.__dict__:
-            self._kept_engines = Engines()
-        return self._kept_engines
+    def __init__(self, *args, **kwargs):
+        self.engines = Engines()  # before Dagster's own set-up, which may write already
+        super().__init__(*args, **kwargs)
 
     @classmethod
     def config_type(cls):
@@ -88,15 +87,15 @@ class _KeptOpen:
 
     @classmethod
     def directory(cls, config_value) -> str:
-        return os.path.join(config_value["dagster_home"], *cls.place)
+        return os.path.join(os.path.expanduser(config_value["dagster_home"]), *cls.place)
 
     def dispose(self) -> None:
+        super().dispose()  # first: an event log's watchers stop, and open no file after this
         self.engines.dispose()
-        super().dispose()
 
 
 class EventLogStorage(_KeptOpen, SqliteEventLogStorage):
-    """A file per run and a shared index, as Dagster's."""
+    """A file per run and a shared index, in `history/runs`, as Dagster's."""
 
     place = ("history", "runs")
 
@@ -115,31 +114,27 @@ class EventLogStorage(_KeptOpen, SqliteEventLogStorage):
                 with conn.begin():
                     yield conn
                 if shard != INDEX_SHARD_NAME:  # what the UI's watchdog on the run's file waits for
-                    conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
+                    try:
+                        conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
+                    except OperationalError:  # (a full disk) the events are committed: the WAL has them
+                        pass
 
     def wipe(self) -> None:
-        self.engines.dispose()  # the run files are deleted: no connection may keep them open
+        with self._db_lock:  # the run files are deleted: no connection may keep them open
+            self.engines.dispose()
         super().wipe()
 
 
-class _OneFile(_KeptOpen):
-    """A storage in one file, made (or migrated) by Dagster's `from_local`."""
+class RunStorage(_KeptOpen, SqliteRunStorage):
+    """Runs, their tags and dynamic partitions in `history/runs.db`, as Dagster's."""
+
+    place = ("history",)
 
     @classmethod
     def from_config_value(cls, inst_data, config_value):
         return cls.from_local(cls.directory(config_value), inst_data)
 
+    @contextmanager
     def connect(self) -> Iterator[Connection]:
-        return _transaction(self.engines.get(self._conn_string))
-
-
-class RunStorage(_OneFile, SqliteRunStorage):
-    """Runs in `history/runs.db`, as Dagster's."""
-
-    place = ("history",)
-
-
-class ScheduleStorage(_OneFile, SqliteScheduleStorage):
-    """Schedules, sensors and their ticks in `schedules/schedules.db`, as Dagster's."""
-
-    place = ("schedules",)
+        with self.engines.get(self._conn_string).connect() as conn, conn.begin():
+            yield conn

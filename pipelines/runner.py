@@ -28,22 +28,33 @@ QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 PROVIDER_WIDTH = max(map(len, PROVIDERS))  # the progress lines' columns line up
 
 
-# the earlier releases' pipelines/dagster.yaml, replaced by this one; a file its user edited is kept
+# the earlier releases' pipelines/dagster.yaml, replaced in agentlake's own Dagster home; a file
+# its user edited is kept (line ends as Python wrote them on Windows do not count as an edit)
 SHIPPED_BEFORE = {"a4f9f33bba6f6a780984eb76ddb9e517be2e42f4d4a6cc217dd2f1f4b7e83374"}
 
 
 def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return hashlib.sha256(path.read_bytes().replace(b"\r\n", b"\n")).hexdigest()
+
+
+def dagster_config(own: bool) -> str:
+    """The dagster.yaml agentlake writes; in its own Dagster home, with Dagster's SQLite storage
+    kept open (pipelines/dagster_storage.py). A DAGSTER_HOME set elsewhere may be shared with
+    other projects' Dagster, which could not import that storage: it gets the rest only."""
+    files = resources.files("pipelines")
+    text = files.joinpath("dagster.yaml").read_text()
+    return text + files.joinpath("dagster_storage.yaml").read_text() if own else text
 
 
 def dagster_env(layout: Layout) -> dict:
     """The environment for Dagster: a persistent DAGSTER_HOME (ours unless the user set one)."""
     env = dict(os.environ)
-    home = Path(env.get("DAGSTER_HOME") or layout.dagster_home)
+    home = Path(env.get("DAGSTER_HOME") or layout.dagster_home).expanduser().absolute()
+    own = home == layout.dagster_home.expanduser().absolute()
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
-    if not config.exists() or _sha256(config) in SHIPPED_BEFORE:
-        config.write_text(resources.files("pipelines").joinpath("dagster.yaml").read_text())
+    if not config.exists() or (own and _sha256(config) in SHIPPED_BEFORE):
+        config.write_text(dagster_config(own))
     env["DAGSTER_HOME"] = str(home)
     env["AGENTLAKE_HOME"] = str(layout.home)
     return env

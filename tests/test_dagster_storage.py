@@ -1,21 +1,23 @@
-"""Dagster's storage as the CLI's homes configure it (pipelines/dagster.yaml): Dagster's SQLite files
-with their connections kept open. A run's events still reach a watcher as they come (the UI's
-live view), the files are where Dagster's default puts them, and older homes are upgraded."""
+"""Dagster's storage as agentlake's own Dagster home configures it (pipelines/dagster_storage.yaml):
+Dagster's SQLite files with their connections kept open. A run's events still reach a watcher as
+they come (the UI's live view), the files are where Dagster's default puts them, they are closed
+with the instance, older homes are upgraded, and a DAGSTER_HOME set elsewhere is left alone."""
 
 import hashlib
 import threading
 import time
-from importlib import resources
 from pathlib import Path
 
 import dagster as dg
 from dagster._core.events.log import EventLogEntry
 
-from pipelines.dagster_storage import OPEN_FILES, EventLogStorage, RunStorage, ScheduleStorage
-from pipelines.runner import SHIPPED_BEFORE, dagster_env
+from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import SqliteScheduleStorage
+
+from pipelines.dagster_storage import OPEN_FILES, EventLogStorage, RunStorage
+from pipelines.runner import SHIPPED_BEFORE, dagster_config, dagster_env
 from warehouse.layout import Layout
 
-SHIPPED = resources.files("pipelines").joinpath("dagster.yaml").read_text()
+SHIPPED = dagster_config(own=True)
 
 
 def _instance(home: Path, monkeypatch) -> dg.DagsterInstance:
@@ -33,7 +35,7 @@ def _entry(run_id: str, message: str) -> EventLogEntry:
 def test_the_shipped_config_keeps_dagsters_files_where_its_default_puts_them(tmp_path, monkeypatch):
     with _instance(tmp_path / "ours", monkeypatch) as instance:
         assert (type(instance.run_storage), type(instance.event_log_storage),
-                type(instance.schedule_storage)) == (RunStorage, EventLogStorage, ScheduleStorage)
+                type(instance.schedule_storage)) == (RunStorage, EventLogStorage, SqliteScheduleStorage)
         instance.event_log_storage.store_event(_entry("a-run", "hello"))
         # a new run's file too: its first connection was opened before Dagster made it WAL
         for shard in ("a-run", "index"):
@@ -49,8 +51,6 @@ def test_the_shipped_config_keeps_dagsters_files_where_its_default_puts_them(tmp
     assert ours == theirs == {"history/runs.db", "history/runs/index.db", "history/runs/a-run.db",
                               "schedules/schedules.db"}
     # and each file reads back through Dagster's own classes: a home can go back to the default
-    with dg.DagsterInstance.from_config(str(default)) as instance:
-        pass
     (tmp_path / "ours" / "dagster.yaml").unlink()
     with dg.DagsterInstance.from_config(str(tmp_path / "ours")) as instance:
         assert [r.user_message for r in instance.all_logs("a-run")] == ["hello"]
@@ -85,11 +85,21 @@ def test_many_runs_keep_a_bounded_number_of_files_open(tmp_path, monkeypatch):
         storage = instance.event_log_storage
         for i in range(OPEN_FILES * 3):
             storage.store_event(_entry(f"run-{i}", "hello"))
-        assert len(storage.engines._engines) <= OPEN_FILES
-        assert {r.user_message for i in range(OPEN_FILES * 3) for r in instance.all_logs(f"run-{i}")} == {"hello"}
+        assert len(storage.engines.urls()) <= OPEN_FILES
+        for i in range(OPEN_FILES * 3):
+            assert [r.user_message for r in instance.all_logs(f"run-{i}")] == ["hello"]
         storage.wipe()  # deletes the run files: nothing may hold them open
-        assert [Path(url).name for url in storage.engines._engines] == ["index.db"]  # wipe empties it
+        assert [Path(url).name for url in storage.engines.urls()] == ["index.db"]  # wipe empties it
         assert instance.all_logs("run-0") == []
+
+
+def test_the_files_are_closed_with_the_instance(tmp_path, monkeypatch):
+    instance = _instance(tmp_path / "dagster", monkeypatch)
+    instance.event_log_storage.store_event(_entry("a-run", "hello"))
+    assert instance.get_runs() == []
+    assert instance.event_log_storage.engines.urls() and instance.run_storage.engines.urls()
+    instance.dispose()
+    assert instance.event_log_storage.engines.urls() == instance.run_storage.engines.urls() == []
 
 
 def test_a_home_with_the_earlier_releases_config_gets_this_one(tmp_path, monkeypatch):
@@ -100,6 +110,23 @@ def test_a_home_with_the_earlier_releases_config_gets_this_one(tmp_path, monkeyp
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     dagster_env(Layout.resolve(home=tmp_path))
     assert (home / "dagster.yaml").read_text() == SHIPPED
+
+
+def test_a_dagster_home_set_elsewhere_gets_no_storage_of_ours(tmp_path, monkeypatch):
+    """Another project's Dagster may share it, and could not import pipelines.dagster_storage."""
+    shared = tmp_path / "shared-dagster"
+    monkeypatch.setenv("DAGSTER_HOME", str(shared))
+    assert dagster_env(Layout.resolve(home=tmp_path / "al"))["DAGSTER_HOME"] == str(shared)
+    assert (shared / "dagster.yaml").read_text() == EARLIER == dagster_config(own=False)
+    assert "pipelines.dagster_storage" not in EARLIER and "pipelines.dagster_storage" in SHIPPED
+    with dg.DagsterInstance.from_config(str(shared)) as instance:
+        assert not isinstance(instance.event_log_storage, EventLogStorage)
+    own = tmp_path / "al" / "dagster"  # the same file in agentlake's own home is upgraded
+    monkeypatch.setenv("DAGSTER_HOME", str(own))
+    own.mkdir(parents=True)
+    (own / "dagster.yaml").write_bytes(EARLIER.replace("\n", "\r\n").encode())  # as Windows wrote it
+    dagster_env(Layout.resolve(home=tmp_path / "al"))
+    assert (own / "dagster.yaml").read_text() == SHIPPED
 
 
 def test_a_config_its_user_edited_is_kept(tmp_path, monkeypatch):

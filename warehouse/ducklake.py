@@ -110,7 +110,8 @@ def load_extensions(con) -> None:
             "duckdb-extension-ducklake, or run `INSTALL ducklake` in DuckDB once while online") from exc
 
 
-def _quote(text: str) -> str:
+def sql_string(text) -> str:
+    """`text` as a SQL string literal (a path may hold a quote)."""
     return "'" + str(text).replace("'", "''") + "'"
 
 
@@ -127,11 +128,11 @@ META_BLOCK_SIZE = 16384
 def _attach(con, path: Path, data_path: str | None, read_only: bool) -> None:
     options = ["READ_ONLY"] if read_only else []
     if data_path:  # this session's; the catalog keeps the path it was made with (see _relocated)
-        options += [f"DATA_PATH {_quote(data_path)}", "OVERRIDE_DATA_PATH true"]
+        options += [f"DATA_PATH {sql_string(data_path)}", "OVERRIDE_DATA_PATH true"]
     if not read_only and not path.exists():
         options.append(f"META_BLOCK_SIZE {META_BLOCK_SIZE}")
     opts = f" ({', '.join(options)})" if options else ""
-    con.execute(f"ATTACH {_quote('ducklake:' + str(path))} AS {CATALOG}{opts}")
+    con.execute(f"ATTACH {sql_string('ducklake:' + str(path))} AS {CATALOG}{opts}")
     con.execute(f"USE {CATALOG}")
 
 
@@ -151,7 +152,7 @@ def _check(catalog: Path) -> None:
         return
     with duckdb.connect(config=NO_DOWNLOADS) as con:
         try:
-            con.execute(f"ATTACH {_quote(str(catalog))} AS probe (READ_ONLY)")
+            con.execute(f"ATTACH {sql_string(str(catalog))} AS probe (READ_ONLY)")
         except duckdb.Error as exc:
             raise NotACatalog(f"the warehouse {catalog} cannot be opened: {exc}") from exc
         if not con.execute("SELECT 1 FROM duckdb_tables() WHERE database_name = 'probe' "

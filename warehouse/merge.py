@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from transforms.contract import ALL_TABLES, DATA_TABLES, SCHEMA_VERSION, SOURCES, Table
 from warehouse import ducklake
+from warehouse.ducklake import sql_string
 from warehouse.layout import LANDING, RUNS
 from warehouse.marts import current as marts_current
 from warehouse.marts import mark_pending, refresh_marts
@@ -66,10 +67,6 @@ class MergeResult:
     @property
     def changed(self) -> bool:
         return bool(self.merged or self.removed or self.runs)
-
-
-def _quote(text: str) -> str:
-    return "'" + str(text).replace("'", "''") + "'"
 
 
 def _recorded(con) -> tuple[str, str] | None:
@@ -115,8 +112,8 @@ def ensure_tables(con, lake, recorded: tuple[str, str] | None) -> None:
         con.execute(f"CREATE TABLE {MERGED} (path VARCHAR, version VARCHAR)")
     if LAKE_TABLE in have:
         con.execute(f"DROP TABLE {LAKE_TABLE}")
-    con.execute(f"CREATE TABLE {LAKE_TABLE} AS SELECT {_quote(masked(str(lake)))} AS lake, "
-                f"{_quote(LAYOUT_VERSION)} AS schema_version")
+    con.execute(f"CREATE TABLE {LAKE_TABLE} AS SELECT {sql_string(masked(str(lake)))} AS lake, "
+                f"{sql_string(LAYOUT_VERSION)} AS schema_version")
 
 
 def _group(rel: str) -> str:
@@ -239,7 +236,7 @@ def _insert(con, table: Table, paths: list[Path], footers: _Footers, *, identity
 
 
 def _insert_files(con, table: Table, paths: list[Path], footers: _Footers, identity_from_path: bool) -> int:
-    files = ", ".join(_quote(p) for p in paths)
+    files = ", ".join(sql_string(p) for p in paths)
     present = set()  # a file landed by an older contract may lack newer columns: they stay null
     for path in paths:
         present.update(footers[path].names if footers[path] else pq.read_schema(path).names)
@@ -383,7 +380,7 @@ def _landed_projects(con, paths: list[Path], footers: _Footers) -> set[str | Non
         else:
             projects |= said
     for batch in _batches(unknown):
-        files = ", ".join(_quote(p) for p in batch)
+        files = ", ".join(sql_string(p) for p in batch)
         projects |= {r[0] for r in con.execute(f"SELECT DISTINCT project FROM read_parquet([{files}])").fetchall()}
     return projects
 

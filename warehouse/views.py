@@ -60,7 +60,7 @@ def checked(warehouse: Path, check):
 def _capped(warehouse: Path, check, memory_limit: str | None):
     with scratch("merge") as spill, connect(warehouse) as con:
         con.execute(f"SET memory_limit = '{memory_limit or ducklake.WRITER_SETTINGS['memory_limit']}'")
-        con.execute(f"SET temp_directory = '{spill}'")
+        con.execute(f"SET temp_directory = {ducklake.sql_string(spill)}")
         return check(con)
 
 

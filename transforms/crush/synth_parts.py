@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import posixpath
 
 # goose's bookkeeping table, byte-for-byte as pressly/goose (sqlite3 dialect) creates it;
@@ -434,7 +435,8 @@ class DbSim:
 
     def __init__(self, rng, stage: int, root: str, truth):
         self.rng, self.stage, self.root, self.truth = rng, stage, root, truth
-        self.base = posixpath.dirname(root)  # in every path written, the project's and its neighbours'
+        # in every path written (the project's and its neighbours'), as the JSON text holds it
+        self.base = go_json(os.path.dirname(root))[1:-1]
         self.lang = rng.choice(sorted(LANGS))
         self.sessions: list[SimSession] = []
         self.messages: list[tuple] = []  # messages columns in migration order
