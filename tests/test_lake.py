@@ -520,3 +520,63 @@ def test_a_mart_is_built_with_the_threads_its_header_asks_for(layout, project):
     assert set(seen) == set(marts.MARTS) and {n for n, t in seen.items() if t != 3} == {"insight_unused_reads"}
     assert set(blocks) == {"_session_tree", "_step_costs", "_file_calls"} and set(blocks.values()) == {3}
     assert after == 3
+
+
+def test_marts_that_run_out_of_memory_are_built_again_and_the_tables_merged_once(layout, project, monkeypatch):
+    """The marts have a transaction of their own after the tables': marts that run out of their
+    cap are built again with most of the machine's memory, on the tables merged once, and the
+    merge's counts are those of that one merge."""
+    from warehouse import ducklake, marts
+    from warehouse import merge as merging
+
+    monkeypatch.setattr(marts, "MEMORY_LIMIT", "1MB")  # too little for DuckDB itself
+    tables, limits = [], []
+    merge_tables, refresh_marts = merging._merge_tables, merging.refresh_marts
+    monkeypatch.setattr(merging, "_merge_tables", lambda *a: tables.append(1) or merge_tables(*a))
+    monkeypatch.setattr(merging, "refresh_marts",
+                        lambda con, **k: limits.append(k["memory_limit"]) or refresh_marts(con, **k))
+    p = _two_day_project(project)
+    from tests.conftest import discover_only
+    from warehouse.ingest import ingest_all
+
+    sources, problems = discover_only(p.db)
+    ingest_all(sources, layout, problems=problems)
+    result = merging.merge(layout.lake, layout.warehouse)
+    assert tables == [1] and limits == [None, ducklake.roomy_memory_limit()]
+    assert result.merged == 1 and result.rows["sessions"] == 2
+    assert _marts_equal_a_full_recompute(layout)["session_summary"] == 2
+
+
+def test_a_merge_cut_off_before_its_marts_publishes_nothing_and_the_next_builds_them(layout, project, monkeypatch):
+    """A writer stopped between the tables' transaction and the marts' publishes nothing: readers
+    keep the tables and marts from before. The next merge builds the marts from its own copy,
+    whole after a whole rebuild: a project gone from the tables leaves the marts too."""
+    from warehouse import merge as merging
+
+    dbs = []
+    for name in ("kept", "gone"):
+        p = project(name)
+        dbs.append(p.db)
+        add_session(p.conn, f"{name}-s", title=name, created_at=T0, cost=0.5)
+        add_message(p.conn, f"{name}-m", f"{name}-s", "user", [text_part("a")], created_at=T0)
+        p.close()
+    ingest(layout, *dbs)
+    before = _marts_equal_a_full_recompute(layout)
+    shutil.rmtree(next(layout.lake.glob("_landing/*/*/crush")) / query(
+        layout, "SELECT source_id FROM sessions WHERE project = 'gone'")[0][0])
+
+    def cut_off(con, **_):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(merging, "_refresh_marts", cut_off)
+    try:
+        merging.merge(layout.lake, layout.warehouse, full=True)
+    except KeyboardInterrupt:
+        pass
+    assert query(layout, "SELECT DISTINCT project FROM sessions ORDER BY 1") == [("gone",), ("kept",)]
+    assert _marts_equal_a_full_recompute(layout) == before
+    monkeypatch.undo()
+    merging.merge(layout.lake, layout.warehouse)
+    assert query(layout, "SELECT DISTINCT project FROM sessions") == [("kept",)]
+    assert query(layout, "SELECT DISTINCT project FROM session_summary") == [("kept",)]
+    assert _marts_equal_a_full_recompute(layout)["session_summary"] == 1

@@ -11,10 +11,11 @@ and casts, marts join and aggregate), and starts with a header line saying how i
   `tests/test_lake.py` checks the incremental marts against a full recompute on every agent.
 - `-- refresh: whole`: recomputed entirely (rows that span projects).
 
-The merge records the touched projects in `_agentlake_marts_pending` in its own transaction;
-`refresh_marts` (in that transaction, or in the next merge's when a merge ran without its marts)
-updates the marts and clears the list. A mart whose SQL
-changed since it was written (its hash in `_agentlake_marts`) is rebuilt whole.
+The merge records the touched projects in `_agentlake_marts_pending` in the tables'
+transaction; `refresh_marts` (in the next transaction of that writer, or in the next merge's when
+a merge ran without its marts or was cut off between the two) updates the marts and clears the
+list. A mart whose SQL changed since it was written (its hash in `_agentlake_marts`) is rebuilt
+whole; a merge that rebuilt the tables whole forgets every hash (`forget`).
 """
 
 import hashlib
@@ -29,9 +30,10 @@ PENDING = "_agentlake_marts_pending"  # projects whose mart rows must be recompu
 WRITTEN = "_agentlake_marts"  # (name, sha256 of its SQL) of every mart table written
 # Past this many touched projects a whole rebuild is as cheap as the filtered one.
 MAX_PROJECTS = 64
-# Twice the writer's own limit (warehouse.ducklake); a refresh that still runs out is retried whole
-# with most of the machine's memory (ducklake.retried_with_more_memory).
-MEMORY_LIMIT = "1GB"
+# Above the writer's own 512 MB (warehouse.ducklake): the marts run after the inserts committed
+# (warehouse.merge). A refresh that still runs out is run again
+# with most of the machine's memory (ducklake.retried_with_more_memory); the tables stay merged.
+MEMORY_LIMIT = "600MB"
 
 
 @lru_cache(maxsize=1)
@@ -91,6 +93,13 @@ def mark_pending(con, projects: set[str | None]) -> None:
         con.register("_touched", pa.table({"project": pa.array(sorted(projects, key=str), pa.string())}))
         con.execute(f"INSERT INTO lake.main.{PENDING} SELECT project FROM _touched")
         con.unregister("_touched")
+
+
+def forget(con) -> None:
+    """Every mart to be rebuilt whole by the next `refresh_marts` (the tables were rebuilt whole:
+    a project gone from them would keep its rows in a mart refreshed by project)."""
+    ensure_bookkeeping(con)
+    con.execute(f"DELETE FROM lake.main.{WRITTEN}")
 
 
 def current(con) -> bool:

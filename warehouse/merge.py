@@ -1,11 +1,13 @@
 """The single writer: landing files merged into the curated DuckLake tables, then the marts.
 
-One transaction per merge. Each source whose landing files changed since the last merge (by
-size and mtime, recorded in the catalog's `_agentlake_merged`) has its rows deleted from every
-table and its landing rows inserted; a source whose landing folder is gone loses its rows; new
-run-log files are appended to `sources`. The marts are rebuilt as tables in the same
-transaction, so a reader sees the tables and the marts before the merge or after it, never a mix
-and never a half-replaced source. A run killed at any point leaves the landing files, which the
+One writer session per merge, two transactions. In the first, each source whose landing files
+changed since the last merge (by size and mtime, recorded in the catalog's `_agentlake_merged`)
+has its rows deleted from every table and its landing rows inserted; a source whose landing
+folder is gone loses its rows; new run-log files are appended to `sources`. In the second the
+marts are rebuilt as tables. The writer works on its own copy of the catalog and publishes it
+when both are done (`warehouse.ducklake.writing`), so a reader sees the tables and the marts
+before the merge or after it, never a mix and never a half-replaced source. A run killed at any
+point leaves the landing files, and its copy the projects whose marts are pending, which the
 next merge takes: the lake converges.
 
 The changed sources are inserted 250 landing files per statement, each statement writing a
@@ -27,6 +29,7 @@ from warehouse import ducklake
 from warehouse.ducklake import sql_string
 from warehouse.layout import LANDING, RUNS
 from warehouse.marts import current as marts_current
+from warehouse.marts import forget as forget_marts
 from warehouse.marts import mark_pending, refresh_marts
 from warehouse.scratch import scratch
 from warehouse.store import masked, open_store
@@ -266,46 +269,76 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
            memory_limit: str | None = None) -> MergeResult:
     from warehouse.layout import tables_path
 
-    store = open_store(lake)
     result = MergeResult()
-    landed = store.versions(LANDING)
     with scratch("merge") as workdir, \
-            ducklake.writing(catalog, data_path or tables_path(lake, catalog), memory_limit) as con, \
-            _transaction(con):
-        recorded = _recorded(con)
-        full = full or _older_layout(recorded)
-        if full:  # dropped, not deleted from: a table whose data file was lost cannot be read
-            for name in [t.name for t in ALL_TABLES] + [MERGED, LAKE_TABLE]:
-                con.execute(f'DROP TABLE IF EXISTS "{name}"')
-        ensure_tables(con, lake, None if full else recorded)
-        merged = dict(con.execute(f"SELECT path, version FROM {MERGED}").fetchall())
-        changed, removed = plan(landed, merged)
-        local = _local_copies(store, [f for files in changed.values() for f in files], workdir)
-        footers = _Footers()
-        sources, result.waiting = _complete(changed, local, footers)
-        runs = [g for g in changed if _is_run_log(g)]
-        # the run log is appended to; only a log file edited or deleted by hand rebuilds it whole
-        if any(g in merged for g in runs) or any(_is_run_log(g) for g in removed):
-            runs = sorted(g for g in {_group(f) for f in landed} if _is_run_log(g))
-            local.update(_local_copies(store, [g for g in runs if g not in local], workdir))
-            con.execute(f'DELETE FROM "{SOURCES.name}"')
-        gone = {g for g in removed if not _is_run_log(g)}
-        touched = _projects_of(con, set(sources) | gone)  # their old rows' projects
-        _delete_sources(con, set(sources) | gone)
-        for table in DATA_TABLES:
-            files = [local[f] for files in sources.values() for f in files if f.endswith(f"/{table.name}.parquet")]
-            result.rows[table.name] = _insert(con, table, files, footers)
-            touched |= _landed_projects(con, files, footers)
-        mark_pending(con, touched)
-        result.rows[SOURCES.name] = _insert(con, SOURCES, [local[g] for g in runs], footers,
-                                          identity_from_path=False)
-        _record_merged(con, {f: landed[f] for g in sources for f in changed[g]} | {g: landed[g] for g in runs},
-                       removed)
-        result.merged, result.removed, result.runs = len(sources), len(gone), len(runs)
-        result.source_ids = {g.rsplit("/", 1)[1] for g in sources}
-        if marts and (result.merged or result.removed or full or not marts_current(con)):
-            refresh_marts(con, whole=full, memory_limit=memory_limit)
+            ducklake.writing(catalog, data_path or tables_path(lake, catalog), memory_limit) as con:
+        with _transaction(con):
+            build = _merge_tables(con, lake, workdir, result, full, marts)
+        # the marts in a transaction of their own: the inserts, committed, no longer hold memory
+        # there (ten machines' marts ran out of 600 MB after them in one transaction, and fit
+        # alone). Readers still see both at once: the catalog is published when the writer ends.
+        if build:
+            _refresh_marts(con, whole=build == "whole", memory_limit=memory_limit)
     return result
+
+
+def _merge_tables(con, lake, workdir: Path, result: MergeResult, full: bool, marts: bool) -> str | None:
+    """The tables' part of a merge, in its transaction. Returns "whole" or "some" when the marts
+    are to be built after it, else None."""
+    store = open_store(lake)
+    landed = store.versions(LANDING)
+    recorded = _recorded(con)
+    full = full or _older_layout(recorded)
+    if full:  # dropped, not deleted from: a table whose data file was lost cannot be read
+        for name in [t.name for t in ALL_TABLES] + [MERGED, LAKE_TABLE]:
+            con.execute(f'DROP TABLE IF EXISTS "{name}"')
+    ensure_tables(con, lake, None if full else recorded)
+    merged = dict(con.execute(f"SELECT path, version FROM {MERGED}").fetchall())
+    changed, removed = plan(landed, merged)
+    local = _local_copies(store, [f for files in changed.values() for f in files], workdir)
+    footers = _Footers()
+    sources, result.waiting = _complete(changed, local, footers)
+    runs = [g for g in changed if _is_run_log(g)]
+    # the run log is appended to; only a log file edited or deleted by hand rebuilds it whole
+    if any(g in merged for g in runs) or any(_is_run_log(g) for g in removed):
+        runs = sorted(g for g in {_group(f) for f in landed} if _is_run_log(g))
+        local.update(_local_copies(store, [g for g in runs if g not in local], workdir))
+        con.execute(f'DELETE FROM "{SOURCES.name}"')
+    gone = {g for g in removed if not _is_run_log(g)}
+    touched = _projects_of(con, set(sources) | gone)  # their old rows' projects
+    _delete_sources(con, set(sources) | gone)
+    for table in DATA_TABLES:
+        files = [local[f] for files in sources.values() for f in files if f.endswith(f"/{table.name}.parquet")]
+        result.rows[table.name] = _insert(con, table, files, footers)
+        touched |= _landed_projects(con, files, footers)
+    mark_pending(con, touched)
+    result.rows[SOURCES.name] = _insert(con, SOURCES, [local[g] for g in runs], footers,
+                                      identity_from_path=False)
+    _record_merged(con, {f: landed[f] for g in sources for f in changed[g]} | {g: landed[g] for g in runs},
+                   removed)
+    result.merged, result.removed, result.runs = len(sources), len(gone), len(runs)
+    result.source_ids = {g.rsplit("/", 1)[1] for g in sources}
+    if full:
+        forget_marts(con)  # a build cut off after this commit is whole when it runs again
+    if not marts:
+        return None
+    if full:
+        return "whole"
+    return "some" if result.merged or result.removed or not marts_current(con) else None
+
+
+def _refresh_marts(con, *, whole: bool, memory_limit: str | None) -> None:
+    """The marts under their own cap, in a transaction; one that runs out is built again with
+    most of the machine's memory (the tables stay merged). A merge already retried with more
+    memory (`memory_limit`) builds them with that."""
+    def build(limit: str | None) -> None:
+        with _transaction(con):
+            refresh_marts(con, whole=whole, memory_limit=limit)
+
+    if memory_limit:
+        build(memory_limit)
+    else:
+        ducklake.retried_with_more_memory(build)
 
 
 @contextmanager
