@@ -258,9 +258,10 @@ def merge(lake, catalog: Path, *, data_path: str | None = None, marts: bool = Tr
           full: bool = False) -> MergeResult:
     """Merge the lake's landing files into the catalog's tables. `full` rebuilds every table.
 
-    The writer's small memory limit keeps a merge near 1 GB; an operator that cannot spill
-    within it (a window or a join over a team's history) makes the merge fail whole, and it is
-    run again once with most of the machine's memory."""
+    The writer's small memory limits keep a merge under 1 GB; an operator that cannot spill
+    within them (a window or a join over a team's history) fails its transaction, which is run
+    again once with most of the machine's memory: the whole merge for the inserts, the marts
+    alone for theirs."""
     return ducklake.retried_with_more_memory(
         lambda limit: _merge(lake, catalog, data_path=data_path, marts=marts, full=full, memory_limit=limit))
 
