@@ -274,16 +274,16 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
     with scratch("merge") as workdir, \
             ducklake.writing(catalog, data_path or tables_path(lake, catalog), memory_limit) as con:
         with _transaction(con):
-            build = _merge_tables(con, lake, workdir, result, full, marts)
+            build = _merge_tables(con, lake, workdir, result, full)
         # the marts in a transaction of their own: the inserts, committed, no longer hold memory
         # there (ten machines' marts ran out of 600 MB after them in one transaction, and fit
         # alone). Readers still see both at once: the catalog is published when the writer ends.
-        if build:
+        if marts and build:
             _refresh_marts(con, whole=build == "whole", memory_limit=memory_limit)
     return result
 
 
-def _merge_tables(con, lake, workdir: Path, result: MergeResult, full: bool, marts: bool) -> str | None:
+def _merge_tables(con, lake, workdir: Path, result: MergeResult, full: bool) -> str | None:
     """The tables' part of a merge, in its transaction. Returns "whole" or "some" when the marts
     are to be built after it, else None."""
     store = open_store(lake)
@@ -321,9 +321,6 @@ def _merge_tables(con, lake, workdir: Path, result: MergeResult, full: bool, mar
     result.source_ids = {g.rsplit("/", 1)[1] for g in sources}
     if full:
         forget_marts(con)  # a build cut off after this commit is whole when it runs again
-    if not marts:
-        return None
-    if full:
         return "whole"
     return "some" if result.merged or result.removed or not marts_current(con) else None
 

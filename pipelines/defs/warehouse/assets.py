@@ -32,8 +32,9 @@ TABLE_CHECKS = [dg.AssetCheckSpec("keys_unique", asset=key, description="No key 
 def tables_and_marts(context: dg.AssetExecutionContext, agentlake: AgentlakeResource):
     """Merge what landed into the DuckLake tables, one transaction for all changed sources, then
     the touched projects' mart rows (warehouse/sql/marts) in a second, published with them: no
-    reader sees new tables with old marts. One step, not a step for the tables and one for the marts: the second cost
-    Dagster's step events and a connection of its own, for counts (docs/BENCHMARKS.md)."""
+    reader sees new tables with old marts. One step, not a step for the tables and one for the
+    marts: the second cost Dagster's step events and a connection of its own, for counts
+    (docs/BENCHMARKS.md)."""
     layout = agentlake.layout()
     result = refresh(layout.lake, layout.warehouse)  # the marts too, if anything changed or was pending
     counts, mart_counts, dupes, missing = checked(layout.warehouse, lambda con: (
