@@ -6,6 +6,7 @@ import shutil
 import sqlite3
 
 import pyarrow.parquet as pq
+import pytest
 
 from tests.conftest import T0, ingest, query, scalar
 from transforms.crush.synth import add_message, add_session
@@ -461,6 +462,41 @@ def test_the_writer_spills_beside_its_catalog_not_into_the_working_directory(tmp
         assert sum(size for _, size in spilled) > 32 * 2**20
         assert all(path.startswith(spill + "/") for path, _ in spilled)
     assert not (tmp_path / ".tmp").exists()
+
+
+def test_only_agentlakes_own_connections_skip_duckdbs_second_check_of_the_pinned_binary(tmp_path, monkeypatch):
+    """DuckDB hashes the 36 MB extension at every LOAD to check its signature. The writer and
+    the merge's checks load the pinned binary by its path, its SHA-256 checked by agentlake;
+    a connection a user's SQL runs on keeps DuckDB's check (else that SQL could LOAD any
+    unsigned binary); and a binary that is not the pinned one is checked by DuckDB everywhere."""
+    from warehouse import ducklake, views
+
+    if ducklake.pinned_binary() is None:
+        pytest.skip("no pinned ducklake binary on this platform: every connection keeps DuckDB's check")
+    unsigned = "SELECT current_setting('allow_unsigned_extensions')"
+    catalog = tmp_path / "warehouse.ducklake"
+    with ducklake.writing(catalog) as con:
+        assert con.execute(unsigned).fetchone()[0] is True
+        assert con.execute("SELECT loaded FROM duckdb_extensions() WHERE extension_name = 'ducklake'").fetchone()[0]
+        con.execute("CREATE TABLE t AS SELECT 1 AS x")
+    with views.connect(catalog, ours=True) as con:
+        assert con.execute(unsigned).fetchone()[0] is True
+    with views.connect(catalog) as con:
+        assert con.execute(unsigned).fetchone()[0] is False
+        assert con.execute("SELECT x FROM t").fetchall() == [(1,)]
+
+    # another binary (its pin not matched; on linux x86 it would be refused outright)
+    monkeypatch.setitem(ducklake.PINNED, "ducklake", "0" * 64)
+    monkeypatch.setattr(ducklake, "_is_linux_x86", lambda: False)
+    for cached in (ducklake.packaged_extension, ducklake.pinned_binary):
+        cached.cache_clear()
+    try:
+        with ducklake.writing(catalog) as con:
+            assert con.execute(unsigned).fetchone()[0] is False
+            assert con.execute("SELECT x FROM t").fetchall() == [(1,)]
+    finally:
+        for cached in (ducklake.packaged_extension, ducklake.pinned_binary):
+            cached.cache_clear()
 
 
 def test_a_merge_that_runs_out_of_memory_is_run_again_with_more(layout, project, monkeypatch):

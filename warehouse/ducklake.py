@@ -98,9 +98,30 @@ def _is_linux_x86() -> bool:
     return platform.system() == "Linux" and platform.machine() in ("x86_64", "AMD64")
 
 
-def load_extensions(con) -> None:
+@lru_cache(maxsize=None)
+def pinned_binary(name: str = "ducklake") -> Path | None:
+    """The packaged binary when its SHA-256 is the one pinned here (on other platforms than
+    linux x86_64 there is no pin: None)."""
+    path = packaged_extension(name)
+    return path if path is not None and name in PINNED and _digest(path) == PINNED[name] else None
+
+
+# DuckDB checks an extension's signature on every LOAD by hashing its 36 MB binary: 60-70 ms for
+# each new connection, and a changed source's merge opens three (the writer, the compaction
+# probe, the checks). Connections that run agentlake's own SQL only (`ours`) load the pinned
+# binary by its path, whose SHA-256 was checked above (once per file: _digest's cache), without
+# DuckDB's second check. Connections that run a user's SQL (`agentlake sql`, the notebooks) keep
+# it: with it off, their SQL could LOAD any unsigned binary.
+def _config(ours: bool) -> dict:
+    return {**NO_DOWNLOADS, **({"allow_unsigned_extensions": "true"} if ours and pinned_binary() else {})}
+
+
+def load_extensions(con, ours: bool = False) -> None:
     path = packaged_extension("ducklake")
     try:
+        if ours and pinned_binary():
+            con.execute(f"LOAD {sql_string(pinned_binary())}")
+            return
         if path is not None:
             con.execute(f"INSTALL '{path}'")
         con.execute("LOAD ducklake")
@@ -161,15 +182,16 @@ def _check(catalog: Path) -> None:
                               "(by default the catalog is <home>/warehouse.ducklake)")
 
 
-def connect(catalog: Path, data_path: str | None = None):
+def connect(catalog: Path, data_path: str | None = None, *, ours: bool = False):
     """A reader's connection: the published catalog attached read-only as the default database.
     `data_path`: where the tables' files are now, if the home may have moved since its last write.
+    `ours`: only agentlake's own SQL runs on it (see _config).
     A read-only attach changes nothing, so a file that is not a catalog is looked into only when
     the attach fails (the probe is a second connection: 37 ms of a 290 ms one, measured loaded)."""
     catalog = Path(catalog)
     check_catalog(catalog)
-    con = _quiet(duckdb.connect(config=NO_DOWNLOADS))
-    load_extensions(con)
+    con = _quiet(duckdb.connect(config=_config(ours)))
+    load_extensions(con, ours)
     try:
         _attach(con, catalog, data_path, read_only=True)
     except duckdb.Error:
@@ -201,9 +223,9 @@ def writing(catalog: Path, data_path: str | None = None, memory_limit: str | Non
             shutil.copyfile(catalog, own)
         spill = own.with_name(f".{own.name}.spill")
         settings = {**WRITER_SETTINGS, **({"memory_limit": memory_limit} if memory_limit else {})}
-        con = _quiet(duckdb.connect(config={**NO_DOWNLOADS, **settings, "temp_directory": str(spill)}))
+        con = _quiet(duckdb.connect(config={**_config(ours=True), **settings, "temp_directory": str(spill)}))
         try:
-            load_extensions(con)
+            load_extensions(con, ours=True)
             _attach(con, own, data_path, read_only=False)
             if data_path and _relocated(con, data_path):
                 if not rebuilds:

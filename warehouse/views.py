@@ -30,7 +30,7 @@ def refresh(lake, warehouse: Path, *, full: bool = False, marts: bool = True) ->
 
 def needs_compaction(catalog: Path) -> bool:
     """More live data files than 1.2 per partition, plus some slack."""
-    with ducklake.connect(catalog) as con:
+    with ducklake.connect(catalog, ours=True) as con:
         meta = "__ducklake_metadata_lake"
         files, partitions = con.execute(f"""
             SELECT COUNT(*), COUNT(DISTINCT (f.table_id, v.values))
@@ -41,12 +41,13 @@ def needs_compaction(catalog: Path) -> bool:
     return files > 1.2 * partitions + 20
 
 
-def connect(warehouse: Path, data_path: str | None = None):
+def connect(warehouse: Path, data_path: str | None = None, *, ours: bool = False):
     """A read-only connection to the lake, as every reader should open it; `data_path` is the
-    layout's `tables_path`, for a home moved or copied since its last write."""
+    layout's `tables_path`, for a home moved or copied since its last write; `ours`: only
+    agentlake's own SQL runs on it (ducklake.connect)."""
     if not Path(warehouse).exists():
         raise FileNotFoundError(f"no warehouse at {warehouse}: run `agentlake ingest` (or `agentlake demo`) first")
-    return ducklake.connect(Path(warehouse), data_path)
+    return ducklake.connect(Path(warehouse), data_path, ours=ours)
 
 
 def checked(warehouse: Path, check):
@@ -58,7 +59,7 @@ def checked(warehouse: Path, check):
 
 
 def _capped(warehouse: Path, check, memory_limit: str | None):
-    with scratch("merge") as spill, connect(warehouse) as con:
+    with scratch("merge") as spill, connect(warehouse, ours=True) as con:
         con.execute(f"SET memory_limit = '{memory_limit or ducklake.WRITER_SETTINGS['memory_limit']}'")
         con.execute(f"SET temp_directory = {ducklake.sql_string(spill)}")
         return check(con)
