@@ -253,6 +253,41 @@ def test_a_merge_reads_many_landing_files_in_batches_and_loses_no_row(tmp_path, 
     assert len(files) == len({f.parent for f in files}) == 3  # three projects, one year each
 
 
+def test_a_merge_that_leaves_many_files_per_partition_is_compacted(tmp_path, monkeypatch):
+    """The merge counts its files against the partitions on its own connection, and `refresh`
+    compacts when they outnumber them; a merge that changes nothing asks nothing."""
+    from transforms.crush.synth import generate_store
+    from warehouse import merge, views
+    from warehouse.layout import Layout
+
+    store = generate_store(tmp_path / "crush", projects=3, sessions_per_project=3, seed=5)
+    for machine in "abcde":
+        ingest(Layout.resolve(home=tmp_path / machine, lake=tmp_path / "lake", machine=machine),
+               roots=[store.global_dir])
+    monkeypatch.setattr(merge, "FILES_PER_READ", 1)  # a file per source in every partition
+    catalog = tmp_path / "fresh.ducklake"
+    compacted = []  # the messages' files when `refresh` compacted
+
+    def one(sql):
+        with views.connect(catalog) as con:
+            return con.execute(sql).fetchone()[0]
+
+    def message_files():
+        return one("SELECT COUNT(*) FROM ducklake_list_files('lake', 'messages')")
+
+    def compact(c):
+        compacted.append(message_files())
+        merge.compact(c, keep_seconds=0)
+
+    monkeypatch.setattr(views, "compact", compact)
+    result = views.refresh(tmp_path / "lake", catalog)
+    assert result.merged == 15 and result.crowded
+    assert compacted == [15] and message_files() == 3  # five sources in three projects, one year each
+    assert one("SELECT COUNT(*) FROM messages") == 5 * store.messages
+    again = views.refresh(tmp_path / "lake", catalog)
+    assert not again.changed and not again.crowded and compacted == [15]
+
+
 def test_a_lost_state_loses_no_history(layout, project):
     """A new or wiped agentlake home over an existing lake: the source's files are found by name,
     so a session the agent pruned meanwhile is still carried forward, and nothing is doubled."""

@@ -94,3 +94,15 @@ def test_model_usage(lake):
     assert rows["claude-haiku-4-5"][:3] == (3, 1, Decimal("0.1"))
     unknown = query(lake, "SELECT cost_usd, cost_sources FROM model_usage WHERE model = 'glm-4.6'")
     assert unknown == [(None, "unknown")]
+
+
+def test_a_refresh_builds_the_marts_by_project_first_unless_one_reads_a_mart_built_whole():
+    """The blocks the marts share are computed once for each scope (by project, then whole), not
+    again at each switch; a mart refreshed by project that reads one built whole comes after it."""
+    from warehouse.marts import _scoped_first
+
+    plan = [("a", "SELECT 1", "scoped"), ("b", "SELECT 2", "whole"), ("c", "SELECT * FROM a", "scoped"),
+            ("d", "SELECT 3", "whole")]
+    assert [m[0] for m in _scoped_first(plan)] == ["a", "c", "b", "d"]
+    reads_whole = plan + [("e", "SELECT * FROM b", "scoped")]
+    assert [m[0] for m in _scoped_first(reads_whole)] == ["a", "b", "c", "d", "e"]

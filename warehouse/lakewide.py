@@ -49,7 +49,16 @@ def _quoted(cols) -> str:
 
 
 def row_counts(con) -> dict[str, int]:
-    return {t.name: con.execute(f'SELECT COUNT(*) FROM "{t.name}"').fetchone()[0] for t in ALL_TABLES}
+    return count_rows(con, [t.name for t in ALL_TABLES])
+
+
+def count_rows(con, tables: list[str], schema: str = "") -> dict[str, int]:
+    """Rows per table, in one statement: each statement pays DuckLake's catalog lookups again
+    (32 counts after a merge: 100 ms one by one, 65 ms at once)."""
+    prefix = f"{schema}." if schema else ""
+    sql = " UNION ALL ".join(f"SELECT {i} AS i, COUNT(*) FROM {prefix}\"{name}\"" for i, name in enumerate(tables))
+    counts = dict(con.execute(sql).fetchall())
+    return {name: counts[i] for i, name in enumerate(tables)}
 
 
 def last_runs(con) -> dict[str, datetime]:

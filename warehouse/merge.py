@@ -66,6 +66,7 @@ class MergeResult:
     waiting: list[str] = field(default_factory=list)  # sources caught half-way through a write
     source_ids: set[str] = field(default_factory=set)  # the sources whose rows were replaced
     rows: Counter = field(default_factory=Counter)  # rows inserted, by table
+    crowded: bool = False  # more data files than partitions warrant: a compaction is due
 
     @property
     def changed(self) -> bool:
@@ -280,7 +281,21 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
         # alone). Readers still see both at once: the catalog is published when the writer ends.
         if marts and build:
             _refresh_marts(con, whole=build == "whole", memory_limit=memory_limit)
+        result.crowded = bool(result.merged or result.removed) and crowded(con)
     return result
+
+
+def crowded(con) -> bool:
+    """More live data files than 1.2 per partition, plus some slack (asked on the writer's own
+    connection: a connection of its own cost 40 ms of a changed source's merge)."""
+    meta = f"__ducklake_metadata_{ducklake.CATALOG}"
+    files, partitions = con.execute(f"""
+        SELECT COUNT(*), COUNT(DISTINCT (f.table_id, v.values))
+        FROM {meta}.ducklake_data_file f
+        LEFT JOIN (SELECT data_file_id, list(partition_value ORDER BY partition_key_index) AS values
+                   FROM {meta}.ducklake_file_partition_value GROUP BY data_file_id) v USING (data_file_id)
+        WHERE f.end_snapshot IS NULL""").fetchone()
+    return files > 1.2 * partitions + 20
 
 
 def _merge_tables(con, lake, workdir: Path, result: MergeResult, full: bool) -> str | None:

@@ -23,22 +23,9 @@ def build_warehouse(lake, warehouse: Path, tables=ALL_TABLES, *, full: bool = Fa
 
 def refresh(lake, warehouse: Path, *, full: bool = False, marts: bool = True) -> MergeResult:
     result = merge(lake, Path(warehouse), full=full, marts=marts)
-    if (result.merged or result.removed) and needs_compaction(Path(warehouse)):
+    if result.crowded:
         compact(Path(warehouse))
     return result
-
-
-def needs_compaction(catalog: Path) -> bool:
-    """More live data files than 1.2 per partition, plus some slack."""
-    with ducklake.connect(catalog, ours=True) as con:
-        meta = "__ducklake_metadata_lake"
-        files, partitions = con.execute(f"""
-            SELECT COUNT(*), COUNT(DISTINCT (f.table_id, v.values))
-            FROM {meta}.ducklake_data_file f
-            LEFT JOIN (SELECT data_file_id, list(partition_value ORDER BY partition_key_index) AS values
-                       FROM {meta}.ducklake_file_partition_value GROUP BY data_file_id) v USING (data_file_id)
-            WHERE f.end_snapshot IS NULL""").fetchone()
-    return files > 1.2 * partitions + 20
 
 
 def connect(warehouse: Path, data_path: str | None = None, *, ours: bool = False):

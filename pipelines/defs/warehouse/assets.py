@@ -3,7 +3,7 @@ import dagster as dg
 from pipelines.defs.lake.assets import LANDING
 from pipelines.defs.resources import AgentlakeResource
 from transforms.contract import ALL_TABLES
-from warehouse import lakewide, marts
+from warehouse import lakewide
 from warehouse.marts import MARTS
 from warehouse.views import checked, refresh
 
@@ -37,8 +37,8 @@ def tables_and_marts(context: dg.AssetExecutionContext, agentlake: AgentlakeReso
     (docs/BENCHMARKS.md)."""
     layout = agentlake.layout()
     result = refresh(layout.lake, layout.warehouse)  # the marts too, if anything changed or was pending
-    counts, mart_counts, dupes, missing = checked(layout.warehouse, lambda con: (
-        lakewide.row_counts(con), marts.row_counts(con),
+    counts, dupes, missing = checked(layout.warehouse, lambda con: (
+        lakewide.count_rows(con, [t.name for t in ALL_TABLES] + list(MARTS), "lake.main"),  # one statement
         lakewide.duplicate_keys(con, result.source_ids),  # the sources this merge replaced
         lakewide.orphans(con, result.source_ids)))
     for table in ALL_TABLES:
@@ -53,6 +53,6 @@ def tables_and_marts(context: dg.AssetExecutionContext, agentlake: AgentlakeReso
         yield dg.AssetCheckResult(asset_key=key, check_name="no_orphans", passed=not any(found.values()),
                                   metadata={"orphans": str(found)})
     for name in MARTS:
-        yield dg.MaterializeResult(asset_key=name, metadata={"rows": mart_counts[name]})
+        yield dg.MaterializeResult(asset_key=name, metadata={"rows": counts[name]})
     if result.waiting:
         context.log.warning(f"{len(result.waiting)} sources were being written and wait for the next merge")
