@@ -174,8 +174,8 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None) 
 def _scoped_first(plan: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
     """The marts refreshed by project first, then those built whole, each in file order: the
     blocks both read are computed once per scope, not again at each switch (one changed source
-    computed `_session_tree` five times, 60 ms). File order is kept when a mart refreshed by
-    project reads one built whole (it must see the new table)."""
+    computed `_session_tree` four times, switching at `model_usage`; twice now). File order is
+    kept when a mart refreshed by project reads one built whole (it must see the new table)."""
     scoped = [m for m in plan if m[2] == "scoped"]
     whole = [m for m in plan if m[2] == "whole"]
     if any(re.search(rf"\b{w[0]}\b", m[1]) for m in scoped for w in whole):
