@@ -112,15 +112,26 @@ def pinned_binary(name: str = "ducklake") -> Path | None:
 # binary by its path, whose SHA-256 was checked above (once per file: _digest's cache), without
 # DuckDB's second check. Connections that run a user's SQL (`agentlake sql`, the notebooks) keep
 # it: with it off, their SQL could LOAD any unsigned binary.
-def _config(ours: bool) -> dict:
-    return {**NO_DOWNLOADS, **({"allow_unsigned_extensions": "true"} if ours and pinned_binary() else {})}
+def _opened(ours: bool, settings: dict | None = None):
+    """A new DuckDB connection (no progress bar) with DuckLake loaded; `settings` on top."""
+    own = pinned_binary() if ours else None
+    unsigned = {"allow_unsigned_extensions": "true"} if own else {}
+    con = _quiet(duckdb.connect(config={**NO_DOWNLOADS, **unsigned, **(settings or {})}))
+    try:
+        load_extensions(con, own)
+    except BaseException:
+        con.close()
+        raise
+    return con
 
 
-def load_extensions(con, ours: bool = False) -> None:
+def load_extensions(con, own: Path | None = None) -> None:
+    """DuckLake from the packaged binary, or from DuckDB's own install; `own`: the pinned binary,
+    loaded by its path (the connection allows unsigned extensions: _opened)."""
     path = packaged_extension("ducklake")
     try:
-        if ours and pinned_binary():
-            con.execute(f"LOAD {sql_string(pinned_binary())}")
+        if own is not None:
+            con.execute(f"LOAD {sql_string(own)}")
             return
         if path is not None:
             con.execute(f"INSTALL '{path}'")
@@ -185,13 +196,12 @@ def _check(catalog: Path) -> None:
 def connect(catalog: Path, data_path: str | None = None, *, ours: bool = False):
     """A reader's connection: the published catalog attached read-only as the default database.
     `data_path`: where the tables' files are now, if the home may have moved since its last write.
-    `ours`: only agentlake's own SQL runs on it (see _config).
+    `ours`: only agentlake's own SQL runs on it (see _opened).
     A read-only attach changes nothing, so a file that is not a catalog is looked into only when
     the attach fails (the probe is a second connection: 37 ms of a 290 ms one, measured loaded)."""
     catalog = Path(catalog)
     check_catalog(catalog)
-    con = _quiet(duckdb.connect(config=_config(ours)))
-    load_extensions(con, ours)
+    con = _opened(ours)
     try:
         _attach(con, catalog, data_path, read_only=True)
     except duckdb.Error:
@@ -223,9 +233,8 @@ def writing(catalog: Path, data_path: str | None = None, memory_limit: str | Non
             shutil.copyfile(catalog, own)
         spill = own.with_name(f".{own.name}.spill")
         settings = {**WRITER_SETTINGS, **({"memory_limit": memory_limit} if memory_limit else {})}
-        con = _quiet(duckdb.connect(config={**_config(ours=True), **settings, "temp_directory": str(spill)}))
+        con = _opened(True, {**settings, "temp_directory": str(spill)})
         try:
-            load_extensions(con, ours=True)
             _attach(con, own, data_path, read_only=False)
             if data_path and _relocated(con, data_path):
                 if not rebuilds:

@@ -114,6 +114,7 @@ def current(con) -> bool:
     return all(written.get(name) == _sha(sql) for name, sql in mart_sql() if not name.startswith("_"))
 
 
+@lru_cache(maxsize=None)
 def _sha(sql: str) -> str:
     """A mart's SQL with the internal views it may build on: a change to either rebuilds it."""
     internal = "".join(text for name, text in mart_sql() if name.startswith("_"))
