@@ -26,6 +26,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import PurePosixPath
 
 from transforms.claude.reader import FileRead
@@ -87,13 +88,19 @@ def _int(v):
     return v if isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63 else None
 
 
+@lru_cache(maxsize=4096)
+def _path(rel: str) -> PurePosixPath:
+    """A file's path, parsed once: every line of a file asks (7% of an extract, parsed per line)."""
+    return PurePosixPath(rel)
+
+
 def is_agent_file(rel: str) -> bool:
-    return PurePosixPath(rel).name.startswith("agent-")
+    return _path(rel).name.startswith("agent-")
 
 
 def session_of(rel: str, rec: dict) -> tuple[str, str | None, bool]:
     """(session, calling session, is sidechain) of one line."""
-    path = PurePosixPath(rel)
+    path = _path(rel)
     sid, agent = _str(rec.get("sessionId")), _str(rec.get("agentId"))
     if is_agent_file(rel) and rec.get("isSidechain") is False and sid:
         return sid, None, False  # the parent's own line, replayed in a side file (a side question)
