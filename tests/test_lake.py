@@ -12,6 +12,7 @@ from tests.conftest import T0, ingest, query, scalar
 from transforms.crush.synth import add_message, add_session
 from transforms.crush.synth_parts import text_part
 from warehouse.ingest import clean_stale_staging
+from warehouse.layout import Layout
 from warehouse.merge import compact
 
 DAY = 86400
@@ -370,9 +371,38 @@ def test_files_a_killed_merge_left_are_invisible_and_compact_orphans_removes_the
     assert scalar(layout, "SELECT COUNT(*) FROM messages") == 2
     assert main(["compact", "--home", str(layout.home), "--keep-seconds", "0"]) == 0
     assert stray.exists()  # not without being asked: another catalog may share a directory lake
+    landed = sorted(p for p in layout.lake.rglob("*") if p.is_file() and "main" not in p.relative_to(layout.lake).parts)
+    assert any("_landing" in str(p) for p in landed) and any("_state" in str(p) for p in landed)
     assert main(["compact", "--home", str(layout.home), "--keep-seconds", "0", "--orphans"]) == 0
     assert not stray.exists()
+    # the home's own lake is the tables' data path: what landed there, and the state, are not orphans
+    assert sorted(p for p in layout.lake.rglob("*") if p.is_file() and "main" not in p.relative_to(layout.lake).parts) == landed
     assert scalar(layout, "SELECT COUNT(*) FROM messages") == 2
+    assert main(["merge", "--home", str(layout.home), "--full"]) == 0  # every source still there to rebuild from
+    assert scalar(layout, "SELECT COUNT(*) FROM messages") == 2
+
+
+def test_machines_sharing_a_lake_folder_keep_their_tables_apart(tmp_path, project, capsys):
+    """A directory lake that several machines land into (a shared mount) is not any one
+    catalog's: each catalog writes its tables beside itself, so one machine's `compact
+    --orphans` cannot take another's files, and the lake holds no copy of anyone's tables."""
+    from pipelines.cli import main
+
+    p = _two_day_project(project)
+    lake = tmp_path / "shared-lake"
+    homes = [tmp_path / "ana", tmp_path / "bo"]
+    for home, machine in zip(homes, ("ana-laptop", "bo-laptop")):
+        common = ["--home", str(home), "--lake", str(lake), "--machine", machine]
+        assert main(["ingest", "--db", str(p.db), *common]) == 0
+    assert not (lake / "main").exists()
+    bo = Layout.resolve(home=homes[1], lake=lake)
+    before = scalar(bo, "SELECT COUNT(*) FROM messages")
+    assert before == 4 and list((homes[1] / "warehouse-tables" / "main").rglob("*.parquet"))
+    assert main(["compact", "--home", str(homes[0]), "--lake", str(lake), "--keep-seconds", "0", "--orphans"]) == 0
+    assert scalar(bo, "SELECT COUNT(*) FROM messages") == before
+    capsys.readouterr()
+    assert main(["sql", "SELECT COUNT(*) FROM messages", "--home", str(homes[1]), "--format", "csv"]) == 0
+    assert capsys.readouterr().out.split() == ["count_star()", "4"]  # the lake named once, not since
 
 
 def _marts_equal_a_full_recompute(layout):

@@ -203,7 +203,11 @@ def connect(catalog: Path, data_path: str | None = None, *, ours: bool = False):
     check_catalog(catalog)
     con = _opened(ours)
     try:
-        _attach(con, catalog, data_path, read_only=True)
+        _attach(con, catalog, None, read_only=True)
+        if data_path and _moved(con, data_path):
+            con.execute("USE memory")
+            con.execute(f"DETACH {CATALOG}")
+            _attach(con, catalog, data_path, read_only=True)
     except duckdb.Error:
         con.close()
         _check(catalog)  # what is wrong with the file, when it is the file
@@ -221,6 +225,8 @@ def writing(catalog: Path, data_path: str | None = None, memory_limit: str | Non
     `data_path` starts anew; else (a compaction) that is an error."""
     catalog = Path(catalog)
     own = writer_path(catalog)
+    if not rebuilds and data_path and not os.path.isdir(data_path):
+        data_path = None  # a compaction where no tables are: the catalog's own place (see _moved)
     # the catalog is copied to a first writer's own file: looked into then (the probe is a second
     # connection); a writer file of its own came from a catalog looked into before
     if own.exists():
@@ -250,6 +256,15 @@ def writing(catalog: Path, data_path: str | None = None, memory_limit: str | Non
         finally:
             con.close()
         publish(own, catalog)
+
+
+def _moved(con, data_path: str) -> bool:
+    """The catalog's own data path is gone and the layout names another: a home moved. Only
+    then does a reader take the layout's: a lake named once (`ingest --lake L`) and not since
+    leaves the layout guessing a place the tables never were."""
+    meta = f"__ducklake_metadata_{CATALOG}"
+    stored = con.execute(f"SELECT value FROM {meta}.ducklake_metadata WHERE key = 'data_path'").fetchone()
+    return stored is not None and stored[0].rstrip("/") != data_path.rstrip("/") and not os.path.isdir(stored[0])
 
 
 def _relocated(con, data_path: str) -> bool:

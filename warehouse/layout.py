@@ -167,7 +167,12 @@ def run_log_path(machine: str, user: str, name: str) -> str:
 
 
 def tables_path(lake, warehouse: Path) -> str:
-    """A local lake holds its curated tables; a remote lake's are merged beside the catalog."""
-    if is_remote(lake):
-        return str(Path(warehouse).with_name(Path(warehouse).stem + "-tables")) + "/"
-    return str(Path(lake)) + "/"
+    """Where a catalog writes its tables' Parquet: in the lake when the lake is the catalog's own
+    (the `lake` folder beside it: a home's default), else beside the catalog (`<name>-tables/`).
+    A remote lake, or a folder other machines land into too, is shared by several catalogs, each
+    the one writer of its own tables: in the lake, one catalog's files would be another's orphans
+    (`compact --orphans`), and the lake would hold a copy of the tables per machine."""
+    warehouse = Path(warehouse)
+    if not is_remote(lake) and os.path.normpath(lake) == os.path.normpath(warehouse.parent / "lake"):
+        return str(Path(lake)) + "/"
+    return str(warehouse.with_name(warehouse.stem + "-tables")) + "/"

@@ -15,6 +15,7 @@ file per (table, year, project) it touches; `compact` then merges adjacent files
 what no snapshot needs (`warehouse.views.refresh` runs it when files outnumber partitions).
 """
 
+import os
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -468,11 +469,28 @@ def _compact(catalog: Path, keep_seconds: int, orphans: bool, memory_limit: str 
                     f"older_than => now() - INTERVAL {int(keep_seconds)} SECOND)")
         con.execute(f"CALL ducklake_cleanup_old_files('{ducklake.CATALOG}', "
                     f"older_than => now() - INTERVAL {int(keep_seconds)} SECOND)")
-        if orphans:  # files a killed merge wrote but never committed; only for a data path of our own
-            con.execute(f"CALL ducklake_delete_orphaned_files('{ducklake.CATALOG}', "
-                        f"older_than => now() - INTERVAL {int(keep_seconds)} SECOND)")
+        if orphans:
+            _delete_orphans(con, keep_seconds)
         after = _file_count(con)
     return {"files_before": before, "files_after": after}
+
+
+def _delete_orphans(con, keep_seconds: int) -> int:
+    """Data files a killed merge wrote but never committed, in the tables' own folder only.
+    DuckLake lists every file under the data path that its catalog does not know, and a home's
+    own lake is that data path: its landing files and state (`_landing/`, `_state/`) would be
+    listed, and deleted, with them. Listed by DuckLake (a dry run), deleted here."""
+    meta = f"__ducklake_metadata_{ducklake.CATALOG}"
+    data_path = con.execute(f"SELECT value FROM {meta}.ducklake_metadata WHERE key = 'data_path'").fetchone()[0]
+    tables = os.path.join(os.path.normpath(data_path), "main") + os.sep  # <data path>/<schema>/<table>/
+    listed = con.execute(f"CALL ducklake_delete_orphaned_files('{ducklake.CATALOG}', dry_run => true, "
+                         f"older_than => now() - INTERVAL {int(keep_seconds)} SECOND)").fetchall()
+    deleted = 0
+    for (path,) in listed:
+        if os.path.normpath(path).startswith(tables):
+            os.remove(path)
+            deleted += 1
+    return deleted
 
 
 def _file_count(con) -> int:

@@ -12,7 +12,7 @@ Generated from `transforms/contract.py` by `python -m warehouse.tables_doc > doc
 a test fails when this file is out of date.
 
 Each table is a DuckLake table of the same name in the warehouse's catalog
-(`warehouse.ducklake`), stored under `<lake>/main/<table>/year=YYYY/project=<slug>/`
+(`warehouse.ducklake`), stored under `<lake>/main/<table>/year=YYYY/project=<slug>/` (a home's own lake; any other lake's beside the catalog, under `<home>/warehouse-tables/main/`)
 and filled from each source's landing file `<lake>/_landing/<machine>/<user>/<provider>/<source_id>/<table>.parquet`.
 Every table starts with the two partition columns:
 
