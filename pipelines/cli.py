@@ -65,8 +65,26 @@ def _err(*parts) -> None:
 
 
 def _nothing_ingested(layout: Layout) -> int:
-    _err(f"error: nothing ingested in {layout.lake} yet: run `agentlake ingest` (or `agentlake demo`) first")
+    merged = _merged_lake(layout)
+    if merged and merged != str(layout.lake):  # a reader's home, merged from a lake named by a flag once
+        _err(f"error: nothing ingested in {layout.lake}: this warehouse merges {merged}; name it with --lake "
+             "(or `lake` in config.toml, $AGENTLAKE_LAKE)")
+    else:
+        _err(f"error: nothing ingested in {layout.lake} yet: run `agentlake ingest` (or `agentlake demo`) first")
     return 1
+
+
+def _merged_lake(layout: Layout) -> str | None:
+    """The lake the warehouse's last merge read, if there is a warehouse to ask."""
+    from warehouse.views import connect, lake_of
+
+    if not layout.warehouse.is_file():
+        return None
+    try:
+        with connect(layout.warehouse, ours=True) as con:
+            return lake_of(con)
+    except Exception:  # only a hint: the error said already is the one that matters
+        return None
 
 
 DISCOVERY_FLAGS = ("db", "crush_root", "codewhale_home", "codewhale_session", "agent_home", "no_default")
@@ -100,7 +118,7 @@ def use_demo_if_empty(args) -> None:
         if sources or problems:
             return
         args.no_default = True
-        args.agent_home = [f"{p}={demo.home / 'demo-data' / d}" for p, d in HOMES.items()]
+        args.agent_home = [f"{p}={demo.home / DEMO_DATA / d}" for p, d in HOMES.items()]
         _err(f"note: no agent data found on this machine and {home} holds none yet: using the quickstart demo "
              f"in {demo.home} (once an agent has written sessions, `agentlake ingest` puts them in {home})")
     else:
@@ -145,18 +163,129 @@ def cmd_ingest(args) -> int:
     return summary.exit_code
 
 
+DEMO_DATA = "demo-data"  # where `agentlake demo` writes its stores, under the home
+
+
+def _landed_sources(layout: Layout) -> list[tuple[Path, Path, str | None]]:
+    """Each source landed in a local lake (a landing folder holding Parquet; the run logs are not
+    sources): its folder, its state file, and the path its state says it was read from (None
+    when there is no state: landed by another machine or user, or the state was lost)."""
+    from warehouse import state as state_store
+    from warehouse.layout import LANDING, RUNS
+
+    out = []
+    landing = Path(layout.lake) / LANDING
+    for folder, dirs, files in os.walk(landing):
+        dirs.sort()
+        parts = Path(folder).relative_to(landing).parts
+        if RUNS in parts or not any(f.endswith(".parquet") for f in files):
+            continue
+        path = state_file = None
+        if len(parts) == 4:  # <machine>/<user>/<provider>/<source_id>
+            machine, user, provider, source_id = parts
+            state_dir = Path(layout.lake) / "_state" / f"{machine}-{user}"
+            state_file = state_dir / f"{provider}-{source_id}.json"
+            path = state_store.load(state_dir, provider, source_id).path
+        out.append((Path(folder), state_file, path))
+    return out
+
+
+def _is_demos(path: str | None) -> bool:
+    """A source `agentlake demo` generated: read from inside a `demo-data` folder (this home's,
+    or the one of the home this one was moved or copied from)."""
+    return path is not None and DEMO_DATA in Path(path).parts
+
+
+def _refuse_real_data(layout: Layout) -> None:
+    """A demo's generated sessions never go into a lake that holds anything else: they would
+    mix with the user's own (a project of the same name merged, fake agents in the totals)."""
+    suggestion = layout.home / DEMO
+    flags = f"--home {suggestion}"
+    if layout.remote or Path(layout.lake) != layout.home / "lake":  # a flag's, $AGENTLAKE_LAKE, config.toml's
+        flags += f" --lake {suggestion / 'lake'}"
+    how = (f"run it in a home of its own: `agentlake demo {flags}` (where quickstart keeps its demo), "
+           "or another --home")
+    if layout.remote:
+        raise UsageError(f"the lake {layout.lake} is on object storage, maybe a team's: `agentlake demo` writes "
+                         f"generated sessions only into a lake of its own; {how}")
+    others = [(folder, path) for folder, _, path in _landed_sources(layout) if not _is_demos(path)]
+    if others:
+        folder, path = others[0]
+        example = path or f"landed as {folder.relative_to(layout.lake)}"
+        where = layout.home if Path(layout.lake) == layout.home / "lake" else f"the lake {layout.lake}"
+        sources = f"{len(others)} source{'s' if len(others) > 1 else ''}"
+        raise UsageError(f"{where} holds agent data that is not a demo's ({sources}, e.g. {example}): "
+                         f"`agentlake demo` never mixes generated sessions into it; {how}")
+
+
+def _forget_demo_sources(layout: Layout, root: Path, everything: bool) -> int:
+    """Remove from the lake the demo's sources that are not this demo's as it is now (all of
+    them when it was just written again: a session of another seed is gone from the stores, and
+    the lake keeps what a source no longer holds, warehouse.retention), with their state and
+    cache; the next merge drops their rows. Returns how many."""
+    from warehouse.ingest import mark_pending
+
+    removed = 0
+    for folder, state_file, path in _landed_sources(layout):
+        if not _is_demos(path):
+            continue
+        if not (everything or not Path(path).is_relative_to(root) or not Path(path).exists()):
+            continue  # a store of the demo as it is
+        shutil.rmtree(folder)
+        state_file.unlink(missing_ok=True)
+        state_file.with_suffix(".lock").unlink(missing_ok=True)
+        provider, source_id = folder.parent.name, folder.name
+        shutil.rmtree(layout.source_cache(provider, source_id), ignore_errors=True)
+        removed += 1
+    if removed:
+        mark_pending(layout)  # a run that lands nothing new merges all the same
+    return removed
+
+
+def _demo_made(done: Path) -> dict[str, int]:
+    """What `.generated` says the demo in a folder was made with: {"seed": 7, "projects": 4,
+    "sessions": 6}; an older agentlake wrote only the seed."""
+    try:
+        words = done.read_text().split()
+    except OSError:
+        return {}
+    made = {}
+    for key, value in zip(words[::2], words[1::2]):
+        try:
+            made[key] = int(value)
+        except ValueError:
+            pass
+    return made
+
+
+def _describe(made: dict[str, int]) -> str:
+    words = [f"{made['projects']} projects"] if "projects" in made else []
+    words += [f"{made['sessions']} sessions per project"] if "sessions" in made else []
+    return ", ".join([f"seed {made.get('seed', '?')}", *words])
+
+
 def cmd_demo(args) -> int:
     from pipelines.runner import print_summary, run_ingest
     from transforms.demo import HOMES, generate_demo
 
     layout = _layout(args)
-    root = layout.home / "demo-data"
+    _refuse_real_data(layout)
+    root = layout.home / DEMO_DATA
     done = root / ".generated"  # written last: a demo cut short is generated again
-    if not done.exists() or args.regenerate:
-        _err(f"generating demo data for {', '.join(HOMES)} in {root} (seed {args.seed}) ...")
-        shutil.rmtree(root, ignore_errors=True)
+    wanted = {"seed": args.seed, "projects": args.projects, "sessions": args.sessions}
+    made = _demo_made(done) if done.exists() else None
+    if made is None or made != wanted or args.regenerate:
+        if made and any(made.get(k) != v for k, v in wanted.items() if k in made):
+            # the options say which demo: one of another seed or size replaces it, never hides behind it
+            _err(f"replacing the demo of {_describe(made)} in {root} with {_describe(wanted)} "
+                 "(the same options keep a demo as it is; --regenerate writes it again)")
+        _err(f"generating demo data for {', '.join(HOMES)} in {root} ({_describe(wanted)}) ...")
+        shutil.rmtree(root, ignore_errors=True)  # first: a demo cut short from here is generated again
+        _forget_demo_sources(layout, root, everything=True)
         generate_demo(root, projects=args.projects, sessions=args.sessions, seed=args.seed)
-        done.write_text(f"seed {args.seed}\n")
+        done.write_text(" ".join(f"{k} {v}" for k, v in wanted.items()) + "\n")
+    else:
+        _forget_demo_sources(layout, root, everything=False)  # a demo home moved or copied here
     options = DiscoverOptions(env={}, extra_roots={p: (str(root / d),) for p, d in HOMES.items()},
                               use_default=False)
     if layout.home.name == DEMO and not layout.config_file.exists():
@@ -294,13 +423,20 @@ def cmd_report(args) -> int:
 
 
 def cmd_serving(args) -> int:
-    from warehouse.serving import build_serving
+    from warehouse.serving import ServingError, build_serving, check_storage_version, check_target
 
     layout = _layout(args)
-    if not layout.warehouse.exists() or not has_data(layout):
-        return _nothing_ingested(layout)
     target = Path(args.output).expanduser().absolute() if args.output else layout.home / "serving.duckdb"
-    counts = build_serving(layout.warehouse, target, args.storage_version, layout.tables_path)
+    try:
+        check_storage_version(args.storage_version)  # bad usage is said first, data or not
+        check_target(target)
+        # a reader's home has no lake of its own: the catalog holds what its merge read elsewhere
+        own_lake = layout.remote or Path(layout.lake).is_dir()
+        if not layout.warehouse.exists() or (own_lake and not has_data(layout)):
+            return _nothing_ingested(layout)
+        counts = build_serving(layout.warehouse, target, args.storage_version, layout.tables_path)
+    except ServingError as exc:
+        raise UsageError(str(exc)) from None
     print(f"{target}: " + ", ".join(f"{mart} {n:,}" for mart, n in counts.items()))
     return 0
 
@@ -342,6 +478,26 @@ def _top(text: str) -> int:
         value = -1
     if value < 0:
         raise argparse.ArgumentTypeError(f"wants 0 (no limit) or a positive number of rows: {text!r}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"wants a port from 0 (any free one) to 65535: {text!r}")
+    return value
+
+
+def _seconds(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"wants 0 or a positive whole number of seconds: {text!r}")
     return value
 
 
@@ -433,12 +589,15 @@ def cmd_dev(args) -> int:
 
 # -- parser ---------------------------------------------------------------------------------
 
-def _common(p: argparse.ArgumentParser, discovery: bool = False) -> None:
+def _common(p: argparse.ArgumentParser, discovery: bool = False, places: bool = True) -> None:
+    """`places=False`: --lake and --warehouse are not advertised (`agentlake dev`, which takes the
+    home's own and says so when given them)."""
     p.add_argument("--home", help="agentlake home (default: $AGENTLAKE_HOME, else $XDG_DATA_HOME/agentlake, "
                                   "else ~/.local/share/agentlake)")
     p.add_argument("--lake", help="lake directory or s3://bucket/prefix (default: $AGENTLAKE_LAKE, "
-                                  "`lake` in config.toml, else <home>/lake)")
-    p.add_argument("--warehouse", help="the DuckLake catalog readers open (default: <home>/warehouse.ducklake)")
+                                  "`lake` in config.toml, else <home>/lake)" if places else argparse.SUPPRESS)
+    p.add_argument("--warehouse", help="the DuckLake catalog readers open (default: <home>/warehouse.ducklake)"
+                   if places else argparse.SUPPRESS)
     if discovery:
         p.add_argument("--db", action="append", metavar="PATH",
                        help="also ingest this crush.db, data dir or project dir (repeatable)")
@@ -484,7 +643,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no per-source progress")
     p.set_defaults(func=cmd_ingest)
 
-    p = sub.add_parser("demo", help="generate demo data of every agent under <home> and ingest it")
+    p = sub.add_parser("demo", help="generate demo data of every agent under <home> and ingest it",
+                       description="Generate a seeded demo of every agent in the same projects under "
+                                   "<home>/demo-data and ingest it. A home whose lake holds anything but a "
+                                   "demo is refused (run it with --home <home>/demo, where quickstart keeps "
+                                   "its demo); another --seed or size replaces the demo already there.")
     _common(p)
     from transforms.demo import LIMITS, size_option
 
@@ -493,7 +656,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--sessions", type=size_option("sessions"), default=6, metavar="N",
                    help="root sessions per project (%d to %d; default: 6)" % LIMITS["sessions"])
     p.add_argument("--seed", type=int, default=7, help="the generator's seed, any whole number: the same seed and sizes give the same numbers wherever the demo is written (default: 7)")
-    p.add_argument("--regenerate", action="store_true", help="write the demo data again")
+    p.add_argument("--regenerate", action="store_true",
+                   help="write the demo data again even with the seed and sizes it has (other ones replace it anyway)")
     p.add_argument("--quiet", action="store_true", help="no per-source progress")
     p.set_defaults(func=cmd_demo)
 
@@ -531,7 +695,7 @@ def parser() -> argparse.ArgumentParser:
                                          "insights; drill down project -> session -> transcript)")
     _common(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8765, help="port (default: 8765; 0 picks a free one)")
+    p.add_argument("--port", type=_port, default=8765, help="port (default: 8765; 0 picks a free one)")
     p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
                    help="also answer requests for this host name (repeatable; e.g. a reverse proxy's name); "
                         "beyond loopback a token is required: $AGENTLAKE_DASHBOARD_TOKEN, else one is printed")
@@ -558,7 +722,7 @@ def parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("compact", help="merge small files, apply deletes and remove files no snapshot needs")
     _common(p)
-    p.add_argument("--keep-seconds", type=int, default=600, metavar="S",
+    p.add_argument("--keep-seconds", type=_seconds, default=600, metavar="S",
                    help="keep files older snapshots need for this long, for readers still on them (default: 600)")
     p.add_argument("--orphans", action="store_true",
                    help="also delete data files the catalog never committed (a merge killed mid-write); "
@@ -577,10 +741,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--team", action=argparse.BooleanOptionalAction, default=None, help="passed on to `agentlake ingest`")
     p.set_defaults(func=cmd_schedule)
 
-    p = sub.add_parser("dev", help="start the Dagster UI and daemon (dagster dev) on this home")
-    _common(p)
+    p = sub.add_parser("dev", help="start the Dagster UI and daemon (dagster dev) on this home",
+                       description="Start the Dagster UI and daemon (dagster dev) on --home: Dagster uses that "
+                                   "home's lake and warehouse (`lake` in <home>/config.toml names another lake).")
+    _common(p, places=False)
     p.add_argument("--host", default="127.0.0.1", help="UI address (default: 127.0.0.1)")
-    p.add_argument("--port", type=int, default=3000, help="UI port (default: 3000)")
+    p.add_argument("--port", type=_port, default=3000, help="UI port (default: 3000)")
     p.add_argument("dagster_args", nargs=argparse.REMAINDER, help="after --: passed on to `dagster dev`")
     p.set_defaults(func=cmd_dev)
     return ap

@@ -265,3 +265,21 @@ def test_sql_runs_one_statement_and_says_so_when_given_more(home, project, capsy
     assert "the query holds 2 statements: give one at a time" in capsys.readouterr().err
     assert main(["sql", "SELECT 1 AS a;", "--format", "csv"]) == 0
     assert capsys.readouterr().out.splitlines() == ["a", "1"]
+
+
+def test_a_readers_home_reads_what_its_merge_read_without_naming_the_lake_again(home, project, tmp_path, capsys):
+    """README, Team setup: a reader runs `merge --lake ...` once; `sql`, `report` and `serving`
+    then read that warehouse with no --lake, and a second `merge` says which lake to name."""
+    p = _store(project)
+    lake = tmp_path / "machine-a" / "lake"
+    assert main(["ingest", "--db", str(p.db), "--home", str(tmp_path / "machine-a")]) == 0
+    reader = ["--home", str(tmp_path / "reader")]
+    assert main(["merge", "--lake", str(lake), *reader]) == 0
+    capsys.readouterr()
+    assert main(["sql", "SELECT project, cost_usd FROM sessions", "--format", "json", *reader]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"project": "cli-proj", "cost_usd": 0.125}]
+    assert main(["report", "--format", "json", *reader]) == 0
+    assert json.loads(capsys.readouterr().out)["totals"][0]["cost_usd"] == 0.125
+    assert main(["serving", str(tmp_path / "serving.duckdb"), *reader]) == 0
+    assert main(["merge", *reader]) == 1
+    assert f"this warehouse merges {lake}; name it with --lake" in capsys.readouterr().err

@@ -59,7 +59,7 @@ def test_the_smallest_demo_runs_end_to_end(tmp_path, monkeypatch, capsys):
     assert main(["sql", "--home", str(home), "--format", "json",
                  "SELECT COUNT(DISTINCT provider) AS agents FROM sessions"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["agents"] >= 10
-    assert (home / "demo-data" / ".generated").read_text() == "seed -5\n"
+    assert (home / "demo-data" / ".generated").read_text() == "seed -5 projects 1 sessions 1\n"
 
 
 def test_a_seed_gives_the_same_numbers_wherever_the_demo_is_written(tmp_path):
@@ -85,3 +85,101 @@ def test_a_seed_gives_the_same_numbers_wherever_the_demo_is_written(tmp_path):
             ).fetchall())
     assert len(totals[0]) == 18 and any(cost for _, cost, _, _ in totals[0])
     assert totals[0] == totals[1]
+
+
+def _sessions(capsys, home):
+    """What a home's warehouse holds, per agent: sessions, distinct session ids and their cost (summed
+    exactly: a sum of doubles depends on the order DuckDB adds them in)."""
+    from pipelines.cli import main
+
+    capsys.readouterr()
+    assert main(["sql", "--home", str(home), "--format", "json",
+                 "SELECT provider, COUNT(*) AS n, COUNT(DISTINCT session_id) AS ids, SUM(cost_usd::DECIMAL(18, 9)) AS usd, "
+                 "STRING_AGG(DISTINCT project, ',' ORDER BY project) AS projects "
+                 "FROM sessions GROUP BY 1 ORDER BY 1"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_a_demo_never_mixes_into_a_home_holding_real_data(tmp_path, monkeypatch, capsys, project):
+    """A user's report: `agentlake demo` on a copy of a home holding their own sessions added the
+    demo's fifteen agents to it, its `infra-tools` merged with their own project of that name. It
+    is refused (exit 2, one line saying where a demo can go) and the home is left as it was; the
+    place it names (quickstart's, <home>/demo) takes the demo, apart from the home's own data."""
+    import shutil
+
+    from pipelines.cli import main
+    from tests.conftest import T0
+    from transforms.crush.synth import add_message, add_session
+    from transforms.crush.synth_parts import text_part
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    p = project("infra-tools")  # a name the demo's projects have too
+    add_session(p.conn, "s", title="t", created_at=T0, cost=0.5)
+    add_message(p.conn, "m", "s", "user", [text_part("hi")], created_at=T0)
+    p.close()
+    assert main(["ingest", "--home", str(tmp_path / "home"), "--quiet", "--no-default", "--db", str(p.path)]) == 0
+    home = tmp_path / "homecopy"
+    shutil.copytree(tmp_path / "home", home, symlinks=True)  # `cp -a home homecopy`
+    own = _sessions(capsys, home)
+    landed = sorted(str(f.relative_to(home)) for f in (home / "lake").rglob("*"))
+
+    monkeypatch.setenv("AGENTLAKE_HOME", str(home))
+    assert main(["demo", "--quiet", "--projects", "1", "--sessions", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: {home} holds agent data that is not a demo's "
+                                                    f"(1 source, e.g. {p.db}): ")
+    assert f"`agentlake demo --home {home / 'demo'}`" in err and "Traceback" not in err
+    assert not (home / "demo-data").exists() and not (home / "demo").exists()
+    assert sorted(str(f.relative_to(home)) for f in (home / "lake").rglob("*")) == landed
+    assert _sessions(capsys, home) == own
+
+    # the way it names works: the demo in its own home, the home's own data as it was
+    assert main(["demo", "--quiet", "--home", str(home / "demo"), "--projects", "1", "--sessions", "1"]) == 0
+    out = capsys.readouterr().out
+    assert f"report --home {home / 'demo'}" in out  # the next commands name the demo's home
+    assert len(_sessions(capsys, home / "demo")) == 18
+    assert _sessions(capsys, home) == own
+
+
+def test_a_demo_of_another_seed_or_size_replaces_the_one_there(tmp_path, monkeypatch, capsys):
+    """A user's report: `agentlake demo --seed 3 --sessions 8` on a home with the demo of seed 7
+    kept the old data, saying nothing. The options say which demo the home holds: another seed
+    or size replaces the one there (one line says so), every row of the old one gone from the
+    warehouse (the lake keeps what a source no longer holds, so its sources are dropped first):
+    the home then holds what a new home given the same options holds."""
+    from pipelines.cli import main
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    home = tmp_path / "home"
+    assert main(["demo", "--home", str(home), "--quiet", "--projects", "1", "--sessions", "1"]) == 0
+    old = _sessions(capsys, home)
+    assert main(["demo", "--home", str(home), "--quiet", "--projects", "2", "--sessions", "2", "--seed", "3"]) == 0
+    err = capsys.readouterr().err
+    assert (f"replacing the demo of seed 7, 1 projects, 1 sessions per project in {home / 'demo-data'} with "
+            "seed 3, 2 projects, 2 sessions per project") in err and "--regenerate" in err
+    assert (home / "demo-data" / ".generated").read_text() == "seed 3 projects 2 sessions 2\n"
+    replaced = _sessions(capsys, home)
+
+    fresh = tmp_path / "fresh"
+    assert main(["demo", "--home", str(fresh), "--quiet", "--projects", "2", "--sessions", "2", "--seed", "3"]) == 0
+    assert replaced == _sessions(capsys, fresh) != old
+
+    # the same options again keep the demo as it is: nothing generated, nothing read again
+    assert main(["demo", "--home", str(home), "--quiet", "--projects", "2", "--sessions", "2", "--seed", "3"]) == 0
+    out, err = capsys.readouterr()
+    assert "generating" not in err and "replacing" not in err and " 0 ok," in out
+    assert _sessions(capsys, home) == replaced
+
+
+def test_a_demo_is_never_written_into_a_lake_on_object_storage(tmp_path, monkeypatch, capsys):
+    """A team's bucket (`$AGENTLAKE_LAKE`, `--lake s3://...`) is nobody's place for generated
+    sessions: refused before anything is generated or the bucket is asked anything."""
+    from pipelines.cli import main
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("AGENTLAKE_LAKE", "s3://team-agentlake/lake")
+    assert main(["demo", "--home", str(home), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: the lake s3://team-agentlake/lake is on object storage")
+    assert f"`agentlake demo --home {home / 'demo'} --lake {home / 'demo' / 'lake'}`" in err
+    assert not (home / "demo-data").exists()

@@ -8,6 +8,7 @@ so that BI drivers bundling an older DuckDB can open it.
 """
 
 import os
+import re
 from pathlib import Path
 
 import duckdb
@@ -17,13 +18,50 @@ from warehouse.views import MARTS, connect
 DEFAULT_STORAGE_VERSION = "v1.0.0"  # readable by DuckDB 1.0 and newer
 
 
+class ServingError(ValueError):
+    """A serving database that cannot be written where or as asked (a folder, a place this user
+    cannot write, a storage version DuckDB does not know): the CLI's usage error."""
+
+
+def check_storage_version(version: str) -> str:
+    """`version` if DuckDB can write that storage format, else ServingError naming the ones it can."""
+    quoted = version.replace("'", "''")
+    try:
+        with duckdb.connect() as con:
+            con.execute(f"ATTACH ':memory:' AS probe (STORAGE_VERSION '{quoted}')")
+    except duckdb.Error as exc:
+        known = re.findall(r"v\d+\.\d+\.\d+|latest", str(exc).partition("valid options are:")[2])
+        versions = f"{known[0]} to {known[-2]}, or latest" if len(known) > 2 and known[-1] == "latest" else (
+            ", ".join(known) or str(exc))
+        raise ServingError(f"--storage-version {version!r} is not a DuckDB storage version ({versions})") from None
+    return version
+
+
+def check_target(target: Path) -> None:
+    """A target that can never be a database file: said before the warehouse is opened."""
+    if target.is_dir():
+        raise ServingError(f"{target} is a folder: give the serving database's file, "
+                           f"e.g. {target / 'serving.duckdb'}")
+
+
 def build_serving(warehouse: Path, target: Path, storage_version: str = DEFAULT_STORAGE_VERSION,
                   data_path: str | None = None) -> dict[str, int]:
     """Copy the marts' tables from the lake's catalog into `target`; returns rows per table.
-    `data_path`: the layout's, for a home moved or copied since its last write (views.connect)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+    `data_path`: the layout's, for a home moved or copied since its last write (views.connect).
+    A target that cannot be written (a folder, a place this user cannot write) or a storage
+    version DuckDB does not know raise ServingError before anything is written."""
+    check_storage_version(storage_version)
+    check_target(target)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp.unlink(missing_ok=True)
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL))  # can this folder take a file?
+        tmp.unlink()
+    except OSError as exc:
+        why = "a file is in the way of its folder" if isinstance(exc, (FileExistsError, NotADirectoryError)) else (
+            exc.strerror or exc)
+        raise ServingError(f"cannot write the serving database {target}: {why}") from None
     counts = {}
     try:
         with connect(warehouse, data_path) as con:

@@ -1,0 +1,116 @@
+"""A value an option cannot have is a usage error: exit 2 and one line naming it, never a Python
+traceback (a new user's report: `serving` into a folder or a place it cannot write, an unknown
+`--storage-version`, `compact --keep-seconds -5`, `dashboard --port 99999`); and `agentlake dev
+--help` offers only what `dev` takes."""
+
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from pipelines.cli import main
+from tests.conftest import T0, Project
+from transforms.crush.synth import add_message, add_session
+from transforms.crush.synth_parts import text_part
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    """A home with something ingested: the checks below are the ones a real warehouse meets,
+    not the "nothing ingested yet" that comes first in an empty home."""
+    root = tmp_path_factory.mktemp("usage")
+    p = Project(root / "projects", "usage-proj")
+    add_session(p.conn, "s", title="t", created_at=T0, cost=0.25)
+    add_message(p.conn, "m", "s", "user", [text_part("hi")], created_at=T0)
+    p.close()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DAGSTER_HOME", str(root / "dagster"))
+        for var in ("AGENTLAKE_HOME", "AGENTLAKE_LAKE", "AGENTLAKE_WAREHOUSE"):
+            mp.delenv(var, raising=False)
+        assert main(["ingest", "--home", str(root / "home"), "--quiet", "--no-default", "--db", str(p.path)]) == 0
+    return root / "home"
+
+
+def usage_error(capsys, *argv) -> str:
+    """The error line of a command that must exit 2 without a traceback."""
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as exc:  # argparse's own errors: the usage, then the error line
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if "error:" in line]
+    assert len(lines) == 1 and err.endswith(lines[0] + "\n"), err
+    return lines[0]
+
+
+def test_serving_into_a_folder_names_a_file_to_give(home, tmp_path, capsys):
+    folder = tmp_path / "bi"
+    folder.mkdir()
+    line = usage_error(capsys, "serving", "--home", home, folder)
+    assert line == f"error: {folder} is a folder: give the serving database's file, e.g. {folder / 'serving.duckdb'}"
+    assert list(folder.iterdir()) == []
+    # the file it names is written
+    assert main(["serving", "--home", str(home), str(folder / "serving.duckdb")]) == 0
+    assert f"{folder / 'serving.duckdb'}: daily_costs " in capsys.readouterr().out
+
+
+def test_serving_where_nothing_can_be_written_says_where(home, tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    places = [blocker / "serving.duckdb", blocker / "deeper" / "serving.duckdb"]
+    if sys.platform.startswith("linux") and Path("/proc/self").is_dir():
+        places.append(Path("/proc/serving.duckdb"))  # no file can be made there, even by root
+    for target in places:
+        line = usage_error(capsys, "serving", "--home", home, target)
+        assert line.startswith(f"error: cannot write the serving database {target}: ")
+    assert blocker.read_text() == "not a folder"
+
+
+def test_serving_with_a_storage_version_duckdb_does_not_know(home, tmp_path, capsys):
+    target = tmp_path / "serving.duckdb"
+    for version in ("banana", "v0.9.0", "'; DROP TABLE x; --"):
+        line = usage_error(capsys, "serving", "--home", home, target, "--storage-version", version)
+        assert line.startswith(f"error: --storage-version {version!r} is not a DuckDB storage version (")
+        assert "v1.0.0" in line or " to " in line
+    # said before the warehouse is looked at: the same in a home with nothing ingested
+    line = usage_error(capsys, "serving", "--home", tmp_path / "empty", "--storage-version", "banana")
+    assert "'banana' is not a DuckDB storage version" in line
+    assert not target.exists()
+    assert main(["serving", "--home", str(home), str(target), "--storage-version", "latest"]) == 0
+    with duckdb.connect(str(target), read_only=True) as con:
+        assert con.execute("SELECT SUM(cost_usd) FROM session_summary").fetchone()[0] == 0.25
+
+
+def test_compact_keeps_files_for_no_negative_time(home, capsys):
+    for value in ("-5", "-1", "ten"):
+        line = usage_error(capsys, "compact", "--home", home, "--keep-seconds", value)
+        assert line.endswith(f"argument --keep-seconds: wants 0 or a positive whole number of seconds: {value!r}")
+    assert main(["compact", "--home", str(home), "--keep-seconds", "0"]) == 0
+    assert "data files:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["dashboard", "dev"])
+def test_a_port_outside_0_to_65535_is_a_usage_error(command, capsys):
+    for port in ("99999", "65536", "-1", "http"):
+        line = usage_error(capsys, command, "--port", port)
+        assert line.endswith(f"argument --port: wants a port from 0 (any free one) to 65535: {port!r}")
+
+
+def test_dev_offers_only_the_home(capsys):
+    """`agentlake dev` honours --home only (Dagster reads that home's lake and warehouse): its
+    help does not offer --lake or --warehouse, which it refuses, saying why."""
+    with pytest.raises(SystemExit) as exc:
+        main(["dev", "--help"])
+    out = capsys.readouterr().out
+    assert exc.value.code == 0 and "--home HOME" in out
+    assert "--lake" not in out and "--warehouse" not in out
+    for flag in ("--lake", "--warehouse"):
+        line = usage_error(capsys, "dev", flag, "/tmp/elsewhere")
+        assert line.startswith("error: `agentlake dev` takes --home only")
+    with pytest.raises(SystemExit):
+        main(["sql", "--help"])  # the other commands still offer them
+    out = capsys.readouterr().out
+    assert "--lake LAKE" in out and "--warehouse WAREHOUSE" in out
