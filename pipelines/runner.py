@@ -87,7 +87,7 @@ def _settled(source, layout: Layout, landed) -> bool:
     """Nothing to do: the source is in the lake as it is now, or failed as it is now."""
     previous = state_store.load(layout.state_dir, source.provider, source.source_id)
     fingerprint = PROVIDERS[source.provider].fingerprint(source)
-    return is_unchanged(previous, fingerprint, layout, landed) or failed_before(previous, fingerprint)
+    return is_unchanged(previous, fingerprint, layout, landed, source) or failed_before(previous, fingerprint)
 
 
 def contiguous_batches(keys: list[str], order: list[str]) -> list[list[str]]:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import scalar
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -51,8 +53,8 @@ def test_session_explorer_walks_one_session_in_order(warehouse_env):
 
     _, defs = session_explorer.app.run()
     transcript = defs["transcript"]
-    provider, source_id, session_id = defs["choice"].value  # the newest session with messages
-    assert (provider, session_id) == ("crush", "S")
+    provider, machine, source_id, session_id = defs["choice"].value  # the newest session with messages
+    assert (provider, machine, session_id) == ("crush", "laptop", "S")
     assert transcript.height == scalar(warehouse_env, "SELECT COUNT(*) FROM parts WHERE session_id = 'S'")
     assert transcript["message_index"].to_list() == sorted(transcript["message_index"].to_list())
 
@@ -88,14 +90,14 @@ def test_session_explorer_tells_apart_sessions_that_share_an_id(shared_id_lake):
     from notebooks import session_explorer
     from tests.conftest import query
 
-    keys = query(shared_id_lake, "SELECT provider, source_id, session_id FROM session_summary ORDER BY provider")
-    assert [(k[0], k[2]) for k in keys] == [("codewhale", "dup"), ("crush", "dup")]
+    keys = query(shared_id_lake, "SELECT provider, machine, source_id, session_id FROM session_summary ORDER BY provider")
+    assert [(k[0], k[3]) for k in keys] == [("codewhale", "dup"), ("crush", "dup")]
     _, defs = session_explorer.app.run()
     choice, transcript = defs["choice"], defs["transcript"]
     assert len(choice.options) == 2  # one option per session, each with its own label
     assert choice.value == keys[1]  # the newest: Crush's
     assert set(transcript["provider"].to_list()) == {"crush"}
-    assert set(transcript["source_id"].to_list()) == {keys[1][1]}
+    assert set(transcript["source_id"].to_list()) == {keys[1][2]}
     assert transcript.height == 3 + 2  # user text; two assistant messages of text + finish
     assert "hello whale" not in transcript["summary"].to_list()
 
@@ -108,6 +110,87 @@ def test_session_explorer_tells_apart_sessions_that_share_an_id(shared_id_lake):
     assert "hello whale" in transcript["summary"].to_list()
 
 
+@pytest.fixture
+def two_machine_lake(layout, project, monkeypatch):
+    """One Crush store landed by two machines (a team lake: the same store, so the same source id
+    and session ids, from the laptop and the desktop), with tool calls and their results."""
+    import dataclasses
+
+    from tests.conftest import T0, assistant, ingest
+    from transforms.crush.synth import add_message, add_session
+    from transforms.crush.synth_parts import bash_output, finish_part, text_part, tool_call_part, tool_result_part
+
+    p = project("shared")
+    add_session(p.conn, "R", title="on both machines", created_at=T0, cost=0.5)
+    add_message(p.conn, "u1", "R", "user", [text_part("run the tests")], created_at=T0)
+    for i in range(3):
+        add_message(p.conn, f"call-{i}", "R", "assistant",
+                    [tool_call_part(f"b{i}", "bash", {"command": "npm test"}), finish_part("tool_use", T0 + 10 * i + 1)],
+                    created_at=T0 + 10 * i + 1, model="claude-sonnet-4-5", provider="anthropic")
+        add_message(p.conn, f"res-{i}", "R", "tool", [tool_result_part(f"b{i}", "bash", bash_output("ok"))],
+                    created_at=T0 + 10 * i + 2)
+    assistant(p.conn, "a1", "R", T0 + 40)
+    p.close()
+    ingest(layout, p.db)  # the laptop
+    ingest(dataclasses.replace(layout, machine="desktop"), p.db)
+    monkeypatch.setenv("AGENTLAKE_WAREHOUSE", str(layout.warehouse))
+    return layout
+
+
+def test_session_explorer_keeps_each_machine_apart(two_machine_lake):
+    """The transcript joined messages to parts (and tool calls) without `machine`: on a lake with
+    two machines each row came back once per copy of the session (184 rows for 18)."""
+    import marimo as mo
+
+    from notebooks import session_explorer
+    from tests.conftest import query
+
+    assert sorted(query(two_machine_lake, "SELECT machine FROM session_summary")) == [("desktop",), ("laptop",)]
+    _, defs = session_explorer.app.run()
+    choice = defs["choice"]
+    assert len(choice.options) == 2  # one option per machine's copy
+    for label, key in choice.options.items():
+        provider, machine, source_id, session_id = key
+        _, defs = session_explorer.app.run(defs={"choice": mo.ui.dropdown(choice.options, value=label)})
+        transcript = defs["transcript"]
+        parts = query(two_machine_lake, "SELECT COUNT(*) FROM parts WHERE provider = ? AND machine = ? "
+                      "AND source_id = ? AND session_id = ?", provider, machine, source_id, session_id)[0][0]
+        assert transcript.height == parts  # each part once
+        assert set(transcript["machine"].to_list()) == {machine}
+        steps = list(zip(transcript["message_index"].to_list(), transcript["part_index"].to_list()))
+        assert len(set(steps)) == len(steps)
+        calls = transcript.filter(transcript["command"].is_not_null())
+        assert calls.height == scalar(two_machine_lake, "SELECT COUNT(*) FROM tool_calls WHERE machine = ?", machine)
+
+
+def test_bi_transcript_query_keeps_each_machine_apart(two_machine_lake):
+    """docs/BI.md's one-session query, run as written with this lake's values: one row per part of
+    the one machine's session."""
+    import re
+
+    from tests.conftest import query
+
+    text = (ROOT / "docs" / "BI.md").read_text()
+    block = re.search(r"\*\*Fast queries on the raw tables\.\*\*.*?```sql\n(.*?)```", text, re.S).group(1)
+    sql = next(s for s in block.split(";") if "JOIN parts" in s)
+    source_id = query(two_machine_lake, "SELECT DISTINCT source_id FROM sessions")[0][0]
+    values = {"'webshop'": "'shared'", "'4e7c41d67537802b'": f"'{source_id}'", "'...'": "'R'"}
+    for placeholder, value in values.items():
+        assert placeholder in sql
+        sql = sql.replace(placeholder, value)
+    rows = query(two_machine_lake, sql)
+    expected = scalar(two_machine_lake, "SELECT COUNT(*) FROM parts WHERE machine = 'laptop' AND session_id = 'R'")
+    assert len(rows) == expected and expected < scalar(two_machine_lake, "SELECT COUNT(*) FROM parts")
+
+
+# README's "one session, in order" query, with its literals as parameters
+README_TRANSCRIPT = """
+SELECT m.provider, m.machine, m.message_index, m.role, p.part_type, COALESCE(p.text, p.tool_name, p.finish_reason) AS what
+FROM messages m JOIN parts p ON p.provider = m.provider AND p.machine = m.machine AND p.source_id = m.source_id
+  AND p.session_id = m.session_id AND p.message_id = m.message_id
+WHERE m.provider = ? AND m.machine = ? AND m.source_id = ? AND m.session_id = ?
+ORDER BY m.message_index, p.part_index"""
+
 
 def test_readme_style_transcript_query_needs_the_source(shared_id_lake):
     """The lake-wide key, in SQL: by session_id alone the two sessions mix; with provider and
@@ -118,14 +201,21 @@ def test_readme_style_transcript_query_needs_the_source(shared_id_lake):
         SELECT DISTINCT m.provider FROM messages m JOIN parts p USING (message_id) WHERE m.session_id = 'dup'""")
     assert len(by_id_only) == 2
     source = query(shared_id_lake, "SELECT source_id FROM sessions WHERE provider = 'crush' AND session_id = 'dup'")[0][0]
-    rows = query(shared_id_lake, f"""
-        SELECT m.provider, m.message_index, m.role, p.part_type, COALESCE(p.text, p.tool_name, p.finish_reason) AS what
-        FROM messages m
-        JOIN parts p ON p.provider = m.provider AND p.source_id = m.source_id AND p.message_id = m.message_id
-        WHERE m.provider = 'crush' AND m.source_id = '{source}' AND m.session_id = 'dup'
-        ORDER BY m.message_index, p.part_index""")
+    rows = query(shared_id_lake, README_TRANSCRIPT, "crush", "laptop", source, "dup")
     assert {r[0] for r in rows} == {"crush"} and len(rows) == 5
-    assert [r[1] for r in rows] == sorted(r[1] for r in rows)
+    assert [r[2] for r in rows] == sorted(r[2] for r in rows)
+
+
+def test_readme_style_transcript_query_keeps_each_machine_apart(two_machine_lake):
+    """The same query on a lake that holds the session from two machines: one machine's parts,
+    each once."""
+    from tests.conftest import query
+
+    source = query(two_machine_lake, "SELECT DISTINCT source_id FROM sessions")[0][0]
+    for machine in ("laptop", "desktop"):
+        rows = query(two_machine_lake, README_TRANSCRIPT, "crush", machine, source, "R")
+        assert {r[1] for r in rows} == {machine}
+        assert len(rows) == scalar(two_machine_lake, "SELECT COUNT(*) FROM parts WHERE machine = ?", machine)
 
 
 def test_no_marimo_session_cache_in_the_repository():

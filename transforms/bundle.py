@@ -73,9 +73,11 @@ def bundles(sources: list[Source]) -> list[Source]:
         paths = [os.path.dirname(p.path) for p in parts]
         common = os.path.commonpath(paths) if len({os.path.splitdrive(p)[0] for p in paths}) == 1 else paths[0]
         # the id names the project directory, not its slug: renaming a project in config.toml
-        # keeps its source
+        # keeps its source (and lands it again: warehouse.ingest.same_names), as do the names
+        # its parts carry to their extract (Kilo's names each session's project)
         made.append(dict(provider=provider, path=common, project_path=project_path, project=parts[0].project,
-                         identity=f"project:{project_path}", parts=tuple(parts), found=found))
+                         identity=f"project:{project_path}", parts=tuple(parts), found=found,
+                         project_names=parts[0].project_names))
     discovered = frozenset(s.source_id for s in out) | {source_id_for(kw["provider"], kw["identity"]) for kw in made}
     return out + [Bundle(**kw, discovered=discovered) for kw in made]
 

@@ -40,12 +40,22 @@ def _c(name: str, type_: pa.DataType, doc: str) -> Column:
     return Column(name, type_, doc)
 
 
+# Every agent's provider name (transforms.providers.PROVIDERS; a test keeps the two equal), in
+# docs/AGENTS.md's order.
+AGENTS = ("crush", "codewhale", "claude", "codex", "opencode", "goose", "aider", "cursor", "copilot", "gemini",
+          "amp", "kilo", "droid", "qwen", "codebuff", "kimi", "antigravity", "pi")
+_AGENT_LIST = ", ".join(f"`{name}`" for name in AGENTS)
+# A source's id, the same in the data tables and in `sources`.
+_SOURCE_ID = ("Stable id of the source: a hash of the store's resolved path or, for an agent landed by "
+              "project (a file per session: Codex, CodeWhale, Gemini CLI, ...; docs/AGENTS.md), of the "
+              "project directory.")
+
 # Columns every table starts with: where the row came from, down to the source row.
 LINEAGE = (
-    _c("provider", pa.string(), "Agent that wrote the source: its provider name (`crush`, `claude`, `codex`, `opencode`, `gemini`, ...; the list is in docs/AGENTS.md)."),
+    _c("provider", pa.string(), f"Agent that wrote the source, by its provider name: {_AGENT_LIST} (docs/AGENTS.md says what each records)."),
     _c("machine", pa.string(), "Machine that ingested the row (`machine` in config.toml, `$AGENTLAKE_MACHINE`, else the host name)."),
     _c("user", pa.string(), "User that ingested the row (`user` in config.toml, `$AGENTLAKE_USER`, else the login name)."),
-    _c("source_id", pa.string(), "Stable id of the source (hash of the store's resolved path, or of the agent's own id for a CodeWhale session)."),
+    _c("source_id", pa.string(), _SOURCE_ID),
     _c("project_path", pa.string(), "The project's directory on the machine that ran the agent."),
     _c("source_table", pa.string(), "Where in the source the row comes from: a SQLite table (Crush), or a JSON path such as `metadata` or `messages` (CodeWhale)."),
     _c("source_rowid", pa.int64(), "SQLite `rowid` of the source row (Crush), or the index in the JSON array (CodeWhale)."),
@@ -177,7 +187,7 @@ PARTS = Table(
         _c("tool_input", pa.string(), "tool_call: the arguments string exactly as stored (JSON text inside the JSON)."),
         _c("tool_result", pa.string(), "tool_result: the content text as stored."),
         _c("tool_result_metadata", pa.string(), "tool_result: the metadata string (JSON text) as stored."),
-        _c("is_error", pa.bool_(), "tool_result: the tool-level error flag."),
+        _c("is_error", pa.bool_(), "tool_result: the tool-level error flag; null where the agent records none for the result (see `tool_calls.is_error`)."),
         _c("finish_reason", pa.string(), "finish: the reason (`end_turn`, `tool_use`, `stop`, ...)."),
         _c("finish_time", TS, "finish: the time; null when 0 (user and tool rows)."),
         _c("finish_message", pa.string(), "finish: error title, if any."),
@@ -212,7 +222,7 @@ TOOL_CALLS = Table(
         _c("file_path", pa.string(), "Target file path (edit, write, view, ...), when present."),
         _c("has_call", pa.bool_(), "False for a result whose call was not found."),
         _c("has_result", pa.bool_(), "False when the call never got a result."),
-        _c("is_error", pa.bool_(), "The result's tool-level error flag; null without a result. A non-zero exit is NOT an error here."),
+        _c("is_error", pa.bool_(), "The result's tool-level error flag. Null without a result, and null with one when the agent records no error flag for it: Codex (true only when the tool could not run, told from its output), Aider (its `/run` output), Codebuff (`tool` blocks; a failed `agent` block is true) and Cursor (its text transcripts, and JSONL results without `is_error`). A non-zero exit is NOT an error here."),
         _c("exit_code", pa.int64(), "bash: exit code read from the result (`Exit code N`; 0 otherwise); null when aborted or not bash."),
         _c("result_text", pa.string(), "Result content with the trailing `<cwd>...</cwd>` tag stripped."),
         _c("result_cwd", pa.string(), "bash: the working directory from the stripped `<cwd>` tag."),
@@ -301,10 +311,10 @@ SOURCES = Table(
     "One row per discovered source and run: what was read and how it went.",
     "run_at",
     (
-        _c("provider", pa.string(), "Agent: `crush`, `codewhale`, `claude`, `codex` or `opencode`."),
+        _c("provider", pa.string(), f"Agent, by its provider name: {_AGENT_LIST} (docs/AGENTS.md)."),
         _c("machine", pa.string(), "Machine that ran the ingestion."),
         _c("user", pa.string(), "User that ran the ingestion."),
-        _c("source_id", pa.string(), "Stable id of the source (hash of the store's resolved path, or of the session id for CodeWhale)."),
+        _c("source_id", pa.string(), _SOURCE_ID),
         _c("partition_key", pa.string(), "The source's slug (`<provider>-<project>-<id>`, never a path): "
            "its name in progress lines and `agentlake sources`. Its Dagster partition is "
            "`<provider>-<project>`."),
@@ -312,7 +322,7 @@ SOURCES = Table(
         _c("db_path", pa.string(), "The store's path (a crush.db, a project folder; for a source per project of an agent with a file per session, the folder that holds its sessions' files)."),
         _c("run_id", pa.string(), "Id of the ingestion run."),
         _c("run_at", TS, "When the run looked at the source (UTC)."),
-        _c("status", pa.string(), "`ok` (ingested), `unchanged` (fingerprint unchanged, skipped cheaply), `skipped` (project directory gone, or store refused: the reason is in `error`) or `failed`."),
+        _c("status", pa.string(), "`ok` (ingested), `unchanged` (fingerprint and project names unchanged, skipped cheaply), `skipped` (project directory gone, or store refused: the reason is in `error`) or `failed`."),
         _c("error", pa.string(), "Why it failed or was skipped; null when ok."),
         _c("warnings", pa.string(), "Non-fatal findings (unknown columns or part types, millisecond timestamps, quarantined rows); null if none."),
         _c("schema_version", pa.int64(), "The store's format version: Crush's goose version (MAX(version_id) of goose_db_version), a session file's own version for the others; for an agent landed by project (a file per session), the oldest among the project's sessions."),

@@ -4,6 +4,7 @@ No Dagster here: the assets and the CLI both call `ingest_source`. A source that
 recorded with its reason and leaves its previous lake files alone; the run goes on.
 """
 
+import hashlib
 import multiprocessing
 import os
 import shutil
@@ -122,18 +123,39 @@ def ingest_source(
     return result
 
 
-def is_unchanged(previous: state_store.SourceState, fingerprint: str, layout: Layout, landed=None) -> bool:
-    """The lake already holds this source as it is now: same fingerprint, same contract, and
-    every file it landed still in place (a file deleted by hand, or an emptied bucket, makes
-    the source be read again). Nothing is opened but the state file; `landed` is the set of
-    landing files from one listing of the lake, needed for object storage (locally a stat each)."""
+def is_unchanged(previous: state_store.SourceState, fingerprint: str, layout: Layout, landed=None,
+                 source: Source | None = None) -> bool:
+    """The lake already holds this source as it is now: same fingerprint, same contract, the
+    same project names (given the source: a rename in config.toml's [projects] changes no byte
+    of the store), and every file it landed still in place (a file deleted by hand, or an emptied
+    bucket, makes the source be read again). Nothing is opened but the state file; `landed` is
+    the set of landing files from one listing of the lake, needed for object storage (locally a
+    stat each)."""
     if previous.fingerprint != fingerprint or previous.schema != SCHEMA_VERSION or not previous.files:
+        return False
+    if source is not None and not same_names(previous, source):
         return False
     if landed is not None:
         return all(rel in landed for rel in previous.files)
     if layout.remote:
         return all(rel in landed_files(layout) for rel in previous.files)
     return all((layout.lake / rel).exists() for rel in previous.files)
+
+
+def same_names(previous: state_store.SourceState, source: Source) -> bool:
+    """The source's rows would be filed under the project names they were landed with. Its
+    project is in its partition key, which every state records (so a lake landed before this
+    check needs no re-read); a store that names its sessions' projects itself (OpenCode, Cursor,
+    Kilo, ...) is landed again when the configured names change at all, since which of its
+    sessions they rename is known only by reading it."""
+    return previous.partition_key == source.partition_key and previous.names == names_digest(source)
+
+
+def names_digest(source: Source) -> str | None:
+    """The configured project names a source carries to its extract, as a digest; None for none."""
+    if not source.project_names:
+        return None
+    return hashlib.sha256(repr(tuple(source.project_names)).encode()).hexdigest()[:16]
 
 
 def failed_before(previous: state_store.SourceState, fingerprint: str) -> bool:
@@ -166,7 +188,7 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
         return SourceResult(source, "skipped", error=source.skip_reason)
     previous = state_store.load(layout.state_dir, source.provider, source.source_id)
     fingerprint = provider.fingerprint(source)
-    if not force and is_unchanged(previous, fingerprint, layout):
+    if not force and is_unchanged(previous, fingerprint, layout, source=source):
         return SourceResult(source, "unchanged", fingerprint=fingerprint, files=sorted(previous.files))
     if not force and failed_before(previous, fingerprint):
         return SourceResult(source, "failed", error=f"{previous.failed} (unchanged since; not read again, "
@@ -222,7 +244,7 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
         settled = fingerprint if not extract.findings.unread else None
         state_store.save(layout.state_dir, source.provider, source.source_id,
                          state_store.SourceState(settled, written.files, source.partition_key, source.path,
-                                                 SCHEMA_VERSION, parts=parts))
+                                                 SCHEMA_VERSION, parts=parts, names=names_digest(source)))
     except OSError as exc:
         return SourceResult(source, "failed", error=f"cannot write the lake: {exc}", fingerprint=fingerprint)
     findings = extract.findings

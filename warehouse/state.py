@@ -1,7 +1,8 @@
-"""Per-source state: the fingerprint last ingested and the files written for it.
+"""Per-source state: the fingerprint last ingested, the project names its rows were filed
+under, and the files written for it.
 
-It lets a rerun skip an unchanged source without opening it, and lets a changed source
-remove the files it no longer needs. The state is written last, so a crash before it only
+It lets a rerun skip an unchanged source without opening it (a source renamed in config.toml's
+[projects] is not unchanged), and lets a changed source remove the files it no longer needs. The state is written last, so a crash before it only
 means the next run redoes the source.
 """
 
@@ -26,6 +27,10 @@ class SourceState:
     failed: str | None = None
     # a source read in parts (transforms.bundle): each part's session ids as last landed
     parts: dict[str, list[str]] | None = None
+    # a digest of the configured project names a store that names its sessions' projects itself
+    # was landed with (warehouse.ingest.names_digest); the project of a source of one project is
+    # in its partition_key
+    names: str | None = None
 
 
 _FIELDS = {f.name for f in fields(SourceState)}
