@@ -139,6 +139,41 @@ def test_a_copied_file_is_a_duplicate_only_the_lake_wide_check_sees(team):
         assert set(lakewide.duplicate_keys(con).values()) == {0}
 
 
+def test_file_per_session_agents_keep_keys_unique_across_the_sessions_of_a_project(team, layout, tmp_path):
+    """Codebuff, Codex and OpenCode land every session of a project as one source: their
+    message ids must be unique within it (Codebuff numbers its messages per chat), or the
+    lake-wide check and the machine's own `keys_unique` (the same function, over the sources a
+    merge replaced) fail on clean data, and a transcript joined on (source, message) doubles."""
+    from transforms.codebuff.synth import generate_home as codebuff_home
+    from transforms.codex.synth import generate_home as codex_home
+    from transforms.opencode.synth import generate_home as opencode_home
+
+    one = ("/home/dev/shop",)
+    codebuff_home(tmp_path / "manicode", sessions=4, seed=2, workspaces=one)
+    codex_home(tmp_path / "codex", sessions=4, seed=2, workspaces=one)
+    opencode_home(tmp_path / "opencode", sessions=4, seed=2, workspaces=one)
+    summary = ingest(layout, homes={"codebuff": [tmp_path / "manicode"], "codex": [tmp_path / "codex"],
+                                    "opencode": [tmp_path / "opencode"]})
+    landed = {r.source.provider: r.source.source_id for r in summary.results}
+    assert sorted(landed) == ["codebuff", "codex", "opencode"]  # one source each
+    with team.rebuild() as con:
+        assert set(lakewide.duplicate_keys(con, list(landed.values())).values()) == {0}
+        assert set(lakewide.duplicate_keys(con).values()) == {0}
+        assert set(lakewide.orphans(con).values()) == {0}
+        joined = con.execute("SELECT p.provider, COUNT(*) FROM parts p JOIN messages m ON m.machine = p.machine "
+                             "AND m.source_id = p.source_id AND m.message_id = p.message_id "
+                             "WHERE p.provider IN ('codebuff', 'codex', 'opencode') GROUP BY 1 ORDER BY 1").fetchall()
+        parts = con.execute("SELECT provider, COUNT(*) FROM parts WHERE provider IN ('codebuff', 'codex', 'opencode') "
+                            "GROUP BY 1 ORDER BY 1").fetchall()
+    assert joined == parts
+    resource = TeamLake(home=str(team.warehouse.parent), lake=str(team.lake), warehouse=str(team.warehouse))
+    with dg.instance_for_test() as instance:
+        result = dg.materialize([team_warehouse, keys_unique_lakewide], resources={"team_lake": resource},
+                                instance=instance)
+    (check,) = result.get_asset_check_evaluations()
+    assert check.passed, check.metadata
+
+
 def test_deleted_sessions_leave_orphans_counted_per_reference(team):
     """Forgetting data by emptying one table's landing file (and not its children's) is caught, exactly."""
     gone = team.files("sessions", "desktop/ana")[0]

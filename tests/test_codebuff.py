@@ -60,7 +60,8 @@ def test_fixture_exact_totals(layout, tmp_path):
     assert [(r.status, r.reconciled) for r in summary.results] == [("ok", True)]
     assert query(layout, "SELECT message_id, cost_usd, cost_source, total_tokens, input_uncached_tokens "
                          "FROM usage ORDER BY requested_at") == [
-        ("a1", pytest.approx(0.125), "native", None, None), ("a3", pytest.approx(0.03), "native", None, None)]
+        (f"{CHAT}:a1", pytest.approx(0.125), "native", None, None),
+        (f"{CHAT}:a3", pytest.approx(0.03), "native", None, None)]
     assert query(layout, "SELECT session_id, title, project_path, cost_source, message_count, created_at "
                          "FROM sessions") == [
         (CHAT, "Fix the login test", "/home/dev/shop", "native", 6, datetime(2026, 3, 2, 8, 15))]
@@ -160,3 +161,30 @@ def test_generated_home_totals(layout, tmp_path):
     assert scalar(layout, "SELECT COUNT(*) FROM usage") == truth.usage_rows
     assert scalar(layout, "SELECT COUNT(*) FROM tool_calls WHERE is_error") == truth.failed_agents
     assert digests(home) == before
+
+
+def test_message_ids_are_unique_within_a_project_source(layout, tmp_path):
+    """Codebuff numbers messages per chat (`user-1`, `ai-2`), and the chats of a project are one
+    source: the lake's keys (source, message_id) and (source, message_id, part_index) must still be
+    unique, and a transcript joined on them must show each part once."""
+    from warehouse import lakewide
+    from warehouse.views import checked
+
+    home = tmp_path / "manicode"
+    truth = generate_home(home, sessions=4, seed=5, workspaces=("/home/dev/shop",))
+    summary = ingest(layout, homes={"codebuff": [home]})
+    assert [(r.status, r.reconciled) for r in summary.results] == [("ok", True)]
+    assert scalar(layout, "SELECT COUNT(DISTINCT source_id) FROM messages") == 1
+    # the agent's own ids do repeat across the chats: the trap is real
+    own = [m["id"] for f in home.rglob("chat-messages.json") for m in json.loads(f.read_text())]
+    assert len(set(own)) < len(own)
+    dupes, missing = checked(layout.warehouse, lambda con: (lakewide.duplicate_keys(con), lakewide.orphans(con)))
+    assert set(dupes.values()) == {0} and set(missing.values()) == {0}
+    joined = scalar(layout, "SELECT COUNT(*) FROM parts p JOIN messages m "
+                            "ON m.source_id = p.source_id AND m.message_id = p.message_id")
+    assert joined == scalar(layout, "SELECT COUNT(*) FROM parts") == sum(truth.parts_by_type.values())
+    # each message keeps its own id, and its id says which chat it is in
+    rows = query(layout, "SELECT session_id, message_id, json_extract_string(extra_columns, '$.id') FROM messages")
+    assert all(mid == f"{sid}:{own}" for sid, mid, own in rows)
+    assert scalar(layout, "SELECT COUNT(*) FROM usage u LEFT JOIN messages m ON m.source_id = u.source_id "
+                          "AND m.message_id = u.message_id WHERE m.message_id IS NULL") == 0

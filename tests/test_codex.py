@@ -16,6 +16,7 @@ from transforms.codex.discover import discover
 from transforms.codex.synth import RolloutBuilder, generate_home, spawn_source, tokens
 from transforms.codex.usage import buckets
 from transforms.pricing import Buckets, price_buckets
+from warehouse.layout import Layout
 
 SID = "01958a2b-7c3d-7e4f-8a9b-0c1d2e3f4a5b"
 T = datetime(2026, 3, 2, 8, 15, tzinfo=timezone.utc)
@@ -392,3 +393,123 @@ def test_generated_home_totals(layout, tmp_path):
     assert scalar(layout, "SELECT COUNT(*) FROM tool_calls WHERE exit_code <> 0") == truth.nonzero_exits
     assert scalar(layout, "SELECT COUNT(*) FROM tool_calls WHERE NOT has_result") == 0
     assert digests(home) == before
+
+
+# --- rollouts that cannot be read: named, counted, never counted twice -------------------------
+
+def _spawning_parents(home: Path) -> dict[str, Path]:
+    """The rollouts of the sessions that spawned a sub-agent, by session id."""
+    rollouts = {json.loads(p.open().readline())["payload"]["id"]: p for p in sorted(home.rglob("rollout-*.jsonl"))}
+    parents = set()
+    for path in rollouts.values():
+        source = json.loads(path.open().readline())["payload"]["source"]
+        if isinstance(source, dict) and isinstance(source.get("subagent"), dict):
+            parents.add(source["subagent"]["thread_spawn"]["parent_thread_id"])
+    return {sid: rollouts[sid] for sid in sorted(parents)}
+
+
+SESSIONS = ("SELECT session_id, is_root, parent_session_id, root_session_id, cost_usd FROM sessions "
+            "ORDER BY session_id")
+ROOT_TOTALS = "SELECT COUNT(*), SUM(cost_usd) FROM sessions WHERE is_root"
+
+
+@pytest.mark.parametrize("damage", [b"", b'{"timestamp":"2026-01-06T23:00:00.000Z","type":"sess'])
+def test_a_parent_rollout_emptied_after_ingest_keeps_its_sub_agent_inside_its_cost(layout, tmp_path, damage):
+    """The lake keeps the parent's row, whose cost holds its sub-agent's: the sub-agent read as a
+    root beside it would be counted twice. The session tree is a part that cannot be read: named,
+    quarantined, its rows kept as the lake holds them."""
+    home = tmp_path / "codex"
+    truth = generate_home(home, sessions=9, seed=3)
+    ingest(layout, homes={"codex": [home]})
+    before = query(layout, SESSIONS)
+    assert query(layout, ROOT_TOTALS) == [(truth.roots, pytest.approx(truth.cost_usd))]
+    parent_id, parent = next(iter(_spawning_parents(home).items()))
+    tree_cost = scalar(layout, "SELECT cost_usd FROM sessions WHERE session_id = ?", parent_id)
+    parent.write_bytes(damage)
+    summary = ingest(layout, homes={"codex": [home]})
+    assert query(layout, ROOT_TOTALS) == [(truth.roots, pytest.approx(truth.cost_usd))]
+    assert query(layout, SESSIONS) == before
+    assert [r.status for r in summary.results if r.status != "unchanged"] == ["ok"] and summary.exit_code == 0
+    warnings = [w for r in summary.results for w in r.warnings]
+    assert any("could not be read" in w and str(parent) in w for w in warnings), warnings
+    assert not any("kept as a root" in w for w in warnings)
+    assert query(layout, "SELECT key FROM quarantine") == [(str(parent),)]
+    assert [r.status for r in ingest(layout, homes={"codex": [home]}).results] == ["unchanged"] * len(summary.results)
+    # a lake that never held it: the tree waits for its parent, named; the other trees are whole
+    fresh = Layout.resolve(home=tmp_path / "fresh", machine="laptop", user="dev")
+    summary = ingest(fresh, homes={"codex": [home]})
+    assert summary.exit_code == 0
+    assert any(str(parent) in w for r in summary.results for w in r.warnings)
+    assert scalar(fresh, "SELECT COUNT(*) FROM sessions WHERE root_session_id = ?", parent_id) == 0
+    assert query(fresh, ROOT_TOTALS) == [(truth.roots - 1, pytest.approx(truth.cost_usd - tree_cost))]
+
+
+def test_an_emptied_sub_agent_that_spawned_another_keeps_its_tree(layout, tmp_path):
+    """A sub-agent's rollout begins with its parent's, session_meta first: an emptied middle
+    rollout finds its own parent, and its project, in its child's copy of it."""
+    home = tmp_path / "codex"
+    root = builder(cwd="/home/dev/shop")
+    root.turn("gpt-5.3-codex")
+    root.tokens(6000, 0, 300)
+    middle = builder("33333333-3333-4333-8333-333333333333", start=root.now, cwd="/home/dev/shop",
+                     source=spawn_source(SID))
+    middle.replay(root)
+    middle.tokens(4000, 0, 80)
+    leaf = builder("44444444-4444-4444-8444-444444444444", start=middle.now, cwd="/home/dev/shop",
+                   source=spawn_source(middle.sid, depth=2))
+    leaf.replay(middle)
+    leaf.tokens(2000, 0, 40)
+    paths = [b.write(home) for b in (root, middle, leaf)]
+    ingest(layout, homes={"codex": [home]})
+    before = query(layout, SESSIONS)
+    assert query(layout, ROOT_TOTALS) == [(1, pytest.approx(scalar(layout, "SELECT SUM(cost_usd) FROM usage")))]
+    paths[1].write_bytes(b"")
+    (source,) = discover(env={"CODEX_HOME": str(home)}).sources
+    assert (source.identity, source.project_path, sorted(source.members)) == (SID, "/home/dev/shop",
+                                                                              sorted(map(str, paths)))
+    summary = ingest(layout, homes={"codex": [home]})
+    assert query(layout, SESSIONS) == before
+    assert any(str(paths[1]) in w for r in summary.results for w in r.warnings)
+
+
+def test_an_empty_rollout_is_named_and_makes_no_source(layout, tmp_path):
+    """An empty rollout holds no session and names no project: it is counted and named in the
+    warnings of the session started before it (an empty copy of a session read elsewhere, with
+    that session), and no `unknown` source is made of it."""
+    home = tmp_path / "codex"
+    truth = generate_home(home, sessions=6, seed=3)
+    day = home / "sessions" / "2026" / "01" / "08"
+    day.mkdir(parents=True)
+    lone = day / "rollout-2026-01-08T10-00-00-0199aaaa-bbbb-7ccc-8ddd-eeeeeeeeeeee.jsonl"
+    lone.write_bytes(b"")
+    copied = sorted((home / "sessions").rglob("rollout-*.jsonl"))[0]
+    copy = copied.with_name(f"{copied.stem} (1).jsonl")  # as Codex Desktop leaves them
+    copy.write_bytes(b"")
+    summary = ingest(layout, homes={"codex": [home]})
+    assert summary.exit_code == 0 and {r.status for r in summary.results} == {"ok"}
+    assert "unknown" not in {r.source.project for r in summary.results}
+    assert scalar(layout, "SELECT COUNT(*) FROM sources WHERE project = 'unknown'") == 0
+    warnings = [w for r in summary.results for w in r.warnings]
+    for path in (lone, copy):
+        assert any(str(path) in w and "empty rollout" in w for w in warnings), (path, warnings)
+    assert sorted(k for (k,) in query(layout, "SELECT key FROM quarantine")) == sorted([f"{lone}:1", f"{copy}:1"])
+    assert query(layout, ROOT_TOTALS) == [(truth.roots, pytest.approx(truth.cost_usd))]
+    assert scalar(layout, "SELECT COUNT(*) FROM sessions") == truth.sessions
+    # once Codex writes it, it is a session of its own
+    b = builder("0199aaaa-bbbb-7ccc-8ddd-eeeeeeeeeeee", start=datetime(2026, 1, 8, 10, tzinfo=timezone.utc))
+    b.turn("gpt-5.3-codex")
+    b.tokens(1000, 0, 10)
+    lone.write_text("".join(json.dumps(line) + "\n" for line in b.lines))
+    ingest(layout, homes={"codex": [home]})
+    assert sorted(k for (k,) in query(layout, "SELECT key FROM quarantine")) == [f"{copy}:1"]
+    assert scalar(layout, "SELECT COUNT(*) FROM sessions") == truth.sessions + 1
+
+
+def test_a_home_holding_only_an_empty_rollout_skips_it_by_name(layout, tmp_path):
+    lone = tmp_path / "codex" / "sessions" / "2026" / "01" / "08" / f"rollout-2026-01-08T10-00-00-{SID}.jsonl"
+    lone.parent.mkdir(parents=True)
+    lone.write_bytes(b"")
+    summary = ingest(layout, homes={"codex": [tmp_path / "codex"]})
+    assert [(r.status, str(lone) in r.error) for r in summary.results] == [("skipped", True)]
+    assert summary.exit_code == 0
+    assert not (layout.lake / "_landing" / "laptop" / "dev" / "codex").exists()

@@ -357,6 +357,36 @@ def test_a_corrupt_channel_database_does_not_sink_the_others(layout, tmp_path):
     assert scalar(layout, "SELECT COUNT(*) FROM messages") == len(fixture()[1])
 
 
+def test_a_corrupt_opencode_db_fails_its_source_and_the_lake_keeps_its_rows(layout, tmp_path):
+    """opencode.db's rows win over every other copy. Read without it, the legacy JSON the
+    migration left would stand in for the sessions it holds, shorter than the database's (a
+    session continued after the upgrade), and the run would look fine. It fails, naming the file
+    (exit 1: a scheduled run flags it), and the lake keeps what it held."""
+    home = tmp_path / "oc"
+    first = answer("msg_1", "ses_A", cost=0.01, usage=tokens(input=10, output=5))
+    conn = one_session(home, [first], to_json=True)  # in both, as after the upgrade
+    Writer(home, conn).message(*answer("msg_2", "ses_A", cost=0.02, usage=tokens(input=20, output=5), at=T + 9000),
+                               True, False)  # the session went on in the database only
+    one_session(home, [answer("msg_3", "ses_B", cost=0.04, usage=tokens(input=1, output=1))], sid="ses_B", conn=conn)
+    conn.close()
+    summary = oc(layout, home)
+    assert summary.exit_code == 0 and summary.results[0].reconciled
+    totals = "SELECT COUNT(DISTINCT session_id), COUNT(*), SUM(cost_usd) FROM usage"
+    before = query(layout, totals)
+    assert before == [(2, 3, pytest.approx(0.07))]
+    db = home / "opencode.db"
+    assert db.stat().st_size > 8192
+    with open(db, "r+b") as fh:
+        fh.truncate(8192)
+    summary = oc(layout, home)
+    (result,) = summary.results
+    assert result.status == "failed" and summary.exit_code == 1
+    assert str(db) in result.error and "not a readable SQLite database" in result.error
+    assert query(layout, totals) == before
+    again = oc(layout, home)  # the same bytes are not read again, and still fail the run
+    assert again.results[0].status == "failed" and again.exit_code == 1 and str(db) in again.results[0].error
+
+
 def test_an_unknown_part_type_is_kept_raw(layout, tmp_path):
     info, _ = answer("msg_a", "ses_A", cost=0.01, usage=tokens(input=1, output=1))
     odd = part("prt_a", "msg_a", "ses_A", "hologram", beam={"x": 1})

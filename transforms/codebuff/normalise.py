@@ -30,6 +30,10 @@ The traps, and what is done about them:
   (prepareUserMessage, `next.slice(-100)`): older messages, and their credits, leave the file;
   the lake holds what the latest read holds (a run reports how many messages the file holds).
 - streamed duplicates: none: the file is rewritten whole after each run.
+- message ids: the CLI numbers its messages per chat (`user-1`, `ai-2`), so they repeat across the
+  chats of a project, which are one source (transforms.bundle). A message's id is
+  `<chat id>:<its own id>` (`<chat id>:<position>` without one, as in the npm-app's layout), unique
+  within the source as every agent's is; its own id stays in `extra_columns.id`.
 """
 
 from dataclasses import dataclass
@@ -86,6 +90,7 @@ class Walker:
         self.out = {"messages": [], "parts": [], "tool_calls": [], "usage": []}
         self.calls: dict[str, dict] = {}
         self.table = "messages" if legacy else "chat-messages"
+        self.ids: set[str] = set()
 
     def lineage(self, no: int) -> dict:
         return {"provider": PROVIDER, "source_id": self.ctx.source_id, "project_path": self.ctx.project_path,
@@ -103,8 +108,17 @@ class Walker:
                 self.chat_message(no, m)
         return self.out
 
-    def message(self, no, message_id, role, at) -> dict:
-        row = {**self.lineage(no), "message_id": message_id or f"{self.ctx.chat_id}:{no}",
+    def message_id(self, no: int, native: str | None) -> str:
+        """`<chat id>:<own id>`, else `<chat id>:<position>`; an own id seen before in the chat gets
+        its position too (see the module's docstring)."""
+        message_id = f"{self.ctx.chat_id}:{native or no}"
+        if message_id in self.ids:
+            message_id = f"{self.ctx.chat_id}:{native}@{no}"
+        self.ids.add(message_id)
+        return message_id
+
+    def message(self, no, native_id, role, at) -> dict:
+        row = {**self.lineage(no), "message_id": self.message_id(no, native_id),
                "session_id": self.ctx.chat_id, "message_index": len(self.out["messages"]), "role": role,
                "model": None, "llm_provider": None, "created_at": at or self.ctx.chat_started,
                "updated_at": at or self.ctx.chat_started, "finished_at": None, "is_summary": False, "part_count": 0,
@@ -124,7 +138,7 @@ class Walker:
     def chat_message(self, no: int, m: dict) -> None:
         variant = _str(m.get("variant"))
         msg = self.message(no, _str(m.get("id")), ROLES.get(variant, variant), from_iso(m.get("timestamp")))
-        extra = {k: v for k, v in m.items() if k in ("agent", "isCompletion", "completionTime", "userError",
+        extra = {k: v for k, v in m.items() if k in ("id", "agent", "isCompletion", "completionTime", "userError",
                                                      "parentId", "validationErrors")}
         msg["extra_columns"] = compact_json(extra) if extra else None
         blocks = m.get("blocks")

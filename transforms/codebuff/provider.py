@@ -24,7 +24,9 @@ class CodebuffProvider:
                                     project_names=options.project_names)
 
     def fingerprint(self, source: Source) -> str:
-        return file_fingerprint(*(str(Path(source.path) / f) for f in CHAT_FILES))
+        # `ids:2`: message ids became `<chat id>:<own id>` (transforms.codebuff.normalise); a lake
+        # holding the agent's bare ids, repeated across a project's chats, reads them all once more
+        return f"ids:2|{file_fingerprint(*(str(Path(source.path) / f) for f in CHAT_FILES))}"
 
     def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None) -> Extract:
         # Codebuff rewrites the file whole after each run: one read is a consistent snapshot

@@ -8,9 +8,29 @@ The source's identity is the root's session id, so the same rollout under `sessi
 `archived_sessions/` is one source (the active copy wins). A fork (`forked_from_id`) is a new
 conversation: its own root, with the path of its parent's rollout kept for replay detection.
 Only rollout files are opened: never `auth.json` or anything else in the home.
+
+A rollout whose first line is not a session_meta (emptied, truncated, garbage) still names its
+session: Codex writes `rollout-<local time>-<session id>.jsonl`. By that id it is
+- an unreadable copy of a session read from another file (Codex Desktop leaves empty
+  `... (1).jsonl` copies): a member of that session's tree, quarantined there and named;
+- the parent of sub-agents read: a member of their tree, in its place (its own session_meta,
+  cwd included, is taken from a sub-agent's replayed copy of it, else it is the tree's root
+  in the sub-agent's cwd), so the tree keeps its source and its project; extract then fails
+  that tree, whose rows the lake keeps (a sub-agent's cost is inside the parent's row there;
+  read as roots they would be counted twice);
+- else, when empty (Codex recorded nothing in it: a crash as it started), a member of the tree
+  whose rollout's name comes just before its own (the session started before it, else the
+  first): nothing to land, but it is named in that source's warnings and counted in its
+  quarantine, and no source is made of a file that holds no session (alone in a home, it is a
+  skipped source, naming it);
+- else, with bytes, a source of its own, quarantined whole (its project cannot be read from it).
+The last two keep the path as identity: taking the session id would make a source the lake knows
+(the session's tree) look moved, and its rows dropped.
 """
 
+import bisect
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +49,10 @@ class CodexSource(Source):
     members: tuple[str, ...] = ()
     # (session id, rollout path) of the sessions that members were forked from
     fork_parents: tuple[tuple[str, str], ...] = ()
+    # members that hold none of the tree's sessions (an unreadable copy of one read from another
+    # member, an empty rollout reported with it): quarantined and named, never failing the tree
+    # (any other member that cannot be read does)
+    extras: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -38,6 +62,7 @@ class Head:
     parent_id: str | None  # the spawning thread, for a sub-agent
     forked_from: str | None
     cwd: str
+    empty: bool = False  # no byte but blanks: Codex recorded nothing in it
 
 
 def codex_home(env) -> tuple[Path | None, list[str]]:
@@ -72,15 +97,58 @@ def parent_thread(source) -> str | None:
     return None
 
 
-def read_head(path: Path) -> Head:
-    line = jsontext.first_line(path)
+_SESSION_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
+
+
+def id_in_name(path: str) -> str | None:
+    """The session id in a rollout's file name (the last one: `rollout-<time>-<id> (1).jsonl`)."""
+    found = _SESSION_ID.findall(Path(path).name)
+    return found[-1].lower() if found else None
+
+
+def _meta_head(path: str, line) -> Head | None:
     payload = line.get("payload") if isinstance(line, dict) and line.get("type") == "session_meta" else None
     if not isinstance(payload, dict) or not isinstance(payload.get("id"), str) or not payload["id"]:
-        return Head(str(path), None, None, None, "")  # extract quarantines it
+        return None
     forked = payload.get("forked_from_id")
     cwd = payload.get("cwd")
-    return Head(str(path), payload["id"], parent_thread(payload.get("source")),
+    return Head(path, payload["id"], parent_thread(payload.get("source")),
                 forked if isinstance(forked, str) and forked else None, cwd if isinstance(cwd, str) else "")
+
+
+def _blank(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return not fh.read(4096).strip()
+    except OSError:  # not readable: extract says why
+        return False
+
+
+def read_head(path: Path) -> Head:
+    head = _meta_head(str(path), jsontext.first_line(path))
+    return head or Head(str(path), None, None, None, "", empty=_blank(path))  # see group
+
+
+def _second_line(path: str):
+    """The decoded second line of a rollout (a sub-agent's replayed copy of its parent's
+    session_meta), or None."""
+    try:
+        with open(path, "rb") as fh:
+            fh.readline(jsontext.FIRST_LINE_CAP)
+            return jsontext.loads(fh.readline(jsontext.FIRST_LINE_CAP).decode("utf-8", "replace"))
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
+def _stand_in(head: Head, sid: str, children: list[Head]) -> Head:
+    """An unreadable parent rollout's head, from its sub-agents' replayed copy of its session_meta
+    when one holds it, else a root in its first sub-agent's cwd."""
+    children = sorted(children, key=lambda h: h.path)
+    for child in children:
+        copy = _meta_head(head.path, _second_line(child.path))
+        if copy is not None and copy.session_id == sid:
+            return copy
+    return Head(head.path, sid, None, None, children[0].cwd)
 
 
 def root_of(head: Head, by_id: Mapping[str, Head]) -> Head:
@@ -99,6 +167,27 @@ def group(heads: list[Head], names: Mapping[str, str]) -> list[CodexSource]:
             unreadable.append(head)
         else:
             by_id.setdefault(head.session_id, head)  # the first (active) copy wins
+    readable = frozenset(by_id)
+    extras: dict[str, list[str]] = {}  # session id -> the extra members reported with it
+    placed = True
+    while placed:  # a stand-in parent may be the child that places its own parent
+        placed = False
+        for head in list(unreadable):
+            sid = id_in_name(head.path)
+            children = [h for h in by_id.values() if sid is not None and h.parent_id == sid]
+            if sid in by_id:
+                extras.setdefault(sid, []).append(head.path)
+            elif children:
+                by_id[sid] = _stand_in(head, sid, children)
+            else:
+                continue
+            unreadable.remove(head)
+            placed = True
+    by_name = sorted((Path(by_id[sid].path).name, sid) for sid in readable)
+    for head in [h for h in unreadable if h.empty and by_name]:  # see the module's docstring
+        before = bisect.bisect_left(by_name, (Path(head.path).name,))
+        extras.setdefault(by_name[max(before - 1, 0)][1], []).append(head.path)
+        unreadable.remove(head)
     trees: dict[str, list[Head]] = {}
     for head in by_id.values():
         trees.setdefault(root_of(head, by_id).session_id, []).append(head)
@@ -106,16 +195,21 @@ def group(heads: list[Head], names: Mapping[str, str]) -> list[CodexSource]:
     for root_id, members in trees.items():
         root = by_id[root_id]
         members.sort(key=lambda h: (h is not root, h.path))
-        parents = {(h.forked_from, by_id[h.forked_from].path) for h in members if h.forked_from in by_id}
-        sources.append(_source(root, root_id, tuple(h.path for h in members), tuple(sorted(parents)), names))
-    sources += [_source(h, None, (h.path,), (), names) for h in unreadable]
+        parents = {(h.forked_from, by_id[h.forked_from].path) for h in members
+                   if h.forked_from in by_id and h.forked_from in readable}
+        more = tuple(path for h in members for path in extras.get(h.session_id, ()))
+        sources.append(_source(root, root_id, tuple(h.path for h in members) + more, tuple(sorted(parents)),
+                               names, extras=more))
+    for head in unreadable:  # the path is the identity: see the module's docstring
+        why = f"empty Codex rollout {head.path}: Codex recorded nothing in it, not even its session_meta; not read"
+        sources.append(_source(head, None, (head.path,), (), names, skip_reason=why if head.empty else None))
     return sources
 
 
-def _source(root: Head, identity, members, fork_parents, names) -> CodexSource:
+def _source(root: Head, identity, members, fork_parents, names, extras=(), skip_reason=None) -> CodexSource:
     return CodexSource(provider=PROVIDER, path=root.path, project_path=root.cwd,
                        project=project_name(root.cwd, names), identity=identity, members=members,
-                       fork_parents=fork_parents)
+                       fork_parents=fork_parents, extras=extras, skip_reason=skip_reason)
 
 
 def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, project_names=None) -> Discovery:

@@ -16,6 +16,10 @@ it to a real model by date; we do not guess). A fork's `inherited_cost_usd` is t
 the requests in its replayed history. Codex records no title (null). The session_meta fields
 without a column go to `extra_columns`, except the instructions text (`instructions`,
 `base_instructions`: the same 20-27 KB in every session).
+
+Unreadable rollouts (transforms.codex.discover places them): a tree with one of its sessions'
+rollouts unreadable fails whole (a SourceError: its project's bundle quarantines it, names it,
+and keeps its rows in the lake as they were); an extra member is quarantined and named.
 """
 
 from datetime import datetime, timedelta
@@ -52,7 +56,34 @@ class CodexProvider:
         findings = Findings()
         rows: dict[str, list[dict]] = {t: [] for t in TABLES}
         # Codex only appends to a rollout: one read of each file is a consistent prefix
-        rollouts = [r for r in (read_rollout(p, source, run_at, rows["quarantine"]) for p in members(source)) if r]
+        extras = set(getattr(source, "extras", ()))
+        rollouts, unread = [], []
+        for path in members(source):
+            bad = []
+            try:
+                rollout = read_rollout(path, source, run_at, bad)
+            except SourceError as exc:  # an extra that cannot be opened is named, never fails the tree
+                if path not in extras:
+                    raise
+                rollout, bad = None, [_quarantine(source, path, 0, str(exc), "", run_at)]
+            if rollout and path in extras:  # none of the tree's sessions: written since it was found
+                findings.notes.append(f"{path}: written since it was found unreadable: read on the next run")
+                continue
+            rows["quarantine"] += bad
+            rollouts += [rollout] if rollout else []
+            unread += [] if rollout else [path]
+        lost = [path for path in unread if path not in extras]
+        if lost and source.identity is not None:
+            # a session of the tree, a parent of sub-agents read (transforms.codex.discover): read
+            # without it, they would be roots whose cost the lake's row of it already holds
+            where = "" if lost == [source.path] else f"{', '.join(lost)}: "  # the bundle names the root
+            tree = len(members(source)) - len(extras)
+            raise SourceError(f"{where}{unread_reason(lost[0])}; its session tree ({tree} rollouts, with sub-agents) "
+                              "is not read until it changes: the lake keeps what it holds of it")
+        read = {r.meta["id"] for r in rollouts}
+        for path in unread:
+            findings.notes.append(f"{path}: {unread_reason(path)} ({_unread_what(path, path in extras, read)}): "
+                                  "quarantined")
         kept = walk_all(rollouts, source, run_at, rows["quarantine"], findings)
         rows["sessions"] = session_rows([r for r, _ in kept], [s for _, s in kept], source, findings)
         for _, session in kept:
@@ -96,12 +127,35 @@ def read_rollout(path: str, source: Source, run_at: datetime, quarantine: list[d
     first = lines[0] if lines else None
     if first is None or first.no != 0 or first.type != "session_meta" or not isinstance(first.payload, dict) \
             or not isinstance(first.payload.get("id"), str):
-        quarantine.append(_quarantine(source, path, 0, "malformed rollout: no session_meta on the first line",
-                                      data.decode("utf-8", "replace"), run_at))
+        quarantine.append(_quarantine(source, path, 0, _malformed(data), data.decode("utf-8", "replace"), run_at))
         return None
     for no, text, reason in bad:  # the rest of the file is still read
         quarantine.append(_quarantine(source, path, no, reason, text, run_at))
     return Rollout(path, lines)
+
+
+def _unread_what(path: str, extra: bool, read: set) -> str:
+    if not extra:
+        return "its project cannot be read from it"
+    sid = codex_discover.id_in_name(path)
+    if sid in read:
+        return f"a copy of session {sid}, read from another file"
+    return "which project it was is unknown: reported with the session started before it"
+
+
+def _malformed(data: bytes) -> str:
+    if not data.strip():
+        return "empty rollout: Codex recorded nothing in it, not even its session_meta"
+    return "malformed rollout: no session_meta on the first line"
+
+
+def unread_reason(path: str) -> str:
+    """Why a member gave no rollout: read_rollout's reason (read again: it is only asked for the
+    rare file that could not be read)."""
+    try:
+        return _malformed(Path(path).read_bytes())
+    except OSError as exc:
+        return f"cannot read it: {exc}"
 
 
 def _quarantine(source: Source, path: str, no: int, error: str, raw: str, run_at: datetime) -> dict:

@@ -183,7 +183,14 @@ def read_legacy(data_dir: Path) -> list[Record]:
 # ---------------------------------------------------------------------------------- merging
 
 def read_store(path: Path, workdir: Path) -> Store:
-    """A data dir (its databases and legacy JSON) or a single database."""
+    """A data dir (its databases and legacy JSON) or a single database.
+
+    A data dir whose `opencode.db` cannot be read fails whole: its rows win over every other
+    copy, so read without it the older copies of its sessions (the legacy JSON left by the
+    migration, a channel database) would replace the lake's rows of them, and the run would
+    look fine. The lake keeps the source's rows as they were, and the run fails (exit 1) naming
+    the file. A channel database that cannot be read is skipped with a warning and a quarantine
+    row: opencode.db's rows win over it, and the lake keeps its sessions."""
     is_dir = path.is_dir()
     databases = db_files(path) if is_dir else [path]
     store, batches = Store(), []
@@ -191,6 +198,9 @@ def read_store(path: Path, workdir: Path) -> Store:
         try:
             batches.append(read_database(db, workdir))
         except SourceError as exc:
+            if is_dir and db.name == MAIN_DB:
+                raise SourceError(f"{exc}; the data dir is not read without it (its sessions' older copies would "
+                                  "stand in for them): the lake keeps this source's rows as they were") from exc
             store.problems.append((str(db), str(exc)))
     if is_dir:
         batches.append(read_legacy(path))
