@@ -384,7 +384,7 @@ def _read_warehouse(args, answer) -> int:
 
 
 def cmd_sql(args) -> int:
-    from warehouse.formatting import render
+    from warehouse.formatting import fetch_rows, render
 
     if not args.query.strip():
         raise UsageError('empty query: give one SQL statement, e.g. agentlake sql "SELECT * FROM sessions LIMIT 5"')
@@ -397,7 +397,7 @@ def cmd_sql(args) -> int:
         if cur is None:  # only comments, or only whitespace between statements
             raise UsageError(f"nothing to run in the query {args.query!r}")
         columns = [d[0] for d in cur.description] if cur.description else []
-        return render(columns, cur.fetchall(), args.format)
+        return render(columns, fetch_rows(cur), args.format)
 
     return _read_warehouse(args, answer)
 

@@ -86,22 +86,25 @@ def test_overview_has_real_axes_legend_and_the_fixture_figures(dashboard, lake, 
                    for a in labels), (day, project)
     by_model = figure(dom, "cost-by-model")
     assert "unknown cost" in by_model  # glm-4.6: unknown, not drawn as $0
-    unknown = scalar(lake, "SELECT COUNT(*) FILTER (WHERE cost_source = 'unknown') FROM daily_costs")
-    assert f"{unknown} rows with unknown cost" in dom
+    unknown = scalar(lake, "SELECT COUNT(*) FROM sessions WHERE is_root AND cost_source = 'unknown'")
+    assert unknown and f"{unknown} of them with unknown cost" in dom  # root sessions, as the report counts
     for fig in ("cost-by-project", "cost-by-model", "tool-usage"):
         assert "all " in figure(dom, fig) and " shown" in figure(dom, fig)  # nothing cut, and it says so
     tools = figure(dom, "tool-usage")
-    failed = scalar(lake, "SELECT SUM(errors) + SUM(nonzero_exits) FROM tool_usage WHERE tool_name = 'bash'")
+    failed = scalar(lake, "SELECT COUNT(*) FROM tool_calls WHERE has_call AND tool_name = 'bash' "
+                          "AND (is_error OR exit_code <> 0)")  # a call failed both ways is one failure
     assert f"({failed} failed)" in tools
     assert "<h2>Insights</h2>" in dom
     screenshot(dashboard, tmp_path, "overview")
 
 
 def test_filters_change_the_page(dashboard, tmp_path):
-    crush = browse(dashboard + "?provider=crush", tmp_path)
+    crush = browse(dashboard + "?agent=crush", tmp_path)  # the parameter named as the form labels it
     assert "Total cost: $1.3000" in crush
     assert "glm-4.6" not in figure(crush, "cost-by-model")
-    window = browse(dashboard + "?provider=crush&since=2026-01-03&until=2026-01-05", tmp_path)
+    assert '<select name="agent">' in crush and "filter-errors" not in crush
+    assert "Total cost: $1.3000" in browse(dashboard + "?provider=crush", tmp_path)  # its older name, in old links
+    window = browse(dashboard + "?agent=crush&since=2026-01-03&until=2026-01-05", tmp_path)
     assert "Total cost: $0.1000" in window
     assert len(bar_labels(figure(window, "cost-over-time"))) == 3  # S's three thirds, one a day
     assert re.search(r'<option value="crush" selected', window)
@@ -115,6 +118,9 @@ def test_filters_change_the_page(dashboard, tmp_path):
     ("project=nope", "unknown project 'nope'"),
     ("provider=gpt", "unknown agent 'gpt'"),
     ("top=many", "top: 'many' is not a whole number"),
+    ("top=-1", "top: '-1' is negative: rows per ranking must be 0 (all) or more"),
+    ("agent=gpt", "unknown agent 'gpt'"),
+    ("agnet=crush", "unknown parameter 'agnet': the filters are since, until, project, agent, top"),
 ])
 def test_bad_filters_are_named_on_the_page(dashboard, tmp_path, query, message):
     """A bad filter is shown and left out, never silently ignored; the rest of the page still works."""
@@ -137,7 +143,7 @@ def test_links_lead_from_the_overview_down_to_a_transcript(dashboard, lake, tmp_
     projects = dict(table_links(overview, "projects"))
     assert list(projects) == ["shop"]
     # a bar of "Cost by project" links to the same project page (the agent chosen too)
-    assert re.search(r'<a xlink:href="/project\?project=shop&amp;provider=crush"', figure(overview, "cost-by-project"))
+    assert re.search(r'<a xlink:href="/project\?project=shop&amp;agent=crush"', figure(overview, "cost-by-project"))
 
     project = browse(urljoin(dashboard, projects["shop"]), tmp_path)
     assert "project shop" in project
@@ -308,7 +314,7 @@ def test_token_once_then_the_cookie_in_a_real_browser(lake, tmp_path):
         dom = browse(url + "project?project=shop&provider=crush&token=tok-123", tmp_path)
         assert "Total cost: $1.3000" in dom and "project shop" in dom  # the same page, token gone
         assert len(bar_labels(figure(dom, "cost-over-time"))) > 0
-        dom = browse(url + "?provider=crush", tmp_path)  # same profile: the cookie is enough now
+        dom = browse(url + "?agent=crush", tmp_path)  # same profile: the cookie is enough now
         assert "Total cost: $1.3000" in dom
     finally:
         server.shutdown()

@@ -192,3 +192,73 @@ def test_report_and_insights_carry_nine_decimals(nine_decimals, capsys):
     rows = _strict_json(_out(capsys, "sql", "--home", str(nine_decimals.home), "--format", "json",
                              insights["sql"]["insight_idle_cost"]))
     assert {r["project"]: r["cost_usd"] for r in rows} == truth
+
+
+# --------------------------------------------------------------------------- INTERVAL, exactly
+
+# DuckDB keeps an INTERVAL's months, days and microseconds apart: `1 month` is not `30 days`, nor
+# `25 hours` `1 day 01:00:00` (a session's duration in seconds is all microseconds, its age has months)
+INTERVALS = ("SELECT INTERVAL 1 MONTH AS month, INTERVAL 25 HOUR AS hours, INTERVAL 14 MONTH AS months, "
+             "INTERVAL 30 DAY AS days, -INTERVAL '1 year 2 days 3.25 seconds' AS neg, INTERVAL 0 SECOND AS zero, "
+             "[INTERVAL 1 MONTH, INTERVAL 36 HOUR] AS list, {'took': INTERVAL '2 months 1 microsecond'} AS struct, "
+             "(SELECT to_seconds(MAX(duration_s)) FROM session_summary) AS longest, "
+             "(SELECT MAX(age(ended_at, started_at)) FROM session_summary) AS age")
+
+
+SCALARS = ("month", "hours", "months", "days", "neg", "zero", "longest", "age")
+
+
+def _duckdb_text(lake) -> dict:
+    """Each INTERVAL as DuckDB itself writes it: a cast to VARCHAR (a LIST's or STRUCT's one by one)."""
+    casts = ", ".join(f"{c}::VARCHAR" for c in SCALARS)
+    (row,) = query(lake, f"SELECT {casts}, list_transform(list, x -> x::VARCHAR), struct.took::VARCHAR "
+                         f"FROM ({INTERVALS})")
+    return dict(zip(SCALARS, row)) | {"list": row[-2], "struct": {"took": row[-1]}}
+
+
+def test_every_format_writes_an_interval_as_duckdb_does(lake):
+    from warehouse.formatting import fetch_rows, interval_text
+    from warehouse.views import connect
+
+    want = _duckdb_text(lake)
+    assert want["month"] == "1 month" and want["hours"] == "25:00:00"
+    with connect(lake.warehouse) as con:
+        # what a timedelta (DuckDB's fetchall) cannot tell apart: `1 month` from `30 days`, ...
+        cur = con.execute(INTERVALS)
+        lost = {d[0]: interval_text(v) for d, v in zip(cur.description, cur.fetchall()[0]) if d[0] in SCALARS}
+        assert {c for c in SCALARS if lost[c] != want[c]} == {"month", "hours", "months", "neg", "longest", "age"}, lost
+        cur = con.execute(INTERVALS)
+        columns = [d[0] for d in cur.description]
+        rows = fetch_rows(cur)
+    (row,) = _strict_json(render(columns, rows, "json"))
+    assert row == want
+    (line,) = list(csv.DictReader(io.StringIO(render(columns, rows, "csv"))))
+    assert {k: (json.loads(v) if k in ("list", "struct") else v) for k, v in line.items()} == want
+    header, _, cells = render(columns, rows, "table").splitlines()[:3]
+    # the table's cells, cut where each column starts (a value may hold spaces: `1 year 2 months`)
+    starts = [header.index(c) for c in columns] + [None]
+    shown = {c: cells[a:b].strip() for c, a, b in zip(columns, starts, starts[1:])}
+    assert {c: shown[c] for c in SCALARS} == {c: want[c] for c in SCALARS}
+    assert json.loads(shown["list"]) == want["list"] and json.loads(shown["struct"]) == want["struct"]
+    # and DuckDB reads each text back as the same INTERVAL, part by part
+    for name in SCALARS:
+        assert query(lake, "SELECT CAST(CAST(? AS INTERVAL) AS VARCHAR)", row[name])[0][0] == want[name], name
+
+
+def test_a_query_without_intervals_is_fetched_as_duckdb_gives_it(lake):
+    from warehouse.formatting import fetch_rows
+    from warehouse.views import connect
+
+    sql = "SELECT session_id, cost_usd, started_at, tool_calls FROM session_summary ORDER BY session_id"
+    with connect(lake.warehouse) as con:
+        assert fetch_rows(con.execute(sql)) == con.execute(sql).fetchall()
+        # beside an INTERVAL, the other columns are still DuckDB's own Python values
+        mixed = fetch_rows(con.execute(f"SELECT *, INTERVAL 1 MONTH AS m FROM ({sql})"))
+        assert [r[:-1] for r in mixed] == con.execute(sql).fetchall()
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "json"])
+def test_agentlake_sql_writes_an_interval_as_duckdb_does(lake, capsys, fmt):
+    out = _out(capsys, "sql", "--home", str(lake.home), "--format", fmt,
+               "SELECT INTERVAL 1 MONTH AS month, INTERVAL 25 HOUR AS hours")
+    assert "1 month" in out and "25:00:00" in out and "30 days" not in out and "1 day" not in out

@@ -24,7 +24,7 @@ def render(con, path: str, query: str) -> tuple[str, int]:
     pairs = con.execute("SELECT DISTINCT project, provider FROM daily_costs").fetchall()
     projects = sorted({p for p, _ in pairs if p is not None})
     providers = sorted({a for _, a in pairs if a is not None})
-    req = pages.parse_request(query, projects, providers)
+    req = pages.parse_request(query, projects, providers, path)
     if path == "/session":
         body, status = pages.session_page(con, req)
     elif path == "/insight":

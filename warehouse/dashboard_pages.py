@@ -1,12 +1,15 @@
 """The dashboard's pages: overview -> project -> session transcript, and the insights.
 
-Overview and project pages read the marts only (daily_costs, session_summary, tool_usage,
-insight_*); the transcript reads messages, parts, tool_calls and usage for one session, filtered
-by its project, days and ids so that DuckLake prunes to a few files. Every table is cut to the
+Overview and project pages read the marts (daily_costs, session_summary, insight_*), the
+report's totals, and tool_calls with sessions for the failed calls (a call that errors and exits
+non-zero fails once; the marts count the two apart); the transcript reads messages, parts,
+tool_calls and usage for one session, filtered by its project, days and ids so that DuckLake
+prunes to a few files. Every table is cut to the
 top N with an "others" row (warehouse.charts.top_with_others) and every row links one level down.
 """
 
 import html
+import re
 from dataclasses import dataclass, field, replace
 from datetime import date
 from urllib.parse import parse_qs, urlencode
@@ -14,7 +17,7 @@ from urllib.parse import parse_qs, urlencode
 import duckdb
 
 from warehouse import charts
-from warehouse.report import Filters, sorted_list
+from warehouse.report import FAILED, TOOL_CALLS, Filters, cost_and_sessions, sorted_list
 
 DEFAULT_TOP = 15
 INSIGHTS = ("insight_duplicate_reads", "insight_unused_reads", "insight_read_edit_ratio", "insight_idle_cost",
@@ -25,6 +28,14 @@ TEXT_LIMIT = 4000  # characters of one part shown in a transcript; the rest is c
 PARTS_LIMIT = 2000  # parts of one transcript page
 # a mart read as if it had a `date` column, so the same Filters apply to every table
 SESSIONS = "(SELECT *, CAST(started_at AS DATE) AS date FROM session_summary)"
+# each root session's failed tool calls, its sub-agents' included, by its session_key (as
+# _session_tree names it); session_summary's tool_errors and nonzero_exits count a call that did
+# both twice. {s}: the project and agent filters only (a session's calls are on its later days too)
+FAILED_BY_SESSION = ("(SELECT concat_ws('/', s.machine, s.\"user\", s.provider, s.source_id, "
+                     "COALESCE(s.root_session_id, s.session_id)) AS session_key, COUNT(*) AS failed "
+                     f"FROM (SELECT * FROM {TOOL_CALLS} {{s}}) AS c JOIN sessions AS s "
+                     "ON s.machine = c.machine AND s.source_id = c.source_id AND s.session_id = c.session_id "
+                     f"WHERE {FAILED} GROUP BY 1)")
 
 
 @dataclass
@@ -38,17 +49,28 @@ class Request:
     def link(self, path: str, **extra) -> str:
         """A link to `path` that keeps the valid filters (and `top`), with `extra` on top."""
         keep = {"since": self.filters.since, "until": self.filters.until, "project": self.filters.project,
-                "provider": self.filters.provider, "top": None if self.top == DEFAULT_TOP else self.top}
+                "agent": self.filters.provider, "top": None if self.top == DEFAULT_TOP else self.top}
         keep.update(extra)
         query = urlencode({k: v for k, v in keep.items() if v is not None and v != ""})
         return path + (f"?{query}" if query else "")
 
 
-def parse_request(query: str, projects: list[str], providers: list[str]) -> Request:
-    """The query string, validated: a bad date, an unknown project or agent, or a bad `top` is
-    left out of the filters and named in `errors`."""
+FILTERS = ("since", "until", "project", "agent", "top")  # the form's fields, named as it labels them
+# what else a page reads: `provider` is the agent filter's older name (links and bookmarks made
+# before it was `agent`); `token` is the dashboard's own (warehouse.dashboard)
+PAGE_PARAMS = {"/session": ("source", "id", "key"), "/insight": ("name",)}
+OTHER_PARAMS = ("provider", "token")
+
+
+def parse_request(query: str, projects: list[str], providers: list[str], path: str = "/") -> Request:
+    """The query string, validated: a bad date, an unknown project or agent, a bad `top` or a
+    parameter the page does not read is left out of the filters and named in `errors`."""
     params = {k: v[-1].strip() for k, v in parse_qs(query, keep_blank_values=True).items()}
     errors, days = [], {}
+    known = FILTERS + PAGE_PARAMS.get(path, ()) + OTHER_PARAMS
+    for key in params:
+        if key not in known:
+            errors.append(f"unknown parameter {key!r}: the filters are {', '.join(FILTERS)}; ignored")
     for key in ("since", "until"):
         text = params.get(key, "")
         if text:
@@ -59,20 +81,29 @@ def parse_request(query: str, projects: list[str], providers: list[str]) -> Requ
     if days.get("since") and days.get("until") and days["since"] > days["until"]:
         errors.append(f"since {days['since']} is after until {days['until']}: no day can match; both ignored")
         days = {}
+    agent, old = params.get("agent", ""), params.get("provider", "")
+    if agent and old and agent != old:
+        errors.append(f"agent {agent!r} and provider {old!r} name different agents (provider is agent's older "
+                      f"name); agent used")
+    params["agent"] = agent or old
     chosen = {}
-    for key, known, what in (("project", projects, "project"), ("provider", providers, "agent")):
+    for key, known_values, what in (("project", projects, "project"), ("agent", providers, "agent")):
         value = params.get(key, "")
-        if value and value not in known:
+        if value and value not in known_values:
             errors.append(f"unknown {what} {value!r} (not in this lake); ignored")
         elif value:
             chosen[key] = value
     top = DEFAULT_TOP
-    if params.get("top", "") != "":
-        if params["top"].isdigit():
-            top = int(params["top"])
+    text = params.get("top", "")
+    if text != "":
+        number = int(text) if re.fullmatch(r"[+-]?[0-9]+", text) else None
+        if number is None:
+            errors.append(f"top: {text!r} is not a whole number (0 shows all); {DEFAULT_TOP} used")
+        elif number < 0:
+            errors.append(f"top: {text!r} is negative: rows per ranking must be 0 (all) or more; {DEFAULT_TOP} used")
         else:
-            errors.append(f"top: {params['top']!r} is not a whole number (0 shows all); {DEFAULT_TOP} used")
-    filters = Filters(days.get("since"), days.get("until"), chosen.get("project"), chosen.get("provider"))
+            top = number
+    filters = Filters(days.get("since"), days.get("until"), chosen.get("project"), chosen.get("agent"))
     return Request(filters, top, params, errors)
 
 
@@ -85,9 +116,12 @@ def usd(value) -> str:
 
 
 def _query(con, sql: str, filters: Filters, *extra) -> list[tuple]:
+    """`sql` with the filters in each `{w}`, and the project and agent filters only in each `{s}`
+    (for rows dated otherwise than the window: a session's calls, on its days)."""
     where, params = filters.where()
-    count = sql.count("{w}")
-    return con.execute(sql.format(w=where), params * count + list(extra)).fetchall()
+    scope, scope_params = replace(filters, since=None, until=None).where()
+    args = [a for m in re.finditer(r"\{([ws])\}", sql) for a in (params if m[1] == "w" else scope_params)]
+    return con.execute(sql.format(w=where, s=scope), args + list(extra)).fetchall()
 
 
 # --- pieces of a page
@@ -179,7 +213,7 @@ def filter_form(req: Request, projects: list[str], providers: list[str], action:
   <label>since <input type="date" name="since" value="{shown('since', f.since)}"></label>
   <label>until <input type="date" name="until" value="{shown('until', f.until)}"></label>
   <label>project <select name="project">{_options(projects, f.project)}</select></label>
-  <label>agent <select name="provider">{_options(providers, f.provider)}</select></label>
+  <label>agent <select name="agent">{_options(providers, f.provider)}</select></label>
   <label>rows per ranking <input type="number" name="top" min="0" value="{req.top}" style="width:6em"></label>
   <button type="submit">apply</button>
 </form>"""
@@ -226,11 +260,10 @@ def _ranking_chart(con, req: Request, sql: str, link, **kw) -> tuple[str, str]:
 
 
 def _totals(con, req: Request) -> str:
-    cost, unknown = _query(con, "SELECT SUM(cost_usd), COUNT(*) FILTER (WHERE cost_source = 'unknown') "
-                                "FROM daily_costs {w}", req.filters)[0]
-    sessions = _query(con, f"SELECT COUNT(*) FROM {SESSIONS} {{w}}", req.filters)[0][0]
-    note = f" · {unknown} rows with unknown cost (not counted as $0)" if unknown else ""
-    return (f'<p id="total">Total cost: ${float(cost or 0):,.4f}{_e(note)} · {sessions:,} root sessions started · '
+    """The report's totals (warehouse.report.cost_and_sessions): the same figures, on the same days."""
+    _, (cost, sessions, unknown) = cost_and_sessions(con, req.filters)
+    note = f" · {unknown:,} of them with unknown cost (not counted as $0)" if unknown else ""
+    return (f'<p id="total">Total cost: {usd(cost)} · {sessions:,} root sessions started{_e(note)} · '
             "root sessions only, sub-agents included once</p>")
 
 
@@ -245,7 +278,7 @@ def overview(con, req: Request, projects: list[str], providers: list[str]) -> st
     by_project, project_note = _ranking_chart(
         con, req, "SELECT project || ' · ' || provider, SUM(cost_usd) AS c, project, provider FROM daily_costs {w} "
                   "GROUP BY ALL ORDER BY c DESC NULLS LAST, 1",
-        lambda r: req.link("/project", project=r[2], provider=r[3]))
+        lambda r: req.link("/project", project=r[2], agent=r[3]))
     by_model, model_note = _ranking_chart(
         con, req, "SELECT COALESCE(model, '(session-level)') || ' · ' || provider, SUM(cost_usd) AS c "
                   "FROM daily_costs {w} GROUP BY ALL ORDER BY c DESC NULLS LAST, 1", lambda r: None)
@@ -256,15 +289,15 @@ def overview(con, req: Request, projects: list[str], providers: list[str]) -> st
             + figure("cost-by-project", "Cost by project and agent", by_project, project_note)
             + figure("cost-by-model", "Cost by model and agent", by_model, model_note)
             + "</div>"
-            + figure("tool-usage", "Tool calls (red: errors and non-zero exits)", tools, tool_note)
+            + figure("tool-usage", "Tool calls (red: failed, by an error or a non-zero exit)", tools, tool_note)
             + "<h2>Projects</h2>" + _projects_table(con, req)
             + insights_section(con, req))
     return layout("agentlake", [("overview", None)], body, req, filter_form(req, projects, providers))
 
 
 def _tool_chart(con, req: Request) -> tuple[str, str]:
-    return _ranking_chart(con, req, "SELECT tool_name, SUM(calls) AS n, SUM(errors) + SUM(nonzero_exits) "
-                                    "FROM tool_usage {w} GROUP BY ALL ORDER BY n DESC, 1",
+    return _ranking_chart(con, req, f"SELECT tool_name, COUNT(*) AS n, COUNT(*) FILTER (WHERE {FAILED}) "
+                                    f"FROM {TOOL_CALLS} {{w}} GROUP BY ALL ORDER BY n DESC, 1",
                           lambda r: None, unit="", value_title="calls", overlay_title="failed", width=900)
 
 
@@ -273,7 +306,8 @@ def _projects_table(con, req: Request) -> str:
         WITH c AS (SELECT project, SUM(cost_usd) AS cost, {sorted_list('provider')} AS agents,
                           {sorted_list('cost_source')} AS sources FROM daily_costs {{w}} GROUP BY 1),
              s AS (SELECT project, COUNT(*) AS sessions, SUM(messages) AS messages, SUM(tool_calls) AS calls,
-                          SUM(tool_errors + nonzero_exits) AS failed FROM {SESSIONS} {{w}} GROUP BY 1)
+                          SUM(COALESCE(f.failed, 0)) AS failed
+                   FROM {SESSIONS} AS ss LEFT JOIN {FAILED_BY_SESSION} AS f USING (session_key) {{w}} GROUP BY 1)
         SELECT project, agents, COALESCE(sessions, 0), COALESCE(messages, 0), COALESCE(calls, 0),
                COALESCE(failed, 0), cost, sources
         FROM c FULL JOIN s USING (project) ORDER BY cost DESC NULLS LAST, project""", req.filters)
@@ -297,9 +331,10 @@ def project_page(con, req: Request, projects: list[str], providers: list[str]) -
                                       lambda s: None)
     tools, tool_note = _tool_chart(con, req)
     rows = _query(con, f"""SELECT strftime(started_at, '%Y-%m-%d %H:%M'), COALESCE(title, '(untitled)'), provider,
-                                  duration_s, messages, tool_calls, tool_errors + nonzero_exits, subagents, models,
+                                  duration_s, messages, tool_calls, COALESCE(f.failed, 0), subagents, models,
                                   cost_usd, cost_source, source_id, session_id
-                           FROM {SESSIONS} {{w}} ORDER BY cost_usd DESC NULLS LAST, started_at DESC""", req.filters)
+                           FROM {SESSIONS} AS ss LEFT JOIN {FAILED_BY_SESSION} AS f USING (session_key) {{w}}
+                           ORDER BY cost_usd DESC NULLS LAST, started_at DESC""", req.filters)
     cut = charts.top_with_others([(r[0], *r[3:8], r[9]) for r in rows], req.top or None, "others")
     kept = rows[:len(cut.rows)]
     shown = [(r[0], r[1], r[2], _duration(r[3]), r[4], r[5], r[6], r[7], r[8], usd(r[9]), r[10]) for r in kept]
@@ -314,7 +349,7 @@ def project_page(con, req: Request, projects: list[str], providers: list[str]) -
     body = (_totals(con, req)
             + figure("cost-over-time", f"Cost over time in {name}, by model", time_svg, time_note, wide=True)
             + "<h2>Sessions (most expensive first)</h2>" + sessions
-            + figure("tool-usage", "Tool calls (red: errors and non-zero exits)", tools, tool_note)
+            + figure("tool-usage", "Tool calls (red: failed, by an error or a non-zero exit)", tools, tool_note)
             + insights_section(con, req))
     crumbs = [("overview", req.link("/", project="")), (name, None)]
     return layout(f"project {name}", crumbs, body, req, filter_form(req, projects, providers, "/project"))

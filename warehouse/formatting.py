@@ -10,19 +10,90 @@ same double. Only how a value is spelled differs between the formats:
 - json: always valid JSON (see `json_text`); a DECIMAL is a JSON number with its exact digits.
 
 In every format a BLOB is lowercase hex (DuckDB reads it back with `from_hex`), an INTERVAL is
-DuckDB's own text (`3 days`, `1 day 01:00:01.5`, `-01:00:00`: what DuckDB's CSV and JSON writers
-write, and what a cast to INTERVAL reads back), a LIST or STRUCT in a table or CSV cell is its
-compact JSON text.
+DuckDB's own text (`1 month`, `25:00:00`, `1 day 01:00:01.5`, `-01:00:00`: what a cast to VARCHAR
+gives, and what a cast to INTERVAL reads back) when its rows were fetched with `fetch_rows`, a
+LIST or STRUCT in a table or CSV cell is its compact JSON text.
 """
 
 import csv
 import io
 import math
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from json.encoder import encode_basestring, encode_basestring_ascii
 
 FORMATS = ("table", "csv", "json")
+
+
+@dataclass(frozen=True)
+class Interval:
+    """An INTERVAL as DuckDB holds it: months, days and microseconds, each apart (`1 month` is not
+    `30 days`, `25 hours` is not `1 day 01:00:00`), written as DuckDB writes it."""
+    months: int
+    days: int
+    micros: int
+
+    def __str__(self) -> str:
+        parts = []
+        years, months = int(self.months / 12), self.months - int(self.months / 12) * 12  # toward zero, as C++
+        for n, unit in ((years, "year"), (months, "month"), (self.days, "day")):
+            if n:
+                parts.append(f"{n} {unit}{'' if n in (1, -1) else 's'}")
+        if self.micros or not parts:
+            sign = "-" if self.micros < 0 else ""
+            seconds, micros = divmod(abs(self.micros), 1_000_000)
+            clock = f"{sign}{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+            parts.append(clock + (f".{micros:06d}".rstrip("0") if micros else ""))
+        return " ".join(parts)
+
+
+def fetch_rows(cur) -> list[tuple]:
+    """`cur.fetchall()`, but every INTERVAL (also in a LIST or STRUCT) as an `Interval`. DuckDB's
+    Python client hands an INTERVAL over as a timedelta, the months counted as 30 days and the
+    hours past a day carried into days, so `1 month` and `30 days` arrive alike: Arrow keeps its
+    months, days and nanoseconds apart. The other columns are DuckDB's own Python values."""
+    if not any("INTERVAL" in str(d[1]).upper() for d in cur.description or ()):
+        return cur.fetchall()
+    import pyarrow as pa
+
+    table = cur.to_arrow_table()
+    exact = [i for i, f in enumerate(table.schema) if _holds_interval(f.type, pa)]
+    rest = [i for i in range(table.num_columns) if i not in exact]
+    others = iter(cur.from_arrow(table.select(rest).rename_columns([f"c{i}" for i in rest])).fetchall()
+                  if rest else [()] * table.num_rows)
+    columns = {i: [_intervals(v, pa) for v in table.column(i).to_pylist()] for i in exact}
+    rows = []
+    for n, other in enumerate(others):
+        values = iter(other)
+        rows.append(tuple(columns[i][n] if i in columns else next(values) for i in range(table.num_columns)))
+    return rows
+
+
+def _holds_interval(t, pa) -> bool:
+    if pa.types.is_interval(t):
+        return True
+    if pa.types.is_struct(t):
+        return any(_holds_interval(t.field(i).type, pa) for i in range(t.num_fields))
+    if pa.types.is_map(t):
+        return _holds_interval(t.key_type, pa) or _holds_interval(t.item_type, pa)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t) or \
+            getattr(pa.types, "is_list_view", lambda _: False)(t):
+        return _holds_interval(t.value_type, pa)
+    return False
+
+
+def _intervals(value, pa):
+    """An Arrow value as Python, its intervals as `Interval`s (a MAP as DuckDB's client gives it)."""
+    if isinstance(value, pa.MonthDayNano):
+        return Interval(value.months, value.days, value.nanoseconds // 1000)
+    if isinstance(value, list):
+        if value and all(isinstance(v, tuple) and len(v) == 2 and not isinstance(v, pa.MonthDayNano) for v in value):
+            return {_intervals(k, pa): _intervals(v, pa) for k, v in value}  # a MAP's (key, value) pairs
+        return [_intervals(v, pa) for v in value]
+    if isinstance(value, dict):
+        return {k: _intervals(v, pa) for k, v in value.items()}
+    return value
 
 
 def _cell(value) -> str:
@@ -40,8 +111,8 @@ def text_value(value) -> str:
         return decimal_text(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).hex()
-    if isinstance(value, timedelta):
-        return interval_text(value)
+    if isinstance(value, (Interval, timedelta)):
+        return str(value) if isinstance(value, Interval) else interval_text(value)
     if isinstance(value, (list, tuple, dict)):
         return json_text(value, indent=None)
     return str(value)  # float: repr, the shortest text that reads back as the same double
@@ -70,10 +141,10 @@ def float_text(value: float) -> str:
 
 
 def interval_text(value: timedelta) -> str:
-    """An INTERVAL as DuckDB writes it: `3 days`, `1 day 01:00:01.5`, `-01:00:00`, `00:00:00`.
-    DuckDB's Python client hands an INTERVAL over as a timedelta, the months counted as 30 days
-    and the hours past a day carried into days (`14 months` arrives as 420 days, `25 hours` as
-    1 day 1 hour): this writes the duration it received, which is all there is to write."""
+    """A timedelta as DuckDB writes the INTERVAL of its days and time: `3 days`, `1 day 01:00:01.5`,
+    `-01:00:00`, `00:00:00`. A timedelta from DuckDB's `fetchall` has lost the INTERVAL's own
+    parts (`1 month` arrives as 30 days, `25 hours` as 1 day 1 hour): rows fetched with
+    `fetch_rows` hold an `Interval`, written exactly."""
     micros = value // timedelta(microseconds=1)
     sign = "-" if micros < 0 else ""
     days, micros = divmod(abs(micros), 86_400_000_000)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
 
-from warehouse.formatting import json_text, render
+from warehouse.formatting import fetch_rows, json_text, render
 
 BREAKDOWNS = ("day", "project", "agent", "user", "model", "tool")
 
@@ -40,16 +40,30 @@ class Filters:
 
     def literal_where(self, date_col: str | None, scoped: bool = True) -> str:
         """The same filters as SQL literals, for a query shown to the user to paste into
-        `agentlake sql`. Only those the table can take: a date column, project and provider."""
+        `agentlake sql`. Only those the table can take: a date column (SESSION_DATE: the date of
+        the session a row is about, by its `session_key`), project and provider."""
         clauses = []
-        if date_col and self.since:
-            clauses.append(f"CAST({date_col} AS DATE) >= DATE '{self.since.isoformat()}'")
-        if date_col and self.until:
-            clauses.append(f"CAST({date_col} AS DATE) <= DATE '{self.until.isoformat()}'")
+        if date_col == SESSION_DATE:
+            days = self._literal_days("date")  # sessions.date: from created_at, never NULL
+            if days:
+                clauses.append("session_key IN (SELECT concat_ws('/', machine, \"user\", provider, source_id, "
+                               "session_id) FROM sessions WHERE " + " AND ".join(days) + ")")
+        elif date_col:
+            clauses += self._literal_days(f"CAST({date_col} AS DATE)")
         for column, value in (("project", self.project), ("provider", self.provider)):
             if scoped and value is not None:
                 clauses.append(f"{column} = '" + value.replace("'", "''") + "'")
         return (" WHERE " + " AND ".join(clauses)) if clauses else ""
+
+    def _literal_days(self, day: str) -> list[str]:
+        return ([f"{day} >= DATE '{self.since.isoformat()}'"] if self.since else []) + (
+            [f"{day} <= DATE '{self.until.isoformat()}'"] if self.until else [])
+
+
+# Insight.date_col for the marts whose rows are about a session: --since/--until pick the rows
+# by that session's date (the day it started), which every session has, and never by a time of
+# the row's own that may be NULL (a session without a compaction has no first_compaction_at)
+SESSION_DATE = "session"
 
 
 @dataclass
@@ -123,21 +137,39 @@ def run_query(con, sql: str, filters: Filters, date_col: str = "date", limit: in
     if limit:
         sql += f" LIMIT {int(limit)}"
     cur = con.execute(sql, params)
-    return [d[0] for d in cur.description], cur.fetchall()
+    return [d[0] for d in cur.description], fetch_rows(cur)
+
+
+# Totals' cost: the exact sum of the known costs, $0 when nothing is in the filters (no session
+# costs nothing: a known total), NULL (unknown) when every cost in them is unknown.
+_TOTAL_COST = f"CASE WHEN COUNT(*) = 0 THEN CAST(0 AS DECIMAL(38, 9)) ELSE {_COST} END"
+# a call failed when the tool reported an error or its command exited non-zero: counted once
+# when it did both (tool_usage counts each apart: `errors`, `nonzero_exits`)
+FAILED = "(is_error OR exit_code <> 0)"
+TOOL_CALLS = "(SELECT * FROM tool_calls WHERE has_call)"
+
+
+def cost_and_sessions(con, filters: Filters) -> tuple[list[str], tuple]:
+    """The totals' cost and root sessions (the dashboard shows the same): the cost of the days in
+    the window, the root sessions started in it and, of those, the ones whose cost is unknown (not
+    in cost_usd, never counted as $0)."""
+    costs = run_query(con, f"SELECT {_TOTAL_COST} AS cost_usd FROM daily_costs {{w}}", filters)
+    sessions = run_query(con, "SELECT COUNT(*) AS root_sessions, COUNT(*) FILTER (WHERE cost_source = 'unknown') "
+                              "AS root_sessions_with_unknown_cost FROM (SELECT * FROM sessions WHERE is_root) {w}",
+                         filters)
+    return costs[0] + sessions[0], costs[1][0] + sessions[1][0]
 
 
 def _totals(con, filters: Filters) -> Section:
-    costs = run_query(con, f"SELECT {_COST} AS cost_usd, "
-                      "COUNT(*) FILTER (WHERE cost_source = 'unknown') AS rows_with_unknown_cost "
-                      "FROM daily_costs {w}", filters)
     # counted as the breakdowns count them (_USE), so that their rows add up to these: the root
     # sessions started in the window, the messages sent in it (a session's later ones are not)
-    sessions = run_query(con, "SELECT (SELECT COUNT(*) FROM (SELECT * FROM sessions WHERE is_root) {w}) AS root_sessions, "
-                              "(SELECT COUNT(*) FROM messages {w}) AS messages", filters)
-    tools = run_query(con, "SELECT SUM(calls) AS tool_calls, SUM(errors) AS tool_errors, "
-                      "SUM(nonzero_exits) AS nonzero_exits FROM tool_usage {w}", filters)
-    columns = costs[0] + sessions[0] + tools[0]
-    return Section("totals", "Totals", columns, [costs[1][0] + sessions[1][0] + tools[1][0]])
+    parts = [cost_and_sessions(con, filters)]
+    for sql in ("SELECT COUNT(*) AS messages FROM messages {w}",
+                "SELECT COALESCE(SUM(calls), 0) AS tool_calls, COALESCE(SUM(errors), 0) AS tool_errors, "
+                "COALESCE(SUM(nonzero_exits), 0) AS nonzero_exits FROM tool_usage {w}"):
+        columns, rows = run_query(con, sql, filters)
+        parts.append((columns, rows[0]))
+    return Section("totals", "Totals", [c for p in parts for c in p[0]], [sum((p[1] for p in parts), ())])
 
 
 def build(con, filters: Filters, by: str = "project", top: int = 10) -> list[Section]:
@@ -161,10 +193,11 @@ def build(con, filters: Filters, by: str = "project", top: int = 10) -> list[Sec
         add("models", "Models", BY_SQL["model"], limit=top)
     if by != "tool":
         add("tools", "Tools", BY_SQL["tool"], limit=top)
-    add("failing_tools", "Failing tools", "SELECT tool_name, SUM(calls) AS calls, SUM(errors) AS errors, "
-        "SUM(nonzero_exits) AS nonzero_exits, ROUND((SUM(errors) + SUM(nonzero_exits)) / SUM(calls), 3) AS failure_rate "
-        "FROM tool_usage {w} GROUP BY ALL HAVING SUM(errors) + SUM(nonzero_exits) > 0 "
-        "ORDER BY failure_rate DESC, calls DESC", limit=top)
+    add("failing_tools", "Failing tools",
+        f"SELECT tool_name, COUNT(*) AS calls, COUNT(*) FILTER (WHERE is_error) AS errors, "
+        f"COUNT(*) FILTER (WHERE exit_code <> 0) AS nonzero_exits, COUNT(*) FILTER (WHERE {FAILED}) AS failed, "
+        f"ROUND(failed / calls, 3) AS failure_rate FROM {TOOL_CALLS} {{w}} GROUP BY ALL HAVING failed > 0 "
+        "ORDER BY failure_rate DESC, calls DESC, tool_name", limit=top)
     return sections
 
 
@@ -173,7 +206,7 @@ class Insight:
     mart: str
     title: str
     sql: str  # over the mart; {w} takes the filters
-    date_col: str | None = None  # the column --since/--until filter on, if the mart has one
+    date_col: str | None = None  # what --since/--until filter on: SESSION_DATE, or a column of the mart
     scoped: bool = True  # has project and provider columns
 
 
@@ -195,36 +228,37 @@ INSIGHTS = (
             "SELECT project, path, COUNT(DISTINCT session_key) AS sessions, SUM(duplicate_reads) AS duplicate_reads, "
             f"SUM(duplicate_result_bytes) AS bytes, {_known_sum('duplicate_cost_usd')} AS cost_usd "
             "FROM insight_duplicate_reads{w} GROUP BY ALL "
-            "ORDER BY cost_usd DESC NULLS LAST, duplicate_reads DESC, project, path"),
+            "ORDER BY cost_usd DESC NULLS LAST, duplicate_reads DESC, project, path", date_col=SESSION_DATE),
     Insight("insight_unused_reads", "Unused reads: files read and never changed or named again, by project",
             "SELECT project, COUNT(DISTINCT session_key) AS sessions, COUNT(*) AS files, SUM(reads) AS reads, "
             f"{_known_sum('read_cost_usd')} AS cost_usd FROM insight_unused_reads{{w}} GROUP BY ALL "
-            "ORDER BY cost_usd DESC NULLS LAST, files DESC, project", date_col="first_read_at"),
+            "ORDER BY cost_usd DESC NULLS LAST, files DESC, project", date_col=SESSION_DATE),
     Insight("insight_read_edit_ratio", "Reads per edit, by model (low: editing without looking)",
             "SELECT model, COUNT(DISTINCT session_key) AS sessions, SUM(reads) AS reads, SUM(changes) AS changes, "
             "ROUND(SUM(reads) / NULLIF(SUM(changes), 0), 2) AS read_edit_ratio FROM insight_read_edit_ratio{w} "
-            "GROUP BY ALL ORDER BY read_edit_ratio NULLS LAST, changes DESC, model"),
+            "GROUP BY ALL ORDER BY read_edit_ratio NULLS LAST, changes DESC, model", date_col=SESSION_DATE),
     Insight("insight_idle_cost", "Idle cost: sessions that cost money and changed no file, by project and models",
             f"SELECT project, models, COUNT(*) AS sessions, {_exact_sum('cost_usd', double=True)} AS cost_usd "
-            "FROM insight_idle_cost{w} GROUP BY ALL ORDER BY cost_usd DESC, project, models", date_col="started_at"),
+            "FROM insight_idle_cost{w} GROUP BY ALL ORDER BY cost_usd DESC, project, models", date_col=SESSION_DATE),
     Insight("insight_retry_loops", "Retry loops: the same command or tool failing 3+ times running",
             "SELECT kind, tool_name, command, COUNT(*) AS loops, SUM(failures) AS failures, "
             f"{_known_sum('cost_usd')} AS cost_usd FROM insight_retry_loops{{w}} GROUP BY ALL "
-            "ORDER BY cost_usd DESC NULLS LAST, failures DESC, tool_name, command", date_col="first_at"),
+            "ORDER BY cost_usd DESC NULLS LAST, failures DESC, tool_name, command", date_col=SESSION_DATE),
     Insight("insight_context_growth", "Context growth: the most spent after a compaction, then the fastest growth",
             "SELECT project, session_key, requests, ROUND(growth_per_request) AS growth_per_request, "
             "max_context_tokens, compactions, cost_usd, cost_after_compaction_usd FROM insight_context_growth{w} "
             "ORDER BY cost_after_compaction_usd DESC NULLS LAST, growth_per_request DESC NULLS LAST, session_key",
-            date_col="first_compaction_at"),
+            date_col=SESSION_DATE),
     Insight("insight_cache_efficiency", "Cache: read share and writes never read back, by project and model",
             "SELECT project, model, SUM(requests) AS requests, "
             "ROUND(SUM(cache_read_tokens) / NULLIF(SUM(input_tokens), 0), 3) AS cache_read_share, "
             "SUM(unread_write_tokens) AS unread_write_tokens FROM insight_cache_efficiency{w} GROUP BY ALL "
-            "ORDER BY unread_write_tokens DESC, project, model"),
+            "ORDER BY unread_write_tokens DESC, project, model", date_col=SESSION_DATE),
     Insight("insight_subagent_share", "Sub-agents: their part of their root sessions' cost, by kind",
             "SELECT agent_kind, COUNT(DISTINCT session_key) AS root_sessions, SUM(subagents) AS subagents, "
             f"{_known_sum('subagent_cost_usd', double=True)} AS subagent_cost_usd, ROUND(AVG(share), 3) AS mean_share "
-            "FROM insight_subagent_share{w} GROUP BY ALL ORDER BY subagent_cost_usd DESC NULLS LAST, agent_kind"),
+            "FROM insight_subagent_share{w} GROUP BY ALL ORDER BY subagent_cost_usd DESC NULLS LAST, agent_kind",
+            date_col=SESSION_DATE),
     Insight("insight_usage_blocks", "Claude Code 5-hour usage blocks, costliest first (all projects)",
             'SELECT "user", block_start, block_end, requests, sessions, total_tokens, cost_usd, '
             "unpriced_requests FROM insight_usage_blocks{w} ORDER BY cost_usd DESC NULLS LAST, block_start",
@@ -240,7 +274,7 @@ def build_insights(con, filters: Filters, top: int = 3) -> list[Section]:
     for i in INSIGHTS:
         sql = i.sql.format(w=filters.literal_where(i.date_col, i.scoped))
         cur = con.execute(sql)
-        columns, rows = [d[0] for d in cur.description], cur.fetchall()
+        columns, rows = [d[0] for d in cur.description], fetch_rows(cur)
         cut = rows[:top] if top else rows
         sections.append(Section(i.mart, i.title, columns, cut, len(rows) - len(cut), sql))
     return sections

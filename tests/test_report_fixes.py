@@ -1,0 +1,225 @@
+"""What users found wrong in `agentlake report` (and the dashboard's same figures), on real stores:
+a call that failed two ways counted twice, unknown costs counted in daily_costs rows, insights
+dropped by a date filter on a column that may be NULL, blanks for real zeros."""
+
+import html
+import json
+import re
+from datetime import datetime, timedelta, timezone
+
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from pipelines.cli import main
+from tests.conftest import DAY, T0, assistant, ingest, query, scalar
+from transforms.claude.synth import generate_home
+from transforms.codewhale.synth import session_doc, text_block, write_session
+from transforms.crush.synth import add_message, add_session
+from transforms.crush.synth_parts import bash_output, finish_part, tool_call_part, tool_result_part
+
+FAILED = "has_call AND (is_error OR exit_code <> 0)"
+
+
+def _calls(c, sid, t, calls):
+    for i, (cid, name, args, result, is_error) in enumerate(calls):
+        add_message(c, f"call-{cid}", sid, "assistant",
+                    [tool_call_part(cid, name, args), finish_part("tool_use", t + i)],
+                    created_at=t + i, model="claude-sonnet-4-5", provider="anthropic")
+        add_message(c, f"res-{cid}", sid, "tool", [tool_result_part(cid, name, result, is_error=is_error)],
+                    created_at=t + i)
+
+
+@pytest.fixture
+def mixed(layout, project, tmp_path):
+    """Crush in `ops`: F with bash calls that fail (its tool error: no exit code, or by exit code
+    only) or not, and an edit that errors. Claude Code's generated home in two more projects:
+    sessions on three days whose context grows (none compacts), some on a model without a price
+    (their cost unknown), Bash calls that fail both ways. CodeWhale in `dark`: one session whose
+    cost is unknown, the project's only one, answered on two days."""
+    ops = project("ops")
+    add_session(ops.conn, "F", title="failures", created_at=T0, cost=0.5)
+    assistant(ops.conn, "f0", "F", T0 + 1)
+    _calls(ops.conn, "F", T0 + 10, [
+        ("err", "bash", {"command": "make deploy"}, "permission denied", True),
+        ("exit", "bash", {"command": "npm test"}, bash_output("", stderr="1 failed", exit_code=1), False),
+        ("ok", "bash", {"command": "ls"}, bash_output("a.py"), False),
+        ("edit", "edit", {"file_path": "a.py"}, "old_string not found", True)])
+    ops.close()
+    generate_home(tmp_path / "claude", sessions=8, seed=5)
+    dark = tmp_path / "projects" / "dark"
+    dark.mkdir(parents=True)
+    # its messages 30 s apart from 45 s before midnight: answered on two days
+    msgs = [{"role": role, "content": [text_block(text)]}
+            for role, text in (("user", "hi"), ("assistant", "ok"), ("user", "more"), ("assistant", "done"))]
+    write_session(tmp_path / "cw" / "sessions", session_doc(
+        "cw-dark", title="d", created_at=datetime.fromtimestamp(T0 + DAY - 45, timezone.utc), workspace=dark,
+        messages=msgs, total_tokens=5000, cost=None, model="glm-4.6", model_provider="custom", journal=True))
+    ingest(layout, ops.db, codewhale_homes=[tmp_path / "cw"], homes={"claude": [tmp_path / "claude"]})
+    return layout
+
+
+def _json(capsys, home, *args):
+    assert main(["report", "--home", str(home), "--format", "json", *args]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+# --------------------------------------------------------------------------- failing tools
+
+
+def test_a_call_that_errors_and_exits_non_zero_fails_once(mixed, capsys):
+    both = scalar(mixed, "SELECT COUNT(*) FROM tool_calls WHERE has_call AND is_error AND exit_code <> 0")
+    assert both > 0  # the fixture has a call that failed both ways
+    truth = {name: (calls, failed) for name, calls, failed in query(
+        mixed, f"SELECT tool_name, COUNT(*), COUNT(*) FILTER (WHERE {FAILED}) FROM tool_calls WHERE has_call "
+               "GROUP BY 1")}
+    rows = _json(capsys, mixed.home, "--top", "0")["failing_tools"]
+    assert {r["tool_name"]: (r["calls"], r["failed"]) for r in rows} == {
+        name: cf for name, cf in truth.items() if cf[1]}
+    for r in rows:
+        assert r["failed"] <= r["errors"] + r["nonzero_exits"] and 0 < r["failure_rate"] <= 1
+        assert r["failure_rate"] == round(r["failed"] / r["calls"], 3)
+    bash = next(r for r in rows if r["tool_name"] == "bash")
+    assert bash["failed"] == bash["errors"] + bash["nonzero_exits"] - scalar(
+        mixed, "SELECT COUNT(*) FROM tool_calls WHERE tool_name = 'bash' AND is_error AND exit_code <> 0")
+
+
+def _rows(page: str, table_id: str) -> list[tuple[str, list[str]]]:
+    """(first cell's link, cell texts) of each row of a dashboard table."""
+    body = re.search(rf'<table id="{table_id}">.*?<tbody>(.*?)</tbody>', page, re.S).group(1)
+    rows = []
+    for row in re.findall(r"<tr>(.*?)</tr>", body, re.S):
+        link = re.search(r'<a href="([^"]+)"', row)
+        cells = [html.unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+        rows.append((html.unescape(link.group(1)) if link else "", cells))
+    return rows
+
+
+def test_the_dashboard_counts_a_failed_call_once(mixed):
+    from warehouse.dashboard import render
+    from warehouse.views import connect
+
+    (project,) = {p for (p,) in query(mixed, "SELECT project FROM tool_calls WHERE is_error AND exit_code <> 0")}
+    with connect(mixed.warehouse) as con:
+        overview, _ = render(con, "/", "")
+        page, _ = render(con, "/project", f"project={project}")
+    # the tool chart: each tool's calls and failed calls, as tool_calls counts them
+    for name, calls, failed in query(mixed, f"SELECT tool_name, COUNT(*), COUNT(*) FILTER (WHERE {FAILED}) "
+                                            "FROM tool_calls WHERE has_call GROUP BY 1"):
+        assert f"label: {name}; value: {calls}" + (f" ({failed} failed);" if failed else ";") in overview, name
+    # a root session's failed calls, its sub-agents' included, each once
+    truth = dict(query(mixed, f"""SELECT COALESCE(s.root_session_id, s.session_id), COUNT(*) FILTER (WHERE {FAILED})
+                                  FROM tool_calls c JOIN sessions s USING (machine, source_id, session_id)
+                                  WHERE c.project = ? GROUP BY 1""", project))
+    shown = {parse_qs(urlsplit(link).query)["id"][0]: int(cells[6]) for link, cells in _rows(page, "sessions")}
+    assert shown == {sid: truth.get(sid, 0) for sid in shown} and sum(shown.values()) == sum(truth.values())
+    per_project = dict(query(mixed, f"SELECT project, COUNT(*) FILTER (WHERE {FAILED}) FROM tool_calls "
+                                    "GROUP BY 1"))
+    listed = {cells[0]: int(cells[5]) for _, cells in _rows(overview, "projects")}
+    assert listed == {p: per_project.get(p, 0) for p in listed} and set(per_project) <= set(listed)
+
+
+# --------------------------------------------------------------------------- unknown costs
+
+
+def test_totals_count_the_root_sessions_whose_cost_is_unknown(mixed, capsys):
+    unknown_days = scalar(mixed, "SELECT COUNT(*) FROM daily_costs WHERE cost_source = 'unknown'")
+    unknown = scalar(mixed, "SELECT COUNT(*) FROM sessions WHERE is_root AND cost_source = 'unknown'")
+    assert unknown_days > unknown > 0  # a session's unknown cost spreads over its days and models
+    totals = _json(capsys, mixed.home)["totals"][0]
+    assert totals["root_sessions_with_unknown_cost"] == unknown
+    assert "rows_with_unknown_cost" not in totals
+    # within the filters, as root_sessions: the root sessions started in the window
+    project, last = query(mixed, "SELECT project, MAX(date) FROM sessions WHERE cost_source = 'unknown' "
+                                 "AND provider = 'claude' GROUP BY 1")[0]
+    window = _json(capsys, mixed.home, "--project", project, "--since", last.isoformat())["totals"][0]
+    started, unpriced = query(mixed, "SELECT COUNT(*), COUNT(*) FILTER (WHERE cost_source = 'unknown') FROM sessions "
+                                     "WHERE is_root AND project = ? AND date >= ?", project, last)[0]
+    assert window["root_sessions"] == started
+    assert window["root_sessions_with_unknown_cost"] == unpriced and 0 < unpriced < unknown
+
+
+def test_the_dashboard_says_how_many_root_sessions_have_an_unknown_cost(mixed):
+    from warehouse.dashboard import render
+    from warehouse.views import connect
+
+    unknown = scalar(mixed, "SELECT COUNT(*) FROM sessions WHERE is_root AND cost_source = 'unknown'")
+    with connect(mixed.warehouse) as con:
+        page, _ = render(con, "/", "")
+        dark, _ = render(con, "/", "project=dark")
+    assert f"{unknown} of them with unknown cost (not counted as $0)" in page
+    assert "rows with unknown cost" not in page
+    # every cost in `dark` is unknown: the total is unknown, as the report's is, not $0
+    assert "Total cost: unknown" in dark
+
+
+# --------------------------------------------------------------------------- zeros
+
+
+def test_nothing_in_the_filters_is_zero_everywhere(mixed, capsys):
+    last = query(mixed, "SELECT MAX(date) FROM daily_costs")[0][0]
+    after = (last + timedelta(days=30)).isoformat()
+    totals = _json(capsys, mixed.home, "--since", after)["totals"][0]
+    assert set(totals) == {"cost_usd", "root_sessions", "root_sessions_with_unknown_cost", "messages",
+                           "tool_calls", "tool_errors", "nonzero_exits"}
+    assert all(v == 0 for v in totals.values()), totals  # counted and found none: no blanks
+    assert main(["report", "--home", str(mixed.home), "--since", after, "--format", "csv"]) == 0
+    block = capsys.readouterr().out.split("\n\n")[0].splitlines()
+    assert block[0] == "# totals" and set(block[2].split(",")) == {"0"}
+    assert main(["report", "--home", str(mixed.home), "--since", after]) == 0
+    table = capsys.readouterr().out.split("\n\n")[0].splitlines()
+    assert table[0] == "Totals" and table[3].split() == ["0"] * len(totals)
+    # every cost in `dark` is unknown: the report leaves it blank rather than $0 (the dashboard: unknown)
+    assert _json(capsys, mixed.home, "--project", "dark")["totals"][0]["cost_usd"] is None
+    from warehouse.dashboard import render
+    from warehouse.views import connect
+
+    with connect(mixed.warehouse) as con:
+        page, _ = render(con, "/", f"since={after}")
+    assert "Total cost: $0.0000 · 0 root sessions started" in page
+
+
+def test_an_empty_warehouse_totals_zero(layout, project, capsys):
+    empty = project("empty")
+    empty.close()
+    ingest(layout, empty.db)
+    assert scalar(layout, "SELECT COUNT(*) FROM sessions") == 0
+    totals = _json(capsys, layout.home)["totals"]
+    assert totals == [{"cost_usd": 0, "root_sessions": 0, "root_sessions_with_unknown_cost": 0, "messages": 0,
+                       "tool_calls": 0, "tool_errors": 0, "nonzero_exits": 0}]
+    from warehouse.dashboard import render
+    from warehouse.views import connect
+
+    with connect(layout.warehouse) as con:
+        page, _ = render(con, "/", "")
+    assert "Total cost: $0.0000 · 0 root sessions started" in page
+
+
+# --------------------------------------------------------------------------- insights by date
+
+
+def test_insights_are_filtered_by_their_sessions_date(mixed, capsys):
+    """A session that never compacted has no first_compaction_at: the date filter is the session's."""
+    never = scalar(mixed, "SELECT COUNT(*) FROM insight_context_growth WHERE first_compaction_at IS NULL")
+    rows = scalar(mixed, "SELECT COUNT(*) FROM insight_context_growth")
+    assert never > 0
+    every = _json(capsys, mixed.home, "--insights", "--top", "0")
+    wide = _json(capsys, mixed.home, "--insights", "--top", "0", "--since", "2000-01-01")
+    assert len(every["insight_context_growth"]) == len(wide["insight_context_growth"]) == rows
+    for name, found in every.items():
+        if name.startswith("insight_"):
+            assert wide[name] == found, name  # a window holding every session holds every finding
+    # a window holds the findings of the sessions started in it, by the session's own date
+    days = [d for (d,) in query(mixed, "SELECT DISTINCT date FROM sessions WHERE provider = 'claude' ORDER BY 1")]
+    assert len(days) >= 3
+    since, until = days[1].isoformat(), days[-2].isoformat()
+    window = _json(capsys, mixed.home, "--insights", "--top", "0", "--since", since, "--until", until)
+    kept = {k for (k,) in query(mixed, "SELECT g.session_key FROM insight_context_growth g JOIN sessions s "
+                                       "ON g.session_key = concat_ws('/', s.machine, s.\"user\", s.provider, "
+                                       "s.source_id, s.session_id) WHERE s.date BETWEEN ? AND ?", since, until)}
+    assert 0 < len(kept) < rows
+    assert {r["session_key"] for r in window["insight_context_growth"]} == kept
+    # the SQL shown gives the same rows in `agentlake sql`
+    assert main(["sql", "--home", str(mixed.home), "--format", "json",
+                 window["sql"]["insight_context_growth"]]) == 0
+    assert {r["session_key"] for r in json.loads(capsys.readouterr().out)} == kept
