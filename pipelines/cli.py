@@ -717,7 +717,7 @@ def parser() -> argparse.ArgumentParser:
                             "reading any agent (a reader of a team lake)")
     _common(p)
     p.add_argument("--full", action="store_true",
-                   help="rebuild every table from the landing files (after a table file was lost)")
+                   help="rebuild every table from the landing files (after a table file was lost; or to empty a warehouse whose shared lake lists nothing)")
     p.set_defaults(func=cmd_merge)
 
     p = sub.add_parser("compact", help="merge small files, apply deletes and remove files no snapshot needs")

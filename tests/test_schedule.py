@@ -212,7 +212,13 @@ def test_every_variable_discovery_reads_is_carried_and_no_other():
     assert {"CLAUDE_CONFIG_DIR", "CODEX_HOME", "CRUSH_GLOBAL_DATA", "CODEWHALE_HOME", "XDG_DATA_HOME",
             "QWEN_RUNTIME_DIR", "PI_CODING_AGENT_DIR", "AGENTLAKE_WAREHOUSE"} <= read  # the scan works
     assert read - {"HOME"} <= set(schedule.CARRIED), read - {"HOME"} - set(schedule.CARRIED)
-    assert set(schedule.CARRIED) - read <= {"DAGSTER_HOME"}  # read by pipelines.runner
+    # read by pipelines.runner, and by the AWS SDK inside pyarrow (where the lake's store is)
+    assert set(schedule.CARRIED) - read <= {"DAGSTER_HOME", *schedule.AWS_VARS}
+    # where an s3:// lake is, as warehouse.store and warehouse.lakefs read it, goes with the job
+    lake = {*re.findall(r'env(?:iron)?\.get\("(AWS_[A-Z0-9_]*)"', (ROOT / "warehouse/store.py").read_text()),
+            *re.findall(r'env\.get\("(AWS_[A-Z0-9_]*)"', (ROOT / "warehouse/lakefs.py").read_text())}
+    assert {"AWS_ENDPOINT_URL", "AWS_REGION"} <= lake <= set(schedule.AWS_VARS), lake
+    assert not set(schedule.CARRIED) & {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}
 
     environ = {**SECRETS, "PATH": "/usr/bin", "CODEX_HOME": "/c", "KILO_DB": "", "HOME": "/home/dev",
                "AGENTLAKE_MACHINE": "ana", "AWS_ACCESS_KEY_ID": "AKIA", "SHELL": "/bin/zsh"}
@@ -313,3 +319,40 @@ def test_no_variables_set_says_so_and_a_line_break_is_refused(tmp_path):
     broken = run_schedule("--kind", "cron", env={**env, "CODEX_HOME": "/a\n* * * * * rm -rf ~"})
     assert broken.returncode == 2 and "$CODEX_HOME" in broken.stderr and "line break" in broken.stderr
     assert "rm -rf" not in broken.stdout
+
+
+def test_the_job_goes_to_the_same_object_store_and_never_gets_the_keys(tmp_path):
+    """A team lead's report: `agentlake schedule` dropped $AWS_ENDPOINT_URL (README's way to name
+    a MinIO), $AWS_PROFILE and $AWS_REGION, so the scheduled run would write elsewhere. They are
+    carried, in each scheduler's syntax, and named in the note; the keys never are."""
+    where = {"AWS_ENDPOINT_URL": "http://minio.internal:9000", "AWS_PROFILE": "agentlake team",
+             "AWS_REGION": "eu-west-1", "AWS_DEFAULT_REGION": "eu-west-1",
+             "AWS_CONFIG_FILE": str(tmp_path / "aws 100%" / "config"),
+             "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "aws 100%" / "credentials")}
+    keys = {"AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE", "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCY",
+            "AWS_SESSION_TOKEN": "FwoGZXIvYXdzEXAMPLETOKEN"}
+    env = schedule_env(tmp_path, AGENTLAKE_HOME=tmp_path / "al", **where, **keys)
+
+    printed = run_schedule("--kind", "systemd", env=env)
+    assert printed.returncode == 0, printed.stderr
+    variables, _, _ = service_of(printed.stdout)
+    assert {k: variables.get(k) for k in where} == where
+    note = printed.stdout.splitlines()[0]
+    assert all(f"${name}" in note.split("never")[0] for name in where), note
+    assert "$AWS_SECRET_ACCESS_KEY" in note.split("never")[1]  # said to be left out, by name only
+    assert not any(value in printed.stdout for value in [*keys.values(), *SECRETS.values()])
+
+    cron = run_schedule("--kind", "cron", "--every", "30", env=env)
+    line = next(x for x in cron.stdout.splitlines() if x.endswith("# agentlake-ingest"))
+    dump = "import json, os; print(json.dumps({k: v for k, v in os.environ.items() if k.startswith('AWS_')}))"
+    log = tmp_path / "al" / "ingest.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    probe = line.replace(" -m pipelines.cli ingest ", f" -c {shlex.quote(dump)} ", 1)  # the job's interpreter, dumping
+    assert probe != line
+    ran = run_as_cron(probe, tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(log.read_text().splitlines()[-1]) == where  # what the job's process sees
+
+    plist = run_schedule("--kind", "launchd", env=env).stdout.split("\n<?xml", 1)[1].split("\n# then turn it on:")[0]
+    assert {k: v for k, v in plistlib.loads(("<?xml" + plist).encode())["EnvironmentVariables"].items()
+            if k.startswith("AWS_")} == where

@@ -216,3 +216,213 @@ def test_a_dead_endpoint_fails_once_and_fast_naming_it(tmp_path):
     assert time.monotonic() - started < 60
     assert out.returncode == 1 and f"127.0.0.1:{port}" in out.stderr and "cannot reach the lake" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+# -- a team lead's trial of a shared S3 lake: one bad object, an empty or missing lake, a store
+# that stops answering ---------------------------------------------------------------------------
+
+def s3_client(env):
+    import boto3
+
+    return boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1",
+                        aws_access_key_id=env.get("AWS_ACCESS_KEY_ID", "testing"),
+                        aws_secret_access_key=env.get("AWS_SECRET_ACCESS_KEY", "testing"))
+
+
+def cli(*args, env, home):
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args, "--home", str(home)],
+                          env={**os.environ, **env}, capture_output=True, text=True, timeout=300)
+
+
+def count(home, sql, env):
+    out = cli("sql", "--format", "csv", sql, env=env, home=home)
+    assert out.returncode == 0, out.stderr
+    return int(out.stdout.split()[1])
+
+
+def test_a_run_log_object_that_is_not_parquet_is_named_and_skipped(s3, tmp_path):
+    """An object under another machine's `_runs/` that is not Parquet (a chunked upload stored
+    raw: `2563\\r\\nPAR1...`) made every machine's ingest and every reader's merge die with
+    `ArrowInvalid: Parquet magic bytes not found`, naming no file. Now it is named and left out
+    of `sources`, the rest merges, and the other machines go on; it is named until it is fixed."""
+    lake = f"s3://{BUCKET}/badlog"
+    store = generate_store(tmp_path / "crush", projects=1, sessions_per_project=3, seed=6)
+    ana = tmp_path / "ana"
+    assert succeeded(machine_ingest(ana, lake, "ana-laptop", "ana", store.global_dir, s3))
+    bad = "badlog/_landing/ben-desktop/ben/_runs/20260101T000000Z-0a1b2c3d-4e5f6a7b.parquet"
+    s3_client(s3).put_object(Bucket=BUCKET, Key=bad, Body=b"2563\r\nPAR1" + bytes(range(256)) * 40)
+    garbage = "badlog/_landing/ben-desktop/ben/crush/0a1b2c3d4e5f6a7b/sessions.parquet"  # a data file: its source waits
+    s3_client(s3).put_object(Bucket=BUCKET, Key=garbage, Body=b"")
+
+    reader = tmp_path / "reader"
+    merged = cli("merge", "--lake", lake, env=s3, home=reader)
+    assert merged.returncode == 0, merged.stderr
+    assert f"s3://{BUCKET}/{bad}" in merged.stderr and "not a Parquet file" in merged.stderr
+    assert f"s3://{BUCKET}/{garbage} is not a Parquet file (empty)" in merged.stderr
+    assert "Traceback" not in merged.stderr
+    assert count(reader, "SELECT COUNT(*) AS n FROM sessions", s3) == store.sessions
+    assert count(reader, "SELECT COUNT(DISTINCT machine) AS n FROM sources", s3) == 1  # ana's runs, not the bad one
+
+    again = machine_ingest(ana, lake, "ana-laptop", "ana", store.global_dir, s3)  # another machine: unaffected
+    out, err = again.communicate(timeout=300)
+    assert again.returncode == 0 and bad in err and "Traceback" not in err, err
+    assert count(ana, "SELECT COUNT(*) AS n FROM sessions", s3) == store.sessions
+
+    s3_client(s3).delete_object(Bucket=BUCKET, Key=bad)  # fixed: said no more
+    s3_client(s3).delete_object(Bucket=BUCKET, Key=garbage)
+    fixed = cli("merge", "--lake", lake, env=s3, home=reader)
+    assert fixed.returncode == 0 and "not a Parquet file" not in fixed.stderr, fixed.stderr
+
+
+def test_a_bucket_that_does_not_exist_is_an_error_naming_it(s3, tmp_path):
+    """`merge --lake s3://nosuchbucket/...` said "merged 0 sources" and exited 0."""
+    lake = "s3://no-such-agentlake-bucket/lake"
+    store = generate_store(tmp_path / "crush", projects=1, sessions_per_project=1, seed=2)
+    for args in (["merge", "--lake", lake],
+                 ["ingest", "--quiet", "--no-default", "--lake", lake, "--crush-root", str(store.global_dir)]):
+        out = cli(*args, env=s3, home=tmp_path / "home")
+        assert out.returncode == 1, out.stdout + out.stderr
+        assert "'no-such-agentlake-bucket', which does not exist" in out.stderr and s3["AWS_ENDPOINT_URL"] in out.stderr
+        assert "merged 0 sources" not in out.stdout and "Traceback" not in out.stderr
+
+
+def test_a_lake_that_lists_nothing_does_not_empty_a_reader(s3, tmp_path):
+    """A reader's warehouse merged from a lake, merged again from a lake that lists nothing (an
+    empty bucket named by mistake, or the same lake emptied): all its rows were removed, exit 0.
+    Now the merge refuses, names what it would remove and how to do it on purpose (`--full`)."""
+    lake = f"s3://{BUCKET}/wiped"
+    store = generate_store(tmp_path / "crush", projects=2, sessions_per_project=2, seed=7)
+    assert succeeded(machine_ingest(tmp_path / "ana", lake, "ana-laptop", "ana", store.global_dir, s3))
+    reader = tmp_path / "reader"
+    assert cli("merge", "--lake", lake, env=s3, home=reader).returncode == 0
+    assert count(reader, "SELECT COUNT(*) AS n FROM sessions", s3) == store.sessions
+
+    s3_client(s3).create_bucket(Bucket="empty-agentlake")
+    client = s3_client(s3)
+    for objects in client.list_objects_v2(Bucket=BUCKET, Prefix="wiped/_landing/ana-laptop/ana/crush/")["Contents"]:
+        client.delete_object(Bucket=BUCKET, Key=objects["Key"])  # the run logs stay: no source does
+    for other in ("s3://empty-agentlake/lake", lake):
+        out = cli("merge", "--lake", other, env=s3, home=reader)
+        assert out.returncode == 1, out.stdout + out.stderr
+        assert f"the lake {other} lists no landing file" in out.stderr
+        assert f"holds {len(store.dbs)} sources merged from {'it' if other == lake else lake}" in out.stderr
+        assert "agentlake merge --full" in out.stderr and "Traceback" not in out.stderr
+        assert count(reader, "SELECT COUNT(*) AS n FROM sessions", s3) == store.sessions  # nothing removed
+
+    emptied = cli("merge", "--full", "--lake", lake, env=s3, home=reader)  # on purpose
+    assert emptied.returncode == 0, emptied.stderr
+    assert count(reader, "SELECT COUNT(*) AS n FROM sessions", s3) == 0
+
+
+def test_a_reader_merge_against_a_dead_store_is_one_error_naming_it(tmp_path):
+    """A reader's `merge` against an endpoint that does not answer printed a raw OSError traceback."""
+    import socket
+    import time
+
+    with socket.socket() as probe:  # a loopback port with nothing listening on it
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
+           "AWS_EC2_METADATA_DISABLED": "true", "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
+    started = time.monotonic()
+    out = cli("merge", "--lake", f"s3://{BUCKET}/dead", env=env, home=tmp_path / "reader")
+    assert time.monotonic() - started < 60
+    assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.startswith("error: cannot reach the lake") and f"127.0.0.1:{port}" in out.stderr
+
+
+def test_a_store_that_stops_answering_fails_each_later_call_at_once(tmp_path, monkeypatch):
+    """The store dying mid-ingest took 260 s: every source's write waited out pyarrow's three tries
+    (6 s) again. Once it did not answer, every later call of the process fails at once with the
+    same error naming the endpoint."""
+    import time
+
+    from moto.server import ThreadedMotoServer
+
+    from warehouse.store import LakeUnreachable, ObjectStore
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_EC2_METADATA_DISABLED": "true"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    s3_client({"AWS_ENDPOINT_URL": f"http://{host}:{port}"}).create_bucket(Bucket=BUCKET)
+    store = ObjectStore(f"s3://{BUCKET}/dying?endpoint_override={host}:{port}&scheme=http&region=us-east-1")
+    store.put_all({f"_landing/m/u/crush/s{i}/sessions.parquet": b"x" for i in range(3)})
+    assert len(store.list("_landing")) == 3
+    server.stop()
+
+    started = time.monotonic()
+    with pytest.raises(LakeUnreachable, match=f"cannot reach the lake .* at http://{host}:{port}") as first:
+        store.put_all({"_landing/m/u/crush/s9/sessions.parquet": b"y"})
+    assert time.monotonic() - started < 30  # pyarrow's own tries, once
+    started = time.monotonic()
+    for call in [lambda: store.put_all({"_landing/m/u/crush/s8/sessions.parquet": b"z"}),
+                 lambda: store.read("_landing/m/u/crush/s0/sessions.parquet"), lambda: store.size("x"),
+                 lambda: store.versions("_landing"), lambda: store.delete("x")] * 8:
+        with pytest.raises(LakeUnreachable) as later:
+            call()
+        assert str(later.value) == str(first.value)
+    assert time.monotonic() - started < 2  # forty calls, no request
+
+
+def test_the_permissions_docs_deployment_gives_a_machine(s3, tmp_path, monkeypatch):
+    """docs/DEPLOYMENT.md said a machine needs only Put and Delete under its own folder; each
+    ingest also lists and reads all of `_landing/` (the laptop's catalog holds everyone's rows).
+    The three policies the page now gives, on a server that enforces them (moto's IAM)."""
+    import json
+
+    import boto3
+    from moto import settings
+
+    iam = boto3.client("iam", endpoint_url=s3["AWS_ENDPOINT_URL"], region_name="us-east-1")
+    lake, prefix = f"s3://{BUCKET}/perms", f"arn:aws:s3:::{BUCKET}/perms/_landing"
+
+    def identity(name, statements) -> dict:
+        iam.create_user(UserName=name)
+        iam.put_user_policy(UserName=name, PolicyName="agentlake", PolicyDocument=json.dumps(
+            {"Version": "2012-10-17", "Statement": statements}))
+        key = iam.create_access_key(UserName=name)["AccessKey"]
+        return {**s3, "AWS_ACCESS_KEY_ID": key["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"]}
+
+    def may(actions, resource):
+        return {"Effect": "Allow", "Action": actions, "Resource": resource}
+
+    write = ["s3:PutObject", "s3:DeleteObject"]
+    admin = identity("lake-admin", [may("s3:*", "*")])
+    machine = identity("ben", [may("s3:ListBucket", f"arn:aws:s3:::{BUCKET}"), may("s3:GetObject", f"{prefix}/*"),
+                               may(write, f"{prefix}/ben-desktop/*")])
+    own_only = identity("cleo", [may("s3:ListBucket", f"arn:aws:s3:::{BUCKET}"),
+                                 may(["s3:GetObject", *write], f"{prefix}/cleo-mini/*")])
+    write_only = identity("dev", [may(write, f"{prefix}/dev-box/*")])  # what the page used to say
+    monkeypatch.setattr(settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)  # from now on every request is checked
+
+    stores = {name: generate_store(tmp_path / name, projects=1, sessions_per_project=2, seed=n)
+              for n, name in enumerate(["ana", "ben", "cleo", "dev"], 1)}
+
+    def ingest(name, machine_name, env):
+        run = machine_ingest(tmp_path / f"{name}-home", lake, machine_name, name, stores[name].global_dir, env)
+        out, err = run.communicate(timeout=300)
+        return run.returncode, out + err
+
+    assert ingest("ana", "ana-laptop", admin)[0] == 0
+    code, said = ingest("ben", "ben-desktop", machine)
+    assert code == 0, said
+    assert count(tmp_path / "ben-home", "SELECT COUNT(*) AS n FROM sessions", s3) == \
+        stores["ana"].sessions + stores["ben"].sessions  # everyone's rows, in ben's own catalog
+
+    def landed(machine_name):
+        listed = s3_client(admin).list_objects_v2(Bucket=BUCKET, Prefix=f"perms/_landing/{machine_name}/")
+        return [o["Key"] for o in listed.get("Contents", [])]
+
+    code, said = ingest("cleo", "cleo-mini", own_only)
+    assert code == 1 and "could not merge into the warehouse" in said and "cannot read the lake" in said, said
+    assert "ACCESS_DENIED" in said and "Traceback" not in said
+    assert any("/sessions.parquet" in key for key in landed("cleo-mini"))  # landed all the same, for the center
+
+    code, said = ingest("dev", "dev-box", write_only)
+    assert code == 1 and said.startswith("error: cannot read the lake") and "ACCESS_DENIED" in said, said
+    assert landed("dev-box") == []  # stopped at its first listing

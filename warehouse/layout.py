@@ -173,6 +173,12 @@ def tables_path(lake, warehouse: Path) -> str:
     the one writer of its own tables: in the lake, one catalog's files would be another's orphans
     (`compact --orphans`), and the lake would hold a copy of the tables per machine."""
     warehouse = Path(warehouse)
-    if not is_remote(lake) and os.path.normpath(lake) == os.path.normpath(warehouse.parent / "lake"):
+    if own_lake(lake, warehouse):
         return str(Path(lake)) + "/"
     return str(warehouse.with_name(warehouse.stem + "-tables")) + "/"
+
+
+def own_lake(lake, warehouse) -> bool:
+    """The lake is the catalog's own (the `lake` folder beside it, a home's default), not one
+    other machines land into too (`s3://...`, a shared folder)."""
+    return not is_remote(lake) and os.path.normpath(lake) == os.path.normpath(Path(warehouse).parent / "lake")

@@ -16,6 +16,7 @@ what no snapshot needs (`warehouse.views.refresh` runs it when files outnumber p
 """
 
 import os
+import sys
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,12 +29,12 @@ import pyarrow.parquet as pq
 from transforms.contract import ALL_TABLES, DATA_TABLES, SCHEMA_VERSION, SOURCES, Table
 from warehouse import ducklake
 from warehouse.ducklake import sql_string
-from warehouse.layout import LANDING, RUNS
+from warehouse.layout import LANDING, RUNS, own_lake
 from warehouse.marts import current as marts_current
 from warehouse.marts import forget as forget_marts
 from warehouse.marts import mark_pending, refresh_marts
 from warehouse.scratch import scratch
-from warehouse.store import masked, open_store
+from warehouse.store import EmptyLake, LakeUnreachable, masked, open_store
 from warehouse.writer import LANDING_ID
 
 # Partitions: the row's year (from `date`) and project. Finer partitions give a file per few rows
@@ -68,6 +69,8 @@ class MergeResult:
     source_ids: set[str] = field(default_factory=set)  # the sources whose rows were replaced
     rows: Counter = field(default_factory=Counter)  # rows inserted, by table
     crowded: bool = False  # more data files than partitions warrant: a compaction is due
+    unreadable: list[str] = field(default_factory=list)  # landing files that are not Parquet: skipped
+    problems: list[str] = field(default_factory=list)  # what the merge skipped, each a line to print
 
     @property
     def changed(self) -> bool:
@@ -201,14 +204,22 @@ def _consistent(footers: list[_Footer | None]) -> bool:
 
 
 def _local_copies(store, rels: list[str], workdir: Path) -> dict[str, Path]:
-    """Local paths of landing files: the files themselves, or downloads from object storage."""
+    """Local paths of landing files: the files themselves, or downloads from object storage. A
+    file gone since the listing (its machine replaced its files) is left out: its source waits.
+    One that cannot be read (permissions) is one error naming the lake, not a traceback."""
     if hasattr(store, "root"):
         return {rel: store.root / rel for rel in rels}
     out = {}
     for rel in rels:
+        try:
+            data = store.read(rel)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise LakeUnreachable(store.lake, exc) from None
         path = workdir / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(store.read(rel))
+        path.write_bytes(data)
         out[rel] = path
     return out
 
@@ -264,8 +275,11 @@ def merge(lake, catalog: Path, *, data_path: str | None = None, marts: bool = Tr
     within them (a window or a join over a team's history) fails its transaction, which is run
     again once with most of the machine's memory: the whole merge for the inserts, the marts
     alone for theirs."""
-    return ducklake.retried_with_more_memory(
+    result = ducklake.retried_with_more_memory(
         lambda limit: _merge(lake, catalog, data_path=data_path, marts=marts, full=full, memory_limit=limit))
+    for problem in result.problems:  # every caller's output (ingest, merge, the center's run log)
+        print(f"warning: {problem}", file=sys.stderr, flush=True)
+    return result
 
 
 def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: bool,
@@ -276,7 +290,7 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
     with scratch("merge") as workdir, \
             ducklake.writing(catalog, data_path or tables_path(lake, catalog), memory_limit) as con:
         with _transaction(con):
-            build = _merge_tables(con, lake, workdir, result, full)
+            build = _merge_tables(con, lake, catalog, workdir, result, full)
         # the marts in a transaction of their own: the inserts, committed, no longer hold memory
         # there (ten machines' marts ran out of 600 MB after them in one transaction, and fit
         # alone). Readers still see both at once: the catalog is published when the writer ends.
@@ -299,12 +313,14 @@ def crowded(con) -> bool:
     return files > 1.2 * partitions + 20
 
 
-def _merge_tables(con, lake, workdir: Path, result: MergeResult, full: bool) -> str | None:
+def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, full: bool) -> str | None:
     """The tables' part of a merge, in its transaction. Returns "whole" or "some" when the marts
     are to be built after it, else None."""
     store = open_store(lake)
     landed = store.versions(LANDING)
     recorded = _recorded(con)
+    if not full and recorded is not None:
+        _refuse_emptying(con, lake, catalog, landed, recorded[0])
     full = full or _older_layout(recorded)
     if full:  # dropped, not deleted from: a table whose data file was lost cannot be read
         for name in [t.name for t in ALL_TABLES] + [MERGED, LAKE_TABLE]:
@@ -321,6 +337,14 @@ def _merge_tables(con, lake, workdir: Path, result: MergeResult, full: bool) -> 
         runs = sorted(g for g in {_group(f) for f in landed} if _is_run_log(g))
         local.update(_local_copies(store, [g for g in runs if g not in local], workdir))
         con.execute(f'DELETE FROM "{SOURCES.name}"')
+    # a file that is not Parquet (an upload stored raw, a file truncated by hand) is named and
+    # skipped: its own source waits, a run log is left out, and every other file is merged
+    runs = [g for g in runs if g in local]  # one gone since the listing is removed by the next merge
+    result.unreadable = sorted(f for g in changed for f in changed[g] if f in local and footers[local[f]] is None)
+    result.unreadable += sorted(g for g in runs if g not in changed and footers[local[g]] is None)
+    bad_runs = {g for g in runs if footers[local[g]] is None}
+    runs = [g for g in runs if g not in bad_runs]
+    result.problems += [_unreadable(store.uri(rel), local[rel], _is_run_log(rel)) for rel in result.unreadable]
     gone = {g for g in removed if not _is_run_log(g)}
     touched = _projects_of(con, set(sources) | gone)  # their old rows' projects
     _delete_sources(con, set(sources) | gone)
@@ -331,14 +355,54 @@ def _merge_tables(con, lake, workdir: Path, result: MergeResult, full: bool) -> 
     mark_pending(con, touched)
     result.rows[SOURCES.name] = _insert(con, SOURCES, [local[g] for g in runs], footers,
                                       identity_from_path=False)
+    # a bad run log is not recorded as merged (nor its earlier version): named again each merge until fixed
     _record_merged(con, {f: landed[f] for g in sources for f in changed[g]} | {g: landed[g] for g in runs},
-                   removed)
+                   removed | bad_runs)
     result.merged, result.removed, result.runs = len(sources), len(gone), len(runs)
     result.source_ids = {g.rsplit("/", 1)[1] for g in sources}
     if full:
         forget_marts(con)  # a build cut off after this commit is whole when it runs again
         return "whole"
     return "some" if result.merged or result.removed or not marts_current(con) else None
+
+
+def _refuse_emptying(con, lake, catalog: Path, landed: dict[str, str], merged_from: str) -> None:
+    """A shared lake (object storage, a folder other machines land into) that lists no source's
+    landing file, while the catalog holds sources merged from it, is a wrong bucket, prefix or
+    endpoint, a share not mounted, or a bucket emptied, far more often than every machine's
+    sources deleted on purpose: the merge stops rather than remove every row (`merge --full`
+    does it). A home's own lake is its owner's: a source deleted there is removed."""
+    if own_lake(lake, catalog) or any(not _is_run_log(_group(f)) for f in landed):
+        return
+    try:
+        gone = {_group(r[0]) for r in con.execute(f"SELECT path FROM {MERGED}").fetchall()}
+    except duckdb.Error:  # a catalog from before the table: nothing to lose
+        return
+    gone = [g for g in gone if not _is_run_log(g)]
+    if not gone:
+        return
+    lake = masked(str(lake))
+    raise EmptyLake(
+        f"the lake {lake} lists no landing file under {LANDING}/, but the warehouse {catalog} holds "
+        f"{len(gone)} sources merged from {'it' if merged_from == lake else merged_from}: nothing was removed "
+        "(a wrong bucket, prefix or endpoint, a share not mounted, or a bucket being emptied or refilled?). "
+        "To empty the warehouse as the lake is now, run `agentlake merge --full` with the same --lake and "
+        "--warehouse")
+
+
+def _unreadable(uri: str, path: Path, run_log: bool) -> str:
+    """What to say of a landing file without a Parquet footer (never its bytes: they could be anything)."""
+    try:
+        with path.open("rb") as fh:
+            magic = fh.read(4)
+        size = path.stat().st_size
+        shape = "cut short" if magic == b"PAR1" else "not starting with PAR1"
+        what = f"{size:,} bytes, {shape}" if size else "empty"
+    except OSError:
+        what = "unreadable"
+    left = ("skipped: its runs are left out of `sources`" if run_log else
+            "its source's rows wait until that machine lands them again")
+    return f"the landing file {uri} is not a Parquet file ({what}): {left}; delete or replace it"
 
 
 def _refresh_marts(con, *, whole: bool, memory_limit: str | None) -> None:
@@ -377,7 +441,8 @@ def _complete(changed: dict[str, list[str]], local: dict[str, Path],
     for group, files in changed.items():
         if _is_run_log(group):
             continue
-        if len(files) < len(DATA_TABLES) or not _consistent([footers[local[f]] for f in files]):
+        if (len(files) < len(DATA_TABLES) or any(f not in local for f in files)
+                or not _consistent([footers[local[f]] for f in files])):
             waiting.append(group)
         else:
             ready[group] = files

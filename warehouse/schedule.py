@@ -8,7 +8,8 @@ and home as the command that installed it, so a venv that is not on PATH still w
 A scheduler starts its jobs with a bare environment (cron: HOME, PATH=/usr/bin:/bin, SHELL,
 LOGNAME): an agent whose data lives where a variable says ($CLAUDE_CONFIG_DIR, $CODEX_HOME,
 $XDG_DATA_HOME, ...) would not be found, and the run would find nothing and succeed. So the job
-carries the variables `agentlake ingest` reads to find things (`job_env`), as set when the
+carries the variables `agentlake ingest` reads to find things (`job_env`: the agents' data,
+agentlake's home and lake, an s3:// lake's endpoint, region and AWS profile), as set when the
 recipe is made, and nothing else from the environment: no token or credential is ever written
 into a unit file, a crontab or a plist. Every value is written in the scheduler's own syntax:
 cron's `%` is a line break unless written `\\%`, systemd's is a specifier unless written `%%`.
@@ -35,10 +36,16 @@ AGENT_VARS = (
 )
 # agentlake's own (warehouse.layout, warehouse.config: the flags the job is given win over them)
 # and the Dagster instance an ingest runs in (pipelines.runner). Not $AGENTLAKE_DASHBOARD_TOKEN
-# (a secret, and no business of an ingest) nor any AWS_* variable (credentials).
+# (a secret, and no business of an ingest).
 OWN_VARS = ("AGENTLAKE_HOME", "AGENTLAKE_LAKE", "AGENTLAKE_WAREHOUSE", "AGENTLAKE_MACHINE", "AGENTLAKE_USER",
             "DAGSTER_HOME")
-CARRIED = AGENT_VARS + OWN_VARS  # and $HOME, when it is not the account's own (job_env)
+# Where an s3:// lake is (warehouse.store, warehouse.lakefs) and where the AWS chain finds the
+# credentials (pyarrow's AWS SDK): without them the job would write to another endpoint, region
+# or profile. Never the credentials themselves (AWS_SECRETS).
+AWS_VARS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION",
+            "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE")
+AWS_SECRETS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+CARRIED = AGENT_VARS + OWN_VARS + AWS_VARS  # and $HOME, when it is not the account's own (job_env)
 
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # a tab is fine
 
@@ -104,6 +111,9 @@ def recipe(kind: str, every_minutes: int, argv: list[str], user_home: Path, log:
     if not set(env) & set(AGENT_VARS):
         said.append("no agent location variable ($CLAUDE_CONFIG_DIR, $CODEX_HOME, $XDG_DATA_HOME, ...) is set "
                     "here: the job looks where each agent keeps its data by default")
+    if set(env) & set(AWS_VARS):
+        said.append(f"never {', '.join(f'${n}' for n in AWS_SECRETS)}: the job finds credentials through "
+                    "$AWS_PROFILE, ~/.aws/credentials or an instance role, not in this shell")
     return Recipe(made.kind, made.files, made.enable, "; ".join([*said, made.note]), log)
 
 

@@ -15,7 +15,10 @@ Readers query the tables through the catalog: see warehouse.views.
 from __future__ import annotations  # `list` is also a method name below
 
 import os
+import re
+import time
 import uuid
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -26,36 +29,110 @@ def is_remote(lake) -> bool:
     return isinstance(lake, str) and lake.startswith(REMOTE_SCHEMES)
 
 
+# The parameters pyarrow's S3 URI takes (S3Options::FromUri; tests/test_lake_uri.py asks pyarrow).
+# Any other is an error there, and may be a credential (`access_key=`, `session_token=`): it is
+# refused before pyarrow sees it, and its value is never printed.
+LAKE_PARAMETERS = ("endpoint_override", "scheme", "region", "allow_bucket_creation", "allow_bucket_deletion",
+                   "allow_delayed_open", "tls_ca_file_path", "tls_ca_dir_path", "tls_verify_certificates")
+# a parameter named like one of these is a credential written into the URI
+_SECRET_NAMES = re.compile(r"key|secret|token|password|passwd|credential|signature|session", re.I)
+
+
 class CredentialsInURI(ValueError):
-    pass
+    """A lake URI that holds credentials, or a parameter object storage does not take (which may be
+    one): refused before anything opens, prints or stores it (config.load_layout: exit 1)."""
+
+
+class UnknownLakeParameter(CredentialsInURI):
+    """A query parameter not in LAKE_PARAMETERS (`?endpoint=`, `&session_token=`): refused where a
+    URI with credentials is, as it may be one."""
+
+
+def _endpoint_name(lake: str) -> str:
+    if "endpoint_override=" in lake or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"):
+        from warehouse.lakefs import endpoint as lake_endpoint
+
+        return lake_endpoint(lake)[0]
+    return "the AWS default endpoint"
 
 
 class LakeUnreachable(OSError):
-    """Object storage that does not answer: said once, naming the endpoint, not once per source."""
+    """Object storage that does not answer, or refuses (access denied): said once, naming the
+    endpoint, not once per source (pipelines.cli: `error: ...`, exit 1)."""
 
     def __init__(self, lake: str, exc: Exception):
-        endpoint = "the AWS default endpoint"
-        if "endpoint_override=" in lake or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"):
-            from warehouse.lakefs import endpoint as lake_endpoint
-
-            endpoint = lake_endpoint(lake)[0]
+        if isinstance(exc, LakeUnreachable):  # said already, by the store
+            super().__init__(str(exc))
+            return
         reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-        super().__init__(f"cannot reach the lake {masked(lake)} at {endpoint}: {reason}")
+        verb = "read" if re.search(r"ACCESS_DENIED|AccessDenied|\b403\b", reason) else "reach"  # it answered: no
+        super().__init__(f"cannot {verb} the lake {masked(lake)} at {_endpoint_name(lake)}: {reason}")
+
+
+class NoSuchBucket(LakeUnreachable):
+    """The lake's bucket does not exist: said, naming it (pyarrow lists nothing there, which
+    looked like an empty lake: "merged 0 sources", exit 0)."""
+
+    def __init__(self, lake: str, bucket: str):
+        OSError.__init__(self, f"the lake {masked(lake)} is in the bucket {bucket!r}, which does not exist at "
+                               f"{_endpoint_name(lake)}: create it, or correct the lake's URI or endpoint")
+
+
+class EmptyLake(LakeUnreachable):
+    """The lake lists no landing file, while the warehouse holds sources merged from it: a wrong
+    bucket, prefix or endpoint, or a bucket emptied. Not taken as every source removed."""
+
+    def __init__(self, message: str):
+        OSError.__init__(self, message)
 
 
 def masked(uri: str) -> str:
-    """The URI with any `user:secret@` replaced by `***@`: safe to print."""
+    """The URI safe to print: any `key:secret@` replaced by `***@` (a secret may hold a `/`, as
+    half of AWS's do), and the value of any query parameter not in LAKE_PARAMETERS by `***`."""
     scheme, sep, rest = uri.partition("://")
-    host, slash, path = rest.partition("/")
-    return f"{scheme}{sep}***@{host.rsplit('@', 1)[1]}{slash}{path}" if sep and "@" in host else uri
+    if not sep:
+        return uri
+    where, q, query = rest.partition("?")
+    host = where.split("/", 1)[0]
+    if "@" in host:
+        where = "***@" + where[host.rindex("@") + 1:]
+    elif ":" in host:  # no bucket name holds a `:`: `key:secret` whose secret holds a `/`, up to its `@`
+        at = where.find("@")
+        where = "***@" + where[at + 1:] if at >= 0 else "***"
+    if query:
+        query = "&".join(p if p.partition("=")[0] in LAKE_PARAMETERS or "=" not in p else p.partition("=")[0] + "=***"
+                         for p in query.split("&"))
+    return f"{scheme}{sep}{where}{q}{query}"
 
 
 def refuse_credentials(uri: str) -> None:
-    """Keys written into a lake URI would be printed, logged and stored with it: refused."""
-    if masked(uri) != uri:
+    """Keys written into a lake URI would be printed, logged and stored with it: refused. So is a
+    query parameter object storage does not take (pyarrow's own error is a traceback), naming it
+    and the ones it takes, its value masked."""
+    from urllib.parse import parse_qsl
+
+    where = uri.split("?", 1)[0]
+    if masked(where) != where:
         raise CredentialsInURI(
             f"the lake URI {masked(uri)} holds credentials; give them as AWS_ACCESS_KEY_ID and "
             "AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), never in the URI")
+    query = uri.split("?", 1)[1] if "?" in uri else ""
+    unknown = [name for name, _ in parse_qsl(query, keep_blank_values=True) if name not in LAKE_PARAMETERS]
+    if not unknown:
+        return
+    secret = [name for name in unknown if _SECRET_NAMES.search(name)]
+    if secret:
+        raise UnknownLakeParameter(
+            f"the lake URI {masked(uri)} holds credentials ({', '.join(secret)}); give them as AWS_ACCESS_KEY_ID, "
+            "AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN (or AWS_PROFILE), never in the URI")
+    from difflib import get_close_matches
+
+    hints = [f"{name} (did you mean {close[0]}?)" if (close := get_close_matches(name, LAKE_PARAMETERS, 1)) else name
+             for name in unknown]
+    raise UnknownLakeParameter(
+        f"the lake URI {masked(uri)} has a parameter object storage does not take: {', '.join(hints)}; "
+        f"it takes {', '.join(LAKE_PARAMETERS)} (an S3-compatible server: "
+        "?endpoint_override=host:port&scheme=http, or $AWS_ENDPOINT_URL)")
 
 
 class LocalStore:
@@ -128,9 +205,34 @@ class ObjectStore:
     def __init__(self, uri: str):
         from pyarrow import fs
 
+        refuse_credentials(uri)  # before pyarrow, whose errors print the URI
+        self.lake = uri
         self.uri_root = uri.split("?", 1)[0].rstrip("/")
-        self.fs, self.base = fs.FileSystem.from_uri(_with_endpoint(uri))
+        try:  # without a region in the URI, pyarrow asks the bucket's
+            self.fs, self.base = fs.FileSystem.from_uri(_with_endpoint(uri))
+        except OSError as exc:
+            raise LakeUnreachable(uri, exc) from None
         self.base = self.base.rstrip("/")
+        self._bucket_seen = False
+        self._dead: tuple[float, LakeUnreachable] | None = None  # (until when, why)
+
+    @contextmanager
+    def _request(self):
+        """One call to the store. A store found not answering fails every call of this process at
+        once, for DEAD_FOR seconds, with the first one's LakeUnreachable: each would otherwise wait
+        out pyarrow's three tries again (6 s), source after source."""
+        if self._dead and time.monotonic() < self._dead[0]:
+            raise LakeUnreachable(self.lake, self._dead[1])
+        try:
+            yield
+        except LakeUnreachable:
+            raise
+        except OSError as exc:
+            if isinstance(exc, FileNotFoundError) or not _NOT_ANSWERING.search(str(exc)):
+                raise
+            dead = LakeUnreachable(self.lake, exc)
+            self._dead = (time.monotonic() + DEAD_FOR, dead)
+            raise dead from None
 
     def _key(self, rel: str) -> str:
         return f"{self.base}/{rel}"
@@ -138,43 +240,65 @@ class ObjectStore:
     def size(self, rel: str) -> int | None:
         from pyarrow import fs
 
-        info = self.fs.get_file_info(self._key(rel))
+        with self._request():
+            info = self.fs.get_file_info(self._key(rel))
         return info.size if info.type == fs.FileType.File else None
 
     def read(self, rel: str) -> bytes:
-        with self.fs.open_input_stream(self._key(rel)) as fh:
+        with self._request(), self.fs.open_input_stream(self._key(rel)) as fh:
             return fh.read()
 
     def put_all(self, items: dict[str, bytes]) -> None:
         for rel, data in items.items():
-            with self.fs.open_output_stream(self._key(rel)) as fh:  # one PUT: the object appears whole
+            with self._request(), self.fs.open_output_stream(self._key(rel)) as fh:  # one PUT: the object appears whole
                 fh.write(data)
 
     def delete(self, rel: str) -> None:
         try:
-            self.fs.delete_file(self._key(rel))
+            with self._request():
+                self.fs.delete_file(self._key(rel))
         except FileNotFoundError:
             pass
 
-    def list(self, prefix: str = "") -> list[str]:
+    def _files(self, prefix: str) -> list:
+        """The objects under `prefix`, in one listing. A store that does not answer is one
+        LakeUnreachable naming its endpoint; an empty listing of a bucket that does not exist is
+        NoSuchBucket (pyarrow lists nothing there), not an empty lake."""
         from pyarrow import fs
 
         selector = fs.FileSelector(self._key(prefix).rstrip("/"), recursive=True, allow_not_found=True)
+        try:
+            with self._request():
+                found = self.fs.get_file_info(selector)
+        except OSError as exc:  # denied, too: said as one error naming the store
+            raise LakeUnreachable(self.lake, exc) from None
+        if not found and not self._bucket_seen:
+            bucket = self.base.split("/", 1)[0]
+            try:
+                missing = self.fs.get_file_info(bucket).type == fs.FileType.NotFound
+            except OSError:  # a HeadBucket this identity may not make: the listing answered, so go on
+                missing = False
+            if missing:
+                raise NoSuchBucket(self.lake, bucket)
+            self._bucket_seen = True
+        return [i for i in found if i.type == fs.FileType.File and i.path.endswith(".parquet")]
+
+    def list(self, prefix: str = "") -> list[str]:
         start = len(self.base) + 1
-        return sorted(i.path[start:] for i in self.fs.get_file_info(selector)
-                      if i.type == fs.FileType.File and i.path.endswith(".parquet"))
+        return sorted(i.path[start:] for i in self._files(prefix))
 
     def uri(self, rel: str) -> str:
         return f"{self.uri_root}/{rel}"
 
     def versions(self, prefix: str) -> dict[str, str]:
         """Every Parquet object under `prefix` with its version (size and mtime): one listing."""
-        from pyarrow import fs
-
-        selector = fs.FileSelector(self._key(prefix).rstrip("/"), recursive=True, allow_not_found=True)
         start = len(self.base) + 1
-        return {i.path[start:]: f"{i.size}-{i.mtime_ns}" for i in self.fs.get_file_info(selector)
-                if i.type == fs.FileType.File and i.path.endswith(".parquet")}
+        return {i.path[start:]: f"{i.size}-{i.mtime_ns}" for i in self._files(prefix)}
+
+
+# pyarrow's (the AWS SDK's) words for a store that did not answer, after its own three tries
+_NOT_ANSWERING = re.compile(r"NETWORK_CONNECTION|curlCode|Could not connect|Connection refused|Timeout was reached")
+DEAD_FOR = 60.0  # seconds a store that did not answer is not asked again (per process)
 
 
 def _with_endpoint(uri: str) -> str:
