@@ -2,8 +2,10 @@
 -- daily_costs: root-session cost spread over days and models.
 -- Rule: a root session's cost (which already includes its sub-agents') is split over the
 -- (day, model, llm_provider) of the session and its sub-agents: in proportion to the requests'
--- own costs where the agent records per-request usage (the `usage` table: Claude Code, Codex,
--- OpenCode), else to the counts of assistant messages. Shares are computed in whole nano-dollars (integers: exact), each
+-- own costs where the agent records usage (the `usage` table), or, where none of them costs more
+-- than 0 (all unpriced, say), to their counts: on the requests' models, never on the NULL model
+-- of the messages of an agent that records the model per request only (Aider, Droid, Goose,
+-- Kilo); else to the counts of assistant messages (Crush, CodeWhale, Cursor). Shares are computed in whole nano-dollars (integers: exact), each
 -- but the last rounded half up; the last takes the remainder, so one session's shares sum
 -- exactly to its cost. A session with no assistant
 -- message puts its whole cost on the day it was created. Unknown costs stay NULL.
@@ -23,14 +25,24 @@ priced AS (
     WHERE u.cost_usd > 0
     GROUP BY ALL
 ),
+counted AS (
+    SELECT t.root_session_key, u.date, u.model, u.llm_provider, COUNT(*) AS n
+    FROM usage AS u
+    JOIN _session_tree AS t ON t.machine = u.machine AND t.source_id = u.source_id AND t.session_id = u.session_id
+    WHERE t.root_session_key NOT IN (SELECT root_session_key FROM priced)
+    GROUP BY ALL
+),
 weights AS (
     SELECT * FROM priced
+    UNION ALL
+    SELECT * FROM counted
     UNION ALL
     SELECT t.root_session_key, m.date, m.model, m.llm_provider, COUNT(*) AS n
     FROM messages AS m
     JOIN _session_tree AS t ON t.machine = m.machine AND t.source_id = m.source_id AND t.session_id = m.session_id
     WHERE m.role = 'assistant'
       AND t.root_session_key NOT IN (SELECT root_session_key FROM priced)
+      AND t.root_session_key NOT IN (SELECT root_session_key FROM counted)
     GROUP BY ALL
 ),
 shares AS (

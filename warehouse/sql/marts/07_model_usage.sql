@@ -1,15 +1,70 @@
 -- refresh: whole (rows are per model, across projects)
--- model_usage: assistant messages and sessions per model, with the cost daily_costs attributes
--- to it (NULL where the cost is unknown).
+-- model_usage: assistant messages, root sessions and cost per agent and model, one row per model.
+-- A message counts under the model of the request it holds (`usage.message_id`; the latest, if
+-- it holds several), else its own, else the model most of its session's requests name (agents
+-- that record the model per request only: Aider, Droid, Goose, Kilo): the model daily_costs puts
+-- their cost on. The cost is what daily_costs attributes to the model (the two marts' totals
+-- agree), and `unknown` joins its sources when one of its requests is unpriced. A model without
+-- a share of daily_costs costs NULL (`unknown`) when one of its requests is unpriced or one of
+-- its messages may have made an unrecorded one (no request names it, in a session whose
+-- requests name no message), else a known 0: its messages made no billed request (Claude Code's
+-- `<synthetic>` API-error replies, `estimated` as the ingest counts a session without one) or
+-- its requests cost 0.
 CREATE OR REPLACE VIEW model_usage AS
-WITH usage AS (
-    SELECT m.provider, m.model, m.llm_provider,
-           COUNT(*) AS messages,
-           COUNT(DISTINCT t.root_session_key) AS sessions
+WITH requests AS (
+    SELECT u.provider, u.machine, u.source_id, u.session_id, u.message_id, u.model, u.llm_provider, u.cost_usd,
+           u.cost_source, u.requested_at, u.source_rowid,
+           t.root_session_key
+    FROM usage AS u
+    JOIN _session_tree AS t ON t.machine = u.machine AND t.source_id = u.source_id AND t.session_id = u.session_id
+),
+held AS (  -- the model of the requests a message holds (of the latest, if they name several)
+    SELECT machine, source_id, session_id, message_id,
+           arg_max({'model': model, 'llm_provider': llm_provider}, {'at': requested_at, 'row': source_rowid}) AS key
+    FROM requests
+    WHERE message_id IS NOT NULL
+    GROUP BY machine, source_id, session_id, message_id
+),
+session_model AS (  -- the model most of a session's requests name
+    SELECT machine, source_id, session_id, model, llm_provider
+    FROM requests
+    GROUP BY machine, source_id, session_id, model, llm_provider
+    QUALIFY ROW_NUMBER() OVER (PARTITION BY machine, source_id, session_id
+                               ORDER BY model IS NULL, COUNT(*) DESC, model, llm_provider NULLS LAST) = 1
+),
+steps AS (  -- assistant messages per session and the model they count under
+    SELECT m.provider, m.machine, m.source_id, m.session_id, t.root_session_key, h.message_id IS NOT NULL AS holds,
+           CASE WHEN h.message_id IS NOT NULL THEN h.key.model WHEN m.model IS NOT NULL THEN m.model
+                WHEN s.session_id IS NOT NULL THEN s.model END AS model,
+           CASE WHEN h.message_id IS NOT NULL THEN h.key.llm_provider WHEN m.model IS NOT NULL THEN m.llm_provider
+                WHEN s.session_id IS NOT NULL THEN s.llm_provider ELSE m.llm_provider END AS llm_provider,
+           COUNT(*) AS messages
     FROM messages AS m
     JOIN _session_tree AS t ON t.machine = m.machine AND t.source_id = m.source_id AND t.session_id = m.session_id
+    LEFT JOIN held AS h ON h.machine = m.machine AND h.source_id = m.source_id AND h.session_id = m.session_id
+        AND h.message_id = m.message_id
+    LEFT JOIN session_model AS s ON s.machine = m.machine AND s.source_id = m.source_id AND s.session_id = m.session_id
     WHERE m.role = 'assistant'
     GROUP BY ALL
+),
+uses AS (  -- messages, and root sessions with a message or a request of the model
+    SELECT provider, model, llm_provider,
+           CAST(SUM(messages) AS BIGINT) AS messages,
+           COUNT(DISTINCT root_session_key) AS sessions,
+           -- a message no request names made none where its session's requests name some message;
+           -- elsewhere it may have made one nobody recorded
+           COALESCE(SUM(messages) FILTER (WHERE NOT holds AND NOT named), 0) AS unrecorded,
+           COALESCE(SUM(messages) FILTER (WHERE NOT holds AND named), 0) AS unbilled,
+           COUNT(*) FILTER (WHERE is_request AND cost_usd IS NULL) AS unpriced,
+           STRING_AGG(DISTINCT cost_source, ', ' ORDER BY cost_source) AS request_sources
+    FROM (SELECT provider, model, llm_provider, root_session_key, FALSE AS is_request, messages, holds,
+                 BOOL_OR(holds) OVER (PARTITION BY machine, source_id, session_id) AS named,
+                 NULL AS cost_usd, NULL AS cost_source
+          FROM steps
+          UNION ALL
+          SELECT provider, model, llm_provider, root_session_key, TRUE, 0, TRUE, TRUE, cost_usd, cost_source
+          FROM requests)
+    GROUP BY provider, model, llm_provider
 ),
 costs AS (
     SELECT provider, model, llm_provider, SUM(cost_usd) AS cost_usd,
@@ -23,9 +78,16 @@ SELECT
     COALESCE(u.llm_provider, c.llm_provider) AS llm_provider,
     COALESCE(u.messages, 0) AS messages,
     COALESCE(u.sessions, 0) AS sessions,
-    c.cost_usd,
-    c.cost_sources
-FROM usage AS u
+    CASE WHEN c.provider IS NOT NULL THEN c.cost_usd
+         WHEN u.unpriced = 0 AND u.unrecorded = 0 THEN CAST(0 AS DECIMAL(38, 9)) END AS cost_usd,
+    CASE WHEN c.provider IS NOT NULL
+         THEN CASE WHEN u.unpriced > 0 AND c.cost_sources NOT LIKE '%unknown%'
+                   THEN c.cost_sources || ', unknown' ELSE c.cost_sources END
+         WHEN u.unpriced > 0 OR u.unrecorded > 0 THEN 'unknown'
+         ELSE concat_ws(', ', CASE WHEN u.unbilled > 0 AND COALESCE(u.request_sources, '') NOT LIKE '%estimated%'
+                                   THEN 'estimated' END, u.request_sources) END AS cost_sources
+FROM uses AS u
 FULL OUTER JOIN costs AS c
     ON c.provider = u.provider AND c.model IS NOT DISTINCT FROM u.model
     AND c.llm_provider IS NOT DISTINCT FROM u.llm_provider
+WHERE u.messages > 0 OR c.provider IS NOT NULL

@@ -4,8 +4,10 @@
 -- reads and cache writes (per-request usage: Claude Code, Codex, OpenCode). Growth is
 -- (last - first) / (requests - 1) tokens per request. A compaction is a summary message
 -- (`is_summary`, every agent that records one); the cost after it is that of the session's
--- steps after the first summary message (see _step_costs). Sessions with neither requests nor
--- a compaction have no row.
+-- steps after the first summary message (see _step_costs). The session's cost is that of its
+-- requests where it has any (a session whose requests no message holds, or without assistant
+-- messages at all, still counts them; NULL when one is unpriced), else of its steps. Sessions
+-- with neither requests nor a compaction have no row.
 CREATE OR REPLACE VIEW insight_context_growth AS
 WITH requests AS (
     SELECT u.project, t.session_key, ANY_VALUE(u.provider) AS provider,
@@ -14,7 +16,9 @@ WITH requests AS (
            COUNT(*) AS requests,
            FIRST(ctx ORDER BY u.requested_at, u.source_rowid) AS first_context_tokens,
            LAST(ctx ORDER BY u.requested_at, u.source_rowid) AS last_context_tokens,
-           MAX(ctx) AS max_context_tokens
+           MAX(ctx) AS max_context_tokens,
+           SUM(CAST(ROUND(u.cost_usd * 1e9) AS HUGEINT)) AS nanos,
+           COUNT(*) FILTER (WHERE u.cost_usd IS NULL) AS unpriced
     FROM (SELECT *, COALESCE(input_uncached_tokens, 0) + COALESCE(cache_read_tokens, 0)
                     + COALESCE(cache_write_5m_tokens, 0) + COALESCE(cache_write_1h_tokens, 0) AS ctx
           FROM usage) AS u
@@ -54,7 +58,9 @@ SELECT
         AS growth_per_request,
     COALESCE(c.compactions, 0) AS compactions,
     c.first_compaction_at,
-    CASE WHEN st.known THEN CAST(st.nanos AS DECIMAL(38, 0)) * CAST(0.000000001 AS DECIMAL(18, 9)) END AS cost_usd,
+    CASE WHEN r.session_key IS NOT NULL
+         THEN CASE WHEN r.unpriced = 0 THEN CAST(r.nanos AS DECIMAL(38, 0)) * CAST(0.000000001 AS DECIMAL(18, 9)) END
+         WHEN st.known THEN CAST(st.nanos AS DECIMAL(38, 0)) * CAST(0.000000001 AS DECIMAL(18, 9)) END AS cost_usd,
     CASE WHEN st.known AND c.session_key IS NOT NULL
          THEN CAST(COALESCE(st.after, 0) AS DECIMAL(38, 0)) * CAST(0.000000001 AS DECIMAL(18, 9))
     END AS cost_after_compaction_usd
