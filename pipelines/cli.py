@@ -471,34 +471,22 @@ def _date(text: str):
         raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
 
 
-def _top(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"wants 0 (no limit) or a positive number of rows: {text!r}")
-    return value
+def _whole(low: int, high: int | None, wants: str):
+    """An argparse type: a whole number from `low` to `high`, else a usage error saying `wants`."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"wants {wants}: {text!r}")
+        return value
+    return parse
 
 
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"wants a port from 0 (any free one) to 65535: {text!r}")
-    return value
-
-
-def _seconds(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"wants 0 or a positive whole number of seconds: {text!r}")
-    return value
+_top = _whole(0, None, "0 (no limit) or a positive number of rows")
+_port = _whole(0, 65535, "a port from 0 (any free one) to 65535")
+_seconds = _whole(0, None, "0 or a positive whole number of seconds")
 
 
 def cmd_merge(args) -> int:
