@@ -1,0 +1,116 @@
+"""A home's demo: what `agentlake demo` may write into, and what it leaves behind.
+
+A demo's generated sessions never go into a lake that holds anything else (the user's agents'
+data, another machine's, a lake on object storage): they would mix with the user's own, a
+project of the same name merged, fake agents in the totals. And a demo written again (another
+seed or size) takes its old sources out of the lake, which otherwise keeps what a source no
+longer holds (warehouse.retention). Pure: no Dagster.
+"""
+
+import os
+import shutil
+from pathlib import Path
+
+from warehouse import state as state_store
+from warehouse.config import DEMO
+from warehouse.layout import LANDING, RUNS, Layout
+
+DEMO_DATA = "demo-data"  # where `agentlake demo` writes its stores, under the home
+
+
+class NotADemoHome(ValueError):
+    """The home's lake holds data a demo must not mix into (pipelines.cli: a usage error)."""
+
+
+def landed_sources(layout: Layout) -> list[tuple[Path, Path | None, str | None]]:
+    """Each source landed in a local lake (a landing folder holding Parquet; the run logs are not
+    sources): its folder, its state file, and the path its state says it was read from (None
+    when there is no state: landed by another machine or user, or the state was lost)."""
+    out = []
+    landing = Path(layout.lake) / LANDING
+    for folder, dirs, files in os.walk(landing):
+        dirs.sort()
+        parts = Path(folder).relative_to(landing).parts
+        if RUNS in parts or not any(f.endswith(".parquet") for f in files):
+            continue
+        path = state_file = None
+        if len(parts) == 4:  # <machine>/<user>/<provider>/<source_id>
+            machine, user, provider, source_id = parts
+            state_dir = Path(layout.lake) / "_state" / f"{machine}-{user}"
+            state_file = state_dir / f"{provider}-{source_id}.json"
+            path = state_store.load(state_dir, provider, source_id).path
+        out.append((Path(folder), state_file, path))
+    return out
+
+
+def is_demos(path: str | None) -> bool:
+    """A source `agentlake demo` generated: read from inside a `demo-data` folder (this home's,
+    or the one of the home this one was moved or copied from)."""
+    return path is not None and DEMO_DATA in Path(path).parts
+
+
+def refuse_real_data(layout: Layout) -> None:
+    """NotADemoHome, saying where to run the demo instead, when the lake holds anything but a demo."""
+    suggestion = layout.home / DEMO
+    flags = f"--home {suggestion}"
+    if layout.remote or Path(layout.lake) != layout.home / "lake":  # a flag's, $AGENTLAKE_LAKE, config.toml's
+        flags += f" --lake {suggestion / 'lake'}"
+    how = (f"run it in a home of its own: `agentlake demo {flags}` (where quickstart keeps its demo), "
+           "or another --home")
+    if layout.remote:
+        raise NotADemoHome(f"the lake {layout.lake} is on object storage, maybe a team's: `agentlake demo` writes "
+                           f"generated sessions only into a lake of its own; {how}")
+    others = [(folder, path) for folder, _, path in landed_sources(layout) if not is_demos(path)]
+    if others:
+        folder, path = others[0]
+        example = path or f"landed as {folder.relative_to(layout.lake)}"
+        where = layout.home if Path(layout.lake) == layout.home / "lake" else f"the lake {layout.lake}"
+        sources = f"{len(others)} source{'s' if len(others) > 1 else ''}"
+        raise NotADemoHome(f"{where} holds agent data that is not a demo's ({sources}, e.g. {example}): "
+                           f"`agentlake demo` never mixes generated sessions into it; {how}")
+
+
+def forget_demo_sources(layout: Layout, root: Path, everything: bool) -> int:
+    """Remove from the lake the demo's sources that are not this demo's as it is now (all of
+    them when it was just written again: a session of another seed is gone from the stores, and
+    the lake keeps what a source no longer holds, warehouse.retention), with their state and
+    cache; the next merge drops their rows. Returns how many."""
+    from warehouse.ingest import mark_pending
+
+    removed = 0
+    for folder, state_file, path in landed_sources(layout):
+        if not is_demos(path):
+            continue
+        if not (everything or not Path(path).is_relative_to(root) or not Path(path).exists()):
+            continue  # a store of the demo as it is
+        shutil.rmtree(folder)
+        state_file.unlink(missing_ok=True)
+        state_file.with_suffix(".lock").unlink(missing_ok=True)
+        provider, source_id = folder.parent.name, folder.name
+        shutil.rmtree(layout.source_cache(provider, source_id), ignore_errors=True)
+        removed += 1
+    if removed:
+        mark_pending(layout)  # a run that lands nothing new merges all the same
+    return removed
+
+
+def demo_made(done: Path) -> dict[str, int]:
+    """What `.generated` says the demo in a folder was made with: {"seed": 7, "projects": 4,
+    "sessions": 6}; an older agentlake wrote only the seed."""
+    try:
+        words = done.read_text().split()
+    except OSError:
+        return {}
+    made = {}
+    for key, value in zip(words[::2], words[1::2]):
+        try:
+            made[key] = int(value)
+        except ValueError:
+            pass
+    return made
+
+
+def describe(made: dict[str, int]) -> str:
+    words = [f"{made['projects']} projects"] if "projects" in made else []
+    words += [f"{made['sessions']} sessions per project"] if "sessions" in made else []
+    return ", ".join([f"seed {made.get('seed', '?')}", *words])
