@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlencode
 import duckdb
 
 from warehouse import charts
-from warehouse.report import FAILED, TOOL_CALLS, Filters, cost_and_sessions, sorted_list
+from warehouse.report import FAILED, TOOL_CALLS, Filters, cost_and_sessions, session_key, sorted_list
 
 DEFAULT_TOP = 15
 INSIGHTS = ("insight_duplicate_reads", "insight_unused_reads", "insight_read_edit_ratio", "insight_idle_cost",
@@ -31,8 +31,8 @@ SESSIONS = "(SELECT *, CAST(started_at AS DATE) AS date FROM session_summary)"
 # each root session's failed tool calls, its sub-agents' included, by its session_key (as
 # _session_tree names it); session_summary's tool_errors and nonzero_exits count a call that did
 # both twice. {s}: the project and agent filters only (a session's calls are on its later days too)
-FAILED_BY_SESSION = ("(SELECT concat_ws('/', s.machine, s.\"user\", s.provider, s.source_id, "
-                     "COALESCE(s.root_session_id, s.session_id)) AS session_key, COUNT(*) AS failed "
+FAILED_BY_SESSION = (f"(SELECT {session_key('s', 'COALESCE(s.root_session_id, s.session_id)')} AS session_key, "
+                     "COUNT(*) AS failed "
                      f"FROM (SELECT * FROM {TOOL_CALLS} {{s}}) AS c JOIN sessions AS s "
                      "ON s.machine = c.machine AND s.source_id = c.source_id AND s.session_id = c.session_id "
                      f"WHERE {FAILED} GROUP BY 1)")
@@ -375,8 +375,7 @@ def find_session(con, source: str | None, session_id: str | None, key: str | Non
             "ss.duration_s, ss.messages, ss.tool_calls, ss.tool_errors, ss.nonzero_exits, s.machine "
             "FROM sessions s LEFT JOIN session_summary ss USING (source_id, session_id) ")
     if key is not None:
-        rows = con.execute(cols + "WHERE concat_ws('/', s.machine, s.\"user\", s.provider, s.source_id, s.session_id) = ? "
-                           "LIMIT 1", [key]).fetchall()
+        rows = con.execute(cols + f"WHERE {session_key('s', 's.session_id')} = ? LIMIT 1", [key]).fetchall()
         return rows[0] if rows else None
     rows = con.execute(cols + "WHERE s.source_id = ? AND s.session_id = ?", [source, session_id]).fetchall()
     return rows[0] if rows else None

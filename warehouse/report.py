@@ -46,8 +46,8 @@ class Filters:
         if date_col == SESSION_DATE:
             days = self._literal_days("date")  # sessions.date: from created_at, never NULL
             if days:
-                clauses.append("session_key IN (SELECT concat_ws('/', machine, \"user\", provider, source_id, "
-                               "session_id) FROM sessions WHERE " + " AND ".join(days) + ")")
+                clauses.append(f"session_key IN (SELECT {session_key()} FROM sessions WHERE "
+                               + " AND ".join(days) + ")")
         elif date_col:
             clauses += self._literal_days(f"CAST({date_col} AS DATE)")
         for column, value in (("project", self.project), ("provider", self.provider)):
@@ -58,6 +58,13 @@ class Filters:
     def _literal_days(self, day: str) -> list[str]:
         return ([f"{day} >= DATE '{self.since.isoformat()}'"] if self.since else []) + (
             [f"{day} <= DATE '{self.until.isoformat()}'"] if self.until else [])
+
+
+def session_key(alias: str = "", session: str = "session_id") -> str:
+    """SQL for a session's lake-wide key, as the marts name it (`session_key`, `root_session_key`:
+    warehouse/sql/marts/01_session_tree.sql); `session` the column (or expression) of its id."""
+    p = f"{alias}." if alias else ""
+    return f"concat_ws('/', {p}machine, {p}\"user\", {p}provider, {p}source_id, {session})"
 
 
 # Insight.date_col for the marts whose rows are about a session: --since/--until pick the rows
