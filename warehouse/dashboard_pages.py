@@ -373,7 +373,7 @@ def find_session(con, source: str | None, session_id: str | None, key: str | Non
             "COALESCE(ss.ended_at, s.updated_at), COALESCE(ss.cost_usd, s.cost_usd), "
             "COALESCE(ss.cost_source, s.cost_source), COALESCE(ss.models, s.model), ss.subagents, s.root_session_id, "
             "ss.duration_s, ss.messages, ss.tool_calls, ss.tool_errors, ss.nonzero_exits, s.machine "
-            "FROM sessions s LEFT JOIN session_summary ss USING (source_id, session_id) ")
+            "FROM sessions s LEFT JOIN session_summary ss USING (machine, source_id, session_id) ")
     if key is not None:
         rows = con.execute(cols + f"WHERE {session_key('s', 's.session_id')} = ? LIMIT 1", [key]).fetchall()
         return rows[0] if rows else None
