@@ -1,23 +1,22 @@
 """The dashboard's pages: overview -> project -> session transcript, and the insights.
 
-Overview and project pages read the marts (daily_costs, session_summary, insight_*), the
-report's totals, and tool_calls with sessions for the failed calls (a call that errors and exits
-non-zero fails once; the marts count the two apart); the transcript reads messages, parts,
-tool_calls and usage for one session, filtered by its project, days and ids so that DuckLake
-prunes to a few files. Every table is cut to the
+Overview and project pages read the marts only (daily_costs, session_summary, tool_usage,
+insight_*; a failed call, by an error or a non-zero exit, counted once); the transcript reads
+messages, parts, tool_calls and usage for one session, filtered by its project, days and ids so
+that DuckLake prunes to a few files. Every table is cut to the
 top N with an "others" row (warehouse.charts.top_with_others) and every row links one level down.
 """
 
 import html
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import date
 from urllib.parse import parse_qs, urlencode
 
 import duckdb
 
 from warehouse import charts
-from warehouse.report import FAILED, TOOL_CALLS, Filters, cost_and_sessions, session_key, sorted_list
+from warehouse.report import Filters, cost_and_sessions, session_key, sorted_list
 
 DEFAULT_TOP = 15
 INSIGHTS = ("insight_duplicate_reads", "insight_unused_reads", "insight_read_edit_ratio", "insight_idle_cost",
@@ -28,14 +27,6 @@ TEXT_LIMIT = 4000  # characters of one part shown in a transcript; the rest is c
 PARTS_LIMIT = 2000  # parts of one transcript page
 # a mart read as if it had a `date` column, so the same Filters apply to every table
 SESSIONS = "(SELECT *, CAST(started_at AS DATE) AS date FROM session_summary)"
-# each root session's failed tool calls, its sub-agents' included, by its session_key (as
-# _session_tree names it); session_summary's tool_errors and nonzero_exits count a call that did
-# both twice. {s}: the project and agent filters only (a session's calls are on its later days too)
-FAILED_BY_SESSION = (f"(SELECT {session_key('s', 'COALESCE(s.root_session_id, s.session_id)')} AS session_key, "
-                     "COUNT(*) AS failed "
-                     f"FROM (SELECT * FROM {TOOL_CALLS} {{s}}) AS c JOIN sessions AS s "
-                     "ON s.machine = c.machine AND s.source_id = c.source_id AND s.session_id = c.session_id "
-                     f"WHERE {FAILED} GROUP BY 1)")
 
 
 @dataclass
@@ -116,12 +107,9 @@ def usd(value) -> str:
 
 
 def _query(con, sql: str, filters: Filters, *extra) -> list[tuple]:
-    """`sql` with the filters in each `{w}`, and the project and agent filters only in each `{s}`
-    (for rows dated otherwise than the window: a session's calls, on its days)."""
     where, params = filters.where()
-    scope, scope_params = replace(filters, since=None, until=None).where()
-    args = [a for m in re.finditer(r"\{([ws])\}", sql) for a in (params if m[1] == "w" else scope_params)]
-    return con.execute(sql.format(w=where, s=scope), args + list(extra)).fetchall()
+    count = sql.count("{w}")
+    return con.execute(sql.format(w=where), params * count + list(extra)).fetchall()
 
 
 # --- pieces of a page
@@ -296,8 +284,8 @@ def overview(con, req: Request, projects: list[str], providers: list[str]) -> st
 
 
 def _tool_chart(con, req: Request) -> tuple[str, str]:
-    return _ranking_chart(con, req, f"SELECT tool_name, COUNT(*) AS n, COUNT(*) FILTER (WHERE {FAILED}) "
-                                    f"FROM {TOOL_CALLS} {{w}} GROUP BY ALL ORDER BY n DESC, 1",
+    return _ranking_chart(con, req, "SELECT tool_name, SUM(calls) AS n, SUM(failed) "
+                                    "FROM tool_usage {w} GROUP BY ALL ORDER BY n DESC, 1",
                           lambda r: None, unit="", value_title="calls", overlay_title="failed", width=900)
 
 
@@ -306,8 +294,7 @@ def _projects_table(con, req: Request) -> str:
         WITH c AS (SELECT project, SUM(cost_usd) AS cost, {sorted_list('provider')} AS agents,
                           {sorted_list('cost_source')} AS sources FROM daily_costs {{w}} GROUP BY 1),
              s AS (SELECT project, COUNT(*) AS sessions, SUM(messages) AS messages, SUM(tool_calls) AS calls,
-                          SUM(COALESCE(f.failed, 0)) AS failed
-                   FROM {SESSIONS} AS ss LEFT JOIN {FAILED_BY_SESSION} AS f USING (session_key) {{w}} GROUP BY 1)
+                          SUM(failed_tool_calls) AS failed FROM {SESSIONS} {{w}} GROUP BY 1)
         SELECT project, agents, COALESCE(sessions, 0), COALESCE(messages, 0), COALESCE(calls, 0),
                COALESCE(failed, 0), cost, sources
         FROM c FULL JOIN s USING (project) ORDER BY cost DESC NULLS LAST, project""", req.filters)
@@ -331,10 +318,9 @@ def project_page(con, req: Request, projects: list[str], providers: list[str]) -
                                       lambda s: None)
     tools, tool_note = _tool_chart(con, req)
     rows = _query(con, f"""SELECT strftime(started_at, '%Y-%m-%d %H:%M'), COALESCE(title, '(untitled)'), provider,
-                                  duration_s, messages, tool_calls, COALESCE(f.failed, 0), subagents, models,
+                                  duration_s, messages, tool_calls, failed_tool_calls, subagents, models,
                                   cost_usd, cost_source, source_id, session_id
-                           FROM {SESSIONS} AS ss LEFT JOIN {FAILED_BY_SESSION} AS f USING (session_key) {{w}}
-                           ORDER BY cost_usd DESC NULLS LAST, started_at DESC""", req.filters)
+                           FROM {SESSIONS} {{w}} ORDER BY cost_usd DESC NULLS LAST, started_at DESC""", req.filters)
     cut = charts.top_with_others([(r[0], *r[3:8], r[9]) for r in rows], req.top or None, "others")
     kept = rows[:len(cut.rows)]
     shown = [(r[0], r[1], r[2], _duration(r[3]), r[4], r[5], r[6], r[7], r[8], usd(r[9]), r[10]) for r in kept]

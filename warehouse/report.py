@@ -150,10 +150,6 @@ def run_query(con, sql: str, filters: Filters, date_col: str = "date", limit: in
 # Totals' cost: the exact sum of the known costs, $0 when nothing is in the filters (no session
 # costs nothing: a known total), NULL (unknown) when every cost in them is unknown.
 _TOTAL_COST = f"CASE WHEN COUNT(*) = 0 THEN CAST(0 AS DECIMAL(38, 9)) ELSE {_COST} END"
-# a call failed when the tool reported an error or its command exited non-zero: counted once
-# when it did both (tool_usage counts each apart: `errors`, `nonzero_exits`)
-FAILED = "(is_error OR exit_code <> 0)"
-TOOL_CALLS = "(SELECT * FROM tool_calls WHERE has_call)"
 
 
 def cost_and_sessions(con, filters: Filters) -> tuple[list[str], tuple]:
@@ -201,10 +197,9 @@ def build(con, filters: Filters, by: str = "project", top: int = 10) -> list[Sec
     if by != "tool":
         add("tools", "Tools", BY_SQL["tool"], limit=top)
     add("failing_tools", "Failing tools",
-        f"SELECT tool_name, COUNT(*) AS calls, COUNT(*) FILTER (WHERE is_error) AS errors, "
-        f"COUNT(*) FILTER (WHERE exit_code <> 0) AS nonzero_exits, COUNT(*) FILTER (WHERE {FAILED}) AS failed, "
-        f"ROUND(failed / calls, 3) AS failure_rate FROM {TOOL_CALLS} {{w}} GROUP BY ALL HAVING failed > 0 "
-        "ORDER BY failure_rate DESC, calls DESC, tool_name", limit=top)
+        "SELECT tool_name, SUM(calls) AS calls, SUM(errors) AS errors, SUM(nonzero_exits) AS nonzero_exits, "
+        "SUM(failed) AS failed, ROUND(SUM(failed) / SUM(calls), 3) AS failure_rate FROM tool_usage {w} "
+        "GROUP BY ALL HAVING SUM(failed) > 0 ORDER BY failure_rate DESC, calls DESC, tool_name", limit=top)
     return sections
 
 

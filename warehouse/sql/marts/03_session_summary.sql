@@ -27,7 +27,8 @@ tool_stats AS (
     SELECT t.root_session_key,
            COUNT(*) FILTER (WHERE c.has_call) AS tool_calls,
            COUNT(*) FILTER (WHERE c.has_call AND c.is_error) AS tool_errors,
-           COUNT(*) FILTER (WHERE c.has_call AND c.exit_code <> 0) AS nonzero_exits
+           COUNT(*) FILTER (WHERE c.has_call AND c.exit_code <> 0) AS nonzero_exits,
+           COUNT(*) FILTER (WHERE c.has_call AND (c.is_error OR c.exit_code <> 0)) AS failed_tool_calls
     FROM tool_calls AS c
     JOIN _session_tree AS t ON t.machine = c.machine AND t.source_id = c.source_id AND t.session_id = c.session_id
     GROUP BY ALL
@@ -55,6 +56,7 @@ SELECT
     COALESCE(ts.tool_calls, 0) AS tool_calls,
     COALESCE(ts.tool_errors, 0) AS tool_errors,
     COALESCE(ts.nonzero_exits, 0) AS nonzero_exits,
+    COALESCE(ts.failed_tool_calls, 0) AS failed_tool_calls,
     COALESCE(tm.models, s.model) AS models,
     s.cost_usd,
     s.cost_source,

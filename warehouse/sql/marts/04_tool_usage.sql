@@ -1,7 +1,7 @@
 -- refresh: by project
 -- tool_usage: calls and failures per day, project and tool.
 -- errors: the tool itself failed (is_error); nonzero_exits: a shell command exited non-zero,
--- which the agent does not count as an error.
+-- which the agent does not count as an error; failed: either, a call that did both counted once.
 CREATE OR REPLACE VIEW tool_usage AS
 SELECT
     date,
@@ -13,6 +13,7 @@ SELECT
     COUNT(*) FILTER (WHERE is_error) AS errors,
     COUNT(*) FILTER (WHERE is_error) / COUNT(*) AS error_rate,
     COUNT(*) FILTER (WHERE exit_code <> 0) AS nonzero_exits,
+    COUNT(*) FILTER (WHERE is_error OR exit_code <> 0) AS failed,
     COUNT(*) FILTER (WHERE NOT has_result) AS without_result,
     MEDIAN(result_size) AS median_result_bytes
 FROM tool_calls
