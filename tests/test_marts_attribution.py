@@ -178,6 +178,19 @@ def test_every_agents_costs_reach_the_step_marts_and_model_usage(layout, tmp_pat
                          "OR (cost_usd IS NULL AND cost_sources NOT LIKE '%unknown%')") == []
     assert query(layout, "SELECT cost_usd, cost_sources FROM model_usage WHERE model = '<synthetic>'") == [
         (Decimal(0), "estimated")]
+    # the report counts assistant messages by model as model_usage does (Droid's, Goose's and
+    # Kilo's under their requests' models, not on a row of no model beside them)
+    from warehouse.report import Filters, build
+
+    with connect(layout.warehouse) as con:
+        section = next(s for s in build(con, Filters(), by="model", top=0) if s.name == "by_model")
+    at = {c: i for i, c in enumerate(section.columns)}
+    reported = {(r[at["provider"]], r[at["model"]], r[at["llm_provider"]]): r[at["assistant_messages"]]
+                for r in section.rows if r[at["assistant_messages"]]}
+    assert reported == {(p, m, llm): n for p, m, llm, n in query(
+        layout, "SELECT provider, model, llm_provider, messages FROM model_usage WHERE messages > 0")}
+    assert [m for p, m, _ in reported if p in ("droid", "kilo")] and None not in [
+        m for p, m, _ in reported if p in ("droid", "kilo")]
     total = scalar(layout, "SELECT SUM(cost_usd) FROM daily_costs")
     assert scalar(layout, "SELECT SUM(cost_usd) FROM model_usage") == total == \
         scalar(layout, "SELECT SUM(cost_usd)::DECIMAL(38, 9) FROM sessions WHERE is_root")

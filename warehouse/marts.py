@@ -78,7 +78,18 @@ MARTS = tuple(name for name, _ in mart_sql() if not name.startswith("_"))
 def create_mart_views(con) -> None:
     """Every mart as a temporary view of this connection (they shadow the tables of the same name)."""
     for _, sql in mart_sql():
-        con.execute(sql.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMP VIEW", 1))
+        con.execute(_temp_view(sql))
+
+
+def create_block_views(con, names: list[str]) -> None:
+    """Internal building blocks as temporary views of a reader's connection, computed when read
+    (`agentlake report` counts messages by model with `_message_models`, as model_usage does)."""
+    for name in names:
+        con.execute(_temp_view(_blocks()[name]))
+
+
+def _temp_view(sql: str) -> str:
+    return sql.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMP VIEW", 1)
 
 
 def ensure_bookkeeping(con) -> None:

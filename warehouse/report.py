@@ -11,6 +11,7 @@ from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
 
 from warehouse.formatting import fetch_rows, json_text, render
+from warehouse.marts import create_block_views
 
 BREAKDOWNS = ("day", "project", "agent", "user", "model", "tool")
 
@@ -100,8 +101,8 @@ def sorted_list(column: str) -> str:
 _USE = {
     "root_sessions": "SELECT {k}, COUNT(*) AS root_sessions FROM (SELECT * FROM sessions WHERE is_root) {w} GROUP BY ALL",
     "messages": "SELECT {k}, COUNT(*) AS messages FROM messages {w} GROUP BY ALL",
-    "assistant_messages": "SELECT {k}, COUNT(*) AS assistant_messages FROM (SELECT * FROM messages "
-                          "WHERE role = 'assistant') {w} GROUP BY ALL",
+    # under the model model_usage counts them under (a request's, else their own, else their session's)
+    "assistant_messages": "SELECT {k}, SUM(messages) AS assistant_messages FROM _message_models {w} GROUP BY ALL",
     "tool_calls": "SELECT {k}, COUNT(*) AS tool_calls FROM (SELECT * FROM tool_calls WHERE has_call) {w} GROUP BY ALL",
     "tokens": "SELECT {k}, SUM(total_tokens) AS tokens FROM token_usage {w} GROUP BY ALL",
 }
@@ -188,6 +189,7 @@ def build(con, filters: Filters, by: str = "project", top: int = 10) -> list[Sec
         cut = rows[:limit] if limit else rows
         sections.append(Section(name, title, columns, cut, len(rows) - len(cut)))
 
+    create_block_views(con, ["_message_models"])
     sections.append(_totals(con, filters))
     add(f"by_{by}", f"Cost and use by {by}", BY_SQL[by], limit=None if by == "day" else top)
     if by != "project":

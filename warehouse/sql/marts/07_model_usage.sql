@@ -1,9 +1,7 @@
 -- refresh: whole (rows are per model, across projects)
 -- model_usage: assistant messages, root sessions and cost per agent and model, one row per model.
--- A message counts under the model of the request it holds (`usage.message_id`; the latest, if
--- it holds several), else its own, else the model most of its session's requests name (agents
--- that record the model per request only: Aider, Droid, Goose, Kilo): the model daily_costs puts
--- their cost on. The cost is what daily_costs attributes to the model (the two marts' totals
+-- A message counts under the model _message_models gives it: the model daily_costs puts its
+-- cost on. The cost is what daily_costs attributes to the model (the two marts' totals
 -- agree), and `unknown` joins its sources when one of its requests is unpriced. A model without
 -- a share of daily_costs costs NULL (`unknown`) when one of its requests is unpriced or one of
 -- its messages may have made an unrecorded one (no request names it, in a session whose
@@ -12,39 +10,15 @@
 -- its requests cost 0.
 CREATE OR REPLACE VIEW model_usage AS
 WITH requests AS (
-    SELECT u.provider, u.machine, u.source_id, u.session_id, u.message_id, u.model, u.llm_provider, u.cost_usd,
-           u.cost_source, u.requested_at, u.source_rowid,
-           t.root_session_key
+    SELECT u.provider, u.model, u.llm_provider, u.cost_usd, u.cost_source, t.root_session_key
     FROM usage AS u
     JOIN _session_tree AS t ON t.machine = u.machine AND t.source_id = u.source_id AND t.session_id = u.session_id
 ),
-held AS (  -- the model of the requests a message holds (of the latest, if they name several)
-    SELECT machine, source_id, session_id, message_id,
-           arg_max({'model': model, 'llm_provider': llm_provider}, {'at': requested_at, 'row': source_rowid}) AS key
-    FROM requests
-    WHERE message_id IS NOT NULL
-    GROUP BY machine, source_id, session_id, message_id
-),
-session_model AS (  -- the model most of a session's requests name
-    SELECT machine, source_id, session_id, model, llm_provider
-    FROM requests
-    GROUP BY machine, source_id, session_id, model, llm_provider
-    QUALIFY ROW_NUMBER() OVER (PARTITION BY machine, source_id, session_id
-                               ORDER BY model IS NULL, COUNT(*) DESC, model, llm_provider NULLS LAST) = 1
-),
-steps AS (  -- assistant messages per session and the model they count under
-    SELECT m.provider, m.machine, m.source_id, m.session_id, t.root_session_key, h.message_id IS NOT NULL AS holds,
-           CASE WHEN h.message_id IS NOT NULL THEN h.key.model WHEN m.model IS NOT NULL THEN m.model
-                WHEN s.session_id IS NOT NULL THEN s.model END AS model,
-           CASE WHEN h.message_id IS NOT NULL THEN h.key.llm_provider WHEN m.model IS NOT NULL THEN m.llm_provider
-                WHEN s.session_id IS NOT NULL THEN s.llm_provider ELSE m.llm_provider END AS llm_provider,
-           COUNT(*) AS messages
-    FROM messages AS m
+steps AS (  -- assistant messages per session and the model they count under (_message_models)
+    SELECT m.provider, m.machine, m.source_id, m.session_id, t.root_session_key, m.holds, m.model, m.llm_provider,
+           SUM(m.messages) AS messages
+    FROM _message_models AS m
     JOIN _session_tree AS t ON t.machine = m.machine AND t.source_id = m.source_id AND t.session_id = m.session_id
-    LEFT JOIN held AS h ON h.machine = m.machine AND h.source_id = m.source_id AND h.session_id = m.session_id
-        AND h.message_id = m.message_id
-    LEFT JOIN session_model AS s ON s.machine = m.machine AND s.source_id = m.source_id AND s.session_id = m.session_id
-    WHERE m.role = 'assistant'
     GROUP BY ALL
 ),
 uses AS (  -- messages, and root sessions with a message or a request of the model
