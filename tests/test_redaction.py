@@ -68,6 +68,8 @@ _AZURE = base64.b64encode(RNG.randbytes(64)).decode()  # 88 characters
 _CLOUDANT = _rand(64, "0123456789abcdef")
 _BASIC = base64.b64encode(("deploy:" + _BASIC_PW).encode()).decode()
 _HOOK_PATH = "services/T" + _rand(8, string.ascii_uppercase) + "/B" + _rand(8, string.ascii_uppercase) + "/" + _HOOK
+_SECRET_40 = "7" + _rand(39, ALNUM + "/+")  # an AWS secret access key: 40 characters of base64
+_SESSION = "FwoGZXIvYXdz" + "EBYaD" + _rand(250, ALNUM + "/+")
 _JWT = ".".join([_b64url({"alg": "HS256", "typ": "JWT"}), _b64url({"sub": _rand(12)}), _rand(43, ALNUM + "-_")])
 
 CASES = (
@@ -144,6 +146,19 @@ CASES = (
     _token("openai_key", "sk" + "-" + _rand(20) + "T3Blbk" + "FJ" + _rand(20)),
     Case("cloudant", "https://acct:" + _CLOUDANT + "@acct.cloud" + "ant.com", (_CLOUDANT,)),
     Case("softlayer", "https://api.soft" + "layer.com/soap/v3/" + _CLOUDANT, (_CLOUDANT,)),
+    # AWS's secret access key and session token where no key names them (a team trial found them
+    # in the shared lake): the console's CSV, `aws sts ... --output text` and `table`, the bare
+    # output of `aws configure get aws_secret_access_key`; AWS's documented example key too
+    Case("aws_secret_key", "Access key ID,Secret access key\n[id],wJalrXUtnFEMI/K7MDENG/bPxRfiCY" + "EXAMPLEKEY",
+         ("wJalrXUtnFEMI/K7MDENG/bPxRfiCY" + "EXAMPLEKEY",)),
+    Case("aws_secret_key", "CREDENTIALS\t2026-12-02T14:00:00+00:00\t" + _SECRET_40 + "\t[token]", (_SECRET_40,)),
+    Case("aws_secret_key", "|  SecretAccessKey                          |  " + _SECRET_40[::-1] + "  |",
+         (_SECRET_40[::-1],)),
+    _token("aws_secret_key", _SECRET_40.swapcase()),
+    _token("aws_session_token", "IQoJb3JpZ2lu" + "X2VjE" + _rand(300, ALNUM + "/+") + "=="),
+    _token("aws_session_token", _SESSION),
+    Case("cli_password", "machine api.example.com login deploy password " + _PW + "n", (_PW + "n",)),
+    Case("cli_password", "machine api.example.com\n  login deploy\n  password " + _PW[::-1] + "\n", (_PW[::-1],)),
 )
 
 FALSE_POSITIVES = (
@@ -187,6 +202,14 @@ FALSE_POSITIVES = (
     "aws configure set region us-east-1",
     "sort(key=lambda row: row.created_at)",
     "DB_PASSWORD=os.environ.get",
+    # near the standalone AWS secret: hashes, paths, base64 that is no key, netrc words
+    "commit 3f9a2c1d8e7b6a5f4e3d2c1b0a9f8e7d6c5b4a39 Merge: 9e8d7c6",
+    "ETag: \"D41D8CD98F00B204E9800998ECF8427EABCDEF12\"",
+    "h1:Qp7Tq0Yw3t5mNfJkR2vXcZ8bLsE4uGhA1oIyWdK9=",
+    "cd frontend/src/components/UserProfile && npm test",
+    "image: sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+    "password required",
+    "machine github.com login octocat",
 )
 
 

@@ -17,6 +17,7 @@ before redaction. Replacements hold no quote or backslash and never cut an escap
 JSON text (`raw`, `tool_input`, ...) stays valid JSON.
 """
 
+import base64
 import hashlib
 import math
 import re
@@ -177,6 +178,50 @@ _CLI = (
 )
 
 
+# a `.netrc` password: `machine HOST login USER password PW`, or `password PW` alone on its line
+# (not a lowercase word there: `password required` is prose)
+def _check_netrc_line(text: str, match: re.Match, start: int, end: int):
+    value = text[start:end]
+    return None if value.lower() in _STOP or (value.isalpha() and value.islower()) else (start, end)
+
+
+_NETRC = (rf"{_START}login[ \t]+[^\s\"'\\]+[ \t]+password[ \t]+{_ARG}",
+          (rf"(?:^|(?<=\n)|(?<=\\n))[ \t]*password[ \t]+{_ARG}[ \t]*(?=$|\r?\n|\\+[nr])", _check_netrc_line))
+
+
+# AWS's secret access key where no key names it: the console's CSV, `aws sts ... --output text`
+# or `table`, the bare output of `aws configure get`. 40 characters of base64 standing alone (a
+# space, quote, comma or `|` around them, never `=`, `.`, `-`), with a digit and letters and not
+# all hexadecimal (a git SHA). Run on the text with its escapes blanked: `\t` before it is a space.
+_TOKEN_CHAR = r"[A-Za-z0-9/+]"
+_STANDALONE_40 = (rf"(?<![A-Za-z0-9/+=._~-])(?={_TOKEN_CHAR}{{0,39}}[0-9])"
+                  rf"(?=(?:{_TOKEN_CHAR}{{0,39}}[A-Za-z]){{2}})(?![0-9a-fA-F]{{40}}(?!{_TOKEN_CHAR}))"
+                  rf"{_TOKEN_CHAR}{{40}}(?![A-Za-z0-9/+=._~-])(?P<aws_secret_key>)")
+# what it holds, in the raw text: the 40 characters, after an escape's last character too
+_STANDALONE_40_PREFILTER = (r"""(?:^|[^A-Za-z0-9/+=._~-]|\\[nrtbf"/']|\\u[0-9A-Fa-f]{4})"""
+                            r"[A-Za-z0-9/+]{40}(?:$|[^A-Za-z0-9/+=._~-])")
+_PRINTABLE = frozenset(b"\t\n\r" + bytes(range(32, 127)))
+
+
+def _check_standalone(text: str, match: re.Match, start: int, end: int):
+    """Not a path (`/tmp/tmpovkwa9k2/crush/projects/webshop/`), nor base64 of text (a small file's
+    `Data`): a key decodes to random bytes, 30 of them all printable by chance about once in 10^13."""
+    value = text[start:end]
+    if value.count("/") >= 2 and (value[0] == "/" or value[-1] == "/" or any(
+            len(part) >= 3 and part.isalpha() and part.islower() for part in value.split("/"))):
+        return None
+    try:
+        if set(base64.b64decode(value, validate=True)) <= _PRINTABLE:
+            return None
+    except ValueError:
+        pass
+    return start, end
+
+
+# an STS session token, by the prefix every one starts with (`FwoGZXIvYXdz`, `IQoJb3JpZ2luX2Vj`)
+_SESSION_TOKEN = r"(?:F[wQ]oGZXIvYXdz|[IA][Qg]oJb3JpZ2luX2Vj)[A-Za-z0-9/+=]{20,}(?P<aws_session_token>)"
+
+
 def _check_rule(text: str, match: re.Match, start: int, end: int):
     """A detect-secrets match: its longest group of 8+ characters (the value of an assignment),
     else the whole match less the boundary characters some rules take (`"`, space, `=`); never
@@ -210,6 +255,11 @@ _RULES = tuple(  # run on the text with its escapes blanked (None): their rules 
 _SHAPES = (
     (r"v(?<=priv)(?=ate)", False, (_PEM + "(?P<private_key>)",), r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY"),
     ("", False, (r"A[KS]IA[A-Z0-9]{16}(?P<aws_access_key>)",)),  # ASIA has no rare letter
+    ("", None, ((_STANDALONE_40, _check_standalone),), _STANDALONE_40_PREFILTER),
+    (r"y(?<=gzxivy)(?=xdz)|j(?<=b3j)(?=pz2lux2vj)", False, (_SESSION_TOKEN,),
+     r"F[wQ]oGZXIvYXdz|[IA][Qg]oJb3JpZ2luX2Vj"),
+    (r"w(?<=passw)(?=ord[ \t])", True, _NETRC,
+     rf"""(?i:login[ \t]+[^{_WS}"'\\]+[ \t]+password[ \t]|(?:^|\n|\\n)[ \t]*password[ \t])"""),
     (r"_(?<=gh[pousr]_)|_(?<=github_)(?=pat_)", False,
      (r"gh[pousr]_[A-Za-z0-9]{30,}(?P<github_token>)", r"github_pat_[A-Za-z0-9_]{20,}(?P<github_token>)")),
     (r"k(?<=sk)(?=[-_])", False, (_SK,), r"sk(?:-[A-Za-z0-9_-]{20}|_(?:live|test)_)"),
@@ -403,7 +453,11 @@ def _prefilters(gate, lowered, patterns, prefilter="") -> list[str]:
     return [f"(?i:{p})" if lowered else p for p in plain]
 
 
-COLUMN_PREFILTER = "|".join(dict.fromkeys(p for shape in _SHAPES for p in _prefilters(*shape)))
+_PREFILTERS = tuple(dict.fromkeys(p for shape in _SHAPES for p in _prefilters(*shape)))
+COLUMN_PREFILTER = "|".join(_PREFILTERS)
+# the standalone AWS secret's counted run, in one regex with the others, doubled the scan's time
+# (40 to 80 ms on 10 MB of generated Crush text); as a scan of its own it adds 20 ms
+_SCANS = ("|".join(p for p in _PREFILTERS if p != _STANDALONE_40_PREFILTER), _STANDALONE_40_PREFILTER)
 _TEXT_TYPES = (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view)
 
 
@@ -443,7 +497,10 @@ def _candidates(columns: list, cells: int):
     if len({chunk.type for chunk in chunks}) > 1:  # string, large_string, string_view: one type
         chunks = [chunk.cast(pa.large_string()) for chunk in chunks]
     scanned = pl.Series(values=pa.chunked_array(chunks, chunks[0].type))
-    positions = scanned.str.contains(COLUMN_PREFILTER).arg_true()
+    picked = scanned.str.contains(_SCANS[0])
+    for prefilter in _SCANS[1:]:
+        picked = picked | scanned.str.contains(prefilter)
+    positions = picked.arg_true()
     return zip(positions.to_list(), scanned.gather(positions).to_list())
 
 
