@@ -4,6 +4,7 @@ text transcripts and Composer-2 JSONL ones (sub-agents included), and the
 source: see transforms/cursor/discover.py). Stdlib only; it counts what it writes."""
 
 import json
+import os
 import random
 import sqlite3
 from dataclasses import dataclass
@@ -71,6 +72,7 @@ def generate_home(home, *, sessions=6, seed=0, workspaces=("/home/dev/webshop", 
     as text; every session has a summary row (model, title, time)."""
     rng = random.Random(seed)
     truth, summaries = HomeTruth(), []
+    subagent = None
     for n in range(sessions):
         sid = f"00000000-0000-4000-8000-{n:012d}"
         folder = transcripts_dir(home, workspaces[n % len(workspaces)])
@@ -90,7 +92,8 @@ def generate_home(home, *, sessions=6, seed=0, workspaces=("/home/dev/webshop", 
             truth.parts += 2 + 3 * calls
             if n % 3 == 0:
                 (folder / sid / "subagents").mkdir(exist_ok=True)
-                (folder / sid / "subagents" / f"sub-{n}.jsonl").write_text(
+                subagent = folder / sid / "subagents" / f"sub-{n}.jsonl"
+                subagent.write_text(
                     jsonl_line("user", "look around") + "\n" + jsonl_line("assistant", "found it") + "\n")
                 truth.sessions += 1
                 truth.subagents += 1
@@ -107,6 +110,9 @@ def generate_home(home, *, sessions=6, seed=0, workspaces=("/home/dev/webshop", 
         truth.sessions += 1
         truth.tool_calls += calls
         when = start + timedelta(days=n, hours=rng.randint(0, 8))
+        if subagent:  # a sub-agent has no summary row: it is dated by its file's time, set to its parent's
+            os.utime(subagent, (when.timestamp(), when.timestamp()))
+            subagent = None
         summaries.append({"conversationId": sid, "title": f"task {n}", "model": "claude-4.5-sonnet-thinking",
                           "updatedAt": int(when.timestamp() * 1000)})
     write_summaries(home, summaries)
