@@ -403,3 +403,42 @@ def test_one_connection_per_catalog_file(lake):
     with reader.cursor() as cur:
         assert cur.execute("SELECT answer FROM dashboard_probe").fetchall() == [(42,)]
     assert reader.con is not first
+
+
+def test_the_same_session_on_two_machines_links_to_each(tmp_path):
+    """A team lake holds the same store (so the same source and session ids) from two machines:
+    the project page links each row to its own machine's session, which shows that one."""
+    import sqlite3
+    from urllib.request import urlopen
+
+    from tests.conftest import ingest, query
+    from transforms.crush.synth import generate_store
+    from warehouse.layout import Layout
+
+    db = generate_store(tmp_path / "crush", projects=1, sessions_per_project=1, seed=3, days=5).dbs[0].path
+    lake = tmp_path / "shared-lake"
+    ingest(Layout.resolve(home=tmp_path / "a", lake=lake, machine="laptop-a", user="dev"), db)
+    with sqlite3.connect(db) as con:  # the second machine's copy of the store differs in its titles
+        con.execute("UPDATE sessions SET title = 'seen on b'")
+    reader = Layout.resolve(home=tmp_path / "b", lake=lake, machine="laptop-b", user="dev")
+    ingest(reader, db)  # lands b's copy, and merges both machines'
+    (project,), = query(reader, "SELECT DISTINCT project FROM sessions")
+    server = serve(reader.warehouse)
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        page = urlopen(f"{base}/project?project={project}").read().decode()
+        rows = re.findall(r'<td[^>]*><a href="([^"]+)">([^<]*)</a>', re.search(
+            r'<table id="sessions">(.*?)</table>', page, re.S).group(1))
+        by_machine = {}
+        for href, _ in rows:
+            href = html.unescape(href)
+            machine = re.search(r"machine=([^&]+)", href).group(1)
+            by_machine.setdefault(machine, []).append(href)
+        assert set(by_machine) == {"laptop-a", "laptop-b"}
+        for machine, hrefs in by_machine.items():
+            for href in hrefs:
+                session = urlopen(base + href).read().decode()
+                assert ("seen on b" in session) == (machine == "laptop-b"), (machine, href)
+    finally:
+        server.shutdown()
+        server.server_close()

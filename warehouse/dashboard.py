@@ -2,7 +2,7 @@
 
 Nothing is fetched by the browser but the page itself (no script, no CDN), so it works on a
 closed network and renders the same everywhere. Pages (warehouse.dashboard_pages): the overview
-(`/`), a project (`/project?project=...`), a session's transcript (`/session?source=...&id=...`)
+(`/`), a project (`/project?project=...`), a session's transcript (`/session?source=...&id=...&machine=...`)
 and an insight (`/insight?name=...`). Filters (dates, project, agent, rows per ranking) are a
 plain GET form, validated: a bad value is named on the page, never silently dropped.
 """

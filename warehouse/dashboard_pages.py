@@ -49,7 +49,7 @@ class Request:
 FILTERS = ("since", "until", "project", "agent", "top")  # the form's fields, named as it labels them
 # what else a page reads: `provider` is the agent filter's older name (links and bookmarks made
 # before it was `agent`); `token` is the dashboard's own (warehouse.dashboard)
-PAGE_PARAMS = {"/session": ("source", "id", "key"), "/insight": ("name",)}
+PAGE_PARAMS = {"/session": ("source", "id", "machine", "key"), "/insight": ("name",)}
 OTHER_PARAMS = ("provider", "token")
 
 
@@ -319,7 +319,7 @@ def project_page(con, req: Request, projects: list[str], providers: list[str]) -
     tools, tool_note = _tool_chart(con, req)
     rows = _query(con, f"""SELECT strftime(started_at, '%Y-%m-%d %H:%M'), COALESCE(title, '(untitled)'), provider,
                                   duration_s, messages, tool_calls, failed_tool_calls, subagents, models,
-                                  cost_usd, cost_source, source_id, session_id
+                                  cost_usd, cost_source, source_id, session_id, machine
                            FROM {SESSIONS} {{w}} ORDER BY cost_usd DESC NULLS LAST, started_at DESC""", req.filters)
     cut = charts.top_with_others([(r[0], *r[3:8], r[9]) for r in rows], req.top or None, "others")
     kept = rows[:len(cut.rows)]
@@ -328,7 +328,7 @@ def project_page(con, req: Request, projects: list[str], providers: list[str]) -
         o = cut.others
         cut.others = (o[0].replace(")", " sessions)"), "", "", _duration(o[1]), *(int(v or 0) for v in o[2:6]), "",
                       usd(o[6]), "")
-    links = [req.link("/session", source=r[11], id=r[12]) for r in kept]
+    links = [req.link("/session", source=r[11], id=r[12], machine=r[13]) for r in kept]
     sessions = table("sessions", ["started (UTC)", "title", "agent", "duration", "messages", "tool calls",
                                   "failed calls", "sub-agents", "models", "cost", "cost source"], shown, links, cut,
                      req.link("/project", top=0), numeric={3, 4, 5, 6, 7, 9})
@@ -351,10 +351,11 @@ def _duration(seconds) -> str:
 # --- one session's transcript
 
 
-def find_session(con, source: str | None, session_id: str | None, key: str | None):
+def find_session(con, source: str | None, session_id: str | None, key: str | None, machine: str | None = None):
     """(provider, project, source_id, session_id, title, started, ended, cost, cost_source, models,
     subagents, root_session_id) of a session, root or sub-agent; None when not found. `key` is an
-    insight's lake-wide `session_key`: machine/user/provider/source_id/session_id."""
+    insight's lake-wide `session_key`: machine/user/provider/source_id/session_id. `machine` tells
+    apart the same store (so source id) ingested on two machines of a team lake."""
     cols = ("SELECT s.provider, s.project, s.source_id, s.session_id, s.title, s.created_at, "
             "COALESCE(ss.ended_at, s.updated_at), COALESCE(ss.cost_usd, s.cost_usd), "
             "COALESCE(ss.cost_source, s.cost_source), COALESCE(ss.models, s.model), ss.subagents, s.root_session_id, "
@@ -363,13 +364,15 @@ def find_session(con, source: str | None, session_id: str | None, key: str | Non
     if key is not None:
         rows = con.execute(cols + f"WHERE {session_key('s', 's.session_id')} = ? LIMIT 1", [key]).fetchall()
         return rows[0] if rows else None
-    rows = con.execute(cols + "WHERE s.source_id = ? AND s.session_id = ?", [source, session_id]).fetchall()
+    on_machine = " AND s.machine = ?" if machine else ""
+    rows = con.execute(cols + "WHERE s.source_id = ? AND s.session_id = ?" + on_machine,
+                       [source, session_id, *([machine] if machine else [])]).fetchall()
     return rows[0] if rows else None
 
 
 def session_page(con, req: Request) -> tuple[str, int]:
     p = req.params
-    found = find_session(con, p.get("source"), p.get("id"), p.get("key"))
+    found = find_session(con, p.get("source"), p.get("id"), p.get("key"), p.get("machine"))
     if found is None:
         req.errors.append("no such session in this lake: " + (f"key {p['key']!r}" if p.get("key")
                                                                else f"source {p.get('source')!r}, id {p.get('id')!r}"))
@@ -403,7 +406,8 @@ def session_page(con, req: Request) -> tuple[str, int]:
              ("messages (with sub-agents)", messages), ("tool calls (with sub-agents)", calls),
              ("tool errors", errors), ("non-zero exits", exits), ("sub-agents", subagents)]
     if root and root != sid:
-        facts.append(("sub-agent of", f'<a href="{_e(req.link("/session", source=source, id=root))}">{_e(root)}</a>'))
+        facts.append(("sub-agent of", f'<a href="{_e(req.link("/session", source=source, id=root, machine=machine))}">'
+                      f'{_e(root)}</a>'))
     header = "<table id=\"session-facts\">" + "".join(
         f"<tr><th>{_e(k)}</th><td>{v if k == 'sub-agent of' else _e(v)}</td></tr>" for k, v in facts
         if v is not None) + "</table>"
@@ -411,12 +415,12 @@ def session_page(con, req: Request) -> tuple[str, int]:
         header += "<h2>Sub-agents</h2>" + table(
             "subagents", ["session", "title", "started (UTC)", "cost"],
             [(c[0], c[1], c[2], usd(c[3])) for c in children],
-            [req.link("/session", source=source, id=c[0]) for c in children])
+            [req.link("/session", source=source, id=c[0], machine=machine) for c in children])
     if not costs:
         header += (f'<p class="meta">{_e(provider)} records no per-request usage here: the cost above is the '
                    "session's own, not split per message.</p>")
     # a sub-agent's session id names the call that started it (Crush: `<message>$$<call>`, or the call id)
-    spawned = {c[0].rsplit("$$", 1)[-1]: req.link("/session", source=source, id=c[0]) for c in children}
+    spawned = {c[0].rsplit("$$", 1)[-1]: req.link("/session", source=source, id=c[0], machine=machine) for c in children}
     out = [_message(m, by_message.get(m[0], []), calls_by_id, costs.get(m[0]), spawned) for m in msgs]
     if len(parts) > PARTS_LIMIT:
         out.append(f'<p class="cut">the first {PARTS_LIMIT} parts are shown; the rest: agentlake sql '
@@ -540,7 +544,7 @@ def _insight_table(con, req: Request, name: str, limit: int | None) -> tuple[str
     for row in rows:
         r = dict(zip(columns, row))
         if r.get("source_id") is not None and r.get("session_id") is not None:
-            links.append(req.link("/session", source=r["source_id"], id=r["session_id"]))
+            links.append(req.link("/session", source=r["source_id"], id=r["session_id"], machine=r.get("machine")))
         elif r.get("session_key") is not None:
             links.append(req.link("/session", key=r["session_key"]))
         elif r.get("project") is not None:
