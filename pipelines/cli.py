@@ -70,7 +70,8 @@ def _nothing_ingested(layout: Layout) -> int:
         _err(f"error: nothing ingested in {layout.lake}: this warehouse merges {merged}; name it with --lake "
              "(or `lake` in config.toml, $AGENTLAKE_LAKE)")
     else:
-        _err(f"error: nothing ingested in {layout.lake} yet: run `agentlake ingest` (or `agentlake demo`) first")
+        hint = " (a wrong bucket, prefix or endpoint? it lists no landing file)" if layout.remote else ""
+        _err(f"error: nothing ingested in {layout.lake} yet{hint}: run `agentlake ingest` (or `agentlake demo`) first")
     return 1
 
 

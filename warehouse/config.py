@@ -29,6 +29,7 @@ wins over this file. Every agent has a section like the two below ([crush], [cod
 import os
 import tomllib
 from dataclasses import dataclass, field, replace
+from difflib import get_close_matches
 from pathlib import Path
 
 from transforms.providers import PROVIDERS
@@ -36,6 +37,7 @@ from warehouse.layout import LANDING, RUNS, Layout
 from warehouse.store import CredentialsInURI
 
 TOP_LEVEL = {"lake": str, "machine": str, "user": str, "team": bool, "use_default": bool}
+AGENT_KEYS = ("extra_stores", "extra_roots")  # an agent's section: [crush], [claude], ...
 
 
 class ConfigError(ValueError):
@@ -88,6 +90,12 @@ def load_config(path: Path, providers=tuple(PROVIDERS)) -> Config:
         section = data.get(provider, {})
         if not isinstance(section, dict):
             raise ConfigError(f"{path}: [{provider}] must be a table")
+        for key in section:  # a misspelt key (`extra_store`) would find nothing, silently
+            if key not in AGENT_KEYS:
+                close = get_close_matches(key, AGENT_KEYS, 1)
+                hint = f" (did you mean {close[0]}?)" if close else ""
+                raise ConfigError(f"{path}: unknown setting {key!r} in [{provider}]{hint}; "
+                                  f"known: {', '.join(AGENT_KEYS)}")
         stores[provider] = _paths(path, provider, section, "extra_stores")
         roots[provider] = _paths(path, provider, section, "extra_roots")
     return Config(stores, roots, bool(data.get("use_default", True)), dict(names), data.get("lake"),
@@ -124,9 +132,16 @@ DEMO = "demo"  # where quickstart puts its demo, inside the home
 def has_data(layout: Layout) -> bool:
     """Whether the lake holds some source's rows: a landing file (not a run log). An ingest that
     found nothing leaves run logs and empty tables, which must not hide the demo. A lake on
-    object storage is taken to: listing a bucket is not worth a guess."""
+    object storage is taken to once the warehouse exists (listing a bucket is not worth a guess);
+    before its first merge it is listed: a new reader's wrong bucket, prefix or endpoint merged
+    "0 sources" and exited 0. One that cannot be listed is said by whatever reads it next."""
     if layout.remote:
-        return True
+        if layout.warehouse.exists():
+            return True
+        try:
+            return any(f"/{RUNS}/" not in f for f in layout.store().list(LANDING))
+        except OSError:
+            return True
     for _, dirs, files in os.walk(layout.lake / LANDING):
         dirs[:] = [d for d in dirs if d != RUNS]
         if any(f.endswith(".parquet") for f in files):
@@ -138,7 +153,7 @@ def demo_layout(layout: Layout) -> Layout | None:
     """After a quickstart that found no agent data: the demo in <home>/demo, as long as nothing
     (a variable, `lake` in config.toml) points the home elsewhere and its lake holds nothing."""
     own = load_layout(str(layout.home), env={})
-    if str(layout.lake) != str(own.lake) or layout.warehouse != own.warehouse or has_data(layout):
+    if layout.remote or str(layout.lake) != str(own.lake) or layout.warehouse != own.warehouse or has_data(layout):
         return None
     demo = load_layout(str(layout.home / DEMO), env={})
     return demo if demo.warehouse.exists() else None

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from transforms.sources import slugify
-from warehouse.store import is_remote, refuse_credentials
+from warehouse.store import is_remote, refuse_credentials, refuse_other_scheme
 
 
 def default_machine(env=os.environ) -> str:
@@ -85,6 +85,8 @@ class Layout:
             refuse_credentials(lake)
             lake = lake.rstrip("/")
         else:
+            if lake:  # `S3://...` taken as a folder wrote an unredacted lake under the working directory
+                refuse_other_scheme(os.fspath(lake))
             lake = (Path(lake).expanduser() if lake else home / "lake").absolute()
         # $AGENTLAKE_WAREHOUSE names the file unless a home or a warehouse was given explicitly
         warehouse = warehouse or (None if explicit_home else env.get("AGENTLAKE_WAREHOUSE"))

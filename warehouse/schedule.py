@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from warehouse.store import masked_url
+
 KINDS = ("systemd", "cron", "launchd")
 NAME = "agentlake-ingest"
 
@@ -42,7 +44,8 @@ OWN_VARS = ("AGENTLAKE_HOME", "AGENTLAKE_LAKE", "AGENTLAKE_WAREHOUSE", "AGENTLAK
 # Where an s3:// lake is (warehouse.store, warehouse.lakefs) and where the AWS chain finds the
 # credentials (pyarrow's AWS SDK): without them the job would write to another endpoint, region
 # or profile. Never the credentials themselves (AWS_SECRETS).
-AWS_VARS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION",
+ENDPOINT_VARS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3")  # URLs: one may hold `user:password@`
+AWS_VARS = (*ENDPOINT_VARS, "AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION",
             "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE")
 AWS_SECRETS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 CARRIED = AGENT_VARS + OWN_VARS + AWS_VARS  # and $HOME, when it is not the account's own (job_env)
@@ -99,6 +102,10 @@ def recipe(kind: str, every_minutes: int, argv: list[str], user_home: Path, log:
     for name, value in env.items():
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             raise ValueError(f"{name!r} is not a variable name a scheduler can set")
+        if name in ENDPOINT_VARS and "@" in value.split("?", 1)[0]:  # before anything prints the value
+            raise ValueError(f"${name} {masked_url(value)!r} holds credentials, which the schedule would write "
+                             "into its file: put them in the AWS credentials file (~/.aws/credentials) or a "
+                             "profile ($AWS_PROFILE), and give the endpoint without them")
         _writable(f"${name}", value)
     for arg in argv:
         _writable("an argument", arg)

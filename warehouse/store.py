@@ -48,6 +48,12 @@ class UnknownLakeParameter(CredentialsInURI):
     URI with credentials is, as it may be one."""
 
 
+class NotALakeURI(CredentialsInURI):
+    """A lake that looks like a URI of another scheme (`S3://`, `s3:/`, `s3a://`, `gs://`): it
+    was taken as a folder, and wrote an unredacted local lake under `<cwd>/S3:/...`. Refused where
+    a URI with credentials is, and masked as one (it may hold some)."""
+
+
 def _endpoint_name(lake: str) -> str:
     if "endpoint_override=" in lake or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"):
         from warehouse.lakefs import endpoint as lake_endpoint
@@ -133,6 +139,41 @@ def refuse_credentials(uri: str) -> None:
         f"the lake URI {masked(uri)} has a parameter object storage does not take: {', '.join(hints)}; "
         f"it takes {', '.join(LAKE_PARAMETERS)} (an S3-compatible server: "
         "?endpoint_override=host:port&scheme=http, or $AWS_ENDPOINT_URL)")
+
+
+# a scheme of two or more characters, then `:/`; a Windows drive (`C:\x`, `C:/x`) has one letter
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):/+")
+
+
+def refuse_other_scheme(lake: str) -> None:
+    """A lake that is not `s3://` but looks like a URI (`S3://`, `s3:/`, `s3a://`, `gs://`) is
+    refused, naming the `s3://` one it likely meant: a folder by that name is never meant."""
+    found = _SCHEME.match(lake)
+    if not found:
+        return
+    rest = lake[found.end():]
+    if found[1].lower() in ("s3", "s3a", "s3n"):
+        shown = lake[:found.end()] + masked(f"s3://{rest}")[len("s3://"):]
+        hint = f"did you mean {masked(f's3://{rest}')}?"
+    else:
+        shown = masked_url(lake)
+        hint = ("object storage is s3://bucket/prefix; an S3-compatible one also takes "
+                "?endpoint_override=host:port or $AWS_ENDPOINT_URL")
+    raise NotALakeURI(f"the lake {shown!r} is not a folder or an s3:// URI ({hint})")
+
+
+def masked_url(url: str) -> str:
+    """A URL other than an s3:// lake's (an endpoint, a lake of another scheme) safe to print:
+    whatever precedes its last `@` (`user:password@`; a password may hold a `/`) replaced by
+    `***@`, and the value of every query parameter by `***` (a signature, a token)."""
+    found = _SCHEME.match(url)
+    head, rest = (url[:found.end()], url[found.end():]) if found else ("", url)
+    where, q, query = rest.partition("?")
+    if "@" in where:
+        where = "***@" + where[where.rindex("@") + 1:]
+    if query:
+        query = "&".join(p.partition("=")[0] + "=***" if "=" in p else p for p in query.split("&"))
+    return f"{head}{where}{q}{query}"
 
 
 class LocalStore:

@@ -1,0 +1,208 @@
+"""A new user's mistakes setting up a team lake, each said in one line instead of done quietly:
+a lake URI of another scheme (`S3://`, `s3:/`, `s3a://`, `gs://`) taken as a folder under the
+working directory; a new reader's merge of an empty or mistyped prefix ("merged 0 sources",
+exit 0); an `$AWS_ENDPOINT_URL` with a password copied into the schedule; a misspelt key in an
+agent's section of config.toml ("no sources found", exit 0)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_team import BUCKET, s3, s3_client  # noqa: F401  (s3: the moto fixture)
+from transforms.crush.synth import generate_store
+from warehouse import schedule
+from warehouse.config import ConfigError, load_config, load_layout
+from warehouse.layout import Layout
+
+KEY_ID = "AKIAIOSFODNN7EXAMPLE"
+SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args, home, cwd, env=None):
+    """The real CLI, in a folder of its own (where a lake taken as a relative folder would go)."""
+    cwd.mkdir(parents=True, exist_ok=True)
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args],
+                          env={**os.environ, "AGENTLAKE_HOME": str(home), "PYTHONPATH": str(ROOT), **(env or {})},
+                          cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+# --- 1. a lake of another scheme ---------------------------------------------------------------
+
+MISTYPED = [
+    ("S3://team-lake/lake", "(did you mean s3://team-lake/lake?)"),
+    ("s3:/team-lake/lake", "(did you mean s3://team-lake/lake?)"),
+    ("s3a://team-lake/lake", "(did you mean s3://team-lake/lake?)"),
+    ("gs://team-lake/lake", "(object storage is s3://bucket/prefix; an S3-compatible one also takes "
+                            "?endpoint_override=host:port or $AWS_ENDPOINT_URL)"),
+]
+
+
+@pytest.mark.parametrize("given", ["flag", "variable", "config.toml"])
+@pytest.mark.parametrize("lake, hint", MISTYPED)
+def test_a_lake_of_another_scheme_is_refused_and_nothing_is_written(tmp_path, lake, hint, given):
+    store = generate_store(tmp_path / "crush", projects=1, sessions_per_project=1, seed=3)
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    flags, env = [], {}
+    if given == "flag":
+        flags = ["--lake", lake]
+    elif given == "variable":
+        env = {"AGENTLAKE_LAKE": lake}
+    else:
+        home.mkdir()
+        (home / "config.toml").write_text(f'lake = "{lake}"\n')
+    out = cli("ingest", "--quiet", "--no-default", "--crush-root", str(store.global_dir), *flags,
+              home=home, cwd=cwd, env=env)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert out.stderr == f"error: the lake '{lake}' is not a folder or an s3:// URI {hint}\n"
+    assert out.stdout == ""
+    assert list(cwd.iterdir()) == []  # no `S3:/team-lake/lake` folder in the working directory
+    assert not (home / "warehouse.ducklake").exists() and not (home / "lake").exists()
+
+
+def test_the_schedule_refuses_a_mistyped_lake_in_the_environment(tmp_path):
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    out = cli("schedule", "--kind", "systemd", "--install", home=home, cwd=cwd,
+              env={"AGENTLAKE_LAKE": "S3://team-lake/lake", "HOME": str(tmp_path)})
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert out.stderr == ("error: the lake 'S3://team-lake/lake' is not a folder or an s3:// URI "
+                          "(did you mean s3://team-lake/lake?)\n")
+    assert out.stdout == "" and not (tmp_path / ".config").exists()  # no timer written
+
+
+def test_credentials_in_a_mistyped_lake_are_never_printed(tmp_path):
+    out = cli("merge", "--lake", f"S3://{KEY_ID}:{SECRET}@team-lake/lake", home=tmp_path / "home",
+              cwd=tmp_path / "cwd")
+    assert out.returncode == 1
+    assert out.stderr == ("error: the lake 'S3://***@team-lake/lake' is not a folder or an s3:// URI "
+                          "(did you mean s3://***@team-lake/lake?)\n")
+    out = cli("merge", "--lake", "https://ana:pw/x@minio.internal:9000/lake?sig=SIGNATURE", home=tmp_path / "home",
+              cwd=tmp_path / "cwd")
+    assert out.returncode == 1 and "'https://***@minio.internal:9000/lake?sig=***'" in out.stderr, out.stderr
+    assert not [s for s in (KEY_ID, *SECRET.split("/"), "ana:", "pw/x", "SIGNATURE") if s in out.stderr]
+
+
+@pytest.mark.parametrize("lake", ["C:/x", "C:\\x", "lake", "./S3-lake", "s3-lake/x"])
+def test_folders_are_still_folders(tmp_path, monkeypatch, lake):
+    """A Windows drive letter (one letter before the colon) and plain relative folders resolve
+    as before, against the working directory."""
+    monkeypatch.chdir(tmp_path)
+    layout = Layout.resolve(home=tmp_path / "home", lake=lake, env={})
+    assert layout.lake == (tmp_path / lake).absolute() and not layout.remote
+    assert Layout.resolve(home=tmp_path / "home", lake="s3://team-lake/lake/", env={}).lake == "s3://team-lake/lake"
+
+
+# --- 2. a new reader merging an empty or mistyped prefix ---------------------------------------
+
+def test_a_new_reader_merging_an_empty_prefix_is_told_and_writes_nothing(s3, tmp_path):  # noqa: F811
+    lake = f"s3://{BUCKET}/lake"
+    store = generate_store(tmp_path / "crush", projects=1, sessions_per_project=2, seed=4)
+    ingested = cli("ingest", "--quiet", "--no-default", "--lake", lake, "--crush-root", str(store.global_dir),
+                   home=tmp_path / "ana", cwd=tmp_path / "cwd", env=s3)
+    assert ingested.returncode == 0, ingested.stderr
+
+    reader = tmp_path / "reader"
+    for wrong in (f"s3://{BUCKET}/lakee", f"s3://{BUCKET}/lake/_landing/x"):
+        out = cli("merge", "--lake", wrong, home=reader, cwd=tmp_path / "cwd", env=s3)
+        assert out.returncode == 1, out.stdout + out.stderr
+        assert out.stderr.startswith(f"error: nothing ingested in {wrong} ") and out.stderr.count("\n") == 1, out.stderr
+        assert out.stdout == "" and "merged 0 sources" not in out.stdout
+        assert not (reader / "warehouse.ducklake").exists()  # nothing for a reader to open
+
+    right = cli("merge", "--lake", lake, home=reader, cwd=tmp_path / "cwd", env=s3)
+    assert right.returncode == 0, right.stderr
+    assert right.stdout.startswith(f"merged 1 sources (0 removed, 1 run logs) from {lake} into ")
+    # once merged, the lake is not listed again before the merge: the merge's own refusal speaks
+    s3_client(s3).create_bucket(Bucket="empty-agentlake")
+    emptied = cli("merge", "--lake", "s3://empty-agentlake/lake", home=reader, cwd=tmp_path / "cwd", env=s3)
+    assert emptied.returncode == 1 and "lists no landing file" in emptied.stderr, emptied.stderr
+
+
+def test_a_new_reader_merging_an_empty_folder_is_told_the_same(tmp_path):
+    lake = tmp_path / "share" / "lake"
+    lake.mkdir(parents=True)
+    out = cli("merge", "--lake", str(lake), home=tmp_path / "reader", cwd=tmp_path / "cwd")
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr.startswith(f"error: nothing ingested in {lake} ") and out.stderr.count("\n") == 1, out.stderr
+
+
+def test_a_machine_with_nothing_to_land_still_ingests_into_an_empty_prefix(s3, tmp_path):  # noqa: F811
+    """The first machine of a team, before any agent wrote a session: "no sources found", exit 0."""
+    out = cli("ingest", "--quiet", "--no-default", "--lake", f"s3://{BUCKET}/fresh", home=tmp_path / "ana",
+              cwd=tmp_path / "cwd", env=s3)
+    assert out.returncode == 0, out.stderr
+    assert "no sources found" in out.stderr
+
+
+# --- 3. an endpoint with a password ------------------------------------------------------------
+
+@pytest.mark.parametrize("name, endpoint", [
+    ("AWS_ENDPOINT_URL", "http://minio:S3cretPw@127.0.0.1:5077"),
+    ("AWS_ENDPOINT_URL_S3", "https://minio:S3c/retPw@minio.internal:9000/"),
+    ("AWS_ENDPOINT_URL", "http://S3cretPw@127.0.0.1:5077"),
+])
+@pytest.mark.parametrize("kind", ["systemd", "cron", "launchd"])
+def test_an_endpoint_holding_a_password_is_never_written_into_the_schedule(tmp_path, name, endpoint, kind):
+    out = cli("schedule", "--kind", kind, "--every", "30", "--install", home=tmp_path / "al", cwd=tmp_path / "cwd",
+              env={"HOME": str(tmp_path), name: endpoint})
+    assert out.returncode == 2, out.stdout + out.stderr
+    host = endpoint.rsplit("@", 1)[1]
+    assert out.stderr == (f"error: ${name} '{endpoint.split('://')[0]}://***@{host}' holds credentials, which the "
+                          "schedule would write into its file: put them in the AWS credentials file "
+                          "(~/.aws/credentials) or a profile ($AWS_PROFILE), and give the endpoint without them\n")
+    assert "S3cret" not in out.stderr + out.stdout and "retPw" not in out.stderr and "minio:" not in out.stderr
+    assert out.stdout == "" and not (tmp_path / ".config").exists() and not (tmp_path / "Library").exists()
+
+
+def test_an_endpoint_without_credentials_is_still_carried(tmp_path):
+    env = {"AWS_ENDPOINT_URL": "http://127.0.0.1:5077", "AWS_ENDPOINT_URL_S3": "http://minio.internal:9000/"}
+    r = schedule.recipe("cron", 30, ["agentlake", "ingest"], tmp_path, tmp_path / "log", env=env)
+    line = next(iter(r.files.values()))
+    assert "AWS_ENDPOINT_URL=http://127.0.0.1:5077 AWS_ENDPOINT_URL_S3=http://minio.internal:9000/ agentlake" in line
+    with pytest.raises(ValueError, match=r"^\$AWS_ENDPOINT_URL 'http://\*\*\*@127.0.0.1:5077' holds credentials"):
+        schedule.recipe("cron", 30, ["agentlake"], tmp_path, tmp_path / "log",
+                        env={"AWS_ENDPOINT_URL": "http://minio:pw\n@127.0.0.1:5077"})
+
+
+# --- 4. a misspelt key in an agent's section ---------------------------------------------------
+
+@pytest.mark.parametrize("section, wrong, right", [
+    ("crush", "extra_store", "extra_stores"),
+    ("claude", "extra_root", "extra_roots"),
+    ("codex", "extra-roots", "extra_roots"),
+])
+def test_a_misspelt_key_in_an_agent_section_is_refused(tmp_path, section, wrong, right):
+    config = tmp_path / "config.toml"
+    config.write_text(f'[{section}]\n{wrong} = ["/srv/backup"]\n')
+    with pytest.raises(ConfigError) as raised:
+        load_config(config)
+    assert str(raised.value) == (f"{config}: unknown setting {wrong!r} in [{section}] (did you mean {right}?); "
+                                 "known: extra_stores, extra_roots")
+    config.write_text(f'[{section}]\nfolders = ["/srv/backup"]\n')  # nothing close: the known ones only
+    with pytest.raises(ConfigError, match=r"unknown setting 'folders' in \[" + section + r"\]; known: "):
+        load_config(config)
+
+
+def test_a_misspelt_extra_stores_fails_the_ingest_and_the_right_one_finds_the_store(tmp_path):
+    store = generate_store(tmp_path / "crush", projects=1, sessions_per_project=2, seed=5)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(f'[crush]\nextra_store = ["{store.dbs[0].path}"]\n')
+    for command in (["ingest", "--quiet", "--no-default"], ["sources", "--no-default"]):
+        out = cli(*command, home=home, cwd=tmp_path / "cwd")
+        assert out.returncode == 1 and out.stdout == "", out.stdout + out.stderr
+        assert out.stderr == (f"error: {home / 'config.toml'}: unknown setting 'extra_store' in [crush] "
+                              "(did you mean extra_stores?); known: extra_stores, extra_roots\n")
+    assert not (home / "warehouse.ducklake").exists()
+
+    (home / "config.toml").write_text(f'[crush]\nextra_stores = ["{store.dbs[0].path}"]\n')
+    out = cli("ingest", "--quiet", "--no-default", home=home, cwd=tmp_path / "cwd")
+    assert out.returncode == 0, out.stderr
+    layout = load_layout(str(home), env={})
+    from warehouse.views import connect
+
+    with connect(layout.warehouse) as con:
+        assert con.execute("SELECT COUNT(*) FROM sessions").fetchone()[0] == store.sessions
