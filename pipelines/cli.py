@@ -102,25 +102,32 @@ def _demo_instead(args) -> Layout | None:
 def use_demo_if_empty(args) -> None:
     """After a quickstart that found no agent data, the README's next commands work as written:
     they use the demo in <home>/demo until <home> holds data of its own (see the module doc).
-    `ingest` and `sources` do so only when discovery finds no store of the agents at all."""
-    if args.command not in ("sql", "report", "dashboard", "serving", "views", "merge", "compact", "sources", "ingest"):
+    `ingest`, `sources` and `dev` do so only when discovery finds no store of the agents at all
+    (`dev` then finds the demo's stores in the demo home's config.toml)."""
+    if args.command not in ("sql", "report", "dashboard", "serving", "views", "merge", "compact", "sources", "ingest",
+                            "dev"):
         return
     demo = _demo_instead(args)
     if demo is None:
         return
     home = demo.home.parent
-    if args.command in ("sources", "ingest"):
+    if args.command in ("sources", "ingest", "dev"):
         from transforms.demo import HOMES
         from warehouse.demo_home import DEMO_DATA
         from warehouse.ingest import discover_sources
 
-        if any(getattr(args, f) for f in DISCOVERY_FLAGS):
+        if any(getattr(args, f, None) for f in DISCOVERY_FLAGS):
             return
+        for flag, empty in (("db", None), ("crush_root", None), ("codewhale_home", None), ("codewhale_session", None),
+                            ("agent_home", []), ("no_default", False)):
+            if not hasattr(args, flag):  # `dev` takes no discovery flag: its home's config.toml names the places
+                setattr(args, flag, empty)
         sources, problems = discover_sources(_options(args, _layout(args)))
         if sources or problems:
             return
-        args.no_default = True
-        args.agent_home = [f"{p}={demo.home / DEMO_DATA / d}" for p, d in HOMES.items()]
+        if args.command != "dev":
+            args.no_default = True
+            args.agent_home = [f"{p}={demo.home / DEMO_DATA / d}" for p, d in HOMES.items()]
         _err(f"note: no agent data found on this machine and {home} holds none yet: using the quickstart demo "
              f"in {demo.home} (once an agent has written sessions, `agentlake ingest` puts them in {home})")
     else:
@@ -194,8 +201,12 @@ def cmd_demo(args) -> int:
         forget_demo_sources(layout, root, everything=False)  # a demo home moved or copied here
     options = DiscoverOptions(env={}, extra_roots={p: (str(root / d),) for p, d in HOMES.items()},
                               use_default=False)
-    if layout.home.name == DEMO and not layout.config_file.exists():
-        _write_demo_config(layout, options)  # so `agentlake dev` on this home finds the demo's stores
+    # so that `agentlake dev` on this home finds the demo's stores: in quickstart's <home>/demo, or a
+    # home named for the demo with --home; never a home only defaulted to (it may be the one your
+    # own agents' data goes to later, which `use_default = false` would hide)
+    if (layout.home.name == DEMO or args.home) and not layout.config_file.exists():
+        _write_demo_config(layout, options)
+        _err(f"wrote {layout.config_file}: the demo's stores, for `agentlake dev --home {layout.home}`")
     summary = run_ingest(layout, options, full_refresh=False, quiet=args.quiet)
     print_summary(summary, layout)
     _first_look(layout)

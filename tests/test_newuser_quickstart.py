@@ -44,6 +44,13 @@ def test_the_readme_commands_work_after_a_quickstart_demo_then_own_data_takes_ov
     out, err = capsys.readouterr()
     assert "crush-" in out and "codex-" in out and "no sources found" not in err
 
+    # `agentlake dev` (which execs Dagster on the home it settles on) takes the demo's home too
+    from pipelines.cli import parser, use_demo_if_empty
+
+    dev = parser().parse_args(["dev"])
+    use_demo_if_empty(dev)
+    assert dev.home == str(home / "demo") and "quickstart demo" in capsys.readouterr().err
+
     assert main(["ingest", "--quiet"]) == 0
     out, err = capsys.readouterr()
     assert "0 failed" in out and "no sources found" not in err and "quickstart demo" in err
@@ -82,3 +89,21 @@ def test_quickstart_says_which_place_it_could_not_read(tmp_path, monkeypatch, ca
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
     assert main(["quickstart", "--quiet", "--codewhale-home", str(tmp_path / "typo")]) == 1
     assert f"warning: CodeWhale home {tmp_path / 'typo'} does not exist" in capsys.readouterr().err
+
+
+def test_a_demo_in_a_home_named_with_home_is_what_dagster_finds_there(tmp_path, monkeypatch, capsys):
+    """`agentlake demo --home X` writes X's config.toml naming the demo's stores, so the Dagster UI
+    on X (`agentlake dev --home X`) discovers and materialises them; a demo in the defaulted home
+    writes none (it may be where the user's own agents' data goes later)."""
+    from pipelines.defs.resources import AgentlakeResource
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    monkeypatch.delenv("AGENTLAKE_WAREHOUSE", raising=False)
+    home = tmp_path / "trial"
+    assert main(["demo", "--home", str(home), "--projects", "1", "--sessions", "1", "--quiet"]) == 0
+    assert f"wrote {home / 'config.toml'}" in capsys.readouterr().err
+    found, problems = AgentlakeResource(home=str(home)).discover()
+    assert found and not problems and {s.provider for s in found.values()} >= {"crush", "claude", "codex"}
+    monkeypatch.setenv("AGENTLAKE_HOME", str(tmp_path / "default"))
+    assert main(["demo", "--projects", "1", "--sessions", "1", "--quiet"]) == 0
+    assert not (tmp_path / "default" / "config.toml").exists()
