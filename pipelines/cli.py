@@ -432,6 +432,21 @@ def cmd_compact(args) -> int:
     return 0
 
 
+def _discovery_passed(args) -> list[str]:
+    """The discovery flags given to `schedule`, for its `agentlake ingest`: paths made absolute
+    (the scheduler runs it from another folder), an --agent-home checked here."""
+    def place(path: str) -> str:
+        return os.path.abspath(os.path.expanduser(path))
+
+    _agent_homes(args.agent_home)  # a bad AGENT=DIR is a usage error now, not at every scheduled run
+    out = [a for flag in ("db", "crush_root", "codewhale_home", "codewhale_session")
+           for value in getattr(args, flag) or () for a in (f"--{flag.replace('_', '-')}", place(value))]
+    for value in args.agent_home:
+        agent, _, path = value.partition("=")
+        out += ["--agent-home", f"{agent}={place(path)}"]
+    return out + (["--no-default"] if args.no_default else [])
+
+
 def cmd_schedule(args) -> int:
     import subprocess
 
@@ -451,6 +466,7 @@ def cmd_schedule(args) -> int:
             passed += [f"--{flag}", getattr(layout, flag)]
     if args.team is not None:
         passed.append("--team" if args.team else "--no-team")
+    passed += _discovery_passed(args)
     try:
         recipe = schedule.recipe(args.kind or schedule.default_kind(), args.every, schedule.ingest_argv(passed),
                                  Path.home(), layout.home / "ingest.log", env=schedule.job_env(os.environ))
@@ -636,14 +652,11 @@ def parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("schedule", help="print (or install) a systemd timer, cron line or launchd agent that "
                                         "runs `agentlake ingest` on this machine")
-    _common(p)
+    _common(p, discovery=True)  # each passed on to the scheduled `agentlake ingest`
     p.add_argument("--kind", choices=("systemd", "cron", "launchd"),
                    help="scheduler (default: launchd on macOS, systemd on Linux, else cron)")
     p.add_argument("--every", type=int, default=60, metavar="MINUTES", help="interval (default: 60)")
     p.add_argument("--install", action="store_true", help="write the files and turn the schedule on")
-    p.add_argument("--machine", help="passed on to `agentlake ingest`")
-    p.add_argument("--user", help="passed on to `agentlake ingest`")
-    p.add_argument("--team", action=argparse.BooleanOptionalAction, default=None, help="passed on to `agentlake ingest`")
     p.set_defaults(func=cmd_schedule)
 
     p = sub.add_parser("dev", help="start the Dagster UI and daemon (dagster dev) on this home",

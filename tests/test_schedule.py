@@ -103,6 +103,25 @@ def test_the_timer_carries_the_home_and_lake_it_was_made_for(tmp_path, monkeypat
     assert f"--home {home}" in line and "--lake" not in line
 
 
+def test_the_timer_looks_where_the_schedule_was_told_to(tmp_path, monkeypatch, capsys):
+    """The discovery flags given to `schedule` reach the scheduled ingest, as absolute paths (it
+    runs from another folder): a machine set up with flags, not config.toml, is still read."""
+    from pipelines.cli import main, parser
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AGENTLAKE_HOME", str(tmp_path / "al"))
+    monkeypatch.delenv("AGENTLAKE_LAKE", raising=False)
+    assert main(["schedule", "--kind", "systemd", "--no-default", "--crush-root", "crush", "--db", "w/crush.db",
+                 "--agent-home", "codex=codex-home", "--codewhale-home", "cw"]) == 0
+    exec_start = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("ExecStart="))
+    args = parser().parse_args(shlex.split(exec_start.split("=", 1)[1])[3:])
+    assert (args.no_default, args.crush_root, args.db, args.agent_home, args.codewhale_home) == (
+        True, [str(tmp_path / "crush")], [str(tmp_path / "w" / "crush.db")], [f"codex={tmp_path / 'codex-home'}"],
+        [str(tmp_path / "cw")])
+    assert main(["schedule", "--kind", "cron", "--agent-home", "claud=x"]) == 2  # named now, not at 3 a.m.
+    assert "--agent-home wants AGENT=DIR" in capsys.readouterr().err
+
+
 # -- the job's environment and each scheduler's quoting (a user's report: after an ingest with
 # $CLAUDE_CONFIG_DIR, $CODEX_HOME, ... set, the scheduled job ran with cron's bare environment,
 # found nothing and exited 0; and a `%` in a path broke the cron line and the systemd unit) -----
