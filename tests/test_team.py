@@ -426,3 +426,9 @@ def test_the_permissions_docs_deployment_gives_a_machine(s3, tmp_path, monkeypat
     code, said = ingest("dev", "dev-box", write_only)
     assert code == 1 and said.startswith("error: cannot read the lake") and "ACCESS_DENIED" in said, said
     assert landed("dev-box") == []  # stopped at its first listing
+
+    # a key the store does not know: it answered, so "cannot read", and the credentials are named
+    stores["eve"] = stores["dev"]
+    code, said = ingest("eve", "eve-box", {**s3, "AWS_ACCESS_KEY_ID": "AKIA" + "Q" * 16,
+                                           "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"})
+    assert code == 1 and said.startswith("error: cannot read the lake") and "refused the credentials" in said, said

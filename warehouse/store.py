@@ -71,8 +71,17 @@ class LakeUnreachable(OSError):
             super().__init__(str(exc))
             return
         reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-        verb = "read" if re.search(r"ACCESS_DENIED|AccessDenied|\b403\b", reason) else "reach"  # it answered: no
-        super().__init__(f"cannot {verb} the lake {masked(lake)} at {_endpoint_name(lake)}: {reason}")
+        refused = _CREDENTIALS_REFUSED.search(reason)
+        verb = "read" if refused or re.search(r"ACCESS_DENIED|AccessDenied|\b403\b", reason) else "reach"  # it answered: no
+        hint = (" (the store refused the credentials this machine has: see $AWS_PROFILE, ~/.aws/credentials, "
+                "$AWS_ACCESS_KEY_ID)") if refused else ""
+        super().__init__(f"cannot {verb} the lake {masked(lake)} at {_endpoint_name(lake)}: {reason}{hint}")
+
+
+# the store answered, and refused the key, its signature or its session token: not "cannot reach"
+_CREDENTIALS_REFUSED = re.compile(r"INVALID_ACCESS_KEY_ID|InvalidAccessKeyId|SIGNATURE_DOES_NOT_MATCH|"
+                                  r"SignatureDoesNotMatch|EXPIRED_TOKEN|ExpiredToken|INVALID_TOKEN|InvalidToken|"
+                                  r"\b401\b")
 
 
 class NoSuchBucket(LakeUnreachable):
