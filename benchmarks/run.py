@@ -29,6 +29,11 @@ rerun, and a rerun after one new session.
 
 With --agents N, instead: each agent's generated home of N sessions, extracted by the library
 in one process (discover, extract, rows as Arrow; nothing written): messages per CPU-second.
+
+With --phases, instead: a cold ingest of the corpus taken apart, in one process with one worker,
+each phase's CPU seconds against the baseline's (the same process, the same corpus): landing
+(snapshot, read and normalise; Parquet encoding; writing), the merge's tables, the marts built
+whole. What the design spends before Dagster, whatever the cores.
 """
 
 import argparse
@@ -118,6 +123,17 @@ print(json.dumps({"merged": r.merged, **c}))
 """
 
 
+def _corpus(args, work: Path) -> Path:
+    """The generated Crush corpus in `work`, made once (--workdir keeps it for the next run)."""
+    from transforms.crush.synth import generate_store
+
+    corpus = work / "crush"
+    if not (corpus / "projects.json").exists():
+        generate_store(corpus, projects=args.projects, sessions_per_project=args.sessions, seed=args.seed,
+                       workers=2, days=args.days, long_tail=True)
+    return corpus
+
+
 def measure(cmd: list[str], env=None, ok=(0,)) -> tuple[float, float, str, float]:
     """(wall seconds, peak RSS in MiB, stdout, CPU seconds of it and its children) of one
     subprocess; `ok`: the exit codes expected."""
@@ -160,26 +176,21 @@ def main() -> None:
                     help="broken crush.db files the CLI runs also get (they fail every run, as in real homes)")
     ap.add_argument("--codex", type=int, default=0, help="instead: a Codex home of this many rollouts")
     ap.add_argument("--agents", type=int, default=0, help="instead: every agent's home of this many sessions")
+    ap.add_argument("--phases", action="store_true", help="instead: a cold ingest's CPU by phase, against the baseline's")
     args = ap.parse_args()
     if args.codex:
         return _codex(args)
     if args.agents:
         return _agents(args)
-
-    from transforms.crush.synth import generate_store
+    if args.phases:
+        return _phases(args)
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="agentlake-bench-"))
-    corpus = work / "crush"
     t = time.perf_counter()
-    if not (corpus / "projects.json").exists():
-        truth = generate_store(corpus, projects=args.projects, sessions_per_project=args.sessions, seed=args.seed,
-                               workers=2, days=args.days, long_tail=True)
-        messages = truth.messages
-    else:
-        messages = None
+    corpus = _corpus(args, work)
     gen_s = time.perf_counter() - t
     dbs = list(corpus.rglob("crush.db"))
-    messages = messages or sum(sqlite3.connect(d).execute("SELECT COUNT(*) FROM messages").fetchone()[0] for d in dbs)
+    messages = sum(sqlite3.connect(d).execute("SELECT COUNT(*) FROM messages").fetchone()[0] for d in dbs)
     source_bytes = sum(du(d.parent, "crush.db*") for d in dbs)
 
     results = {}
@@ -310,6 +321,83 @@ with tempfile.TemporaryDirectory() as tmp:
         messages += tables["messages"].num_rows if "messages" in tables else 0
 print(json.dumps({"sources": len(found.sources), "messages": messages}))
 """
+
+
+PHASES = r"""
+import json, sqlite3, sys, tempfile, time, pathlib
+corpus, home = sys.argv[1], pathlib.Path(sys.argv[2])
+cpu = time.process_time  # the whole process: DuckDB's threads too
+T = {}
+from transforms.crush.discover import discover
+from transforms.snapshot import take_snapshot
+t = cpu()  # the baseline, as BASELINE does it
+found = discover(env={}, extra_roots=[corpus], use_default=False)
+with tempfile.TemporaryDirectory() as tmp:
+    for s in found.sources:
+        snap = pathlib.Path(tmp) / "s.db"
+        take_snapshot(s.path, snap)
+        con = sqlite3.connect(snap)
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        for table in {"sessions", "files", "read_files"} & tables:
+            con.execute(f"SELECT rowid, * FROM {table}").fetchall()
+        for (text,) in con.execute("SELECT parts FROM messages"):
+            json.loads(text)
+        con.close()
+        snap.unlink()
+T["baseline"] = cpu() - t
+import warehouse.ingest as ing
+from transforms.provider import DiscoverOptions
+from transforms.providers import PROVIDERS
+from warehouse.layout import Layout, tables_path
+def timed(obj, name, label):
+    f = getattr(obj, name)
+    def g(*a, **k):
+        s = cpu()
+        try:
+            return f(*a, **k)
+        finally:
+            T[label] = T.get(label, 0) + cpu() - s
+    setattr(obj, name, g)
+timed(PROVIDERS["crush"], "extract", "landing: snapshot, read and normalise")
+timed(ing, "build_files", "landing: Parquet encoding")
+timed(ing, "write_files", "landing: writing the files")
+sources, _ = ing.discover_sources(DiscoverOptions(env={}, extra_roots={"crush": (corpus,)}, use_default=False))
+layout = Layout.resolve(home=home)
+t, run = cpu(), ing.new_run_id()
+for source in sources:
+    ing.ingest_source(source, layout, run)
+T["landing: the rest (state, fingerprints)"] = cpu() - t - sum(v for k, v in T.items() if k.startswith("landing"))
+from warehouse import ducklake, marts
+from warehouse.merge import merge
+t = cpu()
+merge(layout.lake, layout.warehouse, marts=False)
+T["merge: the tables (the landing files read again, the tables written)"] = cpu() - t
+t = cpu()
+with ducklake.writing(layout.warehouse, tables_path(layout.lake, layout.warehouse)) as con:
+    marts.refresh_marts(con, whole=True)
+T["merge: the marts, built whole"] = cpu() - t
+print(json.dumps(T))
+"""
+
+
+def _phases(args) -> None:
+    """A cold ingest's CPU by phase, against the baseline's, in one process: medians of --repeat."""
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="agentlake-bench-phases-"))
+    corpus = _corpus(args, work)
+    runs = []
+    for i in range(args.repeat):
+        home = work / f"phases-{i}"
+        runs.append(json.loads(measure([PY, "-c", PHASES, str(corpus), str(home)])[2]))
+        shutil.rmtree(home)
+    floor = statistics.median(r["baseline"] for r in runs)
+    print(f"A cold ingest taken apart, one process and one worker; CPU seconds, medians of {args.repeat}\n")
+    print("| phase | CPU (s) | x baseline |")
+    print("| --- | ---: | ---: |")
+    for phase in runs[0]:
+        value = statistics.median(r[phase] for r in runs)
+        print(f"| {phase} | {value:.2f} | {value / floor:.2f} |")
+    if not args.workdir:
+        shutil.rmtree(work)
 
 
 def _agents(args) -> None:
