@@ -52,10 +52,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 PY = sys.executable
 
-BASELINE = r"""
+BASELINE_IMPORTS = r"""
 import json, sqlite3, sys, tempfile, pathlib
 from transforms.crush.discover import discover
 from transforms.snapshot import take_snapshot
+"""
+BASELINE_READ = r"""
 found = discover(env={}, extra_roots=[sys.argv[1]], use_default=False)
 rows = parts = 0
 with tempfile.TemporaryDirectory() as tmp:
@@ -71,8 +73,8 @@ with tempfile.TemporaryDirectory() as tmp:
             parts += len(json.loads(text))
         con.close()
         snap.unlink()
-print(json.dumps({"rows": rows, "parts": parts}))
 """
+BASELINE = BASELINE_IMPORTS + BASELINE_READ + 'print(json.dumps({"rows": rows, "parts": parts}))\n'
 
 LIBRARY_INGEST = r"""
 import dataclasses, json, sys
@@ -323,27 +325,13 @@ print(json.dumps({"sources": len(found.sources), "messages": messages}))
 """
 
 
-PHASES = r"""
-import json, sqlite3, sys, tempfile, time, pathlib
+PHASES = BASELINE_IMPORTS + r"""
+import time
 corpus, home = sys.argv[1], pathlib.Path(sys.argv[2])
 cpu = time.process_time  # the whole process: DuckDB's threads too
 T = {}
-from transforms.crush.discover import discover
-from transforms.snapshot import take_snapshot
 t = cpu()  # the baseline, as BASELINE does it
-found = discover(env={}, extra_roots=[corpus], use_default=False)
-with tempfile.TemporaryDirectory() as tmp:
-    for s in found.sources:
-        snap = pathlib.Path(tmp) / "s.db"
-        take_snapshot(s.path, snap)
-        con = sqlite3.connect(snap)
-        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        for table in {"sessions", "files", "read_files"} & tables:
-            con.execute(f"SELECT rowid, * FROM {table}").fetchall()
-        for (text,) in con.execute("SELECT parts FROM messages"):
-            json.loads(text)
-        con.close()
-        snap.unlink()
+""" + BASELINE_READ + r"""
 T["baseline"] = cpu() - t
 import warehouse.ingest as ing
 from transforms.provider import DiscoverOptions
