@@ -83,7 +83,7 @@ class PrintingReporter:
               f"{detail} ({result.duration_s:.2f}s)", file=self.stream, flush=True)
 
 
-def _settled(source, layout: Layout, landed) -> bool:
+def is_settled(source, layout: Layout, landed) -> bool:
     """Nothing to do: the source is in the lake as it is now, or failed as it is now."""
     previous = state_store.load(layout.state_dir, source.provider, source.source_id)
     fingerprint = PROVIDERS[source.provider].fingerprint(source)
@@ -125,7 +125,7 @@ def run_ingest(layout: Layout, options: DiscoverOptions, *, full_refresh: bool =
         raise LakeUnreachable(str(layout.lake), exc) from None
     to_run, settled = [], []
     for source in sources:  # settled without Dagster: nothing is materialised for them
-        if source.skip_reason or (not full_refresh and _settled(source, layout, landed)):
+        if source.skip_reason or (not full_refresh and is_settled(source, layout, landed)):
             settled.append(ingest_source(source, layout, summary.run_id))
             reporter.source_done(0, len(sources), settled[-1])
         else:

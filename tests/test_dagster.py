@@ -67,10 +67,12 @@ def test_sensor_adds_partitions_and_requests_only_changed_sources(layout, projec
     resource = _resource(layout, a.db, b.db)
     ctx = dg.build_sensor_context(instance=instance, resources={"agentlake": resource})
     result = discover_sources(ctx)
-    keys = sorted(r.partition_key for r in result.run_requests)
+    keys = list(result.dynamic_partitions_requests[0].partition_keys)
     assert keys == ["crush-alpha", "crush-beta"]  # a partition per agent and project
-    assert sorted(result.dynamic_partitions_requests[0].partition_keys) == keys
-    assert all(r.run_key.startswith(r.partition_key + ":") for r in result.run_requests)
+    (both,) = result.run_requests  # neighbours share one run, over the range
+    assert both.tags["dagster/asset_partition_range_start"] == "crush-alpha"
+    assert both.tags["dagster/asset_partition_range_end"] == "crush-beta"
+    assert both.run_key.startswith("crush-alpha...crush-beta:")
     instance.add_dynamic_partitions("sources", keys)
 
     # nothing changed: no run; then one db changes: one run, for it only
@@ -84,6 +86,7 @@ def test_sensor_adds_partitions_and_requests_only_changed_sources(layout, projec
     third = discover_sources(dg.build_sensor_context(instance=instance, cursor=again.cursor,
                                                      resources={"agentlake": resource}))
     assert [r.partition_key for r in third.run_requests] == ["crush-alpha"]
+    assert third.run_requests[0].run_key.startswith("crush-alpha:")
     # the run reads the changed source only, not every source of its partition
     (changed,) = third.run_requests
     assert changed.run_config["ops"]["landing"]["config"]["sources"] == [
@@ -176,15 +179,18 @@ def test_a_partition_no_longer_discovered_fails_with_the_reason(layout, project,
         failure.event_specific_data.error.message
 
 
-def test_daily_schedule_requests_a_full_refresh_of_every_source(instance):
+def test_daily_schedule_requests_a_full_refresh_of_every_source(layout, project, instance):
+    stores = [_store(project, n) for n in ("a", "b", "c")]
+    resource = _resource(layout, *(s.db for s in stores))
     when = datetime(2026, 3, 1, 3, tzinfo=timezone.utc)
-    assert isinstance(daily_full_refresh(dg.build_schedule_context(instance, scheduled_execution_time=when)),
-                      dg.SkipReason)
-    instance.add_dynamic_partitions("sources", ["crush-a-1", "crush-b-2", "crush-c-3"])
-    request = daily_full_refresh(dg.build_schedule_context(instance, scheduled_execution_time=when))
-    assert request.run_key == "full-refresh-2026-03-01"
-    assert request.tags["dagster/asset_partition_range_start"] == "crush-a-1"
-    assert request.tags["dagster/asset_partition_range_end"] == "crush-c-3"
+    context = dg.build_schedule_context(instance, scheduled_execution_time=when, resources={"agentlake": resource})
+    assert isinstance(daily_full_refresh(context), dg.SkipReason)
+    instance.add_dynamic_partitions("sources", ["crush-a", "crush-b", "crush-c"])
+    context = dg.build_schedule_context(instance, scheduled_execution_time=when, resources={"agentlake": resource})
+    (request,) = daily_full_refresh(context)
+    assert request.run_key == "full-refresh-2026-03-01-crush-a"
+    assert request.tags["dagster/asset_partition_range_start"] == "crush-a"
+    assert request.tags["dagster/asset_partition_range_end"] == "crush-c"
     assert request.run_config["ops"]["landing"]["config"]["full_refresh"] is True
 
 
@@ -215,8 +221,9 @@ def test_partition_range_run_ingests_every_source(layout, project, instance):
 
 
 def test_a_gone_partition_in_a_range_fails_alone(layout, project, instance):
-    """The nightly run covers every registered partition. One whose sources are gone fails the
-    run, by name; the others in the range are still read, each with its own metadata."""
+    """A range run (the UI's, a backfill's) over a partition whose sources are gone fails the
+    run, by name; the others in the range are still read, each with its own metadata, and the
+    gone one is not reported materialised."""
     a, b = _store(project, "alpha"), _store(project, "beta")
     resource = _resource(layout, a.db, b.db)
     instance.add_dynamic_partitions("sources", ["crush-alpha", "crush-beta", "crush-gamma"])
@@ -229,7 +236,8 @@ def test_a_gone_partition_in_a_range_fails_alone(layout, project, instance):
     assert "no longer discovered" in failure.event_specific_data.error.message
     assert "crush-gamma" in failure.event_specific_data.error.message
     status = {m.partition: m.materialization.metadata["status"].value for m in result.get_asset_materialization_events()}
-    assert status == {"crush-alpha": "ok", "crush-beta": "ok", "crush-gamma": "not found"}
+    assert status == {"crush-alpha": "ok", "crush-beta": "ok"}
+    assert instance.get_materialized_partitions(dg.AssetKey("landing")) == {"crush-alpha", "crush-beta"}
 
 
 def test_one_partition_set_and_sensor_for_every_provider(layout, project, instance, tmp_path):
@@ -240,8 +248,9 @@ def test_one_partition_set_and_sensor_for_every_provider(layout, project, instan
     resource = AgentlakeResource(home=str(layout.home), extra_stores={"crush": [str(crush.db)]},
                                  extra_roots={"codewhale": [str(tmp_path / "cw")]}, use_default=False)
     result = discover_sources(dg.build_sensor_context(instance=instance, resources={"agentlake": resource}))
-    keys = sorted(r.partition_key for r in result.run_requests)
+    keys = list(result.dynamic_partitions_requests[0].partition_keys)
     assert keys == ["codewhale-alpha", "crush-alpha"]  # two sessions of one project: one source
+    assert len(result.run_requests) == 1  # the two new partitions: neighbours, one run
     instance.add_dynamic_partitions("sources", keys)
     run = dg.materialize([landing], instance=instance, resources={"agentlake": resource, "reporter": Reporter()},
                          tags={"dagster/asset_partition_range_start": keys[0],

@@ -25,3 +25,10 @@ def partition_changes(registered: set[str], partitions: set[str]) -> list:
         requests.append(sources_partitions.build_delete_request(stale))
     return requests
 
+
+def keys_after(registered: list[str], requests: list) -> list[str]:
+    """The partitions in their order once `requests` are applied: Dagster keeps them in the order
+    they were added, and a range run covers every key between its ends in that order."""
+    deleted = {k for r in requests if isinstance(r, dg.DeleteDynamicPartitionsRequest) for k in r.partition_keys}
+    added = [k for r in requests if isinstance(r, dg.AddDynamicPartitionsRequest) for k in r.partition_keys]
+    return [k for k in registered if k not in deleted] + added

@@ -1,11 +1,14 @@
 from collections import Counter, defaultdict
+from itertools import chain
 
 import dagster as dg
 
 from pipelines.defs.lake.checks import CHECK_SPECS, LANDING, check_results
 from pipelines.defs.partitions import sources_partitions
 from pipelines.defs.resources import AgentlakeResource, Reporter
-from warehouse.ingest import RunSummary, clean_stale_staging, ingest_many, mark_pending, record_run
+from pipelines.runner import is_settled
+from warehouse.ingest import (RunSummary, clean_stale_staging, ingest_many, ingest_source, landed_files, mark_pending,
+                              record_run)
 
 # Extraction, one partition per agent and project (Source.dagster_partition): the only per-source
 # bookkeeping Dagster keeps. The curated tables downstream are updated in one merge per run
@@ -25,7 +28,10 @@ class IngestConfig(dg.Config):
                                     "`_landing/<machine>/<user>/<provider>/<source_id>/<table>.parquet`.")],
     check_specs=CHECK_SPECS,
     partitions_def=sources_partitions,
-    backfill_policy=dg.BackfillPolicy.multi_run(max_partitions_per_run=50),
+    # one run per contiguous range, as the CLI, the sensor and the schedule launch it: a run reads
+    # its sources in parallel processes and is merged once, a partition that fails is reported
+    # failed alone (below), and `dagster asset materialize --partition-range` accepts only this
+    backfill_policy=dg.BackfillPolicy.single_run(),
     pool="source_snapshot",
     can_subset=False,
 )
@@ -47,10 +53,14 @@ def landing(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: 
         raise dg.Failure(description=gone)
     wanted = set(config.sources)
     todo = [s for s in in_run if not wanted or s.partition_key in wanted]
-    for i, result in enumerate(ingest_many(todo, layout, summary.run_id, force=config.full_refresh), 1):
+    # one source runs in this process anyway (ingest_many): nothing to settle first
+    settled, rest = ([], todo) if config.full_refresh or len(todo) < 2 else settled_first(todo, layout)
+    results = chain((ingest_source(s, layout, summary.run_id) for s in settled),
+                    ingest_many(rest, layout, summary.run_id, force=config.full_refresh))
+    for i, result in enumerate(results, 1):
         summary.results.append(result)
-        if result.status == "failed":  # the rest is in the partition's metadata and the run log
-            context.log.warning(f"{result.source.partition_key}: {result.error}")
+        # progress in the run's log as each source is done (the CLI's reporter prints its own)
+        (context.log.warning if result.status == "failed" else context.log.info)(progress_line(i, len(todo), result))
         reporter.source_done(i, len(todo), result)
     problem = record_run(layout, summary.run_id, summary.results)
     if problem:
@@ -58,23 +68,51 @@ def landing(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: 
     by_partition = defaultdict(list)
     for result in summary.results:
         by_partition[result.source.dagster_partition].append(result)
-    for key, results in sorted(by_partition.items()):  # each partition's materialization: its own sources
-        context.add_asset_metadata(partition_metadata(results), partition_key=key)
-    # a range run reads its other partitions; a gone one is marked done by the run's single
-    # output (Dagster records the range as a whole), with its status, and fails the run by name
-    for key in missing:
-        context.add_asset_metadata({"status": "not found", "sources": 0, "error": GONE}, partition_key=key)
-    yield dg.MaterializeResult(asset_key=LANDING)
-    yield from check_results(layout, summary)
     failed = [f"{r.source.partition_key}: {r.error}" for r in summary.results if r.status == "failed"]
     if missing:  # registered once, not found now: its landed rows stay in the lake
         failed.append(gone)
+    broken = {r.source.dagster_partition for r in summary.results if r.status == "failed"} | set(missing)
+    if not broken:
+        for key, results in sorted(by_partition.items()):  # each partition's materialization: its own sources
+            context.add_asset_metadata(partition_metadata(results), partition_key=key)
+        yield dg.MaterializeResult(asset_key=LANDING)
+    else:
+        # the run's output would mark every partition of its range materialised, the failed and
+        # gone ones too: the ones that landed are materialised one by one, the step then fails,
+        # and Dagster shows the rest of the range failed
+        for key in sorted(keys - broken):
+            yield dg.AssetMaterialization(asset_key=LANDING, partition=key,
+                                          metadata=partition_metadata(by_partition[key]) if by_partition[key] else None)
+    yield from check_results(layout, summary)
     if failed:
-        raise dg.Failure(description="; ".join(failed), metadata={"failed_sources": len(failed)})
+        raise dg.Failure(description="; ".join(failed), metadata={
+            "failed_sources": len(failed), "failed_partitions": ", ".join(sorted(broken))})
+
+
+def settled_first(todo: list, layout) -> tuple[list, list]:
+    """The sources with nothing to do (in the lake as they are now: the CLI landed them before
+    the sensor saw them), settled here as the CLI settles them, and the rest. ingest_many's worker
+    processes took 1.6 s to start for 10 ms of work: a run over 40 such sources 1.7 s, now 0.1 s."""
+    try:
+        landed = landed_files(layout) if layout.remote else None  # one listing, not one per source
+    except OSError:  # the lake cannot be listed: each source's own attempt says why
+        return [], todo
+    settled, rest = [], []
+    for source in todo:
+        (settled if source.skip_reason or is_settled(source, layout, landed) else rest).append(source)
+    return settled, rest
 
 
 GONE = "no longer discovered, so not re-read (its rows stay in the lake)"
 STATUS_ORDER = ("failed", "ok", "unchanged", "skipped")  # a partition's status: its first present
+
+
+def progress_line(index: int, total: int, result) -> str:
+    """One source done, as the run's log shows it: partition, status, rows or the error."""
+    s = result.source
+    detail = result.error or ", ".join(f"{n:,} {table}" for table, n in result.rows.items() if n)
+    return (f"[{index}/{total}] {s.dagster_partition}: {result.status}{', ' + detail if detail else ''} "
+            f"({s.partition_key}, {result.duration_s:.2f}s)")
 
 
 def partition_metadata(results: list) -> dict:

@@ -4,7 +4,8 @@ from pipelines.defs.lake.assets import LANDING
 from pipelines.defs.resources import AgentlakeResource
 from transforms.contract import ALL_TABLES
 from warehouse import lakewide
-from warehouse.marts import MARTS
+from warehouse.marts import MARTS, mart_sql
+from warehouse.merge import duck_type
 from warehouse.views import checked, refresh
 
 # Runs launched from the UI or the sensor update what depends on them, not only the CLI's.
@@ -14,18 +15,51 @@ MART_KEYS = [dg.AssetKey([m]) for m in MARTS]
 KEYED = {t: dg.AssetKey([t]) for t in lakewide.LAKE_KEYS}
 CHILDREN = {child: dg.AssetKey([child]) for (child, _col) in lakewide.REFERENCES}
 
-TABLE_CHECKS = [dg.AssetCheckSpec("keys_unique", asset=key, description="No key repeats within a source.")
+# Keys and parents are per source, and a source's rows change only when a merge replaces them:
+# the checks look at the sources the merge replaced (every one on a cold or full merge). Over the
+# whole lake they cost 0.57 s against 0.30 s for one source on 40 projects (39k messages), 1.04 s
+# against 0.26 s on 100 (294k), growing with the history on every merge.
+_CHECKED = " Checked on the sources the merge replaced (`sources_checked`): the others are unchanged since theirs."
+TABLE_CHECKS = [dg.AssetCheckSpec("keys_unique", asset=key, description="No key repeats within a source." + _CHECKED)
                 for key in KEYED.values()] + [
-    dg.AssetCheckSpec("no_orphans", asset=key, description="Every row finds its parent in its own source.")
+    dg.AssetCheckSpec("no_orphans", asset=key, description="Every row finds its parent in its own source." + _CHECKED)
     for key in CHILDREN.values()]
+NOTHING_MERGED = "No source was merged in this run: nothing was checked."
+
+
+def mart_description(name: str, sql: str) -> str:
+    """A mart's description: its SQL file's header comment, from the line naming the mart (after
+    `-- refresh:` and any `-- threads:` note), as one paragraph."""
+    header = []
+    for line in sql.splitlines():
+        if not line.startswith("--"):
+            break
+        header.append(line.removeprefix("--").strip())
+    start = next((i for i, line in enumerate(header) if line.startswith(f"{name}:")), 1)
+    text = " ".join(header[start:]).removeprefix(f"{name}:").strip()
+    return text[:1].upper() + text[1:]
+
+
+def column_schema(table) -> dg.TableSchema:
+    """A table's columns as the contract has them, after the two partition columns."""
+    return dg.TableSchema(columns=[
+        dg.TableColumn("date", "DATE", f"The row's own UTC date, from `{table.date_from}` (a partition column)."),
+        dg.TableColumn("project", "VARCHAR", "The project's slug (a partition column)."),
+    ] + [dg.TableColumn(c.name, duck_type(c.type), c.doc) for c in table.columns])
+
+
+MART_DOCS = {name: mart_description(name, sql) for name, sql in mart_sql() if name in MARTS}
 
 
 @dg.multi_asset(
     specs=[dg.AssetSpec(key, deps=[LANDING], group_name="tables", kinds={"ducklake", "parquet"},
-                        automation_condition=EAGER, description=t.doc)
+                        automation_condition=EAGER, description=t.doc,
+                        metadata={"dagster/column_schema": column_schema(t)})
            for key, t in zip(TABLES, ALL_TABLES)]
-    + [dg.AssetSpec(key, deps=TABLES, group_name="marts", kinds={"ducklake"}, automation_condition=EAGER)
-       for key in MART_KEYS],
+    # each its own description: without one, Dagster gives every spec the op's docstring
+    + [dg.AssetSpec(key, deps=TABLES, group_name="marts", kinds={"ducklake"}, automation_condition=EAGER,
+                    description=MART_DOCS[name])
+       for key, name in zip(MART_KEYS, MARTS)],
     check_specs=TABLE_CHECKS,
     can_subset=False,
 )
@@ -37,21 +71,28 @@ def tables_and_marts(context: dg.AssetExecutionContext, agentlake: AgentlakeReso
     (docs/BENCHMARKS.md)."""
     layout = agentlake.layout()
     result = refresh(layout.lake, layout.warehouse)  # the marts too, if anything changed or was pending
+    # what landed is merged: the marker goes, as the CLI takes it away after its runs (left by a run
+    # from the UI or the sensor, it sent the next `agentlake ingest` with nothing changed through
+    # Dagster to merge again: 2.7 s instead of 0.5 s)
+    layout.pending_marker.unlink(missing_ok=True)
+    merged = result.source_ids  # the sources this merge replaced
     counts, dupes, missing = checked(layout.warehouse, lambda con: (
         lakewide.count_rows(con, [t.name for t in ALL_TABLES] + list(MARTS), "lake.main"),  # one statement
-        lakewide.duplicate_keys(con, result.source_ids),  # the sources this merge replaced
-        lakewide.orphans(con, result.source_ids)))
+        lakewide.duplicate_keys(con, merged) if merged else {},
+        lakewide.orphans(con, merged) if merged else {}))
+    note = None if merged else NOTHING_MERGED  # a pass that checked nothing says so
     for table in ALL_TABLES:
         yield dg.MaterializeResult(asset_key=table.name, metadata={
             "rows": counts[table.name], "rows_inserted": result.rows.get(table.name, 0),
             "sources_merged": result.merged, "sources_removed": result.removed})
     for table, key in KEYED.items():
-        yield dg.AssetCheckResult(asset_key=key, check_name="keys_unique", passed=not dupes[table],
-                                  metadata={"duplicates": dupes[table]})
+        yield dg.AssetCheckResult(asset_key=key, check_name="keys_unique", passed=not dupes.get(table),
+                                  description=note, metadata={"duplicates": dupes.get(table, 0),
+                                                              "sources_checked": len(merged)})
     for child, key in CHILDREN.items():
         found = {ref: n for ref, n in missing.items() if ref.startswith(f"{child}.")}
         yield dg.AssetCheckResult(asset_key=key, check_name="no_orphans", passed=not any(found.values()),
-                                  metadata={"orphans": str(found)})
+                                  description=note, metadata={"orphans": str(found), "sources_checked": len(merged)})
     for name in MARTS:
         yield dg.MaterializeResult(asset_key=name, metadata={"rows": counts[name]})
     if result.waiting:
