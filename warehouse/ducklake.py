@@ -303,7 +303,11 @@ def retried_with_more_memory(write):
     over a team's history) fails the write whole, which commits nothing."""
     try:
         return write(None)
-    except duckdb.OutOfMemoryException:
+    except duckdb.Error as exc:
+        # running out while its result is fetched, DuckDB says so in another exception (an
+        # InvalidInputException "... from an unsuccessful query result ... Out of Memory Error")
+        if not isinstance(exc, duckdb.OutOfMemoryException) and "Out of Memory Error" not in str(exc):
+            raise
         return write(roomy_memory_limit())
 
 
