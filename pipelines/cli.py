@@ -88,7 +88,10 @@ def _merged_lake(layout: Layout) -> str | None:
         return None
 
 
-DISCOVERY_FLAGS = ("db", "crush_root", "codewhale_home", "codewhale_session", "agent_home", "no_default")
+# the discovery flags, and their values when none is given (`dev`, which takes none, has these)
+NO_DISCOVERY = {"db": None, "crush_root": None, "codewhale_home": None, "codewhale_session": None, "agent_home": [],
+                "no_default": False}
+DISCOVERY_FLAGS = tuple(NO_DISCOVERY)
 
 
 def _demo_instead(args) -> Layout | None:
@@ -116,12 +119,8 @@ def use_demo_if_empty(args) -> None:
         from warehouse.demo_home import DEMO_DATA
         from warehouse.ingest import discover_sources
 
-        if any(getattr(args, f, None) for f in DISCOVERY_FLAGS):
+        if any(getattr(args, f) for f in DISCOVERY_FLAGS):
             return
-        for flag, empty in (("db", None), ("crush_root", None), ("codewhale_home", None), ("codewhale_session", None),
-                            ("agent_home", []), ("no_default", False)):
-            if not hasattr(args, flag):  # `dev` takes no discovery flag: its home's config.toml names the places
-                setattr(args, flag, empty)
         sources, problems = discover_sources(_options(args, _layout(args)))
         if sources or problems:
             return
@@ -663,6 +662,7 @@ def parser() -> argparse.ArgumentParser:
                        description="Start the Dagster UI and daemon (dagster dev) on --home: Dagster uses that "
                                    "home's lake and warehouse (`lake` in <home>/config.toml names another lake).")
     _common(p, places=False)
+    p.set_defaults(**NO_DISCOVERY)  # none given: its home's config.toml names the places
     p.add_argument("--host", default="127.0.0.1", help="UI address (default: 127.0.0.1)")
     p.add_argument("--port", type=_port, default=3000, help="UI port (default: 3000)")
     p.add_argument("dagster_args", nargs=argparse.REMAINDER, help="after --: passed on to `dagster dev`")
