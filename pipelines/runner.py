@@ -247,9 +247,7 @@ def _materialise_in_dagster(layout, options, to_run, sources, reporter, summary,
                                     run_config=QUIET_LOGS, raise_on_error=False)
         if _interrupted(tables):
             raise KeyboardInterrupt
-        if tables.success:
-            layout.pending_marker.unlink(missing_ok=True)
-        else:
+        if not tables.success:  # (a merge that succeeded took the pending marker away itself)
             summary.problems.append(f"could not merge into the warehouse at {layout.warehouse}: "
                                     + _failure(tables))
 
