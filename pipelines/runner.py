@@ -83,6 +83,19 @@ class PrintingReporter:
               f"{detail} ({result.duration_s:.2f}s)", file=self.stream, flush=True)
 
 
+def settle(sources, layout: Layout, run_id: str, landed, full_refresh: bool = False) -> tuple[list, list]:
+    """The results of the sources with nothing to do (skipped, or as they are in the lake, or
+    failed as they are now), settled in this process with no worker and nothing materialised;
+    and the sources left to read. `landed`: one listing of an object-storage lake, else None."""
+    settled, rest = [], []
+    for source in sources:
+        if source.skip_reason or (not full_refresh and is_settled(source, layout, landed)):
+            settled.append(ingest_source(source, layout, run_id))
+        else:
+            rest.append(source)
+    return settled, rest
+
+
 def is_settled(source, layout: Layout, landed) -> bool:
     """Nothing to do: the source is in the lake as it is now, or failed as it is now."""
     previous = state_store.load(layout.state_dir, source.provider, source.source_id)
@@ -123,13 +136,9 @@ def run_ingest(layout: Layout, options: DiscoverOptions, *, full_refresh: bool =
         landed = landed_files(layout) if layout.remote else None  # one listing, not a request per file
     except OSError as exc:  # a dead endpoint: one clear error now, not one per source after retries
         raise LakeUnreachable(str(layout.lake), exc) from None
-    to_run, settled = [], []
-    for source in sources:  # settled without Dagster: nothing is materialised for them
-        if source.skip_reason or (not full_refresh and is_settled(source, layout, landed)):
-            settled.append(ingest_source(source, layout, summary.run_id))
-            reporter.source_done(0, len(sources), settled[-1])
-        else:
-            to_run.append(source)
+    settled, to_run = settle(sources, layout, summary.run_id, landed, full_refresh)  # without Dagster
+    for result in settled:
+        reporter.source_done(0, len(sources), result)
     problem = record_run(layout, summary.run_id, settled)
     if problem:
         summary.problems.append(problem)
