@@ -13,6 +13,7 @@ import os
 import sys
 import warnings
 from collections import defaultdict
+from contextlib import ExitStack, contextmanager
 from importlib import resources
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from warehouse import state as state_store
 from warehouse.ingest import (INTERRUPTED, RunSummary, SourceResult, discover_sources, failed_before, ingest_source,
                               is_unchanged, landed_files, new_run_id, record_run)
 from warehouse.layout import Layout
+from warehouse.locks import held
 from warehouse.store import LakeUnreachable
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
@@ -54,7 +56,9 @@ def dagster_env(layout: Layout) -> dict:
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists() or (own and _sha256(config) in SHIPPED_BEFORE):
-        config.write_text(dagster_config(own))
+        tmp = config.with_suffix(f".{os.getpid()}.tmp")  # an ingest beside this one may be reading it
+        tmp.write_text(dagster_config(own))
+        os.replace(tmp, config)
     env["DAGSTER_HOME"] = str(home)
     env["AGENTLAKE_HOME"] = str(layout.home)
     return env
@@ -224,8 +228,7 @@ def _materialise_in_dagster(layout, options, to_run, sources, reporter, summary,
     by_partition = defaultdict(list)
     for source in to_run:
         by_partition[source.dagster_partition].append(source)
-    with _cli_instance(dg, os.environ["DAGSTER_HOME"]) as instance:
-        _register_partitions(dg, instance, sources)
+    with _instance_with_partitions(dg, os.environ["DAGSTER_HOME"], sources) as instance:
         batches = contiguous_batches(list(by_partition), instance.get_dynamic_partitions("sources"))
         tables = None
         for n, batch in enumerate(batches, 1):
@@ -264,6 +267,19 @@ def _materialise_in_dagster(layout, options, to_run, sources, reporter, summary,
 def _merged(run) -> bool:
     """The run's merge step ran, whether or not it succeeded (its landing step failing skips it)."""
     return any(e.step_key == "tables_and_marts" and (e.is_step_success or e.is_step_failure) for e in run.all_events)
+
+
+@contextmanager
+def _instance_with_partitions(dg, home: str, sources):
+    """The CLI's instance, with a partition per agent and project found. Two ingests can share one
+    DAGSTER_HOME (the user's own, or a scheduled run beside a manual one), and Dagster is not safe
+    there: its first use creates its tables, and its partition add reads then inserts. Both are
+    done under a lock in that home; the runs themselves may overlap."""
+    with ExitStack() as stack:
+        with held(Path(home) / ".agentlake-setup.lock", required=False):
+            instance = stack.enter_context(_cli_instance(dg, home))
+            _register_partitions(dg, instance, sources)
+        yield instance
 
 
 def _register_partitions(dg, instance, sources) -> None:

@@ -1,0 +1,80 @@
+"""Two ingests sharing one DAGSTER_HOME at once (the user's own, or a scheduled run beside a
+manual one): Dagster's first use creates its tables and its partition add reads then inserts, so
+unguarded, one of them failed with "table runs already exists" or a UNIQUE constraint."""
+
+import multiprocessing
+import os
+import subprocess
+import sys
+
+import dagster as dg
+
+from pipelines.runner import _instance_with_partitions, dagster_env
+from transforms.crush.synth import generate_store
+from warehouse.layout import Layout
+
+PROCESSES = 4
+ROUNDS = 10
+
+
+class _Source:
+    def __init__(self, partition: str):
+        self.dagster_partition = partition
+
+
+def _register_rounds(home: str, start, failures) -> None:
+    """One process: the same partitions as its siblings, round after round, all starting at once."""
+    os.environ["DAGSTER_HOME"] = home  # (its own process) the shipped config reads it
+    start.wait()
+    try:
+        for round_ in range(ROUNDS):
+            sources = [_Source(f"crush-project-{round_}-{i}") for i in range(20)]
+            with _instance_with_partitions(dg, home, sources) as instance:
+                assert set(instance.get_dynamic_partitions("sources")) >= {s.dagster_partition for s in sources}
+    except BaseException as exc:  # noqa: BLE001 (reported to the test, whatever it is)
+        failures.put(f"{type(exc).__name__}: {str(exc)[:300]}")
+
+
+def test_processes_setting_up_one_fresh_dagster_home_at_once_all_succeed(tmp_path, monkeypatch):
+    layout = Layout(home=tmp_path / "home", lake=tmp_path / "lake", warehouse=tmp_path / "wh.ducklake")
+    home = dagster_env(layout)["DAGSTER_HOME"]  # agentlake's own config, no tables yet
+    assert not any(name.endswith(".db") for _, _, files in os.walk(home) for name in files)
+    context = multiprocessing.get_context("spawn")
+    start, failures = context.Barrier(PROCESSES), context.Queue()
+    workers = [context.Process(target=_register_rounds, args=(home, start, failures)) for _ in range(PROCESSES)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=240)
+    errors = []
+    while not failures.empty():
+        errors.append(failures.get())
+    assert errors == [] and [w.exitcode for w in workers] == [0] * PROCESSES
+    monkeypatch.setenv("DAGSTER_HOME", home)
+    with _instance_with_partitions(dg, home, [_Source("crush-last")]) as instance:
+        every = {f"crush-project-{round_}-{i}" for round_ in range(ROUNDS) for i in range(20)} | {"crush-last"}
+        registered = instance.get_dynamic_partitions("sources")
+        assert sorted(registered) == sorted(every)  # each once
+
+
+def test_two_ingests_with_one_dagster_home_both_land(tmp_path):
+    dagster_home = tmp_path / "dagster"  # set by the user, shared, and new
+    runs = []
+    stores = []
+    for name, seed in (("ana", 1), ("ben", 2)):
+        store = generate_store(tmp_path / name / "crush", projects=2, sessions_per_project=3, seed=seed)
+        stores.append(store)
+        argv = [sys.executable, "-m", "pipelines.cli", "ingest", "--quiet", "--no-default",
+                "--home", str(tmp_path / name / "home"), "--lake", str(tmp_path / name / "lake"),
+                "--crush-root", str(store.global_dir)]
+        env = {**os.environ, "DAGSTER_HOME": str(dagster_home)}
+        runs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for run in runs:
+        out, err = run.communicate(timeout=300)
+        assert run.returncode == 0, f"{err[-4000:]}\n{out[-2000:]}"
+    for name, store in zip(("ana", "ben"), stores):
+        out = subprocess.run([sys.executable, "-m", "pipelines.cli", "sql", "--home", str(tmp_path / name / "home"),
+                              "--format", "csv", "SELECT COUNT(*) FROM sessions"],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split()[-1] == str(store.sessions)
