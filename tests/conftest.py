@@ -1,5 +1,6 @@
 """Shared fixtures: real crush.db files, a real lake in tmp_path, real DuckDB queries."""
 
+import os
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -23,6 +24,31 @@ from transforms.provider import DiscoverOptions
 from warehouse.ingest import discover_sources, ingest_all
 from warehouse.layout import Layout
 from warehouse.views import build_warehouse, connect
+
+# A test that leaves a variable set changes every later test: DAGSTER_HOME left set made two
+# "machines" share one Dagster instance in test_team, which failed only in a full run. The
+# environment is compared once a test's fixtures are all torn down (monkeypatch's last).
+_ENV_BEFORE = pytest.StashKey[dict]()
+SET_BY_LIBRARIES = {"_RJEM_MALLOC_CONF"}  # polars' allocator settings, set when it is first imported
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    item.stash[_ENV_BEFORE] = dict(os.environ)
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    yield
+    before, after = item.stash.get(_ENV_BEFORE, None), dict(os.environ)
+    changed = sorted(k for k in before.keys() | after.keys()
+                     if before.get(k) != after.get(k) and k not in SET_BY_LIBRARIES) if before is not None else []
+    if changed:
+        os.environ.clear()
+        os.environ.update(before)  # the next test starts clean whatever this one did
+        raise AssertionError(f"{item.nodeid} left the environment changed: {', '.join(changed)}")
+
 
 T0 = 1767225600  # 2026-01-01T00:00:00Z, in seconds as Crush writes it
 DAY = 86400

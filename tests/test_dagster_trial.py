@@ -184,8 +184,11 @@ def test_a_sensor_run_of_what_the_cli_landed_is_settled_without_workers(tmp_path
 
     resource = _home(tmp_path, store)
     layout = resource.layout()
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
-    summary = run_ingest(layout, resource.options(), quiet=True)  # the CLI's `agentlake ingest`
+    # set for the CLI's run only: undone at the test's end, after `instance` restored the variable
+    # to what it found, it would leave instance_for_test's home set for every later test
+    with monkeypatch.context() as env:
+        env.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+        summary = run_ingest(layout, resource.options(), quiet=True)  # the CLI's `agentlake ingest`
     assert summary.by_status["ok"] == 4 and not layout.pending_marker.exists()
     tick = discover_sources(dg.build_sensor_context(instance=instance, resources={"agentlake": resource}))
     instance.add_dynamic_partitions("sources", list(tick.dynamic_partitions_requests[0].partition_keys))
