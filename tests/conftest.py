@@ -29,7 +29,8 @@ from warehouse.views import build_warehouse, connect
 # "machines" share one Dagster instance in test_team, which failed only in a full run. The
 # environment is compared once a test's fixtures are all torn down (monkeypatch's last).
 _ENV_BEFORE = pytest.StashKey[dict]()
-SET_BY_LIBRARIES = {"_RJEM_MALLOC_CONF"}  # polars' allocator settings, set when it is first imported
+# set by the libraries themselves, once: polars' allocator on its import, PySpark's gateway
+SET_BY_LIBRARIES = {"_RJEM_MALLOC_CONF", "SPARK_AUTH_SOCKET_TIMEOUT", "SPARK_BUFFER_SIZE"}
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -36,6 +36,7 @@ def _register_rounds(home: str, start, failures) -> None:
 
 
 def test_processes_setting_up_one_fresh_dagster_home_at_once_all_succeed(tmp_path, monkeypatch):
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)  # the home's own
     layout = Layout(home=tmp_path / "home", lake=tmp_path / "lake", warehouse=tmp_path / "wh.ducklake")
     home = dagster_env(layout)["DAGSTER_HOME"]  # agentlake's own config, no tables yet
     assert not any(name.endswith(".db") for _, _, files in os.walk(home) for name in files)
