@@ -152,6 +152,31 @@ def test_a_lake_landed_per_session_moves_to_one_source_per_project(layout, tmp_p
     assert not any((layout.state_dir / f"codex-{i}.json").exists() for i in old_ids)
 
 
+def test_an_older_release_run_after_the_upgrade_is_undone_by_the_next_run(layout, tmp_path, monkeypatch):
+    """A release before bundling run again on an upgraded home (an old `agentlake` left on the
+    PATH) lands every session alone beside its project's folder: each counted twice. The next
+    run of this release finds them, reads the projects again and takes them over; then it is a
+    no-op again."""
+    home = tmp_path / "codex"
+    generate_home(home, sessions=8)
+    first = ingest(layout, homes={"codex": [home]})
+    assert len(first.results) == 2
+    before = _totals(layout)
+    monkeypatch.setitem(PROVIDERS, "codex", CodexProvider())  # the older release
+    old = ingest(layout, homes={"codex": [home]})
+    old_ids = {r.source.source_id for r in old.results}
+    assert len(old_ids) > 2 and all(r.status == "ok" for r in old.results)
+    assert _totals(layout)[1][0][0] == 2 * before[1][0][0]  # the double count this undoes
+    monkeypatch.undo()
+    again = ingest(layout, homes={"codex": [home]})
+    assert [r.status for r in again.results] == ["ok", "ok"] and all(r.reconciled for r in again.results)
+    assert _totals(layout) == before
+    landed = {rel.split("/")[4] for rel in landed_files(layout) if rel.startswith(LANDING) and "/_runs/" not in rel}
+    assert landed == {r.source.source_id for r in first.results}
+    assert not any((layout.state_dir / f"codex-{i}.json").exists() for i in old_ids)
+    assert [r.status for r in ingest(layout, homes={"codex": [home]}).results] == ["unchanged", "unchanged"]
+
+
 def test_the_same_project_in_two_agents_is_two_sources(layout, tmp_path):
     from transforms.gemini.synth import generate_home as gemini_home
 

@@ -29,17 +29,25 @@ from warehouse.writer import parquet_bytes
 
 
 def taken_over(source: Bundle, previous: state_store.SourceState, layout: Layout,
-               lake_files: Callable[[list[str]], dict[str, str]] | None) -> dict[str, str]:
+               lake_files: Callable[[list[str]], dict[str, str]] | None) -> tuple[dict[str, str], set[str]]:
     """The landing files of the bundle's sessions that were sources of their own, for its write
-    to replace. Only sessions new to the bundle (not in its state) can have one: found by their
-    own state, or by `lake_files` (a listing of the lake, for a first write: the state may be
-    lost)."""
+    to replace, and those sources (their states go once it is written). Found by their own
+    state, and for sessions new to the bundle (not in its state) by `lake_files` too (a listing
+    of the lake, for a first write: the state may be lost)."""
     known = previous.parts or {}
     new = [part for part in source.replaces if part not in known]
     files = dict(lake_files(new)) if lake_files and new else {}
-    for part in new:
+    alone = landed_alone(source, layout)
+    for part in sorted(alone):
         files.update(state_store.load(layout.state_dir, source.provider, part).files)
-    return files
+    return files, alone | {rel.rsplit("/", 2)[-2] for rel in files}
+
+
+def landed_alone(source: Bundle, layout: Layout) -> set[str]:
+    """The bundle's sessions with a state of their own: landed alone before bundling, or again
+    since, by an older release run on this home (its rows would count twice: the bundle is then
+    not unchanged, and its next write takes them over). One listing of the state folder."""
+    return state_store.source_ids(layout.state_dir, source.provider) & set(source.replaces)
 
 
 def evict_moved(source: Bundle, layout: Layout, store) -> int:

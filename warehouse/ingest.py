@@ -27,7 +27,7 @@ from transforms.provider import DiscoverOptions, Provider, SourceError, environm
 from transforms.providers import PROVIDERS
 from transforms.sources import Source
 from warehouse import state as state_store
-from warehouse.handover import evict_moved, taken_over
+from warehouse.handover import evict_moved, landed_alone, taken_over
 from warehouse.layout import Layout, landing_dir, run_log_path
 from warehouse.retention import carry_forward
 from warehouse.scratch import scratch
@@ -127,13 +127,16 @@ def is_unchanged(previous: state_store.SourceState, fingerprint: str, layout: La
                  source: Source | None = None) -> bool:
     """The lake already holds this source as it is now: same fingerprint, same contract, the
     same project names (given the source: a rename in config.toml's [projects] changes no byte
-    of the store), and every file it landed still in place (a file deleted by hand, or an emptied
-    bucket, makes the source be read again). Nothing is opened but the state file; `landed` is
-    the set of landing files from one listing of the lake, needed for object storage (locally a
-    stat each)."""
+    of the store), none of a bundle's sessions landed alone beside it (warehouse.handover), and
+    every file it landed still in place (a file deleted by hand, or an emptied bucket, makes the
+    source be read again). Nothing is opened but the state file (and a bundle's state folder
+    listed); `landed` is the set of landing files from one listing of the lake, needed for
+    object storage (locally a stat each)."""
     if previous.fingerprint != fingerprint or previous.schema != SCHEMA_VERSION or not previous.files:
         return False
     if source is not None and not same_names(previous, source):
+        return False
+    if isinstance(source, Bundle) and landed_alone(source, layout):
         return False
     if landed is not None:
         return all(rel in landed for rel in previous.files)
@@ -201,7 +204,7 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
     # (warehouse.handover): its write replaces them, so their rows are not counted twice
     # (the lake is listed on a first write only: the state may have been lost)
     listing = partial(_files_in_lake, source.provider, layout=layout, run_id=run_id) if first else None
-    taken = taken_over(source, previous, layout, listing) if bundle else {}
+    taken, taken_ids = taken_over(source, previous, layout, listing) if bundle else ({}, set())
     previous.files.update(taken)
     cache_dir = layout.source_cache(source.provider, source.source_id)
     if force:  # a bundle's sessions are read again too, not taken from its cache
@@ -235,7 +238,7 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
         state_store.save(layout.state_dir, source.provider, source.source_id,
                          state_store.SourceState(None, intent, source.partition_key, source.path, parts=previous.parts))
         written = write_files(store, built, previous.files)
-        for source_id in {rel.rsplit("/", 2)[-2] for rel in taken}:  # their state goes with them
+        for source_id in taken_ids:  # their state goes with them
             state_store.forget(layout.state_dir, source.provider, source_id)
         # after the write: a crash before the state below reads the bundle again, and this again
         evicted = evict_moved(source, layout, store) if bundle else 0
