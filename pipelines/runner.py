@@ -228,7 +228,9 @@ def _materialise_in_dagster(layout, options, to_run, sources, reporter, summary,
     by_partition = defaultdict(list)
     for source in to_run:
         by_partition[source.dagster_partition].append(source)
-    with _instance_with_partitions(dg, os.environ["DAGSTER_HOME"], sources) as instance:
+    home = os.environ["DAGSTER_HOME"]
+    own = Path(home).absolute() == layout.dagster_home.expanduser().absolute()
+    with _instance_with_partitions(dg, home, sources, own=own) as instance:
         batches = contiguous_batches(list(by_partition), instance.get_dynamic_partitions("sources"))
         tables = None
         for n, batch in enumerate(batches, 1):
@@ -270,7 +272,7 @@ def _merged(run) -> bool:
 
 
 @contextmanager
-def _instance_with_partitions(dg, home: str, sources):
+def _instance_with_partitions(dg, home: str, sources, *, own: bool = True):
     """The CLI's instance, with a partition per agent and project found. Two ingests can share one
     DAGSTER_HOME (the user's own, or a scheduled run beside a manual one), and Dagster is not safe
     there: its first use creates its tables, and its partition add reads then inserts. Both are
@@ -278,8 +280,25 @@ def _instance_with_partitions(dg, home: str, sources):
     with ExitStack() as stack:
         with held(Path(home) / ".agentlake-setup.lock", required=False):
             instance = stack.enter_context(_cli_instance(dg, home))
+            _complete_storage(instance, home, own)
             _register_partitions(dg, instance, sources)
         yield instance
+
+
+def _complete_storage(instance, home: str, own: bool) -> None:
+    """A first run killed while Dagster created its tables leaves its event index without the
+    partitions table (and without a schema version), and every later run failed on it. In
+    agentlake's own Dagster home the tables are completed (`dagster instance migrate`); a
+    DAGSTER_HOME set elsewhere is the user's, maybe shared with an older Dagster: said, not done."""
+    has_table = getattr(instance.event_log_storage, "has_table", None)
+    if has_table is None or has_table("dynamic_partitions"):
+        return
+    if not own:
+        raise DagsterStorageError(
+            f"Dagster's storage in {home} has no partitions table (a first run interrupted while it "
+            f"was created, or an older Dagster's storage): run `DAGSTER_HOME={home} dagster instance "
+            "migrate`, then ingest again")
+    instance.upgrade(print_fn=lambda *_: None)
 
 
 def _register_partitions(dg, instance, sources) -> None:

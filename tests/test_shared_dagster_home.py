@@ -1,11 +1,15 @@
-"""Two ingests sharing one DAGSTER_HOME at once (the user's own, or a scheduled run beside a
-manual one): Dagster's first use creates its tables and its partition add reads then inserts, so
-unguarded, one of them failed with "table runs already exists" or a UNIQUE constraint."""
+"""Setting up Dagster's storage for an ingest. Two ingests sharing one DAGSTER_HOME at once (the
+user's own, or a scheduled run beside a manual one): Dagster's first use creates its tables and
+its partition add reads then inserts, so unguarded, one of them failed with "table runs already
+exists" or a UNIQUE constraint. And a first run killed while Dagster made its tables: every later
+run failed on the missing partitions table."""
 
 import multiprocessing
 import os
+import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import dagster as dg
 
@@ -79,3 +83,49 @@ def test_two_ingests_with_one_dagster_home_both_land(tmp_path):
                              capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
         assert out.stdout.split()[-1] == str(store.sessions)
+
+
+def _cut_short(dagster_home: Path) -> None:
+    """Dagster's event index as a first run killed while creating it leaves it: two tables, no
+    partitions table, no schema version."""
+    with sqlite3.connect(dagster_home / "history" / "runs" / "index.db") as db:
+        for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+            if name not in ("event_logs", "secondary_indexes"):
+                db.execute(f'DROP TABLE "{name}"')
+
+
+def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, **(env or {})})
+
+
+def test_a_first_run_killed_while_dagster_made_its_tables_is_completed_by_the_next(tmp_path, monkeypatch):
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    store = generate_store(tmp_path / "crush", projects=2, sessions_per_project=2, seed=3)
+    home = tmp_path / "home"
+    ingest = ("ingest", "--quiet", "--no-default", "--home", str(home), "--crush-root", str(store.global_dir))
+    assert _cli(*ingest).returncode == 0
+    _cut_short(home / "dagster")
+    (home / "lake" / "_state").rename(tmp_path / "state")  # every source read again: a Dagster run
+    again = _cli(*ingest, "--full-refresh")
+    assert again.returncode == 0, again.stderr[-3000:]
+    counted = _cli("sql", "--home", str(home), "--format", "csv", "SELECT COUNT(*) FROM sessions")
+    assert counted.stdout.split()[-1] == str(store.sessions)
+
+
+def test_a_dagster_home_of_the_users_own_is_not_migrated_but_the_command_is_said(tmp_path, monkeypatch):
+    store = generate_store(tmp_path / "crush", projects=1, sessions_per_project=2, seed=4)
+    theirs = tmp_path / "their-dagster"
+    ingest = ("ingest", "--quiet", "--no-default", "--home", str(tmp_path / "home"),
+              "--crush-root", str(store.global_dir), "--full-refresh")
+    assert _cli(*ingest, env={"DAGSTER_HOME": str(theirs)}).returncode == 0
+    _cut_short(theirs)
+    refused = _cli(*ingest, env={"DAGSTER_HOME": str(theirs)})
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f"error: Dagster's storage in {theirs} has no partitions table (a first run interrupted while it was "
+        f"created, or an older Dagster's storage): run `DAGSTER_HOME={theirs} dagster instance migrate`, "
+        "then ingest again")
+    with sqlite3.connect(theirs / "history" / "runs" / "index.db") as db:  # left as it was
+        assert {n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")} == {
+            "event_logs", "secondary_indexes"}
