@@ -230,7 +230,7 @@ def _materialise_in_dagster(layout, options, to_run, sources, reporter, summary,
         by_partition[source.dagster_partition].append(source)
     home = os.environ["DAGSTER_HOME"]
     own = Path(home).absolute() == layout.dagster_home.expanduser().absolute()
-    with _instance_with_partitions(dg, home, sources, own=own) as instance:
+    with _instance_with_partitions(dg, home, sources, own=own) as instance, _signals_watched() as signalled:
         batches = contiguous_batches(list(by_partition), instance.get_dynamic_partitions("sources"))
         tables = None
         for n, batch in enumerate(batches, 1):
@@ -248,7 +248,7 @@ def _materialise_in_dagster(layout, options, to_run, sources, reporter, summary,
                 tags=partition_tags(batch), resources={"agentlake": resource, "reporter": reporter},
                 run_config={**QUIET_LOGS, "ops": {"landing": {"config": config}}},
             )
-            if INTERRUPTED.is_set() or _interrupted(run):
+            if INTERRUPTED.is_set() or _interrupted(run) or signalled():
                 raise KeyboardInterrupt  # the CLI exits 130; what landed is merged by the next run
             for source in todo:
                 if source.partition_key not in reporter.reported:  # the run died before reaching it
@@ -259,11 +259,55 @@ def _materialise_in_dagster(layout, options, to_run, sources, reporter, summary,
         if tables is None:  # nothing to land (a run killed before its merge), or the landing step failed
             tables = dg.materialize([tables_and_marts], instance=instance, resources={"agentlake": resource},
                                     run_config=QUIET_LOGS, raise_on_error=False)
-        if _interrupted(tables):
+        if _interrupted(tables) or signalled():
             raise KeyboardInterrupt
         if not tables.success:  # (a merge that succeeded took the pending marker away itself)
             summary.problems.append(f"could not merge into the warehouse at {layout.warehouse}: "
                                     + _failure(tables))
+
+
+@contextmanager
+def _signals_watched():
+    """Yields whether Ctrl-C (SIGINT) or SIGTERM came since. Dagster handles both while a run
+    executes, and what then happens depends on the moment: a step fails (DuckDB's "Query
+    interrupted", which reads as a failed merge), or the interrupt is raised inside a garbage
+    collector's callback, printed as ignored, and the run goes on to the end. The interpreter
+    writes each signal it handles to its wakeup fd, whichever handler runs: read after each run,
+    any of them ends the ingest as interrupted (exit 130). Dagster's interrupts raised where
+    nobody can catch them are not printed meanwhile."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    read_end, write_end = os.pipe()
+    for fd in (read_end, write_end):
+        os.set_blocking(fd, False)
+    previous_fd = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    previous_hook = sys.unraisablehook
+    seen = set()
+
+    def signalled() -> bool:
+        try:
+            while data := os.read(read_end, 512):
+                seen.update(data)
+        except BlockingIOError:
+            pass
+        return bool(seen & {signal.SIGINT, signal.SIGTERM})
+
+    def unraisable(info) -> None:
+        if info.exc_type is None or "Interrupt" not in info.exc_type.__name__:
+            previous_hook(info)
+
+    sys.unraisablehook = unraisable
+    try:
+        yield signalled
+    finally:
+        sys.unraisablehook = previous_hook
+        signal.set_wakeup_fd(previous_fd)
+        os.close(read_end)
+        os.close(write_end)
 
 
 def _merged(run) -> bool:

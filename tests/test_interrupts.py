@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from transforms.crush.synth import generate_store
 
 REPO = Path(__file__).resolve().parents[1]
@@ -81,3 +83,44 @@ def test_a_killed_run_leaves_no_worker_behind(tmp_path):
     proc.kill()  # SIGKILL: the parent cannot stop its pool
     proc.wait()
     assert not _gone(workers, 15)
+
+
+def _wait_for(path: Path, proc, seconds=120) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and proc.poll() is None:
+        if path.exists():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+@pytest.mark.parametrize("how", [(signal.SIGINT, 0.0), (signal.SIGINT, 0.4), (signal.SIGTERM, 0.2)])
+def test_a_signal_during_the_merge_ends_the_run_as_interrupted(tmp_path, how):
+    """Ctrl-C (or a scheduler's SIGTERM) while Dagster's run merges: Dagster handles it, and it used
+    to fail the merge ("could not merge: Query interrupted", exit 1) or be printed as ignored while
+    the run went on (exit 0). Wherever it lands, the run now ends as interrupted, and the next run
+    has the totals right."""
+    sig, delay = how
+    store = generate_store(tmp_path / "crush", projects=4, sessions_per_project=25, seed=23)
+    home = tmp_path / "home"
+    env = {**os.environ, "AGENTLAKE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster")}
+    argv = [sys.executable, "-m", "pipelines.cli", "ingest", "--no-default", "--crush-root", str(store.global_dir)]
+    proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    assert _wait_for(home / "warehouse.writer.lock", proc), "the run ended before its merge: use a bigger corpus"
+    time.sleep(delay)
+    sent = proc.poll() is None  # (a late one may find the run ended: nothing to say then)
+    if sent:
+        proc.send_signal(sig)
+    out, err = proc.communicate(timeout=120)
+    if sent:
+        assert proc.returncode == 130, err[-3000:]
+        assert err.strip().splitlines()[-1] == "interrupted"
+        assert "Traceback" not in err and "Exception ignored" not in err and "could not merge" not in err
+        assert "sources:" not in out
+    again = subprocess.run(argv + ["--quiet"], env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    counted = subprocess.run([sys.executable, "-m", "pipelines.cli", "sql", "--format", "csv",
+                              "SELECT COUNT(*), COUNT(DISTINCT session_id) FROM sessions"],
+                             env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert counted.stdout.split()[-1] == f"{store.sessions},{store.sessions}"
