@@ -277,6 +277,15 @@ def _first_look(layout: Layout) -> None:
     print(f"      {exe} sql{home} \"SELECT tool_name, COUNT(*) AS calls FROM tool_calls GROUP BY 1 ORDER BY 2 DESC\"")
 
 
+def _no_warehouse(layout) -> str:
+    """Why there is nothing to read yet, and what to do: a home's first ingest publishes its
+    warehouse only when its merge ends, and a reader asking meanwhile was told to run one."""
+    if layout.pending_marker.exists():
+        return (f"no warehouse at {layout.warehouse} yet: an ingest has landed data it has not merged "
+                "(it is running now, or it stopped before its merge, and the next `agentlake ingest` merges it)")
+    return f"no warehouse at {layout.warehouse}: run `agentlake ingest` (or `agentlake demo`) first"
+
+
 def _read_warehouse(args, answer) -> int:
     """Open the warehouse read-only, print `answer(con)`; a missing warehouse or a bad query is
     a usage error (exit 2) with DuckDB's own message."""
@@ -287,8 +296,8 @@ def _read_warehouse(args, answer) -> int:
     layout = _layout(args)
     try:
         con = connect(layout.warehouse, layout.tables_path)
-    except FileNotFoundError as exc:
-        _err(f"error: {exc}")
+    except FileNotFoundError:
+        _err(f"error: {_no_warehouse(layout)}")
         return 2
     with con:
         try:
@@ -363,7 +372,7 @@ def cmd_dashboard(args) -> int:
 
     layout = _layout(args)
     if not layout.warehouse.exists():
-        _err(f"error: no warehouse at {layout.warehouse}: run `agentlake ingest` (or `agentlake demo`) first")
+        _err(f"error: {_no_warehouse(layout)}")
         return 2
     connect(layout.warehouse).close()  # a file that is not a catalog: a usage error now, not a page's 500
     try:

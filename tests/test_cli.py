@@ -283,3 +283,23 @@ def test_a_readers_home_reads_what_its_merge_read_without_naming_the_lake_again(
     assert main(["serving", str(tmp_path / "serving.duckdb"), *reader]) == 0
     assert main(["merge", *reader]) == 1
     assert f"this warehouse merges {lake}; name it with --lake" in capsys.readouterr().err
+
+
+def test_a_reader_before_the_first_merge_is_told_an_ingest_has_landed_data(home, project, capsys):
+    """A home's first ingest publishes its warehouse when its merge ends: a reader meanwhile was
+    told to run `agentlake ingest`, while one was running."""
+    from tests.conftest import discover_only
+    from warehouse.ingest import ingest_all
+    from warehouse.layout import Layout
+
+    p = _store(project)
+    layout = Layout.resolve(home=home)
+    assert main(["sql", "SELECT 1"]) == 2
+    assert "run `agentlake ingest` (or `agentlake demo`) first" in capsys.readouterr().err
+    sources, _ = discover_only(p.db)
+    ingest_all(sources, layout, workers=1)  # landed, not merged: as mid-run, or killed before the merge
+    for argv in (["sql", "SELECT 1"], ["report"], ["dashboard", "--port", "0"]):
+        assert main(argv) == 2
+        assert capsys.readouterr().err.strip() == (
+            f"error: no warehouse at {layout.warehouse} yet: an ingest has landed data it has not merged (it is "
+            "running now, or it stopped before its merge, and the next `agentlake ingest` merges it)")
