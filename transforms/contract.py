@@ -79,7 +79,10 @@ SESSIONS = Table(
             pa.float64(),
             "Session cost in USD. A root's cost ALREADY INCLUDES its sub-agents' cost: sum "
             "`cost_usd` over `is_root` rows only. A fork's cost is its own (see `inherited_cost_usd`). "
-            "Null when unknown, never 0 for unknown.",
+            "Null when unknown, never 0 for unknown. A DOUBLE as the agents record it: a plain `SUM` may "
+            "end in float noise that changes with the order rows are read in (`3.3835550000000008`); "
+            "`SUM(cost_usd::DECIMAL(38, 9))` is exact to the nano-dollar, as `daily_costs` and "
+            "`agentlake report` sum it.",
         ),
         _c(
             "cost_source",
