@@ -241,6 +241,25 @@ def test_only_the_password_of_a_url_goes():
     assert redacted == "postgres://admin:[REDACTED:url_password]@db.internal:5432/app"
 
 
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_a_key_spelt_with_escaped_letters_is_found_at_any_depth_of_json(depth):
+    """No encoder writes `s` as `\\u0073`, but a reader decoding the text reads the key it spells:
+    the text comes back with the escapes written plainly, the key replaced, and still JSON."""
+    key = "sk-ant-api03-" + "".join(RNG.choice(string.ascii_letters + string.digits) for _ in range(80))
+    text = json.dumps({"text": key}).replace("sk-", "\\u0073k-").replace("-api03", "\\u002dapi03")
+    for _ in range(depth - 1):
+        text = json.dumps({"raw": text})
+    redacted, kinds = redact_text(text)
+    assert kinds == Counter({"anthropic_key": 1}) and key[13:] not in redacted
+    decoded = json.loads(redacted)
+    for _ in range(depth - 1):
+        decoded = json.loads(decoded["raw"])
+    assert decoded == {"text": "[REDACTED:anthropic_key]"}
+    rows = [{"raw": text} for _ in range(100)] + [{"raw": "an escaped letter alone: \\u0041"} for _ in range(100)]
+    assert redact_rows({"parts": rows}, Policy({"parts.raw": "redact"})) == Counter({"anthropic_key": 100})
+    assert [row["raw"] for row in rows] == [redacted] * 100 + ["an escaped letter alone: \\u0041"] * 100
+
+
 @pytest.mark.parametrize("text", FALSE_POSITIVES)
 def test_look_alikes_are_left_alone(text):
     assert redact_text(text) == (text, Counter())
