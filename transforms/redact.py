@@ -389,8 +389,8 @@ _SPELT = re.compile(rf"\\+{_SPELT_ESCAPE[2:]}")  # the backslashes of every dept
 
 
 def redact_text(text: str) -> tuple[str, Counter]:
-    """`text` with each secret replaced by `[REDACTED:<kind>]`, and the kinds replaced. Letters
-    and digits written as escapes are read as what they spell; where that shows a secret, the
+    """`text` with each secret replaced by `[REDACTED:<kind>]`, and the kinds replaced. Printable
+    characters written as escapes (`_SPELT_ESCAPE`) are read as what they spell; where that shows a secret, the
     text comes back with them written plainly (the same JSON), the secret replaced."""
     text, kinds = _replaced(text)
     if _SPELT.search(text):
