@@ -308,6 +308,9 @@ def _read_warehouse(args, answer) -> int:
     return 0
 
 
+WRITES_FILES = {"COPY", "COPY_DATABASE", "EXPORT", "ATTACH", "LOAD"}  # DuckDB's statement types
+
+
 def cmd_sql(args) -> int:
     from warehouse.formatting import fetch_rows, render
 
@@ -318,6 +321,12 @@ def cmd_sql(args) -> int:
         statements = con.extract_statements(args.query)
         if len(statements) > 1:  # DuckDB would run them all and show the last one's rows only
             raise UsageError(f"the query holds {len(statements)} statements: give one at a time")
+        if statements and statements[0].type.name in WRITES_FILES:
+            # the lake is attached read-only, but these reach the file system beside it: a COPY
+            # onto the catalog's own file turned it into a CSV
+            raise UsageError(f"{statements[0].type.name} statements are refused: `agentlake sql` only reads "
+                             "(COPY and EXPORT write files, ATTACH opens or makes a database, INSTALL and LOAD "
+                             "fetch extensions); for a file of the rows, use --format csv or json and redirect it")
         cur = con.execute(args.query)
         if cur is None:  # only comments, or only whitespace between statements
             raise UsageError(f"nothing to run in the query {args.query!r}")

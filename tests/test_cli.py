@@ -267,6 +267,28 @@ def test_sql_runs_one_statement_and_says_so_when_given_more(home, project, capsy
     assert capsys.readouterr().out.splitlines() == ["a", "1"]
 
 
+def test_sql_refuses_statements_that_write_files_and_the_catalog_stays_a_catalog(home, project, tmp_path, capsys):
+    """A trial's `COPY (SELECT 1) TO '<home>/warehouse.ducklake'` exited 0 and left the catalog a
+    4-byte CSV: the lake is attached read-only, but COPY, EXPORT and ATTACH reach other files."""
+    from warehouse.layout import Layout
+
+    main(["ingest", "--db", str(_store(project).db)])
+    catalog = Layout.resolve(home=home).warehouse
+    before = catalog.read_bytes()
+    capsys.readouterr()
+    for kind, query in [("COPY", f"COPY (SELECT 1 AS a) TO '{catalog}' (FORMAT csv)"),
+                        ("COPY", f"COPY sessions TO '{tmp_path / 'out.parquet'}'"),
+                        ("EXPORT", f"EXPORT DATABASE '{tmp_path / 'export'}'"),
+                        ("ATTACH", f"ATTACH '{tmp_path / 'new.duckdb'}' AS other"),
+                        ("LOAD", "INSTALL httpfs")]:
+        assert main(["sql", query]) == 2
+        assert capsys.readouterr().err.startswith(f"error: {kind} statements are refused: `agentlake sql` only reads")
+    assert catalog.read_bytes() == before
+    assert not any((tmp_path / name).exists() for name in ("out.parquet", "export", "new.duckdb"))
+    assert main(["sql", "SELECT COUNT(*) AS n FROM sessions", "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["n", "1"]
+
+
 def test_a_readers_home_reads_what_its_merge_read_without_naming_the_lake_again(home, project, tmp_path, capsys):
     """README, Team setup: a reader runs `merge --lake ...` once; `sql`, `report` and `serving`
     then read that warehouse with no --lake, and a second `merge` says which lake to name."""
