@@ -1,14 +1,25 @@
 """BI connections as docs/BI.md describes them: Superset through duckdb-engine (SQLAlchemy),
 and the read-only, absolute-path properties Metabase and Evidence rely on."""
 
+import pytest
 import sqlalchemy as sa
 
 from warehouse.serving import build_serving
+from warehouse.views import connect
 
 
-def test_superset_connects_with_duckdb_engine_read_only(lake):
+@pytest.fixture
+def installed(lake):
+    """DuckLake's extension installed as any agentlake command installs it (a reader's connection,
+    from the pinned package): a plain DuckDB then opens the catalog. Without it these tests passed
+    only after another test had run a command."""
+    connect(lake.warehouse).close()
+    return lake
+
+
+def test_superset_connects_with_duckdb_engine_read_only(installed):
     # the SQLAlchemy URI and engine parameters docs/BI.md gives for Superset
-    # (DuckLake's extensions are installed once by any agentlake command, from the pinned packages)
+    lake = installed
     engine = sa.create_engine(f"duckdb:///ducklake:{lake.warehouse}", connect_args={"read_only": True})
     tables = set(sa.inspect(engine).get_table_names())
     assert {"daily_costs", "tool_usage", "session_summary", "sessions", "tool_calls"} <= tables
@@ -29,3 +40,40 @@ def test_metabase_and_evidence_read_the_serving_file_from_anywhere(lake, tmp_pat
     # the serving file needs no lake: it holds tables, not views over Parquet paths
     with engine.connect() as con:
         assert con.execute(sa.text("SELECT COUNT(*) FROM duckdb_views() WHERE NOT internal")).scalar() == 0
+
+
+def test_a_reader_sees_the_next_merge_through_attach_or_without_a_pool(installed, project):
+    """docs/BI.md: `duckdb.connect("ducklake:...")` hands back the database the process has open
+    under that name, so while one such connection is held a new one reads the old snapshot; a
+    new in-memory database with the catalog attached, or an engine with no pool, reads the last
+    merge."""
+    import duckdb
+
+    from tests.conftest import T0, ingest
+    from transforms.crush.synth import add_message, add_session
+    from transforms.crush.synth_parts import text_part
+
+    lake = installed
+
+    def sessions(con) -> int:
+        return con.execute("SELECT COUNT(*) FROM sessions").fetchone()[0]
+
+    held = duckdb.connect(f"ducklake:{lake.warehouse}", read_only=True)
+    before = sessions(held)
+    more = project("more")
+    add_session(more.conn, "N", title="new", created_at=T0, cost=0.5)
+    add_message(more.conn, "n1", "N", "user", [text_part("hi")], created_at=T0)
+    more.close()
+    ingest(lake, more.db)  # merged: a new catalog published
+    with duckdb.connect(f"ducklake:{lake.warehouse}", read_only=True) as again:
+        assert sessions(again) == before  # the pitfall the page warns of
+    attached = duckdb.connect()
+    attached.execute(f"ATTACH 'ducklake:{lake.warehouse}' AS lake (READ_ONLY)")
+    attached.execute("USE lake")
+    assert sessions(attached) == before + 1
+    attached.close()
+    held.close()
+    engine = sa.create_engine(f"duckdb:///ducklake:{lake.warehouse}", connect_args={"read_only": True},
+                              poolclass=sa.pool.NullPool)
+    with engine.connect() as con:
+        assert con.execute(sa.text("SELECT COUNT(*) FROM sessions")).scalar() == before + 1
