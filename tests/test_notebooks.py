@@ -45,6 +45,14 @@ def test_tool_usage(warehouse_env):
     # Python, and marimo then drew no chart ("Object of type Decimal is not JSON serializable")
     assert json.loads(json.dumps(defs["calls_and_errors"].to_dict()))["mark"]["type"] == "bar"
     assert defs["failing_commands"]["command"].to_list() == ["npm test -- --watch"]
+    # a bar as long as the calls, split into failed and the rest (errors and non-zero exits were
+    # stacked on the calls: a trial's bash bar reached 63 for 46 calls)
+    assert all(t["succeeded"] + t["failed"] == t["calls"] for t in tools.values())
+    assert (tools["bash"]["calls"], tools["bash"]["failed"], tools["edit"]["failed"]) == (2, 1, 1)
+    chart = defs["calls_and_errors"].to_dict()
+    assert chart["transform"][0]["fold"] == ["succeeded", "failed"]
+    # one row per command line, whatever agents and projects ran it
+    assert defs["failing_commands"].select("calls", "failures", "projects", "agents").rows() == [(1, 1, "shop", "crush")]
 
 
 def test_session_explorer_walks_one_session_in_order(warehouse_env):
