@@ -124,3 +124,28 @@ def test_a_signal_during_the_merge_ends_the_run_as_interrupted(tmp_path, how):
                               "SELECT COUNT(*), COUNT(DISTINCT session_id) FROM sessions"],
                              env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert counted.stdout.split()[-1] == f"{store.sessions},{store.sessions}"
+
+
+def test_a_ctrl_c_while_workers_start_is_raised_once_they_have_started():
+    """The kernel may hand a Ctrl-C to any thread that does not block it (Dagster's, DuckDB's), and
+    Python runs the handler in the main thread all the same: the parent was cut off between
+    starting a worker and sending it its work, and the worker printed `EOFError: Ran out of
+    input` under the run's `interrupted` (a CI run, under load)."""
+    import threading
+
+    from warehouse.ingest import _sigint_held
+
+    def another_thread_gets_it():
+        os.kill(os.getpid(), signal.SIGINT)  # this thread does not block it: the kernel may pick it
+
+    reached = []
+    with pytest.raises(KeyboardInterrupt):
+        with _sigint_held():
+            sender = threading.Thread(target=another_thread_gets_it)
+            sender.start()
+            sender.join()
+            for _ in range(1000):  # the handler runs at the next check: give it many
+                time.sleep(0.0001)
+            reached.append("the workers started")
+    assert reached == ["the workers started"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

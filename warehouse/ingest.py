@@ -484,17 +484,32 @@ def _sigint_held():
     """SIGINT blocked, not ignored, while the pool starts its processes (milliseconds). A blocked
     signal stays pending for the parent, which gets it as soon as this ends, and the mask is
     inherited across exec: a Ctrl-C during a worker's start-up cannot print a traceback from
-    inside it (the worker ignores SIGINT, then unblocks it; the parent handles Ctrl-C for all)."""
+    inside it (the worker ignores SIGINT, then unblocks it; the parent handles Ctrl-C for all).
+    The mask is this thread's only: the kernel hands a Ctrl-C to another thread (Dagster's,
+    DuckDB's), and Python then runs its handler here all the same. A handler that only notes it
+    stands in meanwhile, so no interrupt cuts the parent off between starting a worker and
+    sending it what it runs (the worker printed `EOFError: Ran out of input`); a Ctrl-C noted is
+    raised again once the workers are started, for the handler that was there."""
     import signal
 
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
         yield
         return
+    noted = []
+    handlers = {signo: signal.getsignal(signo) for signo in (signal.SIGINT, signal.SIGTERM)}
+    for signo, handler in handlers.items():
+        if callable(handler):  # a Python handler (not the default action, nor ignored)
+            signal.signal(signo, lambda number, _frame: noted.append(number))
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for signo, handler in handlers.items():
+            if callable(handler):
+                signal.signal(signo, handler)
+        for signo in dict.fromkeys(noted):
+            signal.raise_signal(signo)
 
 
 def _die_with_parent(parent: int) -> None:
