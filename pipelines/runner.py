@@ -48,11 +48,16 @@ def dagster_config(own: bool) -> str:
     return text + files.joinpath("dagster_storage.yaml").read_text() if own else text
 
 
+def _own_home(layout: Layout, dagster_home) -> bool:
+    """`dagster_home` is agentlake's own (the home's `dagster/`), not one the user set elsewhere."""
+    return Path(dagster_home).expanduser().absolute() == layout.dagster_home.expanduser().absolute()
+
+
 def dagster_env(layout: Layout) -> dict:
     """The environment for Dagster: a persistent DAGSTER_HOME (ours unless the user set one)."""
     env = dict(os.environ)
     home = Path(env.get("DAGSTER_HOME") or layout.dagster_home).expanduser().absolute()
-    own = home == layout.dagster_home.expanduser().absolute()
+    own = _own_home(layout, home)
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists() or (own and _sha256(config) in SHIPPED_BEFORE):
@@ -229,8 +234,7 @@ def _materialise_in_dagster(layout, options, to_run, sources, reporter, summary,
     for source in to_run:
         by_partition[source.dagster_partition].append(source)
     home = os.environ["DAGSTER_HOME"]
-    own = Path(home).absolute() == layout.dagster_home.expanduser().absolute()
-    with _instance_with_partitions(dg, home, sources, own=own) as instance, _signals_watched() as signalled:
+    with _instance_with_partitions(dg, home, sources, own=_own_home(layout, home)) as instance, _signals_watched() as signalled:
         batches = contiguous_batches(list(by_partition), instance.get_dynamic_partitions("sources"))
         tables = None
         for n, batch in enumerate(batches, 1):

@@ -2,8 +2,8 @@ import dagster as dg
 
 from pipelines.defs.partitions import sources_partitions
 from pipelines.defs.resources import AgentlakeResource
-from pipelines.defs.sensors import ingest_job
-from pipelines.runner import contiguous_batches, partition_tags
+from pipelines.defs.sensors import batch_request, ingest_job
+from pipelines.runner import contiguous_batches
 
 
 # the UI shows the description, not the docstring
@@ -26,7 +26,5 @@ def daily_full_refresh(context: dg.ScheduleEvaluationContext, agentlake: Agentla
     day = f"{context.scheduled_execution_time:%Y-%m-%d}"
     # one run per range of neighbours in the partition order: a range covers every key between
     # its ends, so a gone partition splits it
-    return [dg.RunRequest(run_key=f"full-refresh-{day}-{batch[0]}", run_config=config,
-                          partition_key=batch[0] if len(batch) == 1 else None,
-                          tags=None if len(batch) == 1 else partition_tags(batch))
+    return [batch_request(batch, f"full-refresh-{day}-{batch[0]}", config)
             for batch in contiguous_batches(keys, registered)]

@@ -13,6 +13,13 @@ from transforms.providers import PROVIDERS
 ingest_job = dg.define_asset_job("ingest_sources", selection=[landing])
 
 
+def batch_request(batch: list[str], run_key: str, run_config: dict) -> dg.RunRequest:
+    """A run of `ingest_job` over a range of neighbouring partitions (one: its partition key)."""
+    single = len(batch) == 1
+    return dg.RunRequest(run_key=run_key, run_config=run_config, partition_key=batch[0] if single else None,
+                         tags=None if single else partition_tags(batch))
+
+
 @dg.sensor(job=ingest_job, minimum_interval_seconds=300, default_status=dg.DefaultSensorStatus.RUNNING)
 def discover_sources(context: dg.SensorEvaluationContext, agentlake: AgentlakeResource):
     """Add a partition for each new agent and project; request the partitions with a new or
@@ -39,12 +46,9 @@ def discover_sources(context: dg.SensorEvaluationContext, agentlake: AgentlakeRe
     requests = []
     for batch in contiguous_batches(list(changed), keys_after(registered, partition_requests)):
         fps = {key: fp for partition in batch for key, fp in changed[partition].items()}
-        single = len(batch) == 1
-        span = batch[0] if single else f"{batch[0]}...{batch[-1]}"
-        requests.append(dg.RunRequest(
-            run_key=f"{span}:{_digest(fps)}", partition_key=batch[0] if single else None,
-            tags=None if single else partition_tags(batch),
-            run_config={"ops": {"landing": {"config": {"sources": sorted(fps)}}}}))
+        span = batch[0] if len(batch) == 1 else f"{batch[0]}...{batch[-1]}"
+        requests.append(batch_request(batch, f"{span}:{_digest(fps)}",
+                                      {"ops": {"landing": {"config": {"sources": sorted(fps)}}}}))
     return dg.SensorResult(
         run_requests=requests,
         dynamic_partitions_requests=partition_requests,
