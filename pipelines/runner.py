@@ -17,6 +17,7 @@ from contextlib import ExitStack, contextmanager
 from importlib import resources
 from pathlib import Path
 
+from transforms.atomic import replace_file
 from transforms.provider import DiscoverOptions
 from transforms.providers import PROVIDERS
 from warehouse import state as state_store
@@ -61,9 +62,7 @@ def dagster_env(layout: Layout) -> dict:
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists() or (own and _sha256(config) in SHIPPED_BEFORE):
-        tmp = config.with_suffix(f".{os.getpid()}.tmp")  # an ingest beside this one may be reading it
-        tmp.write_text(dagster_config(own))
-        os.replace(tmp, config)
+        replace_file(config, dagster_config(own))  # an ingest beside this one may be reading it
     env["DAGSTER_HOME"] = str(home)
     env["AGENTLAKE_HOME"] = str(layout.home)
     return env

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from transforms.atomic import replace_file
 from transforms.contract import BY_NAME, SCHEMA_VERSION
 from transforms.findings import Findings
 from transforms.provider import DiscoverOptions, Extract, Provider, SourceError, environmental
@@ -131,10 +132,7 @@ def _load(path: Path, key: str | None) -> _Part | None:
 def _save(path: Path, part: _Part) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        with open(tmp, "wb") as fh:
-            pickle.dump(part, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
+        replace_file(path, pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL))
     except OSError:
         pass  # no cache this time: the part is read again next run
 

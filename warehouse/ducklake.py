@@ -27,6 +27,7 @@ from pathlib import Path
 
 import duckdb
 
+from transforms.atomic import replace_file
 from warehouse.lakefs import NO_DOWNLOADS
 from warehouse.layout import NotACatalog, check_catalog
 from warehouse.locks import held
@@ -84,9 +85,7 @@ def _digest(path: Path) -> str:
         known[key] = hashlib.sha256(path.read_bytes()).hexdigest()
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(known))
-            os.replace(tmp, cache)
+            replace_file(cache, json.dumps(known))
         except OSError:
             pass  # an unwritable cache only costs the hashing next time
     return known[key]

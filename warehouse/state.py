@@ -11,6 +11,7 @@ import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from transforms.atomic import replace_file
 from warehouse.locks import held
 
 
@@ -52,9 +53,7 @@ def load(state_dir: Path, provider: str, source_id: str) -> SourceState:
 def save(state_dir: Path, provider: str, source_id: str, state: SourceState) -> None:
     state_dir.mkdir(parents=True, exist_ok=True)
     path = _path(state_dir, provider, source_id)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(asdict(state), indent=1, sort_keys=True))
-    os.replace(tmp, path)
+    replace_file(path, json.dumps(asdict(state), indent=1, sort_keys=True))
 
 
 def source_ids(state_dir: Path, provider: str) -> set[str]:

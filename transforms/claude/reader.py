@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from transforms import jsontext
+from transforms.atomic import replace_file
 
 CACHE_VERSION = 1
 HEAD_BYTES = 4096  # the head that must not change for an append-only file
@@ -65,10 +66,7 @@ def _load(path: Path) -> _Cached | None:
 
 def _save(path: Path, cached: _Cached) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        pickle.dump(cached, fh, protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(tmp, path)  # a crash leaves the old cache or the new one, never half of one
+    replace_file(path, pickle.dumps(cached, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def _still_valid(cached: _Cached | None, fd: int, st: os.stat_result) -> bool:
