@@ -46,8 +46,11 @@ def _(alt, daily, split):
     cost_over_time = (
         alt.Chart(daily)
         .mark_bar()
-        .encode(x="date:T", y=alt.Y("sum(cost_usd):Q", title="cost (USD)"), color=f"{split.value}:N",
-                tooltip=["date:T", f"{split.value}:N", "sum(cost_usd):Q"])
+        # UTC days, drawn in UTC: in the viewer's time zone a day west of UTC showed as the one before
+        .encode(x=alt.X("date:T", timeUnit="utcyearmonthdate", scale=alt.Scale(type="utc"), title="day (UTC)"),
+                y=alt.Y("sum(cost_usd):Q", title="cost (USD)"), color=f"{split.value}:N",
+                tooltip=[alt.Tooltip("date:T", timeUnit="utcyearmonthdate", title="day (UTC)"),
+                         f"{split.value}:N", "sum(cost_usd):Q"])
         .properties(title=f"Cost per day by {split.value}", width=640)
     )
     cost_over_time

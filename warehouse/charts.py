@@ -113,10 +113,13 @@ def _with_data(template: dict, values: list[dict]) -> dict:
 @lru_cache(maxsize=16)
 def _time_spec(period: str, series_title: str, width: int) -> dict:
     fmt = "%b %d" if period != "month" else "%b %Y"
+    axis_title = "week from Monday (UTC)" if period == "week" else f"{period} (UTC)"
     chart = alt.Chart(alt.Data(values=[])).mark_bar(stroke="white", strokeWidth=0.3).encode(
-        x=alt.X("start:T", title="week from Monday (UTC)" if period == "week" else f"{period} (UTC)",
-                axis=alt.Axis(format=fmt, labelOverlap=True, tickCount=12, grid=False)),
-        x2="end:T",
+        # the dates are UTC days: drawn and labelled in UTC, not in the server's time zone (a
+        # dashboard started west of UTC put each day's bar on the day before)
+        x=alt.X("start:T", timeUnit="utcyearmonthdate", scale=alt.Scale(type="utc"), title=axis_title,
+                axis=alt.Axis(title=axis_title, format=fmt, labelOverlap=True, tickCount=12, grid=False)),
+        x2=alt.X2("end:T", timeUnit="utcyearmonthdate", title="end"),
         y=alt.Y("sum(cost):Q", title="cost (USD)", axis=alt.Axis(format=USD)),
         color=alt.Color("series:N", title=series_title,
                         legend=alt.Legend(orient="right", labelLimit=LABEL_LIMIT, symbolType="square", labelFontSize=12,
@@ -124,7 +127,7 @@ def _time_spec(period: str, series_title: str, width: int) -> dict:
         order=alt.Order("rank:Q", sort="ascending"),  # the largest series on the axis, others on top
         href="href:N",
         # also each bar's accessible label (aria-label): the exact figures, for screen readers and tests
-        tooltip=[alt.Tooltip("start:T", title="from", format="%Y-%m-%d"),
+        tooltip=[alt.Tooltip("start:T", timeUnit="utcyearmonthdate", title="from", format="%Y-%m-%d"),
                  alt.Tooltip("series:N", title=series_title), alt.Tooltip("cost:Q", title="cost", format="$,.4f")],
     ).properties(width=width, height=300, padding=PADDING)
     return chart.configure(font=FONT).configure_view(strokeWidth=0).configure_axis(
