@@ -106,7 +106,10 @@ def test_the_writer_lands_a_table_exactly_as_it_lands_dicts():
     assert _landing(out) == _landing(as_dicts)  # the same Parquet bytes, file by file
     built = build_files(list(DATA_TABLES), out, provider="crush", source_id="src", project="proj",
                         machine="m", user="u", landing_id="x")
-    assert built.undated == 1  # message 2 has no time: dated 1970-01-01
+    assert (built.undated, built.epoch_dated) == (1, 0)  # message 2 has no time: dated by its session
+    messages = pq.read_table(pa.BufferReader(next(v for k, v in built.data.items() if k.endswith("/messages.parquet"))))
+    session_day = datetime.fromtimestamp(T0, timezone.utc).date()
+    assert messages.column("date").to_pylist() == [session_day, session_day]
     parts = pq.read_table(pa.BufferReader(next(v for k, v in built.data.items() if k.endswith("/parts.parquet"))))
     assert parts.column("project").to_pylist() == ["other-project"]  # a row's own project wins
     assert parts.schema.names[2:] == PARTS.column_names

@@ -12,6 +12,7 @@ class Findings:
     unknown_part_types: Counter = field(default_factory=Counter)
     non_second_timestamps: dict = field(default_factory=dict)
     null_timestamps: int = 0
+    epoch_dated: int = 0  # of those, the rows of no dated session (dated 1970-01-01)
     # canonical rows sent to quarantine instead of their table, by table (for reconciliation)
     diverted: Counter = field(default_factory=Counter)
     notes: list[str] = field(default_factory=list)  # anything else worth a warning
@@ -27,7 +28,8 @@ class Findings:
         for unit, n in sorted(self.non_second_timestamps.items()):
             out.append(f"{n} timestamps in {unit} instead of seconds (converted)")
         if self.null_timestamps:
-            out.append(f"{self.null_timestamps} rows without a usable timestamp (dated 1970-01-01)")
+            undated = f"; {self.epoch_dated} of no dated session, dated 1970-01-01" if self.epoch_dated else ""
+            out.append(f"{self.null_timestamps} rows without a usable timestamp (dated by their session's day{undated})")
         if quarantined:
             out.append(f"{quarantined} unparseable rows quarantined")
         return out + self.notes
@@ -42,6 +44,7 @@ class Findings:
         for unit, n in more.non_second_timestamps.items():
             self.non_second_timestamps[unit] = self.non_second_timestamps.get(unit, 0) + n
         self.null_timestamps += more.null_timestamps
+        self.epoch_dated += more.epoch_dated
         self.diverted.update(more.diverted)
         self.notes += more.notes if notes else []
         self.unread += more.unread

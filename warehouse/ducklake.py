@@ -117,6 +117,10 @@ def _opened(ours: bool, settings: dict | None = None):
     unsigned = {"allow_unsigned_extensions": "true"} if own else {}
     con = _quiet(duckdb.connect(config={**NO_DOWNLOADS, **unsigned, **(settings or {})}))
     try:
+        # the tables' timestamps are UTC wall-clock values and their dates UTC days: in the
+        # machine's own zone `current_date`, `now() - INTERVAL ...` and a cast to TIMESTAMPTZ
+        # disagreed with them by its offset
+        con.execute("SET TimeZone = 'UTC'")
         load_extensions(con, own)
     except BaseException:
         con.close()

@@ -251,7 +251,7 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
     except OSError as exc:
         return SourceResult(source, "failed", error=f"cannot write the lake: {exc}", fingerprint=fingerprint)
     findings = extract.findings
-    findings.null_timestamps = written.undated
+    findings.null_timestamps, findings.epoch_dated = written.undated, written.epoch_dated
     reconcile = {
         table: (expected, written.rows.get(table, 0) - retained[table] + findings.diverted.get(table, 0))
         for table, expected in extract.expected.items()

@@ -18,10 +18,14 @@ Every table starts with the two partition columns:
 
 | column | type | meaning |
 | --- | --- | --- |
-| `date` | DATE | The row's own UTC date (from the column named under each table). Rows without a usable timestamp are dated 1970-01-01 and reported. |
+| `date` | DATE | The row's own UTC date (from the column named under each table). A row without a usable timestamp takes its session's date (the session's start, else its first dated message's), and only a row of no dated session is dated 1970-01-01; both are counted in the run's warnings. |
 | `project` | VARCHAR | The project: a slug of its git remote's `owner/repo`, else of its directory's name, unless `config.toml` names it (README, "Project names"). |
 
-Timestamps are `TIMESTAMP` values in UTC (no time zone attached, so no extension is needed).
+Timestamps are `TIMESTAMP` values in UTC (no time zone attached, so no extension is needed). Every
+connection agentlake opens (`agentlake sql`, the report, the dashboard, `warehouse.views.connect`)
+sets DuckDB's `TimeZone` to UTC, so `current_date` and `now() - INTERVAL ...` compare with them as
+they are; a tool that attaches the catalog itself should `SET TimeZone = 'UTC'` (docs/BI.md). For
+a local day, convert: `(created_at AT TIME ZONE 'UTC') AT TIME ZONE 'Australia/Sydney'`.
 Where the agent did not record a value the column is null, never 0 or ''.
 """
 

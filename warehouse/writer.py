@@ -66,14 +66,14 @@ def parquet_bytes(data: pa.Table) -> bytes:
 def with_partition(table: Table, rows: Rows, project: str) -> tuple[pa.Table, int]:
     """The rows with their (date, project): a row may name its own `project` (a store that spans
     several projects, like OpenCode's one database); else it is the source's. Returns the
-    number of undated rows too."""
+    number of undated rows too, whose `date` is null here (see `build_files`)."""
     if isinstance(rows, pa.Table):
         return _table_with_partition(table, rows, project)
     dates, projects, undated = [], [], 0
     for row in rows:
         when = row.get(table.date_from)
         undated += when is None
-        dates.append(when.date() if when is not None else UNDATED)
+        dates.append(when.date() if when is not None else None)
         projects.append(row.get("project") or project)
     data = to_arrow(table, rows)
     data = data.add_column(0, HIVE[1], pa.array(projects, pa.string()))
@@ -83,7 +83,7 @@ def with_partition(table: Table, rows: Rows, project: str) -> tuple[pa.Table, in
 def _table_with_partition(table: Table, rows: pa.Table, project: str) -> tuple[pa.Table, int]:
     data = to_arrow(table, rows)
     when = data.column(table.date_from)
-    dates = pc.fill_null(pc.cast(when, pa.date32()), pa.scalar(UNDATED, pa.date32()))
+    dates = pc.cast(when, pa.date32())
     if "project" in rows.column_names:  # `row.get("project") or project`
         own = rows.column("project").cast(pa.string())
         projects = pc.if_else(pc.fill_null(pc.not_equal(own, ""), False), own, pa.scalar(project, pa.string()))
@@ -98,6 +98,7 @@ class WriteResult:
     files: dict[str, str] = field(default_factory=dict)  # relative path -> sha256
     rows: dict[str, int] = field(default_factory=dict)
     undated: int = 0
+    epoch_dated: int = 0
     replaced: int = 0
     unchanged: int = 0
     removed: int = 0
@@ -110,27 +111,56 @@ class SourceFiles:
 
     data: dict[str, bytes] = field(default_factory=dict)  # relative path -> Parquet bytes
     rows: dict[str, int] = field(default_factory=dict)
-    undated: int = 0
+    undated: int = 0  # rows without a usable timestamp of their own: dated by their session
+    epoch_dated: int = 0  # of those, the rows of no dated session: dated UNDATED
 
 
 def build_files(tables: list[Table], rows: dict[str, Rows], *, provider: str, source_id: str,
                 project: str, machine: str, user: str, landing_id: str) -> SourceFiles:
     """`machine` and `user` are stamped on every row: who ingested it."""
     built = SourceFiles()
+    dated = {}
     for table in tables:
         table_rows = rows.get(table.name, [])
         built.rows[table.name] = num_rows(table_rows)
-        data, undated = with_partition(table, table_rows, project)
+        dated[table.name], undated = with_partition(table, table_rows, project)
         built.undated += undated
+    session_days = _session_days(dated)
+    for table in tables:
+        data = _dated_by_session(dated[table.name], session_days)
+        built.epoch_dated += data.column("date").null_count
+        data = data.set_column(0, HIVE[0], pc.fill_null(data.column("date"), pa.scalar(UNDATED, pa.date32())))
         data = _stamped(data, {"machine": machine, "user": user})
         data = data.replace_schema_metadata({LANDING_ID: landing_id.encode()})
         built.data[landing_path(machine, user, provider, source_id, table.name)] = parquet_bytes(data)
     return built
 
 
+def _session_days(dated: dict[str, pa.Table]) -> pa.Table:
+    """Each session's day: its own start's, else its first dated message's."""
+    parts = [dated[name].select(["session_id", "date"]).drop_null() for name in ("sessions", "messages") if name in dated]
+    if not parts:
+        return pa.table({"session_id": pa.array([], pa.string()), "date": pa.array([], pa.date32())})
+    own = parts[0]
+    rest = [t.filter(pc.invert(pc.is_in(t.column("session_id"), value_set=own.column("session_id")))) for t in parts[1:]]
+    return pa.concat_tables([own, *rest]).group_by("session_id").aggregate([("date", "min")]).rename_columns(
+        ["session_id", "date"])
+
+
+def _dated_by_session(data: pa.Table, session_days: pa.Table) -> pa.Table:
+    """A row without a usable timestamp of its own takes its session's day (a Claude Code line
+    without `timestamp`, a Crush message at 0): its cost counts on the session's day, not on
+    1970-01-01 outside every window. Rows of no dated session keep a null, for UNDATED."""
+    dates = data.column("date")
+    if not dates.null_count or "session_id" not in data.column_names or not session_days.num_rows:
+        return data
+    at = pc.index_in(data.column("session_id"), value_set=session_days.column("session_id"))
+    return data.set_column(0, HIVE[0], pc.fill_null(dates, pc.take(session_days.column("date"), at)))
+
+
 def write_files(store, built: SourceFiles, previous: dict[str, str]) -> WriteResult:
     """Put one source's files in place; `previous` is what the last run wrote (path -> sha)."""
-    result = WriteResult(rows=built.rows, undated=built.undated)
+    result = WriteResult(rows=built.rows, undated=built.undated, epoch_dated=built.epoch_dated)
     changed = {}
     for rel, data in built.data.items():
         digest = hashlib.sha256(data).hexdigest()
@@ -161,4 +191,5 @@ def write_run_log(store, table: Table, rel: str, rows: list[dict]) -> None:
     """One run's rows of the `sources` run log, as a file of their own: the log is appended to,
     never rewritten."""
     data, _ = with_partition(table, rows, "")
+    data = data.set_column(0, HIVE[0], pc.fill_null(data.column("date"), pa.scalar(UNDATED, pa.date32())))
     store.put_all({rel: parquet_bytes(data)})
