@@ -324,7 +324,9 @@ def cmd_sql(args) -> int:
         if statements and statements[0].type.name in WRITES_FILES:
             # the lake is attached read-only, but these reach the file system beside it: a COPY
             # onto the catalog's own file turned it into a CSV
-            raise UsageError(f"{statements[0].type.name} statements are refused: `agentlake sql` only reads "
+            kind = {"LOAD": "INSTALL and LOAD", "COPY_DATABASE": "COPY"}.get(statements[0].type.name,
+                                                                             statements[0].type.name)
+            raise UsageError(f"{kind} statements are refused: `agentlake sql` only reads "
                              "(COPY and EXPORT write files, ATTACH opens or makes a database, INSTALL and LOAD "
                              "fetch extensions); for a file of the rows, use --format csv or json and redirect it")
         cur = con.execute(args.query)
@@ -534,7 +536,7 @@ def _common(p: argparse.ArgumentParser, discovery: bool = False, places: bool = 
                                   "else ~/.local/share/agentlake)")
     p.add_argument("--lake", help="lake directory or s3://bucket/prefix (default: $AGENTLAKE_LAKE, "
                                   "`lake` in config.toml, else <home>/lake)" if places else argparse.SUPPRESS)
-    p.add_argument("--warehouse", help="the DuckLake catalog readers open (default: <home>/warehouse.ducklake)"
+    p.add_argument("--warehouse", help="the DuckLake catalog readers open (default: <home>/warehouse.ducklake; without --home, $AGENTLAKE_WAREHOUSE if set)"
                    if places else argparse.SUPPRESS)
     if discovery:
         p.add_argument("--db", action="append", metavar="PATH",

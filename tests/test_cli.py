@@ -280,7 +280,7 @@ def test_sql_refuses_statements_that_write_files_and_the_catalog_stays_a_catalog
                         ("COPY", f"COPY sessions TO '{tmp_path / 'out.parquet'}'"),
                         ("EXPORT", f"EXPORT DATABASE '{tmp_path / 'export'}'"),
                         ("ATTACH", f"ATTACH '{tmp_path / 'new.duckdb'}' AS other"),
-                        ("LOAD", "INSTALL httpfs")]:
+                        ("INSTALL and LOAD", "INSTALL httpfs")]:
         assert main(["sql", query]) == 2
         assert capsys.readouterr().err.startswith(f"error: {kind} statements are refused: `agentlake sql` only reads")
     assert catalog.read_bytes() == before

@@ -232,7 +232,7 @@ def test_every_variable_discovery_reads_is_carried_and_no_other():
             "QWEN_RUNTIME_DIR", "PI_CODING_AGENT_DIR", "AGENTLAKE_WAREHOUSE"} <= read  # the scan works
     assert read - {"HOME"} <= set(schedule.CARRIED), read - {"HOME"} - set(schedule.CARRIED)
     # read by pipelines.runner, and by the AWS SDK inside pyarrow (where the lake's store is)
-    assert set(schedule.CARRIED) - read <= {"DAGSTER_HOME", *schedule.AWS_VARS}
+    assert set(schedule.CARRIED) - read <= {"DAGSTER_HOME", *schedule.AWS_VARS, *schedule.TIME_VARS}
     # where an s3:// lake is, as warehouse.store and warehouse.lakefs read it, goes with the job
     lake = {*re.findall(r'env(?:iron)?\.get\("(AWS_[A-Z0-9_]*)"', (ROOT / "warehouse/store.py").read_text()),
             *re.findall(r'env\.get\("(AWS_[A-Z0-9_]*)"', (ROOT / "warehouse/lakefs.py").read_text())}

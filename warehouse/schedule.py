@@ -48,7 +48,10 @@ ENDPOINT_VARS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3")  # URLs: one may hol
 AWS_VARS = (*ENDPOINT_VARS, "AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION",
             "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE")
 AWS_SECRETS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
-CARRIED = AGENT_VARS + OWN_VARS + AWS_VARS  # and $HOME, when it is not the account's own (job_env)
+# The time zone a shell sets: Aider's chat history headers are local times (transforms/aider),
+# read in the zone of the run; a scheduler runs the job in the system's.
+TIME_VARS = ("TZ",)
+CARRIED = AGENT_VARS + OWN_VARS + AWS_VARS + TIME_VARS  # and $HOME, when it is not the account's own (job_env)
 
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # a tab is fine
 
