@@ -513,3 +513,34 @@ def test_a_home_holding_only_an_empty_rollout_skips_it_by_name(layout, tmp_path)
     assert [(r.status, str(lone) in r.error) for r in summary.results] == [("skipped", True)]
     assert summary.exit_code == 0
     assert not (layout.lake / "_landing" / "laptop" / "dev" / "codex").exists()
+
+
+def test_of_two_copies_of_a_session_the_larger_is_read_and_the_other_named(layout, tmp_path):
+    """A sync tool's `... (1).jsonl` holding the first lines of a session sorted before the real
+    rollout, and was read instead of it: 3 of 9 messages, $0, without a word."""
+    home = tmp_path / "codex"
+    full = write_fixture(home)
+    stale = full.with_name(full.name.replace(".jsonl", " (1).jsonl"))
+    stale.write_text("\n".join(FIXTURE.splitlines()[:4]) + "\n")
+    assert sorted(p.name for p in full.parent.iterdir())[0] == stale.name  # it sorts first
+    (source,) = discover(env={"CODEX_HOME": str(home)}).sources
+    assert source.members == (str(full),) and source.copies == (str(stale),)
+    (result,) = ingest(layout, homes={"codex": [home]}).results
+    assert any(w.startswith(f"{stale}: another copy of a session") for w in result.warnings), result.warnings
+    assert query(layout, "SELECT COUNT(*), SUM(total_tokens) FROM sessions") == [(1, 19920)]
+
+
+def test_a_symlinked_month_folder_is_read(layout, tmp_path):
+    """Old months moved to another disk and linked back were skipped without a word (rglob does
+    not follow symlinked folders); a link loop still ends."""
+    home = tmp_path / "codex"
+    rollout = write_fixture(home)
+    moved = tmp_path / "other-disk" / "03"
+    moved.parent.mkdir()
+    rollout.parent.parent.rename(moved)
+    (home / "sessions" / "2026" / "03").symlink_to(moved, target_is_directory=True)
+    (moved / "loop").symlink_to(home / "sessions", target_is_directory=True)
+    (source,) = discover(env={"CODEX_HOME": str(home)}).sources
+    assert source.path == str(moved / "02" / rollout.name)
+    ingest(layout, homes={"codex": [home]})
+    assert query(layout, "SELECT COUNT(*), SUM(total_tokens) FROM sessions") == [(1, 19920)]

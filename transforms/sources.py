@@ -50,7 +50,14 @@ class Discovery:
 
 
 def source_id_for(provider: str, path: str) -> str:
-    return hashlib.sha256(f"{provider}:{path}".encode()).hexdigest()[:16]
+    # a file name that is not UTF-8 (an old disk's Latin-1) is its bytes: `surrogateescape`
+    return hashlib.sha256(f"{provider}:{path}".encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+
+def as_text(path: str) -> str:
+    """A path as text a table can hold: a name that is not UTF-8 (its bytes kept by Python as
+    surrogates) shows its odd bytes as U+FFFD; the source id keeps the path exact."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 _NOT_SLUG = re.compile(r"[^a-z0-9]+")
@@ -124,6 +131,22 @@ def unusable(path, kind: str = "dir") -> str | None:
     what = next((name for test, name in _KINDS if test(mode)), "something else")
     link = f" (a symlink to {os.path.realpath(path)})" if os.path.islink(path) else ""
     return f"is {what}{link}, not {'a directory' if kind == 'dir' else 'a regular file'}"
+
+
+def files_under(folder: Path, matches, errors: list | None = None) -> list[Path]:
+    """Every file under `folder` whose name `matches(name)`, sorted. Symlinked folders are
+    followed (old months moved to another disk and linked back), each real folder once, so a
+    link loop ends; folders that cannot be listed go to `errors` when given."""
+    found, seen = [], set()
+    for top, dirs, files in os.walk(folder, followlinks=True, onerror=errors.append if errors is not None else None):
+        real = os.path.realpath(top)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        dirs.sort()
+        found += [Path(top) / f for f in files if matches(f) and os.path.isfile(os.path.join(top, f))]
+    return sorted(found)
 
 
 def members(source: Source) -> tuple[str, ...]:

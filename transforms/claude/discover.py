@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from transforms.projects import project_name
-from transforms.sources import Discovery, Source, probe, unusable, user_home
+from transforms.sources import Discovery, Source, files_under, probe, unusable, user_home
 
 PROVIDER = "claude"
 HEAD_BYTES = 64 * 1024  # the first records carry the cwd
@@ -35,13 +35,9 @@ def default_roots(env: Mapping[str, str]) -> list[Path]:
 
 
 def transcripts(project_dir: Path, suffix: str = ".jsonl", errors: list | None = None) -> list[Path]:
-    """Every `*.jsonl` under the directory, sorted; symlinked folders are not followed (loops).
+    """Every `*.jsonl` under the directory, sorted (symlinked folders too: `files_under`).
     Folders that cannot be listed go to `errors` when given."""
-    found = []
-    for top, dirs, files in os.walk(project_dir, onerror=errors.append if errors is not None else None):
-        dirs.sort()
-        found += [Path(top) / f for f in files if f.endswith(suffix)]
-    return sorted(found)
+    return files_under(project_dir, lambda name: name.endswith(suffix), errors)
 
 
 def cwd_of(project_dir: Path) -> str | None:

@@ -5,7 +5,9 @@ One source is one ROOT rollout plus its sub-agent rollouts (`session_meta.source
 thread_spawn.parent_thread_id`, followed up to the root), because the marts join sub-agents to
 their root within one source. Only each file's first line (its `session_meta`) is read here.
 The source's identity is the root's session id, so the same rollout under `sessions/` and
-`archived_sessions/` is one source (the active copy wins). A fork (`forked_from_id`) is a new
+`archived_sessions/` is one source (the active copy wins), and of two copies in one of them (a
+sync tool's `... (1).jsonl`, a backup home) the larger is read: a stale copy is a prefix of the
+session. A copy of another size is named in the source's warnings, not read. A fork (`forked_from_id`) is a new
 conversation: its own root, with the path of its parent's rollout kept for replay detection.
 Only rollout files are opened: never `auth.json` or anything else in the home.
 
@@ -37,7 +39,7 @@ from pathlib import Path
 
 from transforms import jsontext
 from transforms.projects import project_name
-from transforms.sources import Discovery, Source, unusable, user_home
+from transforms.sources import Discovery, Source, files_under, unusable, user_home
 
 PROVIDER = "codex"
 
@@ -53,6 +55,8 @@ class CodexSource(Source):
     # member, an empty rollout reported with it): quarantined and named, never failing the tree
     # (any other member that cannot be read does)
     extras: tuple[str, ...] = ()
+    # other copies of the tree's sessions, of another size than the one read: named, not read
+    copies: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -77,13 +81,18 @@ def codex_home(env) -> tuple[Path | None, list[str]]:
     return user_home(env) / ".codex", []
 
 
-def rollouts_in(home: Path) -> list[Path]:
-    """Active rollouts first, then archived ones: the active copy of a session wins."""
+def rollouts_in(home: Path, errors: list) -> list[Path]:
+    """Active rollouts first, then archived ones: the active copy of a session wins. Folders
+    that cannot be listed go to `errors`."""
     found = []
     for folder in (home / "sessions", home / "archived_sessions"):
         if folder.is_dir():
-            found += sorted(p for p in folder.rglob("rollout-*.jsonl") if p.is_file())
+            found += files_under(folder, _is_rollout, errors)
     return found
+
+
+def _is_rollout(name: str) -> bool:
+    return name.startswith("rollout-") and name.endswith(".jsonl")
 
 
 def parent_thread(source) -> str | None:
@@ -162,11 +171,18 @@ def root_of(head: Head, by_id: Mapping[str, Head]) -> Head:
 def group(heads: list[Head], names: Mapping[str, str]) -> list[CodexSource]:
     by_id: dict[str, Head] = {}
     unreadable = []
+    copies: dict[str, list[str]] = {}  # session id -> its other copies, of another size: not read
     for head in heads:
         if head.session_id is None:
             unreadable.append(head)
+        elif head.session_id not in by_id:
+            by_id[head.session_id] = head
         else:
-            by_id.setdefault(head.session_id, head)  # the first (active) copy wins
+            kept = by_id[head.session_id]
+            if _fuller(head, kept):
+                by_id[head.session_id], head = head, kept
+            if _size(head.path) != _size(by_id[head.session_id].path):
+                copies.setdefault(head.session_id, []).append(head.path)
     readable = frozenset(by_id)
     extras: dict[str, list[str]] = {}  # session id -> the extra members reported with it
     placed = True
@@ -199,17 +215,35 @@ def group(heads: list[Head], names: Mapping[str, str]) -> list[CodexSource]:
                    if h.forked_from in by_id and h.forked_from in readable}
         more = tuple(path for h in members for path in extras.get(h.session_id, ()))
         sources.append(_source(root, root_id, tuple(h.path for h in members) + more, tuple(sorted(parents)),
-                               names, extras=more))
+                               names, extras=more,
+                               copies=tuple(path for h in members for path in copies.get(h.session_id, ()))))
     for head in unreadable:  # the path is the identity: see the module's docstring
         why = f"empty Codex rollout {head.path}: Codex recorded nothing in it, not even its session_meta; not read"
         sources.append(_source(head, None, (head.path,), (), names, skip_reason=why if head.empty else None))
     return sources
 
 
-def _source(root: Head, identity, members, fork_parents, names, extras=(), skip_reason=None) -> CodexSource:
+def _source(root: Head, identity, members, fork_parents, names, extras=(), copies=(), skip_reason=None) -> CodexSource:
     return CodexSource(provider=PROVIDER, path=root.path, project_path=root.cwd,
                        project=project_name(root.cwd, names), identity=identity, members=members,
-                       fork_parents=fork_parents, extras=extras, skip_reason=skip_reason)
+                       fork_parents=fork_parents, extras=extras, copies=copies, skip_reason=skip_reason)
+
+
+def _archived(head: Head) -> bool:
+    return Path(head.path).parent.name == "archived_sessions"
+
+
+def _fuller(head: Head, kept: Head) -> bool:
+    """`head` is the copy to read instead of `kept`: an active copy before an archived one, then
+    the larger (Codex only appends: a stale or conflict copy holds less of the session)."""
+    return (not _archived(head), _size(head.path)) > (not _archived(kept), _size(kept.path))
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return -1
 
 
 def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, project_names=None) -> Discovery:
@@ -228,19 +262,18 @@ def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, 
         else:
             homes.append(root)
     files: list[Path] = []
+    errors: list[OSError] = []  # a folder we may not read: say so, go on with the others
     for home in homes:
-        try:
-            files += rollouts_in(home)
-        except OSError as exc:  # a home we may not read: say so, go on with the others
-            found.problems.append(f"cannot list Codex rollouts in {home}: {exc}")
+        files += rollouts_in(home, errors)
     for store in extra_stores:
         p = Path(store).expanduser()
         if p.is_dir():
-            files += sorted(p.rglob("rollout-*.jsonl"))
+            files += files_under(p, _is_rollout, errors)
         elif p.is_file():
             files.append(p)
         else:
             found.problems.append(f"no Codex rollout at {p}")
+    found.problems += [f"cannot list Codex rollouts in {exc.filename}: {exc.strerror or exc}" for exc in errors]
     unique = list(dict.fromkeys(Path(os.path.realpath(f)) for f in files))
     found.sources = group([read_head(f) for f in unique], project_names or {})
     return found

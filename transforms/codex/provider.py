@@ -81,6 +81,9 @@ class CodexProvider:
             raise SourceError(f"{where}{unread_reason(lost[0])}; its session tree ({tree} rollouts, with sub-agents) "
                               "is not read until it changes: the lake keeps what it holds of it")
         read = {r.meta["id"] for r in rollouts}
+        for path in getattr(source, "copies", ()):
+            findings.notes.append(f"{path}: another copy of a session read from another file, of another size: "
+                                  "not read (the larger copy is)")
         for path in unread:
             findings.notes.append(f"{path}: {unread_reason(path)} ({_unread_what(path, path in extras, read)}): "
                                   "quarantined")
