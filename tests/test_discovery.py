@@ -4,7 +4,9 @@ Discovery must never open a database nor read Crush's global crush.json (crush-f
 """
 
 import json
+import os
 import re
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -363,3 +365,33 @@ def test_shared_crush_dir_keeps_one_project_whichever_entry_is_newest(tmp_path):
     second = discover(env=env_for(tmp_path / "g2")).sources
     assert [(s.project, s.partition_key) for s in first] == [(s.project, s.partition_key) for s in second]
     assert first[0].project == "repo"
+
+
+def test_one_agents_unusable_place_does_not_stop_the_others(tmp_path):
+    """`CLAUDE_CONFIG_DIR=~nosuchuser/.claude` made pathlib raise "Could not determine home
+    directory" out of Claude's discovery, and the whole ingest stopped with a traceback."""
+    from tests.conftest import options_for
+    from warehouse.ingest import discover_sources
+
+    home = tmp_path / "codex"
+    (home / "sessions").mkdir(parents=True)
+    options = replace(options_for(homes={"codex": [home]}), use_default=True,
+                      env={"CLAUDE_CONFIG_DIR": "~nosuchuser-agentlake/.claude", "HOME": str(tmp_path)})
+    _, problems = discover_sources(options)
+    assert any(p.startswith("cannot look for claude's data: RuntimeError") and "~user" in p for p in problems), problems
+
+
+def test_a_folder_name_that_is_not_utf8_is_read_and_logged(layout, tmp_path):
+    """A Latin-1 folder name: its id came from `str.encode()`, which raised on its odd byte and
+    took every agent's discovery down; its run log row could not be written."""
+    from tests.conftest import ingest, query
+    from tests.test_claude import FIXTURE, SID
+
+    folder = os.path.join(os.fsencode(tmp_path / "claude" / "projects"), b"caf\xe9")
+    os.makedirs(folder)
+    with open(os.path.join(folder, f"{SID}.jsonl".encode()), "w") as fh:
+        fh.write(FIXTURE.lstrip())
+    (result,) = ingest(layout, homes={"claude": [tmp_path / "claude"]}).results
+    assert result.status == "ok", result.error
+    assert query(layout, "SELECT db_path, status FROM sources") == [(str(tmp_path / "claude" / "projects") + "/caf\ufffd", "ok")]
+    assert query(layout, "SELECT COUNT(*) FROM sessions") == [(1,)]

@@ -331,3 +331,23 @@ def test_db_path_with_uri_special_characters(tmp_path, layout):
     assert counts["messages"] == written
     assert result.status == "ok", result.error
     assert result.rows["messages"] == written
+
+
+def test_a_database_a_writer_keeps_locked_fails_after_the_timeout(tmp_path):
+    """A rollback-journal database under an exclusive lock: Python's backup() retried for as
+    long as the lock was held (5 minutes in a trial, with no output); the read lock is now
+    taken first, under the busy timeout."""
+    db = tmp_path / "crush.db"
+    with closing(sqlite3.connect(db)) as con:
+        con.execute("CREATE TABLE t (x)")
+        con.commit()
+    with closing(sqlite3.connect(db, isolation_level=None)) as writer:
+        writer.execute("BEGIN EXCLUSIVE")
+        started = time.monotonic()
+        with pytest.raises(SnapshotError, match="stayed locked past the timeout"):
+            take_snapshot(str(db), tmp_path / "copy.db", busy_timeout_s=0.5)
+        assert time.monotonic() - started < 10
+        writer.execute("ROLLBACK")
+    take_snapshot(str(db), tmp_path / "copy.db", busy_timeout_s=0.5)  # free again: read as usual
+    with closing(sqlite3.connect(tmp_path / "copy.db")) as copy:
+        assert copy.execute("SELECT name FROM sqlite_master").fetchall() == [("t",)]

@@ -21,7 +21,11 @@ class SnapshotError(SourceError):
 def take_snapshot(db_path: str, dest: Path, busy_timeout_s: float = 10.0) -> None:
     uri = f"file:{quote(str(db_path))}?mode=ro"
     try:
-        with closing(sqlite3.connect(uri, uri=True, timeout=busy_timeout_s)) as src:
+        with closing(sqlite3.connect(uri, uri=True, timeout=busy_timeout_s, isolation_level=None)) as src:
+            # the read lock first, under the busy timeout: Python's backup() retries a locked
+            # database for as long as it stays locked (a writer holding it 5 minutes hung the run)
+            src.execute("BEGIN")
+            src.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
             with closing(sqlite3.connect(dest)) as dst:
                 src.backup(dst)  # all pages in one step: one consistent read transaction
                 dst.execute("PRAGMA journal_mode=DELETE")  # the copy is ours: no -wal beside it

@@ -25,7 +25,7 @@ from transforms.bundle import Bundle, forget_cached
 from transforms.contract import DATA_TABLES, SCHEMA_VERSION, SOURCES
 from transforms.provider import DiscoverOptions, Provider, SourceError, environmental
 from transforms.providers import PROVIDERS
-from transforms.sources import Source
+from transforms.sources import Source, as_text
 from warehouse import state as state_store
 from warehouse.handover import evict_moved, landed_alone, taken_over
 from warehouse.layout import Layout, landing_dir, run_log_path
@@ -92,7 +92,12 @@ def discover_sources(options: DiscoverOptions, providers: dict[str, Provider] = 
     """Every provider's sources, and the problems met while looking (never fatal)."""
     sources, problems = [], []
     for provider in providers.values():
-        found = provider.discover(options)
+        try:
+            found = provider.discover(options)
+        except Exception as exc:  # one agent's odd place (`~nosuchuser/...`) must not stop the others
+            hint = " (a `~user` path for a user this machine does not have?)" if "home directory" in str(exc) else ""
+            problems.append(f"cannot look for {provider.name}'s data: {type(exc).__name__}: {exc}{hint}")
+            continue
         sources.extend(found.sources)
         problems.extend(found.problems)
     return sources, problems
@@ -340,7 +345,8 @@ def _log_row(result: SourceResult, layout: Layout, run_id: str, run_at: datetime
     return {
         "project": s.project,
         "provider": s.provider, "machine": layout.machine, "user": layout.user, "source_id": s.source_id,
-        "partition_key": s.partition_key, "project_path": s.project_path, "db_path": s.path, "run_id": run_id,
+        "partition_key": s.partition_key, "project_path": as_text(s.project_path), "db_path": as_text(s.path),
+        "run_id": run_id,
         "run_at": run_at, "status": result.status, "error": result.error,
         "warnings": "; ".join(result.warnings) or None,
         "schema_version": result.schema_version, "migrations": result.migrations,
@@ -362,7 +368,7 @@ def record_run(layout: Layout, run_id: str, results) -> str | None:
     rel = run_log_path(layout.machine, layout.user, f"{run_id}-{uuid.uuid4().hex[:8]}")
     try:
         write_run_log(layout.store(), SOURCES, rel, rows)
-    except OSError as exc:  # the data is landed or not already; only the log entry is lost
+    except (OSError, ValueError) as exc:  # the data is landed or not already; only the log entry is lost
         return f"could not record this run in `sources`: {exc}"
     return None
 
