@@ -504,3 +504,40 @@ def test_odd_values_are_tolerated(layout, tmp_path):
         (False, "not an object", True, None, None)]
     assert scalar(layout, "SELECT COUNT(*) FROM sessions") == 1  # a file of titles only holds no session
     assert scalar(layout, "SELECT COUNT(*) FROM parts WHERE NOT is_known_type") == 2  # the number and the typeless block
+
+
+def _other_session(sid: str) -> str:
+    """The fixture as another session: its ids changed, its figures the same."""
+    return (FIXTURE.lstrip().replace(SID, sid).replace("b2f0c6de", sid[:8]).replace("msg_01QxYz", f"msg_{sid[:6]}")
+            .replace("req_011CAbCdEf", f"req_{sid[:6]}"))
+
+
+def test_a_backup_home_counts_each_session_once(layout, tmp_path):
+    """The README's `extra_roots = ["/mnt/backup/.claude"]`: every session in both homes was a
+    row twice, under two sources (double the cost). The project's directory in both homes is now
+    one source, reading the larger copy of each transcript, and a backup landed alone before is
+    taken over."""
+    live, backup = tmp_path / "live", tmp_path / "backup"
+    write_fixture(live)
+    old = "0bd0e6a1-2222-4333-8444-555566667777"  # deleted from the live home by Claude Code
+    (project(backup)).mkdir(parents=True)
+    (project(backup) / f"{old}.jsonl").write_text(_other_session(old))
+    # the backup's copy of the live session is older: its first three lines
+    (project(backup) / f"{SID}.jsonl").write_text("\n".join(FIXTURE.lstrip().splitlines()[:3]) + "\n")
+    ingest(layout, homes={"claude": [backup]})  # landed alone first, as a release before this did
+    assert query(layout, "SELECT COUNT(*) FROM sessions") == [(2,)]
+    (source,) = discover({"CLAUDE_CONFIG_DIR": str(live)}, extra_roots=[str(backup)]).sources
+    assert source.path == os.path.realpath(project(live)) and source.copies_in == (os.path.realpath(project(backup)),)
+    (result,) = ingest(layout, homes={"claude": [live, backup]}).results
+    assert result.status == "ok", result.error
+    # each session once: the live one whole (its larger copy), the old one from the backup
+    assert query(layout, "SELECT session_id, COUNT(*) FROM sessions GROUP BY ALL ORDER BY 1") == [(old, 1), (SID, 1)]
+    assert query(layout, "SELECT COUNT(DISTINCT source_id) FROM sessions") == [(1,)]
+    # the two are the same conversation: the live one's request is its final figure, not the
+    # backup's streamed first line of it
+    (live_cost, old_cost), = query(layout, f"SELECT SUM(cost_usd) FILTER (session_id = '{SID}'), "
+                                           f"SUM(cost_usd) FILTER (session_id = '{old}') FROM usage")
+    assert live_cost == old_cost > 0
+    assert query(layout, "SELECT COUNT(*) FROM usage") == [(2,)]
+    again = ingest(layout, homes={"claude": [live, backup]}).results[0]
+    assert again.status == "unchanged"

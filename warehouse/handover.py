@@ -4,7 +4,9 @@ A bundle lands one agent's sessions of one project as one source. Two kinds of f
 some of them too, and would count them twice:
 
 - a session landed as a source of its own (by a release before bundling, or alone while its
-  project was unknown): the bundle takes the folder over, and its write replaces the rows;
+  project was unknown): the bundle takes the folder over, and its write replaces the rows (as a
+  Claude Code project directory takes over its copies in other homes that were landed alone:
+  any source with `replaces`);
 - a bundle that is no longer discovered, because every one of its sessions still found moved to
   other projects: nothing runs it again, so the bundles its sessions moved to take those
   sessions out of its folder, under its lock (they may be several, in parallel workers). What
@@ -22,13 +24,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transforms.bundle import Bundle, cached_parts
+from transforms.sources import Source
 from warehouse import state as state_store
 from warehouse.layout import Layout
 from warehouse.retention import read_landed
 from warehouse.writer import parquet_bytes
 
 
-def taken_over(source: Bundle, previous: state_store.SourceState, layout: Layout,
+def taken_over(source: Source, previous: state_store.SourceState, layout: Layout,
                lake_files: Callable[[list[str]], dict[str, str]] | None) -> tuple[dict[str, str], set[str]]:
     """The landing files of the bundle's sessions that were sources of their own, for its write
     to replace, and those sources (their states go once it is written). Found by their own
@@ -43,7 +46,7 @@ def taken_over(source: Bundle, previous: state_store.SourceState, layout: Layout
     return files, alone | {rel.rsplit("/", 2)[-2] for rel in files}
 
 
-def landed_alone(source: Bundle, layout: Layout) -> set[str]:
+def landed_alone(source: Source, layout: Layout) -> set[str]:
     """The bundle's sessions with a state of their own: landed alone before bundling, or again
     since, by an older release run on this home (its rows would count twice: the bundle is then
     not unchanged, and its next write takes them over). One listing of the state folder."""

@@ -141,7 +141,7 @@ def is_unchanged(previous: state_store.SourceState, fingerprint: str, layout: La
         return False
     if source is not None and not same_names(previous, source):
         return False
-    if isinstance(source, Bundle) and landed_alone(source, layout):
+    if getattr(source, "replaces", ()) and landed_alone(source, layout):
         return False
     if landed is not None:
         return all(rel in landed for rel in previous.files)
@@ -205,11 +205,13 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
     if first:  # no state (a new home, a wiped one): adopt what the lake holds already
         previous.files = _files_in_lake(source.provider, (source.source_id,), layout, run_id)
     bundle = isinstance(source, Bundle)
-    # a bundle takes over the folders of its sessions landed as sources of their own
-    # (warehouse.handover): its write replaces them, so their rows are not counted twice
-    # (the lake is listed on a first write only: the state may have been lost)
+    # a bundle takes over the folders of its sessions landed as sources of their own, as a
+    # Claude Code project does those of its copies in other homes (warehouse.handover): its
+    # write replaces them, so their rows are not counted twice (the lake is listed on a first
+    # write only: the state may have been lost)
     listing = partial(_files_in_lake, source.provider, layout=layout, run_id=run_id) if first else None
-    taken, taken_ids = taken_over(source, previous, layout, listing) if bundle else ({}, set())
+    taken, taken_ids = (taken_over(source, previous, layout, listing) if getattr(source, "replaces", ())
+                        else ({}, set()))
     previous.files.update(taken)
     cache_dir = layout.source_cache(source.provider, source.source_id)
     if force:  # a bundle's sessions are read again too, not taken from its cache

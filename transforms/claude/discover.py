@@ -7,6 +7,12 @@ its parent's messages in a new file of the same directory, so deduping inside on
 enough. The slug is lossy (`/home/dev/my.app` -> `-home-dev-my-app`): the project path is the
 `cwd` the records carry. Only `projects/` is listed: credentials and history beside it are
 never opened.
+
+The same project directory in several homes (a backup named in `extra_roots`, `~/.claude` beside
+`~/.config/claude`) is one source: the first home's, reading the larger copy of each transcript
+(they only grow; Claude Code deletes old ones, so a backup may hold sessions the home lost). It
+takes over what those directories landed as sources of their own (`replaces`): each session
+counts once.
 """
 
 import json
@@ -16,12 +22,30 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from transforms.projects import project_name
-from transforms.sources import Discovery, Source, files_under, probe, unusable, user_home
+from dataclasses import dataclass
+
+from transforms.sources import Discovery, Source, files_under, probe, source_id_for, unusable, user_home
 
 PROVIDER = "claude"
 HEAD_BYTES = 64 * 1024  # the first records carry the cwd
 HEAD_FILES = 3  # transcripts looked at for it
 _CWD = re.compile(rb'"cwd"\s*:\s*("(?:[^"\\]|\\.)*")')
+
+
+@dataclass(frozen=True)
+class ClaudeSource(Source):
+    """A project directory, with the same directory in other homes (`copies_in`)."""
+
+    copies_in: tuple[str, ...] = ()
+
+    @property
+    def dirs(self) -> tuple[str, ...]:
+        return (self.path, *self.copies_in)
+
+    @property
+    def replaces(self) -> tuple[str, ...]:
+        """The other directories' ids as sources of their own (warehouse.handover)."""
+        return tuple(source_id_for(PROVIDER, d) for d in self.copies_in)
 
 
 def default_roots(env: Mapping[str, str]) -> list[Path]:
@@ -70,11 +94,11 @@ def project_dir_of(store: Path) -> Path:
     return store.parent
 
 
-def _source(project_dir: Path, names: Mapping[str, str]) -> Source:
+def _source(project_dir: Path, names: Mapping[str, str], copies_in: tuple[str, ...] = ()) -> ClaudeSource:
     resolved = Path(os.path.realpath(project_dir))
     project_path = cwd_of(resolved) or resolved.name  # the slug when no record has a cwd
-    return Source(provider=PROVIDER, path=str(resolved), project_path=project_path,
-                  project=project_name(project_path, names), identity=str(resolved))
+    return ClaudeSource(provider=PROVIDER, path=str(resolved), project_path=project_path,
+                        project=project_name(project_path, names), identity=str(resolved), copies_in=copies_in)
 
 
 def project_dirs(projects: Path) -> list[Path]:
@@ -123,10 +147,14 @@ def discover(env: Mapping[str, str], extra_roots=(), extra_stores=(), use_defaul
         except OSError as exc:  # a home we may not read: say so, go on with the others
             found.problems.append(f"cannot list Claude Code projects in {projects}: {exc}")
     dirs += _stores(extra_stores, found)
-    seen: set[str] = set()
+    # the same directory through two roots is one source; the same project's directory in two
+    # homes too (keyed by its slug under a `projects` folder), the first home's
+    by_key: dict[str, list[str]] = {}
     for d in dirs:
-        source = _source(d, project_names or {})
-        if source.identity not in seen:  # the same directory through two roots is one source
-            seen.add(source.identity)
-            found.sources.append(source)
+        resolved = os.path.realpath(d)
+        key = f"projects/{os.path.basename(resolved)}" if Path(resolved).parent.name == "projects" else resolved
+        same = by_key.setdefault(key, [])
+        if resolved not in same:
+            same.append(resolved)
+    found.sources = [_source(Path(first), project_names or {}, tuple(more)) for first, *more in by_key.values()]
     return found

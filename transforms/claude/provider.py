@@ -29,7 +29,7 @@ class ClaudeProvider:
                                     project_names=options.project_names)
 
     def fingerprint(self, source: Source) -> str:
-        return file_fingerprint(*cc_discover.transcripts(Path(source.path)))
+        return file_fingerprint(*(str(p) for d in _dirs(source) for p in cc_discover.transcripts(Path(d))))
 
     def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None) -> Extract:
         root = Path(source.path)
@@ -37,15 +37,15 @@ class ClaudeProvider:
             raise SourceError(f"the Claude Code project directory {root} is gone")
         ctx = Context(source.source_id, source.project_path, run_at)
         files, unreadable, unlisted = [], [], []
-        for path in cc_discover.transcripts(root, errors=unlisted):
-            rel = path.relative_to(root).as_posix()
+        for rel, path in _larger_copies(source, unlisted).items():
             try:
                 files.append(read_jsonl(path, rel, cache_dir))
             except OSError as exc:  # one unreadable transcript must not fail the others
                 unreadable.append((rel, f"cannot read the transcript: {exc}"))
         on_disk = {f.rel for f in files}
         gone = [f for f in cached_files(cache_dir) if f.rel not in on_disk]
-        rows, findings, kept = normalise(files + gone, agent_metas(root), ctx)
+        metas = {k: v for d in reversed(_dirs(source)) if Path(d).is_dir() for k, v in agent_metas(Path(d)).items()}
+        rows, findings, kept = normalise(files + gone, metas, ctx)
         findings.notes += [f"cannot list {e.filename}: {e.strerror}" for e in unlisted]
         findings.unread = len(unreadable) + len(unlisted)  # not settled: read again next run
         if gone:
@@ -53,6 +53,29 @@ class ClaudeProvider:
                                   "kept from the cache")
         rows["quarantine"] = quarantine_rows(files + gone, unreadable, ctx)
         return Extract(rows=rows, findings=findings, expected=expected_counts(kept))
+
+
+def _dirs(source: Source) -> tuple[str, ...]:
+    return getattr(source, "dirs", (source.path,))
+
+
+def _larger_copies(source: Source, unlisted: list) -> dict[str, Path]:
+    """Each transcript by its path in the project directory: of its copies in several homes, the
+    larger (a transcript only grows: the smaller is an older copy of it)."""
+    chosen: dict[str, tuple[int, Path]] = {}
+    for d in _dirs(source):
+        root = Path(d)
+        if d != source.path and not root.is_dir():  # a backup unmounted since discovery
+            continue
+        for path in cc_discover.transcripts(root, errors=unlisted):
+            rel = path.relative_to(root).as_posix()
+            try:
+                size = path.stat().st_size
+            except OSError:
+                size = -1  # read_jsonl says why
+            if rel not in chosen or size > chosen[rel][0]:
+                chosen[rel] = (size, path)
+    return {rel: path for rel, (_, path) in sorted(chosen.items())}
 
 
 def agent_metas(root: Path) -> dict[str, dict]:
