@@ -541,3 +541,18 @@ def test_a_backup_home_counts_each_session_once(layout, tmp_path):
     assert query(layout, "SELECT COUNT(*) FROM usage") == [(2,)]
     again = ingest(layout, homes={"claude": [live, backup]}).results[0]
     assert again.status == "unchanged"
+
+
+def test_a_line_without_a_timestamp_keeps_its_place_in_the_transcript(layout, tmp_path):
+    """Undated lines were ordered after every dated one: the conversation read user, assistant,
+    then the undated assistant and user lines at the end."""
+    lines = [json.loads(ln) for ln in FIXTURE.lstrip().splitlines()]
+    for at in (2, 3, 4):  # the request's two lines and the tool result after them
+        del lines[at]["timestamp"]
+    home = tmp_path / "claude"
+    path = project(home) / f"{SID}.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text("\n".join(json.dumps(ln) for ln in lines) + "\n")
+    ingest(layout, homes={"claude": [home]})
+    order = [r[0] for r in query(layout, "SELECT source_rowid FROM messages WHERE session_id = ? ORDER BY message_index", SID)]
+    assert order == sorted(order), order

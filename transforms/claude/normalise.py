@@ -61,10 +61,13 @@ class Line:
     session: str
     parent: str | None
     sidechain: bool
+    # the time it is ordered by: its own, else the last one before it in its file (a line without
+    # a timestamp stays where the file has it, not after every dated line)
+    at: datetime | None = None
 
     @property
     def order(self):
-        return (self.ts or _LAST, self.rank, self.lineno)
+        return (self.at or _LAST, self.rank, self.lineno)
 
 
 @dataclass
@@ -121,6 +124,9 @@ def to_lines(files: list[FileRead]) -> list[Line]:
         lines = [Line(f.rel, 0, n, rec, from_iso(rec.get("timestamp")), *session_of(f.rel, rec))
                  for n, rec in f.records]
         times = [ln.ts for ln in lines if ln.ts]
+        at = times[0] if times else None
+        for line in lines:
+            line.at = at = line.ts or at
         per_file.append(((min(times, default=_LAST), max(times, default=_LAST), f.rel), lines))
     out = []
     for rank, (_, lines) in enumerate(sorted(per_file, key=lambda p: p[0])):
