@@ -117,6 +117,11 @@ def test_the_dashboard_counts_a_failed_call_once(mixed):
                                     "GROUP BY 1"))
     listed = {cells[0]: int(cells[5]) for _, cells in _rows(overview, "projects")}
     assert listed == {p: per_project.get(p, 0) for p in listed} and set(per_project) <= set(listed)
+    # the columns say what they count: the sessions started in the window and what they hold
+    # (the report counts messages sent in it; a session across midnight made them differ unsaid)
+    head = overview.split('id="projects"', 1)[1].split("</tr>", 1)[0]
+    assert [h for h in re.findall(r"<th[^>]*>([^<]*)</th>", head)][2:6] == [
+        "sessions started", "their messages", "their tool calls", "their failed calls"]
 
 
 # --------------------------------------------------------------------------- unknown costs

@@ -304,8 +304,10 @@ def _projects_table(con, req: Request) -> str:
     if cut.others:
         o = cut.others
         cut.others = (o[0].replace(")", " projects)"), "", *(int(v or 0) for v in o[1:5]), usd(o[5]), "")
-    return table("projects", ["project", "agents", "sessions", "messages", "tool calls", "failed calls", "cost",
-                              "cost sources"], shown, [req.link("/project", project=r[0]) for r in kept], cut,
+    # sessions and what they hold: those started in the window; cost: what was spent in it, by day
+    # (`agentlake report` counts messages sent in the window: a session across midnight differs)
+    return table("projects", ["project", "agents", "sessions started", "their messages", "their tool calls",
+                              "their failed calls", "cost", "cost sources"], shown, [req.link("/project", project=r[0]) for r in kept], cut,
                  req.link("/", top=0), numeric={2, 3, 4, 5, 6})
 
 
