@@ -86,19 +86,20 @@ def test_a_line_without_a_timestamp_counts_on_its_sessions_day(layout, tmp_path)
         (datetime(2026, 3, 2).date(), total)]
 
 
-def test_a_crush_message_at_zero_counts_on_its_sessions_day(layout, project):
+def test_a_crush_message_at_zero_or_before_counts_on_its_sessions_day(layout, project):
     from tests.conftest import T0, ingest, query
     from transforms.crush.synth import add_message, add_session
     from transforms.crush.synth_parts import finish_part, text_part
 
     p = project("shop")
     add_session(p.conn, "S", title="s", created_at=T0, cost=0.4)
-    for mid, at in (("m1", T0 + 60), ("m2", 0)):
+    for mid, at in (("m1", T0 + 60), ("m2", 0), ("m3", -5)):  # -5 was 1969-12-31 23:59:55, uncounted
         add_message(p.conn, mid, "S", "assistant", [text_part("ok"), finish_part("end_turn", at)], created_at=at,
                     model="claude-sonnet-4-5", provider="anthropic")
     p.close()
     (result,) = ingest(layout, p.db).results
-    assert any("without a usable timestamp" in w for w in result.warnings), result.warnings
+    # the two messages and their two parts each
+    assert any(w.startswith("6 rows without a usable timestamp") for w in result.warnings), result.warnings
     day = datetime.fromtimestamp(T0, timezone.utc).date()
     assert query(layout, "SELECT date, SUM(cost_usd) FROM daily_costs GROUP BY date") == [(day, Decimal("0.4"))]
     assert query(layout, "SELECT DISTINCT date FROM messages") == [(day,)]

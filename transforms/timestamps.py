@@ -29,7 +29,8 @@ _DIVISOR = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
 
 
 def from_epoch(value, counter: dict | None = None) -> datetime | None:
-    """A UTC datetime from an epoch number in any unit; None for null, 0 and non-numbers.
+    """A UTC datetime from an epoch number in any unit; None for null, non-numbers, 0 and below
+    (before 1970: no agent ran then, a writer's fault), which the run counts as unusable.
 
     When `counter` is given, values not in seconds are counted under their unit, so that the
     run can report them.
@@ -43,7 +44,7 @@ def from_epoch(value, counter: dict | None = None) -> datetime | None:
             return None
     if not isinstance(value, (int, float)) or value != value or value in (float("inf"), float("-inf")):
         return None
-    if value == 0:
+    if value <= 0:
         return None
     unit = epoch_unit(value)
     if unit != "s" and counter is not None:
