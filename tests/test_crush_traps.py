@@ -154,6 +154,21 @@ def test_unknown_part_types_and_columns_are_kept_and_counted(layout, project):
         ("other", "citation", False, '{"type":"citation","data":{"url":"u"}}')]
     assert json.loads(scalar(layout, "SELECT extra_columns FROM messages")) == {"workspace_cwd": "/w"}
     assert any("workspace_cwd" in w for w in result.warnings)
+    assert not any("newer than this release" in w for w in result.warnings)
+
+
+def test_a_crush_schema_newer_than_known_is_said(layout, project):
+    """A migration this release does not know: read by the columns it knows, and said so (the
+    run was only "ok", with `migrations` empty)."""
+    p = project()
+    p.conn.execute("INSERT INTO goose_db_version (version_id, is_applied) VALUES (20991231000000, 1)")
+    p.conn.execute("ALTER TABLE sessions ADD COLUMN workspace TEXT")
+    add_session(p.conn, "s", title="t", created_at=T0)
+    p.close()
+    (result,) = ingest(layout, p.db).results
+    assert result.status == "ok" and result.schema_version == 20991231000000 and result.migrations is None
+    assert any(w.startswith("Crush schema newer than this release knows (goose version 20991231000000")
+               for w in result.warnings), result.warnings
 
 
 def test_invalid_parts_row_is_quarantined_and_the_rest_kept(layout, project):

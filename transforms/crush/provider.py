@@ -52,6 +52,10 @@ class CrushProvider:
             snap.unlink(missing_ok=True)
         ctx = SourceContext(source.source_id, source.project_path, run_at)
         rows, findings = normalise_tables(tables, ctx)
+        if version is not None and version > max(MIGRATIONS):  # a Crush newer than this release
+            findings.notes.append(f"Crush schema newer than this release knows (goose version {version}, newest "
+                                  f"known {max(MIGRATIONS)}): read by the columns it knows, the others kept in "
+                                  "extra_columns; upgrade agentlake")
         return Extract(
             rows=rows,
             findings=findings,
