@@ -556,3 +556,17 @@ def test_a_line_without_a_timestamp_keeps_its_place_in_the_transcript(layout, tm
     ingest(layout, homes={"claude": [home]})
     order = [r[0] for r in query(layout, "SELECT source_rowid FROM messages WHERE session_id = ? ORDER BY message_index", SID)]
     assert order == sorted(order), order
+
+
+def test_bytes_that_are_not_utf8_are_counted(layout, tmp_path):
+    """Invalid UTF-8 inside a line was replaced by U+FFFD and the run said nothing."""
+    home = tmp_path / "claude"
+    path = write_fixture(home)
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[1] = lines[1].replace(b"Fix the failing login test", b"Fix the failing login test \xff\xfe")
+    path.write_bytes(b"".join(lines))
+    (result,) = ingest(layout, homes={"claude": [home]}).results
+    assert result.status == "ok"
+    assert "1 lines held bytes that are not UTF-8: read with U+FFFD in their place" in result.warnings
+    assert scalar(layout, "SELECT text FROM parts WHERE role = 'user' AND part_type = 'text'") == \
+        "Fix the failing login test \ufffd\ufffd"

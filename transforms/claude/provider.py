@@ -51,6 +51,9 @@ class ClaudeProvider:
         if gone:
             findings.notes.append(f"{len(gone)} transcripts no longer on disk (Claude Code deletes old ones) "
                                   "kept from the cache")
+        not_utf8 = sum(f.not_utf8 for f in files + gone)
+        if not_utf8:
+            findings.notes.append(f"{not_utf8} lines held bytes that are not UTF-8: read with U+FFFD in their place")
         rows["quarantine"] = quarantine_rows(files + gone, unreadable, ctx)
         return Extract(rows=rows, findings=findings, expected=expected_counts(kept))
 

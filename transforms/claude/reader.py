@@ -17,7 +17,7 @@ from pathlib import Path
 from transforms import jsontext
 from transforms.atomic import replace_file
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: the count of lines that are not UTF-8
 HEAD_BYTES = 4096  # the head that must not change for an append-only file
 TAIL_BYTES = 4096  # and the bytes just before the offset
 
@@ -32,6 +32,7 @@ class FileRead:
     read_from: int = 0  # byte offset this run started reading at (0: a full read)
     offset: int = 0  # byte offset past the last complete line
     from_cache_only: bool = False  # the file is gone: its records come from the cache
+    not_utf8: int = 0  # lines holding bytes that are not UTF-8 (read with U+FFFD in their place)
 
 
 @dataclass
@@ -45,6 +46,7 @@ class _Cached:
     tail_sha: str
     records: list
     bad: list
+    not_utf8: int = 0
 
 
 def _sha(data: bytes) -> str:
@@ -78,9 +80,20 @@ def _still_valid(cached: _Cached | None, fd: int, st: os.stat_result) -> bool:
     return _sha(head) == cached.head_sha and _sha(tail) == cached.tail_sha
 
 
+def _text(raw: bytes) -> tuple[str, bool]:
+    """The line as text, and whether it held bytes that are not UTF-8 (replaced by U+FFFD)."""
+    try:
+        return raw.decode("utf-8"), False
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", "replace"), True
+
+
 def parse_line(raw: bytes) -> tuple[dict | None, str | None]:
     """A record, or None and why not."""
-    text = raw.decode("utf-8", "replace").rstrip("\r\n")
+    return _parse(_text(raw)[0].rstrip("\r\n"))
+
+
+def _parse(text: str) -> tuple[dict | None, str | None]:
     try:
         value = jsontext.loads(text)
     except (ValueError, RecursionError) as exc:
@@ -93,11 +106,13 @@ def parse_line(raw: bytes) -> tuple[dict | None, str | None]:
 def _add(out: FileRead, lineno: int, raw: bytes) -> None:
     if not raw.strip():
         return
-    record, error = parse_line(raw)
+    text, not_utf8 = _text(raw)
+    out.not_utf8 += not_utf8
+    record, error = _parse(text.rstrip("\r\n"))
     if record is not None:
         out.records.append((lineno, record))
     else:
-        out.bad.append((lineno, raw.decode("utf-8", "replace").rstrip("\r\n"), error))
+        out.bad.append((lineno, text.rstrip("\r\n"), error))
 
 
 def _store(cache_path: Path, fd: int, st: os.stat_result, rel: str, offset: int, lineno: int,
@@ -105,7 +120,7 @@ def _store(cache_path: Path, fd: int, st: os.stat_result, rel: str, offset: int,
     head = os.pread(fd, min(HEAD_BYTES, offset), 0)
     tail_at = max(0, offset - TAIL_BYTES)
     entry = _Cached(CACHE_VERSION, rel, (st.st_dev, st.st_ino), offset, lineno, _sha(head),
-                    _sha(os.pread(fd, offset - tail_at, tail_at)), list(out.records), list(out.bad))
+                    _sha(os.pread(fd, offset - tail_at, tail_at)), list(out.records), list(out.bad), out.not_utf8)
     try:
         _save(cache_path, entry)
     except OSError:
@@ -121,7 +136,8 @@ def read_jsonl(path: Path, rel: str, cache_dir: Path | None) -> FileRead:
         cached = _load(cache_path) if cache_path else None
         if not _still_valid(cached, fd, st):
             cached = None
-        out = FileRead(rel, list(cached.records) if cached else [], list(cached.bad) if cached else [])
+        out = FileRead(rel, list(cached.records) if cached else [], list(cached.bad) if cached else [],
+                       not_utf8=cached.not_utf8 if cached else 0)
         out.read_from = offset = cached.offset if cached else 0
         lineno = cached.lines if cached else 0
         fh.seek(offset)
@@ -154,5 +170,5 @@ def cached_files(cache_dir: Path | None) -> list[FileRead]:
         cached = _load(path)
         if cached is not None:
             out.append(FileRead(cached.rel, list(cached.records), list(cached.bad), cached.offset,
-                                cached.offset, from_cache_only=True))
+                                cached.offset, from_cache_only=True, not_utf8=cached.not_utf8))
     return out
