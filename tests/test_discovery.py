@@ -395,3 +395,13 @@ def test_a_folder_name_that_is_not_utf8_is_read_and_logged(layout, tmp_path):
     assert result.status == "ok", result.error
     assert query(layout, "SELECT db_path, status FROM sources") == [(str(tmp_path / "claude" / "projects") + "/caf\ufffd", "ok")]
     assert query(layout, "SELECT COUNT(*) FROM sessions") == [(1,)]
+
+
+def test_a_folder_named_crush_db_is_named_as_what_it_is(tmp_path):
+    """It was skipped as "no crush.db in ...", though something named crush.db is there."""
+    data = tmp_path / "proj" / ".crush"
+    (data / "crush.db").mkdir(parents=True)
+    write_registry(tmp_path / "global", [{"path": str(tmp_path / "proj"), "data_dir": str(data),
+                                          "last_accessed": "2026-03-02T09:15:00Z"}])
+    (source,) = discover(env={"CRUSH_GLOBAL_DATA": str(tmp_path / "global")}).sources
+    assert source.skip_reason == f"{data / 'crush.db'} is a directory, not a regular file"

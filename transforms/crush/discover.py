@@ -110,8 +110,10 @@ def from_registry(global_dir: Path, seen: set, found: Discovery, names: Mapping[
             found.sources.append(_source(db, project, None, names))
         elif not probe(project, "dir"):
             found.sources.append(_source(db, project, "project directory is gone", names))
-        else:
-            found.sources.append(_source(db, project, f"no {DB_NAME} in {candidates[0][1]}", names))
+        else:  # nothing there, or something that is not a file (a folder named crush.db)
+            there = candidates[0][1] / DB_NAME
+            why = f"{there} {unusable(there, 'file')}" if os.path.lexists(there) else f"no {DB_NAME} in {candidates[0][1]}"
+            found.sources.append(_source(db, project, why, names))
 
 
 def symlink_escape(db: Path, project: Path) -> str | None:
