@@ -137,6 +137,11 @@ def use_demo_if_empty(args) -> None:
 
 # -- commands -------------------------------------------------------------------------------
 
+def _tsv(text: str) -> str:
+    """A field of a tab-separated line: a tab or a newline in a path would split it."""
+    return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
 def cmd_sources(args) -> int:
     from warehouse.ingest import discover_sources
 
@@ -146,7 +151,7 @@ def cmd_sources(args) -> int:
         _err(f"warning: {problem}")
     for s in sources:
         state = f"skipped: {s.skip_reason}" if s.skip_reason else "ok"
-        print(f"{s.partition_key}\t{s.path}\t{state}")
+        print(f"{s.partition_key}\t{_tsv(s.path)}\t{_tsv(state)}")
     if not sources:
         _err("no sources found: each agent is looked for where it keeps its data (README, \"Where the data "
              "comes from\"); name other places with --agent-home AGENT=DIR, or try `agentlake demo`")

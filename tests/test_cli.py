@@ -325,3 +325,12 @@ def test_a_reader_before_the_first_merge_is_told_an_ingest_has_landed_data(home,
         assert capsys.readouterr().err.strip() == (
             f"error: no warehouse at {layout.warehouse} yet: an ingest has landed data it has not merged (it is "
             "running now, or it stopped before its merge, and the next `agentlake ingest` merges it)")
+
+
+def test_sources_keeps_one_line_per_source_whatever_the_path(home, project, capsys):
+    """A path with a newline split its tab-separated line in two."""
+    store = _store(project, "two\nlines\tand tab")
+    assert main(["sources", "--no-default", "--db", str(store.db)]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    key, path, state = line.split("\t")
+    assert path == str(store.db).replace("\t", "\\t").replace("\n", "\\n") and state == "ok"
