@@ -125,7 +125,8 @@ def build_files(tables: list[Table], rows: dict[str, Rows], *, provider: str, so
         built.rows[table.name] = num_rows(table_rows)
         dated[table.name], undated = with_partition(table, table_rows, project)
         built.undated += undated
-    session_days = _session_days(dated)
+    # only a source with undated rows pays for its sessions' days
+    session_days = _session_days(dated) if built.undated else None
     for table in tables:
         data = _dated_by_session(dated[table.name], session_days)
         built.epoch_dated += data.column("date").null_count
@@ -147,12 +148,13 @@ def _session_days(dated: dict[str, pa.Table]) -> pa.Table:
         ["session_id", "date"])
 
 
-def _dated_by_session(data: pa.Table, session_days: pa.Table) -> pa.Table:
+def _dated_by_session(data: pa.Table, session_days: pa.Table | None) -> pa.Table:
     """A row without a usable timestamp of its own takes its session's day (a Claude Code line
     without `timestamp`, a Crush message at 0): its cost counts on the session's day, not on
     1970-01-01 outside every window. Rows of no dated session keep a null, for UNDATED."""
     dates = data.column("date")
-    if not dates.null_count or "session_id" not in data.column_names or not session_days.num_rows:
+    if session_days is None or not dates.null_count or "session_id" not in data.column_names \
+            or not session_days.num_rows:
         return data
     at = pc.index_in(data.column("session_id"), value_set=session_days.column("session_id"))
     return data.set_column(0, HIVE[0], pc.fill_null(dates, pc.take(session_days.column("date"), at)))
