@@ -512,7 +512,7 @@ def _other_session(sid: str) -> str:
             .replace("req_011CAbCdEf", f"req_{sid[:6]}"))
 
 
-def test_a_backup_home_counts_each_session_once(layout, tmp_path):
+def test_a_backup_home_counts_each_session_once(layout, tmp_path, monkeypatch):
     """The README's `extra_roots = ["/mnt/backup/.claude"]`: every session in both homes was a
     row twice, under two sources (double the cost). The project's directory in both homes is now
     one source, reading the larger copy of each transcript, and a backup landed alone before is
@@ -524,12 +524,17 @@ def test_a_backup_home_counts_each_session_once(layout, tmp_path):
     (project(backup) / f"{old}.jsonl").write_text(_other_session(old))
     # the backup's copy of the live session is older: its first three lines
     (project(backup) / f"{SID}.jsonl").write_text("\n".join(FIXTURE.lstrip().splitlines()[:3]) + "\n")
-    ingest(layout, homes={"claude": [backup]})  # landed alone first, as a release before this did
+    with monkeypatch.context() as before:  # landed alone first, named by its path, as releases before did
+        before.setattr("transforms.claude.discover.identity", str)
+        ingest(layout, homes={"claude": [backup]})
     assert query(layout, "SELECT COUNT(*) FROM sessions") == [(2,)]
     (source,) = discover({"CLAUDE_CONFIG_DIR": str(live)}, extra_roots=[str(backup)]).sources
     assert source.path == os.path.realpath(project(live)) and source.copies_in == (os.path.realpath(project(backup)),)
+    assert source.identity == f"projects/{project_slug(CWD)}"  # whichever homes hold it
     (result,) = ingest(layout, homes={"claude": [live, backup]}).results
     assert result.status == "ok", result.error
+    assert any(w.startswith("took over 1 sources landed before under other ids") for w in result.warnings), \
+        result.warnings
     # each session once: the live one whole (its larger copy), the old one from the backup
     assert query(layout, "SELECT session_id, COUNT(*) FROM sessions GROUP BY ALL ORDER BY 1") == [(old, 1), (SID, 1)]
     assert query(layout, "SELECT COUNT(DISTINCT source_id) FROM sessions") == [(1,)]
@@ -541,6 +546,20 @@ def test_a_backup_home_counts_each_session_once(layout, tmp_path):
     assert query(layout, "SELECT COUNT(*) FROM usage") == [(2,)]
     again = ingest(layout, homes={"claude": [live, backup]}).results[0]
     assert again.status == "unchanged"
+    before = query(layout, "SELECT session_id, source_id, cost_usd FROM usage ORDER BY 1")
+    # Claude Code deletes the live transcripts after 30 days: the backup's directory is read
+    # now, the same source, and its older copy of the live session does not replace the whole
+    # one read before (kept from the cache)
+    (project(live) / f"{SID}.jsonl").unlink()
+    (result,) = ingest(layout, homes={"claude": [live, backup]}).results
+    assert result.status == "ok" and result.source.path == os.path.realpath(project(backup))
+    assert "1 transcripts on disk only in older copies than the ones read before (a backup's): kept from the cache" \
+        in result.warnings
+    assert query(layout, "SELECT session_id, COUNT(*) FROM sessions GROUP BY ALL ORDER BY 1") == [(old, 1), (SID, 1)]
+    assert query(layout, "SELECT session_id, source_id, cost_usd FROM usage ORDER BY 1") == before
+    # the homes named the other way round: the same source, nothing to do
+    (result,) = ingest(layout, homes={"claude": [backup, live]}).results
+    assert result.status == "unchanged"
 
 
 def test_a_line_without_a_timestamp_keeps_its_place_in_the_transcript(layout, tmp_path):
@@ -556,6 +575,20 @@ def test_a_line_without_a_timestamp_keeps_its_place_in_the_transcript(layout, tm
     ingest(layout, homes={"claude": [home]})
     order = [r[0] for r in query(layout, "SELECT source_rowid FROM messages WHERE session_id = ? ORDER BY message_index", SID)]
     assert order == sorted(order), order
+
+
+def test_a_first_line_without_a_timestamp_leaves_the_session_its_start(layout, tmp_path):
+    """Ordered by the time after it, an undated first line became the session's first line, and
+    its missing time the session's `created_at`."""
+    lines = [json.loads(ln) for ln in FIXTURE.lstrip().splitlines()]
+    del lines[1]["timestamp"]  # the prompt
+    home = tmp_path / "claude"
+    path = project(home) / f"{SID}.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text("\n".join(json.dumps(ln) for ln in lines) + "\n")
+    ingest(layout, homes={"claude": [home]})
+    assert query(layout, "SELECT created_at FROM sessions") == [(datetime(2026, 3, 2, 9, 15, 4, 500000),)]
+    assert query(layout, "SELECT COUNT(*) FROM usage WHERE requested_at IS NULL") == [(0,)]
 
 
 def test_bytes_that_are_not_utf8_are_counted(layout, tmp_path):

@@ -389,12 +389,13 @@ def test_a_folder_name_that_is_not_utf8_is_read_and_logged(layout, tmp_path):
 
     folder = os.path.join(os.fsencode(tmp_path / "claude" / "projects"), b"caf\xe9")
     os.makedirs(folder)
-    with open(os.path.join(folder, f"{SID}.jsonl".encode()), "w") as fh:
-        fh.write(FIXTURE.lstrip())
+    with open(os.path.join(folder, f"{SID}.jsonl".encode()), "w") as fh:  # no cwd: the folder names it
+        fh.write("".join(ln.replace('"cwd":"/home/dev/shop",', "") + "\n" for ln in FIXTURE.lstrip().splitlines()))
+
     (result,) = ingest(layout, homes={"claude": [tmp_path / "claude"]}).results
     assert result.status == "ok", result.error
     assert query(layout, "SELECT db_path, status FROM sources") == [(str(tmp_path / "claude" / "projects") + "/caf\ufffd", "ok")]
-    assert query(layout, "SELECT COUNT(*) FROM sessions") == [(1,)]
+    assert query(layout, "SELECT COUNT(*), any_value(project_path) FROM sessions") == [(1, "caf\ufffd")]
 
 
 def test_a_folder_named_crush_db_is_named_as_what_it_is(tmp_path):
@@ -405,3 +406,19 @@ def test_a_folder_named_crush_db_is_named_as_what_it_is(tmp_path):
                                           "last_accessed": "2026-03-02T09:15:00Z"}])
     (source,) = discover(env={"CRUSH_GLOBAL_DATA": str(tmp_path / "global")}).sources
     assert source.skip_reason == f"{data / 'crush.db'} is a directory, not a regular file"
+
+
+def test_a_warning_quoting_a_path_that_is_not_utf8_keeps_the_run_log(layout, tmp_path):
+    """A Codex home under a Latin-1 folder with a stale copy of a session: the warning naming the
+    copy could not be written, and the whole run's rows of `sources` were lost."""
+    from tests.conftest import ingest, query
+    from tests.test_codex import write_fixture
+
+    home = Path(os.fsdecode(os.path.join(os.fsencode(tmp_path), b"caf\xe9-codex")))
+    full = write_fixture(home)
+    full.with_name(full.name.replace(".jsonl", " (1).jsonl")).write_text(full.read_text().splitlines()[0] + "\n")
+    summary = ingest(layout, homes={"codex": [home]})
+    (result,) = summary.results
+    assert result.status == "ok" and any("another copy of a session" in w for w in result.warnings)
+    (warnings,) = query(layout, "SELECT warnings FROM sources")[0]
+    assert "caf\ufffd-codex" in warnings

@@ -137,15 +137,23 @@ def files_under(folder: Path, matches, errors: list | None = None) -> list[Path]
     """Every file under `folder` whose name `matches(name)`, sorted. Symlinked folders are
     followed (old months moved to another disk and linked back), each real folder once, so a
     link loop ends; folders that cannot be listed go to `errors` when given."""
-    found, seen = [], set()
+    found, followed, root = [], set(), os.path.realpath(folder)
+
+    def within(path: str, tree: str) -> bool:
+        return path == tree or path.startswith(tree.rstrip(os.sep) + os.sep)
+
     for top, dirs, files in os.walk(folder, followlinks=True, onerror=errors.append if errors is not None else None):
-        real = os.path.realpath(top)
-        if real in seen:
-            dirs[:] = []
-            continue
-        seen.add(real)
+        linked = [d for d in dirs if os.path.islink(os.path.join(top, d))]
+        if linked:  # only a link can make a loop or a second visit: followed once, to outside the tree
+            here = os.path.realpath(top)
+            for d in linked:
+                real = os.path.realpath(os.path.join(top, d))
+                if real in followed or within(here, real) or within(real, root):
+                    dirs.remove(d)
+                else:
+                    followed.add(real)
         dirs.sort()
-        found += [Path(top) / f for f in files if matches(f) and os.path.isfile(os.path.join(top, f))]
+        found += [Path(top) / f for f in files if matches(f)]
     return sorted(found)
 
 

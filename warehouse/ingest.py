@@ -274,6 +274,9 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
         warnings.append(f"{retained['sessions']} sessions no longer in the source were kept in the lake")
     if evicted:
         warnings.append(f"{evicted} sessions that moved here were taken out of their old project's files")
+    if taken_ids:  # the totals drop by what they counted twice: said, not silent
+        warnings.append(f"took over {len(taken_ids)} sources landed before under other ids (sessions landed alone, "
+                        "a copy in another home): their rows are replaced by this source's, each session once")
     warnings += [
         f"{table}: snapshot has {exp} rows, lake got {got}" for table, (exp, got) in reconcile.items() if exp != got
     ]
@@ -344,11 +347,10 @@ def _log_row(result: SourceResult, layout: Layout, run_id: str, run_at: datetime
     s = result.source
     ok = result.status == "ok"
     counted = ("sessions", "messages", "parts", "tool_calls", "file_versions", "read_files")
-    return {
+    row = {
         "project": s.project,
         "provider": s.provider, "machine": layout.machine, "user": layout.user, "source_id": s.source_id,
-        "partition_key": s.partition_key, "project_path": as_text(s.project_path), "db_path": as_text(s.path),
-        "run_id": run_id,
+        "partition_key": s.partition_key, "project_path": s.project_path, "db_path": s.path, "run_id": run_id,
         "run_at": run_at, "status": result.status, "error": result.error,
         "warnings": "; ".join(result.warnings) or None,
         "schema_version": result.schema_version, "migrations": result.migrations,
@@ -359,6 +361,8 @@ def _log_row(result: SourceResult, layout: Layout, run_id: str, run_at: datetime
         "retained_sessions": result.retained_sessions if ok else None,
         "duration_s": result.duration_s,
     }
+    # a path that is not UTF-8, in its own column or quoted in an error or a warning
+    return {k: as_text(v) if isinstance(v, str) else v for k, v in row.items()}
 
 
 def record_run(layout: Layout, run_id: str, results) -> str | None:

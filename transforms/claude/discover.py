@@ -9,10 +9,11 @@ enough. The slug is lossy (`/home/dev/my.app` -> `-home-dev-my-app`): the projec
 never opened.
 
 The same project directory in several homes (a backup named in `extra_roots`, `~/.claude` beside
-`~/.config/claude`) is one source: the first home's, reading the larger copy of each transcript
-(they only grow; Claude Code deletes old ones, so a backup may hold sessions the home lost). It
-takes over what those directories landed as sources of their own (`replaces`): each session
-counts once.
+`~/.config/claude`) is one source, named by the directory's slug (`projects/<slug>`), whichever
+homes hold it: it reads the larger copy of each transcript (they only grow; Claude Code deletes
+old ones, so a backup may hold sessions the home lost), or the one read before when every copy
+on disk is smaller. It takes over what those directories landed as sources named by their path
+(`replaces`; releases before this one): each session counts once.
 """
 
 import json
@@ -24,7 +25,7 @@ from pathlib import Path
 from transforms.projects import project_name
 from dataclasses import dataclass
 
-from transforms.sources import Discovery, Source, files_under, probe, source_id_for, unusable, user_home
+from transforms.sources import Discovery, Source, as_text, files_under, probe, source_id_for, unusable, user_home
 
 PROVIDER = "claude"
 HEAD_BYTES = 64 * 1024  # the first records carry the cwd
@@ -34,9 +35,11 @@ _CWD = re.compile(rb'"cwd"\s*:\s*("(?:[^"\\]|\\.)*")')
 
 @dataclass(frozen=True)
 class ClaudeSource(Source):
-    """A project directory, with the same directory in other homes (`copies_in`)."""
+    """A project directory, with the same directory in other homes: `copies_in` those that hold
+    transcripts, `elsewhere` those that hold none now (Claude Code deleted them)."""
 
     copies_in: tuple[str, ...] = ()
+    elsewhere: tuple[str, ...] = ()
 
     @property
     def dirs(self) -> tuple[str, ...]:
@@ -44,8 +47,11 @@ class ClaudeSource(Source):
 
     @property
     def replaces(self) -> tuple[str, ...]:
-        """The other directories' ids as sources of their own (warehouse.handover)."""
-        return tuple(source_id_for(PROVIDER, d) for d in self.copies_in)
+        """The ids its directories had as sources named by their path, in every home
+        (warehouse.handover takes over what they landed)."""
+        if self.identity == self.path:  # a directory outside a `projects` folder: its path names it
+            return ()
+        return tuple(source_id_for(PROVIDER, d) for d in (self.path, *self.copies_in, *self.elsewhere))
 
 
 def default_roots(env: Mapping[str, str]) -> list[Path]:
@@ -94,11 +100,19 @@ def project_dir_of(store: Path) -> Path:
     return store.parent
 
 
-def _source(project_dir: Path, names: Mapping[str, str], copies_in: tuple[str, ...] = ()) -> ClaudeSource:
+def identity(resolved: Path) -> str:
+    """A project directory under a `projects` folder is named by its slug, whichever home holds
+    it (releases before named it by its path); any other directory by its path."""
+    return f"projects/{resolved.name}" if resolved.parent.name == "projects" else str(resolved)
+
+
+def _source(project_dir: Path, names: Mapping[str, str], copies_in: tuple[str, ...] = (),
+            elsewhere: tuple[str, ...] = ()) -> ClaudeSource:
     resolved = Path(os.path.realpath(project_dir))
-    project_path = cwd_of(resolved) or resolved.name  # the slug when no record has a cwd
+    project_path = cwd_of(resolved) or as_text(resolved.name)  # the slug when no record has a cwd
     return ClaudeSource(provider=PROVIDER, path=str(resolved), project_path=project_path,
-                        project=project_name(project_path, names), identity=str(resolved), copies_in=copies_in)
+                        project=project_name(project_path, names), identity=identity(resolved), copies_in=copies_in,
+                        elsewhere=elsewhere)
 
 
 def project_dirs(projects: Path) -> list[Path]:
@@ -156,5 +170,10 @@ def discover(env: Mapping[str, str], extra_roots=(), extra_stores=(), use_defaul
         same = by_key.setdefault(key, [])
         if resolved not in same:
             same.append(resolved)
-    found.sources = [_source(Path(first), project_names or {}, tuple(more)) for first, *more in by_key.values()]
+    homes = [root / "projects" for root, _ in roots]
+    for key, (first, *more) in by_key.items():
+        slug = key.split("/", 1)[1] if key.startswith("projects/") else None
+        places = {os.path.realpath(h / slug) for h in homes} if slug else set()
+        found.sources.append(_source(Path(first), project_names or {}, tuple(more),
+                                     tuple(sorted(places - {first, *more}))))
     return found

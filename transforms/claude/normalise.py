@@ -76,6 +76,7 @@ class Session:
     parent: str | None
     first: Line
     last_ts: datetime | None = None
+    first_ts: datetime | None = None  # its earliest time (its first line may have none)
     titles: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
     messages: int = 0
@@ -277,7 +278,7 @@ def usage_rows(kept: list[Line], ctx: Context, findings: Findings, final: dict |
             continue
         base = {**lineage(ctx, best), "session_id": first.session, "message_id": _str(msg.get("id")),
                 "request_id": _str(best.rec.get("requestId")), "is_sidechain": first.sidechain,
-                "requested_at": first.ts}
+                "requested_at": min((ln.ts for ln in group if ln.ts), default=None)}
         rows.append(_request(base, model, u, best.rec.get("costUSD")))
         for it in u.get("iterations") if isinstance(u.get("iterations"), list) else ():
             if isinstance(it, dict) and it.get("type") == "advisor_message":
@@ -296,6 +297,7 @@ def build_sessions(lines: list[Line], kept: list[Line], messages: list[dict], me
         s = sessions.setdefault(ln.session, Session(ln.session, ln.parent, ln))
         s.parent = s.parent or ln.parent
         s.last_ts = max(filter(None, (s.last_ts, ln.ts)), default=None)
+        s.first_ts = min(filter(None, (s.first_ts, ln.ts)), default=None)
         s.first = min(s.first, ln, key=lambda x: x.order)
         s.extra.update({k: ln.rec[k] for k in ("version", "gitBranch") if isinstance(ln.rec.get(k), str)})
     titles = {"custom-title": "customTitle", "ai-title": "aiTitle", "summary": "summary"}
@@ -356,7 +358,7 @@ def session_rows(sessions: dict[str, Session], usage: list[dict], ctx: Context, 
             **lineage(ctx, s.first), "session_id": sid, "parent_session_id": s.parent,
             "root_session_id": root_of(sid, sessions), "is_root": is_root,
             "title": next((s.titles[k] for k in TITLE_ORDER if k in s.titles), None),
-            "created_at": s.first.ts, "updated_at": s.last_ts, "cost_usd": cost, "cost_source": cost_source,
+            "created_at": s.first_ts, "updated_at": s.last_ts, "cost_usd": cost, "cost_source": cost_source,
             "cost_includes_subagents": True, "model": last.get("model"), "llm_provider": last.get("llm_provider"),
             "total_tokens": sum(totals) if totals else None, "message_count": s.messages,
             "summary_message_id": s.summary_id, "extra_columns": compact_json(s.extra) if s.extra else None,

@@ -36,21 +36,28 @@ class ClaudeProvider:
         if not root.is_dir():
             raise SourceError(f"the Claude Code project directory {root} is gone")
         ctx = Context(source.source_id, source.project_path, run_at)
-        files, unreadable, unlisted = [], [], []
-        for rel, path in _larger_copies(source, unlisted).items():
+        files, unreadable, unlisted, older = [], [], [], 0
+        cached = {f.rel: f for f in cached_files(cache_dir)}
+        for rel, (size, path) in _larger_copies(source, unlisted).items():
+            if rel in cached and size < cached[rel].offset:  # an older copy than the one read before
+                older += 1  # (the home that held it deleted it, a backup holds less): kept from the cache
+                continue
             try:
                 files.append(read_jsonl(path, rel, cache_dir))
             except OSError as exc:  # one unreadable transcript must not fail the others
                 unreadable.append((rel, f"cannot read the transcript: {exc}"))
         on_disk = {f.rel for f in files}
-        gone = [f for f in cached_files(cache_dir) if f.rel not in on_disk]
+        gone = [f for rel, f in cached.items() if rel not in on_disk]
         metas = {k: v for d in reversed(_dirs(source)) if Path(d).is_dir() for k, v in agent_metas(Path(d)).items()}
         rows, findings, kept = normalise(files + gone, metas, ctx)
         findings.notes += [f"cannot list {e.filename}: {e.strerror}" for e in unlisted]
         findings.unread = len(unreadable) + len(unlisted)  # not settled: read again next run
-        if gone:
-            findings.notes.append(f"{len(gone)} transcripts no longer on disk (Claude Code deletes old ones) "
+        if len(gone) > older:
+            findings.notes.append(f"{len(gone) - older} transcripts no longer on disk (Claude Code deletes old ones) "
                                   "kept from the cache")
+        if older:
+            findings.notes.append(f"{older} transcripts on disk only in older copies than the ones read before "
+                                  "(a backup's): kept from the cache")
         not_utf8 = sum(f.not_utf8 for f in files + gone)
         if not_utf8:
             findings.notes.append(f"{not_utf8} lines held bytes that are not UTF-8: read with U+FFFD in their place")
@@ -62,7 +69,7 @@ def _dirs(source: Source) -> tuple[str, ...]:
     return getattr(source, "dirs", (source.path,))
 
 
-def _larger_copies(source: Source, unlisted: list) -> dict[str, Path]:
+def _larger_copies(source: Source, unlisted: list) -> dict[str, tuple[int, Path]]:
     """Each transcript by its path in the project directory: of its copies in several homes, the
     larger (a transcript only grows: the smaller is an older copy of it)."""
     chosen: dict[str, tuple[int, Path]] = {}
@@ -78,7 +85,7 @@ def _larger_copies(source: Source, unlisted: list) -> dict[str, Path]:
                 size = -1  # read_jsonl says why
             if rel not in chosen or size > chosen[rel][0]:
                 chosen[rel] = (size, path)
-    return {rel: path for rel, (_, path) in sorted(chosen.items())}
+    return dict(sorted(chosen.items()))
 
 
 def agent_metas(root: Path) -> dict[str, dict]:

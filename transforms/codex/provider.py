@@ -83,7 +83,7 @@ class CodexProvider:
         read = {r.meta["id"] for r in rollouts}
         for path in getattr(source, "copies", ()):
             findings.notes.append(f"{path}: another copy of a session read from another file, of another size: "
-                                  "not read (the larger copy is)")
+                                  "not read (the active copy is read, else the larger)")
         for path in unread:
             findings.notes.append(f"{path}: {unread_reason(path)} ({_unread_what(path, path in extras, read)}): "
                                   "quarantined")
