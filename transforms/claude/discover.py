@@ -20,11 +20,10 @@ import json
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from transforms.projects import project_name
-from dataclasses import dataclass
-
 from transforms.sources import Discovery, Source, as_text, files_under, probe, source_id_for, unusable, user_home
 
 PROVIDER = "claude"
@@ -166,13 +165,12 @@ def discover(env: Mapping[str, str], extra_roots=(), extra_stores=(), use_defaul
     by_key: dict[str, list[str]] = {}
     for d in dirs:
         resolved = os.path.realpath(d)
-        key = f"projects/{os.path.basename(resolved)}" if Path(resolved).parent.name == "projects" else resolved
-        same = by_key.setdefault(key, [])
+        same = by_key.setdefault(identity(Path(resolved)), [])
         if resolved not in same:
             same.append(resolved)
     homes = [root / "projects" for root, _ in roots]
     for key, (first, *more) in by_key.items():
-        slug = key.split("/", 1)[1] if key.startswith("projects/") else None
+        slug = Path(key).name if key.startswith("projects/") else None
         places = {os.path.realpath(h / slug) for h in homes} if slug else set()
         found.sources.append(_source(Path(first), project_names or {}, tuple(more),
                                      tuple(sorted(places - {first, *more}))))

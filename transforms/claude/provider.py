@@ -38,9 +38,10 @@ class ClaudeProvider:
         ctx = Context(source.source_id, source.project_path, run_at)
         files, unreadable, unlisted, older = [], [], [], 0
         cached = {f.rel: f for f in cached_files(cache_dir)}
-        for rel, (size, path) in _larger_copies(source, unlisted).items():
-            if rel in cached and size < cached[rel].offset:  # an older copy than the one read before
-                older += 1  # (the home that held it deleted it, a backup holds less): kept from the cache
+        for rel, (size, inode, path) in _larger_copies(source, unlisted).items():
+            before = cached.get(rel)
+            if before and inode != before.inode and size < before.offset:  # another copy, older than the one
+                older += 1  # read before (its home deleted that one, a backup holds less): kept from the cache
                 continue
             try:
                 files.append(read_jsonl(path, rel, cache_dir))
@@ -69,10 +70,11 @@ def _dirs(source: Source) -> tuple[str, ...]:
     return getattr(source, "dirs", (source.path,))
 
 
-def _larger_copies(source: Source, unlisted: list) -> dict[str, tuple[int, Path]]:
-    """Each transcript by its path in the project directory: of its copies in several homes, the
-    larger (a transcript only grows: the smaller is an older copy of it)."""
-    chosen: dict[str, tuple[int, Path]] = {}
+def _larger_copies(source: Source, unlisted: list) -> dict[str, tuple[int, tuple | None, Path]]:
+    """Each transcript by its path in the project directory, with its size and (device, inode):
+    of its copies in several homes, the larger (a transcript only grows: the smaller is an older
+    copy of it)."""
+    chosen: dict[str, tuple[int, tuple | None, Path]] = {}
     for d in _dirs(source):
         root = Path(d)
         if d != source.path and not root.is_dir():  # a backup unmounted since discovery
@@ -80,11 +82,12 @@ def _larger_copies(source: Source, unlisted: list) -> dict[str, tuple[int, Path]
         for path in cc_discover.transcripts(root, errors=unlisted):
             rel = path.relative_to(root).as_posix()
             try:
-                size = path.stat().st_size
+                st = path.stat()
+                size, inode = st.st_size, (st.st_dev, st.st_ino)
             except OSError:
-                size = -1  # read_jsonl says why
+                size, inode = -1, None  # read_jsonl says why
             if rel not in chosen or size > chosen[rel][0]:
-                chosen[rel] = (size, path)
+                chosen[rel] = (size, inode, path)
     return dict(sorted(chosen.items()))
 
 

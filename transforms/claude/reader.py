@@ -33,6 +33,7 @@ class FileRead:
     offset: int = 0  # byte offset past the last complete line
     from_cache_only: bool = False  # the file is gone: its records come from the cache
     not_utf8: int = 0  # lines holding bytes that are not UTF-8 (read with U+FFFD in their place)
+    inode: tuple[int, int] | None = None  # (device, inode) of the file it was read from, when cached
 
 
 @dataclass
@@ -170,5 +171,5 @@ def cached_files(cache_dir: Path | None) -> list[FileRead]:
         cached = _load(path)
         if cached is not None:
             out.append(FileRead(cached.rel, list(cached.records), list(cached.bad), cached.offset,
-                                cached.offset, from_cache_only=True, not_utf8=cached.not_utf8))
+                                cached.offset, from_cache_only=True, not_utf8=cached.not_utf8, inode=cached.inode))
     return out
