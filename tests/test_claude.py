@@ -603,3 +603,22 @@ def test_bytes_that_are_not_utf8_are_counted(layout, tmp_path):
     assert "1 lines held bytes that are not UTF-8: read with U+FFFD in their place" in result.warnings
     assert scalar(layout, "SELECT text FROM parts WHERE role = 'user' AND part_type = 'text'") == \
         "Fix the failing login test \ufffd\ufffd"
+
+
+def test_an_upgraded_home_keeps_every_session_once_when_its_sources_are_renamed(layout, tmp_path, monkeypatch):
+    """Releases before named a project's source by its directory's path; this one by its slug.
+    The first ingest after the upgrade takes the old source over: a session Claude Code deleted
+    since (only in the old source's cache and files) is kept, and nothing counts twice."""
+    home = tmp_path / "claude"
+    write_fixture(home)
+    old = "0bd0e6a1-2222-4333-8444-555566667777"
+    (project(home) / f"{old}.jsonl").write_text(_other_session(old))
+    with monkeypatch.context() as before:
+        before.setattr("transforms.claude.discover.identity", str)
+        ingest(layout, homes={"claude": [home]})
+    landed = query(layout, "SELECT session_id, cost_usd FROM usage ORDER BY 1")
+    (project(home) / f"{old}.jsonl").unlink()  # deleted by Claude Code after 30 days
+    (result,) = ingest(layout, homes={"claude": [home]}).results
+    assert result.status == "ok" and result.retained_sessions == 1, result.warnings
+    assert query(layout, "SELECT session_id, cost_usd FROM usage ORDER BY 1") == landed
+    assert query(layout, "SELECT COUNT(DISTINCT source_id), COUNT(*) FROM sessions") == [(1, 2)]
