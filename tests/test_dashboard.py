@@ -73,7 +73,7 @@ def test_overview_has_real_axes_legend_and_the_fixture_figures(dashboard, lake, 
     dom = browse(dashboard, tmp_path)
     over_time = figure(dom, "cost-over-time")
     # a time axis (days, with dates) and a cost axis in dollars, both titled
-    assert re.search(r"X-axis titled 'day \(UTC\)' for a time scale", over_time)
+    assert re.search(r"X-axis titled 'day \(UTC\)' for a utc scale", over_time)  # UTC days, drawn in UTC
     assert re.search(r"Y-axis titled 'cost \(USD\)' for a linear scale with values from \$0 to \$", over_time)
     assert "role-legend" in over_time and "Symbol legend titled 'project'" in over_time
     # one bar per (day, project) that has a known cost, with its exact figure
