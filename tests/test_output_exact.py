@@ -5,6 +5,7 @@ import csv
 import io
 import json
 import math
+from datetime import datetime, timezone
 from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
@@ -92,6 +93,21 @@ def test_sql_json_is_valid_and_exact(lake, capsys):
     assert bytes.fromhex(row["blob"]) == expected["blob"]
     for name in ("days", "mixed", "neg"):
         _reads_back_as_interval(lake, row[name], expected[name])
+
+
+def test_sql_json_says_its_timestamps_are_utc(lake, capsys):
+    """The lake's TIMESTAMPs are UTC without a zone attached: in JSON they end in `Z`, so that a
+    reader (JavaScript's Date, pandas, Python) does not take them for local times. A TIMESTAMPTZ
+    keeps its own offset; a DATE stays a date."""
+    sql = ("SELECT created_at, created_at::TIMESTAMPTZ AS with_zone, created_at::DATE AS day "
+           "FROM sessions ORDER BY created_at LIMIT 1")
+    ((created_at, _, day),) = query(lake, sql)
+    (row,) = _strict_json(_out(capsys, "sql", "--home", str(lake.home), "--format", "json", sql))
+    assert row["created_at"].endswith("Z")
+    assert datetime.fromisoformat(row["created_at"]) == created_at.replace(tzinfo=timezone.utc)
+    assert datetime.fromisoformat(row["with_zone"]) == created_at.replace(tzinfo=timezone.utc)
+    assert row["with_zone"].endswith("+00:00")  # agentlake's connections run in UTC
+    assert row["day"] == day.isoformat()
 
 
 def test_sql_csv_is_exact(lake, capsys):

@@ -170,7 +170,10 @@ def json_text(value, indent: int | None = 2, ensure_ascii: bool = False) -> str:
     - NaN, Infinity, -Infinity (DOUBLE, FLOAT): null. JSON has no such numbers (`NaN` is a syntax
       error in strict parsers); null keeps the column numeric-or-null, as JavaScript's
       JSON.stringify does. The table and CSV formats still show `nan` and `inf`.
-    - BLOB: a hex string; INTERVAL: DuckDB's text; DATE, TIME, TIMESTAMP: ISO 8601 text;
+    - BLOB: a hex string; INTERVAL: DuckDB's text; DATE, TIME: ISO 8601 text; a TIMESTAMP:
+      ISO 8601 text ending in `Z`. The lake's TIMESTAMPs are UTC without a zone attached (and
+      every agentlake connection runs in UTC); written without one, JavaScript's `Date` and
+      most other readers would take them for local times. A TIMESTAMPTZ keeps its offset.
       LIST, STRUCT, MAP: arrays and objects of the same rules; anything else (UUID): its text.
     """
     return _json(value, indent, encode_basestring_ascii if ensure_ascii else encode_basestring, 0)
@@ -195,7 +198,9 @@ def _json(value, indent: int | None, string, level: int) -> str:
         return _nested("{", "}", items, indent, level)
     if isinstance(value, (list, tuple)):
         return _nested("[", "]", [_json(v, indent, string, level + 1) for v in value], indent, level)
-    # DATE, TIME, TIMESTAMP as ISO 8601; BLOB as hex, INTERVAL as DuckDB's text, a UUID as its text
+    if isinstance(value, datetime) and value.tzinfo is None:
+        return string(value.isoformat() + "Z")  # a TIMESTAMP: UTC, said so
+    # DATE, TIME, TIMESTAMPTZ as ISO 8601; BLOB as hex, INTERVAL as DuckDB's text, a UUID as its text
     return string(value.isoformat() if isinstance(value, (datetime, date, time)) else text_value(value))
 
 

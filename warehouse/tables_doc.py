@@ -25,7 +25,8 @@ Timestamps are `TIMESTAMP` values in UTC (no time zone attached, so no extension
 connection agentlake opens (`agentlake sql`, the report, the dashboard, `warehouse.views.connect`)
 sets DuckDB's `TimeZone` to UTC, so `current_date` and `now() - INTERVAL ...` compare with them as
 they are; a tool that attaches the catalog itself should `SET TimeZone = 'UTC'` (docs/BI.md). For
-a local day, convert: `(created_at AT TIME ZONE 'UTC') AT TIME ZONE 'Australia/Sydney'`.
+a local day, convert: `(created_at AT TIME ZONE 'UTC') AT TIME ZONE 'Australia/Sydney'`. In
+`--format json` (`agentlake sql`, `agentlake report`) a timestamp ends in `Z`, as UTC.
 Where the agent did not record a value the column is null, never 0 or ''.
 """
 
