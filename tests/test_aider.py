@@ -126,6 +126,26 @@ def test_trap_local_time_header_is_converted_to_utc(layout, tmp_path, monkeypatc
     assert scalar(layout, "SELECT created_at FROM sessions") == datetime(2026, 3, 2, 0, 0)
 
 
+def test_a_start_time_in_a_clock_change_is_read_early_and_said(layout, tmp_path, monkeypatch):
+    """New York: 01:30 on 2026-11-01 happens twice (EDT, then EST), 02:30 on 2026-03-08 never. Each
+    has two readings an hour apart: the earlier is taken, and the run's warnings say how many."""
+    hist = History(tmp_path / "p" / HISTORY)
+    for local in (datetime(2026, 11, 1, 1, 30), datetime(2026, 3, 8, 2, 30), datetime(2026, 6, 1, 12)):
+        hist.start(local)
+        hist.user("hi")
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        summary = aider(layout, tmp_path / "p")
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert [r[0] for r in query(layout, "SELECT created_at FROM sessions ORDER BY created_at")] == [
+        datetime(2026, 3, 8, 6, 30), datetime(2026, 6, 1, 16), datetime(2026, 11, 1, 5, 30)]
+    (warning,) = [w for r in summary.results for w in r.warnings if "daylight-saving" in w]
+    assert warning.startswith("2 chat start times in a daylight-saving change")
+
+
 def test_unpriced_reports_are_estimated_or_unknown(layout, tmp_path, utc):
     """No `Cost:` on the report (Aider has no price for the model): priced by us from the tokens
     as printed with the announced model, else unknown. A session with both is partial."""

@@ -14,7 +14,9 @@ The traps:
   reply's lines carry none: only a marker line ending in two spaces is a user or Aider line.
 - **Local time.** The header is the machine's local time with no offset (`datetime.now()`): it
   is read as the ingesting machine's local time (the history lives on the machine that wrote
-  it). Nothing else in the file has a time: every message gets its session's start time.
+  it). Nothing else in the file has a time: every message gets its session's start time. A time
+  in a daylight-saving change (an hour that repeats, or one that is skipped) has two readings an
+  hour apart: the earlier is taken, and counted in the run's warnings.
 - **Cumulative counters.** The usage report `Tokens: 2.3k sent, 1.2k cache write, 15k cache hit,
   340 received. Cost: $0.02 message, $0.37 session.` has the message's cost and the RUNNING
   session total (which carries over into the editor coder in architect mode): the message cost
@@ -79,6 +81,7 @@ class Chat:
     line: int  # the header's line; -1 for text before any header
     started: datetime | None
     blocks: list[Block] = field(default_factory=list)
+    clock_change: bool = False  # its local start time has two readings (in_a_clock_change)
 
 
 @dataclass
@@ -90,11 +93,21 @@ class Context:
 
 
 def local_to_utc(text: str) -> datetime | None:
-    """A naive local `YYYY-MM-DD HH:MM:SS` as UTC, in this machine's time zone."""
+    """A naive local `YYYY-MM-DD HH:MM:SS` as UTC, in this machine's time zone (in a
+    daylight-saving change, the earlier of its two readings: `fold=0`)."""
     try:
         return datetime.fromisoformat(text).astimezone(timezone.utc)
     except (ValueError, OverflowError, OSError):
         return None
+
+
+def in_a_clock_change(text: str) -> bool:
+    """The local time is in an hour that repeats or is skipped here: it has two readings."""
+    try:
+        local = datetime.fromisoformat(text)
+        return local.replace(fold=0).astimezone(timezone.utc) != local.replace(fold=1).astimezone(timezone.utc)
+    except (ValueError, OverflowError, OSError):
+        return False
 
 
 def parse(text: str) -> list[Chat]:
@@ -104,7 +117,8 @@ def parse(text: str) -> list[Chat]:
     for no, line in enumerate(text.replace("\r\n", "\n").split("\n")):
         header = HEADER.match(line)
         if header:
-            current, block = Chat(no, local_to_utc(header.group(1))), None
+            local = header.group(1)
+            current, block = Chat(no, local_to_utc(local), clock_change=in_a_clock_change(local)), None
             chats.append(current)
             continue
         user, tool = USER.match(line), TOOL.match(line)
@@ -285,6 +299,12 @@ def normalise(text: str, ctx: Context) -> tuple[dict[str, list[dict]], Findings]
     chats = parse(text)
     for chat in chats:
         n.chat(chat)
+    changes = sum(chat.clock_change for chat in chats)
+    if changes:
+        n.findings.notes.append(
+            f"{changes} chat start time{'s' if changes > 1 else ''} in a daylight-saving change of this "
+            "machine's time zone (an hour that repeats or is skipped): read as the earlier of their two "
+            "readings, an hour apart")
     return n.out, n.findings
 
 
