@@ -20,7 +20,7 @@ from pathlib import Path
 
 from transforms.provider import DiscoverOptions, merge_paths
 from warehouse.config import DEMO, ConfigError, demo_layout, has_data, load_config, load_layout
-from warehouse.layout import Layout, NotACatalog, check_catalog
+from warehouse.layout import Layout, NotACatalog, check_catalog, own_lake, same_lake
 from pipelines.runner import DagsterStorageError
 from warehouse.store import LakeUnreachable
 
@@ -491,6 +491,12 @@ def cmd_schedule(args) -> int:
     if args.team is not None:
         passed.append("--team" if args.team else "--no-team")
     passed += _discovery_passed(args)
+    merged = _merged_lake(layout) if own_lake(layout.lake, layout.warehouse) else None
+    if merged and not same_lake(merged, str(layout.lake)):  # a reader's home: its ingests are refused
+        _err(f"error: the warehouse {layout.warehouse} is read from the lake {merged}, so an ingest of this "
+             f"home's own lake would be refused: run `agentlake schedule --lake {merged}` to land this machine's "
+             f"agents there, or have your scheduler run `agentlake merge --lake {merged}`")
+        return 2
     try:
         recipe = schedule.recipe(args.kind or schedule.default_kind(), args.every, schedule.ingest_argv(passed),
                                  Path.home(), layout.home / "ingest.log", env=schedule.job_env(os.environ))

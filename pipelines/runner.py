@@ -394,7 +394,11 @@ def _failure(result) -> str:
                 while error.cause is not None and (error.cls_name or "").startswith("Dagster"):
                     error = error.cause
                 lines = error.message.strip().splitlines()
-                return lines[0] if lines else error.cls_name or "see the Dagster run's log"
+                if not lines:
+                    return error.cls_name or "see the Dagster run's log"
+                # "warehouse.store.EmptyLake: the warehouse ...": the sentence, not the class's path
+                name, sep, said = lines[0].partition(": ")
+                return said if sep and error.cls_name and name.split(".")[-1] == error.cls_name else lines[0]
     return "see the Dagster run's log"
 
 

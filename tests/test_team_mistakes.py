@@ -137,6 +137,53 @@ def test_a_machine_with_nothing_to_land_still_ingests_into_an_empty_prefix(s3, t
     assert "no sources found" in out.stderr
 
 
+def _sessions(home) -> int:
+    from warehouse.views import connect
+    with connect(home / "warehouse.ducklake") as con:
+        return con.execute("SELECT COUNT(*) FROM sessions").fetchone()[0]
+
+
+@pytest.mark.parametrize("mine", [0, 1], ids=["no agents", "agents of its own"])
+def test_ingest_or_a_bare_merge_in_a_readers_home_keeps_the_teams_rows(tmp_path, mine):
+    """A reader's home (`merge --lake` of a team's lake) running `ingest` or `merge` with its own
+    lake: that emptied the warehouse ("0 ok", exit 0), or replaced the team's rows with this
+    machine's. Refused, naming the lake to merge; `merge --full` does it on purpose."""
+    share, cwd, reader = tmp_path / "share", tmp_path / "cwd", tmp_path / "reader"
+    team = generate_store(tmp_path / "crush", projects=1, sessions_per_project=2, seed=4)
+    assert cli("ingest", "--quiet", "--no-default", "--lake", str(share), "--crush-root", str(team.global_dir),
+               home=tmp_path / "ana", cwd=cwd).returncode == 0
+    assert cli("merge", "--lake", str(share), home=reader, cwd=cwd).returncode == 0
+    teams = _sessions(reader)
+    assert teams > 0
+    flags = ["--no-default"]
+    if mine:
+        own = generate_store(tmp_path / "mine", projects=1, sessions_per_project=1, seed=5)
+        flags += ["--crush-root", str(own.global_dir)]
+    said = (f"the warehouse {reader / 'warehouse.ducklake'} is read from the lake {share} (1 sources merged "
+            f"from it), not from this home's own lake {reader / 'lake'}: merging that would replace them, and "
+            f"nothing was merged. To refresh it, run `agentlake merge --lake {share}`")
+    out = cli("ingest", *flags, home=reader, cwd=cwd)
+    assert out.returncode == 1, out.stdout + out.stderr
+    told = out.stdout + out.stderr  # a Dagster run's merge says it among the run's problems
+    assert said in told and "Traceback" not in told and "EmptyLake" not in told, told
+    assert _sessions(reader) == teams
+    merged = cli("merge", home=reader, cwd=cwd)  # its own lake: with landing files of its own, or none
+    assert merged.returncode == 1 and f"merges {share}; name it with --lake" in merged.stderr if not mine else \
+        merged.returncode == 1 and said in merged.stderr, merged.stdout + merged.stderr
+    assert _sessions(reader) == teams
+    scheduled = cli("schedule", home=reader, cwd=cwd)
+    assert scheduled.returncode == 2 and scheduled.stdout == ""
+    assert f"is read from the lake {share}, so an ingest of this home's own lake would be refused" in scheduled.stderr
+    assert cli("schedule", "--lake", str(share), home=reader, cwd=cwd).returncode == 0
+
+    assert cli("merge", "--lake", str(share), home=reader, cwd=cwd).returncode == 0  # the way to refresh
+    assert _sessions(reader) == teams
+    if mine:  # the home made its own lake's, on purpose
+        whole = cli("merge", "--full", home=reader, cwd=cwd)
+        assert whole.returncode == 0, whole.stderr
+        assert 0 < _sessions(reader) != teams
+
+
 # --- 3. an endpoint with a password ------------------------------------------------------------
 
 @pytest.mark.parametrize("name, endpoint", [

@@ -220,12 +220,13 @@ def connect(catalog: Path, data_path: str | None = None, *, ours: bool = False):
 
 @contextmanager
 def writing(catalog: Path, data_path: str | None = None, memory_limit: str | None = None, *,
-            rebuilds: bool = True):
+            rebuilds: bool = True, on_rebuild=None):
     """The one writer's connection, on its own copy of the catalog, under a lock; on a clean
     exit the copy is published to `catalog` atomically. A writer that dies publishes nothing:
     readers keep the last good catalog, and the next writer starts from its own copy.
     `rebuilds`: the writer builds every table (a merge), so a catalog whose files are not under
-    `data_path` starts anew; else (a compaction) that is an error."""
+    `data_path` starts anew, once `on_rebuild(con)` on the old one has not raised; else (a
+    compaction) that is an error."""
     catalog = Path(catalog)
     own = writer_path(catalog)
     if not rebuilds and data_path and not os.path.isdir(data_path):
@@ -249,6 +250,8 @@ def writing(catalog: Path, data_path: str | None = None, memory_limit: str | Non
                 if not rebuilds:
                     raise NotACatalog(f"the warehouse {catalog} holds tables whose files are not under "
                                       f"{data_path}: `agentlake merge` builds it from that lake first")
+                if on_rebuild:
+                    on_rebuild(con)
                 con.execute("USE memory")
                 con.execute(f"DETACH {CATALOG}")
                 own.unlink()  # built from another lake's files: a new catalog, built again in full

@@ -180,6 +180,11 @@ def tables_path(lake, warehouse: Path) -> str:
     return str(warehouse.with_name(warehouse.stem + "-tables")) + "/"
 
 
+def same_lake(a: str, b: str) -> bool:
+    """Two lake names (as a catalog records them: masked) for one lake: a folder however spelt."""
+    return a == b or (not is_remote(a) and not is_remote(b) and os.path.normpath(a) == os.path.normpath(b))
+
+
 def own_lake(lake, warehouse) -> bool:
     """The lake is the catalog's own (the `lake` folder beside it, a home's default), not one
     other machines land into too (`s3://...`, a shared folder)."""

@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from transforms.contract import ALL_TABLES, DATA_TABLES, SCHEMA_VERSION, SOURCES, Table
 from warehouse import ducklake
 from warehouse.ducklake import sql_string
-from warehouse.layout import LANDING, RUNS, own_lake
+from warehouse.layout import LANDING, RUNS, own_lake, same_lake
 from warehouse.marts import current as marts_current
 from warehouse.marts import forget as forget_marts
 from warehouse.marts import mark_pending, refresh_marts
@@ -288,7 +288,8 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
 
     result = MergeResult()
     with scratch("merge") as workdir, \
-            ducklake.writing(catalog, data_path or tables_path(lake, catalog), memory_limit) as con:
+            ducklake.writing(catalog, data_path or tables_path(lake, catalog), memory_limit,
+                             on_rebuild=lambda old: _refuse_replacing(old, lake, catalog, full)) as con:
         with _transaction(con):
             build = _merge_tables(con, lake, catalog, workdir, result, full)
         # the marts in a transaction of their own: the inserts, committed, no longer hold memory
@@ -366,6 +367,27 @@ def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, 
     return "some" if result.merged or result.removed or not marts_current(con) else None
 
 
+def _refuse_replacing(con, lake, catalog: Path, full: bool) -> None:
+    """A reader's home (its catalog merged from a team's lake) merging its own lake, as `ingest`
+    or a bare `merge` there does: the catalog, whose tables are elsewhere, would be built anew
+    from this machine's rows, or from none (it emptied the warehouse, "0 ok", exit 0). Stopped,
+    naming the lake to merge instead; `merge --full` makes the home its own lake's on purpose.
+    Called on the old catalog before a writer discards it (ducklake.writing's `on_rebuild`)."""
+    recorded = _recorded(con)
+    if full or recorded is None or not own_lake(lake, catalog) or same_lake(recorded[0], masked(str(lake))):
+        return
+    merged_from = recorded[0]
+    merged = _merged_sources(con)
+    if not merged:
+        return
+    raise EmptyLake(
+        f"the warehouse {catalog} is read from the lake {merged_from} ({len(merged)} sources merged from it), "
+        f"not from this home's own lake {masked(str(lake))}: merging that would replace them, and nothing "
+        f"was merged. To refresh it, run `agentlake merge --lake {merged_from}`; to land this machine's "
+        f"agents there too, run `agentlake ingest --lake {merged_from}` (or set lake in config.toml); "
+        "to make the warehouse this home's own lake's, run `agentlake merge --full`")
+
+
 def _refuse_emptying(con, lake, catalog: Path, landed: dict[str, str], merged_from: str) -> None:
     """A shared lake (object storage, a folder other machines land into) that lists no source's
     landing file, while the catalog holds sources merged from it, is a wrong bucket, prefix or
@@ -374,11 +396,7 @@ def _refuse_emptying(con, lake, catalog: Path, landed: dict[str, str], merged_fr
     does it). A home's own lake is its owner's: a source deleted there is removed."""
     if own_lake(lake, catalog) or any(not _is_run_log(_group(f)) for f in landed):
         return
-    try:
-        gone = {_group(r[0]) for r in con.execute(f"SELECT path FROM {MERGED}").fetchall()}
-    except duckdb.Error:  # a catalog from before the table: nothing to lose
-        return
-    gone = [g for g in gone if not _is_run_log(g)]
+    gone = _merged_sources(con)
     if not gone:
         return
     lake = masked(str(lake))
@@ -388,6 +406,15 @@ def _refuse_emptying(con, lake, catalog: Path, landed: dict[str, str], merged_fr
         "(a wrong bucket, prefix or endpoint, a share not mounted, or a bucket being emptied or refilled?). "
         "To empty the warehouse as the lake is now, run `agentlake merge --full` with the same --lake and "
         "--warehouse")
+
+
+def _merged_sources(con) -> list[str]:
+    """The sources (not run logs) the catalog holds rows of; none in a catalog from before the table."""
+    try:
+        groups = {_group(r[0]) for r in con.execute(f"SELECT path FROM {MERGED}").fetchall()}
+    except duckdb.Error:
+        return []
+    return [g for g in groups if not _is_run_log(g)]
 
 
 def _unreadable(uri: str, path: Path, run_log: bool) -> str:
