@@ -105,3 +105,24 @@ def test_a_lake_uri_without_credentials_still_works(tmp_path):
     lake = "s3://acme-agentlake/lake@2024?endpoint_override=127.0.0.1:9000&scheme=http&region=us-east-1"
     layout = Layout.resolve(home=tmp_path, lake=lake, env={})
     assert layout.lake == lake and os.fspath(layout.home) == os.fspath(tmp_path.absolute())
+
+
+@pytest.mark.parametrize("query, timeouts", [
+    ("endpoint_override=127.0.0.1:5077&scheme=http&region=eu-west-1", (5.0, 10.0)),
+    # options pyarrow's constructor cannot take: the store keeps them, and the SDK's own timeouts
+    ("endpoint_override=127.0.0.1:5077&scheme=https&region=eu-west-1&tls_verify_certificates=false", (-1.0, -1.0)),
+])
+def test_an_object_store_waits_seconds_not_minutes_and_keeps_the_uris_options(monkeypatch, query, timeouts):
+    """An endpoint that takes the connection and never answers waited about 100 s (three tries of
+    the SDK's timeouts, a team lead's trial): the store connects within 5 s and lets a request
+    stall 10 s, about 30 s in all; every option the URI set is still the store's."""
+    from warehouse.store import CONNECT_TIMEOUT, STALL_TIMEOUT, ObjectStore
+
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    store = ObjectStore(f"s3://acme-agentlake/lake?{query}")
+    _, (options,) = store.fs.__reduce__()
+    assert (options["connect_timeout"], options["request_timeout"]) == timeouts
+    assert timeouts == (-1.0, -1.0) or timeouts == (CONNECT_TIMEOUT, STALL_TIMEOUT)
+    assert (options["endpoint_override"], options["scheme"], options["region"]) == (
+        "127.0.0.1:5077", "http" if "http&" in query else "https", "eu-west-1")
+    assert store.base == "acme-agentlake/lake"

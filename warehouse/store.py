@@ -262,6 +262,7 @@ class ObjectStore:
             self.fs, self.base = fs.FileSystem.from_uri(_with_endpoint(uri))
         except OSError as exc:
             raise LakeUnreachable(uri, exc) from None
+        self.fs = _with_timeouts(self.fs, uri)
         self.base = self.base.rstrip("/")
         self._bucket_seen = False
         self._dead: tuple[float, LakeUnreachable] | None = None  # (until when, why)
@@ -349,6 +350,25 @@ class ObjectStore:
 # pyarrow's (the AWS SDK's) words for a store that did not answer, after its own three tries
 _NOT_ANSWERING = re.compile(r"NETWORK_CONNECTION|curlCode|Could not connect|Connection refused|Timeout was reached")
 DEAD_FOR = 60.0  # seconds a store that did not answer is not asked again (per process)
+
+
+# An endpoint that takes the connection and never answers waited out the SDK's own timeouts on
+# each of pyarrow's three tries: about 100 s (curlCode 28). Connecting may take 5 s, and a request
+# may stall (no byte moving, not a slow transfer) 10 s: about 30 s in all before the one error.
+CONNECT_TIMEOUT, STALL_TIMEOUT = 5.0, 10.0
+# parameters pyarrow's URI takes and its S3FileSystem constructor does not: a store opened with
+# them keeps the SDK's timeouts rather than lose them
+_URI_ONLY = ("tls_verify_certificates=", "tls_ca_dir_path=")
+
+
+def _with_timeouts(store, uri: str):
+    """The S3 filesystem pyarrow made from the URI, made again with its own options and ours."""
+    from pyarrow import fs
+
+    if not isinstance(store, fs.S3FileSystem) or any(p in uri for p in _URI_ONLY):
+        return store
+    _, (options,) = store.__reduce__()  # every option from_uri set, as pickling carries them
+    return fs.S3FileSystem(**{**options, "connect_timeout": CONNECT_TIMEOUT, "request_timeout": STALL_TIMEOUT})
 
 
 def _with_endpoint(uri: str) -> str:
