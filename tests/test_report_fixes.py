@@ -184,6 +184,18 @@ def test_nothing_in_the_filters_is_zero_everywhere(mixed, capsys):
     assert "Total cost: $0.0000 · 0 root sessions started" in page
 
 
+@pytest.mark.parametrize("by", ["day", "project", "agent", "user", "model"])
+def test_a_breakdown_row_that_counted_none_says_0_as_totals_do(mixed, capsys, by):
+    """A row with cost but no root session started on its day (or no call in its project) printed
+    null where Totals print 0 (a trial user's report): each count is a number in every row."""
+    report = _json(capsys, mixed.home, "--by", by, "--top", "0")
+    rows = report[next(k for k in report if k.startswith("by_"))]
+    counts = [c for c in ("root_sessions", "messages", "tool_calls", "assistant_messages") if c in rows[0]]
+    assert counts and all(isinstance(r[c], int) for r in rows for c in counts), rows
+    if by == "day":  # the fixture has days answered in a session started the day before
+        assert any(r["root_sessions"] == 0 for r in rows), rows
+
+
 def test_an_empty_warehouse_totals_zero(layout, project, capsys):
     empty = project("empty")
     empty.close()

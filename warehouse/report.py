@@ -115,7 +115,8 @@ def _cost_and_use(keys: list[str], use: list[str], order: str, agents: bool = Fa
     branches = [f"SELECT {k}, cost_usd, cost_source FROM daily_costs {{w}}"]
     branches += [_USE[m].format(k=k, w="{w}") for m in use]
     out = ", ".join(keys)
-    measures = "".join(f", SUM({m}) AS {m}" for m in use)
+    # a count that found none is 0, as in Totals; tokens no row recorded stay NULL (Crush records none)
+    measures = "".join(f", SUM({m}) AS {m}" if m == "tokens" else f", COALESCE(SUM({m}), 0) AS {m}" for m in use)
     return (f"SELECT {out}, {_COST} AS cost_usd{measures}"
             + (f", {sorted_list('provider')} AS agents" if agents else "")
             + f", {sorted_list('cost_source')} AS cost_source "
