@@ -71,7 +71,8 @@ def _nothing_ingested(layout: Layout) -> int:
              "(or `lake` in config.toml, $AGENTLAKE_LAKE)")
     else:
         hint = " (a wrong bucket, prefix or endpoint? it lists no landing file)" if layout.remote else ""
-        _err(f"error: nothing ingested in {layout.lake} yet{hint}: run `agentlake ingest` (or `agentlake demo`) first")
+        _err(f"error: nothing ingested in {layout.lake} yet{hint}: run `agentlake ingest` (or `agentlake demo`) "
+             "first, or name a team's lake with --lake")
     return 1
 
 
@@ -288,7 +289,9 @@ def _no_warehouse(layout) -> str:
     if layout.pending_marker.exists():
         return (f"no warehouse at {layout.warehouse} yet: an ingest has landed data it has not merged "
                 "(it is running now, or it stopped before its merge, and the next `agentlake ingest` merges it)")
-    return f"no warehouse at {layout.warehouse}: run `agentlake ingest` (or `agentlake demo`) first"
+    from warehouse.views import FIRST_STEP
+
+    return f"no warehouse at {layout.warehouse}: {FIRST_STEP}"
 
 
 def _read_warehouse(args, answer) -> int:
@@ -571,6 +574,12 @@ def _common(p: argparse.ArgumentParser, discovery: bool = False, places: bool = 
                        help="do not read the agents' default locations ($CRUSH_GLOBAL_DATA, $CODEWHALE_HOME, ...)")
 
 
+def _command(sub, name: str, help: str, description: str | None = None, **kw) -> argparse.ArgumentParser:
+    """A subcommand whose `--help` opens with what it does: its one-line help as a sentence,
+    where it has no description of its own (merge, dashboard, serving, compact had none)."""
+    return sub.add_parser(name, help=help, description=description or help[0].upper() + help[1:] + ".", **kw)
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="agentlake", description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -582,19 +591,19 @@ def parser() -> argparse.ArgumentParser:
     # not required here: argparse would then report a missing COMMAND before an unknown option
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("quickstart", help="ingest your agents' data (or a demo if you have none) and show a first query")
+    p = _command(sub, "quickstart", help="ingest your agents' data (or a demo if you have none) and show a first query")
     _common(p, discovery=True)
     p.add_argument("--quiet", action="store_true", help="no per-source progress")
     p.add_argument("--full-refresh", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_quickstart)
 
-    p = sub.add_parser("ingest", help="read every new or changed source, land its rows and merge them into the tables and marts, with progress")
+    p = _command(sub, "ingest", help="read every new or changed source, land its rows and merge them into the tables and marts, with progress")
     _common(p, discovery=True)
     p.add_argument("--full-refresh", action="store_true", help="re-read every source, even unchanged ones")
     p.add_argument("--quiet", action="store_true", help="no per-source progress")
     p.set_defaults(func=cmd_ingest)
 
-    p = sub.add_parser("demo", help="generate demo data of every agent under <home> and ingest it",
+    p = _command(sub, "demo", help="generate demo data of every agent under <home> and ingest it",
                        description="Generate a seeded demo of every agent in the same projects under "
                                    "<home>/demo-data and ingest it. A home whose lake holds anything but a "
                                    "demo is refused (run it with --home <home>/demo, where quickstart keeps "
@@ -612,13 +621,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no per-source progress")
     p.set_defaults(func=cmd_demo)
 
-    p = sub.add_parser("sql", help="run a query against the warehouse (read-only)")
+    p = _command(sub, "sql", help="run a query against the warehouse (read-only)")
     _common(p)
     p.add_argument("query")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
     p.set_defaults(func=cmd_sql)
 
-    p = sub.add_parser("report", help="cost, models and tools in readable tables (or JSON/CSV)",
+    p = _command(sub, "report", help="cost, models and tools in readable tables (or JSON/CSV)",
                        description="Totals, then cost and use (root sessions, messages, tool calls, tokens) by "
                                    "--by, the top projects, models, tools and failing tools. root_sessions counts "
                                    "the root sessions started in the window, messages the messages sent in it "
@@ -642,7 +651,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("dashboard", help="serve the team dashboard (cost over time, by project and model, tools, "
+    p = _command(sub, "dashboard", help="serve the team dashboard (cost over time, by project and model, tools, "
                                          "insights; drill down project -> session -> transcript)")
     _common(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
@@ -652,18 +661,18 @@ def parser() -> argparse.ArgumentParser:
                         "beyond loopback a token is required: $AGENTLAKE_DASHBOARD_TOKEN, else one is printed")
     p.set_defaults(func=cmd_dashboard)
 
-    p = sub.add_parser("serving", help="write the marts as tables into a small serving database for BI tools")
+    p = _command(sub, "serving", help="write the marts as tables into a small serving database for BI tools")
     _common(p)
     p.add_argument("output", nargs="?", help="where to write it (default: <home>/serving.duckdb)")
     p.add_argument("--storage-version", default="v1.0.0",
                    help="DuckDB storage format, for BI drivers bundling an older DuckDB (default: v1.0.0)")
     p.set_defaults(func=cmd_serving)
 
-    p = sub.add_parser("sources", help="list the sources discovery finds, without reading them")
+    p = _command(sub, "sources", help="list the sources discovery finds, without reading them")
     _common(p, discovery=True)
     p.set_defaults(func=cmd_sources)
 
-    p = sub.add_parser("merge", aliases=["views"],
+    p = _command(sub, "merge", aliases=["views"],
                        help="merge what every machine landed into the warehouse's tables and marts, without "
                             "reading any agent (a reader of a team lake)")
     _common(p)
@@ -671,7 +680,7 @@ def parser() -> argparse.ArgumentParser:
                    help="rebuild every table from the landing files (after a table file was lost; or to empty a warehouse whose shared lake lists nothing)")
     p.set_defaults(func=cmd_merge)
 
-    p = sub.add_parser("compact", help="merge small files, apply deletes and remove files no snapshot needs")
+    p = _command(sub, "compact", help="merge small files, apply deletes and remove files no snapshot needs")
     _common(p)
     p.add_argument("--keep-seconds", type=_seconds, default=600, metavar="S",
                    help="keep files older snapshots need for this long, for readers still on them (default: 600)")
@@ -680,7 +689,7 @@ def parser() -> argparse.ArgumentParser:
                         "only where this catalog is the one writer of its data folder")
     p.set_defaults(func=cmd_compact)
 
-    p = sub.add_parser("schedule", help="print (or install) a systemd timer, cron line or launchd agent that "
+    p = _command(sub, "schedule", help="print (or install) a systemd timer, cron line or launchd agent that "
                                         "runs `agentlake ingest` on this machine")
     _common(p, discovery=True)  # each passed on to the scheduled `agentlake ingest`
     p.add_argument("--kind", choices=("systemd", "cron", "launchd"),
@@ -689,7 +698,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--install", action="store_true", help="write the files and turn the schedule on")
     p.set_defaults(func=cmd_schedule)
 
-    p = sub.add_parser("dev", help="start the Dagster UI and daemon (dagster dev) on this home",
+    p = _command(sub, "dev", help="start the Dagster UI and daemon (dagster dev) on this home",
                        description="Start the Dagster UI and daemon (dagster dev) on --home: Dagster uses that "
                                    "home's lake and warehouse (`lake` in <home>/config.toml names another lake).")
     _common(p, places=False)

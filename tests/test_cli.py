@@ -317,7 +317,9 @@ def test_a_reader_before_the_first_merge_is_told_an_ingest_has_landed_data(home,
     p = _store(project)
     layout = Layout.resolve(home=home)
     assert main(["sql", "SELECT 1"]) == 2
-    assert "run `agentlake ingest` (or `agentlake demo`) first" in capsys.readouterr().err
+    # a reader of a team's lake is told its own first step too (it was only told to ingest)
+    assert ("run `agentlake ingest` (or `agentlake demo`) first, or `agentlake merge --lake LAKE` to read "
+            "a team's lake") in capsys.readouterr().err
     sources, _ = discover_only(p.db)
     ingest_all(sources, layout, workers=1)  # landed, not merged: as mid-run, or killed before the merge
     for argv in (["sql", "SELECT 1"], ["report"], ["dashboard", "--port", "0"]):

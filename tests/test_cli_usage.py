@@ -114,3 +114,19 @@ def test_dev_offers_only_the_home(capsys):
         main(["sql", "--help"])  # the other commands still offer them
     out = capsys.readouterr().out
     assert "--lake LAKE" in out and "--warehouse WAREHOUSE" in out
+
+
+def test_every_commands_help_says_what_it_does(capsys):
+    """`agentlake merge --help` (and dashboard, serving, compact) began with the usage lines and
+    went on to the options: each command's help now opens with a sentence saying what it does."""
+    from pipelines.cli import parser
+
+    commands = parser()._subparsers._group_actions[0].choices
+    assert {"merge", "dashboard", "serving", "compact", "ingest", "sql"} <= set(commands)
+    for name in commands:
+        with pytest.raises(SystemExit) as exc:
+            main([name, "--help"])
+        out = capsys.readouterr().out
+        said = out.split("\n\n")[1]  # after the usage lines
+        assert exc.value.code == 0 and said[0].isupper() and said.rstrip().endswith("."), (name, said)
+        assert not said.startswith(("positional arguments", "options")), (name, out)

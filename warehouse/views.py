@@ -28,12 +28,17 @@ def refresh(lake, warehouse: Path, *, full: bool = False, marts: bool = True) ->
     return result
 
 
+# what an empty home is told to do first: a reader of a team's lake too (who was told to ingest)
+FIRST_STEP = ("run `agentlake ingest` (or `agentlake demo`) first, or `agentlake merge --lake LAKE` "
+              "to read a team's lake")
+
+
 def connect(warehouse: Path, data_path: str | None = None, *, ours: bool = False):
     """A read-only connection to the lake, as every reader should open it; `data_path` is the
     layout's `tables_path`, for a home moved or copied since its last write; `ours`: only
     agentlake's own SQL runs on it (ducklake.connect)."""
     if not Path(warehouse).exists():
-        raise FileNotFoundError(f"no warehouse at {warehouse}: run `agentlake ingest` (or `agentlake demo`) first")
+        raise FileNotFoundError(f"no warehouse at {warehouse}: {FIRST_STEP}")
     return ducklake.connect(Path(warehouse), data_path, ours=ours)
 
 
