@@ -605,6 +605,41 @@ def test_bytes_that_are_not_utf8_are_counted(layout, tmp_path):
         "Fix the failing login test \ufffd\ufffd"
 
 
+def test_a_last_line_still_being_written_is_said_as_such_not_as_an_unparseable_row(layout, tmp_path):
+    """A session being written when a scheduled run reads it ends in a line without its newline:
+    said as "1 unparseable rows quarantined", as a broken line is, every run that met one. It is
+    said for what it is (still kept in quarantine for the run), and a broken line still is."""
+    home = tmp_path / "claude"
+    path = write_fixture(home)
+    with open(path, "a") as fh:
+        fh.write(json.dumps(user_line(SID, T0, CWD, "three"))[:40])
+    (result,) = ingest(layout, homes={"claude": [home]}).results
+    assert result.status == "ok"
+    assert ("1 last lines without their newline yet (a session still being written, or cut short): in "
+            "quarantine for this run, read again once complete") in result.warnings
+    assert not [w for w in result.warnings if "unparseable" in w], result.warnings
+    assert scalar(layout, "SELECT error FROM quarantine") == "incomplete last line (no newline yet)"
+
+    with open(path, "a") as fh:  # finished, and a broken line after it
+        fh.write(json.dumps(user_line(SID, T0, CWD, "three"))[40:] + "\n{broken\n")
+    (result,) = ingest(layout, homes={"claude": [home]}).results
+    assert "1 unparseable rows quarantined" in result.warnings
+    assert not [w for w in result.warnings if "newline yet" in w], result.warnings
+    assert scalar(layout, "SELECT error FROM quarantine").startswith("not valid JSON")
+
+
+def test_a_transcript_that_cannot_be_read_is_named_in_the_warnings(layout, tmp_path):
+    """It was counted as "1 unparseable rows quarantined", naming no file."""
+    home = tmp_path / "claude"
+    path = write_fixture(home)
+    (path.parent / "gone.jsonl").symlink_to(tmp_path / "nowhere.jsonl")  # a sync tool's dangling link
+    (result,) = ingest(layout, homes={"claude": [home]}).results
+    said = [w for w in result.warnings if w.startswith("gone.jsonl: cannot read the transcript: ")]
+    assert said and said[0].endswith("(in quarantine; read again next run)"), result.warnings
+    assert not [w for w in result.warnings if "unparseable" in w], result.warnings
+    assert scalar(layout, "SELECT key FROM quarantine") == "gone.jsonl:0"
+
+
 def test_an_upgraded_home_keeps_every_session_once_when_its_sources_are_renamed(layout, tmp_path, monkeypatch):
     """Releases before named a project's source by its directory's path; this one by its slug.
     The first ingest after the upgrade takes the old source over: a session Claude Code deleted

@@ -17,6 +17,7 @@ class Findings:
     diverted: Counter = field(default_factory=Counter)
     notes: list[str] = field(default_factory=list)  # anything else worth a warning
     unread: int = 0  # files that could not be read this run: the source must be read again
+    explained: int = 0  # quarantine rows a note says more of (a last line still being written)
 
     def warnings(self, quarantined: int) -> list[str]:
         out = []
@@ -30,8 +31,8 @@ class Findings:
         if self.null_timestamps:
             undated = f"; {self.epoch_dated} of no dated session, dated 1970-01-01" if self.epoch_dated else ""
             out.append(f"{self.null_timestamps} rows without a usable timestamp (dated by their session's day{undated})")
-        if quarantined:
-            out.append(f"{quarantined} unparseable rows quarantined")
+        if quarantined > self.explained:
+            out.append(f"{quarantined - self.explained} unparseable rows quarantined")
         return out + self.notes
 
     def add(self, more: "Findings", notes: bool = True) -> None:
@@ -48,6 +49,7 @@ class Findings:
         self.diverted.update(more.diverted)
         self.notes += more.notes if notes else []
         self.unread += more.unread
+        self.explained += more.explained
 
 
 def bad_line(provider: str, owner, table: str, path: str, no: int, error: str, raw: str, run_at) -> dict:
