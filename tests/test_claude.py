@@ -136,6 +136,11 @@ def test_trap1_a_resumed_session_replaying_its_parent_counts_once(layout, tmp_pa
     want = cost(Buckets(5, 0, 0, 0, 50), at=T0 + timedelta(seconds=1)) + cost(Buckets(8, 0, 0, 0, 80), at=later)
     assert scalar(layout, "SELECT SUM(cost_usd) FROM sessions WHERE is_root") == pytest.approx(want, abs=1e-12)
     assert any("3 replayed lines" in w for w in summary.results[0].warnings)
+    # copies with the same numbers: the row's line is its own session's (it was the resumed file's,
+    # said as "counted from their final copy in another file")
+    assert query(layout, "SELECT message_id, source_table, source_rowid FROM usage ORDER BY 1") == [
+        ("msg_A", f"{SID}.jsonl", 2), ("msg_B", f"{resumed}.jsonl", 5)]
+    assert not [w for w in summary.results[0].warnings if "final copy" in w], summary.results[0].warnings
 
 
 def test_trap1_the_non_sidechain_copy_wins(layout, tmp_path):

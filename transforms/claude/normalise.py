@@ -269,6 +269,8 @@ def usage_rows(kept: list[Line], ctx: Context, findings: Findings, final: dict |
     for key, group in groups.items():
         best = (final or {}).get(key) or max(
             group, key=lambda ln: (_int(ln.rec["message"]["usage"].get("output_tokens")) or -1, ln.lineno))
+        if best.rel != group[0].rel:  # a copy elsewhere with the same numbers: the row keeps its own line
+            best = max((ln for ln in group if _same_numbers(ln, best)), key=lambda ln: ln.lineno, default=best)
         replaced += best.rel != group[0].rel
         first = min(group, key=lambda ln: ln.order)
         msg, u = best.rec["message"], best.rec["message"]["usage"]
@@ -288,6 +290,12 @@ def usage_rows(kept: list[Line], ctx: Context, findings: Findings, final: dict |
     if replaced:
         findings.notes.append(f"{replaced} requests counted from their final copy in another file")
     return rows
+
+
+def _same_numbers(line: Line, other: Line) -> bool:
+    """Two copies of a response whose usage and stop reason are equal (a replay copies them whole)."""
+    a, b = line.rec["message"], other.rec["message"]
+    return a.get("usage") == b.get("usage") and a.get("stop_reason") == b.get("stop_reason")
 
 
 def build_sessions(lines: list[Line], kept: list[Line], messages: list[dict], metas: dict) -> dict[str, Session]:
