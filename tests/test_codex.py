@@ -515,6 +515,30 @@ def test_a_home_holding_only_an_empty_rollout_skips_it_by_name(layout, tmp_path)
     assert not (layout.lake / "_landing" / "laptop" / "dev" / "codex").exists()
 
 
+def test_a_rollout_of_codexs_first_format_is_said_as_that_not_as_malformed(layout, tmp_path):
+    """Codex's rollouts before session_meta (2025): a header without `type`, a state record, bare
+    response items, and no token counts. Quarantined whole as "malformed", which read as a
+    broken file: it is said for what it is, and the other sessions are read as before."""
+    home = tmp_path / "codex"
+    truth = generate_home(home, sessions=3, seed=4)
+    old = home / "sessions" / "2025" / "05" / "02" / "rollout-2025-05-02T10-00-00-0196aaaa-bbbb-7ccc-8ddd-eeeeeeeeeeee.jsonl"
+    old.parent.mkdir(parents=True)
+    lines = [{"id": "0196aaaa-bbbb-7ccc-8ddd-eeeeeeeeeeee", "timestamp": "2025-05-02T10:00:00.000Z",
+              "instructions": None, "git": {"commit_hash": "abc", "branch": "main"}},
+             {"record_type": "state"},
+             {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}]
+    old.write_text("".join(json.dumps(ln) + "\n" for ln in lines))
+    summary = ingest(layout, homes={"codex": [home]})
+    assert summary.exit_code == 0
+    warnings = [w for r in summary.results for w in r.warnings]
+    assert any(str(old) in w and "a rollout of Codex's first format" in w for w in warnings), warnings
+    assert not [w for w in warnings if "malformed" in w], warnings
+    assert query(layout, "SELECT key, error FROM quarantine") == [
+        (f"{old}:1", "a rollout of Codex's first format (an {id, timestamp, instructions} header, before "
+                     "session_meta and token counts, 2025): not read, kept whole in quarantine")]
+    assert query(layout, ROOT_TOTALS) == [(truth.roots, pytest.approx(truth.cost_usd))]
+
+
 def test_of_two_copies_of_a_session_the_larger_is_read_and_the_other_named(layout, tmp_path):
     """A sync tool's `... (1).jsonl` holding the first lines of a session sorted before the real
     rollout, and was read instead of it: 3 of 9 messages, $0, without a word."""

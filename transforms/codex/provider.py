@@ -149,7 +149,22 @@ def _unread_what(path: str, extra: bool, read: set) -> str:
 def _malformed(data: bytes) -> str:
     if not data.strip():
         return "empty rollout: Codex recorded nothing in it, not even its session_meta"
+    if _first_format(data):
+        return ("a rollout of Codex's first format (an {id, timestamp, instructions} header, before "
+                "session_meta and token counts, 2025): not read, kept whole in quarantine")
     return "malformed rollout: no session_meta on the first line"
+
+
+def _first_format(data: bytes) -> bool:
+    """Codex's rollouts before session_meta: a header line {"id", "timestamp", "instructions"?,
+    "git"?} with no `type`, then `{"record_type": "state"}` and bare response items. They record
+    no token counts, so no cost could be read from them: said as that, not as malformed."""
+    try:
+        head = jsontext.loads(data.split(b"\n", 1)[0].decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(head, dict) and "type" not in head and isinstance(head.get("id"), str) \
+        and "timestamp" in head
 
 
 def unread_reason(path: str) -> str:
