@@ -71,8 +71,9 @@ def _nothing_ingested(layout: Layout) -> int:
              "(or `lake` in config.toml, $AGENTLAKE_LAKE)")
     else:
         hint = " (a wrong bucket, prefix or endpoint? it lists no landing file)" if layout.remote else ""
+        reader = ", or name a team's lake with --lake" if own_lake(layout.lake, layout.warehouse) else ""
         _err(f"error: nothing ingested in {layout.lake} yet{hint}: run `agentlake ingest` (or `agentlake demo`) "
-             "first, or name a team's lake with --lake")
+             f"first{reader}")
     return 1
 
 

@@ -88,6 +88,7 @@ def test_views_and_serving_in_an_empty_home_say_nothing_is_ingested(tmp_path, ca
     home = tmp_path / "empty-home"
     code, out, err = _run(capsys, command, "--home", str(home))
     assert code == 1 and f"nothing ingested in {home / 'lake'} yet" in err
+    assert err.rstrip().endswith("first, or name a team's lake with --lake"), err  # a reader's first step
     assert not home.exists() or not any(home.rglob("*.duckdb"))  # no empty file written
 
 

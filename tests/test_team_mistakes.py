@@ -109,6 +109,7 @@ def test_a_new_reader_merging_an_empty_prefix_is_told_and_writes_nothing(s3, tmp
         out = cli("merge", "--lake", wrong, home=reader, cwd=tmp_path / "cwd", env=s3)
         assert out.returncode == 1, out.stdout + out.stderr
         assert out.stderr.startswith(f"error: nothing ingested in {wrong} ") and out.stderr.count("\n") == 1, out.stderr
+        assert "name a team's lake" not in out.stderr  # it named one
         assert out.stdout == "" and "merged 0 sources" not in out.stdout
         assert not (reader / "warehouse.ducklake").exists()  # nothing for a reader to open
 
