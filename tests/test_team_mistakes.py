@@ -254,3 +254,41 @@ def test_a_misspelt_extra_stores_fails_the_ingest_and_the_right_one_finds_the_st
 
     with connect(layout.warehouse) as con:
         assert con.execute("SELECT COUNT(*) FROM sessions").fetchone()[0] == store.sessions
+
+
+# --- 6. a machine renamed, or a store copied to another machine ---------------------------------
+
+def test_a_machine_ingested_again_under_a_new_name_is_said_and_undone_by_deleting_the_old_folder(tmp_path):
+    """A machine renamed (or a store copied to a new laptop) landed every session again under the
+    new name, and each copy counted with nothing said (a team lead's trial). The merge names the
+    two machines; deleting the old name's landing folder and merging counts each session once."""
+    share, cwd, home = tmp_path / "share", tmp_path / "cwd", tmp_path / "ben"
+    store = generate_store(tmp_path / "crush", projects=1, sessions_per_project=3, seed=6)
+    first = cli("ingest", "--quiet", "--no-default", "--lake", str(share), "--machine", "ben-laptop",
+                "--crush-root", str(store.global_dir), home=home, cwd=cwd)
+    assert first.returncode == 0 and "landed by" not in first.stderr, first.stderr
+    roots = _roots(home)
+    again = cli("ingest", "--quiet", "--no-default", "--lake", str(share), "--machine", "ben-desktop",
+                "--crush-root", str(store.global_dir), home=home, cwd=cwd)
+    assert again.returncode == 0, again.stderr
+    said = [ln for ln in again.stderr.splitlines() if "landed by" in ln]
+    assert said == [f"warning: {roots} root sessions landed by ben-desktop were landed by ben-laptop too (the "
+                    "same agent, id and start: a store copied to another machine, or a machine ingested again "
+                    "under a new name?): each copy is counted; README, \"Renaming or retiring a machine\""], \
+        again.stderr
+    assert _roots(home) == 2 * roots
+
+    import shutil
+    shutil.rmtree(share / "_landing" / "ben-laptop")  # as README says
+    merged = cli("merge", "--lake", str(share), home=home, cwd=cwd)
+    assert merged.returncode == 0 and "landed by" not in merged.stderr, merged.stderr
+    assert _roots(home) == roots
+    from warehouse.views import connect
+    with connect(home / "warehouse.ducklake") as con:
+        assert con.execute("SELECT DISTINCT machine FROM sessions").fetchall() == [("ben-desktop",)]
+
+
+def _roots(home) -> int:
+    from warehouse.views import connect
+    with connect(home / "warehouse.ducklake") as con:
+        return con.execute("SELECT COUNT(*) FROM sessions WHERE is_root").fetchone()[0]

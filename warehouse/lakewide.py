@@ -92,6 +92,20 @@ def duplicate_keys(con, source_ids=None) -> dict[str, int]:
     return out
 
 
+def copied_sessions(con, source_ids=None) -> list[tuple[str, str, int]]:
+    """(machine, other machine, root sessions) for root sessions that two machines both landed:
+    the same agent, session id and start time, as in a store copied to a new laptop or a machine
+    ingested again under a new name. Each copy counts; a reader should be told. The start time is
+    part of the match: an id alone repeats across machines for some agents (Goose's `20260302_1`)."""
+    where, params = _only(source_ids, "a")
+    also, more = _only(source_ids, "b")
+    sql = (f'SELECT a.machine, b.machine, COUNT(*) FROM sessions a JOIN sessions b '
+           f'ON a.provider = b.provider AND a.session_id = b.session_id AND a.created_at = b.created_at '
+           f'AND a.machine < b.machine WHERE a.is_root AND b.is_root '
+           f'AND ((true{where}) OR (true{also})) GROUP BY ALL ORDER BY 1, 2')  # either copy merged now
+    return [tuple(r) for r in con.execute(sql, params + more).fetchall()]
+
+
 def orphans(con, source_ids=None) -> dict[str, int]:
     """Rows whose parent is missing from their own source, per reference (0 when all is well)."""
     out = {}

@@ -295,10 +295,22 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
         # the marts in a transaction of their own: the inserts, committed, no longer hold memory
         # there (ten machines' marts ran out of 600 MB after them in one transaction, and fit
         # alone). Readers still see both at once: the catalog is published when the writer ends.
+        if result.merged:
+            result.problems += _copies_said(con, result.source_ids)
         if marts and build:
             _refresh_marts(con, whole=build == "whole", memory_limit=memory_limit)
         result.crowded = bool(result.merged or result.removed) and crowded(con)
     return result
+
+
+def _copies_said(con, source_ids) -> list[str]:
+    """A line for each two machines that landed the same root sessions (lakewide.copied_sessions):
+    both copies count, and nothing said it (a team lead's trial)."""
+    from warehouse.lakewide import copied_sessions
+
+    return [f"{n} root sessions landed by {a} were landed by {b} too (the same agent, id and start: a store "
+            f"copied to another machine, or a machine ingested again under a new name?): each copy is counted; "
+            f"README, \"Renaming or retiring a machine\"" for a, b, n in copied_sessions(con, source_ids)]
 
 
 def crowded(con) -> bool:
