@@ -1,6 +1,7 @@
 """The Dagster layer: definitions load, assets materialise per agent and project, the sensor and
 schedule."""
 
+import logging
 import sqlite3
 from datetime import datetime, timezone
 
@@ -143,6 +144,23 @@ def test_materialize_one_source_partition_and_the_views(layout, project, instanc
             for m in tables.get_asset_materialization_events()}
     assert rows["sessions"] == 1 and rows["messages"] == 1 and "daily_costs" in rows
     assert query(layout, "SELECT project, cost_usd FROM sessions") == [("alpha", 0.5)]
+
+
+def test_what_the_merge_says_is_in_the_runs_log(layout, project, instance):
+    """The merge's warnings (a landing file that is not Parquet, two machines' copies of a
+    session) went to the terminal only: a run from the UI or the sensor has none to read."""
+    a = _store(project, "alpha")
+    resource = _resource(layout, a.db)
+    instance.add_dynamic_partitions("sources", _partitions(resource))
+    assert dg.materialize([landing], partition_key="crush-alpha", instance=instance,
+                          resources={"agentlake": resource, "reporter": Reporter()}).success
+    stray = layout.lake / "_landing" / "other" / "dev" / "crush" / "0123456789abcdef" / "sessions.parquet"
+    stray.parent.mkdir(parents=True)
+    stray.write_bytes(b"not parquet")
+    tables = dg.materialize([tables_and_marts], instance=instance, resources={"agentlake": resource})
+    assert tables.success
+    warned = [e.user_message for e in instance.all_logs(tables.run_id) if e.level == logging.WARNING]
+    assert any("is not a Parquet file (11 bytes, not starting with PAR1)" in m for m in warned), warned
 
 
 def test_failed_source_fails_its_partition_with_the_reason(layout, project, instance, tmp_path):

@@ -97,3 +97,5 @@ def tables_and_marts(context: dg.AssetExecutionContext, agentlake: AgentlakeReso
         yield dg.MaterializeResult(asset_key=name, metadata={"rows": counts[name]})
     if result.waiting:
         context.log.warning(f"{len(result.waiting)} sources were being written and wait for the next merge")
+    for problem in result.problems:  # in the run's log too (a run from the UI has no terminal to read)
+        context.log.warning(problem)
