@@ -168,6 +168,10 @@ def cmd_ingest(args) -> int:
     layout = _layout(args)
     check_catalog(layout.warehouse)  # a folder or a file not DuckDB's: said before any source is read
     options = _options(args, layout)
+    if _unredacted_share(args, layout):
+        _err(f"warning: the lake {layout.lake} is a folder other than this home's own (a shared directory?) and "
+             "team mode is off: rows are written as the agents hold them, secrets included. Set team = true in "
+             f"{layout.config_file} (or --team) to redact them, or team = false (--no-team) to say it is meant")
     summary = run_ingest(layout, options, full_refresh=args.full_refresh, quiet=args.quiet)
     print_summary(summary, layout)
     if not summary.results:
@@ -176,6 +180,14 @@ def cmd_ingest(args) -> int:
         _err(f"no sources found (looked in {where}); name stores with --db, --crush-root, --codewhale-home "
              "or --agent-home AGENT=DIR, or try `agentlake demo`")
     return summary.exit_code
+
+
+def _unredacted_share(args, layout: Layout) -> bool:
+    """A folder lake that is not the home's own, with team mode left to its default (off for a
+    folder): a share other machines read, unredacted, and nothing said (a team lead's trial)."""
+    if layout.team or layout.remote or own_lake(layout.lake, layout.warehouse):
+        return False
+    return args.team is None and load_config(layout.config_file).team is None
 
 
 def cmd_demo(args) -> int:

@@ -292,3 +292,27 @@ def _roots(home) -> int:
     from warehouse.views import connect
     with connect(home / "warehouse.ducklake") as con:
         return con.execute("SELECT COUNT(*) FROM sessions WHERE is_root").fetchone()[0]
+
+
+# --- 7. a shared directory without team mode ----------------------------------------------------
+
+@pytest.mark.parametrize("team", [None, "--team", "--no-team", "config"])
+def test_a_folder_lake_not_the_homes_own_without_team_mode_is_said(tmp_path, team):
+    """A shared directory is not redacted unless team mode is set (README): a machine that did not
+    set it wrote every secret in plain text to a folder others read, and nothing said so."""
+    store = generate_store(tmp_path / "crush", projects=1, sessions_per_project=1, seed=7)
+    home = tmp_path / "ana"
+    flags = [team] if team and team.startswith("--") else []
+    if team == "config":
+        home.mkdir()
+        (home / "config.toml").write_text("team = false\n")
+    out = cli("ingest", "--quiet", "--no-default", "--lake", str(tmp_path / "share"), *flags,
+              "--crush-root", str(store.global_dir), home=home, cwd=tmp_path / "cwd")
+    assert out.returncode == 0, out.stderr
+    said = (f"warning: the lake {tmp_path / 'share'} is a folder other than this home's own (a shared directory?) "
+            "and team mode is off: rows are written as the agents hold them, secrets included. Set team = true in "
+            f"{home / 'config.toml'} (or --team) to redact them, or team = false (--no-team) to say it is meant\n")
+    assert (said in out.stderr) == (team is None), out.stderr
+    own = cli("ingest", "--quiet", "--no-default", "--crush-root", str(store.global_dir), home=tmp_path / "ben",
+              cwd=tmp_path / "cwd")  # the home's own lake: its owner's, nothing to say
+    assert own.returncode == 0 and "team mode is off" not in own.stderr, own.stderr
