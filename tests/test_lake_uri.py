@@ -126,3 +126,27 @@ def test_an_object_store_waits_seconds_not_minutes_and_keeps_the_uris_options(mo
     assert (options["endpoint_override"], options["scheme"], options["region"]) == (
         "127.0.0.1:5077", "http" if "http&" in query else "https", "eu-west-1")
     assert store.base == "acme-agentlake/lake"
+
+
+def test_an_endpoint_that_is_a_web_server_not_s3_is_said_as_that(tmp_path):
+    """A trial put a plain web server at the endpoint (as one does with an object store's console
+    port): its 404s were taken for a bucket that does not exist ("create it")."""
+    import functools
+    import http.server
+    import threading
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        endpoint = f"127.0.0.1:{server.server_address[1]}"
+        lake = f"s3://team-lake/lake?endpoint_override={endpoint}&scheme=http&region=us-east-1"
+        out = run("merge", "--lake", lake, home=tmp_path,
+                  extra_env={"AWS_ACCESS_KEY_ID": KEY_ID, "AWS_SECRET_ACCESS_KEY": SECRET})
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert out.stderr == (f"error: the lake {lake}'s endpoint http://{endpoint} answered, but not as S3 object "
+                          "storage (HTTP 404, text/html): is it the S3 API's address and port?\n")
+    assert_nothing_secret(out, *PIECES)

@@ -93,6 +93,38 @@ class NoSuchBucket(LakeUnreachable):
                                f"{_endpoint_name(lake)}: create it, or correct the lake's URI or endpoint")
 
 
+class NotObjectStorage(LakeUnreachable):
+    """The endpoint answers HTTP, but not as S3 (a web server, the console's port instead of the
+    API's): pyarrow takes its 404s for a bucket that does not exist, which was said as that."""
+
+    def __init__(self, lake: str, url: str, what: str):
+        OSError.__init__(self, f"the lake {masked(lake)}'s endpoint {url} answered, but not as S3 object storage "
+                               f"({what}): is it the S3 API's address and port?")
+
+    @classmethod
+    def probed(cls, lake: str, bucket: str) -> "NotObjectStorage | None":
+        """Asked only once pyarrow found no bucket at a named endpoint: S3 answers any request
+        for a bucket, signed or not, with an XML error or listing; anything else is not S3."""
+        import urllib.error
+        import urllib.request
+
+        from warehouse.lakefs import endpoint as lake_endpoint
+
+        url = lake_endpoint(lake)[0]
+        if not url:
+            return None
+        try:
+            with urllib.request.urlopen(f"{url.rstrip('/')}/{bucket}?list-type=2&max-keys=0", timeout=5) as r:
+                status, kind, body = r.status, r.headers.get("Content-Type") or "", r.read(512)
+        except urllib.error.HTTPError as exc:
+            status, kind, body = exc.code, exc.headers.get("Content-Type") or "", exc.read(512)
+        except (OSError, ValueError):  # no answer over plain HTTP(S) at all: pyarrow's finding stands
+            return None
+        if b"<?xml" in body[:64] or body.lstrip().startswith((b"<Error", b"<ListBucketResult")) or "xml" in kind:
+            return None
+        return cls(lake, url, f"HTTP {status}, {kind.split(';')[0] or 'no content type'}")
+
+
 class EmptyLake(LakeUnreachable):
     """The lake lists no landing file, while the warehouse holds sources merged from it: a wrong
     bucket, prefix or endpoint, or a bucket emptied. Not taken as every source removed."""
@@ -330,7 +362,7 @@ class ObjectStore:
             except OSError:  # a HeadBucket this identity may not make: the listing answered, so go on
                 missing = False
             if missing:
-                raise NoSuchBucket(self.lake, bucket)
+                raise NotObjectStorage.probed(self.lake, bucket) or NoSuchBucket(self.lake, bucket)
             self._bucket_seen = True
         return [i for i in found if i.type == fs.FileType.File and i.path.endswith(".parquet")]
 
