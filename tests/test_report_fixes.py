@@ -144,6 +144,32 @@ def test_totals_count_the_root_sessions_whose_cost_is_unknown(mixed, capsys):
     assert window["root_sessions_with_unknown_cost"] == unpriced and 0 < unpriced < unknown
 
 
+def test_totals_count_the_root_sessions_priced_in_part(layout, tmp_path, capsys):
+    """A root session with priced and unpriced requests has a cost (`partial`: its priced ones),
+    and the total had no word of it: read as exact, it was a floor (a trial user's report)."""
+    from tests.test_claude import CWD, SID, T0, project, response
+    from transforms.claude.synth import usage, user_line, write_jsonl
+
+    home = tmp_path / "claude"
+    mixed_models = "22222222-1111-4222-8333-444455556666"
+    write_jsonl(project(home) / f"{SID}.jsonl", [user_line(SID, T0, CWD, "a")] + response(SID, T0, "m1", usage(1, 10)))
+    write_jsonl(project(home) / f"{mixed_models}.jsonl", [user_line(mixed_models, T0, CWD, "b")]
+                + response(mixed_models, T0, "m2", usage(1, 10))
+                + response(mixed_models, T0, "m3", usage(1, 10), model="glm-4.6"))  # no price for it
+    ingest(layout, homes={"claude": [home]})
+    assert query(layout, "SELECT cost_source, COUNT(*) FROM sessions WHERE is_root GROUP BY 1 ORDER BY 1") == [
+        ("estimated", 1), ("partial", 1)]
+    totals = _json(capsys, layout.home)["totals"][0]
+    assert (totals["root_sessions"], totals["root_sessions_with_unknown_cost"],
+            totals["root_sessions_with_partial_cost"]) == (2, 0, 1)
+    from warehouse.dashboard import render
+    from warehouse.views import connect
+
+    with connect(layout.warehouse) as con:
+        page, _ = render(con, "/", "")
+    assert "2 root sessions started · 1 priced in part (their unpriced requests not counted)" in page
+
+
 def test_the_dashboard_says_how_many_root_sessions_have_an_unknown_cost(mixed):
     from warehouse.dashboard import render
     from warehouse.views import connect
@@ -165,8 +191,8 @@ def test_nothing_in_the_filters_is_zero_everywhere(mixed, capsys):
     last = query(mixed, "SELECT MAX(date) FROM daily_costs")[0][0]
     after = (last + timedelta(days=30)).isoformat()
     totals = _json(capsys, mixed.home, "--since", after)["totals"][0]
-    assert set(totals) == {"cost_usd", "root_sessions", "root_sessions_with_unknown_cost", "messages",
-                           "tool_calls", "tool_errors", "nonzero_exits"}
+    assert set(totals) == {"cost_usd", "root_sessions", "root_sessions_with_unknown_cost",
+                           "root_sessions_with_partial_cost", "messages", "tool_calls", "tool_errors", "nonzero_exits"}
     assert all(v == 0 for v in totals.values()), totals  # counted and found none: no blanks
     assert main(["report", "--home", str(mixed.home), "--since", after, "--format", "csv"]) == 0
     block = capsys.readouterr().out.split("\n\n")[0].splitlines()
@@ -202,8 +228,9 @@ def test_an_empty_warehouse_totals_zero(layout, project, capsys):
     ingest(layout, empty.db)
     assert scalar(layout, "SELECT COUNT(*) FROM sessions") == 0
     totals = _json(capsys, layout.home)["totals"]
-    assert totals == [{"cost_usd": 0, "root_sessions": 0, "root_sessions_with_unknown_cost": 0, "messages": 0,
-                       "tool_calls": 0, "tool_errors": 0, "nonzero_exits": 0}]
+    assert totals == [{"cost_usd": 0, "root_sessions": 0, "root_sessions_with_unknown_cost": 0,
+                       "root_sessions_with_partial_cost": 0, "messages": 0, "tool_calls": 0, "tool_errors": 0,
+                       "nonzero_exits": 0}]
     from warehouse.dashboard import render
     from warehouse.views import connect
 

@@ -249,8 +249,9 @@ def _ranking_chart(con, req: Request, sql: str, link, **kw) -> tuple[str, str]:
 
 def _totals(con, req: Request) -> str:
     """The report's totals (warehouse.report.cost_and_sessions): the same figures, on the same days."""
-    _, (cost, sessions, unknown) = cost_and_sessions(con, req.filters)
+    _, (cost, sessions, unknown, partial) = cost_and_sessions(con, req.filters)
     note = f" · {unknown:,} of them with unknown cost (not counted as $0)" if unknown else ""
+    note += f" · {partial:,} priced in part (their unpriced requests not counted)" if partial else ""
     return (f'<p id="total">Total cost: {usd(cost)} · {sessions:,} root sessions started{_e(note)} · '
             "root sessions only, sub-agents included once</p>")
 

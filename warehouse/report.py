@@ -157,10 +157,12 @@ _TOTAL_COST = f"CASE WHEN COUNT(*) = 0 THEN CAST(0 AS DECIMAL(38, 9)) ELSE {_COS
 def cost_and_sessions(con, filters: Filters) -> tuple[list[str], tuple]:
     """The totals' cost and root sessions (the dashboard shows the same): the cost of the days in
     the window, the root sessions started in it and, of those, the ones whose cost is unknown (not
-    in cost_usd, never counted as $0)."""
+    in cost_usd, never counted as $0) and the ones priced in part (only their priced requests are
+    in cost_usd: the total is a floor while there are any)."""
     costs = run_query(con, f"SELECT {_TOTAL_COST} AS cost_usd FROM daily_costs {{w}}", filters)
     sessions = run_query(con, "SELECT COUNT(*) AS root_sessions, COUNT(*) FILTER (WHERE cost_source = 'unknown') "
-                              "AS root_sessions_with_unknown_cost FROM (SELECT * FROM sessions WHERE is_root) {w}",
+                              "AS root_sessions_with_unknown_cost, COUNT(*) FILTER (WHERE cost_source = 'partial') "
+                              "AS root_sessions_with_partial_cost FROM (SELECT * FROM sessions WHERE is_root) {w}",
                          filters)
     return costs[0] + sessions[0], costs[1][0] + sessions[1][0]
 
