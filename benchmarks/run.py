@@ -438,9 +438,12 @@ def _file_report(lake: Path, warehouse: Path, when: str) -> str:
     """Curated data files against the partitions they hold, and against the (table, date,
     project) pairs present (the target's measure)."""
     from transforms.contract import ALL_TABLES
+    from warehouse.layout import tables_path
     from warehouse.views import connect
 
-    files = [p for t in ALL_TABLES for p in (lake / "main" / t.name).rglob("*.parquet")]
+    # in the lake for a home's own, beside the catalog for a team's (it counted 0 files there)
+    tables = Path(tables_path(lake, warehouse))
+    files = [p for t in ALL_TABLES for p in (tables / "main" / t.name).rglob("*.parquet")]
     partitions = {p.parent for p in files}
     with connect(warehouse) as con:
         days = sum(con.execute(f'SELECT COUNT(DISTINCT (date, project)) FROM "{t.name}"').fetchone()[0]
