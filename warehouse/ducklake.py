@@ -250,10 +250,15 @@ def writing(catalog: Path, data_path: str | None = None, memory_limit: str | Non
                 if not rebuilds:
                     raise NotACatalog(f"the warehouse {catalog} holds tables whose files are not under "
                                       f"{data_path}: `agentlake merge` builds it from that lake first")
-                if on_rebuild:
-                    on_rebuild(con)
                 con.execute("USE memory")
                 con.execute(f"DETACH {CATALOG}")
+                if on_rebuild:  # asked of the old catalog over its own data path: its tables readable
+                    _attach(con, own, None, read_only=True)
+                    try:
+                        on_rebuild(con)
+                    finally:
+                        con.execute("USE memory")
+                        con.execute(f"DETACH {CATALOG}")
                 own.unlink()  # built from another lake's files: a new catalog, built again in full
                 _attach(con, own, data_path, read_only=False)
             yield con
