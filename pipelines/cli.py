@@ -66,7 +66,7 @@ def _err(*parts) -> None:
 
 def _nothing_ingested(layout: Layout) -> int:
     merged = _merged_lake(layout)
-    if merged and merged != str(layout.lake):  # a reader's home, merged from a lake named by a flag once
+    if merged and not same_lake(merged, str(layout.lake)):  # a reader's home, merged from a lake named by a flag once
         _err(f"error: nothing ingested in {layout.lake}: this warehouse merges {merged}; name it with --lake "
              "(or `lake` in config.toml, $AGENTLAKE_LAKE)")
     else:

@@ -34,7 +34,7 @@ from warehouse.marts import current as marts_current
 from warehouse.marts import forget as forget_marts
 from warehouse.marts import mark_pending, refresh_marts
 from warehouse.scratch import scratch
-from warehouse.store import EmptyLake, LakeUnreachable, masked, open_store
+from warehouse.store import EmptyLake, LakeUnreachable, ReadFromAnotherLake, masked, open_store
 from warehouse.writer import LANDING_ID
 
 # Partitions: the row's year (from `date`) and project. Finer partitions give a file per few rows
@@ -289,7 +289,7 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
     result = MergeResult()
     with scratch("merge") as workdir, \
             ducklake.writing(catalog, data_path or tables_path(lake, catalog), memory_limit,
-                             on_rebuild=lambda old: _refuse_replacing(old, lake, catalog, full)) as con:
+                             on_rebuild=None if full else lambda old: _refuse_replacing(old, lake, catalog)) as con:
         with _transaction(con):
             build = _merge_tables(con, lake, catalog, workdir, result, full)
         # the marts in a transaction of their own: the inserts, committed, no longer hold memory
@@ -379,22 +379,22 @@ def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, 
     return "some" if result.merged or result.removed or not marts_current(con) else None
 
 
-def _refuse_replacing(con, lake, catalog: Path, full: bool) -> None:
+def _refuse_replacing(con, lake, catalog: Path) -> None:
     """A reader's home (its catalog merged from a team's lake) merging its own lake, as `ingest`
     or a bare `merge` there does: the catalog, whose tables are elsewhere, would be built anew
     from this machine's rows, or from none (it emptied the warehouse, "0 ok", exit 0). Stopped,
     naming the lake to merge instead; `merge --full` makes the home its own lake's on purpose.
     Called on the old catalog before a writer discards it (ducklake.writing's `on_rebuild`)."""
-    recorded = _recorded(con)
-    if full or recorded is None or not own_lake(lake, catalog) or same_lake(recorded[0], masked(str(lake))):
+    recorded, own = _recorded(con), masked(str(lake))
+    if recorded is None or not own_lake(lake, catalog) or same_lake(recorded[0], own):
         return
     merged_from = recorded[0]
     merged = _merged_sources(con)
     if not merged:
         return
-    raise EmptyLake(
+    raise ReadFromAnotherLake(
         f"the warehouse {catalog} is read from the lake {merged_from} ({len(merged)} sources merged from it), "
-        f"not from this home's own lake {masked(str(lake))}: merging that would replace them, and nothing "
+        f"not from this home's own lake {own}: merging that would replace them, and nothing "
         f"was merged. To refresh it, run `agentlake merge --lake {merged_from}`; to land this machine's "
         f"agents there too, run `agentlake ingest --lake {merged_from}` (or set lake in config.toml); "
         "to make the warehouse this home's own lake's, run `agentlake merge --full`")

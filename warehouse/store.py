@@ -125,6 +125,14 @@ class NotObjectStorage(LakeUnreachable):
         return cls(lake, url, f"HTTP {status}, {kind.split(';')[0] or 'no content type'}")
 
 
+class ReadFromAnotherLake(LakeUnreachable):
+    """A reader's home (its warehouse merged from a team's lake) asked to merge its own lake: that
+    would replace the team's rows (warehouse.merge._refuse_replacing)."""
+
+    def __init__(self, message: str):
+        OSError.__init__(self, message)
+
+
 class EmptyLake(LakeUnreachable):
     """The lake lists no landing file, while the warehouse holds sources merged from it: a wrong
     bucket, prefix or endpoint, or a bucket emptied. Not taken as every source removed."""
