@@ -10,7 +10,7 @@ repeated; the medians are printed as a Markdown table for docs/BENCHMARKS.md.
 
 - baseline: snapshot every db, read every row, decode every parts JSON once; nothing else.
   The practical floor for any ingester.
-- cold ingest (library): warehouse.ingest.ingest_all into an empty home.
+- cold ingest (library): warehouse.land.ingest.ingest_all into an empty home.
 - cold ingest, team mode (library): the same with secrets redacted before writing.
 - cold ingest (CLI): `agentlake ingest` end to end (Python, Dagster, views) into an empty home.
 - no-op rerun (CLI): `agentlake ingest` again, nothing changed. The CLI runs also get --failed
@@ -79,8 +79,8 @@ BASELINE = BASELINE_IMPORTS + BASELINE_READ + 'print(json.dumps({"rows": rows, "
 LIBRARY_INGEST = r"""
 import dataclasses, json, sys
 from transforms.provider import DiscoverOptions
-from warehouse.ingest import discover_sources, ingest_all
-from warehouse.layout import Layout
+from warehouse.land.ingest import discover_sources, ingest_all
+from warehouse.lake.layout import Layout
 sources, _ = discover_sources(DiscoverOptions(env={}, extra_roots={"crush": (sys.argv[1],)}, use_default=False))
 layout = dataclasses.replace(Layout.resolve(home=sys.argv[2]), team=sys.argv[3] == "team")
 summary = ingest_all(sources, layout)
@@ -108,8 +108,8 @@ QUERIES = {
 TEAM_LAND = r"""
 import dataclasses, json, sys
 from transforms.provider import DiscoverOptions
-from warehouse.ingest import discover_sources, ingest_all
-from warehouse.layout import Layout
+from warehouse.land.ingest import discover_sources, ingest_all
+from warehouse.lake.layout import Layout
 sources, _ = discover_sources(DiscoverOptions(env={}, extra_roots={"crush": (sys.argv[1],)}, use_default=False))
 for m in range(int(sys.argv[4])):
     layout = Layout.resolve(home=sys.argv[2], lake=sys.argv[3], machine=f"machine-{m:02d}")
@@ -118,7 +118,7 @@ for m in range(int(sys.argv[4])):
 
 TEAM_MERGE = r"""
 import json, sys
-from warehouse.merge import compact, merge
+from warehouse.catalog.merge import compact, merge
 r = merge(sys.argv[1], __import__("pathlib").Path(sys.argv[2]))
 c = compact(__import__("pathlib").Path(sys.argv[2]), keep_seconds=0)
 print(json.dumps({"merged": r.merged, **c}))
@@ -311,7 +311,7 @@ from datetime import datetime, timezone
 from transforms.contract import BY_NAME
 from transforms.provider import DiscoverOptions
 from transforms.providers import PROVIDERS
-from warehouse.writer import to_arrow
+from warehouse.land.landing_files import to_arrow
 name, home = sys.argv[1], sys.argv[2]
 provider = PROVIDERS[name]
 found = provider.discover(DiscoverOptions(env={}, extra_roots={name: (home,)}, use_default=False))
@@ -333,10 +333,10 @@ T = {}
 t = cpu()  # the baseline, as BASELINE does it
 """ + BASELINE_READ + r"""
 T["baseline"] = cpu() - t
-import warehouse.ingest as ing
+import warehouse.land.ingest as ing
 from transforms.provider import DiscoverOptions
 from transforms.providers import PROVIDERS
-from warehouse.layout import Layout, tables_path
+from warehouse.lake.layout import Layout, tables_path
 def timed(obj, name, label):
     f = getattr(obj, name)
     def g(*a, **k):
@@ -355,8 +355,9 @@ t, run = cpu(), ing.new_run_id()
 for source in sources:
     ing.ingest_source(source, layout, run)
 T["landing: the rest (state, fingerprints)"] = cpu() - t - sum(v for k, v in T.items() if k.startswith("landing"))
-from warehouse import ducklake, marts
-from warehouse.merge import merge
+from warehouse.lake import ducklake
+from warehouse.catalog import marts
+from warehouse.catalog.merge import merge
 t = cpu()
 merge(layout.lake, layout.warehouse, marts=False)
 T["merge: the tables (the landing files read again, the tables written)"] = cpu() - t
@@ -438,8 +439,8 @@ def _file_report(lake: Path, warehouse: Path, when: str) -> str:
     """Curated data files against the partitions they hold, and against the (table, date,
     project) pairs present (the target's measure)."""
     from transforms.contract import ALL_TABLES
-    from warehouse.layout import tables_path
-    from warehouse.views import connect
+    from warehouse.lake.layout import tables_path
+    from warehouse.lake.ducklake import connect
 
     # in the lake for a home's own, beside the catalog for a team's (it counted 0 files there)
     tables = Path(tables_path(lake, warehouse))
@@ -461,7 +462,7 @@ def _dashboard(warehouse: Path, repeat: int) -> float:
     import threading
     import urllib.request
 
-    from warehouse.dashboard import make_server
+    from warehouse.serve.dashboard.server import make_server
 
     server = make_server(warehouse, "127.0.0.1", 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -571,7 +572,7 @@ def _run(con, sql: str | tuple[str, ...]) -> list:
 
 
 def _queries(warehouse: Path, repeat: int) -> dict[str, float]:
-    from warehouse.views import connect
+    from warehouse.lake.ducklake import connect
 
     out = {}
     with connect(warehouse) as con:

@@ -9,8 +9,8 @@ def _():
     import altair as alt
     import marimo as mo
 
-    from warehouse.config import reader_layout
-    from warehouse.views import connect
+    from warehouse.lake.config import reader_layout
+    from warehouse.lake.ducklake import connect
 
     warehouse_path = reader_layout().warehouse  # $AGENTLAKE_WAREHOUSE, the home's, else the quickstart demo's
     con = connect(warehouse_path)  # read-only

@@ -8,8 +8,8 @@ app = marimo.App(width="medium")
 def _():
     import marimo as mo
 
-    from warehouse.config import reader_layout
-    from warehouse.views import connect
+    from warehouse.lake.config import reader_layout
+    from warehouse.lake.ducklake import connect
 
     con = connect(reader_layout().warehouse)  # read-only; $AGENTLAKE_WAREHOUSE picks the file
     mo.md("# Session explorer\n\nPick a root session: its messages, parts and tool calls, in order "

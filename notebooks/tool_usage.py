@@ -9,8 +9,8 @@ def _():
     import altair as alt
     import marimo as mo
 
-    from warehouse.config import reader_layout
-    from warehouse.views import connect
+    from warehouse.lake.config import reader_layout
+    from warehouse.lake.ducklake import connect
 
     con = connect(reader_layout().warehouse)  # read-only; $AGENTLAKE_WAREHOUSE picks the file
     mo.md("# Tool usage and failures\n\n`errors` are tool-level failures; `nonzero_exits` are shell "

@@ -12,11 +12,13 @@ from datetime import datetime, timedelta, timezone
 
 import dagster as dg
 
-from warehouse import lakewide
-from warehouse.config import load_layout
-from warehouse.layout import Layout
-from warehouse.export import export_tables
-from warehouse.views import build_warehouse, checked, connect, lake_of
+from warehouse.catalog import checks as lakewide
+from warehouse.lake.config import load_layout
+from warehouse.lake.layout import Layout
+from warehouse.serve.hive_export import export_tables
+from warehouse.catalog.build import build_warehouse, lake_of
+from warehouse.catalog.checks import checked
+from warehouse.lake.ducklake import connect
 
 TEAM_WAREHOUSE = dg.AssetKey(["team", "warehouse"])
 # deploy/dagster.yaml lets one run with this tag at a time: two rebuilds would race to swap the file

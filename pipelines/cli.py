@@ -19,10 +19,10 @@ import sys
 from pathlib import Path
 
 from transforms.provider import DiscoverOptions, merge_paths
-from warehouse.config import DEMO, ConfigError, demo_layout, has_data, load_config, load_layout
-from warehouse.layout import Layout, NotACatalog, check_catalog, own_lake, same_lake
+from warehouse.lake.config import DEMO, ConfigError, demo_layout, has_data, load_config, load_layout
+from warehouse.lake.layout import Layout, NotACatalog, check_catalog, own_lake, same_lake
 from pipelines.runner import DagsterStorageError
-from warehouse.store import LakeUnreachable
+from warehouse.lake.storage import LakeUnreachable
 
 
 def _layout(args) -> Layout:
@@ -79,7 +79,8 @@ def _nothing_ingested(layout: Layout) -> int:
 
 def _merged_lake(layout: Layout) -> str | None:
     """The lake the warehouse's last merge read, if there is a warehouse to ask."""
-    from warehouse.views import connect, lake_of
+    from warehouse.lake.ducklake import connect
+    from warehouse.catalog.build import lake_of
 
     if not layout.warehouse.is_file():
         return None
@@ -97,7 +98,7 @@ DISCOVERY_FLAGS = tuple(NO_DISCOVERY)
 
 
 def _demo_instead(args) -> Layout | None:
-    """The quickstart demo's layout when this command should use it (warehouse.config.demo_layout);
+    """The quickstart demo's layout when this command should use it (warehouse.lake.config.demo_layout);
     never when --lake or --warehouse name another place."""
     if getattr(args, "lake", None) or getattr(args, "warehouse", None):
         return None
@@ -118,8 +119,8 @@ def use_demo_if_empty(args) -> None:
     home = demo.home.parent
     if args.command in ("sources", "ingest", "dev"):
         from transforms.demo import HOMES
-        from warehouse.demo_home import DEMO_DATA
-        from warehouse.ingest import discover_sources
+        from warehouse.land.demo_home import DEMO_DATA
+        from warehouse.land.ingest import discover_sources
 
         if any(getattr(args, f) for f in DISCOVERY_FLAGS):
             return
@@ -145,7 +146,7 @@ def _tsv(text: str) -> str:
 
 
 def cmd_sources(args) -> int:
-    from warehouse.ingest import discover_sources
+    from warehouse.land.ingest import discover_sources
 
     layout = _layout(args)
     sources, problems = discover_sources(_options(args, layout))
@@ -193,7 +194,7 @@ def _unredacted_share(args, layout: Layout) -> bool:
 def cmd_demo(args) -> int:
     from pipelines.runner import print_summary, run_ingest
     from transforms.demo import HOMES, generate_demo
-    from warehouse.demo_home import (
+    from warehouse.land.demo_home import (
         DEMO_DATA, NotADemoHome, demo_made, describe, forget_demo_sources, refuse_real_data)
 
     layout = _layout(args)
@@ -242,7 +243,7 @@ def _write_demo_config(layout, options) -> None:
 
 def cmd_quickstart(args) -> int:
     """Your own Crush data if there is any, else a demo; then a first look at the result."""
-    from warehouse.ingest import discover_sources
+    from warehouse.land.ingest import discover_sources
 
     layout = _layout(args)
     sources, problems = discover_sources(_options(args, layout))
@@ -276,8 +277,8 @@ GROUP BY ALL ORDER BY cost_usd DESC NULLS LAST, agent
 
 
 def _first_look(layout: Layout) -> None:
-    from warehouse.formatting import render
-    from warehouse.views import connect
+    from warehouse.serve.formatting import render
+    from warehouse.lake.ducklake import connect
 
     with connect(layout.warehouse, layout.tables_path) as con:
         cur = con.execute(FIRST_LOOK)
@@ -302,7 +303,7 @@ def _no_warehouse(layout) -> str:
     if layout.pending_marker.exists():
         return (f"no warehouse at {layout.warehouse} yet: an ingest has landed data it has not merged "
                 "(it is running now, or it stopped before its merge, and the next `agentlake ingest` merges it)")
-    from warehouse.views import FIRST_STEP
+    from warehouse.lake.ducklake import FIRST_STEP
 
     return f"no warehouse at {layout.warehouse}: {FIRST_STEP}"
 
@@ -312,7 +313,7 @@ def _read_warehouse(args, answer) -> int:
     a usage error (exit 2) with DuckDB's own message."""
     import duckdb
 
-    from warehouse.views import connect
+    from warehouse.lake.ducklake import connect
 
     layout = _layout(args)
     try:
@@ -333,7 +334,7 @@ WRITES_FILES = {"COPY", "COPY_DATABASE", "EXPORT", "ATTACH", "LOAD"}  # DuckDB's
 
 
 def cmd_sql(args) -> int:
-    from warehouse.formatting import fetch_rows, render
+    from warehouse.serve.formatting import fetch_rows, render
 
     if not args.query.strip():
         raise UsageError('empty query: give one SQL statement, e.g. agentlake sql "SELECT * FROM sessions LIMIT 5"')
@@ -360,9 +361,9 @@ def cmd_sql(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from warehouse.report import Filters, build, build_insights, render_report
+    from warehouse.serve.report import Filters, build, build_insights, render_report
 
-    from warehouse.report import unknown_filters
+    from warehouse.serve.report import unknown_filters
 
     filters = Filters(args.since, args.until, args.project, args.provider)
     if args.since and args.until and args.since > args.until:
@@ -380,7 +381,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_serving(args) -> int:
-    from warehouse.serving import ServingError, build_serving, check_storage_version, check_target
+    from warehouse.serve.serving_file import ServingError, build_serving, check_storage_version, check_target
 
     layout = _layout(args)
     target = Path(args.output).expanduser().absolute() if args.output else layout.home / "serving.duckdb"
@@ -399,8 +400,8 @@ def cmd_serving(args) -> int:
 
 
 def cmd_dashboard(args) -> int:
-    from warehouse.dashboard import make_server
-    from warehouse.views import connect
+    from warehouse.serve.dashboard.server import make_server
+    from warehouse.lake.ducklake import connect
 
     layout = _layout(args)
     if not layout.warehouse.exists():
@@ -447,7 +448,7 @@ _seconds = _whole(0, None, "0 or a positive whole number of seconds")
 
 
 def cmd_merge(args) -> int:
-    from warehouse.views import refresh
+    from warehouse.catalog.build import refresh
 
     layout = _layout(args)
     if not has_data(layout):
@@ -461,7 +462,7 @@ def cmd_merge(args) -> int:
 
 
 def cmd_compact(args) -> int:
-    from warehouse.merge import compact
+    from warehouse.catalog.merge import compact
 
     layout = _layout(args)
     if not layout.warehouse.exists():
@@ -490,7 +491,7 @@ def _discovery_passed(args) -> list[str]:
 def cmd_schedule(args) -> int:
     import subprocess
 
-    from warehouse import schedule
+    from pipelines import schedule
 
     layout = _layout(args)
     # the scheduler runs without this shell's variables: the home always, and whatever the

@@ -20,12 +20,12 @@ from pathlib import Path
 from transforms.atomic import replace_file
 from transforms.provider import DiscoverOptions
 from transforms.providers import PROVIDERS
-from warehouse import state as state_store
-from warehouse.ingest import (INTERRUPTED, RunSummary, SourceResult, discover_sources, failed_before, ingest_source,
+from warehouse.land import source_state as state_store
+from warehouse.land.ingest import (INTERRUPTED, RunSummary, SourceResult, discover_sources, failed_before, ingest_source,
                               is_unchanged, landed_files, new_run_id, record_run)
-from warehouse.layout import Layout
-from warehouse.locks import held
-from warehouse.store import LakeUnreachable
+from warehouse.lake.layout import Layout
+from warehouse.lake.locks import held
+from warehouse.lake.storage import LakeUnreachable
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 PROVIDER_WIDTH = max(map(len, PROVIDERS))  # the progress lines' columns line up
@@ -156,7 +156,7 @@ def run_ingest(layout: Layout, options: DiscoverOptions, *, full_refresh: bool =
     else:
         # only the run log is new (and, on a shared lake, what other machines landed): merged
         # without Dagster; the marts are rebuilt only when some source's rows changed
-        from warehouse.views import refresh
+        from warehouse.catalog.build import refresh
 
         refresh(layout.lake, layout.warehouse)
     summary.results = reporter.results
@@ -396,7 +396,7 @@ def _failure(result) -> str:
                 lines = error.message.strip().splitlines()
                 if not lines:
                     return error.cls_name or "see the Dagster run's log"
-                # "warehouse.store.EmptyLake: the warehouse ...": the sentence, not the class's path
+                # "warehouse.lake.storage.EmptyLake: the warehouse ...": the sentence, not the class's path
                 name, sep, said = lines[0].partition(": ")
                 return said if sep and error.cls_name and name.split(".")[-1] == error.cls_name else lines[0]
     return "see the Dagster run's log"

@@ -21,9 +21,10 @@ from transforms.crush.synth_parts import (
     tool_result_part,
 )
 from transforms.provider import DiscoverOptions
-from warehouse.ingest import discover_sources, ingest_all
-from warehouse.layout import Layout
-from warehouse.views import build_warehouse, connect
+from warehouse.land.ingest import discover_sources, ingest_all
+from warehouse.lake.layout import Layout
+from warehouse.catalog.build import build_warehouse
+from warehouse.lake.ducklake import connect
 
 # A test that leaves a variable set changes every later test: DAGSTER_HOME left set made two
 # "machines" share one Dagster instance in test_team, which failed only in a full run. The

@@ -17,7 +17,7 @@ from tests.conftest import ingest, query, scalar
 from transforms.amp.discover import discover
 from transforms.amp.synth import ThreadBuilder, generate_home, usage
 from transforms.pricing import Buckets, price_buckets
-from warehouse.config import load_config
+from warehouse.lake.config import load_config
 
 TID = "T-7f3e2a1b-4c5d-4e6f-8a9b-0c1d2e3f4a5b"
 SONNET = "claude-sonnet-4-5-20250929"

@@ -131,7 +131,7 @@ def test_the_store_is_never_written(tmp_path):
     beside a WAL database it opened (as for Crush and OpenCode), never a byte of data."""
     import hashlib
 
-    from warehouse.layout import Layout
+    from warehouse.lake.layout import Layout
 
     generate_home(conversations(tmp_path / "user").parent, sessions=2, seed=1)
     folder = conversations(tmp_path / "user")

@@ -68,3 +68,37 @@ def test_a_provider_is_one_folder_behind_one_interface():
         assert provider.name == name
         assert (ROOT / "transforms" / name).is_dir()
         assert all(callable(getattr(provider, m)) for m in ("discover", "fingerprint", "extract"))
+
+
+# The stages of warehouse/, bottom up: a stage imports only the stages below it (and transforms/).
+STAGES = ("lake", "land", "catalog", "serve")
+
+
+def _warehouse_imports(path: Path) -> set[str]:
+    """The warehouse stages a module imports, anywhere in it (inside functions too)."""
+    stages = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                   else [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+                   else [])
+        for module in modules:
+            parts = module.split(".")
+            if parts[0] == "warehouse" and len(parts) > 1:
+                stages.add(parts[1])
+            elif parts[0] == "warehouse" and isinstance(node, ast.ImportFrom):
+                stages.update(a.name for a in node.names)
+    return stages
+
+
+def test_warehouse_is_one_package_per_stage():
+    top = sorted(p.name for p in (ROOT / "warehouse").iterdir()
+                 if p.name != "__pycache__" and p.name != "__init__.py")
+    assert top == sorted(STAGES)
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_a_stage_imports_only_the_stages_below_it(stage):
+    allowed = set(STAGES[:STAGES.index(stage) + 1])
+    offenders = {str(f.relative_to(ROOT)): sorted(_warehouse_imports(f) - allowed)
+                 for f in sorted((ROOT / "warehouse" / stage).rglob("*.py"))}
+    assert {f: bad for f, bad in offenders.items() if bad} == {}

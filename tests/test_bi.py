@@ -4,8 +4,8 @@ and the read-only, absolute-path properties Metabase and Evidence rely on."""
 import pytest
 import sqlalchemy as sa
 
-from warehouse.serving import build_serving
-from warehouse.views import connect
+from warehouse.serve.serving_file import build_serving
+from warehouse.lake.ducklake import connect
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ from transforms.bundle import Bundle
 from transforms.codex.provider import CodexProvider
 from transforms.codex.synth import RolloutBuilder, generate_home
 from transforms.providers import PROVIDERS
-from warehouse.ingest import landed_files
-from warehouse.layout import LANDING
+from warehouse.land.ingest import landed_files
+from warehouse.lake.layout import LANDING
 
 
 def _totals(layout):
@@ -302,7 +302,7 @@ def test_a_state_of_the_previous_release_names_its_sessions_by_its_cache(layout,
 def test_a_new_session_in_a_landed_project_lists_no_landing_files(layout, tmp_path, monkeypatch):
     """Its project's own sessions are in its state: the lake is listed only on a first write (to
     take over sessions landed alone before), not on every run (a LIST per run on S3)."""
-    import warehouse.ingest as ingest_module
+    import warehouse.land.ingest as ingest_module
 
     home = tmp_path / "codex"
     generate_home(home, sessions=4, workspaces=("/home/dev/shop",))

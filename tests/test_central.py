@@ -33,10 +33,12 @@ from pipelines.central import (
 from tests.conftest import ingest
 from transforms.contract import ALL_TABLES
 from transforms.crush.synth import generate_store
-from warehouse import lakewide
-from warehouse.export import export_tables
-from warehouse import ducklake
-from warehouse.views import build_warehouse, checked, connect
+from warehouse.catalog import checks as lakewide
+from warehouse.serve.hive_export import export_tables
+from warehouse.lake import ducklake
+from warehouse.catalog.build import build_warehouse
+from warehouse.catalog.checks import checked
+from warehouse.lake.ducklake import connect
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"

@@ -19,8 +19,8 @@ from transforms.claude.synth import (
 )
 from transforms.pricing import Buckets, price_buckets
 from transforms.provider import DiscoverOptions
-from warehouse.ingest import ingest_all
-from warehouse.views import build_warehouse
+from warehouse.land.ingest import ingest_all
+from warehouse.catalog.build import build_warehouse
 
 SID = "7a1e2c44-1111-4222-8333-444455556666"
 SONNET = "claude-sonnet-4-5-20250929"
@@ -354,7 +354,7 @@ def test_incremental_reading_rereads_a_file_that_is_not_the_same_one_grown(tmp_p
 
 
 def test_an_appended_source_ingests_like_a_cold_read(layout, tmp_path):
-    from warehouse.layout import Layout
+    from warehouse.lake.layout import Layout
 
     home = tmp_path / "claude"
     path = write_fixture(home)

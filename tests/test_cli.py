@@ -270,7 +270,7 @@ def test_sql_runs_one_statement_and_says_so_when_given_more(home, project, capsy
 def test_sql_refuses_statements_that_write_files_and_the_catalog_stays_a_catalog(home, project, tmp_path, capsys):
     """A trial's `COPY (SELECT 1) TO '<home>/warehouse.ducklake'` exited 0 and left the catalog a
     4-byte CSV: the lake is attached read-only, but COPY, EXPORT and ATTACH reach other files."""
-    from warehouse.layout import Layout
+    from warehouse.lake.layout import Layout
 
     main(["ingest", "--db", str(_store(project).db)])
     catalog = Layout.resolve(home=home).warehouse
@@ -311,8 +311,8 @@ def test_a_reader_before_the_first_merge_is_told_an_ingest_has_landed_data(home,
     """A home's first ingest publishes its warehouse when its merge ends: a reader meanwhile was
     told to run `agentlake ingest`, while one was running."""
     from tests.conftest import discover_only
-    from warehouse.ingest import ingest_all
-    from warehouse.layout import Layout
+    from warehouse.land.ingest import ingest_all
+    from warehouse.lake.layout import Layout
 
     p = _store(project)
     layout = Layout.resolve(home=home)

@@ -167,8 +167,8 @@ def test_message_ids_are_unique_within_a_project_source(layout, tmp_path):
     """Codebuff numbers messages per chat (`user-1`, `ai-2`), and the chats of a project are one
     source: the lake's keys (source, message_id) and (source, message_id, part_index) must still be
     unique, and a transcript joined on them must show each part once."""
-    from warehouse import lakewide
-    from warehouse.views import checked
+    from warehouse.catalog import checks
+    from warehouse.catalog.checks import checked
 
     home = tmp_path / "manicode"
     truth = generate_home(home, sessions=4, seed=5, workspaces=("/home/dev/shop",))
@@ -178,7 +178,7 @@ def test_message_ids_are_unique_within_a_project_source(layout, tmp_path):
     # the agent's own ids do repeat across the chats: the trap is real
     own = [m["id"] for f in home.rglob("chat-messages.json") for m in json.loads(f.read_text())]
     assert len(set(own)) < len(own)
-    dupes, missing = checked(layout.warehouse, lambda con: (lakewide.duplicate_keys(con), lakewide.orphans(con)))
+    dupes, missing = checked(layout.warehouse, lambda con: (checks.duplicate_keys(con), checks.orphans(con)))
     assert set(dupes.values()) == {0} and set(missing.values()) == {0}
     joined = scalar(layout, "SELECT COUNT(*) FROM parts p JOIN messages m "
                             "ON m.source_id = p.source_id AND m.message_id = p.message_id")

@@ -85,8 +85,8 @@ def test_duplicate_id_across_homes_current_copy_wins(layout, tmp_path):
     assert [s.path for s in found.sources] == [str(home / ".codewhale" / "sessions" / f"{SID}.json")]
     # ingest through the default homes, as a user with both would
     from transforms.provider import DiscoverOptions
-    from warehouse.ingest import discover_sources, ingest_all
-    from warehouse.views import build_warehouse
+    from warehouse.land.ingest import discover_sources, ingest_all
+    from warehouse.catalog.build import build_warehouse
 
     sources, _ = discover_sources(DiscoverOptions(env={"HOME": str(home), "CRUSH_GLOBAL_DATA": str(tmp_path / "none")}))
     ingest_all(sources, layout)
@@ -256,8 +256,8 @@ def test_a_fork_finds_its_parent_under_the_legacy_home(layout, tmp_path):
     write_session(home / ".codewhale" / "sessions", _doc(fork, cost=cost_snapshot(0.75), parent=parent,
                                                          forked_from_message_count=4))
     from transforms.provider import DiscoverOptions
-    from warehouse.ingest import discover_sources, ingest_all
-    from warehouse.views import build_warehouse
+    from warehouse.land.ingest import discover_sources, ingest_all
+    from warehouse.catalog.build import build_warehouse
 
     sources, _ = discover_sources(DiscoverOptions(env={"HOME": str(home), "CRUSH_GLOBAL_DATA": str(tmp_path / "x")}))
     ingest_all(sources, layout, workers=1)

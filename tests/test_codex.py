@@ -16,7 +16,7 @@ from transforms.codex.discover import discover
 from transforms.codex.synth import RolloutBuilder, generate_home, spawn_source, tokens
 from transforms.codex.usage import buckets
 from transforms.pricing import Buckets, price_buckets
-from warehouse.layout import Layout
+from warehouse.lake.layout import Layout
 
 SID = "01958a2b-7c3d-7e4f-8a9b-0c1d2e3f4a5b"
 T = datetime(2026, 3, 2, 8, 15, tzinfo=timezone.utc)

@@ -15,7 +15,7 @@ from tests.conftest import ingest, query, scalar
 from transforms.copilot.discover import discover
 from transforms.copilot.synth import SessionBuilder, generate_home, metric
 from transforms.pricing import Buckets, price_buckets
-from warehouse.config import load_config
+from warehouse.lake.config import load_config
 
 SID = "3b1c6f9e-2a4d-4e8f-9b7a-5c6d7e8f9a0b"
 T = datetime(2026, 3, 2, 8, 15, tzinfo=timezone.utc)

@@ -14,16 +14,18 @@ import pytest
 
 from tests.conftest import ingest, query, scalar
 from transforms.crush.synth import generate_store
-from warehouse.layout import Layout
-from warehouse.scratch import OWNER, sweep
-from warehouse.views import build_warehouse, connect
+from warehouse.lake.layout import Layout
+from warehouse.lake.scratch_dirs import OWNER, sweep
+from warehouse.catalog.build import build_warehouse
+from warehouse.lake.ducklake import connect
 
 INGEST = """
 import sys
 from transforms.provider import DiscoverOptions
-from warehouse.ingest import discover_sources, ingest_all
-from warehouse.layout import Layout
-from warehouse.views import build_warehouse, connect
+from warehouse.land.ingest import discover_sources, ingest_all
+from warehouse.lake.layout import Layout
+from warehouse.catalog.build import build_warehouse
+from warehouse.lake.ducklake import connect
 sources, _ = discover_sources(DiscoverOptions(env={}, extra_roots={"crush": (sys.argv[1],)}, use_default=False))
 layout = Layout.resolve(home=sys.argv[2], machine="vm")
 ingest_all(sources, layout, force=True, workers=1)
@@ -44,7 +46,7 @@ def _kill_and_converge(tmp_path, kills: int, seed: int):
     reference = Layout.resolve(home=tmp_path / "reference", machine="vm")
     ingest(reference, roots=[store.global_dir])
     crashed = Layout.resolve(home=tmp_path / "crashed", machine="vm")
-    tmp = tmp_path / "tmp"  # where the killed runs' snapshots stay (warehouse.scratch)
+    tmp = tmp_path / "tmp"  # where the killed runs' snapshots stay (warehouse.lake.scratch_dirs)
     tmp.mkdir()
     rng = random.Random(seed)
     killed_mid_run = 0

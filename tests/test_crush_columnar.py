@@ -11,9 +11,9 @@ from tests.conftest import T0
 from transforms.contract import DATA_TABLES, PARTS
 from transforms.crush.normalise import RawTable, SourceContext, normalise_tables
 from transforms.crush.synth_parts import encode_parts, text_part, tool_call_part, tool_result_part
-from warehouse.retention import carry_forward
-from warehouse.store import LocalStore
-from warehouse.writer import build_files
+from warehouse.land.retention import carry_forward
+from warehouse.lake.storage import LocalStore
+from warehouse.land.landing_files import build_files
 
 CTX = SourceContext("src", "/p", datetime(2026, 2, 1, tzinfo=timezone.utc))
 SESSION_COLS = ["id", "parent_session_id", "title", "message_count", "prompt_tokens", "completion_tokens", "cost",

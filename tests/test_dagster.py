@@ -48,7 +48,7 @@ def test_definitions_load():
     repo = defs.get_repository_def()
     keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
     # the graph is the data model: extraction, one asset per table, one per mart
-    from warehouse.marts import MARTS
+    from warehouse.catalog.marts import MARTS
 
     assert keys == {"landing", "sessions", "messages", "parts", "tool_calls", "file_versions", "read_files",
                     "usage", "quarantine", "sources"} | set(MARTS)
@@ -175,7 +175,7 @@ def test_failed_source_fails_its_partition_with_the_reason(layout, project, inst
     assert not result.success
     failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
     assert "crush.db" in failure.event_specific_data.error.message
-    from warehouse.views import build_warehouse
+    from warehouse.catalog.build import build_warehouse
 
     build_warehouse(layout.lake, layout.warehouse)
     assert scalar(layout, "SELECT status FROM sources") == "failed"

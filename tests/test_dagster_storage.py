@@ -15,7 +15,7 @@ from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import Sqlit
 
 from pipelines.dagster_storage import OPEN_FILES, EventLogStorage, RunStorage
 from pipelines.runner import SHIPPED_BEFORE, dagster_config, dagster_env
-from warehouse.layout import Layout
+from warehouse.lake.layout import Layout
 
 SHIPPED = dagster_config(own=True)
 

@@ -27,8 +27,8 @@ from pipelines.runner import contiguous_batches
 from transforms.contract import ALL_TABLES
 from tests.conftest import T0
 from transforms.crush.synth import add_session, generate_store
-from warehouse.marts import MARTS, mart_sql
-from warehouse.views import connect
+from warehouse.catalog.marts import MARTS, mart_sql
+from warehouse.lake.ducklake import connect
 
 LANDING = dg.AssetKey("landing")
 ROOT = Path(__file__).resolve().parents[1]

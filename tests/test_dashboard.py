@@ -13,7 +13,7 @@ from urllib.parse import urljoin
 
 import pytest
 
-from warehouse.dashboard import make_server
+from warehouse.serve.dashboard.server import make_server
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 if not CHROMIUM and not os.environ.get("CI"):  # CI installs it (.ci/run); a laptop may not have it
@@ -191,7 +191,7 @@ def twenty(tmp_path):
     """A lake of 20 projects (the generator's real Crush stores), to cut to the top 15."""
     from tests.conftest import ingest
     from transforms.crush.synth import generate_store
-    from warehouse.layout import Layout
+    from warehouse.lake.layout import Layout
 
     truth = generate_store(tmp_path / "crush", projects=20, sessions_per_project=2, seed=3, days=40)
     layout = Layout.resolve(home=tmp_path / "home20", machine="laptop", user="dev")
@@ -218,7 +218,7 @@ def test_twenty_projects_cut_to_fifteen_and_others(twenty, tmp_path):
         over_time = figure(dom, "cost-over-time")
         assert "Symbol legend titled 'project' for fill color with 11 values" in over_time
         assert "others (10)" in over_time and "projects: 10 of 20 shown, 10 in others" in dom
-        from warehouse.charts import OTHERS_COLOR, PALETTE
+        from warehouse.serve.dashboard.charts import OTHERS_COLOR, PALETTE
 
         assert len(set(PALETTE)) == 10 and OTHERS_COLOR not in PALETTE
         drawn = set(re.findall(r'fill="(#[0-9a-f]{6})"', over_time))
@@ -244,8 +244,8 @@ def test_insights_that_exist_are_shown_and_the_rest_skipped(lake, tmp_path):
     import urllib.request
 
     from tests.conftest import query
-    from warehouse import ducklake
-    from warehouse.dashboard_pages import INSIGHT_ROWS, INSIGHTS
+    from warehouse.lake import ducklake
+    from warehouse.serve.dashboard.pages import INSIGHT_ROWS, INSIGHTS
 
     with ducklake.writing(lake.warehouse) as con:
         con.execute("DROP TABLE IF EXISTS insight_usage_blocks")  # as if its mart did not exist yet
@@ -276,9 +276,10 @@ def test_an_insight_without_a_curated_query_shows_its_rows_by_cost(lake, tmp_pat
     """An insight mart the report has no query for yet: its rows, costliest first, each linked to
     its session by the lake-wide session_key (machine/user/provider/source_id/session_id)."""
     from tests.conftest import query
-    from warehouse import dashboard_pages, ducklake
+    from warehouse.serve.dashboard import pages
+    from warehouse.lake import ducklake
 
-    monkeypatch.setattr(dashboard_pages, "curated", lambda name: None)
+    monkeypatch.setattr(pages, "curated", lambda name: None)
     keys = dict(query(lake, "SELECT session_id, concat_ws('/', machine, \"user\", provider, source_id, session_id) "
                             "FROM sessions WHERE session_id IN ('R', 'S')"))
     with ducklake.writing(lake.warehouse) as con:
@@ -326,7 +327,7 @@ def test_a_merge_shows_on_the_next_reload(lake):
     page: here an insight mart dropped by a writer disappears from the very next response."""
     import urllib.request
 
-    from warehouse import ducklake
+    from warehouse.lake import ducklake
 
     server = serve(lake.warehouse)
     base = f"http://127.0.0.1:{server.server_address[1]}/"
@@ -376,7 +377,7 @@ def test_a_claude_transcript_shows_each_request_cost(layout, tmp_path):
 def test_top_with_others_sums_the_rest_and_keeps_unknown_unknown():
     """The others row sums what the cut left out, by hand: 3 + 2 = 5 and 30 + 20 = 50; a column
     whose left-out values are all unknown stays unknown (None), never $0."""
-    from warehouse.charts import top_with_others
+    from warehouse.serve.dashboard.charts import top_with_others
 
     rows = [("a", 10, 100, None), ("b", 5, 50, None), ("c", 3, 30, None), ("d", 2, 20, None)]
     cut = top_with_others(rows, 2)
@@ -389,8 +390,8 @@ def test_top_with_others_sums_the_rest_and_keeps_unknown_unknown():
 def test_one_connection_per_catalog_file(lake):
     """Requests share a read-only connection while the catalog file is the same, and get a new
     one as soon as a merge publishes another (whose tables they then see)."""
-    from warehouse import ducklake
-    from warehouse.dashboard import Reader
+    from warehouse.lake import ducklake
+    from warehouse.serve.dashboard.server import Reader
 
     reader = Reader(lake.warehouse)
     with reader.cursor() as cur:
@@ -413,7 +414,7 @@ def test_the_same_session_on_two_machines_links_to_each(tmp_path):
 
     from tests.conftest import ingest, query
     from transforms.crush.synth import generate_store
-    from warehouse.layout import Layout
+    from warehouse.lake.layout import Layout
 
     db = generate_store(tmp_path / "crush", projects=1, sessions_per_project=1, seed=3, days=5).dbs[0].path
     lake = tmp_path / "shared-lake"

@@ -68,9 +68,10 @@ def test_a_seed_gives_the_same_numbers_wherever_the_demo_is_written(tmp_path):
     import dataclasses
 
     from transforms.provider import DiscoverOptions
-    from warehouse.ingest import discover_sources, ingest_all
-    from warehouse.layout import Layout
-    from warehouse.views import build_warehouse, connect
+    from warehouse.land.ingest import discover_sources, ingest_all
+    from warehouse.lake.layout import Layout
+    from warehouse.catalog.build import build_warehouse
+    from warehouse.lake.ducklake import connect
 
     totals = []
     for folder in ("d", "a-folder-with-a-much-longer-name/and/deeper"):

@@ -14,8 +14,8 @@ import pytest
 
 from transforms.crush.discover import discover, global_data_dir
 from transforms.crush.synth import add_message, add_session, create_crush_db, text_part, write_registry
-from warehouse.ingest import ingest_all
-from warehouse.layout import Layout
+from warehouse.land.ingest import ingest_all
+from warehouse.lake.layout import Layout
 
 WHEN = datetime(2026, 1, 5, 12, 0, tzinfo=timezone.utc)
 SLUG = re.compile(r"^[a-z0-9-]+$")
@@ -371,7 +371,7 @@ def test_one_agents_unusable_place_does_not_stop_the_others(tmp_path):
     """`CLAUDE_CONFIG_DIR=~nosuchuser/.claude` made pathlib raise "Could not determine home
     directory" out of Claude's discovery, and the whole ingest stopped with a traceback."""
     from tests.conftest import options_for
-    from warehouse.ingest import discover_sources
+    from warehouse.land.ingest import discover_sources
 
     home = tmp_path / "codex"
     (home / "sessions").mkdir(parents=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.conftest import scalar
 from transforms.crush.synth import generate_store
-from warehouse.layout import Layout
+from warehouse.lake.layout import Layout
 
 REPO = Path(__file__).resolve().parents[1]
 

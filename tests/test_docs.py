@@ -5,14 +5,14 @@ from pathlib import Path
 
 from pipelines.cli import parser
 from transforms.contract import ALL_TABLES
-from warehouse.tables_doc import render
+from warehouse.catalog.tables_doc import render
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_tables_doc_is_current():
     assert (ROOT / "docs" / "TABLES.md").read_text() == render(), \
-        "regenerate: python -m warehouse.tables_doc > docs/TABLES.md"
+        "regenerate: python -m warehouse.catalog.tables_doc > docs/TABLES.md"
 
 
 def test_readme_names_every_command_and_view():

@@ -17,7 +17,7 @@ from transforms.droid.discover import discover
 from transforms.droid.normalise import model_name
 from transforms.droid.synth import SessionBuilder, generate_home, token_usage
 from transforms.pricing import Buckets, price_buckets
-from warehouse.config import load_config
+from warehouse.lake.config import load_config
 
 SID = "5d2e8f1a-3b4c-4d5e-8f6a-7b8c9d0e1f2a"
 SONNET = "claude-sonnet-4-5-20250929"

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from warehouse.dashboard import make_server
+from warehouse.serve.dashboard.server import make_server
 
 
 @pytest.fixture

@@ -13,9 +13,9 @@ from tests.conftest import query, scalar
 from transforms.demo import generate_demo
 from transforms.provider import DiscoverOptions
 from transforms.providers import PROVIDERS
-from warehouse.dashboard import make_server
-from warehouse.ingest import discover_sources, ingest_all
-from warehouse.views import build_warehouse
+from warehouse.serve.dashboard.server import make_server
+from warehouse.land.ingest import discover_sources, ingest_all
+from warehouse.catalog.build import build_warehouse
 
 AGENTS = ("claude", "codewhale", "codex", "crush", "opencode")
 

@@ -160,8 +160,8 @@ def test_every_agent_uses_the_canonical_part_type_vocabulary(layout, tmp_path):
     from transforms.contract import PART_TYPES
     from transforms.demo import generate_demo
     from transforms.provider import DiscoverOptions
-    from warehouse.ingest import discover_sources, ingest_all
-    from warehouse.views import build_warehouse
+    from warehouse.land.ingest import discover_sources, ingest_all
+    from warehouse.catalog.build import build_warehouse
 
     demo = generate_demo(tmp_path / "demo", projects=1, sessions=3, seed=5, without_cost=0)
     sources, _ = discover_sources(DiscoverOptions(env={}, extra_roots=demo.roots(), use_default=False))

@@ -284,7 +284,7 @@ def through_the_cli(tmp_path, monkeypatch, capsys, provider: str, home) -> list:
     """`agentlake ingest --no-default --agent-home PROVIDER=DIR`, then tokens by provider; and a
     `[PROVIDER]` section of config.toml naming the same dir."""
     from pipelines.cli import main
-    from warehouse.config import load_config
+    from warehouse.lake.config import load_config
 
     monkeypatch.setenv("AGENTLAKE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))

@@ -25,7 +25,7 @@ from transforms.goose.synth import (
     tool_response,
     write_jsonl,
 )
-from warehouse.config import load_config
+from warehouse.lake.config import load_config
 
 T = 1772442000  # 2026-03-02T09:00:00Z, epoch seconds as Goose writes message times
 

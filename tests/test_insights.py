@@ -144,7 +144,7 @@ def test_subagent_share(crush_lake):
 
 
 def test_every_insight_has_the_lake_wide_session_key(crush_lake):
-    from warehouse.marts import MARTS
+    from warehouse.catalog.marts import MARTS
 
     key = f"laptop/dev/crush/{query(crush_lake, 'SELECT DISTINCT source_id FROM sessions')[0][0]}/R"
     for mart in [m for m in MARTS if m.startswith("insight_") and m != "insight_usage_blocks"] + ["session_summary"]:
@@ -335,8 +335,8 @@ def test_an_unpriced_step_leaves_the_cost_unknown_not_zero(layout, tmp_path):
 def test_an_incremental_refresh_equals_a_fresh_computation(layout, project):
     """Every mart declared `-- refresh: by project` gives, after a merge that touched one project
     only, the rows computed afresh from the tables: their project really comes from their rows."""
-    from warehouse.marts import mart_sql
-    from warehouse.views import connect
+    from warehouse.catalog.marts import mart_sql
+    from warehouse.lake.ducklake import connect
 
     dbs = []
     for name in ("shop", "blog"):

@@ -72,8 +72,8 @@ def test_ctrl_c_stops_the_run_with_130_and_leaves_no_process(tmp_path):
 
 def test_a_killed_run_leaves_no_worker_behind(tmp_path):
     store = generate_store(tmp_path / "crush", projects=12, sessions_per_project=40, seed=22)
-    code = ("import sys\nfrom tests.conftest import options_for\nfrom warehouse.ingest import discover_sources, ingest_all\n"
-            "from warehouse.layout import Layout\n"
+    code = ("import sys\nfrom tests.conftest import options_for\nfrom warehouse.land.ingest import discover_sources, ingest_all\n"
+            "from warehouse.lake.layout import Layout\n"
             "sources, _ = discover_sources(options_for(roots=[sys.argv[1]]))\n"
             "ingest_all(sources, Layout.resolve(home=sys.argv[2]), workers=2)\n")
     proc = subprocess.Popen([sys.executable, "-c", code, str(store.global_dir), str(tmp_path / "home")], cwd=REPO,
@@ -133,7 +133,7 @@ def test_a_ctrl_c_while_workers_start_is_raised_once_they_have_started():
     input` under the run's `interrupted` (a CI run, under load)."""
     import threading
 
-    from warehouse.ingest import _sigint_held
+    from warehouse.land.ingest import _sigint_held
 
     def another_thread_gets_it():
         os.kill(os.getpid(), signal.SIGINT)  # this thread does not block it: the kernel may pick it

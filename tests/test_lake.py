@@ -11,9 +11,9 @@ import pytest
 from tests.conftest import T0, ingest, query, scalar
 from transforms.crush.synth import add_message, add_session
 from transforms.crush.synth_parts import text_part
-from warehouse.ingest import clean_stale_staging
-from warehouse.layout import Layout
-from warehouse.merge import compact
+from warehouse.land.ingest import clean_stale_staging
+from warehouse.lake.layout import Layout
+from warehouse.catalog.merge import compact
 
 DAY = 86400
 
@@ -118,7 +118,7 @@ def test_stale_staging_of_dead_runs_is_cleaned(layout):
 
 
 def test_views_work_on_an_empty_lake(layout):
-    from warehouse.views import build_warehouse
+    from warehouse.catalog.build import build_warehouse
 
     build_warehouse(layout.lake, layout.warehouse)
     for table in ("sessions", "messages", "parts", "tool_calls", "file_versions", "read_files", "sources", "quarantine"):
@@ -135,7 +135,7 @@ def test_views_use_absolute_paths_from_any_directory(layout, project, tmp_path, 
 
 def test_parallel_ingest_writes_the_same_lake_as_serial(tmp_path):
     from transforms.crush.synth import generate_store
-    from warehouse.layout import Layout
+    from warehouse.lake.layout import Layout
 
     store = generate_store(tmp_path / "crush", projects=4, sessions_per_project=3, seed=9)
     serial, parallel = Layout.resolve(home=tmp_path / "serial"), Layout.resolve(home=tmp_path / "parallel")
@@ -168,7 +168,7 @@ def test_views_still_answer_while_old_and_new_files_are_mixed(layout, project):
     """A landing file written by an older version (a column missing) merges beside new ones."""
     import pyarrow.parquet as pq
 
-    from warehouse.views import build_warehouse
+    from warehouse.catalog.build import build_warehouse
 
     p = _two_day_project(project)
     ingest(layout, p.db)
@@ -194,8 +194,8 @@ def test_a_run_killed_before_the_merge_is_merged_by_the_next(layout, project):
     read, still merges, so no table stays empty."""
     from pipelines.runner import run_ingest
     from tests.conftest import discover_only, options_for
-    from warehouse.ingest import ingest_all
-    from warehouse.views import build_warehouse
+    from warehouse.land.ingest import ingest_all
+    from warehouse.catalog.build import build_warehouse
 
     p = _two_day_project(project)
     ingest(layout, p.db)
@@ -217,7 +217,7 @@ def test_a_run_killed_before_the_merge_is_merged_by_the_next(layout, project):
 def test_many_sources_share_a_partitions_files(tmp_path):
     """The file count follows the (table, date, project) partitions, not the sources or machines."""
     from transforms.crush.synth import generate_store
-    from warehouse.layout import Layout
+    from warehouse.lake.layout import Layout
 
     store = generate_store(tmp_path / "crush", projects=3, sessions_per_project=6, seed=4)
     layouts = [Layout.resolve(home=tmp_path / "home", lake=tmp_path / "lake", machine=m) for m in ("a", "b", "c")]
@@ -238,8 +238,8 @@ def test_a_merge_reads_many_landing_files_in_batches_and_loses_no_row(tmp_path, 
     reader until the statement ends: 1,000 Codex sources ran out of memory). Every row arrives;
     the extra files the batches write are merged by compaction into one per partition."""
     from transforms.crush.synth import generate_store
-    from warehouse import merge
-    from warehouse.layout import Layout
+    from warehouse.catalog import merge
+    from warehouse.lake.layout import Layout
 
     store = generate_store(tmp_path / "crush", projects=3, sessions_per_project=3, seed=5)
     for machine in ("a", "b"):  # each project's partition is landed by two sources
@@ -258,8 +258,10 @@ def test_a_merge_that_leaves_many_files_per_partition_is_compacted(tmp_path, mon
     """The merge counts its files against the partitions on its own connection, and `refresh`
     compacts when they outnumber them; a merge that changes nothing asks nothing."""
     from transforms.crush.synth import generate_store
-    from warehouse import merge, views
-    from warehouse.layout import Layout
+    from warehouse.catalog import merge
+    from warehouse.catalog import build
+    from warehouse.lake import ducklake
+    from warehouse.lake.layout import Layout
 
     store = generate_store(tmp_path / "crush", projects=3, sessions_per_project=3, seed=5)
     for machine in "abcde":
@@ -270,7 +272,7 @@ def test_a_merge_that_leaves_many_files_per_partition_is_compacted(tmp_path, mon
     compacted = []  # the messages' files when `refresh` compacted
 
     def one(sql):
-        with views.connect(catalog) as con:
+        with ducklake.connect(catalog) as con:
             return con.execute(sql).fetchone()[0]
 
     def message_files():
@@ -280,12 +282,12 @@ def test_a_merge_that_leaves_many_files_per_partition_is_compacted(tmp_path, mon
         compacted.append(message_files())
         merge.compact(c, keep_seconds=0)
 
-    monkeypatch.setattr(views, "compact", compact)
-    result = views.refresh(tmp_path / "lake", catalog)
+    monkeypatch.setattr(build, "compact", compact)
+    result = build.refresh(tmp_path / "lake", catalog)
     assert result.merged == 15 and result.crowded
     assert compacted == [15] and message_files() == 3  # five sources in three projects, one year each
     assert one("SELECT COUNT(*) FROM messages") == 5 * store.messages
-    again = views.refresh(tmp_path / "lake", catalog)
+    again = build.refresh(tmp_path / "lake", catalog)
     assert not again.changed and not again.crowded and compacted == [15]
 
 
@@ -330,9 +332,9 @@ def test_merge_full_and_compact_from_the_cli(layout, project, capsys):
 def test_tables_of_an_older_layout_are_rebuilt_in_the_new_one_with_every_row(layout, project):
     """An upgrade that changes the partitioning (or the contract) moves every row, history
     included, into the new layout on the next merge; the old files go at compaction."""
-    from warehouse import ducklake
-    from warehouse.merge import LAKE_TABLE
-    from warehouse.views import refresh
+    from warehouse.lake import ducklake
+    from warehouse.catalog.merge import LAKE_TABLE
+    from warehouse.catalog.build import refresh
 
     p = _two_day_project(project)
     ingest(layout, p.db)
@@ -407,8 +409,8 @@ def test_machines_sharing_a_lake_folder_keep_their_tables_apart(tmp_path, projec
 
 def _marts_equal_a_full_recompute(layout):
     """Every mart table holds exactly what its SQL computes from the tables now (as multisets)."""
-    from warehouse.marts import MARTS, create_mart_views
-    from warehouse.views import connect
+    from warehouse.catalog.marts import MARTS, create_mart_views
+    from warehouse.lake.ducklake import connect
 
     with connect(layout.warehouse) as con:
         create_mart_views(con)
@@ -429,9 +431,9 @@ def test_marts_are_updated_for_the_projects_a_merge_touched(tmp_path):
     import shutil
 
     from transforms.demo import generate_demo
-    from warehouse.layout import Layout
-    from warehouse.marts import PENDING
-    from warehouse.merge import merge
+    from warehouse.lake.layout import Layout
+    from warehouse.catalog.marts import PENDING
+    from warehouse.catalog.merge import merge
 
     demo = generate_demo(tmp_path / "demo")
     layout = Layout.resolve(home=tmp_path / "home", machine="laptop", user="dev")
@@ -446,7 +448,7 @@ def test_marts_are_updated_for_the_projects_a_merge_touched(tmp_path):
     conn.commit()
     conn.close()
     from tests.conftest import discover_only
-    from warehouse.ingest import ingest_all
+    from warehouse.land.ingest import ingest_all
 
     sources, problems = discover_only(roots=demo.roots()["crush"])
     ingest_all(sources, layout, problems=problems)
@@ -510,7 +512,7 @@ def test_a_failure_the_environment_causes_is_retried_not_remembered():
 
 def test_the_writer_spills_beside_its_catalog_not_into_the_working_directory(tmp_path, monkeypatch):
     """DuckDB's default spill directory is `.tmp` in the working directory: a user's repository."""
-    from warehouse import ducklake
+    from warehouse.lake import ducklake
 
     monkeypatch.chdir(tmp_path)
     catalog = tmp_path / "home" / "warehouse.ducklake"
@@ -534,7 +536,7 @@ def test_only_agentlakes_own_connections_skip_duckdbs_second_check_of_the_pinned
     the merge's checks load the pinned binary by its path, its SHA-256 checked by agentlake;
     a connection a user's SQL runs on keeps DuckDB's check (else that SQL could LOAD any
     unsigned binary); and a binary that is not the pinned one is checked by DuckDB everywhere."""
-    from warehouse import ducklake, views
+    from warehouse.lake import ducklake
 
     if ducklake.pinned_binary() is None:
         pytest.skip("no pinned ducklake binary on this platform: every connection keeps DuckDB's check")
@@ -544,9 +546,9 @@ def test_only_agentlakes_own_connections_skip_duckdbs_second_check_of_the_pinned
         assert con.execute(unsigned).fetchone()[0] is True
         assert con.execute("SELECT loaded FROM duckdb_extensions() WHERE extension_name = 'ducklake'").fetchone()[0]
         con.execute("CREATE TABLE t AS SELECT 1 AS x")
-    with views.connect(catalog, ours=True) as con:
+    with ducklake.connect(catalog, ours=True) as con:
         assert con.execute(unsigned).fetchone()[0] is True
-    with views.connect(catalog) as con:
+    with ducklake.connect(catalog) as con:
         assert con.execute(unsigned).fetchone()[0] is False
         assert con.execute("SELECT x FROM t").fetchall() == [(1,)]
 
@@ -568,8 +570,8 @@ def test_a_merge_that_runs_out_of_memory_is_run_again_with_more(layout, project,
     """Under a limit too small for DuckDB itself the first try fails with an out-of-memory
     error, on a new catalog and on an existing one; the retry with most of the machine's memory
     merges everything, once."""
-    from warehouse import ducklake
-    from warehouse.views import refresh
+    from warehouse.lake import ducklake
+    from warehouse.catalog.build import refresh
 
     p = _two_day_project(project)
     monkeypatch.setitem(ducklake.WRITER_SETTINGS, "memory_limit", "1MB")
@@ -588,7 +590,8 @@ def test_a_mart_is_built_with_the_threads_its_header_asks_for(layout, project):
     """insight_unused_reads says `-- threads: 1` (its join ran out of memory with two threads on
     a team's history): its statement runs with one, the others and the blocks it reads with the
     writer's own, which is back afterwards."""
-    from warehouse import ducklake, marts
+    from warehouse.lake import ducklake
+    from warehouse.catalog import marts
 
     ingest(layout, _two_day_project(project).db)
     seen, blocks = {}, {}
@@ -627,8 +630,9 @@ def test_marts_that_run_out_of_memory_are_built_again_and_the_tables_merged_once
     """The marts have a transaction of their own after the tables': marts that run out of their
     cap are built again with most of the machine's memory, on the tables merged once, and the
     merge's counts are those of that one merge."""
-    from warehouse import ducklake, marts
-    from warehouse import merge as merging
+    from warehouse.lake import ducklake
+    from warehouse.catalog import marts
+    from warehouse.catalog import merge as merging
 
     monkeypatch.setattr(marts, "MEMORY_LIMIT", "1MB")  # too little for DuckDB itself
     tables, limits = [], []
@@ -638,7 +642,7 @@ def test_marts_that_run_out_of_memory_are_built_again_and_the_tables_merged_once
                         lambda con, **k: limits.append(k["memory_limit"]) or refresh_marts(con, **k))
     p = _two_day_project(project)
     from tests.conftest import discover_only
-    from warehouse.ingest import ingest_all
+    from warehouse.land.ingest import ingest_all
 
     sources, problems = discover_only(p.db)
     ingest_all(sources, layout, problems=problems)
@@ -652,7 +656,7 @@ def test_a_merge_cut_off_before_its_marts_publishes_nothing_and_the_next_builds_
     """A writer stopped between the tables' transaction and the marts' publishes nothing: readers
     keep the tables and marts from before. The next merge builds the marts from its own copy,
     whole after a whole rebuild: a project gone from the tables leaves the marts too."""
-    from warehouse import merge as merging
+    from warehouse.catalog import merge as merging
 
     dbs = []
     for name in ("kept", "gone"):

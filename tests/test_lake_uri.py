@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from warehouse.store import LAKE_PARAMETERS, masked
+from warehouse.lake.storage import LAKE_PARAMETERS, masked
 
 KEY_ID = "AKIAIOSFODNN7EXAMPLE"
 SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"  # about half of AWS's secret keys hold a `/`
@@ -100,7 +100,7 @@ def test_every_parameter_accepted_is_one_pyarrow_takes():
 def test_a_lake_uri_without_credentials_still_works(tmp_path):
     """The refusal is not a false alarm: a URI with `@` in its path and every parameter spelled
     right resolves, and keeps its query for pyarrow."""
-    from warehouse.layout import Layout
+    from warehouse.lake.layout import Layout
 
     lake = "s3://acme-agentlake/lake@2024?endpoint_override=127.0.0.1:9000&scheme=http&region=us-east-1"
     layout = Layout.resolve(home=tmp_path, lake=lake, env={})
@@ -116,7 +116,7 @@ def test_an_object_store_waits_seconds_not_minutes_and_keeps_the_uris_options(mo
     """An endpoint that takes the connection and never answers waited about 100 s (three tries of
     the SDK's timeouts, a team lead's trial): the store connects within 5 s and lets a request
     stall 10 s, about 30 s in all; every option the URI set is still the store's."""
-    from warehouse.store import CONNECT_TIMEOUT, STALL_TIMEOUT, ObjectStore
+    from warehouse.lake.storage import CONNECT_TIMEOUT, STALL_TIMEOUT, ObjectStore
 
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     store = ObjectStore(f"s3://acme-agentlake/lake?{query}")

@@ -62,7 +62,7 @@ def test_credential_files_are_never_opened(layout, project, tmp_path):
 BIG = """
 import resource, sys
 from tests.conftest import ingest
-from warehouse.layout import Layout
+from warehouse.lake.layout import Layout
 summary = ingest(Layout.resolve(home=sys.argv[2]), sys.argv[1])
 r = summary.results[0]
 assert r.status == "ok" and r.reconciled, (r.status, r.error, r.reconcile)
@@ -111,8 +111,8 @@ PERMISSIONS = """
 import os, sys
 # everything is imported first: nobody may not read root's Python install nor this checkout
 from transforms.provider import DiscoverOptions
-from warehouse.ingest import discover_sources, ingest_all
-from warehouse.layout import Layout
+from warehouse.land.ingest import discover_sources, ingest_all
+from warehouse.lake.layout import Layout
 options = DiscoverOptions(env={}, extra_stores={"crush": (sys.argv[1],)}, use_default=False)
 os.setgid(65534); os.setuid(65534)  # nobody: file permissions apply again
 sources, _ = discover_sources(options)
@@ -159,7 +159,7 @@ def test_permission_errors_give_a_clear_error_and_leave_the_lake(world_tmp):
     os.chmod(p.db, 0o644)
     os.chmod(p.data_dir, 0o777)  # SQLite's -shm beside the db
     from tests.conftest import ingest as ingest_as_root
-    from warehouse.layout import Layout
+    from warehouse.lake.layout import Layout
 
     locked = Layout.resolve(home=tmp_path / "locked")
     ingest_as_root(locked, p.db, force=True)
@@ -180,8 +180,8 @@ def test_permission_errors_give_a_clear_error_and_leave_the_lake(world_tmp):
 UNREADABLE = """
 import json, os, sys
 from transforms.provider import DiscoverOptions
-from warehouse.ingest import discover_sources, ingest_all
-from warehouse.layout import Layout
+from warehouse.land.ingest import discover_sources, ingest_all
+from warehouse.lake.layout import Layout
 import importlib.metadata, transforms.claude.provider, transforms.claude.normalise, transforms.pricing  # noqa: F401,E401 (imported before dropping root)
 from transforms.pricing import input_rate
 input_rate("claude-sonnet-4-5", "anthropic", "2026-01-06")  # the price table loads lazily: while root may read it

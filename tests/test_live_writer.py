@@ -10,8 +10,8 @@ import pytest
 from tests.conftest import T0, query
 from transforms.crush.synth import add_session
 from transforms.provider import DiscoverOptions
-from warehouse.ingest import discover_sources, ingest_source
-from warehouse.views import build_warehouse
+from warehouse.land.ingest import discover_sources, ingest_source
+from warehouse.catalog.build import build_warehouse
 
 WRITER = r"""
 import json, sqlite3, sys, time

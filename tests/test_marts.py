@@ -5,7 +5,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from tests.conftest import DAY, query, scalar
-from warehouse.views import MARTS
+from warehouse.catalog.marts import MARTS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -99,7 +99,7 @@ def test_model_usage(lake):
 def test_a_refresh_builds_the_marts_by_project_first_unless_one_reads_a_mart_built_whole():
     """The blocks the marts share are computed once for each scope (by project, then whole), not
     again at each switch; a mart refreshed by project that reads one built whole comes after it."""
-    from warehouse.marts import _scoped_first
+    from warehouse.catalog.marts import _scoped_first
 
     plan = [("a", "SELECT 1", "scoped"), ("b", "SELECT 2", "whole"), ("c", "SELECT * FROM a", "scoped"),
             ("d", "SELECT 3", "whole")]

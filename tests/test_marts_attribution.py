@@ -129,8 +129,8 @@ def test_every_agents_costs_reach_the_step_marts_and_model_usage(layout, tmp_pat
     insights say unknown (NULL) where a request is unpriced and never $0, and model_usage puts
     each model's messages and cost on one row, adding up to the other cost marts."""
     from transforms.demo import generate_demo
-    from warehouse.marts import create_mart_views
-    from warehouse.views import connect
+    from warehouse.catalog.marts import create_mart_views
+    from warehouse.lake.ducklake import connect
 
     demo = generate_demo(tmp_path / "demo")
     ingest(layout, homes={p: list(r) for p, r in demo.roots().items() if p != "crush"}, roots=demo.roots()["crush"])
@@ -180,7 +180,7 @@ def test_every_agents_costs_reach_the_step_marts_and_model_usage(layout, tmp_pat
         (Decimal(0), "estimated")]
     # the report counts assistant messages by model as model_usage does (Droid's, Goose's and
     # Kilo's under their requests' models, not on a row of no model beside them)
-    from warehouse.report import Filters, build
+    from warehouse.serve.report import Filters, build
 
     with connect(layout.warehouse) as con:
         section = next(s for s in build(con, Filters(), by="model", top=0) if s.name == "by_model")

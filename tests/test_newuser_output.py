@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.cli import main
-from warehouse.formatting import render
+from warehouse.serve.formatting import render
 
 ROOT = Path(__file__).resolve().parents[1]
 

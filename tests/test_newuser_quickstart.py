@@ -28,7 +28,7 @@ def test_the_readme_commands_work_after_a_quickstart_demo_then_own_data_takes_ov
     found, problems = AgentlakeResource(home=str(home / "demo")).discover()
     assert found and not problems
     # the notebooks open what `agentlake sql` opens: the demo, until the home holds data
-    from warehouse.config import reader_layout
+    from warehouse.lake.config import reader_layout
 
     assert reader_layout().warehouse == home / "demo" / "warehouse.ducklake"
 

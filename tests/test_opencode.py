@@ -28,8 +28,8 @@ from transforms.opencode.synth import (
     write_json,
 )
 from transforms.provider import DiscoverOptions
-from warehouse.ingest import discover_sources, ingest_all
-from warehouse.views import build_warehouse
+from warehouse.land.ingest import discover_sources, ingest_all
+from warehouse.catalog.build import build_warehouse
 
 EPOCH = datetime(1970, 1, 1)
 T = 1772442901123  # ms, as OpenCode writes them
@@ -449,8 +449,8 @@ def test_configured_project_names_reach_a_store_that_spans_projects(layout, tmp_
     """config.toml [projects] names OpenCode's projects too, though they are only known at extract."""
     from transforms.opencode.synth import generate_home
     from transforms.provider import DiscoverOptions
-    from warehouse.ingest import discover_sources, ingest_all
-    from warehouse.views import build_warehouse
+    from warehouse.land.ingest import discover_sources, ingest_all
+    from warehouse.catalog.build import build_warehouse
 
     home = tmp_path / "oc"
     truth = generate_home(home, sessions=4, seed=1, workspaces=("/home/dev/webshop",))

@@ -13,7 +13,7 @@ import pytest
 from pipelines.cli import main
 from tests.conftest import T0, DAY, assistant, ingest, query, scalar
 from transforms.crush.synth import add_session
-from warehouse.formatting import render
+from warehouse.serve.formatting import render
 
 
 def _out(capsys, *args) -> str:
@@ -87,7 +87,7 @@ def test_sql_json_is_valid_and_exact(lake, capsys):
     assert row["decimals"] == expected["decimals"]
     for name in ("claude", "tiny"):  # DOUBLE: the shortest text that reads back as the same double
         assert float(row[name]) == expected[name], name
-    # JSON has no NaN or Infinity: null (see warehouse.formatting.json_text)
+    # JSON has no NaN or Infinity: null (see warehouse.serve.formatting.json_text)
     assert math.isnan(expected["nan"]) and math.isinf(expected["inf"]) and math.isinf(expected["ninf"])
     assert row["nan"] is None and row["inf"] is None and row["ninf"] is None
     assert bytes.fromhex(row["blob"]) == expected["blob"]
@@ -233,8 +233,8 @@ def _duckdb_text(lake) -> dict:
 
 
 def test_every_format_writes_an_interval_as_duckdb_does(lake):
-    from warehouse.formatting import fetch_rows, interval_text
-    from warehouse.views import connect
+    from warehouse.serve.formatting import fetch_rows, interval_text
+    from warehouse.lake.ducklake import connect
 
     want = _duckdb_text(lake)
     assert want["month"] == "1 month" and want["hours"] == "25:00:00"
@@ -262,8 +262,8 @@ def test_every_format_writes_an_interval_as_duckdb_does(lake):
 
 
 def test_a_query_without_intervals_is_fetched_as_duckdb_gives_it(lake):
-    from warehouse.formatting import fetch_rows
-    from warehouse.views import connect
+    from warehouse.serve.formatting import fetch_rows
+    from warehouse.lake.ducklake import connect
 
     sql = "SELECT session_id, cost_usd, started_at, tool_calls FROM session_summary ORDER BY session_id"
     with connect(lake.warehouse) as con:

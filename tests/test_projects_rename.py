@@ -10,8 +10,8 @@ from transforms.claude.synth import generate_home as claude_home
 from transforms.codex.synth import generate_home as codex_home
 from transforms.crush.synth import generate_store
 from transforms.opencode.synth import generate_home as opencode_home
-from warehouse.ingest import discover_sources, ingest_all
-from warehouse.views import build_warehouse
+from warehouse.land.ingest import discover_sources, ingest_all
+from warehouse.catalog.build import build_warehouse
 
 WEBSHOP = "/home/dev/webshop"  # a workspace of every synthetic home (Claude, Codex, OpenCode)
 

@@ -96,8 +96,8 @@ def _rows(page: str, table_id: str) -> list[tuple[str, list[str]]]:
 
 
 def test_the_dashboard_counts_a_failed_call_once(mixed):
-    from warehouse.dashboard import render
-    from warehouse.views import connect
+    from warehouse.serve.dashboard.server import render
+    from warehouse.lake.ducklake import connect
 
     (project,) = {p for (p,) in query(mixed, "SELECT project FROM tool_calls WHERE is_error AND exit_code <> 0")}
     with connect(mixed.warehouse) as con:
@@ -162,8 +162,8 @@ def test_totals_count_the_root_sessions_priced_in_part(layout, tmp_path, capsys)
     totals = _json(capsys, layout.home)["totals"][0]
     assert (totals["root_sessions"], totals["root_sessions_with_unknown_cost"],
             totals["root_sessions_with_partial_cost"]) == (2, 0, 1)
-    from warehouse.dashboard import render
-    from warehouse.views import connect
+    from warehouse.serve.dashboard.server import render
+    from warehouse.lake.ducklake import connect
 
     with connect(layout.warehouse) as con:
         page, _ = render(con, "/", "")
@@ -171,8 +171,8 @@ def test_totals_count_the_root_sessions_priced_in_part(layout, tmp_path, capsys)
 
 
 def test_the_dashboard_says_how_many_root_sessions_have_an_unknown_cost(mixed):
-    from warehouse.dashboard import render
-    from warehouse.views import connect
+    from warehouse.serve.dashboard.server import render
+    from warehouse.lake.ducklake import connect
 
     unknown = scalar(mixed, "SELECT COUNT(*) FROM sessions WHERE is_root AND cost_source = 'unknown'")
     with connect(mixed.warehouse) as con:
@@ -202,8 +202,8 @@ def test_nothing_in_the_filters_is_zero_everywhere(mixed, capsys):
     assert table[0] == "Totals" and table[3].split() == ["0"] * len(totals)
     # every cost in `dark` is unknown: the report leaves it blank rather than $0 (the dashboard: unknown)
     assert _json(capsys, mixed.home, "--project", "dark")["totals"][0]["cost_usd"] is None
-    from warehouse.dashboard import render
-    from warehouse.views import connect
+    from warehouse.serve.dashboard.server import render
+    from warehouse.lake.ducklake import connect
 
     with connect(mixed.warehouse) as con:
         page, _ = render(con, "/", f"since={after}")
@@ -231,8 +231,8 @@ def test_an_empty_warehouse_totals_zero(layout, project, capsys):
     assert totals == [{"cost_usd": 0, "root_sessions": 0, "root_sessions_with_unknown_cost": 0,
                        "root_sessions_with_partial_cost": 0, "messages": 0, "tool_calls": 0, "tool_errors": 0,
                        "nonzero_exits": 0}]
-    from warehouse.dashboard import render
-    from warehouse.views import connect
+    from warehouse.serve.dashboard.server import render
+    from warehouse.lake.ducklake import connect
 
     with connect(layout.warehouse) as con:
         page, _ = render(con, "/", "")

@@ -8,8 +8,8 @@ import pytest
 from tests.conftest import T0, ingest, query, scalar
 from transforms.crush.synth import add_message, add_session
 from transforms.crush.synth_parts import bash_output, finish_part, text_part, tool_call_part, tool_result_part
-from warehouse import writer
-from warehouse.store import LocalStore
+from warehouse.land import landing_files
+from warehouse.lake.storage import LocalStore
 
 
 def _bash(p, cid, output):
@@ -95,7 +95,7 @@ def test_value_arrow_cannot_hold_fails_only_its_source(layout, project, monkeypa
     for p in (good, bad):
         add_session(p.conn, "s", title="t", created_at=T0)
         p.close()
-    real = writer.to_arrow
+    real = landing_files.to_arrow
 
     def picky(table, rows):
         rows = rows.to_pylist() if isinstance(rows, pa.Table) else rows  # Crush's tables come as Arrow
@@ -103,7 +103,7 @@ def test_value_arrow_cannot_hold_fails_only_its_source(layout, project, monkeypa
             raise OverflowError("value too large")
         return real(table, rows)
 
-    monkeypatch.setattr(writer, "to_arrow", picky)
+    monkeypatch.setattr(landing_files, "to_arrow", picky)
     summary = ingest(layout, good.db, bad.db)
     assert sorted((r.source.project, r.status) for r in summary.results) == [("bad", "failed"), ("good", "ok")]
     assert "OverflowError" in next(r.error for r in summary.results if r.status == "failed")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from warehouse import schedule
+from pipelines import schedule
 
 
 def run_cli(*args, home):
@@ -77,7 +77,7 @@ def test_the_timer_carries_the_home_and_lake_it_was_made_for(tmp_path, monkeypat
     """Issue 12, item 20: made with only $AGENTLAKE_HOME (and $AGENTLAKE_LAKE) set, the timer's
     run, which has none of this shell's variables, ingests into that home and lake and logs there."""
     from pipelines.cli import main, parser
-    from warehouse.config import load_layout
+    from warehouse.lake.config import load_layout
 
     home, lake = tmp_path / "al", tmp_path / "shared-lake"
     monkeypatch.setenv("AGENTLAKE_HOME", str(home))
@@ -221,7 +221,7 @@ def test_every_variable_discovery_reads_is_carried_and_no_other():
     they share, agentlake's own layout; never a token or a credential."""
     read = set()
     sources = [*ROOT.glob("transforms/*/discover.py"), ROOT / "transforms/sources.py",
-               ROOT / "warehouse/layout.py", ROOT / "warehouse/config.py"]
+               ROOT / "warehouse/lake/layout.py", ROOT / "warehouse/lake/config.py"]
     for path in sources:
         text = path.read_text()
         read |= set(re.findall(r'env(?:\.get\(|\[)\s*"([A-Z][A-Z0-9_]*)"', text))
@@ -233,9 +233,9 @@ def test_every_variable_discovery_reads_is_carried_and_no_other():
     assert read - {"HOME"} <= set(schedule.CARRIED), read - {"HOME"} - set(schedule.CARRIED)
     # read by pipelines.runner, and by the AWS SDK inside pyarrow (where the lake's store is)
     assert set(schedule.CARRIED) - read <= {"DAGSTER_HOME", *schedule.AWS_VARS, *schedule.TIME_VARS}
-    # where an s3:// lake is, as warehouse.store and warehouse.lakefs read it, goes with the job
-    lake = {*re.findall(r'env(?:iron)?\.get\("(AWS_[A-Z0-9_]*)"', (ROOT / "warehouse/store.py").read_text()),
-            *re.findall(r'env\.get\("(AWS_[A-Z0-9_]*)"', (ROOT / "warehouse/lakefs.py").read_text())}
+    # where an s3:// lake is, as warehouse.lake.storage and warehouse.lake.duckdb_settings read it, goes with the job
+    lake = {*re.findall(r'env(?:iron)?\.get\("(AWS_[A-Z0-9_]*)"', (ROOT / "warehouse/lake/storage.py").read_text()),
+            *re.findall(r'env\.get\("(AWS_[A-Z0-9_]*)"', (ROOT / "warehouse/lake/duckdb_settings.py").read_text())}
     assert {"AWS_ENDPOINT_URL", "AWS_REGION"} <= lake <= set(schedule.AWS_VARS), lake
     assert not set(schedule.CARRIED) & {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from transforms.crush.synth import generate_store
-from warehouse.locks import LOCKS
-from warehouse.scratch import OWNER, UNOWNED_AGE_S, scratch, sweep
+from warehouse.lake.locks import LOCKS
+from warehouse.lake.scratch_dirs import OWNER, UNOWNED_AGE_S, scratch, sweep
 
 pytestmark = pytest.mark.skipif(not LOCKS, reason="no file locks on this system: nothing is swept")
 
@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 # a process killed in the middle of its work: no `finally` runs, as with SIGKILL
 DIES_INSIDE = """
 import os, shutil, sys
-from warehouse.scratch import scratch
+from warehouse.lake.scratch_dirs import scratch
 with scratch("snapshot") as path:
     shutil.copyfile(sys.argv[1], path / "crush.db")
     print(path, flush=True)
@@ -84,7 +84,7 @@ def test_the_next_ingest_removes_a_killed_ingests_snapshot(tmp_path, crush_root)
     _age(left, 120)
     assert (left / OWNER).exists()
     home = tmp_path / "home"
-    code = ("import sys; from tests.conftest import ingest; from warehouse.layout import Layout; "
+    code = ("import sys; from tests.conftest import ingest; from warehouse.lake.layout import Layout; "
             "s = ingest(Layout.resolve(home=sys.argv[1], machine='vm'), roots=[sys.argv[2]]); "
             "print(sorted(r.status for r in s.results))")
     out = subprocess.run([sys.executable, "-c", code, str(home), str(crush_root)], cwd=REPO, capture_output=True,

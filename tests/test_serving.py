@@ -8,8 +8,9 @@ import duckdb
 
 from tests.conftest import ingest
 from transforms.crush.synth import generate_store
-from warehouse.serving import build_serving
-from warehouse.views import MARTS, connect
+from warehouse.serve.serving_file import build_serving
+from warehouse.catalog.marts import MARTS
+from warehouse.lake.ducklake import connect
 
 
 def test_serving_database_holds_the_marts_as_tables(lake, tmp_path):
@@ -28,9 +29,9 @@ def test_serving_database_holds_the_marts_as_tables(lake, tmp_path):
 INGEST = """
 import sys
 from transforms.provider import DiscoverOptions
-from warehouse.ingest import discover_sources, ingest_all
-from warehouse.layout import Layout
-from warehouse.views import build_warehouse
+from warehouse.land.ingest import discover_sources, ingest_all
+from warehouse.lake.layout import Layout
+from warehouse.catalog.build import build_warehouse
 layout = Layout.resolve(home=sys.argv[2], machine="laptop", user="dev")  # the same machine as the test's
 sources, _ = discover_sources(DiscoverOptions(env={}, extra_roots={"crush": (sys.argv[1],)}, use_default=False))
 ingest_all(sources, layout, force=True)

@@ -15,7 +15,7 @@ import dagster as dg
 
 from pipelines.runner import _instance_with_partitions, dagster_env
 from transforms.crush.synth import generate_store
-from warehouse.layout import Layout
+from warehouse.lake.layout import Layout
 
 PROCESSES = 4
 ROUNDS = 10

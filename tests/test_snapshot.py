@@ -26,8 +26,8 @@ from transforms.crush.synth import (
     text_part,
 )
 from transforms.snapshot import SnapshotError, take_snapshot
-from warehouse.ingest import ingest_all, ingest_source
-from warehouse.layout import Layout
+from warehouse.land.ingest import ingest_all, ingest_source
+from warehouse.lake.layout import Layout
 
 T0 = 1_767_600_000  # seconds, as Crush stores them
 

@@ -1,7 +1,7 @@
 """Spark, in local mode, reads the hive export the central deployment publishes, through the
 deploy recipe's own code (deploy/spark/read_lake.py), and gets DuckDB's answers.
 
-Spark has no DuckLake reader, so it reads `<lake>/export/` (warehouse/export.py). Only the local
+Spark has no DuckLake reader, so it reads `<lake>/export/` (warehouse/serve/hive_export.py). Only the local
 filesystem is tested: the S3A connector (hadoop-aws) is a Maven download, not a PyPI package,
 so reading from S3 is covered by the recipe's settings test in tests/test_central.py instead.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import query
-from warehouse.export import export_tables
+from warehouse.serve.hive_export import export_tables
 
 pytest.importorskip("pyspark")
 if not shutil.which("java") and not os.environ.get("JAVA_HOME"):

@@ -10,8 +10,9 @@ import sys
 import pytest
 
 from transforms.crush.synth import generate_store
-from warehouse.config import load_layout
-from warehouse.views import build_warehouse, connect
+from warehouse.lake.config import load_layout
+from warehouse.catalog.build import build_warehouse
+from warehouse.lake.ducklake import connect
 
 BUCKET = "team-lake"
 
@@ -81,7 +82,7 @@ def test_two_machines_ingest_concurrently_into_one_lake(s3, tmp_path, where):
         assert sorted(one(f"SELECT DISTINCT \"user\" FROM sessions WHERE project = '{shared}'")) == [("ana",), ("ben",)]
         assert dict(one("SELECT \"user\", COUNT(*) FROM daily_costs GROUP BY 1")).keys() == {"ana", "ben"}
     # every machine lands under its own machine and user: two machines never write one object
-    from warehouse.store import open_store
+    from warehouse.lake.storage import open_store
 
     files = open_store(layout.lake).list("_landing")
     assert files and all(f.startswith(("_landing/ana-laptop/ana/", "_landing/ben-desktop/ben/")) for f in files)
@@ -127,8 +128,8 @@ def test_a_reader_builds_views_over_the_team_lake_with_one_command(s3, tmp_path)
 def test_the_object_store_writes_replaces_lists_and_removes_stale_files(s3):
     """The writer's contract on S3: a changed file is replaced whole, an unchanged one is not
     written again, a file the source no longer needs is removed, and listing sees exactly that."""
-    from warehouse.store import open_store
-    from warehouse.writer import SourceFiles, write_files
+    from warehouse.lake.storage import open_store
+    from warehouse.land.landing_files import SourceFiles, write_files
 
     store = open_store(f"s3://{BUCKET}/store-test")
     first = SourceFiles(data={"sessions/date=2026-01-01/project=a/x.parquet": b"one",
@@ -339,7 +340,7 @@ def test_a_store_that_stops_answering_fails_each_later_call_at_once(tmp_path, mo
 
     from moto.server import ThreadedMotoServer
 
-    from warehouse.store import LakeUnreachable, ObjectStore
+    from warehouse.lake.storage import LakeUnreachable, ObjectStore
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)

@@ -13,9 +13,9 @@ import pytest
 
 from tests.test_team import BUCKET, s3, s3_client  # noqa: F401  (s3: the moto fixture)
 from transforms.crush.synth import generate_store
-from warehouse import schedule
-from warehouse.config import ConfigError, load_config, load_layout
-from warehouse.layout import Layout
+from pipelines import schedule
+from warehouse.lake.config import ConfigError, load_config, load_layout
+from warehouse.lake.layout import Layout
 
 KEY_ID = "AKIAIOSFODNN7EXAMPLE"
 SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
@@ -139,7 +139,7 @@ def test_a_machine_with_nothing_to_land_still_ingests_into_an_empty_prefix(s3, t
 
 
 def _sessions(home) -> int:
-    from warehouse.views import connect
+    from warehouse.lake.ducklake import connect
     with connect(home / "warehouse.ducklake") as con:
         return con.execute("SELECT COUNT(*) FROM sessions").fetchone()[0]
 
@@ -253,7 +253,7 @@ def test_a_misspelt_extra_stores_fails_the_ingest_and_the_right_one_finds_the_st
     out = cli("ingest", "--quiet", "--no-default", home=home, cwd=tmp_path / "cwd")
     assert out.returncode == 0, out.stderr
     layout = load_layout(str(home), env={})
-    from warehouse.views import connect
+    from warehouse.lake.ducklake import connect
 
     with connect(layout.warehouse) as con:
         assert con.execute("SELECT COUNT(*) FROM sessions").fetchone()[0] == store.sessions
@@ -286,13 +286,13 @@ def test_a_machine_ingested_again_under_a_new_name_is_said_and_undone_by_deletin
     merged = cli("merge", "--lake", str(share), home=home, cwd=cwd)
     assert merged.returncode == 0 and "landed by" not in merged.stderr, merged.stderr
     assert _roots(home) == roots
-    from warehouse.views import connect
+    from warehouse.lake.ducklake import connect
     with connect(home / "warehouse.ducklake") as con:
         assert con.execute("SELECT DISTINCT machine FROM sessions").fetchall() == [("ben-desktop",)]
 
 
 def _roots(home) -> int:
-    from warehouse.views import connect
+    from warehouse.lake.ducklake import connect
     with connect(home / "warehouse.ducklake") as con:
         return con.execute("SELECT COUNT(*) FROM sessions WHERE is_root").fetchone()[0]
 

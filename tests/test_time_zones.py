@@ -16,7 +16,7 @@ WEST_AND_EAST = ["America/Los_Angeles", "Pacific/Kiritimati", "UTC"]
 
 CHART = """
 import datetime, json, re
-from warehouse import charts
+from warehouse.serve.dashboard import charts
 rows = [(datetime.date(2026, 3, 1), "p", 1.5, "/a"), (datetime.date(2026, 3, 2), "p", 2.0, "/b")]
 svg = charts.cost_over_time(rows, "day", "project", ["p"])
 print(json.dumps(re.findall(r'<path[^>]*aria-label="([^"]*)"', svg)))
@@ -38,7 +38,7 @@ def test_the_time_chart_puts_each_utc_day_on_its_own_date(tz):
 
 READ = """
 import json, sys
-from warehouse.views import connect
+from warehouse.lake.ducklake import connect
 with connect(sys.argv[1]) as con:
     print(json.dumps(con.execute(
         "SELECT current_setting('TimeZone'), epoch(TIMESTAMP '2026-03-02 07:30:00'::TIMESTAMPTZ),"

@@ -19,7 +19,7 @@ def store(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def lake(store, tmp_path_factory):
-    from warehouse.layout import Layout
+    from warehouse.lake.layout import Layout
 
     layout = Layout.resolve(home=tmp_path_factory.mktemp("home"))
     summary = ingest(layout, roots=[store.global_dir], workers=2)  # in parallel processes

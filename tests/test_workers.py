@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tests.conftest import options_for
 from transforms.crush.synth import generate_store
-from warehouse.ingest import NO_WORKER_RAN, WORKER_DIED, discover_sources, ingest_all
+from warehouse.land.ingest import NO_WORKER_RAN, WORKER_DIED, discover_sources, ingest_all
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -67,8 +67,8 @@ def test_a_script_without_the_main_guard_is_told_what_to_do(tmp_path):
     script.write_text(
         "import sys\n"
         "from tests.conftest import options_for\n"
-        "from warehouse.ingest import discover_sources, ingest_all\n"
-        "from warehouse.layout import Layout\n"
+        "from warehouse.land.ingest import discover_sources, ingest_all\n"
+        "from warehouse.lake.layout import Layout\n"
         "print('top level', flush=True)\n"
         "sources, _ = discover_sources(options_for(roots=[sys.argv[1]]))\n"
         "summary = ingest_all(sources, Layout.resolve(home=sys.argv[2]), workers=2)\n"

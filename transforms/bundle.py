@@ -11,11 +11,11 @@ A bundle is read part by part (the agent's own source: a session with its sub-ag
 part's rows are cached under the bundle's cache dir, keyed by the part's fingerprint, the part
 itself and agentlake's code, so a new session in a project of 1,000 reads one file. A part that
 cannot be read does not fail its project: it becomes a quarantine row and a warning, and its
-sessions already in the lake are kept (warehouse.retention). The failure is cached like rows, so
+sessions already in the lake are kept (warehouse.land.retention). The failure is cached like rows, so
 the same bytes are not read again; an error of the environment (a permission) is not cached, and
 leaves the bundle unsettled so the next run tries again. A part that moved to another bundle
 (its project changed) is not kept by the one it left. Each part's session ids go with the
-extract (`part_sessions`) into the bundle's state: warehouse.handover takes the sessions that
+extract (`part_sessions`) into the bundle's state: warehouse.land.bundle_folders takes the sessions that
 moved out of a bundle that is not discovered any more (every part found moved).
 """
 
@@ -49,7 +49,7 @@ class Bundle(Source):
     # among them moved (its project changed, or it could not be told); else it is gone from disk
     found: frozenset[str] = frozenset()
     # every source id the agent's discovery returned (bundles and lone sources): a bundle whose id
-    # is not among them lost every session found to other projects (warehouse.handover)
+    # is not among them lost every session found to other projects (warehouse.land.bundle_folders)
     discovered: frozenset[str] = frozenset()
 
     @property
@@ -74,7 +74,7 @@ def bundles(sources: list[Source]) -> list[Source]:
         paths = [os.path.dirname(p.path) for p in parts]
         common = os.path.commonpath(paths) if len({os.path.splitdrive(p)[0] for p in paths}) == 1 else paths[0]
         # the id names the project directory, not its slug: renaming a project in config.toml
-        # keeps its source (and lands it again: warehouse.ingest.same_names), as do the names
+        # keeps its source (and lands it again: warehouse.land.ingest.same_names), as do the names
         # its parts carry to their extract (Kilo's names each session's project)
         made.append(dict(provider=provider, path=common, project_path=project_path, project=parts[0].project,
                          identity=f"project:{project_path}", parts=tuple(parts), found=found,
@@ -139,7 +139,7 @@ def _save(path: Path, part: _Part) -> None:
 
 def _as_table(name: str, rows) -> pa.Table:
     """The contract's columns, and `project` where a row names its own (a store that spans several
-    projects, as Kilo's CLI database does: warehouse.writer files such rows under it)."""
+    projects, as Kilo's CLI database does: warehouse.land.landing_files files such rows under it)."""
     if isinstance(rows, pa.Table):
         return rows
     schema = BY_NAME[name].schema
@@ -254,7 +254,7 @@ def forget_cached(cache_dir: Path) -> None:
 
 def _left(folder: Path, source: Bundle) -> frozenset[str]:
     """The session ids of the parts that left this bundle for another source of the agent: that
-    source lands them now, so this one must not keep them (warehouse.retention). The cache files
+    source lands them now, so this one must not keep them (warehouse.land.retention). The cache files
     of parts gone from the disk are removed: their rows stay in the lake all the same."""
     try:
         names = os.listdir(folder)

@@ -10,7 +10,7 @@ agentlake names it, in the lake URI (`?endpoint_override=host:9000&scheme=http`)
 AWS_ENDPOINT_URL.
 
 The curated tables are DuckLake tables, which Spark has no reader for; the central deployment
-exports them (warehouse/export.py) as `<lake>/export/<table>/date=YYYY-MM-DD/project=<slug>/*.parquet`,
+exports them (warehouse/serve/hive_export.py) as `<lake>/export/<table>/date=YYYY-MM-DD/project=<slug>/*.parquet`,
 one file per partition, and Spark discovers the two hive keys from the directory names.
 """
 

@@ -28,7 +28,7 @@ TRINO_TYPES = {
 def table_ddl(table, lake: str) -> str:
     columns = [f'  "{c.name}" {TRINO_TYPES[c.type]}' for c in table.columns]
     columns += ['  "date" date', '  "project" varchar']  # the hive keys: last, as Hive wants them
-    location = f"{lake.split('?', 1)[0].rstrip('/')}/export/{table.name}"  # the hive export (warehouse/export.py)
+    location = f"{lake.split('?', 1)[0].rstrip('/')}/export/{table.name}"  # the hive export (warehouse/serve/hive_export.py)
     return (
         f'CREATE TABLE IF NOT EXISTS {CATALOG}.{SCHEMA}."{table.name}" (\n' + ",\n".join(columns) + "\n)\n"
         f"WITH (\n  external_location = '{location}',\n"

@@ -4,9 +4,9 @@ import dagster as dg
 
 from transforms.provider import DiscoverOptions, merge_paths
 from transforms.sources import Source
-from warehouse.config import load_config, load_layout
-from warehouse.ingest import discover_sources
-from warehouse.layout import Layout
+from warehouse.lake.config import load_config, load_layout
+from warehouse.land.ingest import discover_sources
+from warehouse.lake.layout import Layout
 
 
 class AgentlakeResource(dg.ConfigurableResource):

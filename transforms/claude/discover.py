@@ -47,7 +47,7 @@ class ClaudeSource(Source):
     @property
     def replaces(self) -> tuple[str, ...]:
         """The ids its directories had as sources named by their path, in every home
-        (warehouse.handover takes over what they landed)."""
+        (warehouse.land.bundle_folders takes over what they landed)."""
         if self.identity == self.path:  # a directory outside a `projects` folder: its path names it
             return ()
         return tuple(source_id_for(PROVIDER, d) for d in (self.path, *self.copies_in, *self.elsewhere))

@@ -7,7 +7,7 @@ from pipelines.defs.lake.checks import CHECK_SPECS, LANDING, check_results
 from pipelines.defs.partitions import sources_partitions
 from pipelines.defs.resources import AgentlakeResource, Reporter
 from pipelines.runner import settle
-from warehouse.ingest import RunSummary, clean_stale_staging, ingest_many, landed_files, mark_pending, record_run
+from warehouse.land.ingest import RunSummary, clean_stale_staging, ingest_many, landed_files, mark_pending, record_run
 
 # Extraction, one partition per agent and project (Source.dagster_partition): the only per-source
 # bookkeeping Dagster keeps. The curated tables downstream are updated in one merge per run

@@ -1,6 +1,6 @@
 import dagster as dg
 
-from warehouse.ingest import RunSummary
+from warehouse.land.ingest import RunSummary
 
 LANDING = dg.AssetKey(["landing"])
 

@@ -3,10 +3,11 @@ import dagster as dg
 from pipelines.defs.lake.assets import LANDING
 from pipelines.defs.resources import AgentlakeResource
 from transforms.contract import ALL_TABLES
-from warehouse import lakewide
-from warehouse.marts import MARTS, mart_sql
-from warehouse.merge import duck_type
-from warehouse.views import checked, refresh
+from warehouse.catalog import checks as lakewide
+from warehouse.catalog.marts import MARTS, mart_sql
+from warehouse.catalog.merge import duck_type
+from warehouse.catalog.checks import checked
+from warehouse.catalog.build import refresh
 
 # Runs launched from the UI or the sensor update what depends on them, not only the CLI's.
 EAGER = dg.AutomationCondition.eager()
@@ -65,7 +66,7 @@ MART_DOCS = {name: mart_description(name, sql) for name, sql in mart_sql() if na
 )
 def tables_and_marts(context: dg.AssetExecutionContext, agentlake: AgentlakeResource):
     """Merge what landed into the DuckLake tables, one transaction for all changed sources, then
-    the touched projects' mart rows (warehouse/sql/marts) in a second, published with them: no
+    the touched projects' mart rows (warehouse/catalog/sql/marts) in a second, published with them: no
     reader sees new tables with old marts. One step, not a step for the tables and one for the
     marts: the second cost Dagster's step events and a connection of its own, for counts
     (docs/BENCHMARKS.md)."""

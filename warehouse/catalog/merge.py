@@ -5,14 +5,14 @@ changed since the last merge (by size and mtime, recorded in the catalog's `_age
 has its rows deleted from every table and its landing rows inserted; a source whose landing
 folder is gone loses its rows; new run-log files are appended to `sources`. In the second the
 marts are rebuilt as tables. The writer works on its own copy of the catalog and publishes it
-when both are done (`warehouse.ducklake.writing`), so a reader sees the tables and the marts
+when both are done (`warehouse.lake.ducklake.writing`), so a reader sees the tables and the marts
 before the merge or after it, never a mix and never a half-replaced source. A run killed at any
 point leaves the landing files, and its copy the projects whose marts are pending, which the
 next merge takes: the lake converges.
 
 The changed sources are inserted 250 landing files per statement, each statement writing a
 file per (table, year, project) it touches; `compact` then merges adjacent files and removes
-what no snapshot needs (`warehouse.views.refresh` runs it when files outnumber partitions).
+what no snapshot needs (`warehouse.catalog.build.refresh` runs it when files outnumber partitions).
 """
 
 import os
@@ -27,22 +27,22 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from transforms.contract import ALL_TABLES, DATA_TABLES, SCHEMA_VERSION, SOURCES, Table
-from warehouse import ducklake
-from warehouse.ducklake import sql_string
-from warehouse.layout import LANDING, RUNS, own_lake, same_lake
-from warehouse.marts import current as marts_current
-from warehouse.marts import forget as forget_marts
-from warehouse.marts import mark_pending, refresh_marts
-from warehouse.scratch import scratch
-from warehouse.store import EmptyLake, LakeUnreachable, ReadFromAnotherLake, masked, open_store
-from warehouse.writer import LANDING_ID
+from warehouse.lake import ducklake
+from warehouse.lake.ducklake import sql_string
+from warehouse.lake.layout import LANDING, RUNS, own_lake, same_lake
+from warehouse.catalog.marts import current as marts_current
+from warehouse.catalog.marts import forget as forget_marts
+from warehouse.catalog.marts import mark_pending, refresh_marts
+from warehouse.lake.scratch_dirs import scratch
+from warehouse.lake.storage import EmptyLake, LakeUnreachable, ReadFromAnotherLake, masked, open_store
+from warehouse.land.landing_files import LANDING_ID
 
 # Partitions: the row's year (from `date`) and project. Finer partitions give a file per few rows
 # on a realistic history (sessions spread over months, a long tail of projects), and DuckLake pays
 # per file: on 100 projects over 180 days (96k messages), by month 3,246 files, a cold merge of
 # 15.4 s and queries of 42/41/95 ms; by year 526 files, 4.0 s and 10/10/28 ms, in 45% less
 # space (docs/ARCHITECTURE.md). A project stays a partition: a changed source's mart rows are
-# recomputed from its project's files only (warehouse.marts).
+# recomputed from its project's files only (warehouse.catalog.marts).
 PARTITION_BY = 'year("date"), "project"'
 # The run log gets a few rows a run, one per source: by project that was a file per source and run.
 PARTITION_BY_TABLE = {SOURCES.name: 'year("date"), month("date")'}
@@ -87,7 +87,7 @@ def _recorded(con) -> tuple[str, str] | None:
 
 def _older_layout(recorded: tuple[str, str] | None) -> bool:
     """Tables written by another contract or partitioning: rebuilt whole from the landing files
-    (which hold every row, pruned sessions' included: warehouse.retention), so every row moves
+    (which hold every row, pruned sessions' included: warehouse.land.retention), so every row moves
     to the new layout; compaction deletes the old files once no snapshot needs them."""
     return recorded is not None and recorded[1] != LAYOUT_VERSION
 
@@ -238,7 +238,7 @@ FROM_PATH = {"machine": -5, "user": -4, "provider": -3, "source_id": -2}
 # Landing files read per statement: DuckDB keeps each file's reader state until the statement
 # ends, about 0.4 MB a file; 1,000 Codex sources' parts in one statement ran out of 512 MB. Each
 # statement writes its own DuckLake files: more than one per partition is left to compaction
-# (warehouse.views.refresh compacts when the files outnumber the partitions).
+# (warehouse.catalog.build.refresh compacts when the files outnumber the partitions).
 FILES_PER_READ = 250
 
 
@@ -284,7 +284,7 @@ def merge(lake, catalog: Path, *, data_path: str | None = None, marts: bool = Tr
 
 def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: bool,
            memory_limit: str | None = None) -> MergeResult:
-    from warehouse.layout import tables_path
+    from warehouse.lake.layout import tables_path
 
     result = MergeResult()
     with scratch("merge") as workdir, \
@@ -306,7 +306,7 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
 def _copies_said(con, source_ids) -> list[str]:
     """A line for each two machines that landed the same root sessions (lakewide.copied_sessions):
     both copies count, and nothing said it (a team lead's trial)."""
-    from warehouse.lakewide import copied_sessions
+    from warehouse.catalog.checks import copied_sessions
 
     return [f"{n} root sessions landed by {a} were landed by {b} too (the same agent, id and start: a store "
             f"copied to another machine, or a machine ingested again under a new name?): each copy is counted; "
@@ -513,7 +513,7 @@ def _delete_sources(con, groups: set[str]) -> None:
 
 def _projects_of(con, groups: set[str]) -> set[str | None]:
     """The projects of these sources' sessions: their marts' rows are recomputed (a session's
-    rows share its project: warehouse.marts)."""
+    rows share its project: warehouse.catalog.marts)."""
     if not groups:
         return set()
     with _replaced(con, groups):

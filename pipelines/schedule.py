@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from warehouse.store import masked_url
+from warehouse.lake.storage import masked_url
 
 KINDS = ("systemd", "cron", "launchd")
 NAME = "agentlake-ingest"
@@ -36,12 +36,12 @@ AGENT_VARS = (
     "KIMI_SHARE_DIR", "LOCALAPPDATA", "NEXT_PUBLIC_CB_ENVIRONMENT", "OPENCODE_DB", "PI_CODING_AGENT_DIR",
     "QWEN_HOME", "QWEN_RUNTIME_DIR", "USERPROFILE", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME",
 )
-# agentlake's own (warehouse.layout, warehouse.config: the flags the job is given win over them)
+# agentlake's own (warehouse.lake.layout, warehouse.lake.config: the flags the job is given win over them)
 # and the Dagster instance an ingest runs in (pipelines.runner). Not $AGENTLAKE_DASHBOARD_TOKEN
 # (a secret, and no business of an ingest).
 OWN_VARS = ("AGENTLAKE_HOME", "AGENTLAKE_LAKE", "AGENTLAKE_WAREHOUSE", "AGENTLAKE_MACHINE", "AGENTLAKE_USER",
             "DAGSTER_HOME")
-# Where an s3:// lake is (warehouse.store, warehouse.lakefs) and where the AWS chain finds the
+# Where an s3:// lake is (warehouse.lake.storage, warehouse.lake.duckdb_settings) and where the AWS chain finds the
 # credentials (pyarrow's AWS SDK): without them the job would write to another endpoint, region
 # or profile. Never the credentials themselves (AWS_SECRETS).
 ENDPOINT_VARS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3")  # URLs: one may hold `user:password@`

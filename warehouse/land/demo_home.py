@@ -4,16 +4,16 @@ A demo's generated sessions never go into a lake that holds anything else (the u
 data, another machine's, a lake on object storage): they would mix with the user's own, a
 project of the same name merged, fake agents in the totals. And a demo written again (another
 seed or size) takes its old sources out of the lake, which otherwise keeps what a source no
-longer holds (warehouse.retention). Pure: no Dagster.
+longer holds (warehouse.land.retention). Pure: no Dagster.
 """
 
 import os
 import shutil
 from pathlib import Path
 
-from warehouse import state as state_store
-from warehouse.config import DEMO
-from warehouse.layout import LANDING, RUNS, Layout
+from warehouse.land import source_state as state_store
+from warehouse.lake.config import DEMO
+from warehouse.lake.layout import LANDING, RUNS, Layout
 
 DEMO_DATA = "demo-data"  # where `agentlake demo` writes its stores, under the home
 
@@ -73,9 +73,9 @@ def refuse_real_data(layout: Layout) -> None:
 def forget_demo_sources(layout: Layout, root: Path, everything: bool) -> int:
     """Remove from the lake the demo's sources that are not this demo's as it is now (all of
     them when it was just written again: a session of another seed is gone from the stores, and
-    the lake keeps what a source no longer holds, warehouse.retention), with their state and
+    the lake keeps what a source no longer holds, warehouse.land.retention), with their state and
     cache; the next merge drops their rows. Returns how many."""
-    from warehouse.ingest import mark_pending
+    from warehouse.land.ingest import mark_pending
 
     removed = 0
     for folder, state_file, path in landed_sources(layout):

@@ -1,14 +1,14 @@
 """docs/TABLES.md, generated from transforms.contract so the docs cannot drift from the code.
 
-    python -m warehouse.tables_doc > docs/TABLES.md
+    python -m warehouse.catalog.tables_doc > docs/TABLES.md
 """
 
 from transforms.contract import ALL_TABLES
-from warehouse.merge import duck_type
+from warehouse.catalog.merge import duck_type
 
 HEADER = """# Tables and columns
 
-Generated from `transforms/contract.py` by `python -m warehouse.tables_doc > docs/TABLES.md`;
+Generated from `transforms/contract.py` by `python -m warehouse.catalog.tables_doc > docs/TABLES.md`;
 a test fails when this file is out of date.
 
 Each table is a DuckLake table of the same name in the warehouse's catalog
@@ -22,7 +22,7 @@ Every table starts with the two partition columns:
 | `project` | VARCHAR | The project: a slug of its git remote's `owner/repo`, else of its directory's name, unless `config.toml` names it (README, "Project names"). |
 
 Timestamps are `TIMESTAMP` values in UTC (no time zone attached, so no extension is needed). Every
-connection agentlake opens (`agentlake sql`, the report, the dashboard, `warehouse.views.connect`)
+connection agentlake opens (`agentlake sql`, the report, the dashboard, `warehouse.lake.ducklake.connect`)
 sets DuckDB's `TimeZone` to UTC, so `current_date` and `now() - INTERVAL ...` compare with them as
 they are; a tool that attaches the catalog itself should `SET TimeZone = 'UTC'` (docs/BI.md). For
 a local day, convert: `(created_at AT TIME ZONE 'UTC') AT TIME ZONE 'Australia/Sydney'`. In

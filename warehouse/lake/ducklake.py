@@ -28,9 +28,9 @@ from pathlib import Path
 import duckdb
 
 from transforms.atomic import replace_file
-from warehouse.lakefs import NO_DOWNLOADS
-from warehouse.layout import NotACatalog, check_catalog
-from warehouse.locks import held
+from warehouse.lake.duckdb_settings import NO_DOWNLOADS
+from warehouse.lake.layout import NotACatalog, check_catalog
+from warehouse.lake.locks import held
 
 CATALOG = "lake"  # the attached catalog's name in every connection
 # A merge writes a file per partition at once. By default DuckDB buffers 512k rows per open file,
@@ -196,13 +196,22 @@ def _check(catalog: Path) -> None:
                               "(by default the catalog is <home>/warehouse.ducklake)")
 
 
+# what an empty home is told to do first: a reader of a team's lake too (who was told to ingest)
+FIRST_STEP = ("run `agentlake ingest` (or `agentlake demo`) first, or `agentlake merge --lake LAKE` "
+              "to read a team's lake")
+
+
 def connect(catalog: Path, data_path: str | None = None, *, ours: bool = False):
-    """A reader's connection: the published catalog attached read-only as the default database.
-    `data_path`: where the tables' files are now, if the home may have moved since its last write.
-    `ours`: only agentlake's own SQL runs on it (see _opened).
+    """A reader's connection, as every reader opens the warehouse: an in-memory DuckDB with the
+    published catalog attached read-only as the default database, so `FROM sessions` and
+    `FROM daily_costs` work as they are, during a merge too.
+    `data_path`: where the tables' files are now (the layout's `tables_path`), if the home may
+    have moved since its last write. `ours`: only agentlake's own SQL runs on it (see _opened).
     A read-only attach changes nothing, so a file that is not a catalog is looked into only when
-    the attach fails (the probe is a second connection: 37 ms of a 290 ms one, measured loaded)."""
+    the attach fails (the probe is a second connection)."""
     catalog = Path(catalog)
+    if not catalog.exists():
+        raise FileNotFoundError(f"no warehouse at {catalog}: {FIRST_STEP}")
     check_catalog(catalog)
     con = _opened(ours)
     try:

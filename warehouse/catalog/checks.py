@@ -5,7 +5,7 @@ them: a key written twice (a landing folder copied by hand, one store ingested u
 names), children whose parent row is missing, and machines that stopped reporting. The tables'
 checks in Dagster (pipelines/defs/warehouse) use the same functions, per source.
 
-Every function takes a connection to the catalog (warehouse.views.connect), so the same code
+Every function takes a connection to the catalog (warehouse.lake.ducklake.connect), so the same code
 runs over a directory lake and an S3 lake.
 """
 
@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from transforms.contract import ALL_TABLES
+from warehouse.lake import ducklake
+from warehouse.lake.scratch_dirs import scratch
+
 # table -> key columns that must be unique within a source
 KEYS = {
     "sessions": ("session_id",),
@@ -125,3 +128,18 @@ def stale_machines(runs: dict[str, datetime], now: datetime, max_age: timedelta)
     if now.tzinfo is not None:
         now = now.astimezone(timezone.utc).replace(tzinfo=None)
     return {machine: at for machine, at in sorted(runs.items()) if now - at > max_age}
+
+
+def checked(warehouse, check):
+    """`check(con)` on a reader capped at the writer's memory limit, spilling to a scratch folder;
+    once more with most of the machine's memory if DuckDB ran out. For the checks of keys and
+    parents over every merged source: uncapped, they took more memory than the merge
+    (docs/BENCHMARKS.md, "Memory")."""
+    return ducklake.retried_with_more_memory(lambda limit: _capped(warehouse, check, limit))
+
+
+def _capped(warehouse, check, memory_limit: str | None):
+    with scratch("merge") as spill, ducklake.connect(warehouse, ours=True) as con:
+        con.execute(f"SET memory_limit = '{memory_limit or ducklake.WRITER_SETTINGS['memory_limit']}'")
+        con.execute(f"SET temp_directory = {ducklake.sql_string(spill)}")
+        return check(con)

@@ -11,7 +11,7 @@ some of them too, and would count them twice:
   other projects: nothing runs it again, so the bundles its sessions moved to take those
   sessions out of its folder, under its lock (they may be several, in parallel workers). What
   stays there are its sessions that are not found (deleted from the disk, or outside this run's
-  discovery), as any vanished source's files stay (warehouse.retention); when one comes back,
+  discovery), as any vanished source's files stay (warehouse.land.retention); when one comes back,
   its bundle is discovered again and finds its own state. A folder left without a session goes,
   with its state and cache.
 """
@@ -25,10 +25,10 @@ import pyarrow.compute as pc
 
 from transforms.bundle import Bundle, cached_parts
 from transforms.sources import Source
-from warehouse import state as state_store
-from warehouse.layout import Layout
-from warehouse.retention import read_landed
-from warehouse.writer import parquet_bytes
+from warehouse.land import source_state as state_store
+from warehouse.lake.layout import Layout
+from warehouse.land.retention import read_landed
+from warehouse.land.landing_files import parquet_bytes
 
 
 def taken_over(source: Source, previous: state_store.SourceState, layout: Layout,

@@ -5,7 +5,7 @@ Each is removed when its work ends. A process killed before that (SIGKILL, the O
 power cut) leaves its folder behind, and a snapshot is a copy of private transcripts, as big as
 the store: so the first scratch folder a process makes also removes the folders whose owner has
 died. A folder's owner holds a lock on a file in it for as long as it works there
-(warehouse.locks); the kernel drops that lock when the owner dies, however it dies."""
+(warehouse.lake.locks); the kernel drops that lock when the owner dies, however it dies."""
 
 import os
 import shutil
@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
-from warehouse.locks import LOCKS, held, taken_if_free
+from warehouse.lake.locks import LOCKS, held, taken_if_free
 
 PREFIX = "agentlake-"
 KINDS = ("snapshot", "merge", "export")

@@ -31,7 +31,7 @@ WRITTEN = "_agentlake_marts"  # (name, sha256 of its SQL) of every mart table wr
 # Past this many touched projects a whole rebuild is as cheap as the filtered one.
 MAX_PROJECTS = 64
 # Above the writer's own 512 MB (warehouse.ducklake): the marts run after the inserts committed
-# (warehouse.merge). A refresh that still runs out is run again
+# (warehouse.catalog.merge). A refresh that still runs out is run again
 # with most of the machine's memory (ducklake.retried_with_more_memory); the tables stay merged.
 MEMORY_LIMIT = "600MB"
 
@@ -314,9 +314,9 @@ def _named() -> frozenset[str]:
 
 def _lake_columns(table: str) -> list[str]:
     """A curated table's columns in the lake: the hive keys, then the contract's
-    (warehouse.merge.ensure_tables makes them so before any refresh)."""
+    (warehouse.catalog.merge.ensure_tables makes them so before any refresh)."""
     from transforms.contract import DATA_TABLES
-    from warehouse.writer import HIVE
+    from warehouse.land.landing_files import HIVE
 
     return [f.name for f in HIVE] + next(t for t in DATA_TABLES if t.name == table).column_names
 

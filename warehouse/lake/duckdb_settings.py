@@ -2,7 +2,7 @@
 
 No connection downloads anything at run time (`NO_DOWNLOADS`): the extensions come from pinned
 packages (warehouse.ducklake). The lake's landing files on S3 are read through pyarrow
-(warehouse.store); readers query the catalog's tables, which are on local disk.
+(warehouse.lake.storage); readers query the catalog's tables, which are on local disk.
 
 Credentials come from the usual AWS chain (`AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`,
 `AWS_PROFILE`, `~/.aws/credentials`); the endpoint and region from the lake URI

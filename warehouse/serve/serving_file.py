@@ -13,7 +13,8 @@ from pathlib import Path
 
 import duckdb
 
-from warehouse.views import MARTS, connect
+from warehouse.catalog.marts import MARTS
+from warehouse.lake.ducklake import connect
 
 DEFAULT_STORAGE_VERSION = "v1.0.0"  # readable by DuckDB 1.0 and newer
 
@@ -47,7 +48,7 @@ def check_target(target: Path) -> None:
 def build_serving(warehouse: Path, target: Path, storage_version: str = DEFAULT_STORAGE_VERSION,
                   data_path: str | None = None) -> dict[str, int]:
     """Copy the marts' tables from the lake's catalog into `target`; returns rows per table.
-    `data_path`: the layout's, for a home moved or copied since its last write (views.connect).
+    `data_path`: the layout's, for a home moved or copied since its last write (warehouse.lake.ducklake.connect).
     A target that cannot be written (a folder, a place this user cannot write) or a storage
     version DuckDB does not know raise ServingError before anything is written."""
     check_storage_version(storage_version)

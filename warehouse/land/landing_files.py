@@ -2,9 +2,9 @@
 
 A source's rows land as `_landing/<machine>/<user>/<provider>/<source_id>/<table>.parquet`,
 every table's file written even when empty, each replaced atomically in the store
-(warehouse.store). Each file carries the `date` and `project` it will be partitioned by, and a
+(warehouse.lake.storage). Each file carries the `date` and `project` it will be partitioned by, and a
 `landing_id` in its Parquet metadata shared by all the files of one write, so the merge
-(warehouse.merge) can tell a source caught half-way through being replaced and wait for it.
+(warehouse.catalog.merge) can tell a source caught half-way through being replaced and wait for it.
 Files whose bytes did not change are not rewritten.
 """
 
@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from transforms.contract import Table
-from warehouse.layout import landing_path
+from warehouse.lake.layout import landing_path
 
 UNDATED = date(1970, 1, 1)  # rows without a usable timestamp: visible, and deterministic
 LANDING_ID = b"agentlake.landing_id"

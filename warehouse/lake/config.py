@@ -33,8 +33,8 @@ from difflib import get_close_matches
 from pathlib import Path
 
 from transforms.providers import PROVIDERS
-from warehouse.layout import LANDING, RUNS, Layout
-from warehouse.store import CredentialsInURI
+from warehouse.lake.layout import LANDING, RUNS, Layout
+from warehouse.lake.storage import CredentialsInURI
 
 TOP_LEVEL = {"lake": str, "machine": str, "user": str, "team": bool, "use_default": bool}
 AGENT_KEYS = ("extra_stores", "extra_roots")  # an agent's section: [crush], [claude], ...

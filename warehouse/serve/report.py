@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
 
-from warehouse.formatting import fetch_rows, json_text, render
-from warehouse.marts import create_block_views
+from warehouse.serve.formatting import fetch_rows, json_text, render
+from warehouse.catalog.marts import create_block_views
 
 BREAKDOWNS = ("day", "project", "agent", "user", "model", "tool")
 
@@ -63,7 +63,7 @@ class Filters:
 
 def session_key(alias: str = "", session: str = "session_id") -> str:
     """SQL for a session's lake-wide key, as the marts name it (`session_key`, `root_session_key`:
-    warehouse/sql/marts/01_session_tree.sql); `session` the column (or expression) of its id."""
+    warehouse/catalog/sql/marts/01_session_tree.sql); `session` the column (or expression) of its id."""
     p = f"{alias}." if alias else ""
     return f"concat_ws('/', {p}machine, {p}\"user\", {p}provider, {p}source_id, {session})"
 

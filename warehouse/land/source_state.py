@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from transforms.atomic import replace_file
-from warehouse.locks import held
+from warehouse.lake.locks import held
 
 
 @dataclass
@@ -29,7 +29,7 @@ class SourceState:
     # a source read in parts (transforms.bundle): each part's session ids as last landed
     parts: dict[str, list[str]] | None = None
     # a digest of the configured project names a store that names its sessions' projects itself
-    # was landed with (warehouse.ingest.names_digest); the project of a source of one project is
+    # was landed with (warehouse.land.ingest.names_digest); the project of a source of one project is
     # in its partition_key
     names: str | None = None
 

@@ -1,5 +1,5 @@
 """Advisory file locks: one writer per source or catalog at a time, and a way to tell whether the
-process that made a scratch folder is still alive (warehouse.scratch).
+process that made a scratch folder is still alive (warehouse.lake.scratch_dirs).
 
 POSIX `flock`: the kernel releases a lock when its process dies, however it dies, so a lock that
 can be taken has no live owner. Windows has no such lock here: runs must not overlap there."""

@@ -26,12 +26,12 @@ from transforms.contract import DATA_TABLES, SCHEMA_VERSION, SOURCES
 from transforms.provider import DiscoverOptions, Provider, SourceError, environmental
 from transforms.providers import PROVIDERS
 from transforms.sources import Source, as_text
-from warehouse import state as state_store
-from warehouse.handover import evict_moved, landed_alone, taken_over
-from warehouse.layout import Layout, landing_dir, run_log_path
-from warehouse.retention import carry_forward
-from warehouse.scratch import scratch
-from warehouse.writer import build_files, write_files, write_run_log
+from warehouse.land import source_state as state_store
+from warehouse.land.bundle_folders import evict_moved, landed_alone, taken_over
+from warehouse.lake.layout import Layout, landing_dir, run_log_path
+from warehouse.land.retention import carry_forward
+from warehouse.lake.scratch_dirs import scratch
+from warehouse.land.landing_files import build_files, write_files, write_run_log
 
 STATUSES = ("ok", "unchanged", "skipped", "failed")
 
@@ -132,7 +132,7 @@ def is_unchanged(previous: state_store.SourceState, fingerprint: str, layout: La
                  source: Source | None = None) -> bool:
     """The lake already holds this source as it is now: same fingerprint, same contract, the
     same project names (given the source: a rename in config.toml's [projects] changes no byte
-    of the store), none of a bundle's sessions landed alone beside it (warehouse.handover), and
+    of the store), none of a bundle's sessions landed alone beside it (warehouse.land.bundle_folders), and
     every file it landed still in place (a file deleted by hand, or an emptied bucket, makes the
     source be read again). Nothing is opened but the state file (and a bundle's state folder
     listed); `landed` is the set of landing files from one listing of the lake, needed for
@@ -206,7 +206,7 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
         previous.files = _files_in_lake(source.provider, (source.source_id,), layout, run_id)
     bundle = isinstance(source, Bundle)
     # a bundle takes over the folders of its sessions landed as sources of their own, as a
-    # Claude Code project does those of its copies in other homes (warehouse.handover): its
+    # Claude Code project does those of its copies in other homes (warehouse.land.bundle_folders): its
     # write replaces them, so their rows are not counted twice (the lake is listed on a first
     # write only: the state may have been lost)
     listing = partial(_files_in_lake, source.provider, layout=layout, run_id=run_id) if first else None

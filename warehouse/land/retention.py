@@ -7,9 +7,9 @@ Crush session). The policy, by session:
 - a session the lake holds but the source no longer does keeps its rows, carried forward into
   the source's new files unchanged;
 - a source that vanished whole is never opened again, so its files stay as they are (but
-  for a bundle's sessions that moved to another project's bundle: warehouse.handover);
+  for a bundle's sessions that moved to another project's bundle: warehouse.land.bundle_folders);
 - a source this machine has no state for (a new or wiped home) finds its files in the lake by
-  name first (warehouse.ingest), so the same rules apply.
+  name first (warehouse.land.ingest), so the same rules apply.
 
 Only rows keyed by a session are carried (the `quarantine` of a source is replaced each run).
 The common case costs one read of the source's own `sessions` files.
@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transforms.contract import DATA_TABLES
-from warehouse.writer import read_file
+from warehouse.land.landing_files import read_file
 
 KEYED = tuple(t.name for t in DATA_TABLES if "session_id" in t.column_names)
 

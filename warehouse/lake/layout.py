@@ -5,13 +5,13 @@
     <lake>/main/<table>/year=YYYY/project=<slug>/ducklake-<uuid>.parquet  the curated tables (DuckLake)
     <home>/warehouse.ducklake                      the DuckLake catalog the readers attach (published
     <home>/warehouse.writer.ducklake               by the one writer from its own copy)
-    <home>/.warehouse.writer.ducklake.spill/       what the writer's DuckDB spills (warehouse.ducklake)
+    <home>/.warehouse.writer.ducklake.spill/       what the writer's DuckDB spills (warehouse.lake.ducklake)
     <lake>/_state/<machine>-<user>/<provider>-<source_id>.json   what this machine last landed for a source
     <lake>/_staging/<machine>-<user>/                            files being written
 
 Each machine writes only its own landing files, so machines never coordinate; one writer (the
 local run, or the team's central deployment) merges them into the curated tables
-(warehouse.merge). The lake is a directory or an `s3://bucket/prefix` URI. With object storage,
+(warehouse.catalog.merge). The lake is a directory or an `s3://bucket/prefix` URI. With object storage,
 state, staging and the merged tables stay on the machine, under AGENTLAKE_HOME.
 """
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from transforms.sources import slugify
-from warehouse.store import is_remote, refuse_credentials, refuse_other_scheme
+from warehouse.lake.storage import is_remote, refuse_credentials, refuse_other_scheme
 
 
 def default_machine(env=os.environ) -> str:
@@ -130,7 +130,7 @@ class Layout:
         return self._local_root / "_staging" / self.identity
 
     def store(self):
-        from warehouse.store import open_store
+        from warehouse.lake.storage import open_store
 
         return open_store(self.lake, self.staging_dir)
 

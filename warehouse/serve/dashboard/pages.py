@@ -4,7 +4,7 @@ Overview and project pages read the marts only (daily_costs, session_summary, to
 insight_*; a failed call, by an error or a non-zero exit, counted once); the transcript reads
 messages, parts, tool_calls and usage for one session, filtered by its project, days and ids so
 that DuckLake prunes to a few files. Every table is cut to the
-top N with an "others" row (warehouse.charts.top_with_others) and every row links one level down.
+top N with an "others" row (warehouse.serve.dashboard.charts.top_with_others) and every row links one level down.
 """
 
 import html
@@ -15,8 +15,8 @@ from urllib.parse import parse_qs, urlencode
 
 import duckdb
 
-from warehouse import charts
-from warehouse.report import Filters, cost_and_sessions, session_key, sorted_list
+from warehouse.serve.dashboard import charts
+from warehouse.serve.report import Filters, cost_and_sessions, session_key, sorted_list
 
 DEFAULT_TOP = 15
 INSIGHTS = ("insight_duplicate_reads", "insight_unused_reads", "insight_read_edit_ratio", "insight_idle_cost",
@@ -48,7 +48,7 @@ class Request:
 
 FILTERS = ("since", "until", "project", "agent", "top")  # the form's fields, named as it labels them
 # what else a page reads: `provider` is the agent filter's older name (links and bookmarks made
-# before it was `agent`); `token` is the dashboard's own (warehouse.dashboard)
+# before it was `agent`); `token` is the dashboard's own (warehouse.serve.dashboard.server)
 PAGE_PARAMS = {"/session": ("source", "id", "machine", "key"), "/insight": ("name",)}
 OTHER_PARAMS = ("provider", "token")
 
@@ -248,7 +248,7 @@ def _ranking_chart(con, req: Request, sql: str, link, **kw) -> tuple[str, str]:
 
 
 def _totals(con, req: Request) -> str:
-    """The report's totals (warehouse.report.cost_and_sessions): the same figures, on the same days."""
+    """The report's totals (warehouse.serve.report.cost_and_sessions): the same figures, on the same days."""
     _, (cost, sessions, unknown, partial) = cost_and_sessions(con, req.filters)
     note = f" · {unknown:,} of them with unknown cost (not counted as $0)" if unknown else ""
     note += f" · {partial:,} priced in part (their unpriced requests not counted)" if partial else ""
@@ -502,9 +502,9 @@ def _insight_or_none(con, req: Request, name: str, limit: int | None):
 
 
 def curated(name: str):
-    """`agentlake report --insights`' query for this insight (warehouse.report.INSIGHTS), if any:
+    """`agentlake report --insights`' query for this insight (warehouse.serve.report.INSIGHTS), if any:
     the dashboard shows the same findings, worst first, with the same SQL behind them."""
-    from warehouse import report
+    from warehouse.serve import report
 
     if not hasattr(Filters, "literal_where"):
         return None
@@ -604,7 +604,7 @@ def insight_page(con, req: Request) -> tuple[str, int]:
     title, body, sql, cut = found
     if cut:
         body += f'<p class="cut"><a href="{_e(req.link("/insight", name=name, top=0))}">show all</a></p>'
-    from warehouse.marts import mart_sql
+    from warehouse.catalog.marts import mart_sql
 
     definition = dict(mart_sql()).get(name)
     body = (f"<p>{_e(title)}</p>" + body

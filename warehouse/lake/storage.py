@@ -9,7 +9,7 @@ Object storage goes through pyarrow's own S3 filesystem: no extra client library
     s3://bucket/prefix?endpoint_override=http://127.0.0.1:9000   an S3-compatible server
     $AWS_ENDPOINT_URL                          the same (pyarrow itself does not read it)
 
-Readers query the tables through the catalog: see warehouse.views.
+Readers query the tables through the catalog: see warehouse.catalog.build.
 """
 
 from __future__ import annotations  # `list` is also a method name below
@@ -56,7 +56,7 @@ class NotALakeURI(CredentialsInURI):
 
 def _endpoint_name(lake: str) -> str:
     if "endpoint_override=" in lake or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"):
-        from warehouse.lakefs import endpoint as lake_endpoint
+        from warehouse.lake.duckdb_settings import endpoint as lake_endpoint
 
         return lake_endpoint(lake)[0]
     return "the AWS default endpoint"
@@ -108,7 +108,7 @@ class NotObjectStorage(LakeUnreachable):
         import urllib.error
         import urllib.request
 
-        from warehouse.lakefs import endpoint as lake_endpoint
+        from warehouse.lake.duckdb_settings import endpoint as lake_endpoint
 
         url = lake_endpoint(lake)[0]
         if not url:
@@ -127,7 +127,7 @@ class NotObjectStorage(LakeUnreachable):
 
 class ReadFromAnotherLake(LakeUnreachable):
     """A reader's home (its warehouse merged from a team's lake) asked to merge its own lake: that
-    would replace the team's rows (warehouse.merge._refuse_replacing)."""
+    would replace the team's rows (warehouse.catalog.merge._refuse_replacing)."""
 
     def __init__(self, message: str):
         OSError.__init__(self, message)

@@ -12,9 +12,9 @@ DuckDB, polars and BI read the DuckLake tables themselves and never see that.
 from pathlib import Path
 
 from transforms.contract import ALL_TABLES
-from warehouse.scratch import scratch
-from warehouse.store import open_store
-from warehouse.views import connect
+from warehouse.lake.scratch_dirs import scratch
+from warehouse.lake.storage import open_store
+from warehouse.lake.ducklake import connect
 
 EXPORT = "export"
 

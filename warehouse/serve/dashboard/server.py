@@ -1,7 +1,7 @@
 """The team dashboard: pages over the marts, charts rendered to SVG on the server.
 
 Nothing is fetched by the browser but the page itself (no script, no CDN), so it works on a
-closed network and renders the same everywhere. Pages (warehouse.dashboard_pages): the overview
+closed network and renders the same everywhere. Pages (warehouse.serve.dashboard.pages): the overview
 (`/`), a project (`/project?project=...`), a session's transcript (`/session?source=...&id=...&machine=...`)
 and an insight (`/insight?name=...`). Filters (dates, project, agent, rows per ranking) are a
 plain GET form, validated: a bad value is named on the page, never silently dropped.
@@ -10,7 +10,7 @@ plain GET form, validated: a bad value is named on the page, never silently drop
 import html
 import os
 
-from warehouse import dashboard_pages as pages
+from warehouse.serve.dashboard import pages as pages
 
 PATHS = ("/", "/index.html", "/project", "/session", "/insight")
 
@@ -37,7 +37,7 @@ def render(con, path: str, query: str) -> tuple[str, int]:
 
 
 def catalog_identity(warehouse):
-    """What changes when a merge publishes a new catalog (warehouse.ducklake.publish renames a
+    """What changes when a merge publishes a new catalog (warehouse.lake.ducklake.publish renames a
     new file over it: a new inode); None when there is no warehouse (yet)."""
     try:
         st = os.stat(warehouse)
@@ -55,11 +55,11 @@ class Reader:
         import threading
 
         self.warehouse, self.lock, self.identity, self.con = warehouse, threading.Lock(), None, None
-        self.data_path = data_path  # the layout's, for a home moved or copied (views.connect)
+        self.data_path = data_path  # the layout's, for a home moved or copied (warehouse.lake.ducklake.connect)
 
     def cursor(self):
-        from warehouse.ducklake import CATALOG
-        from warehouse.views import connect
+        from warehouse.lake.ducklake import CATALOG
+        from warehouse.lake.ducklake import connect
 
         if os.name == "nt":  # Windows cannot rename a new catalog over a file held open: none kept
             return connect(self.warehouse, self.data_path)
@@ -75,7 +75,7 @@ class Reader:
 
 class PageCache:
     """Rendered pages by (the published catalog's file identity, path, query). A merge publishes
-    a new catalog file (warehouse.ducklake.publish: a rename, so a new inode), which changes the
+    a new catalog file (warehouse.lake.ducklake.publish: a rename, so a new inode), which changes the
     key: a rebuilt warehouse still shows on the next reload, and until then a page seen once (the
     way back from a drill-down, a reload on Monday morning) costs no query at all."""
 
@@ -274,7 +274,7 @@ def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: 
     server = Server((host, port), Handler)
     import threading
 
-    from warehouse.charts import warm_up
+    from warehouse.serve.dashboard.charts import warm_up
 
     threading.Thread(target=warm_up, daemon=True).start()  # the first page then renders as fast as the next
     shown = host if ":" not in host else f"[{host}]"

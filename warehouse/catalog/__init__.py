@@ -1,0 +1,1 @@
+"""The catalog: the merge of landing files into the curated tables, the marts, and the checks."""
