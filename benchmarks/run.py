@@ -127,7 +127,7 @@ print(json.dumps({"merged": r.merged, **c}))
 
 def _corpus(args, work: Path) -> Path:
     """The generated Crush corpus in `work`, made once (--workdir keeps it for the next run)."""
-    from transforms.crush.synth import generate_store
+    from transforms.synth.crush import generate_store
 
     corpus = work / "crush"
     if not (corpus / "projects.json").exists():
@@ -256,7 +256,7 @@ print(json.dumps({"lines": lines}))
 
 def _codex(args) -> None:
     """A home of many small sources: the cost per source, not per message."""
-    from transforms.codex.synth import generate_home
+    from transforms.synth.codex import generate_home
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="agentlake-bench-codex-"))
     corpus = work / "codex"
@@ -294,7 +294,7 @@ def _codex(args) -> None:
 def _new_rollout(corpus: Path) -> Path:
     from datetime import datetime, timezone
 
-    from transforms.codex.synth import RolloutBuilder
+    from transforms.synth.codex import RolloutBuilder
 
     b = RolloutBuilder("00000000-0000-4000-8000-00000000beef", start=datetime(2026, 11, 30, 9, tzinfo=timezone.utc),
                        cwd="/home/dev/webshop")
@@ -403,7 +403,7 @@ def _agents(args) -> None:
     for name in sorted(p for p in PROVIDERS if p != "crush"):
         home = work / name
         if not home.exists():
-            importlib.import_module(f"transforms.{name}.synth").generate_home(home, sessions=args.agents, seed=args.seed)
+            importlib.import_module(f"transforms.synth.{name}").generate_home(home, sessions=args.agents, seed=args.seed)
         runs = [measure([PY, "-c", AGENT_EXTRACT, name, str(home)]) for _ in range(args.repeat)]
         facts = json.loads(runs[0][2])
         wall, rss = median_of(runs)

@@ -118,7 +118,7 @@ def use_demo_if_empty(args) -> None:
         return
     home = demo.home.parent
     if args.command in ("sources", "ingest", "dev"):
-        from transforms.demo import HOMES
+        from transforms.synth.demo import HOMES
         from warehouse.land.demo_home import DEMO_DATA
         from warehouse.land.ingest import discover_sources
 
@@ -193,7 +193,7 @@ def _unredacted_share(args, layout: Layout) -> bool:
 
 def cmd_demo(args) -> int:
     from pipelines.runner import print_summary, run_ingest
-    from transforms.demo import HOMES, generate_demo
+    from transforms.synth.demo import HOMES, generate_demo
     from warehouse.land.demo_home import (
         DEMO_DATA, NotADemoHome, demo_made, describe, forget_demo_sources, refuse_real_data)
 
@@ -623,7 +623,7 @@ def parser() -> argparse.ArgumentParser:
                                    "demo is refused (run it with --home <home>/demo, where quickstart keeps "
                                    "its demo); another --seed or size replaces the demo already there.")
     _common(p)
-    from transforms.demo import LIMITS, size_option
+    from transforms.synth.demo import LIMITS, size_option
 
     p.add_argument("--projects", type=size_option("projects"), default=4, metavar="N",
                    help="projects (%d to %d; default: 4)" % LIMITS["projects"])

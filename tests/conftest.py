@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from transforms.codewhale.synth import (
+from transforms.synth.codewhale import (
     cost_snapshot,
     session_doc,
     text_block,
     write_session,
 )
-from transforms.crush.synth import add_file, add_message, add_session, create_crush_db
-from transforms.crush.synth_parts import (
+from transforms.synth.crush import add_file, add_message, add_session, create_crush_db
+from transforms.synth.crush_parts import (
     bash_output,
     finish_part,
     text_part,

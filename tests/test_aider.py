@@ -13,7 +13,7 @@ from genai_prices import Usage, calc_price
 from pipelines.cli import main
 from tests.conftest import ingest, query, scalar
 from transforms.aider.discover import discover
-from transforms.aider.synth import History, generate_home
+from transforms.synth.aider import History, generate_home
 
 HISTORY = ".aider.chat.history.md"
 

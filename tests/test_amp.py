@@ -15,7 +15,7 @@ from genai_prices import Usage, calc_price
 from pipelines.cli import _agent_homes
 from tests.conftest import ingest, query, scalar
 from transforms.amp.discover import discover
-from transforms.amp.synth import ThreadBuilder, generate_home, usage
+from transforms.synth.amp import ThreadBuilder, generate_home, usage
 from transforms.pricing import Buckets, price_buckets
 from warehouse.lake.config import load_config
 

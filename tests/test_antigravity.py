@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import ingest, query, scalar
 from transforms.antigravity.discover import discover
 from transforms.antigravity.normalise import fields
-from transforms.antigravity.synth import generate_home, generation, trajectory, write_conversation
+from transforms.synth.antigravity import generate_home, generation, trajectory, write_conversation
 from transforms.pricing import Buckets, price_buckets
 
 CONV = "0195a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"

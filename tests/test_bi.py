@@ -50,8 +50,8 @@ def test_a_reader_sees_the_next_merge_through_attach_or_without_a_pool(installed
     import duckdb
 
     from tests.conftest import T0, ingest
-    from transforms.crush.synth import add_message, add_session
-    from transforms.crush.synth_parts import text_part
+    from transforms.synth.crush import add_message, add_session
+    from transforms.synth.crush_parts import text_part
 
     lake = installed
 

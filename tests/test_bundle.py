@@ -8,7 +8,7 @@ import pytest
 from tests.conftest import ingest, options_for, query, scalar
 from transforms.bundle import Bundle
 from transforms.codex.provider import CodexProvider
-from transforms.codex.synth import RolloutBuilder, generate_home
+from transforms.synth.codex import RolloutBuilder, generate_home
 from transforms.providers import PROVIDERS
 from warehouse.land.ingest import landed_files
 from warehouse.lake.layout import LANDING
@@ -178,7 +178,7 @@ def test_an_older_release_run_after_the_upgrade_is_undone_by_the_next_run(layout
 
 
 def test_the_same_project_in_two_agents_is_two_sources(layout, tmp_path):
-    from transforms.gemini.synth import generate_home as gemini_home
+    from transforms.synth.gemini import generate_home as gemini_home
 
     generate_home(tmp_path / "codex", sessions=3, workspaces=("/home/dev/shop",))
     gemini_home(tmp_path / ".gemini", sessions=3, workspaces=("/home/dev/shop",))
@@ -192,7 +192,7 @@ def test_the_same_project_in_two_agents_is_two_sources(layout, tmp_path):
 def test_a_session_whose_project_changes_moves_and_is_counted_once(layout, tmp_path):
     """Kilo reads a task's workspace from its history: rewritten, the task leaves its project's
     source for another one. The source it left does not keep it (it would be counted twice)."""
-    from transforms.kilo.synth import generate_home as kilo_home
+    from transforms.synth.kilo import generate_home as kilo_home
 
     storage = tmp_path / "kilo"
     kilo_home(storage, sessions=3, workspaces=("/home/dev/shop",))
@@ -214,7 +214,7 @@ def _move(task, to: str) -> None:
 
 
 def _kilo_shop(layout, tmp_path):
-    from transforms.kilo.synth import generate_home as kilo_home
+    from transforms.synth.kilo import generate_home as kilo_home
 
     storage = tmp_path / "kilo"
     kilo_home(storage, sessions=3, workspaces=("/home/dev/shop",))

@@ -32,7 +32,7 @@ from pipelines.central import (
 )
 from tests.conftest import ingest
 from transforms.contract import ALL_TABLES
-from transforms.crush.synth import generate_store
+from transforms.synth.crush import generate_store
 from warehouse.catalog import checks as lakewide
 from warehouse.serve.hive_export import export_tables
 from warehouse.lake import ducklake
@@ -146,9 +146,9 @@ def test_file_per_session_agents_keep_keys_unique_across_the_sessions_of_a_proje
     message ids must be unique within it (Codebuff numbers its messages per chat), or the
     lake-wide check and the machine's own `keys_unique` (the same function, over the sources a
     merge replaced) fail on clean data, and a transcript joined on (source, message) doubles."""
-    from transforms.codebuff.synth import generate_home as codebuff_home
-    from transforms.codex.synth import generate_home as codex_home
-    from transforms.opencode.synth import generate_home as opencode_home
+    from transforms.synth.codebuff import generate_home as codebuff_home
+    from transforms.synth.codex import generate_home as codex_home
+    from transforms.synth.opencode import generate_home as opencode_home
 
     one = ("/home/dev/shop",)
     codebuff_home(tmp_path / "manicode", sessions=4, seed=2, workspaces=one)

@@ -14,7 +14,7 @@ from tests.conftest import ingest, query, scalar
 from transforms.claude.discover import discover
 from transforms.claude.provider import ClaudeProvider
 from transforms.claude.reader import read_jsonl
-from transforms.claude.synth import (
+from transforms.synth.claude import (
     assistant_lines, base, generate_home, project_slug, tool_result, tool_use, usage, user_line, write_jsonl,
 )
 from transforms.pricing import Buckets, price_buckets

@@ -6,8 +6,8 @@ import pytest
 
 from pipelines.cli import main
 from tests.conftest import T0
-from transforms.crush.synth import add_message, add_session, write_registry
-from transforms.crush.synth_parts import text_part
+from transforms.synth.crush import add_message, add_session, write_registry
+from transforms.synth.crush_parts import text_part
 
 
 @pytest.fixture
@@ -99,7 +99,7 @@ def test_config_names_projects_and_a_bad_config_is_reported(home, project, capsy
 
 
 def test_agent_home_names_any_agents_store(home, tmp_path, capsys):
-    from transforms.codex.synth import generate_home
+    from transforms.synth.codex import generate_home
 
     truth = generate_home(tmp_path / "codex-home", sessions=3, seed=4)
     assert main(["ingest", "--no-default", "--agent-home", f"codex={tmp_path / 'codex-home'}",
@@ -192,7 +192,7 @@ def _data_path(warehouse) -> str:
 def test_a_home_moved_or_copied_keeps_working_and_another_lake_rebuilds_it(home, tmp_path, monkeypatch, capsys):
     import shutil
 
-    from transforms.crush.synth import generate_store
+    from transforms.synth.crush import generate_store
 
     store = generate_store(tmp_path / "crush", projects=3, sessions_per_project=12, seed=3)
     ingest = ["ingest", "--no-default", "--crush-root", str(store.global_dir)]

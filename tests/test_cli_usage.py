@@ -11,8 +11,8 @@ import pytest
 
 from pipelines.cli import main
 from tests.conftest import T0, Project
-from transforms.crush.synth import add_message, add_session
-from transforms.crush.synth_parts import text_part
+from transforms.synth.crush import add_message, add_session
+from transforms.synth.crush_parts import text_part
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import ingest, query, scalar
 from tests.test_pi import assert_common_totals, digests, ingest_beside_fifos
 from transforms.codebuff.discover import discover
-from transforms.codebuff.synth import ChatBuilder, generate_home, text
+from transforms.synth.codebuff import ChatBuilder, generate_home, text
 
 T = datetime(2026, 3, 2, 8, 15, tzinfo=timezone.utc)
 CHAT = "2026-03-02T08-15-00.000Z"

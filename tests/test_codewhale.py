@@ -10,11 +10,11 @@ from genai_prices import Usage, calc_price
 
 from tests.conftest import T0, ingest, query, scalar
 from transforms.codewhale.discover import discover
-from transforms.codewhale.synth import (
+from transforms.synth.codewhale import (
     cost_snapshot, generate_home, session_doc, text_block, tool_result_block, tool_use_block, write_session,
 )
-from transforms.crush.synth import add_message, add_session
-from transforms.crush.synth_parts import text_part
+from transforms.synth.crush import add_message, add_session
+from transforms.synth.crush_parts import text_part
 
 WHEN = datetime(2026, 7, 14, 10, 0, tzinfo=timezone.utc)
 SID = "0f8b9c1e-2d3a-4b5c-8d9e-0a1b2c3d4e5f"

@@ -13,7 +13,7 @@ from genai_prices import Usage, calc_price
 
 from tests.conftest import ingest, query, scalar
 from transforms.codex.discover import discover
-from transforms.codex.synth import RolloutBuilder, generate_home, spawn_source, tokens
+from transforms.synth.codex import RolloutBuilder, generate_home, spawn_source, tokens
 from transforms.codex.usage import buckets
 from transforms.pricing import Buckets, price_buckets
 from warehouse.lake.layout import Layout

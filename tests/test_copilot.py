@@ -13,7 +13,7 @@ from genai_prices import Usage, calc_price
 from pipelines.cli import _agent_homes
 from tests.conftest import ingest, query, scalar
 from transforms.copilot.discover import discover
-from transforms.copilot.synth import SessionBuilder, generate_home, metric
+from transforms.synth.copilot import SessionBuilder, generate_home, metric
 from transforms.pricing import Buckets, price_buckets
 from warehouse.lake.config import load_config
 

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import ingest, query, scalar
-from transforms.crush.synth import generate_store
+from transforms.synth.crush import generate_store
 from warehouse.lake.layout import Layout
 from warehouse.lake.scratch_dirs import OWNER, sweep
 from warehouse.catalog.build import build_warehouse

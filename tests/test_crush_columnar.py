@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 from tests.conftest import T0
 from transforms.contract import DATA_TABLES, PARTS
 from transforms.crush.normalise import RawTable, SourceContext, normalise_tables
-from transforms.crush.synth_parts import encode_parts, text_part, tool_call_part, tool_result_part
+from transforms.synth.crush_parts import encode_parts, text_part, tool_call_part, tool_result_part
 from warehouse.land.retention import carry_forward
 from warehouse.lake.storage import LocalStore
 from warehouse.land.landing_files import build_files

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from tests.conftest import T0, ingest, query, scalar
-from transforms.crush.synth import add_file, add_message, add_read_file, add_session
-from transforms.crush.synth_parts import (
+from transforms.synth.crush import add_file, add_message, add_read_file, add_session
+from transforms.synth.crush_parts import (
     bash_output, binary_part, finish_part, image_url_part, reasoning_part, shell_command_part, text_part,
     tool_call_part, tool_result_part,
 )

@@ -13,7 +13,7 @@ from pipelines.cli import main
 from tests.conftest import ingest, query, scalar
 from transforms.cursor.discover import discover
 from transforms.cursor.normalise import decode_project
-from transforms.cursor.synth import (
+from transforms.synth.cursor import (
     encode_project,
     generate_home,
     jsonl_line,

@@ -14,8 +14,8 @@ from pipelines.defs.schedules import daily_full_refresh
 from pipelines.defs.sensors import discover_sources
 from pipelines.defs.warehouse.assets import tables_and_marts
 from tests.conftest import T0, query, scalar
-from transforms.crush.synth import add_message, add_session
-from transforms.crush.synth_parts import text_part
+from transforms.synth.crush import add_message, add_session
+from transforms.synth.crush_parts import text_part
 
 
 @pytest.fixture
@@ -259,7 +259,7 @@ def test_a_gone_partition_in_a_range_fails_alone(layout, project, instance):
 
 
 def test_one_partition_set_and_sensor_for_every_provider(layout, project, instance, tmp_path):
-    from transforms.codewhale.synth import generate_home
+    from transforms.synth.codewhale import generate_home
 
     crush = _store(project, "alpha")
     generate_home(tmp_path / "cw", sessions=2, workspaces=(str(crush.path),))

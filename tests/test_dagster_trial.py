@@ -26,7 +26,7 @@ from pipelines.defs.warehouse.assets import NOTHING_MERGED, mart_description, ta
 from pipelines.runner import contiguous_batches
 from transforms.contract import ALL_TABLES
 from tests.conftest import T0
-from transforms.crush.synth import add_session, generate_store
+from transforms.synth.crush import add_session, generate_store
 from warehouse.catalog.marts import MARTS, mart_sql
 from warehouse.lake.ducklake import connect
 

@@ -190,7 +190,7 @@ def test_a_missing_session_says_so(dashboard, tmp_path):
 def twenty(tmp_path):
     """A lake of 20 projects (the generator's real Crush stores), to cut to the top 15."""
     from tests.conftest import ingest
-    from transforms.crush.synth import generate_store
+    from transforms.synth.crush import generate_store
     from warehouse.lake.layout import Layout
 
     truth = generate_store(tmp_path / "crush", projects=20, sessions_per_project=2, seed=3, days=40)
@@ -350,7 +350,7 @@ def test_a_claude_transcript_shows_each_request_cost(layout, tmp_path):
     import urllib.request
 
     from tests.conftest import ingest, query
-    from transforms.claude.synth import generate_home
+    from transforms.synth.claude import generate_home
 
     generate_home(tmp_path / "claude", sessions=4, seed=5)
     ingest(layout, homes={"claude": [tmp_path / "claude"]})
@@ -413,7 +413,7 @@ def test_the_same_session_on_two_machines_links_to_each(tmp_path):
     from urllib.request import urlopen
 
     from tests.conftest import ingest, query
-    from transforms.crush.synth import generate_store
+    from transforms.synth.crush import generate_store
     from warehouse.lake.layout import Layout
 
     db = generate_store(tmp_path / "crush", projects=1, sessions_per_project=1, seed=3, days=5).dbs[0].path

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from transforms.demo import generate_demo
+from transforms.synth.demo import generate_demo
 
-RANGE = {"--projects": (1, 100), "--sessions": (1, 100)}  # transforms.demo.LIMITS
+RANGE = {"--projects": (1, 100), "--sessions": (1, 100)}  # transforms.synth.demo.LIMITS
 
 
 def run_demo(*args, tmp_path):
@@ -110,8 +110,8 @@ def test_a_demo_never_mixes_into_a_home_holding_real_data(tmp_path, monkeypatch,
 
     from pipelines.cli import main
     from tests.conftest import T0
-    from transforms.crush.synth import add_message, add_session
-    from transforms.crush.synth_parts import text_part
+    from transforms.synth.crush import add_message, add_session
+    from transforms.synth.crush_parts import text_part
 
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
     p = project("infra-tools")  # a name the demo's projects have too

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from transforms.crush.discover import discover, global_data_dir
-from transforms.crush.synth import add_message, add_session, create_crush_db, text_part, write_registry
+from transforms.synth.crush import add_message, add_session, create_crush_db, text_part, write_registry
 from warehouse.land.ingest import ingest_all
 from warehouse.lake.layout import Layout
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import scalar
-from transforms.crush.synth import generate_store
+from transforms.synth.crush import generate_store
 from warehouse.lake.layout import Layout
 
 REPO = Path(__file__).resolve().parents[1]

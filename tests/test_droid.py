@@ -15,7 +15,7 @@ from pipelines.cli import _agent_homes
 from tests.conftest import ingest, query, scalar
 from transforms.droid.discover import discover
 from transforms.droid.normalise import model_name
-from transforms.droid.synth import SessionBuilder, generate_home, token_usage
+from transforms.synth.droid import SessionBuilder, generate_home, token_usage
 from transforms.pricing import Buckets, price_buckets
 from warehouse.lake.config import load_config
 

@@ -10,7 +10,7 @@ import pytest
 
 from pipelines.cli import main
 from tests.conftest import query, scalar
-from transforms.demo import generate_demo
+from transforms.synth.demo import generate_demo
 from transforms.provider import DiscoverOptions
 from transforms.providers import PROVIDERS
 from warehouse.serve.dashboard.server import make_server

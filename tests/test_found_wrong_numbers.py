@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from tests.conftest import ingest, query, scalar
-from transforms.claude.synth import base, project_slug, tool_result, tool_use, usage, user_line, write_jsonl
+from transforms.synth.claude import base, project_slug, tool_result, tool_use, usage, user_line, write_jsonl
 from transforms.pricing import Buckets, price_buckets
 
 SID = "5d1e2c44-1111-4222-8333-444455556666"
@@ -120,9 +120,9 @@ def test_a_stored_cost_that_is_not_a_number_is_unknown_and_reported(layout, tmp_
     cost is `unknown` (CodeWhale, OpenCode: estimated from the tokens where it can be) and each
     such value is counted in a warning."""
     from tests.test_opencode import answer, one_session
-    from transforms.codewhale.synth import cost_snapshot, session_doc, text_block, write_session
-    from transforms.crush.synth import add_session
-    from transforms.opencode.synth import tokens, user_info
+    from transforms.synth.codewhale import cost_snapshot, session_doc, text_block, write_session
+    from transforms.synth.crush import add_session
+    from transforms.synth.opencode import tokens, user_info
 
     p = project("shop")
     add_session(p.conn, "S", title="garbled", created_at=1767225600, cost=0.5)
@@ -158,7 +158,7 @@ def test_every_agent_uses_the_canonical_part_type_vocabulary(layout, tmp_path):
     """Item 7: `parts.part_type` is one vocabulary for every agent (contract.PART_TYPES,
     Crush's names); the agent's own name is in `native_part_type`."""
     from transforms.contract import PART_TYPES
-    from transforms.demo import generate_demo
+    from transforms.synth.demo import generate_demo
     from transforms.provider import DiscoverOptions
     from warehouse.land.ingest import discover_sources, ingest_all
     from warehouse.catalog.build import build_warehouse

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from tests.conftest import T0, ingest, query
 from transforms.crush.normalise import RawTable, SourceContext, normalise
-from transforms.crush.synth import add_session, generate_store
-from transforms.crush.synth_parts import encode_parts, text_part, tool_call_part, tool_result_part
+from transforms.synth.crush import add_session, generate_store
+from transforms.synth.crush_parts import encode_parts, text_part, tool_call_part, tool_result_part
 
 RUN_AT = datetime(2026, 2, 1, tzinfo=timezone.utc)
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

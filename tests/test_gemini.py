@@ -12,7 +12,7 @@ from genai_prices import Usage, calc_price
 
 from tests.conftest import ingest, query, scalar
 from transforms.gemini.discover import discover
-from transforms.gemini.synth import (
+from transforms.synth.gemini import (
     ChatWriter, generate_home, project_hash, register_project, tokens, write_legacy,
 )
 

@@ -14,7 +14,7 @@ from genai_prices import Usage, calc_price
 from pipelines.cli import main
 from tests.conftest import ingest, query, scalar
 from transforms.goose.discover import data_dirs, discover
-from transforms.goose.synth import (
+from transforms.synth.goose import (
     add_message,
     add_session,
     create_goose_db,

@@ -11,9 +11,9 @@ from decimal import Decimal
 import pytest
 
 from tests.conftest import T0, assistant, ingest, query
-from transforms.claude.synth import assistant_lines, project_slug, tool_result, tool_use, usage, user_line, write_jsonl
-from transforms.crush.synth import add_message, add_session
-from transforms.crush.synth_parts import bash_output, finish_part, text_part, tool_call_part, tool_result_part
+from transforms.synth.claude import assistant_lines, project_slug, tool_result, tool_use, usage, user_line, write_jsonl
+from transforms.synth.crush import add_message, add_session
+from transforms.synth.crush_parts import bash_output, finish_part, text_part, tool_call_part, tool_result_part
 
 SONNET, HAIKU = "claude-sonnet-4-5", "claude-haiku-4-5"
 D = Decimal

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from transforms.crush.synth import generate_store
+from transforms.synth.crush import generate_store
 
 REPO = Path(__file__).resolve().parents[1]
 

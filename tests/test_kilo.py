@@ -10,8 +10,8 @@ import pytest
 from tests.conftest import ingest, query, scalar
 from tests.test_pi import assert_common_totals, digests, ingest_beside_fifos
 from transforms.kilo.discover import EXTENSION_ID, discover
-from transforms.kilo.synth import TaskBuilder, environment_details, generate_home, storage_in
-from transforms.opencode.synth import (add_message, add_session, assistant_info, create_opencode_db, session_info,
+from transforms.synth.kilo import TaskBuilder, environment_details, generate_home, storage_in
+from transforms.synth.opencode import (add_message, add_session, assistant_info, create_opencode_db, session_info,
                                        tokens, user_info)
 from transforms.pricing import Buckets, price_buckets
 

@@ -11,7 +11,7 @@ from genai_prices import Usage, calc_price
 from tests.conftest import ingest, query, scalar
 from tests.test_gemini import digests, ingest_with_fifos, through_the_cli
 from transforms.kimi.discover import discover
-from transforms.kimi.synth import (
+from transforms.synth.kimi import (
     WireWriter, generate_home, register_work_dir, session_dir, token_usage, write_state,
 )
 

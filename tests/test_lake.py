@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import T0, ingest, query, scalar
-from transforms.crush.synth import add_message, add_session
-from transforms.crush.synth_parts import text_part
+from transforms.synth.crush import add_message, add_session
+from transforms.synth.crush_parts import text_part
 from warehouse.land.ingest import clean_stale_staging
 from warehouse.lake.layout import Layout
 from warehouse.catalog.merge import compact
@@ -134,7 +134,7 @@ def test_views_use_absolute_paths_from_any_directory(layout, project, tmp_path, 
 
 
 def test_parallel_ingest_writes_the_same_lake_as_serial(tmp_path):
-    from transforms.crush.synth import generate_store
+    from transforms.synth.crush import generate_store
     from warehouse.lake.layout import Layout
 
     store = generate_store(tmp_path / "crush", projects=4, sessions_per_project=3, seed=9)
@@ -216,7 +216,7 @@ def test_a_run_killed_before_the_merge_is_merged_by_the_next(layout, project):
 
 def test_many_sources_share_a_partitions_files(tmp_path):
     """The file count follows the (table, date, project) partitions, not the sources or machines."""
-    from transforms.crush.synth import generate_store
+    from transforms.synth.crush import generate_store
     from warehouse.lake.layout import Layout
 
     store = generate_store(tmp_path / "crush", projects=3, sessions_per_project=6, seed=4)
@@ -237,7 +237,7 @@ def test_a_merge_reads_many_landing_files_in_batches_and_loses_no_row(tmp_path, 
     """A merge reads a bounded number of landing files per statement (DuckDB keeps each one's
     reader until the statement ends: 1,000 Codex sources ran out of memory). Every row arrives;
     the extra files the batches write are merged by compaction into one per partition."""
-    from transforms.crush.synth import generate_store
+    from transforms.synth.crush import generate_store
     from warehouse.catalog import merge
     from warehouse.lake.layout import Layout
 
@@ -257,7 +257,7 @@ def test_a_merge_reads_many_landing_files_in_batches_and_loses_no_row(tmp_path, 
 def test_a_merge_that_leaves_many_files_per_partition_is_compacted(tmp_path, monkeypatch):
     """The merge counts its files against the partitions on its own connection, and `refresh`
     compacts when they outnumber them; a merge that changes nothing asks nothing."""
-    from transforms.crush.synth import generate_store
+    from transforms.synth.crush import generate_store
     from warehouse.catalog import merge
     from warehouse.catalog import build
     from warehouse.lake import ducklake
@@ -430,7 +430,7 @@ def test_marts_are_updated_for_the_projects_a_merge_touched(tmp_path):
     recompute: after a change, after a source is removed, across every agent."""
     import shutil
 
-    from transforms.demo import generate_demo
+    from transforms.synth.demo import generate_demo
     from warehouse.lake.layout import Layout
     from warehouse.catalog.marts import PENDING
     from warehouse.catalog.merge import merge

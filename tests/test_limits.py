@@ -10,8 +10,8 @@ import pytest
 
 from tests.conftest import T0, ingest, query
 from transforms.crush.discover import discover
-from transforms.crush.synth import add_message, add_session, create_crush_db, write_registry
-from transforms.crush.synth_parts import finish_part, tool_call_part, tool_result_part
+from transforms.synth.crush import add_message, add_session, create_crush_db, write_registry
+from transforms.synth.crush_parts import finish_part, tool_call_part, tool_result_part
 
 
 def test_a_symlink_escaping_its_project_is_refused(layout, project, tmp_path):
@@ -202,7 +202,7 @@ def test_a_file_unreadable_in_one_run_is_read_in_the_next(world_tmp):
     import subprocess
     import sys
 
-    from transforms.claude.synth import generate_home
+    from transforms.synth.claude import generate_home
 
     truth = generate_home(world_tmp / "claude", sessions=2, seed=4,
                           workspaces=("/home/dev/webshop",))  # one project folder, two transcripts

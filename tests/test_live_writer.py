@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from tests.conftest import T0, query
-from transforms.crush.synth import add_session
+from transforms.synth.crush import add_session
 from transforms.provider import DiscoverOptions
 from warehouse.land.ingest import discover_sources, ingest_source
 from warehouse.catalog.build import build_warehouse

@@ -7,8 +7,8 @@ from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
 from tests.conftest import ingest, query, scalar
-from transforms.claude.synth import assistant_lines, base, project_slug, usage, user_line, write_jsonl
-from transforms.droid.synth import SessionBuilder, token_usage
+from transforms.synth.claude import assistant_lines, base, project_slug, usage, user_line, write_jsonl
+from transforms.synth.droid import SessionBuilder, token_usage
 
 SONNET = "claude-sonnet-4-5-20250929"
 NANO = Decimal("0.000000001")
@@ -128,7 +128,7 @@ def test_every_agents_costs_reach_the_step_marts_and_model_usage(layout, tmp_pat
     """On the demo (every agent's generator), a session's steps sum exactly to its requests, the
     insights say unknown (NULL) where a request is unpriced and never $0, and model_usage puts
     each model's messages and cost on one row, adding up to the other cost marts."""
-    from transforms.demo import generate_demo
+    from transforms.synth.demo import generate_demo
     from warehouse.catalog.marts import create_mart_views
     from warehouse.lake.ducklake import connect
 

@@ -8,7 +8,7 @@ import pytest
 
 from pipelines.cli import main
 from transforms.crush.discover import discover
-from transforms.crush.synth import add_message, add_session, create_crush_db, text_part, write_registry
+from transforms.synth.crush import add_message, add_session, create_crush_db, text_part, write_registry
 
 
 def _crush_root(root: Path) -> Path:

@@ -7,8 +7,8 @@ import os
 
 from pipelines.cli import main
 from tests.conftest import T0
-from transforms.crush.synth import add_message, add_session, write_registry
-from transforms.crush.synth_parts import text_part
+from transforms.synth.crush import add_message, add_session, write_registry
+from transforms.synth.crush_parts import text_part
 
 
 def test_the_readme_commands_work_after_a_quickstart_demo_then_own_data_takes_over(

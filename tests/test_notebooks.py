@@ -72,9 +72,9 @@ def shared_id_lake(layout, project, tmp_path, monkeypatch):
     """Two agents whose sessions have the same id, "dup": Crush (three messages, the newer
     session) and CodeWhale (two messages)."""
     from tests.conftest import T0, assistant, ingest
-    from transforms.codewhale.synth import session_doc, text_block, write_session
-    from transforms.crush.synth import add_message, add_session
-    from transforms.crush.synth_parts import text_part
+    from transforms.synth.codewhale import session_doc, text_block, write_session
+    from transforms.synth.crush import add_message, add_session
+    from transforms.synth.crush_parts import text_part
 
     p = project("shared")
     add_session(p.conn, "dup", title="crush dup", created_at=T0 + 3600, cost=0.5)
@@ -125,8 +125,8 @@ def two_machine_lake(layout, project, monkeypatch):
     import dataclasses
 
     from tests.conftest import T0, assistant, ingest
-    from transforms.crush.synth import add_message, add_session
-    from transforms.crush.synth_parts import bash_output, finish_part, text_part, tool_call_part, tool_result_part
+    from transforms.synth.crush import add_message, add_session
+    from transforms.synth.crush_parts import bash_output, finish_part, text_part, tool_call_part, tool_result_part
 
     p = project("shared")
     add_session(p.conn, "R", title="on both machines", created_at=T0, cost=0.5)

@@ -15,7 +15,7 @@ from genai_prices import Usage, calc_price
 from tests.conftest import ingest, query, scalar
 from transforms.opencode.discover import discover
 from transforms.opencode.provider import OpenCodeProvider
-from transforms.opencode.synth import (
+from transforms.synth.opencode import (
     Writer,
     assistant_info,
     create_opencode_db,
@@ -447,7 +447,7 @@ def test_generated_home_totals(layout, tmp_path):
 
 def test_configured_project_names_reach_a_store_that_spans_projects(layout, tmp_path):
     """config.toml [projects] names OpenCode's projects too, though they are only known at extract."""
-    from transforms.opencode.synth import generate_home
+    from transforms.synth.opencode import generate_home
     from transforms.provider import DiscoverOptions
     from warehouse.land.ingest import discover_sources, ingest_all
     from warehouse.catalog.build import build_warehouse

@@ -12,7 +12,7 @@ import pytest
 
 from pipelines.cli import main
 from tests.conftest import T0, DAY, assistant, ingest, query, scalar
-from transforms.crush.synth import add_session
+from transforms.synth.crush import add_session
 from warehouse.serve.formatting import render
 
 

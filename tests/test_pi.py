@@ -14,7 +14,7 @@ from pipelines.cli import main
 from tests.conftest import ingest, query, scalar
 from transforms.pi.discover import discover
 from transforms.pi.normalise import PRICE_PROVIDER
-from transforms.pi.synth import SessionBuilder, generate_home
+from transforms.synth.pi import SessionBuilder, generate_home
 from transforms.pricing import Buckets, price_buckets
 
 SID = "0195a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"

@@ -4,7 +4,7 @@ directory name; a configured mapping wins."""
 import pytest
 
 from tests.conftest import T0, ingest, query
-from transforms.crush.synth import add_session
+from transforms.synth.crush import add_session
 from transforms.projects import git_remote, project_name, remote_name
 
 

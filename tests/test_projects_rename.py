@@ -6,10 +6,10 @@ import json
 from dataclasses import replace
 
 from tests.conftest import ingest, options_for, query
-from transforms.claude.synth import generate_home as claude_home
-from transforms.codex.synth import generate_home as codex_home
-from transforms.crush.synth import generate_store
-from transforms.opencode.synth import generate_home as opencode_home
+from transforms.synth.claude import generate_home as claude_home
+from transforms.synth.codex import generate_home as codex_home
+from transforms.synth.crush import generate_store
+from transforms.synth.opencode import generate_home as opencode_home
 from warehouse.land.ingest import discover_sources, ingest_all
 from warehouse.catalog.build import build_warehouse
 

@@ -10,7 +10,7 @@ from genai_prices import Usage, calc_price
 from tests.conftest import ingest, query, scalar
 from tests.test_gemini import digests, ingest_generated, ingest_with_fifos, through_the_cli
 from transforms.qwen.discover import discover
-from transforms.qwen.synth import QwenChat, generate_home, project_id, usage
+from transforms.synth.qwen import QwenChat, generate_home, project_id, usage
 
 SID = "3c1d9e2a-5b6f-4a7c-8d9e-0f1a2b3c4d5e"
 CWD = "/home/dev/shop"

@@ -23,7 +23,7 @@ from tests.test_secrets_recall import ORDINARY
 from transforms import jsontext, redact_rules
 from transforms.contract import BY_NAME
 from transforms.crush.provider import CrushProvider
-from transforms.crush.synth import generate_store
+from transforms.synth.crush import generate_store
 from transforms.redact import (
     _ESCAPE,
     _REGEXES,

@@ -13,10 +13,10 @@ import pytest
 
 from pipelines.cli import main
 from tests.conftest import DAY, T0, assistant, ingest, query, scalar
-from transforms.claude.synth import generate_home
-from transforms.codewhale.synth import session_doc, text_block, write_session
-from transforms.crush.synth import add_message, add_session
-from transforms.crush.synth_parts import bash_output, finish_part, tool_call_part, tool_result_part
+from transforms.synth.claude import generate_home
+from transforms.synth.codewhale import session_doc, text_block, write_session
+from transforms.synth.crush import add_message, add_session
+from transforms.synth.crush_parts import bash_output, finish_part, tool_call_part, tool_result_part
 
 FAILED = "has_call AND (is_error OR exit_code <> 0)"
 
@@ -148,7 +148,7 @@ def test_totals_count_the_root_sessions_priced_in_part(layout, tmp_path, capsys)
     """A root session with priced and unpriced requests has a cost (`partial`: its priced ones),
     and the total had no word of it: read as exact, it was a floor (a trial user's report)."""
     from tests.test_claude import CWD, SID, T0, project, response
-    from transforms.claude.synth import usage, user_line, write_jsonl
+    from transforms.synth.claude import usage, user_line, write_jsonl
 
     home = tmp_path / "claude"
     mixed_models = "22222222-1111-4222-8333-444455556666"

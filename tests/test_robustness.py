@@ -6,8 +6,8 @@ import pyarrow as pa
 import pytest
 
 from tests.conftest import T0, ingest, query, scalar
-from transforms.crush.synth import add_message, add_session
-from transforms.crush.synth_parts import bash_output, finish_part, text_part, tool_call_part, tool_result_part
+from transforms.synth.crush import add_message, add_session
+from transforms.synth.crush_parts import bash_output, finish_part, text_part, tool_call_part, tool_result_part
 from warehouse.land import landing_files
 from warehouse.lake.storage import LocalStore
 

@@ -250,8 +250,8 @@ def test_cron_job_runs_with_the_agents_variables_and_finds_their_sessions(tmp_pa
     """End to end: sessions only $CLAUDE_CONFIG_DIR and $CODEX_HOME point at (both paths with a
     space and a `%`), an agentlake home with a `%`; the printed cron line, run as cron runs it
     (its `%` rule, `sh -c`, cron's bare environment), ingests both agents into that home."""
-    from transforms.claude.synth import generate_home as claude_home
-    from transforms.codex.synth import generate_home as codex_home
+    from transforms.synth.claude import generate_home as claude_home
+    from transforms.synth.codex import generate_home as codex_home
 
     user = tmp_path / "user"
     user.mkdir()

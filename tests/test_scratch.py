@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from transforms.crush.synth import generate_store
+from transforms.synth.crush import generate_store
 from warehouse.lake.locks import LOCKS
 from warehouse.lake.scratch_dirs import OWNER, UNOWNED_AGE_S, scratch, sweep
 

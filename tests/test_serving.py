@@ -7,7 +7,7 @@ import time
 import duckdb
 
 from tests.conftest import ingest
-from transforms.crush.synth import generate_store
+from transforms.synth.crush import generate_store
 from warehouse.serve.serving_file import build_serving
 from warehouse.catalog.marts import MARTS
 from warehouse.lake.ducklake import connect

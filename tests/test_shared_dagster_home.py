@@ -14,7 +14,7 @@ from pathlib import Path
 import dagster as dg
 
 from pipelines.runner import _instance_with_partitions, dagster_env
-from transforms.crush.synth import generate_store
+from transforms.synth.crush import generate_store
 from warehouse.lake.layout import Layout
 
 PROCESSES = 4

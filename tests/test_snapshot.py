@@ -1,6 +1,6 @@
 """Snapshotting a live crush.db: WAL-only rows, concurrent writers, read-only, schema stages, bad files.
 
-Real SQLite files in WAL mode, built with transforms.crush.synth; sources come from discovery.
+Real SQLite files in WAL mode, built with transforms.synth.crush; sources come from discovery.
 """
 
 import hashlib
@@ -16,7 +16,7 @@ import pytest
 
 from transforms.crush.discover import discover
 from transforms.crush.snapshot import read_snapshot
-from transforms.crush.synth import (
+from transforms.synth.crush import (
     STAGES,
     add_message,
     add_session,

@@ -1,4 +1,4 @@
-"""Tests for the synthetic Crush store generator (transforms/crush/synth.py).
+"""Tests for the synthetic Crush store generator (transforms/synth/crush.py).
 
 The schema comparison reads Crush's reference DDL from tests/fixtures/crush-schema (copied into
 the repository, see its README); nothing outside the repository is read.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from transforms.crush.synth import (
+from transforms.synth.crush import (
     MIGRATIONS, STAGES, add_file, add_message, add_read_file, add_session, bash_output, binary_part,
     create_crush_db, encode_parts, finish_part, generate_store, image_url_part, reasoning_part,
     shell_command_part, text_part, tool_call_part, tool_result_part, write_registry,

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from transforms.crush.synth import generate_store
+from transforms.synth.crush import generate_store
 from warehouse.lake.config import load_layout
 from warehouse.catalog.build import build_warehouse
 from warehouse.lake.ducklake import connect
@@ -148,7 +148,7 @@ def test_the_object_store_writes_replaces_lists_and_removes_stale_files(s3):
 def test_a_machine_with_nothing_new_still_sees_tables_others_started_filling(s3, tmp_path):
     """Views of tables with no file are fixed empty views: on a shared lake each run rebuilds
     them, even when none of this machine's sources changed."""
-    from transforms.codex.synth import generate_home
+    from transforms.synth.codex import generate_home
 
     lake = f"s3://{BUCKET}/views"
     crush = generate_store(tmp_path / "crush", projects=1, sessions_per_project=2, seed=3)

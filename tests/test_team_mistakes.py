@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_team import BUCKET, s3, s3_client  # noqa: F401  (s3: the moto fixture)
-from transforms.crush.synth import generate_store
+from transforms.synth.crush import generate_store
 from pipelines import schedule
 from warehouse.lake.config import ConfigError, load_config, load_layout
 from warehouse.lake.layout import Layout

@@ -9,8 +9,8 @@ import pytest
 from tests.conftest import ingest, query, scalar
 from tests.test_redaction import CASES
 from transforms.contract import DATA_TABLES
-from transforms.crush.synth import add_file, add_message, add_session
-from transforms.crush.synth_parts import bash_output, text_part, tool_call_part, tool_result_part
+from transforms.synth.crush import add_file, add_message, add_session
+from transforms.synth.crush_parts import bash_output, text_part, tool_call_part, tool_result_part
 from warehouse.lake.config import ConfigError, load_layout
 
 T0 = 1767225600

@@ -88,8 +88,8 @@ def test_a_line_without_a_timestamp_counts_on_its_sessions_day(layout, tmp_path)
 
 def test_a_crush_message_at_zero_or_before_counts_on_its_sessions_day(layout, project):
     from tests.conftest import T0, ingest, query
-    from transforms.crush.synth import add_message, add_session
-    from transforms.crush.synth_parts import finish_part, text_part
+    from transforms.synth.crush import add_message, add_session
+    from transforms.synth.crush_parts import finish_part, text_part
 
     p = project("shop")
     add_session(p.conn, "S", title="s", created_at=T0, cost=0.4)

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from tests.conftest import ingest, query, scalar
-from transforms.crush.synth import generate_store
+from transforms.synth.crush import generate_store
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 from tests.conftest import options_for
-from transforms.crush.synth import generate_store
+from transforms.synth.crush import generate_store
 from warehouse.land.ingest import NO_WORKER_RAN, WORKER_DIED, discover_sources, ingest_all
 
 REPO = Path(__file__).resolve().parents[1]

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .synth_parts import (  # noqa: F401  (part builders are re-exported: the public API is this module)
+from transforms.synth.crush_parts import (  # noqa: F401  (part builders are re-exported: the public API is this module)
     GOOSE_DDL, MIGRATIONS, STAGES, DbSim, bash_output, binary_part, encode_parts, finish_part, go_json,
     image_url_part, reasoning_part, shell_command_part, text_part, tool_call_part, tool_result_part,
 )

@@ -61,8 +61,8 @@ class Demo:
 def generate_demo(root, *, projects=4, sessions=6, seed=7, without_cost=2) -> Demo:
     """Raises ValueError for a size outside LIMITS, before anything is written."""
     # the generators load here, not with the module: the CLI's parser imports it for size_option
-    from transforms.codewhale.synth import generate_home as codewhale_home
-    from transforms.crush.synth import generate_store
+    from transforms.synth.codewhale import generate_home as codewhale_home
+    from transforms.synth.crush import generate_store
 
     check_size("projects", projects)
     check_size("sessions", sessions)
@@ -76,6 +76,6 @@ def generate_demo(root, *, projects=4, sessions=6, seed=7, without_cost=2) -> De
     }
     for agent, where in HOMES.items():  # every other agent's generator has the same signature
         if agent not in truths:
-            generate_home = import_module(f"transforms.{agent}.synth").generate_home
+            generate_home = import_module(f"transforms.synth.{agent}").generate_home
             truths[agent] = generate_home(root / where, sessions=sessions, seed=seed, workspaces=workspaces)
     return Demo(root, truths)
