@@ -347,6 +347,9 @@ SOURCES = Table(
 DATA_TABLES = (SESSIONS, MESSAGES, PARTS, TOOL_CALLS, FILE_VERSIONS, READ_FILES, USAGE, QUARANTINE)
 ALL_TABLES = DATA_TABLES + (SOURCES,)
 BY_NAME = {t.name: t for t in ALL_TABLES}
+# The data tables an agent fills when it keeps no file history of its own (file_versions and
+# read_files are Crush's): a provider returns each of them, empty ones too.
+TRANSCRIPT_TABLES = tuple(t.name for t in (SESSIONS, MESSAGES, PARTS, TOOL_CALLS, USAGE, QUARANTINE))
 
 # The canonical `parts.part_type` vocabulary (Crush's names, plus two): every agent maps to it.
 PART_TYPES = ("text", "reasoning", "tool_call", "tool_result", "finish", "binary", "image_url", "shell_command",

@@ -29,6 +29,7 @@ from transforms import jsontext
 from transforms.codex import discover as codex_discover
 from transforms.codex.discover import PROVIDER, parent_thread
 from transforms.codex.normalise import Context, Line, Rollout, Walker
+from transforms.contract import TRANSCRIPT_TABLES
 from transforms.costs import summarise_costs
 from transforms.findings import Findings, bad_line
 from transforms.provider import DiscoverOptions, Extract, SourceError
@@ -38,7 +39,6 @@ from transforms.tools import compact_json
 
 BURST = timedelta(seconds=1)
 META_COLUMNS = {"id", "timestamp", "cwd", "model_provider", "forked_from_id", "instructions", "base_instructions"}
-TABLES = ("sessions", "messages", "parts", "tool_calls", "usage", "quarantine")
 
 
 class CodexProvider:
@@ -54,7 +54,7 @@ class CodexProvider:
 
     def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None) -> Extract:
         findings = Findings()
-        rows: dict[str, list[dict]] = {t: [] for t in TABLES}
+        rows: dict[str, list[dict]] = {t: [] for t in TRANSCRIPT_TABLES}
         # Codex only appends to a rollout: one read of each file is a consistent prefix
         extras = set(getattr(source, "extras", ()))
         rollouts, unread = [], []

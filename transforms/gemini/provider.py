@@ -10,6 +10,7 @@ cannot be read is quarantined alone and the rest of the file is read.
 from datetime import datetime
 from pathlib import Path
 
+from transforms.contract import TRANSCRIPT_TABLES
 from transforms.costs import summarise_costs
 from transforms.findings import Findings, bad_line
 from transforms.gemini import discover as gemini_discover
@@ -21,8 +22,6 @@ from transforms.provider import DiscoverOptions, Extract, SourceError
 from transforms.sources import Discovery, Source, file_fingerprint, members
 from transforms.timestamps import from_iso
 from transforms.tools import compact_json
-
-TABLES = ("sessions", "messages", "parts", "tool_calls", "usage", "quarantine")
 
 
 class GeminiProvider:
@@ -38,7 +37,7 @@ class GeminiProvider:
 
     def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None) -> Extract:
         findings = Findings()
-        rows: dict[str, list[dict]] = {t: [] for t in TABLES}
+        rows: dict[str, list[dict]] = {t: [] for t in TRANSCRIPT_TABLES}
         chats = [c for c in (_read(p, source, run_at, rows["quarantine"]) for p in members(source)) if c]
         groups: dict[str, list[Chat]] = {}
         for chat in chats:

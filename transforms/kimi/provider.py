@@ -7,6 +7,7 @@ from datetime import datetime
 from pathlib import Path
 
 from transforms import jsontext
+from transforms.contract import TRANSCRIPT_TABLES
 from transforms.costs import summarise_costs
 from transforms.findings import Findings, bad_line
 from transforms.kimi import discover as kimi_discover
@@ -18,7 +19,6 @@ from transforms.sources import Discovery, Source, file_fingerprint
 from transforms.tools import compact_json
 
 FORK_PREFIXES = ("Fork: ", "Undo: ")
-TABLES = ("sessions", "messages", "parts", "tool_calls", "usage", "quarantine")
 
 
 class KimiProvider:
@@ -37,7 +37,7 @@ class KimiProvider:
 
     def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None) -> Extract:
         findings = Findings()
-        rows: dict[str, list[dict]] = {t: [] for t in TABLES}
+        rows: dict[str, list[dict]] = {t: [] for t in TRANSCRIPT_TABLES}
         dirs = [Path(d) for d in getattr(source, "sessions", ())]
         wires = [_read(d / "wire.jsonl", source, run_at, rows["quarantine"]) for d in dirs]
         states = [_json(d / "state.json") for d in dirs]

@@ -5,6 +5,7 @@ from datetime import datetime
 from pathlib import Path
 
 from transforms import jsontext
+from transforms.contract import TRANSCRIPT_TABLES
 from transforms.findings import Findings
 from transforms.pi import discover as pi_discover
 from transforms.pi.discover import PROVIDER
@@ -12,8 +13,6 @@ from transforms.pi.normalise import NOT_MESSAGES, Context, Entry, normalise
 from transforms.provider import DiscoverOptions, Extract, SourceError
 from transforms.sources import Discovery, Source, file_fingerprint
 from transforms.timestamps import from_iso
-
-TABLES = ("sessions", "messages", "parts", "tool_calls", "usage", "quarantine")
 
 
 class PiProvider:
@@ -57,7 +56,7 @@ class PiProvider:
             return Extract(rows={"quarantine": [row]}, findings=findings, expected={"sessions": 1})
         rows["quarantine"] = quarantine
         version = header.get("version") if isinstance(header.get("version"), int) else 1
-        return Extract(rows={t: rows.get(t, []) for t in TABLES}, findings=findings, schema_version=version,
+        return Extract(rows={t: rows.get(t, []) for t in TRANSCRIPT_TABLES}, findings=findings, schema_version=version,
                        expected={"sessions": 1, "messages": expected_messages(entries, copied)})
 
 

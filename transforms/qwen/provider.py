@@ -5,6 +5,7 @@ a chat file: one read of each file is a consistent prefix."""
 from datetime import datetime
 from pathlib import Path
 
+from transforms.contract import TRANSCRIPT_TABLES
 from transforms.costs import summarise_costs
 from transforms.findings import Findings, bad_line
 from transforms.provider import DiscoverOptions, Extract, SourceError
@@ -14,8 +15,6 @@ from transforms.qwen.normalise import Chat, Context, Session, expected_parts, pa
 from transforms.sources import Discovery, Source, file_fingerprint, members
 from transforms.timestamps import from_iso
 from transforms.tools import compact_json
-
-TABLES = ("sessions", "messages", "parts", "tool_calls", "usage", "quarantine")
 
 
 class QwenProvider:
@@ -31,7 +30,7 @@ class QwenProvider:
 
     def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None) -> Extract:
         findings = Findings()
-        rows: dict[str, list[dict]] = {t: [] for t in TABLES}
+        rows: dict[str, list[dict]] = {t: [] for t in TRANSCRIPT_TABLES}
         chats = {}
         for path in members(source):
             chat = _read(path, source, run_at, rows["quarantine"])
