@@ -75,6 +75,18 @@ def json_lines(data: bytes | str):
             yield no, text, None, f"not valid JSON: {exc}"[:300]
 
 
+def parse_object(text: str, not_object: str = "not a JSON object: {}") -> tuple[dict | None, str | None]:
+    """The object a JSON text holds, or None and why not: `not valid JSON: <reason>` (cut to 300
+    characters), or `not_object` with the type of the value it holds instead."""
+    try:
+        value = loads(text)
+    except (ValueError, RecursionError) as exc:
+        return None, f"not valid JSON: {exc}"[:300]
+    if not isinstance(value, dict):
+        return None, not_object.format(type(value).__name__)
+    return value, None
+
+
 def typed_lines(data: bytes | str, what: str) -> tuple[list[tuple[int, dict]], list[tuple[int, str, str]]]:
     """The (line number, object) of each line that is an object with a string `type`, and the
     (line number, text, reason) of the other non-blank lines; `what` names a good line."""

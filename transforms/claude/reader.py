@@ -92,17 +92,7 @@ def _text(raw: bytes) -> tuple[str, bool]:
 
 def parse_line(raw: bytes) -> tuple[dict | None, str | None]:
     """A record, or None and why not."""
-    return _parse(_text(raw)[0].rstrip("\r\n"))
-
-
-def _parse(text: str) -> tuple[dict | None, str | None]:
-    try:
-        value = jsontext.loads(text)
-    except (ValueError, RecursionError) as exc:
-        return None, f"not valid JSON: {exc}"[:300]
-    if not isinstance(value, dict):
-        return None, f"not a JSON object: {type(value).__name__}"
-    return value, None
+    return jsontext.parse_object(_text(raw)[0].rstrip("\r\n"))
 
 
 def _add(out: FileRead, lineno: int, raw: bytes) -> None:
@@ -110,7 +100,7 @@ def _add(out: FileRead, lineno: int, raw: bytes) -> None:
         return
     text, not_utf8 = _text(raw)
     out.not_utf8 += not_utf8
-    record, error = _parse(text.rstrip("\r\n"))
+    record, error = jsontext.parse_object(text.rstrip("\r\n"))
     if record is not None:
         out.records.append((lineno, record))
     else:

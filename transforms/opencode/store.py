@@ -96,6 +96,8 @@ SESSION_KEYS = frozenset({"id", "projectID", "workspaceID", "parentID", "slug", 
                           "version", "share", "summary", "revert", "permission", "time"})
 # legacy JSON names of the database columns we read
 _JSON_NAMES = {"parent_id": ("parentID",), "time_created": ("time", "created"), "time_updated": ("time", "updated")}
+# a record that holds JSON but no object: its quarantine row names the type in brackets
+NOT_AN_OBJECT = "not a JSON object ({})"
 
 
 def _dict(value) -> dict:
@@ -104,16 +106,6 @@ def _dict(value) -> dict:
 
 def _str(value) -> str | None:
     return value if isinstance(value, str) and value else None
-
-
-def _parse(text: str) -> tuple[dict | None, str | None]:
-    try:
-        value = jsontext.loads(text)
-    except (ValueError, RecursionError) as exc:
-        return None, f"not valid JSON: {exc}"[:300]
-    if not isinstance(value, dict):
-        return None, f"not a JSON object ({type(value).__name__})"
-    return value, None
 
 
 # ---------------------------------------------------------------------------------- databases
@@ -153,7 +145,7 @@ def _db_record(table: str, row: dict, source_table: str, origin: str) -> Record:
                       rowid, row, origin=origin)
     text = row.pop("data")
     text = text if isinstance(text, str) else str(text)
-    data, error = _parse(text)
+    data, error = jsontext.parse_object(text, NOT_AN_OBJECT)
     owner = row.get("session_id") if table == "message" else row.get("message_id")
     return Record(table, rid, _str(owner), data, text, source_table, rowid, row, error, origin)
 
@@ -172,7 +164,7 @@ def read_legacy(data_dir: Path) -> list[Record]:
             out.append(Record(kind, path.stem, owner, None, "", rel, 0, error=f"unreadable file: {exc}",
                               origin="storage"))
             continue
-        data, error = _parse(text)
+        data, error = jsontext.parse_object(text, NOT_AN_OBJECT)
         record = Record(kind, path.stem, owner, data, text, rel, 0, error=error, origin="storage")
         if kind == "session":  # sessions sit under their project; the parent is in the file
             record.owner = _str((data or {}).get("parentID"))
