@@ -353,7 +353,7 @@ sources, _ = ing.discover_sources(DiscoverOptions(env={}, extra_roots={"crush": 
 layout = Layout.resolve(home=home)
 t, run = cpu(), ing.new_run_id()
 for source in sources:
-    ing.ingest_source(source, layout, run)
+    ing.ingest_source(source, ing.Run(layout, run))
 T["landing: the rest (state, fingerprints)"] = cpu() - t - sum(v for k, v in T.items() if k.startswith("landing"))
 from warehouse.lake import ducklake
 from warehouse.catalog import marts

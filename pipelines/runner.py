@@ -14,18 +14,18 @@ import sys
 import warnings
 from collections import defaultdict
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from transforms.atomic import replace_file
 from transforms.provider import DiscoverOptions
 from transforms.providers import PROVIDERS
-from warehouse.land import source_state as state_store
-from warehouse.land.ingest import (INTERRUPTED, RunSummary, SourceResult, discover_sources, failed_before, ingest_source,
-                              is_unchanged, landed_files, new_run_id, record_run)
 from warehouse.lake.layout import Layout
 from warehouse.lake.locks import held
 from warehouse.lake.storage import LakeUnreachable
+from warehouse.land.ingest import INTERRUPTED, Run, RunSummary, SourceResult, discover_sources, new_run_id, record_run, settle
+from warehouse.land.landing_files import landed_files
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 PROVIDER_WIDTH = max(map(len, PROVIDERS))  # the progress lines' columns line up
@@ -91,26 +91,6 @@ class PrintingReporter:
               f"{detail} ({result.duration_s:.2f}s)", file=self.stream, flush=True)
 
 
-def settle(sources, layout: Layout, run_id: str, landed, full_refresh: bool = False) -> tuple[list, list]:
-    """The results of the sources with nothing to do (skipped, or as they are in the lake, or
-    failed as they are now), settled in this process with no worker and nothing materialised;
-    and the sources left to read. `landed`: one listing of an object-storage lake, else None."""
-    settled, rest = [], []
-    for source in sources:
-        if source.skip_reason or (not full_refresh and is_settled(source, layout, landed)):
-            settled.append(ingest_source(source, layout, run_id))
-        else:
-            rest.append(source)
-    return settled, rest
-
-
-def is_settled(source, layout: Layout, landed) -> bool:
-    """Nothing to do: the source is in the lake as it is now, or failed as it is now."""
-    previous = state_store.load(layout.state_dir, source.provider, source.source_id)
-    fingerprint = PROVIDERS[source.provider].fingerprint(source)
-    return is_unchanged(previous, fingerprint, layout, landed, source) or failed_before(previous, fingerprint)
-
-
 def contiguous_batches(keys: list[str], order: list[str]) -> list[list[str]]:
     """Group partition keys into runs of neighbours in the partition order.
 
@@ -144,7 +124,7 @@ def run_ingest(layout: Layout, options: DiscoverOptions, *, full_refresh: bool =
         landed = landed_files(layout) if layout.remote else None  # one listing, not a request per file
     except OSError as exc:  # a dead endpoint: one clear error now, not one per source after retries
         raise LakeUnreachable(str(layout.lake), exc) from None
-    settled, to_run = settle(sources, layout, summary.run_id, landed, full_refresh)  # without Dagster
+    settled, to_run = settle(sources, Run(layout, summary.run_id, full_refresh), landed)  # without Dagster
     for result in settled:
         reporter.source_done(0, len(sources), result)
     problem = record_run(layout, summary.run_id, settled)
@@ -152,7 +132,7 @@ def run_ingest(layout: Layout, options: DiscoverOptions, *, full_refresh: bool =
         summary.problems.append(problem)
     pending = layout.pending_marker.exists() or not layout.warehouse.exists()
     if to_run or pending:
-        _materialise(layout, options, to_run, sources, reporter, summary, full_refresh)
+        _materialise(CliRun(layout, options, sources, reporter, summary, full_refresh), to_run)
     else:
         # only the run log is new (and, on a shared lake, what other machines landed): merged
         # without Dagster; the marts are rebuilt only when some source's rows changed
@@ -167,12 +147,24 @@ class DagsterStorageError(RuntimeError):
     """Dagster's own storage (runs, events) cannot be written: a full or read-only disk."""
 
 
-def _materialise(layout, options, to_run, sources, reporter, summary, full_refresh) -> None:
+@dataclass
+class CliRun:
+    """What the CLI's Dagster runs share: the home, what discovery found, and where results go."""
+
+    layout: Layout
+    options: DiscoverOptions
+    sources: list  # every source found (the partitions to register), not only those to read
+    reporter: PrintingReporter
+    summary: RunSummary
+    full_refresh: bool
+
+
+def _materialise(cli: CliRun, to_run: list) -> None:
     """The changed sources' partitions in as few runs as possible, then the tables and marts.
     Dagster's storage failing (a full disk under DAGSTER_HOME) is said in one line, not a traceback."""
-    home = os.environ.get("DAGSTER_HOME") or str(layout.dagster_home)
+    home = os.environ.get("DAGSTER_HOME") or str(cli.layout.dagster_home)
     try:
-        _materialise_runs(layout, options, to_run, sources, reporter, summary, full_refresh)
+        _materialise_runs(cli, to_run)
     except KeyboardInterrupt:
         raise
     except Exception as exc:
@@ -200,13 +192,13 @@ def _root_cause(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
-def _materialise_runs(layout, options, to_run, sources, reporter, summary, full_refresh) -> None:
+def _materialise_runs(cli: CliRun, to_run: list) -> None:
     """Dagster's runs with this home's DAGSTER_HOME, and the caller's put back after: left set, a
     second ingest in the same process (a notebook, the tests) ran in the first one's instance."""
     previous = os.environ.get("DAGSTER_HOME")
-    os.environ["DAGSTER_HOME"] = dagster_env(layout)["DAGSTER_HOME"]
+    os.environ["DAGSTER_HOME"] = dagster_env(cli.layout)["DAGSTER_HOME"]
     try:
-        _materialise_in_dagster(layout, options, to_run, sources, reporter, summary, full_refresh)
+        _materialise_in_dagster(cli, to_run)
     finally:
         if previous is None:
             os.environ.pop("DAGSTER_HOME", None)
@@ -214,7 +206,7 @@ def _materialise_runs(layout, options, to_run, sources, reporter, summary, full_
             os.environ["DAGSTER_HOME"] = previous
 
 
-def _materialise_in_dagster(layout, options, to_run, sources, reporter, summary, full_refresh) -> None:
+def _materialise_in_dagster(cli: CliRun, to_run: list) -> None:
     warnings.filterwarnings("ignore")  # Dagster's beta/preview notices are not for end users
     import dagster as dg
 
@@ -222,6 +214,7 @@ def _materialise_in_dagster(layout, options, to_run, sources, reporter, summary,
     from pipelines.defs.resources import AgentlakeResource
     from pipelines.defs.warehouse.assets import tables_and_marts
 
+    layout, options, sources, reporter, summary = cli.layout, cli.options, cli.sources, cli.reporter, cli.summary
     resource = AgentlakeResource(
         home=str(layout.home), lake=str(layout.lake), warehouse=str(layout.warehouse),
         machine=layout.machine, user=layout.user, team=layout.team,
@@ -242,7 +235,7 @@ def _materialise_in_dagster(layout, options, to_run, sources, reporter, summary,
             # (no list when it is all of them: a cold ingest's run config stays small)
             in_batch = set(batch)
             whole = len(todo) == sum(s.dagster_partition in in_batch for s in sources)
-            config = {"full_refresh": full_refresh, "run_id": summary.run_id,
+            config = {"full_refresh": cli.full_refresh, "run_id": summary.run_id,
                       "sources": [] if whole else [s.partition_key for s in todo]}
             # the last run merges too: a run of its own costs Dagster's run set-up and a dozen events
             last = n == len(batches)

@@ -141,11 +141,11 @@ def discover_only(*stores, **where):
     return discover_sources(options_for(*stores, **where))
 
 
-def ingest(layout: Layout, *stores, roots=(), force=False, codewhale_homes=(), workers=1, homes=None):
+def ingest(layout: Layout, *stores, roots=(), full_refresh=False, codewhale_homes=(), workers=1, homes=None):
     """Ingest the named stores (see options_for), then merge. One worker by default, so that
     monkeypatched code is the code that runs."""
     sources, problems = discover_only(*stores, roots=roots, codewhale_homes=codewhale_homes, homes=homes)
-    summary = ingest_all(sources, layout, force=force, problems=problems, workers=workers)
+    summary = ingest_all(sources, layout, full_refresh=full_refresh, problems=problems, workers=workers)
     build_warehouse(layout.lake, layout.warehouse)
     return summary
 

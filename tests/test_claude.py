@@ -434,7 +434,7 @@ def test_the_source_is_left_byte_identical(layout, tmp_path):
     generate_home(home, sessions=4, seed=2)
     before = digest(home)
     ingest(layout, homes={"claude": [home]})
-    ingest(layout, homes={"claude": [home]}, force=True)
+    ingest(layout, homes={"claude": [home]}, full_refresh=True)
     assert digest(home) == before
 
 

@@ -28,7 +28,7 @@ from warehouse.catalog.build import build_warehouse
 from warehouse.lake.ducklake import connect
 sources, _ = discover_sources(DiscoverOptions(env={}, extra_roots={"crush": (sys.argv[1],)}, use_default=False))
 layout = Layout.resolve(home=sys.argv[2], machine="vm")
-ingest_all(sources, layout, force=True, workers=1)
+ingest_all(sources, layout, full_refresh=True, workers=1)
 build_warehouse(layout.lake, layout.warehouse)  # a kill may land in the merge too
 """
 

@@ -68,7 +68,7 @@ def test_rerun_on_unchanged_input_changes_nothing(layout, project):
     assert [r.status for r in first.results] == ["ok"] and [r.status for r in second.results] == ["unchanged"]
     assert _snapshot_of(layout.lake) == before
     # a forced full refresh rereads the source, but identical files are not replaced
-    third = ingest(layout, p.db, force=True)
+    third = ingest(layout, p.db, full_refresh=True)
     assert third.results[0].status == "ok"
     assert _snapshot_of(layout.lake) == before
     assert scalar(layout, "SELECT COUNT(*) FROM sources") == 3
@@ -222,7 +222,7 @@ def test_many_sources_share_a_partitions_files(tmp_path):
     store = generate_store(tmp_path / "crush", projects=3, sessions_per_project=6, seed=4)
     layouts = [Layout.resolve(home=tmp_path / "home", lake=tmp_path / "lake", machine=m) for m in ("a", "b", "c")]
     for lay in layouts:
-        ingest(lay, roots=[store.global_dir], force=True)
+        ingest(lay, roots=[store.global_dir], full_refresh=True)
     compact(layouts[0].warehouse, keep_seconds=0)
     files = list((tmp_path / "lake" / "main" / "messages").rglob("*.parquet"))
     partitions = {f.parent for f in files}

@@ -162,7 +162,7 @@ def test_permission_errors_give_a_clear_error_and_leave_the_lake(world_tmp):
     from warehouse.lake.layout import Layout
 
     locked = Layout.resolve(home=tmp_path / "locked")
-    ingest_as_root(locked, p.db, force=True)
+    ingest_as_root(locked, p.db, full_refresh=True)
     before = {q: q.read_bytes() for q in locked.lake.rglob("*.parquet")}
     con = __import__("sqlite3").connect(p.db)
     con.execute("UPDATE sessions SET cost = 2.0")

@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import T0, query
 from transforms.synth.crush import add_session
 from transforms.provider import DiscoverOptions
-from warehouse.land.ingest import discover_sources, ingest_source
+from warehouse.land.ingest import Run, discover_sources, ingest_source
 from warehouse.catalog.build import build_warehouse
 
 WRITER = r"""
@@ -58,7 +58,7 @@ def _run(layout, project, seconds):
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(p.db), str(seconds)], stdout=subprocess.PIPE, text=True)
     seen, ingests = [], 0
     while writer.poll() is None:
-        result = ingest_source(source, layout, f"run-{ingests}", force=True)
+        result = ingest_source(source, Run(layout, f"run-{ingests}", full_refresh=True))
         assert result.status == "ok" and result.reconciled, result.error or result.reconcile
         seen.append(_consistent(layout))
         ingests += 1
@@ -66,7 +66,7 @@ def _run(layout, project, seconds):
     stats = json.loads(out)
     assert writer.returncode == 0
     assert stats["worst_s"] < 1.0  # far below the 5 s busy_timeout: we never held it up
-    final = ingest_source(source, layout, "final", force=True)
+    final = ingest_source(source, Run(layout, "final", full_refresh=True))
     assert final.status == "ok"
     assert _consistent(layout) == stats["transactions"]  # the last ingest equals the final db
     assert ingests >= 2 and seen == sorted(seen)  # snapshots only move forward

@@ -34,7 +34,7 @@ from warehouse.lake.layout import Layout
 from warehouse.catalog.build import build_warehouse
 layout = Layout.resolve(home=sys.argv[2], machine="laptop", user="dev")  # the same machine as the test's
 sources, _ = discover_sources(DiscoverOptions(env={}, extra_roots={"crush": (sys.argv[1],)}, use_default=False))
-ingest_all(sources, layout, force=True)
+ingest_all(sources, layout, full_refresh=True)
 build_warehouse(layout.lake, layout.warehouse)
 """
 

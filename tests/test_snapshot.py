@@ -26,7 +26,7 @@ from transforms.synth.crush import (
     text_part,
 )
 from transforms.snapshot import SnapshotError, take_snapshot
-from warehouse.land.ingest import ingest_all, ingest_source
+from warehouse.land.ingest import Run, ingest_all, ingest_source
 from warehouse.lake.layout import Layout
 
 T0 = 1_767_600_000  # seconds, as Crush stores them
@@ -119,7 +119,7 @@ def test_rows_only_in_the_wal_are_seen_while_the_writer_is_open(tmp_path, layout
         counts, _ = snapshot(db, tmp_path)
         assert counts["sessions"] == 3 and counts["messages"] == written
 
-        result = ingest_source(source_of(db), layout, "run-wal")
+        result = ingest_source(source_of(db), Run(layout, "run-wal"))
         assert result.status == "ok", result.error
         assert result.rows["sessions"] == 3 and result.rows["messages"] == written
         assert result.reconciled
@@ -137,7 +137,7 @@ def test_wal_left_behind_by_a_closed_writer_is_read_without_touching_the_db(tmp_
     assert wal.stat().st_size > 0 and count_in_main_file_alone(db, tmp_path, "messages") == 0
     db_sha, wal_sha, mtime = sha256(db), sha256(wal), db.stat().st_mtime_ns
 
-    result = ingest_source(source_of(db), layout, "run-left-wal")
+    result = ingest_source(source_of(db), Run(layout, "run-left-wal"))
 
     assert result.status == "ok", result.error
     assert result.rows["messages"] == written
@@ -162,7 +162,7 @@ def test_open_write_transaction_does_not_block_and_is_not_seen(tmp_path, layout)
 
         started = time.monotonic()
         counts, _ = snapshot(db, tmp_path)
-        result = ingest_source(source_of(db), layout, "run-busy")
+        result = ingest_source(source_of(db), Run(layout, "run-busy"))
         elapsed = time.monotonic() - started
 
         assert elapsed < 3, f"snapshot waited {elapsed:.1f}s on a writer"
@@ -228,9 +228,9 @@ def test_ingest_never_writes_to_the_source(tmp_path, layout):
     before_sha, before_mtime, before_schema = sha256(db), db.stat().st_mtime_ns, schema_of(db)
 
     src = source_of(db)
-    first = ingest_source(src, layout, "run-1")
-    forced = ingest_source(src, layout, "run-2", force=True)
-    again = ingest_source(src, layout, "run-3")
+    first = ingest_source(src, Run(layout, "run-1"))
+    forced = ingest_source(src, Run(layout, "run-2", full_refresh=True))
+    again = ingest_source(src, Run(layout, "run-3"))
 
     assert first.status == forced.status == "ok"
     assert again.status == "unchanged"  # our own reads did not change the fingerprint
@@ -252,7 +252,7 @@ def test_schema_version_and_migration_count_for_every_stage(tmp_path, layout, st
     conn.close()
 
     _, version = snapshot(db, tmp_path)
-    result = ingest_source(source_of(db), layout, f"run-stage-{stage}")
+    result = ingest_source(source_of(db), Run(layout, f"run-stage-{stage}"))
 
     assert version == STAGES[stage]
     assert result.status == "ok", result.error
@@ -326,7 +326,7 @@ def test_db_path_with_uri_special_characters(tmp_path, layout):
     conn.close()
 
     counts, _ = snapshot(db, tmp_path)
-    result = ingest_source(source_of(db), layout, "run-odd")
+    result = ingest_source(source_of(db), Run(layout, "run-odd"))
 
     assert counts["messages"] == written
     assert result.status == "ok", result.error

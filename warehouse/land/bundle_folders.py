@@ -25,13 +25,13 @@ import pyarrow.compute as pc
 
 from transforms.bundle import Bundle, cached_parts
 from transforms.sources import Source
-from warehouse.land import source_state as state_store
 from warehouse.lake.layout import Layout
-from warehouse.land.retention import read_landed
 from warehouse.land.landing_files import parquet_bytes
+from warehouse.land.retention import read_landed
+from warehouse.land.source_state import SourceState, SourceStates
 
 
-def taken_over(source: Source, previous: state_store.SourceState, layout: Layout,
+def taken_over(source: Source, previous: SourceState, states: SourceStates,
                lake_files: Callable[[list[str]], dict[str, str]] | None) -> tuple[dict[str, str], set[str]]:
     """The landing files of the bundle's sessions that were sources of their own, for its write
     to replace, and those sources (their states go once it is written). Found by their own
@@ -40,48 +40,40 @@ def taken_over(source: Source, previous: state_store.SourceState, layout: Layout
     known = previous.parts or {}
     new = [part for part in source.replaces if part not in known]
     files = dict(lake_files(new)) if lake_files and new else {}
-    alone = landed_alone(source, layout)
+    alone = states.landed_alone(source)
     for part in sorted(alone):
-        files.update(state_store.load(layout.state_dir, source.provider, part).files)
+        files.update(states.of(source.provider, part).files)
     return files, alone | {rel.rsplit("/", 2)[-2] for rel in files}
 
 
-def landed_alone(source: Source, layout: Layout) -> set[str]:
-    """The bundle's sessions with a state of their own: landed alone before bundling, or again
-    since, by an older release run on this home (its rows would count twice: the bundle is then
-    not unchanged, and its next write takes them over). One listing of the state folder."""
-    return state_store.source_ids(layout.state_dir, source.provider) & set(source.replaces)
-
-
-def evict_moved(source: Bundle, layout: Layout, store) -> int:
+def evict_moved(source: Bundle, layout: Layout, states: SourceStates, store) -> int:
     """Take this bundle's sessions out of the folders of bundles no longer discovered; returns
     how many sessions were taken out."""
     mine = set(source.replaces)
-    others = (state_store.source_ids(layout.state_dir, source.provider) - source.discovered - mine
-              - {source.source_id})
+    others = states.ids(source.provider) - source.discovered - mine - {source.source_id}
     evicted = 0
     for other in sorted(others):  # sorted: writers lock in one order
-        state = state_store.load(layout.state_dir, source.provider, other)
+        state = states.of(source.provider, other)
         if state.parts is not None and not mine & set(state.parts):
             continue
-        with state_store.source_lock(layout.state_dir, source.provider, other):
-            state = _named(layout, source.provider, other)  # again, under its lock
+        with states.lock(source.provider, other):
+            state = _named(layout, states, source.provider, other)  # again, under its lock
             if mine & set(state.parts or ()):  # else done meanwhile by another bundle
-                evicted += _evict(source, other, state, layout, store)
+                evicted += _evict(source, other, state, layout, states, store)
     return evicted
 
 
-def _named(layout: Layout, provider: str, source_id: str) -> state_store.SourceState:
+def _named(layout: Layout, states: SourceStates, provider: str, source_id: str) -> SourceState:
     """Under the source's lock: its state, its sessions named from its cache, once, if it was
     written before states named them (none for a source that is not a bundle)."""
-    state = state_store.load(layout.state_dir, provider, source_id)
+    state = states.of(provider, source_id)
     if state.parts is None and state.files:
         state.parts = cached_parts(layout.source_cache(provider, source_id))
-        state_store.save(layout.state_dir, provider, source_id, state)
+        states.save(provider, source_id, state)
     return state
 
 
-def _evict(source: Bundle, other: str, state: state_store.SourceState, layout: Layout, store) -> int:
+def _evict(source: Bundle, other: str, state: SourceState, layout: Layout, states: SourceStates, store) -> int:
     """Under `other`'s lock: its sessions found elsewhere in this discovery (this bundle's, and
     any other's) out of its files."""
     moved = {part for part in state.parts if part in source.found}
@@ -89,11 +81,11 @@ def _evict(source: Bundle, other: str, state: state_store.SourceState, layout: L
     files, left = _without(store, state.files, sessions)
     if left:
         state.files, state.parts = files, {p: s for p, s in state.parts.items() if p not in moved}
-        state_store.save(layout.state_dir, source.provider, other, state)
+        states.save(source.provider, other, state)
     else:
         for rel in files:
             store.delete(rel)
-        state_store.forget(layout.state_dir, source.provider, other)
+        states.forget(source.provider, other)
         shutil.rmtree(layout.source_cache(source.provider, other), ignore_errors=True)
     return len(sessions)
 

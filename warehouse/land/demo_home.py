@@ -11,7 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
-from warehouse.land import source_state as state_store
+from warehouse.land.source_state import SourceStates
 from warehouse.lake.config import DEMO
 from warehouse.lake.layout import LANDING, RUNS, Layout
 
@@ -36,9 +36,9 @@ def landed_sources(layout: Layout) -> list[tuple[Path, Path | None, str | None]]
         path = state_file = None
         if len(parts) == 4:  # <machine>/<user>/<provider>/<source_id>
             machine, user, provider, source_id = parts
-            state_dir = Path(layout.lake) / "_state" / f"{machine}-{user}"
-            state_file = state_dir / f"{provider}-{source_id}.json"
-            path = state_store.load(state_dir, provider, source_id).path
+            states = SourceStates(layout, Path(layout.lake) / "_state" / f"{machine}-{user}")
+            state_file = states.file(provider, source_id)
+            path = states.of(provider, source_id).path
         out.append((Path(folder), state_file, path))
     return out
 

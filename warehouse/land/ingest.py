@@ -1,10 +1,10 @@
 """One ingestion run: for each source, fingerprint -> snapshot + normalise -> write -> record.
 
-No Dagster here: the assets and the CLI both call `ingest_source`. A source that fails is
-recorded with its reason and leaves its previous lake files alone; the run goes on.
+No Dagster here: the CLI and the Dagster landing asset both call `settle` (the sources with
+nothing to do, answered by warehouse.land.source_state) and `ingest_many`. A source that fails
+is recorded with its reason and leaves its previous lake files alone; the run goes on.
 """
 
-import hashlib
 import multiprocessing
 import os
 import shutil
@@ -26,12 +26,12 @@ from transforms.contract import DATA_TABLES, SCHEMA_VERSION, SOURCES
 from transforms.provider import DiscoverOptions, Provider, SourceError, environmental
 from transforms.providers import PROVIDERS
 from transforms.sources import Source, as_text
-from warehouse.land import source_state as state_store
-from warehouse.land.bundle_folders import evict_moved, landed_alone, taken_over
 from warehouse.lake.layout import Layout, landing_dir, run_log_path
-from warehouse.land.retention import carry_forward
 from warehouse.lake.scratch_dirs import scratch
-from warehouse.land.landing_files import build_files, write_files, write_run_log
+from warehouse.land.bundle_folders import evict_moved, taken_over
+from warehouse.land.landing_files import build_files, landed_files, write_files, write_run_log
+from warehouse.land.retention import carry_forward
+from warehouse.land.source_state import SourceStates, Verdict
 
 STATUSES = ("ok", "unchanged", "skipped", "failed")
 
@@ -88,6 +88,15 @@ def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:8]
 
 
+@dataclass(frozen=True)
+class Run:
+    """One ingestion run, as every step of it needs it (and a worker process receives it)."""
+
+    layout: Layout
+    run_id: str
+    full_refresh: bool = False  # read every source again, not only the new and changed ones
+
+
 def discover_sources(options: DiscoverOptions, providers: dict[str, Provider] = PROVIDERS):
     """Every provider's sources, and the problems met while looking (never fatal)."""
     sources, problems = [], []
@@ -103,24 +112,17 @@ def discover_sources(options: DiscoverOptions, providers: dict[str, Provider] = 
     return sources, problems
 
 
-def ingest_source(
-    source: Source,
-    layout: Layout,
-    run_id: str,
-    *,
-    force: bool = False,
-    providers: dict[str, Provider] = PROVIDERS,
-) -> SourceResult:
+def ingest_source(source: Source, run: Run, providers: dict[str, Provider] = PROVIDERS) -> SourceResult:
     started = time.monotonic()
     run_at = datetime.now(timezone.utc)
+    layout = run.layout
     try:
-        store = layout.store()
-        with state_store.source_lock(layout.state_dir, source.provider, source.source_id):
-            result = _ingest_locked(source, layout, store, run_id, run_at, force, providers[source.provider])
+        with SourceStates(layout).lock(source.provider, source.source_id):
+            result = _ingest_locked(source, run, run_at, providers[source.provider])
     except OSError as exc:  # the lake itself is unwritable (permissions, a full or read-only disk)
         result = SourceResult(source, "failed", error=f"cannot write the lake at {layout.lake}: {exc}")
     result.duration_s = round(time.monotonic() - started, 3)
-    result.log_row = _log_row(result, layout, run_id, run_at)
+    result.log_row = _log_row(result, layout, run.run_id, run_at)
     if layout.team:  # paths, errors and warnings leave the machine too (a key in a part type's name)
         from transforms.redact import redact_log_row
 
@@ -128,101 +130,59 @@ def ingest_source(
     return result
 
 
-def is_unchanged(previous: state_store.SourceState, fingerprint: str, layout: Layout, landed=None,
-                 source: Source | None = None) -> bool:
-    """The lake already holds this source as it is now: same fingerprint, same contract, the
-    same project names (given the source: a rename in config.toml's [projects] changes no byte
-    of the store), none of a bundle's sessions landed alone beside it (warehouse.land.bundle_folders), and
-    every file it landed still in place (a file deleted by hand, or an emptied bucket, makes the
-    source be read again). Nothing is opened but the state file (and a bundle's state folder
-    listed); `landed` is the set of landing files from one listing of the lake, needed for
-    object storage (locally a stat each)."""
-    if previous.fingerprint != fingerprint or previous.schema != SCHEMA_VERSION or not previous.files:
-        return False
-    if source is not None and not same_names(previous, source):
-        return False
-    if getattr(source, "replaces", ()) and landed_alone(source, layout):
-        return False
-    if landed is not None:
-        return all(rel in landed for rel in previous.files)
-    if layout.remote:
-        return all(rel in landed_files(layout) for rel in previous.files)
-    return all((layout.lake / rel).exists() for rel in previous.files)
+def settle(sources, run: Run, landed=None) -> tuple[list, list]:
+    """The results of the sources with nothing to do (skipped, as they are in the lake, or failed
+    as they are now), settled in this process with no worker; and the sources left to read.
+    `landed`: one listing of an object-storage lake, else None. The CLI settles before starting
+    Dagster, and the landing asset what the CLI landed before a sensor saw it."""
+    states = SourceStates(run.layout)
+    settled, rest = [], []
+    for source in sources:
+        if source.skip_reason or (not run.full_refresh and _verdict(source, states, landed) is not Verdict.READ):
+            settled.append(ingest_source(source, run))
+        else:
+            rest.append(source)
+    return settled, rest
 
 
-def same_names(previous: state_store.SourceState, source: Source) -> bool:
-    """The source's rows would be filed under the project names they were landed with. Its
-    project is in its partition key, which every state records (so a lake landed before this
-    check needs no re-read); a store that names its sessions' projects itself (OpenCode, Cursor,
-    Kilo, ...) is landed again when the configured names change at all, since which of its
-    sessions they rename is known only by reading it."""
-    return previous.partition_key == source.partition_key and previous.names == names_digest(source)
+def _verdict(source: Source, states: SourceStates, landed) -> Verdict:
+    previous = states.of(source.provider, source.source_id)
+    return states.verdict(source, previous, PROVIDERS[source.provider].fingerprint(source), landed)
 
 
-def names_digest(source: Source) -> str | None:
-    """The configured project names a source carries to its extract, as a digest; None for none."""
-    if not source.project_names:
-        return None
-    return hashlib.sha256(repr(tuple(source.project_names)).encode()).hexdigest()[:16]
-
-
-def failed_before(previous: state_store.SourceState, fingerprint: str) -> bool:
-    """The source could not be read last time, and neither it nor agentlake has changed since."""
-    return previous.failed_fingerprint is not None and previous.failed_fingerprint == _attempt(fingerprint)
-
-
-def _attempt(fingerprint: str) -> str:
-    """What a failure depends on: the source's bytes, and the code that read them."""
-    return f"{fingerprint}:{SCHEMA_VERSION}:{_agentlake_version()}"
-
-
-@lru_cache(maxsize=1)
-def _agentlake_version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("agentlake")
-    except Exception:  # an install whose metadata cannot be read: the contract alone decides
-        return "unknown"
-
-
-def landed_files(layout: Layout) -> set[str]:
-    """This machine's landing files, in one listing of the lake."""
-    return set(layout.store().versions(f"_landing/{layout.machine}/{layout.user}"))
-
-
-def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> SourceResult:
+def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
     if source.skip_reason:
         return SourceResult(source, "skipped", error=source.skip_reason)
-    previous = state_store.load(layout.state_dir, source.provider, source.source_id)
+    layout, store, states = run.layout, run.layout.store(), SourceStates(run.layout)
+    previous = states.of(source.provider, source.source_id)
     fingerprint = provider.fingerprint(source)
-    if not force and is_unchanged(previous, fingerprint, layout, source=source):
+    verdict = Verdict.READ if run.full_refresh else states.verdict(source, previous, fingerprint)
+    if verdict is Verdict.UNCHANGED:
         return SourceResult(source, "unchanged", fingerprint=fingerprint, files=sorted(previous.files))
-    if not force and failed_before(previous, fingerprint):
+    if verdict is Verdict.FAILED_BEFORE:
         return SourceResult(source, "failed", error=f"{previous.failed} (unchanged since; not read again, "
                             "`ingest --full-refresh` retries)", fingerprint=fingerprint)
     first = not previous.files
     if first:  # no state (a new home, a wiped one): adopt what the lake holds already
-        previous.files = _files_in_lake(source.provider, (source.source_id,), layout, run_id)
+        previous.files = _files_in_lake(source.provider, (source.source_id,), layout, run.run_id)
     bundle = isinstance(source, Bundle)
     # a bundle takes over the folders of its sessions landed as sources of their own, as a
     # Claude Code project does those of its copies in other homes (warehouse.land.bundle_folders): its
     # write replaces them, so their rows are not counted twice (the lake is listed on a first
     # write only: the state may have been lost)
-    listing = partial(_files_in_lake, source.provider, layout=layout, run_id=run_id) if first else None
-    taken, taken_ids = (taken_over(source, previous, layout, listing) if getattr(source, "replaces", ())
+    listing = partial(_files_in_lake, source.provider, layout=layout, run_id=run.run_id) if first else None
+    taken, taken_ids = (taken_over(source, previous, states, listing) if getattr(source, "replaces", ())
                         else ({}, set()))
     previous.files.update(taken)
     cache_dir = layout.source_cache(source.provider, source.source_id)
-    if force:  # a bundle's sessions are read again too, not taken from its cache
+    if run.full_refresh:  # a bundle's sessions are read again too, not taken from its cache
         forget_cached(cache_dir)
     try:
         with scratch("snapshot") as workdir:
             extract = provider.extract(source, workdir, run_at, cache_dir=cache_dir)
     except Exception as exc:  # the reason goes to `sources`; other sources go on
         if not environmental(exc):  # a permission fixed later changes no byte: that is retried
-            previous.failed_fingerprint, previous.failed = _attempt(fingerprint), _reason(exc)
-            state_store.save(layout.state_dir, source.provider, source.source_id, previous)
+            states.record_failure(source, previous, fingerprint, _reason(exc))
         return SourceResult(source, "failed", error=_reason(exc), fingerprint=fingerprint)
     redacted = _redact(extract.rows, privacy_policy(layout)) if layout.team else Counter()
     try:
@@ -237,24 +197,18 @@ def _ingest_locked(source, layout, store, run_id, run_at, force, provider) -> So
     except Exception as exc:  # a value Arrow cannot hold: this source fails, the lake is untouched
         return SourceResult(source, "failed", error=f"cannot convert the rows: {type(exc).__name__}: {exc}",
                             fingerprint=fingerprint)
-    # first record every file this write may leave behind, so that a crash or a full disk
-    # half-way never orphans one: the next run re-reads the source and removes what is stale
     intent = {**previous.files, **{rel: "" for rel in built.data if rel not in previous.files}}
     parts = _parts_landed(extract.part_sessions, previous.parts)
     try:
-        state_store.save(layout.state_dir, source.provider, source.source_id,
-                         state_store.SourceState(None, intent, source.partition_key, source.path, parts=previous.parts))
+        states.record_intent(source, intent, previous.parts)
         written = write_files(store, built, previous.files)
         for source_id in taken_ids:  # their state goes with them
-            state_store.forget(layout.state_dir, source.provider, source_id)
+            states.forget(source.provider, source_id)
         # after the write: a crash before the state below reads the bundle again, and this again
-        evicted = evict_moved(source, layout, store) if bundle else 0
+        evicted = evict_moved(source, layout, states, store) if bundle else 0
         # a file that could not be read this time (permissions) changes neither size nor mtime
         # when it is fixed: the source is not settled, so the next run reads it again
-        settled = fingerprint if not extract.findings.unread else None
-        state_store.save(layout.state_dir, source.provider, source.source_id,
-                         state_store.SourceState(settled, written.files, source.partition_key, source.path,
-                                                 SCHEMA_VERSION, parts=parts, names=names_digest(source)))
+        states.record_landed(source, fingerprint if not extract.findings.unread else None, written.files, parts)
     except OSError as exc:
         return SourceResult(source, "failed", error=f"cannot write the lake: {exc}", fingerprint=fingerprint)
     findings = extract.findings
@@ -418,7 +372,7 @@ def default_workers() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
 
-def ingest_many(sources, layout: Layout, run_id: str, *, force: bool = False, workers: int | None = None):
+def ingest_many(sources, run: Run, workers: int | None = None):
     """Ingest sources, in parallel processes when there are several; yields each result as it
     is done. Memory grows with the number of workers times the largest source, never with the
     corpus. A worker that dies (killed, out of memory, crashed) fails its own source only: the
@@ -426,12 +380,12 @@ def ingest_many(sources, layout: Layout, run_id: str, *, force: bool = False, wo
     workers = min(workers or default_workers(), len(sources))
     if workers <= 1:
         for source in sources:
-            yield ingest_source(source, layout, run_id, force=force)
+            yield ingest_source(source, run)
         return
     undone, any_ran = list(sources), False
     while undone:
         broken = []
-        for result in _pool_round(undone, layout, run_id, force, workers, broken):
+        for result in _pool_round(undone, run, workers, broken):
             any_ran = True
             yield result
         # the pool hands sources out in order (first in, first out): the ones in a worker when it
@@ -440,7 +394,7 @@ def ingest_many(sources, layout: Layout, run_id: str, *, force: bool = False, wo
         suspects, undone = broken[:workers + 1], broken[workers + 1:]
         died = []
         for source in suspects:
-            for result in _pool_round([source], layout, run_id, force, 1, died):
+            for result in _pool_round([source], run, 1, died):
                 any_ran = True
                 yield result
         if not any_ran:  # no worker ever finished a source: they cannot start at all
@@ -459,7 +413,7 @@ NO_WORKER_RAN = ("not ingested: no worker process finished a source, each stoppe
                  "method, which runs the script's top level again), or pass workers=1")
 
 
-def _pool_round(sources, layout: Layout, run_id: str, force: bool, workers: int, broken: list):
+def _pool_round(sources, run: Run, workers: int, broken: list):
     """One process pool over `sources`: yields each result; the sources a dead worker's broken
     pool did not finish are appended to `broken`, in the order they were handed out."""
     # spawn, not fork: the caller may be a threaded process (Dagster, a web server)
@@ -468,7 +422,7 @@ def _pool_round(sources, layout: Layout, run_id: str, force: bool, workers: int,
                                initargs=(os.getpid(),))
     try:
         with _sigint_held():  # workers start with Ctrl-C held back: the parent handles it, once
-            futures = {pool.submit(ingest_source, s, layout, run_id, force=force): i for i, s in enumerate(sources)}
+            futures = {pool.submit(ingest_source, s, run): i for i, s in enumerate(sources)}
         lost = []
         for future in as_completed(futures):
             try:
@@ -542,14 +496,15 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def ingest_all(sources, layout: Layout, *, force: bool = False, run_id: str | None = None, progress=None,
+def ingest_all(sources, layout: Layout, *, full_refresh: bool = False, run_id: str | None = None, progress=None,
                problems=(), workers: int | None = None) -> RunSummary:
     """Ingest many sources in one run; `progress(i, n, result)` is called after each."""
     summary = RunSummary(run_id or new_run_id(), problems=list(problems))
     clean_stale_staging(layout)
     mark_pending(layout)
     position = {s.source_id: i for i, s in enumerate(sources)}
-    for i, result in enumerate(ingest_many(sources, layout, summary.run_id, force=force, workers=workers), 1):
+    run = Run(layout, summary.run_id, full_refresh)
+    for i, result in enumerate(ingest_many(sources, run, workers), 1):
         summary.results.append(result)
         if progress:
             progress(i, len(sources), result)

@@ -195,3 +195,8 @@ def write_run_log(store, table: Table, rel: str, rows: list[dict]) -> None:
     data, _ = with_partition(table, rows, "")
     data = data.set_column(0, HIVE[0], pc.fill_null(data.column("date"), pa.scalar(UNDATED, pa.date32())))
     store.put_all({rel: parquet_bytes(data)})
+
+
+def landed_files(layout) -> set[str]:
+    """This machine's landing files, in one listing of the lake."""
+    return set(layout.store().versions(f"_landing/{layout.machine}/{layout.user}"))

@@ -1,18 +1,30 @@
-"""Per-source state: the fingerprint last ingested, the project names its rows were filed
-under, and the files written for it.
+"""The one owner of a source's state: what this machine landed for it, and whether it must be
+read again.
 
-It lets a rerun skip an unchanged source without opening it (a source renamed in config.toml's
-[projects] is not unchanged), and lets a changed source remove the files it no longer needs. The state is written last, so a crash before it only
-means the next run redoes the source.
+A state file records the fingerprint last landed, the project names its rows were filed under,
+and the files written for it. It lets a rerun settle an unchanged source without opening it,
+and lets a changed source remove the files it no longer needs. It is written last, so a crash
+before it only means the next run reads the source again.
+
+Everything else asks here: the CLI and the Dagster landing asset (`verdict`, through
+warehouse.land.ingest.settle), the ingest of one source (`verdict`, then the `record_*` writes
+in their order), the bundle folders (warehouse.land.bundle_folders) and the demo's home.
 """
 
+import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
+from functools import lru_cache
 from pathlib import Path
 
 from transforms.atomic import replace_file
+from transforms.contract import SCHEMA_VERSION
+from transforms.sources import Source
+from warehouse.lake.layout import Layout
 from warehouse.lake.locks import held
+from warehouse.land.landing_files import landed_files
 
 
 @dataclass
@@ -23,56 +35,150 @@ class SourceState:
     path: str | None = None
     schema: str | None = None  # contract.SCHEMA_VERSION the files were written with
     # the source as it was when it could not be read, and why: the same bytes fail the same way,
-    # so a rerun reports it without reading it again (a forced run retries)
+    # so a rerun reports it without reading it again (a full refresh retries)
     failed_fingerprint: str | None = None
     failed: str | None = None
     # a source read in parts (transforms.bundle): each part's session ids as last landed
     parts: dict[str, list[str]] | None = None
     # a digest of the configured project names a store that names its sessions' projects itself
-    # was landed with (warehouse.land.ingest.names_digest); the project of a source of one project is
-    # in its partition_key
+    # was landed with (names_digest); the project of a source of one project is in its partition_key
     names: str | None = None
 
 
 _FIELDS = {f.name for f in fields(SourceState)}
 
 
-def _path(state_dir: Path, provider: str, source_id: str) -> Path:
-    return state_dir / f"{provider}-{source_id}.json"
+class Verdict(Enum):
+    UNCHANGED = "unchanged"  # the lake holds the source as it is now
+    FAILED_BEFORE = "failed"  # it could not be read, and neither it nor agentlake changed since
+    READ = "read"  # it must be read
 
 
-def load(state_dir: Path, provider: str, source_id: str) -> SourceState:
+class SourceStates:
+    """The states of one machine's sources, in its layout's state folder (or, to look at another
+    machine's or user's in the same lake, in `state_dir`)."""
+
+    def __init__(self, layout: Layout, state_dir: Path | None = None):
+        self.layout = layout
+        self.dir = Path(state_dir or layout.state_dir)
+
+    def file(self, provider: str, source_id: str) -> Path:
+        return self.dir / f"{provider}-{source_id}.json"
+
+    def of(self, provider: str, source_id: str) -> SourceState:
+        try:
+            data = json.loads(self.file(provider, source_id).read_text())
+            # a key a newer release added is ignored, not a reason to read the source again
+            return SourceState(**{k: v for k, v in data.items() if k in _FIELDS})
+        except (OSError, ValueError, TypeError):
+            return SourceState()  # no usable state: the source is simply ingested again
+
+    def save(self, provider: str, source_id: str, state: SourceState) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        replace_file(self.file(provider, source_id), json.dumps(asdict(state), indent=1, sort_keys=True))
+
+    def forget(self, provider: str, source_id: str) -> None:
+        """A source that is no more (a session now landed with its project: transforms.bundle)."""
+        self.file(provider, source_id).unlink(missing_ok=True)
+
+    def ids(self, provider: str) -> set[str]:
+        """Every source of the agent with a state here, found or not this run."""
+        try:
+            names = os.listdir(self.dir)
+        except OSError:
+            return set()
+        prefix = f"{provider}-"
+        return {name[len(prefix):-5] for name in names
+                if name.startswith(prefix) and name.endswith(".json") and "." not in name[len(prefix):-5]}
+
+    def lock(self, provider: str, source_id: str):
+        """One writer per source at a time (the sensor's run and a manual ingest, say)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        return held(self.dir / f"{provider}-{source_id}.lock")
+
+    # --- must it be read?
+
+    def verdict(self, source: Source, previous: SourceState, fingerprint: str, landed=None) -> Verdict:
+        """Whether `source`, whose state is `previous` and whose bytes are `fingerprint` now, must
+        be read. Nothing is opened but the state files; `landed` is the set of landing files from
+        one listing of the lake, needed for object storage (locally a stat each)."""
+        if self._unchanged(source, previous, fingerprint, landed):
+            return Verdict.UNCHANGED
+        if previous.failed_fingerprint is not None and previous.failed_fingerprint == attempt(fingerprint):
+            return Verdict.FAILED_BEFORE
+        return Verdict.READ
+
+    def _unchanged(self, source: Source, previous: SourceState, fingerprint: str, landed) -> bool:
+        """The lake already holds this source as it is now: same fingerprint, same contract, the
+        same project names (a rename in config.toml's [projects] changes no byte of the store),
+        none of a bundle's sessions landed alone beside it (warehouse.land.bundle_folders), and
+        every file it landed still in place (a file deleted by hand, or an emptied bucket, makes
+        the source be read again)."""
+        if previous.fingerprint != fingerprint or previous.schema != SCHEMA_VERSION or not previous.files:
+            return False
+        if not same_names(previous, source):
+            return False
+        if getattr(source, "replaces", ()) and self.landed_alone(source):
+            return False
+        if landed is not None:
+            return all(rel in landed for rel in previous.files)
+        if self.layout.remote:
+            landed = landed_files(self.layout)
+            return all(rel in landed for rel in previous.files)
+        return all((self.layout.lake / rel).exists() for rel in previous.files)
+
+    def landed_alone(self, source: Source) -> set[str]:
+        """A bundle's sessions with a state of their own: landed alone before bundling, or again
+        since, by an older release run on this home (their rows would count twice: the bundle is
+        then not unchanged, and its next write takes them over). One listing of the state folder."""
+        return self.ids(source.provider) & set(source.replaces)
+
+    # --- what an ingest records, in its order
+
+    def record_failure(self, source: Source, previous: SourceState, fingerprint: str, reason: str) -> None:
+        """The source could not be read: the same bytes are not read again until they or
+        agentlake change (`ingest --full-refresh` retries). Its landed files stay recorded."""
+        previous.failed_fingerprint, previous.failed = attempt(fingerprint), reason
+        self.save(source.provider, source.source_id, previous)
+
+    def record_intent(self, source: Source, files: dict[str, str], parts) -> None:
+        """Before a write: every file it may leave behind, so that a crash or a full disk half-way
+        never orphans one (the next run reads the source again and removes what is stale)."""
+        self.save(source.provider, source.source_id,
+                  SourceState(None, files, source.partition_key, source.path, parts=parts))
+
+    def record_landed(self, source: Source, fingerprint: str | None, files: dict[str, str], parts) -> None:
+        """After a write: `fingerprint` settles the source (None: read it again next run)."""
+        self.save(source.provider, source.source_id,
+                  SourceState(fingerprint, files, source.partition_key, source.path, SCHEMA_VERSION,
+                              parts=parts, names=names_digest(source)))
+
+
+def same_names(previous: SourceState, source: Source) -> bool:
+    """The source's rows would be filed under the project names they were landed with. Its
+    project is in its partition key, which every state records; a store that names its sessions'
+    projects itself (OpenCode, Cursor, Kilo, ...) is landed again when the configured names change
+    at all, since which of its sessions they rename is known only by reading it."""
+    return previous.partition_key == source.partition_key and previous.names == names_digest(source)
+
+
+def names_digest(source: Source) -> str | None:
+    """The configured project names a source carries to its extract, as a digest; None for none."""
+    if not source.project_names:
+        return None
+    return hashlib.sha256(repr(tuple(source.project_names)).encode()).hexdigest()[:16]
+
+
+def attempt(fingerprint: str) -> str:
+    """What a failure depends on: the source's bytes, and the code that read them."""
+    return f"{fingerprint}:{SCHEMA_VERSION}:{_agentlake_version()}"
+
+
+@lru_cache(maxsize=1)
+def _agentlake_version() -> str:
     try:
-        data = json.loads(_path(state_dir, provider, source_id).read_text())
-        # a key a newer release added is ignored, not a reason to read the source again
-        return SourceState(**{k: v for k, v in data.items() if k in _FIELDS})
-    except (OSError, ValueError, TypeError):
-        return SourceState()  # no usable state: the source is simply ingested again
+        from importlib.metadata import version
 
-
-def save(state_dir: Path, provider: str, source_id: str, state: SourceState) -> None:
-    state_dir.mkdir(parents=True, exist_ok=True)
-    path = _path(state_dir, provider, source_id)
-    replace_file(path, json.dumps(asdict(state), indent=1, sort_keys=True))
-
-
-def source_ids(state_dir: Path, provider: str) -> set[str]:
-    """Every source of the agent with a state here, found or not this run."""
-    try:
-        names = os.listdir(state_dir)
-    except OSError:
-        return set()
-    prefix = f"{provider}-"
-    return {name[len(prefix):-5] for name in names
-            if name.startswith(prefix) and name.endswith(".json") and "." not in name[len(prefix):-5]}
-
-
-def forget(state_dir: Path, provider: str, source_id: str) -> None:
-    """A source that is no more (a session now landed with its project: transforms.bundle)."""
-    _path(state_dir, provider, source_id).unlink(missing_ok=True)
-
-
-def source_lock(state_dir: Path, provider: str, source_id: str):
-    """One writer per source at a time (the sensor's run and a manual ingest, say)."""
-    state_dir.mkdir(parents=True, exist_ok=True)
-    return held(state_dir / f"{provider}-{source_id}.lock")
+        return version("agentlake")
+    except Exception:  # an install whose metadata cannot be read: the contract alone decides
+        return "unknown"

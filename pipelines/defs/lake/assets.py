@@ -6,8 +6,8 @@ import dagster as dg
 from pipelines.defs.lake.checks import CHECK_SPECS, LANDING, check_results
 from pipelines.defs.partitions import sources_partitions
 from pipelines.defs.resources import AgentlakeResource, Reporter
-from pipelines.runner import settle
-from warehouse.land.ingest import RunSummary, clean_stale_staging, ingest_many, landed_files, mark_pending, record_run
+from warehouse.land.ingest import Run, RunSummary, clean_stale_staging, ingest_many, mark_pending, record_run, settle
+from warehouse.land.landing_files import landed_files
 
 # Extraction, one partition per agent and project (Source.dagster_partition): the only per-source
 # bookkeeping Dagster keeps. The curated tables downstream are updated in one merge per run
@@ -52,11 +52,12 @@ def landing(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: 
         raise dg.Failure(description=gone)
     wanted = set(config.sources)
     todo = [s for s in in_run if not wanted or s.partition_key in wanted]
-    # sources the CLI landed before the sensor saw them are settled here, as the CLI settles them:
-    # ingest_many's worker processes took 1.6 s to start for 10 ms of work (40 such sources: 1.7 s,
-    # now 0.1 s). One source runs in this process anyway: nothing to settle first.
-    settled, rest = ([], todo) if config.full_refresh or len(todo) < 2 else _settled_here(todo, layout, summary)
-    results = chain(settled, ingest_many(rest, layout, summary.run_id, force=config.full_refresh))
+    # sources the CLI landed before the sensor saw them are settled here, as the CLI settles them,
+    # without starting worker processes for them (docs/BENCHMARKS.md). One source runs in this
+    # process anyway: nothing to settle first.
+    run = Run(layout, summary.run_id, config.full_refresh)
+    settled, rest = ([], todo) if config.full_refresh or len(todo) < 2 else _settled_here(todo, run)
+    results = chain(settled, ingest_many(rest, run))
     for i, result in enumerate(results, 1):
         summary.results.append(result)
         # progress in the run's log as each source is done (the CLI's reporter prints its own)
@@ -89,12 +90,12 @@ def landing(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: 
             "failed_sources": len(failed), "failed_partitions": ", ".join(sorted(broken))})
 
 
-def _settled_here(todo: list, layout, summary) -> tuple[list, list]:
+def _settled_here(todo: list, run: Run) -> tuple[list, list]:
     try:
-        landed = landed_files(layout) if layout.remote else None  # one listing, not one per source
+        landed = landed_files(run.layout) if run.layout.remote else None  # one listing, not one per source
     except OSError:  # the lake cannot be listed: each source's own attempt says why
         return [], todo
-    return settle(todo, layout, summary.run_id, landed)
+    return settle(todo, run, landed)
 
 
 GONE = "no longer discovered, so not re-read (its rows stay in the lake)"
