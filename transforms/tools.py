@@ -1,7 +1,10 @@
-"""Shared tool-call helpers: categories across providers, arguments stored as JSON text, and the
-`tool_calls` rows of agents that write a call and its result apart."""
+"""Shared tool-call helpers: categories across providers, an agent's tools as data
+(`ToolVocabulary`), arguments stored as JSON text, and the `tool_calls` rows of agents that write
+a call and its result apart."""
 
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from transforms import jsontext
 
@@ -49,20 +52,69 @@ def first_str(args: dict | None, keys: tuple[str, ...]) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class ToolVocabulary:
+    """One agent's tools as data: its tool names -> the shared categories, how it names an MCP
+    tool, and which argument holds a shell command or a file. The agent's folder keeps the table;
+    what is read from a call is worked out here, the same way for every agent."""
+
+    categories: Mapping[str, str]
+    file_keys: tuple[str, ...] = ()
+    command_keys: tuple[str, ...] = ("command",)
+    # MCP names besides `mcp_...` (every agent's, see `categorise`): a prefix of the agent's own
+    # (`mcp--<server>--<tool>`), or a separator anywhere but at the ends (`<server>__<tool>`)
+    mcp_prefixes: tuple[str, ...] = ()
+    mcp_separator: str | None = None
+    # the tools whose command is kept; None: every tool in the `shell` category
+    shell_tools: frozenset[str] | None = None
+    # the tools whose file is kept; None: any tool's
+    file_tools: frozenset[str] | None = None
+    # a tool -> its argument that lists paths (the first string is the file)
+    path_lists: Mapping[str, str] = field(default_factory=dict)
+    # a tool -> its argument that lists file objects (the first object's `file_keys` name the file)
+    file_lists: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.shell_tools is None:
+            shell = frozenset(name for name, category in self.categories.items() if category == "shell")
+            object.__setattr__(self, "shell_tools", shell)
+
+    def category(self, name: str | None) -> str:
+        if name and (name.startswith(self.mcp_prefixes)
+                     or (self.mcp_separator and self.mcp_separator in name.strip("_"))):
+            return "mcp"
+        return categorise(name, self.categories)
+
+    def command(self, name: str | None, args: dict | None) -> str | None:
+        return first_str(args, self.command_keys) if name in self.shell_tools else None
+
+    def file_path(self, name: str | None, args: dict | None) -> str | None:
+        if self.file_tools is not None and name not in self.file_tools:
+            return None
+        args = args or {}
+        if name in self.path_lists and isinstance(args.get(self.path_lists[name]), list):
+            return next((path for path in args[self.path_lists[name]] if isinstance(path, str)), None)
+        if name in self.file_lists and isinstance(args.get(self.file_lists[name]), list):
+            files = args[self.file_lists[name]]
+            first = files[0] if files else None
+            return first_str(first if isinstance(first, dict) else None, self.file_keys)
+        return first_str(args, self.file_keys)
+
+
 # ------------------------------------------------------------------------- tool_calls rows
 # For the agents whose transcripts hold a call and its result as two records (Amp, Droid,
-# Copilot CLI). `base` is a row's lineage plus its `session_id`; `tools` is the agent's tools
-# module (`tool_category`, `command_of`, `file_path_of`).
+# Copilot CLI). `base` is a row's lineage plus its `session_id`; `tools` is the agent's vocabulary.
 
-def call_row(base: dict, message_id, call_id, name, args, at, tools, category=None) -> tuple[str | None, dict]:
+def call_row(base: dict, message_id, call_id, name, args, at, tools: ToolVocabulary,
+             category=None) -> tuple[str | None, dict]:
     """(the arguments as stored, the call's row)."""
     raw = args if isinstance(args, str) or args is None else compact_json(args)
     decoded = decode_input(args)
     row = {**base, "message_id": message_id, "tool_call_id": call_id, "tool_name": name,
-           "tool_category": category or tools.tool_category(name),
+           "tool_category": category or tools.category(name),
            "input": compact_json(decoded) if decoded is not None else None, "input_raw": raw,
-           "is_input_valid": decoded is not None, "command": tools.command_of(name, decoded),
-           "file_path": tools.file_path_of(decoded), "has_call": True, "has_result": False, "called_at": at}
+           "is_input_valid": decoded is not None, "command": tools.command(name, decoded),
+           "file_path": tools.file_path(name, decoded), "has_call": True, "has_result": False, "called_at": at}
     return raw, row
 
 

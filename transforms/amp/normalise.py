@@ -203,7 +203,8 @@ class Normaliser:
 
     def call(self, msg: dict, part: dict, b: dict, index: int) -> None:
         call_id, name = _str(b.get("id")), _str(b.get("name"))
-        raw, row = call_row(self.base(index), msg["message_id"], call_id, name, b.get("input"), msg["created_at"], t)
+        raw, row = call_row(self.base(index), msg["message_id"], call_id, name, b.get("input"), msg["created_at"],
+                            t.TOOLS)
         part.update(tool_call_id=call_id, tool_name=name, tool_input=raw)
         self.out["tool_calls"].append(row)
         if call_id:
@@ -222,7 +223,7 @@ class Normaliser:
         part.update(tool_call_id=call_id, tool_name=call["tool_name"], tool_result=text, is_error=is_error,
                     finish_reason=status)
         add_result(call, msg["message_id"], text, is_error,
-                   t.exit_code_of(run) if call["tool_name"] in t.SHELL_TOOLS else None, msg["created_at"])
+                   t.exit_code_of(run) if call["tool_name"] in t.TOOLS.shell_tools else None, msg["created_at"])
 
     def base(self, index: int) -> dict:
         return {**self.lineage("messages", index), "session_id": self.sid}

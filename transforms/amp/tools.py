@@ -7,7 +7,7 @@ A `tool_result` block holds a `run` with a `status` (`done`, `error`, `cancelled
 """
 
 from transforms import jsontext
-from transforms.tools import categorise, first_str
+from transforms.tools import ToolVocabulary
 
 _CATEGORY = {
     "Bash": "shell", "bash": "shell", "shell_command": "shell",
@@ -21,22 +21,9 @@ _CATEGORY = {
     "Task": "agent", "oracle": "agent", "librarian": "agent",
     "todo_write": "todo", "todo_read": "todo",
 }
-SHELL_TOOLS = frozenset(n for n, c in _CATEGORY.items() if c == "shell")
+TOOLS = ToolVocabulary(_CATEGORY, file_keys=("path", "file_path", "filePath"), command_keys=("cmd", "command"))
+tool_category = TOOLS.category  # the name every agent's tools module answers to
 ERROR_STATUSES = frozenset({"error", "cancelled", "rejected-by-user", "blocked-on-user"})
-
-
-def tool_category(name: str | None) -> str:
-    if name and name.startswith("mcp__"):
-        return "mcp"
-    return categorise(name, _CATEGORY)
-
-
-def command_of(name: str | None, args: dict | None) -> str | None:
-    return first_str(args, ("cmd", "command")) if name in SHELL_TOOLS else None
-
-
-def file_path_of(args: dict | None) -> str | None:
-    return first_str(args, ("path", "file_path", "filePath"))
 
 
 def result_text(run: dict) -> str | None:

@@ -207,12 +207,12 @@ class Walker:
             part.update(tool_result=text, is_error=is_error)
         self.out["tool_calls"].append({
             **self.lineage(no), "session_id": self.ctx.chat_id, "message_id": msg["message_id"],
-            "tool_call_id": call_id, "tool_name": name, "tool_category": category or t.tool_category(name),
+            "tool_call_id": call_id, "tool_name": name, "tool_category": category or t.TOOLS.category(name),
             "input": compact_json(decoded) if decoded is not None else None, "input_raw": raw_input,
-            "is_input_valid": decoded is not None, "command": t.command_of(name, decoded),
-            "file_path": t.file_path_of(name, decoded), "has_call": True, "has_result": has_result,
+            "is_input_valid": decoded is not None, "command": t.TOOLS.command(name, decoded),
+            "file_path": t.TOOLS.file_path(name, decoded), "has_call": True, "has_result": has_result,
             "is_error": is_error if has_result else None,
-            "exit_code": exit_code_of(output) if has_result and name in t.SHELL_TOOLS else None,
+            "exit_code": exit_code_of(output) if has_result and name in t.TOOLS.shell_tools else None,
             "result_message_id": msg["message_id"] if has_result else None, "result_text": text if has_result else None,
             "result_size": len((text or "").encode("utf-8", "replace")) if has_result else None,
             "called_at": msg["created_at"], "result_at": msg["created_at"] if has_result else None})

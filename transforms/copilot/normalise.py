@@ -228,8 +228,9 @@ class Walker:
     def call(self, msg: dict, e: Event, req: dict, native: str) -> None:
         call_id = _str(req.get("toolCallId")) or f"{self.ctx.session_id}:{e.no}"
         name = _str(req.get("name")) or _str(req.get("toolName"))
-        raw, row = call_row(self.base(e), msg["message_id"], call_id, name, req.get("arguments"), e.at, t,
-                            category=t.tool_category(name, _str(req.get("mcpServerName"))))
+        mcp = _str(req.get("mcpServerName"))  # an MCP tool's name cannot say it is one: its server does
+        raw, row = call_row(self.base(e), msg["message_id"], call_id, name, req.get("arguments"), e.at, t.TOOLS,
+                            category="mcp" if mcp else None)
         self.part(msg, e, native, "tool_call", req, tool_call_id=call_id, tool_name=name, tool_input=raw)
         self.out["tool_calls"].append(row)
         self.calls.setdefault(call_id, row)

@@ -1,14 +1,14 @@
 """GitHub Copilot CLI's tools: categories, the command and file a call names, a shell exit code.
 
 MCP tools are named `<server>-<tool>` (`github-mcp-server-get_issue`), which a name alone cannot
-tell from a built-in tool; the call's `mcpServerName` says it, so `tool_category` takes it.
+tell from a built-in tool; the call's `mcpServerName` says it (transforms.copilot.normalise).
 A shell result ends with `<exited with exit code N>`; `success: false` is the tool-level error
 (a command that ran and exited non-zero is not an error: `exit_code` says it).
 """
 
 import re
 
-from transforms.tools import categorise, first_str
+from transforms.tools import ToolVocabulary
 
 _CATEGORY = {
     "bash": "shell", "read_bash": "shell", "write_bash": "shell", "stop_bash": "shell", "list_bash": "shell",
@@ -22,27 +22,13 @@ _CATEGORY = {
     "task": "agent", "read_agent": "agent", "list_agents": "agent",
     "update_todo": "todo", "report_intent": "other", "think": "other",
 }
-SHELL_TOOLS = frozenset(n for n, c in _CATEGORY.items() if c == "shell")
-FILE_KEYS = ("path", "file_path", "filePath")
+TOOLS = ToolVocabulary(_CATEGORY, file_keys=("path", "file_path", "filePath"))
+tool_category = TOOLS.category  # the name every agent's tools module answers to
 _EXIT = re.compile(r"<exited with exit code (-?\d+)>\s*$")
 
 
-def tool_category(name: str | None, mcp_server: str | None = None) -> str:
-    if mcp_server:
-        return "mcp"
-    return categorise(name, _CATEGORY)
-
-
-def command_of(name: str | None, args: dict | None) -> str | None:
-    return first_str(args, ("command",)) if name in SHELL_TOOLS else None
-
-
-def file_path_of(args: dict | None) -> str | None:
-    return first_str(args, FILE_KEYS)
-
-
 def exit_code_of(name: str | None, text: str | None) -> int | None:
-    if name not in SHELL_TOOLS or not isinstance(text, str):
+    if name not in TOOLS.shell_tools or not isinstance(text, str):
         return None
     m = _EXIT.search(text)
     return int(m.group(1)) if m else None

@@ -32,12 +32,12 @@ from datetime import datetime
 from pathlib import Path
 
 from transforms.cursor.store import Store, Transcript
-from transforms.cursor.tools import COMMAND_KEYS, FILE_KEYS, tool_category
+from transforms.cursor.tools import TOOLS
 from transforms.findings import Findings
 from transforms.jsontext import str_or_none as _str
 from transforms.projects import project_name
 from transforms.timestamps import from_epoch, from_iso
-from transforms.tools import compact_json, decode_input, first_str
+from transforms.tools import compact_json, decode_input
 
 PROVIDER = "cursor"
 PART_TYPES = {"text": "text", "thinking": "reasoning", "redacted_thinking": "reasoning", "tool_use": "tool_call",
@@ -214,11 +214,11 @@ class _Normaliser:
         if "project" in part:
             row["project"] = part["project"]
         row.update(session_id=part["session_id"], message_id=part["message_id"], result_message_id=None,
-                   tool_call_id=part.get("tool_call_id"), tool_name=name, tool_category=tool_category(name),
+                   tool_call_id=part.get("tool_call_id"), tool_name=name, tool_category=TOOLS.category(name),
                    input=compact_json(args) if args is not None else None, input_raw=part.get("tool_input"),
                    is_input_valid=args is not None,
-                   command=first_str(args, COMMAND_KEYS) if tool_category(name) == "shell" else None,
-                   file_path=first_str(args, FILE_KEYS), has_call=True, has_result=False, is_error=None,
+                   command=TOOLS.command(name, args),
+                   file_path=TOOLS.file_path(name, args), has_call=True, has_result=False, is_error=None,
                    exit_code=None, result_text=None, result_size=None, called_at=part["created_at"], result_at=None)
         self.out["tool_calls"].append(row)
         return row

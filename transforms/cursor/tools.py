@@ -3,7 +3,7 @@
 `Glob`, ...). Cursor is closed source: names not seen by a peer are `other`. Its MCP naming is
 not known from any peer; a `mcp_`/`mcp__` prefix is taken as MCP, as for the other agents."""
 
-from transforms.tools import categorise
+from transforms.tools import ToolVocabulary
 
 _CATEGORY = {
     "Shell": "shell", "Bash": "shell", "run_terminal_cmd": "shell",
@@ -17,9 +17,6 @@ _CATEGORY = {
     "Task": "agent",
     "TodoWrite": "todo", "todo_write": "todo",
 }
-COMMAND_KEYS = ("command", "cmd")
-FILE_KEYS = ("path", "file_path", "target_file", "filePath")
-
-
-def tool_category(name: str | None) -> str:
-    return categorise(name, _CATEGORY)
+TOOLS = ToolVocabulary(_CATEGORY, file_keys=("path", "file_path", "target_file", "filePath"),
+                       command_keys=("command", "cmd"))
+tool_category = TOOLS.category  # the name every agent's tools module answers to

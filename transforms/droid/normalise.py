@@ -179,7 +179,7 @@ class Walker:
 
     def call(self, msg: dict, part: dict, b: dict, e: Event) -> None:
         call_id, name = _str(b.get("id")), _str(b.get("name"))
-        raw, row = call_row(self.base(e), msg["message_id"], call_id, name, b.get("input"), e.at, t)
+        raw, row = call_row(self.base(e), msg["message_id"], call_id, name, b.get("input"), e.at, t.TOOLS)
         part.update(tool_call_id=call_id, tool_name=name, tool_input=raw)
         self.out["tool_calls"].append(row)
         if call_id:

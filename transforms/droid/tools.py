@@ -6,7 +6,7 @@ A `tool_result` block carries `is_error` where the tool failed. MCP tools follow
 
 import re
 
-from transforms.tools import categorise, first_str
+from transforms.tools import ToolVocabulary
 
 _CATEGORY = {
     "Execute": "shell", "Bash": "shell", "Shell": "shell",
@@ -18,26 +18,13 @@ _CATEGORY = {
     "Task": "agent",
     "TodoWrite": "todo",
 }
-SHELL_TOOLS = frozenset(n for n, c in _CATEGORY.items() if c == "shell")
+TOOLS = ToolVocabulary(_CATEGORY, file_keys=("file_path", "path", "filePath"), command_keys=("command", "cmd"))
+tool_category = TOOLS.category  # the name every agent's tools module answers to
 _EXIT = re.compile(r"(?:Exit code|exit code|Exit Code)[:\s]+(-?\d+)")
 
 
-def tool_category(name: str | None) -> str:
-    if name and name.startswith("mcp__"):
-        return "mcp"
-    return categorise(name, _CATEGORY)
-
-
-def command_of(name: str | None, args: dict | None) -> str | None:
-    return first_str(args, ("command", "cmd")) if name in SHELL_TOOLS else None
-
-
-def file_path_of(args: dict | None) -> str | None:
-    return first_str(args, ("file_path", "path", "filePath"))
-
-
 def exit_code_of(name: str | None, text: str | None) -> int | None:
-    if name not in SHELL_TOOLS or not isinstance(text, str):
+    if name not in TOOLS.shell_tools or not isinstance(text, str):
         return None
     m = _EXIT.search(text)
     return int(m.group(1)) if m else None

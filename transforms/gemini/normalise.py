@@ -277,12 +277,12 @@ class Session:
         self.rows["tool_calls"].append({
             **self.lineage(no), "session_id": self.ctx.session_id,
             "message_id": msg["message_id"], "result_message_id": msg["message_id"] if has_result else None,
-            "tool_call_id": call_id, "tool_name": name, "tool_category": t.tool_category(name),
+            "tool_call_id": call_id, "tool_name": name, "tool_category": t.TOOLS.category(name),
             "input": raw_args if decoded is not None else None, "input_raw": raw_args,
-            "is_input_valid": decoded is not None, "command": t.command_of(name, decoded),
-            "file_path": t.file_path_of(decoded), "has_call": True, "has_result": has_result,
+            "is_input_valid": decoded is not None, "command": t.TOOLS.command(name, decoded),
+            "file_path": t.TOOLS.file_path(name, decoded), "has_call": True, "has_result": has_result,
             "is_error": is_error,
-            "exit_code": shell_exit_code(status, text) if has_result and name in t.SHELL_TOOLS else None,
+            "exit_code": shell_exit_code(status, text) if has_result and name in t.TOOLS.shell_tools else None,
             "result_text": text, "result_size": len(text.encode("utf-8", "replace")) if text is not None else None,
             "called_at": msg["created_at"], "result_at": from_iso(call.get("timestamp")) if has_result else None})
 

@@ -7,7 +7,7 @@ Sub-agents run as tools named after the agent (`codebase_investigator`, `general
 through `invoke_agent`/`delegate_to_agent`.
 """
 
-from transforms.tools import categorise, first_str
+from transforms.tools import ToolVocabulary
 
 _CATEGORY = {
     "run_shell_command": "shell",
@@ -24,19 +24,6 @@ _CATEGORY = {
     "tracker_get_task": "todo", "tracker_list_tasks": "todo", "tracker_add_dependency": "todo",
     "tracker_visualize": "todo",
 }
-SHELL_TOOLS = frozenset(n for n, c in _CATEGORY.items() if c == "shell")
-FILE_KEYS = ("file_path", "absolute_path", "path", "dir_path")
-
-
-def tool_category(name: str | None) -> str:
-    if name and "__" in name.strip("_"):  # older MCP naming: <server>__<tool>
-        return "mcp"
-    return categorise(name, _CATEGORY)
-
-
-def command_of(name: str | None, args: dict | None) -> str | None:
-    return first_str(args, ("command",)) if name in SHELL_TOOLS else None
-
-
-def file_path_of(args: dict | None) -> str | None:
-    return first_str(args, FILE_KEYS)
+TOOLS = ToolVocabulary(_CATEGORY, file_keys=("file_path", "absolute_path", "path", "dir_path"),
+                       mcp_separator="__")  # older MCP naming: <server>__<tool>
+tool_category = TOOLS.category  # the name every agent's tools module answers to

@@ -216,9 +216,9 @@ class Walker:
                             "tool_call_id": call_id, "tool_name": name, "tool_input": raw}, block)
         row = {**self.lineage("api_conversation_history", no), "session_id": self.ctx.task_id,
                "message_id": msg["message_id"], "tool_call_id": call_id, "tool_name": name,
-               "tool_category": t.tool_category(name), "input": compact_json(decoded) if decoded is not None else None,
-               "input_raw": raw, "is_input_valid": decoded is not None, "command": t.command_of(name, decoded),
-               "file_path": t.file_path_of(name, decoded), "has_call": True, "has_result": False,
+               "tool_category": t.TOOLS.category(name), "input": compact_json(decoded) if decoded is not None else None,
+               "input_raw": raw, "is_input_valid": decoded is not None, "command": t.TOOLS.command(name, decoded),
+               "file_path": t.TOOLS.file_path(name, decoded), "has_call": True, "has_result": False,
                "called_at": msg["created_at"]}
         self.out["tool_calls"].append(row)
         self.calls.setdefault(call_id, row)
@@ -241,7 +241,7 @@ class Walker:
                     "message_id": None, "tool_call_id": call_id, "tool_name": None, "tool_category": "other",
                     "has_call": False, "called_at": msg["created_at"]}
             self.out["tool_calls"].append(call)
-        found = _EXIT.search(text or "") if name in t.SHELL_TOOLS else None
+        found = _EXIT.search(text or "") if name in t.TOOLS.shell_tools else None
         call.update(result_message_id=msg["message_id"], has_result=True, is_error=is_error,
                     exit_code=int(found.group(1)) if found else None, result_text=text,
                     result_size=len((text or "").encode("utf-8", "replace")), result_at=msg["created_at"])

@@ -2,7 +2,7 @@
 which argument holds a command or a file. Native tool calls name MCP tools `mcp--<server>--<tool>`
 (src/utils/mcp-name.ts); `use_mcp_tool` is the XML-protocol way to call one."""
 
-from transforms.tools import categorise, first_str
+from transforms.tools import ToolVocabulary
 
 _CATEGORY = {
     "execute_command": "shell",
@@ -16,22 +16,6 @@ _CATEGORY = {
     "new_task": "agent", "switch_mode": "agent",
     "update_todo_list": "todo",
 }
-SHELL_TOOLS = frozenset(n for n, c in _CATEGORY.items() if c == "shell")
-FILE_KEYS = ("path", "file_path", "target_file")
-
-
-def tool_category(name: str | None) -> str:
-    if name and name.startswith("mcp--"):
-        return "mcp"
-    return categorise(name, _CATEGORY)
-
-
-def command_of(name: str | None, args: dict | None) -> str | None:
-    return first_str(args, ("command",)) if name in SHELL_TOOLS else None
-
-
-def file_path_of(name: str | None, args: dict | None) -> str | None:
-    if name == "read_file" and isinstance((args or {}).get("files"), list):  # several files: the first
-        first = args["files"][0] if args["files"] else None
-        return first_str(first if isinstance(first, dict) else None, FILE_KEYS)
-    return first_str(args, FILE_KEYS)
+TOOLS = ToolVocabulary(_CATEGORY, file_keys=("path", "file_path", "target_file"), mcp_prefixes=("mcp--",),
+                       file_lists={"read_file": "files"})  # several files read at once: the first
+tool_category = TOOLS.category  # the name every agent's tools module answers to

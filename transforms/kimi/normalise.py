@@ -251,7 +251,7 @@ class Session:
         part = self.add_part(msg, e, {"part_type": "tool_call", "native_part_type": "ToolCall", "tool_call_id": call_id,
                                       "tool_name": name, "tool_input": args}, e.payload)
         row = {**self.lineage(e.no), "session_id": self.ctx.session_id, "message_id": msg["message_id"],
-               "tool_call_id": call_id, "tool_name": name, "tool_category": t.tool_category(name),
+               "tool_call_id": call_id, "tool_name": name, "tool_category": t.TOOLS.category(name),
                "input_raw": args, "has_call": True, "has_result": False, "called_at": e.at}
         self.rows["tool_calls"].append(row)
         self.calls[call_id] = (part, row)
@@ -267,7 +267,8 @@ class Session:
     def finish_call(self, part: dict, row: dict) -> None:
         args = decode_input(row["input_raw"])
         row.update(input=compact_json(args) if args is not None else None, is_input_valid=args is not None,
-                   command=t.command_of(row["tool_name"], args), file_path=t.file_path_of(args))
+                   command=t.TOOLS.command(row["tool_name"], args),
+                   file_path=t.TOOLS.file_path(row["tool_name"], args))
 
     def on_ToolResult(self, e: Event) -> None:  # noqa: N802
         self.open = None
@@ -280,7 +281,7 @@ class Session:
         found = self.calls.get(call_id)
         row = found[1] if found else None
         exit_code = None
-        if row and row["tool_name"] in t.SHELL_TOOLS:
+        if row and row["tool_name"] in t.TOOLS.shell_tools:
             m = _EXIT.search(note)
             exit_code = int(m.group(1)) if m else (0 if value.get("is_error") is False else None)
         is_error = value.get("is_error") if isinstance(value.get("is_error"), bool) else None

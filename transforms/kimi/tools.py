@@ -2,7 +2,7 @@
 command and file a call names. An MCP tool keeps its server's bare tool name (soul/toolset.py
 MCPTool): it cannot be told from a name alone and is `other`."""
 
-from transforms.tools import categorise, first_str
+from transforms.tools import ToolVocabulary
 
 _CATEGORY = {
     "Shell": "shell", "TaskOutput": "shell", "TaskStop": "shell", "TaskList": "shell",
@@ -14,17 +14,6 @@ _CATEGORY = {
     "Agent": "agent", "Task": "agent", "SendDMail": "agent",
     "SetTodoList": "todo",
 }
-SHELL_TOOLS = frozenset({"Shell"})
-FILE_KEYS = ("path", "file_path")
-
-
-def tool_category(name: str | None) -> str:
-    return categorise(name, _CATEGORY)
-
-
-def command_of(name: str | None, args: dict | None) -> str | None:
-    return first_str(args, ("command",)) if name in SHELL_TOOLS else None
-
-
-def file_path_of(args: dict | None) -> str | None:
-    return first_str(args, FILE_KEYS)
+# a command and its exit code are read from `Shell` calls only
+TOOLS = ToolVocabulary(_CATEGORY, file_keys=("path", "file_path"), shell_tools=frozenset({"Shell"}))
+tool_category = TOOLS.category  # the name every agent's tools module answers to

@@ -9,7 +9,7 @@ nothing, so such names stay `other`.
 """
 
 from transforms.timestamps import from_epoch
-from transforms.tools import categorise, compact_json, first_str
+from transforms.tools import ToolVocabulary, compact_json
 
 _CATEGORY = {
     "bash": "shell",
@@ -22,13 +22,9 @@ _CATEGORY = {
     "todowrite": "todo", "todoread": "todo",
     "skill": "other", "question": "other", "batch": "other", "plan_exit": "other", "invalid": "other",
 }
-COMMAND_KEYS = ("command",)
-FILE_KEYS = ("filePath", "path", "file_path")  # inputs are camelCase
+TOOLS = ToolVocabulary(_CATEGORY, file_keys=("filePath", "path", "file_path"))  # inputs are camelCase
+tool_category = TOOLS.category  # the name every agent's tools module answers to
 RESULT_STATUSES = ("completed", "error")
-
-
-def tool_category(name: str | None) -> str:
-    return categorise(name, _CATEGORY)
 
 
 def _dict(value) -> dict:
@@ -91,10 +87,10 @@ def tool_call_row(part: dict, part_row: dict) -> dict:
     return {
         **lineage, "session_id": part_row["session_id"], "message_id": part_row["message_id"],
         "result_message_id": part_row["message_id"] if has_result else None,
-        "tool_call_id": _str(part.get("callID")), "tool_name": name, "tool_category": tool_category(name),
+        "tool_call_id": _str(part.get("callID")), "tool_name": name, "tool_category": TOOLS.category(name),
         "input": compact_json(args) if args is not None else None, "input_raw": _json_or_none(state.get("input")),
-        "is_input_valid": args is not None, "command": first_str(args, COMMAND_KEYS) if name == "bash" else None,
-        "file_path": first_str(args, FILE_KEYS), "has_call": True, "has_result": has_result,
+        "is_input_valid": args is not None, "command": TOOLS.command(name, args),
+        "file_path": TOOLS.file_path(name, args), "has_call": True, "has_result": has_result,
         "is_error": state.get("status") == "error" if has_result else None,
         "exit_code": exit_code(name, state) if has_result else None,
         "result_text": text, "result_size": len(text.encode("utf-8", "replace")) if text is not None else None,

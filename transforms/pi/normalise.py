@@ -300,10 +300,10 @@ class Walker:
         self.add_part(msg, e, {"part_type": "tool_call", "native_part_type": "toolCall", "is_known_type": True,
                                "tool_call_id": call_id, "tool_name": name, "tool_input": raw}, block)
         row = {**self.lineage(e.no), "session_id": self.ctx.session_id, "message_id": msg["message_id"],
-               "tool_call_id": call_id, "tool_name": name, "tool_category": t.tool_category(name),
+               "tool_call_id": call_id, "tool_name": name, "tool_category": t.TOOLS.category(name),
                "input": compact_json(decoded) if decoded is not None else None, "input_raw": raw,
-               "is_input_valid": decoded is not None, "command": t.command_of(name, decoded),
-               "file_path": t.file_path_of(name, decoded), "has_call": True, "has_result": False,
+               "is_input_valid": decoded is not None, "command": t.TOOLS.command(name, decoded),
+               "file_path": t.TOOLS.file_path(name, decoded), "has_call": True, "has_result": False,
                "called_at": msg["created_at"]}
         self.out["tool_calls"].append(row)
         self.calls.setdefault(call_id, row)
@@ -318,7 +318,7 @@ class Walker:
                  if isinstance(b, str) or (isinstance(b, dict) and isinstance(b.get("text"), str))]
         text = "\n".join(texts) if texts else None
         exit_code, is_error = None, m.get("isError") if isinstance(m.get("isError"), bool) else None
-        if name in t.SHELL_TOOLS:
+        if name in t.TOOLS.shell_tools:
             found = _EXIT.search(text or "")
             if found:  # pi flags a non-zero exit as an error: here it is an exit code
                 exit_code, is_error = int(found.group(1)), False
@@ -335,7 +335,7 @@ class Walker:
         call = self.calls.pop(call_id, None) if call_id else None
         if call is None:  # a result whose call is not in this session: kept, flagged
             call = {**self.lineage(e.no), "session_id": self.ctx.session_id, "message_id": None,
-                    "tool_call_id": call_id, "tool_name": name, "tool_category": t.tool_category(name),
+                    "tool_call_id": call_id, "tool_name": name, "tool_category": t.TOOLS.category(name),
                     "has_call": False, "called_at": at}
             self.out["tool_calls"].append(call)
         call.update(result_message_id=msg["message_id"], has_result=True, is_error=is_error, exit_code=exit_code,

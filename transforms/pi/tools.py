@@ -3,7 +3,7 @@ command or a file. pi's built-in tools take `path` (`file_path` from older Claud
 prompts is accepted too); `bash` takes `command`. Extensions register tools under any name;
 an MCP adapter extension names them `mcp__<server>__<tool>` or `mcp_<server>_<tool>`."""
 
-from transforms.tools import categorise, first_str
+from transforms.tools import ToolVocabulary
 
 _CATEGORY = {
     "bash": "shell",
@@ -14,20 +14,5 @@ _CATEGORY = {
     "subagent": "agent",  # the example sub-agent extension (examples/extensions/subagent)
     "todo": "todo",  # the example todo extension
 }
-SHELL_TOOLS = frozenset(n for n, c in _CATEGORY.items() if c == "shell")
-FILE_KEYS = ("path", "file_path")
-FILE_TOOLS = frozenset({"read", "edit", "write"})
-
-
-def tool_category(name: str | None) -> str:
-    if name and name.startswith("mcp__"):
-        return "mcp"
-    return categorise(name, _CATEGORY)
-
-
-def command_of(name: str | None, args: dict | None) -> str | None:
-    return first_str(args, ("command",)) if name in SHELL_TOOLS else None
-
-
-def file_path_of(name: str | None, args: dict | None) -> str | None:
-    return first_str(args, FILE_KEYS) if name in FILE_TOOLS else None
+TOOLS = ToolVocabulary(_CATEGORY, file_keys=("path", "file_path"), file_tools=frozenset({"read", "edit", "write"}))
+tool_category = TOOLS.category  # the name every agent's tools module answers to

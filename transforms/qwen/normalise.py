@@ -231,10 +231,10 @@ class Session:
         raw = compact_json(args) if args is not None else None
         decoded = args if isinstance(args, dict) else None
         row = {**self.lineage(r.no), "session_id": self.ctx.session_id, "message_id": msg["message_id"],
-               "tool_call_id": call_id, "tool_name": name, "tool_category": t.tool_category(name),
+               "tool_call_id": call_id, "tool_name": name, "tool_category": t.TOOLS.category(name),
                "input": raw if decoded is not None else None, "input_raw": raw, "is_input_valid": decoded is not None,
-               "command": t.command_of(name, decoded), "file_path": t.file_path_of(decoded), "has_call": True,
-               "has_result": False, "called_at": msg["created_at"]}
+               "command": t.TOOLS.command(name, decoded), "file_path": t.TOOLS.file_path(name, decoded),
+               "has_call": True, "has_result": False, "called_at": msg["created_at"]}
         self.rows["tool_calls"].append(row)
         self.calls.setdefault(call_id, row)
 
@@ -252,10 +252,10 @@ class Session:
             if call is None:  # a result whose call is not in this session: kept, flagged
                 call = {**self.lineage(r.no), "session_id": self.ctx.session_id, "message_id": None,
                         "tool_call_id": call_id, "tool_name": str_or_none(response.get("name")),
-                        "tool_category": t.tool_category(str_or_none(response.get("name"))), "has_call": False,
+                        "tool_category": t.TOOLS.category(str_or_none(response.get("name"))), "has_call": False,
                         "called_at": msg["created_at"]}
                 self.rows["tool_calls"].append(call)
-            shell = call["tool_name"] in t.SHELL_TOOLS
+            shell = call["tool_name"] in t.TOOLS.shell_tools
             call.update(result_message_id=msg["message_id"], has_result=True, is_error=is_error,
                         exit_code=shell_exit_code(status, text) if shell else None, result_text=text,
                         result_size=len(text.encode("utf-8", "replace")) if text is not None else None,

@@ -5,7 +5,7 @@ MCP tools are `mcp__<server>__<tool>`, older releases `<server>__<tool>` (Gemini
 before its fork); sub-agents run through `task` (older) or `agent`.
 """
 
-from transforms.tools import categorise, first_str
+from transforms.tools import ToolVocabulary
 
 _CATEGORY = {
     "run_shell_command": "shell", "exec": "shell", "monitor": "shell",
@@ -20,19 +20,6 @@ _CATEGORY = {
     "team_create": "agent", "team_delete": "agent", "list_agents": "agent",
     "todo_write": "todo", "task_create": "todo", "task_update": "todo", "task_list": "todo", "task_stop": "todo",
 }
-SHELL_TOOLS = frozenset(n for n, c in _CATEGORY.items() if c == "shell")
-FILE_KEYS = ("file_path", "absolute_path", "path", "notebook_path")
-
-
-def tool_category(name: str | None) -> str:
-    if name and "__" in name.strip("_"):  # mcp__<server>__<tool>, or <server>__<tool>
-        return "mcp"
-    return categorise(name, _CATEGORY)
-
-
-def command_of(name: str | None, args: dict | None) -> str | None:
-    return first_str(args, ("command",)) if name in SHELL_TOOLS else None
-
-
-def file_path_of(args: dict | None) -> str | None:
-    return first_str(args, FILE_KEYS)
+TOOLS = ToolVocabulary(_CATEGORY, file_keys=("file_path", "absolute_path", "path", "notebook_path"),
+                       mcp_separator="__")  # mcp__<server>__<tool>, or <server>__<tool>
+tool_category = TOOLS.category  # the name every agent's tools module answers to
