@@ -4,8 +4,12 @@ import hashlib
 import os
 import re
 import stat
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -131,6 +135,53 @@ def unusable(path, kind: str = "dir") -> str | None:
     what = next((name for test, name in _KINDS if test(mode)), "something else")
     link = f" (a symlink to {os.path.realpath(path)})" if os.path.islink(path) else ""
     return f"is {what}{link}, not {'a directory' if kind == 'dir' else 'a regular file'}"
+
+
+def names_carried(project_names) -> tuple[tuple[str, str], ...]:
+    """The configured project names (config.toml [projects]) as a source of a store that spans
+    projects carries them: each of its rows is named at extract time."""
+    return tuple(sorted((project_names or {}).items()))
+
+
+def with_folder(root: Path, *names: str) -> Path | None:
+    """`root` when one of the folders `names` in it is a folder (see `unusable`), else None."""
+    return root if any(not unusable(root / name, "dir") for name in names) else None
+
+
+def named_homes(roots, problems: list[str], *, home: str | None = None, holds: str = "",
+                find: Callable[[Path], T | None] = lambda root: root, lacking: str | Callable[[Path], str] = ""
+                ) -> Iterator[T]:
+    """What `find(root)` finds in each home a flag or the config names (`--agent-home`,
+    `extra_roots`), in order. Named explicitly, a home is a problem when it cannot be read
+    (`<home> <root> does not exist`, or `no <holds> in <root>: does not exist` for an agent that
+    gives its home no name) or when `find` finds nothing in it (`no <holds> in <root>: <lacking>`,
+    `lacking` the text or a function of the root). A problem is said before the next home is
+    looked at: an agent that looks into each home as it is given says its own problems in order."""
+    for root in (Path(r).expanduser() for r in roots):
+        why = unusable(root, "dir")
+        found = None if why else find(root)
+        if why and home:
+            problems.append(f"{home} {root} {why}")
+        elif not found:
+            problems.append(f"no {holds} in {root}: {why or (lacking(root) if callable(lacking) else lacking)}")
+        else:
+            yield found
+
+
+def named_stores(stores, problems: list[str], what: str, files_in: Callable[[Path], list[Path]] | None = None
+                 ) -> list[Path]:
+    """The files the config names as stores (`extra_stores`): a file itself, or a folder's files
+    by `files_in` (for an agent whose folder of files may be named). Named explicitly, anything
+    else is a problem: `no <what> at <path>`."""
+    files: list[Path] = []
+    for path in (Path(s).expanduser() for s in stores):
+        if files_in is not None and path.is_dir():
+            files += files_in(path)
+        elif path.is_file():
+            files.append(path)
+        else:
+            problems.append(f"no {what} at {path}")
+    return files
 
 
 def files_under(folder: Path, matches, errors: list | None = None) -> list[Path]:

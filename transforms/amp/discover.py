@@ -19,7 +19,7 @@ from urllib.parse import unquote, urlparse
 
 from transforms import jsontext
 from transforms.projects import project_name
-from transforms.sources import Discovery, Source, unusable, user_home
+from transforms.sources import Discovery, Source, named_homes, named_stores, user_home, with_folder
 
 PROVIDER = "amp"
 EDITORS = ("Code", "Code - Insiders", "VSCodium", "Cursor", "Windsurf")
@@ -82,23 +82,11 @@ def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, 
     folders: list[Path] = []
     if use_default:
         folders += [d / "threads" for d in data_dirs(env)] + extension_dirs(env)
-    for root in (Path(r).expanduser() for r in extra_roots):  # named explicitly: missing is a problem
-        why = unusable(root, "dir")
-        if why:
-            found.problems.append(f"Amp data dir {root} {why}")
-        elif unusable(root / "threads", "dir"):
-            found.problems.append(f"no Amp threads in {root}: it has no threads/ folder")
-        else:
-            folders.append(root / "threads")
+    folders += [home / "threads" for home in named_homes(
+        extra_roots, found.problems, home="Amp data dir", holds="Amp threads",
+        find=lambda root: with_folder(root, "threads"), lacking="it has no threads/ folder")]
     files = [f for folder in folders for f in thread_files(folder)]
-    for store in extra_stores:
-        p = Path(store).expanduser()
-        if p.is_dir():
-            files += thread_files(p)
-        elif p.is_file():
-            files.append(p)
-        else:
-            found.problems.append(f"no Amp thread at {p}")
+    files += named_stores(extra_stores, found.problems, "Amp thread", thread_files)
     seen: set[str] = set()
     for path in files:  # earlier places win: the data dir before the extension's old store
         if path.stem not in seen:

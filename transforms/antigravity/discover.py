@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from transforms.projects import project_name
-from transforms.sources import Discovery, Source, unusable, user_home
+from transforms.sources import Discovery, Source, named_homes, named_stores, names_carried, user_home
 
 PROVIDER = "antigravity"
 
@@ -40,22 +40,16 @@ def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, 
         if pb:
             found.problems.append(f"{len(pb)} Antigravity IDE conversations in {ide} are not readable: their "
                                   "files are not a format any reader decodes (only the running IDE serves them)")
-    for root in (Path(r).expanduser() for r in extra_roots):  # named explicitly: missing is a problem
-        why = unusable(root, "dir")
-        here = [] if why else databases(root)
-        if not here:
-            found.problems.append(f"no Antigravity CLI conversations in {root}: {why or 'no *.db file'}")
+    for here in named_homes(extra_roots, found.problems, holds="Antigravity CLI conversations", find=databases,
+                            lacking="no *.db file"):
         dbs += here
-    for store in (Path(s).expanduser() for s in extra_stores):
-        if store.is_file():
-            dbs.append(store)
-        else:
-            found.problems.append(f"no Antigravity CLI conversation at {store}")
+    dbs += named_stores(extra_stores, found.problems, "Antigravity CLI conversation")
     seen: set[str] = set()
     for db in dict.fromkeys(Path(os.path.realpath(p)) for p in dbs):
         if db.stem not in seen:
             seen.add(db.stem)
             # the workspace is inside the database: named at extract time
             found.sources.append(Source(provider=PROVIDER, path=str(db), project_path="",
-                                        project=project_name("", project_names or {}), identity=db.stem))
+                                        project=project_name("", project_names or {}), identity=db.stem,
+                                        project_names=names_carried(project_names)))
     return found

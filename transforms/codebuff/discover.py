@@ -15,7 +15,7 @@ from pathlib import Path
 
 from transforms import jsontext
 from transforms.projects import project_name
-from transforms.sources import Discovery, Source, unusable, user_home
+from transforms.sources import Discovery, Source, named_homes, user_home
 
 PROVIDER = "codebuff"
 CHANNELS = ("manicode", "manicode-dev", "manicode-staging")
@@ -64,11 +64,8 @@ def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, 
     if use_default:
         for root in channel_roots(env):
             chats += chat_folders(root)
-    for root in (Path(r).expanduser() for r in extra_roots):  # named explicitly: missing is a problem
-        why = unusable(root, "dir")
-        here = [] if why else chat_folders(root)
-        if not here:
-            found.problems.append(f"no Codebuff chats in {root}: " + (why or "no projects/*/chats/* folder"))
+    for here in named_homes(extra_roots, found.problems, holds="Codebuff chats", find=chat_folders,
+                            lacking="no projects/*/chats/* folder"):
         chats += here
     for store in (Path(s).expanduser() for s in extra_stores):
         if store.is_dir() and any((store / f).is_file() for f in CHAT_FILES):

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from transforms.projects import project_name
-from transforms.sources import Discovery, Source, unusable, user_home
+from transforms.sources import Discovery, Source, named_homes, named_stores, unusable, user_home, with_folder
 
 PROVIDER = "codewhale"
 # crash-recovery and bookkeeping files that sit beside the sessions
@@ -78,29 +78,17 @@ def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, 
     if use_default:
         dirs, problems = session_dirs(env)
         found.problems.extend(problems)
-    for root in (Path(r).expanduser() for r in extra_roots):  # named explicitly: missing is a problem
-        why = unusable(root, "dir")
-        if why:
-            found.problems.append(f"CodeWhale home {root} {why}")
-        elif unusable(root / "sessions", "dir"):
-            found.problems.append(f"no CodeWhale sessions in {root}: {root / 'sessions'} "
-                                  f"{unusable(root / 'sessions', 'dir')}")
-        else:
-            dirs.append(root / "sessions")
+    dirs += [home / "sessions" for home in named_homes(
+        extra_roots, found.problems, home="CodeWhale home", holds="CodeWhale sessions",
+        find=lambda root: with_folder(root, "sessions"),
+        lacking=lambda root: f"{root / 'sessions'} {unusable(root / 'sessions', 'dir')}")]
     files: list[Path] = []
     for d in dirs:
         try:
             files += session_files(d)
         except OSError as exc:  # a home we may not read: say so, go on with the others
             found.problems.append(f"cannot list CodeWhale sessions in {d}: {exc}")
-    for store in extra_stores:
-        p = Path(store).expanduser()
-        if p.is_dir():
-            files += session_files(p)
-        elif p.is_file():
-            files.append(p)
-        else:
-            found.problems.append(f"no CodeWhale session at {p}")
+    files += named_stores(extra_stores, found.problems, "CodeWhale session", session_files)
     seen: set[str] = set()
     for path in files:  # earlier places win: the current home before the legacy one
         if path.stem in seen:

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from transforms import jsontext
 from transforms.projects import project_name
-from transforms.sources import Discovery, Source, files_under, unusable, user_home
+from transforms.sources import Discovery, Source, files_under, named_homes, named_stores, user_home, with_folder
 
 PROVIDER = "codex"
 
@@ -253,26 +253,15 @@ def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, 
         home, problems = codex_home(env)
         found.problems.extend(problems)
         homes += [home] if home else []
-    for root in (Path(r).expanduser() for r in extra_roots):  # named explicitly: missing is a problem
-        why = unusable(root, "dir")
-        if why:
-            found.problems.append(f"Codex home {root} {why}")
-        elif all(unusable(root / f, "dir") for f in ("sessions", "archived_sessions")):
-            found.problems.append(f"no Codex rollouts in {root}: it has no sessions/ or archived_sessions/ folder")
-        else:
-            homes.append(root)
+    homes += named_homes(extra_roots, found.problems, home="Codex home", holds="Codex rollouts",
+                         find=lambda root: with_folder(root, "sessions", "archived_sessions"),
+                         lacking="it has no sessions/ or archived_sessions/ folder")
     files: list[Path] = []
     errors: list[OSError] = []  # a folder we may not read: say so, go on with the others
     for home in homes:
         files += rollouts_in(home, errors)
-    for store in extra_stores:
-        p = Path(store).expanduser()
-        if p.is_dir():
-            files += files_under(p, _is_rollout, errors)
-        elif p.is_file():
-            files.append(p)
-        else:
-            found.problems.append(f"no Codex rollout at {p}")
+    files += named_stores(extra_stores, found.problems, "Codex rollout",
+                          lambda folder: files_under(folder, _is_rollout, errors))
     found.problems += [f"cannot list Codex rollouts in {exc.filename}: {exc.strerror or exc}" for exc in errors]
     unique = list(dict.fromkeys(Path(os.path.realpath(f)) for f in files))
     found.sources = group([read_head(f) for f in unique], project_names or {})

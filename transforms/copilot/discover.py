@@ -19,7 +19,7 @@ from pathlib import Path
 
 from transforms import jsontext
 from transforms.projects import project_name
-from transforms.sources import Discovery, Source, unusable, user_home
+from transforms.sources import Discovery, Source, named_homes, user_home, with_folder
 
 PROVIDER = "copilot"
 EVENTS = "events.jsonl"
@@ -85,14 +85,9 @@ def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, 
     if use_default:
         homes, problems = copilot_homes(env)
         found.problems.extend(problems)
-    for root in (Path(r).expanduser() for r in extra_roots):  # named explicitly: missing is a problem
-        why = unusable(root, "dir")
-        if why:
-            found.problems.append(f"Copilot CLI home {root} {why}")
-        elif unusable(root / "session-state", "dir") and not legacy_count(root):
-            found.problems.append(f"no Copilot CLI sessions in {root}: it has no session-state/ folder")
-        else:
-            homes.append(root)
+    homes += named_homes(extra_roots, found.problems, home="Copilot CLI home", holds="Copilot CLI sessions",
+                         find=lambda root: with_folder(root, "session-state") or (root if legacy_count(root) else None),
+                         lacking="it has no session-state/ folder")
     logs: list[tuple[str, Path]] = []
     for home in homes:
         logs += session_logs(home)

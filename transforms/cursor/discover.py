@@ -16,7 +16,7 @@ summaries database is read once. Discovery opens no file: names and stats only.
 import os
 from pathlib import Path
 
-from transforms.sources import Discovery, Source, file_fingerprint, probe, slugify, unusable, user_home
+from transforms.sources import Discovery, Source, file_fingerprint, names_carried, probe, slugify, unusable, user_home
 
 PROVIDER = "cursor"
 SUMMARY_DB = Path("ai-tracking") / "ai-code-tracking.db"
@@ -97,8 +97,7 @@ def home_of(place: Path) -> Path | None:
 
 def discover(env, extra_roots=(), extra_stores=(), use_default=True, project_names=None) -> Discovery:
     found, seen = Discovery(), set()
-    # project names travel with the source: each row is named at extract time
-    names = tuple(sorted((project_names or {}).items()))
+    names = names_carried(project_names)
 
     def add(home: Path) -> None:
         real = os.path.realpath(home)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from transforms import jsontext
 from transforms.projects import project_name
-from transforms.sources import Discovery, Source, unusable, user_home
+from transforms.sources import Discovery, Source, named_homes, named_stores, user_home, with_folder
 
 PROVIDER = "droid"
 SETTINGS = ".settings.json"
@@ -61,21 +61,11 @@ def _source(uuid: str, path: Path, names: Mapping[str, str]) -> Source:
 def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, project_names=None) -> Discovery:
     found = Discovery()
     homes = [user_home(env) / ".factory"] if use_default else []
-    for root in (Path(r).expanduser() for r in extra_roots):  # named explicitly: missing is a problem
-        why = unusable(root, "dir")
-        if why:
-            found.problems.append(f"Droid home {root} {why}")
-        elif unusable(root / "sessions", "dir"):
-            found.problems.append(f"no Droid sessions in {root}: it has no sessions/ folder")
-        else:
-            homes.append(root)
+    homes += named_homes(extra_roots, found.problems, home="Droid home", holds="Droid sessions",
+                         find=lambda root: with_folder(root, "sessions"), lacking="it has no sessions/ folder")
     files = [f for home in homes for f in session_files(home / "sessions")]
-    for store in extra_stores:
-        p = Path(store).expanduser()
-        if p.is_file():
-            files.append((p.name[: -len(SETTINGS)] if p.name.endswith(SETTINGS) else p.stem, p))
-        else:
-            found.problems.append(f"no Droid session file at {p}")
+    files += [(p.name[: -len(SETTINGS)] if p.name.endswith(SETTINGS) else p.stem, p)
+              for p in named_stores(extra_stores, found.problems, "Droid session file")]
     seen: set[str] = set()
     for uuid, path in files:
         if uuid not in seen:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from transforms import jsontext
 from transforms.projects import project_name
-from transforms.sources import Discovery, Source, unusable, user_home
+from transforms.sources import Discovery, Source, named_homes, named_stores, unusable, user_home
 
 PROVIDER = "gemini"
 HEAD_CAP = 1 << 16  # the metadata line (or the legacy record's first keys) is far smaller
@@ -150,15 +150,8 @@ def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, 
     if use_default:
         home = home_dir(gemini_home(env))
         homes += [home] if home else []
-    for root in (Path(r).expanduser() for r in extra_roots):  # named explicitly: missing is a problem
-        why = unusable(root, "dir")
-        home = None if why else home_dir(root)
-        if why:
-            found.problems.append(f"Gemini CLI home {root} {why}")
-        elif home is None:
-            found.problems.append(f"no Gemini CLI chats in {root}: it has no tmp/ (nor .gemini/tmp/) folder")
-        else:
-            homes.append(home)
+    homes += named_homes(extra_roots, found.problems, home="Gemini CLI home", holds="Gemini CLI chats",
+                         find=home_dir, lacking="it has no tmp/ (nor .gemini/tmp/) folder")
     files: list[tuple[Path, str | None]] = []
     projects: dict[str, str] = {}
     for home in dict.fromkeys(homes):
@@ -167,12 +160,8 @@ def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, 
             projects.update(project_paths(home))
         except OSError as exc:  # a home we may not read: say so, go on with the others
             found.problems.append(f"cannot list Gemini CLI chats in {home}: {exc}")
-    for store in extra_stores:
-        p = Path(store).expanduser()
-        if p.is_file():
-            files.append((p, p.parent.name if not p.name.startswith("session-") else None))
-        else:
-            found.problems.append(f"no Gemini CLI chat file at {p}")
+    files += [(p, p.parent.name if not p.name.startswith("session-") else None)
+              for p in named_stores(extra_stores, found.problems, "Gemini CLI chat file")]
     unique = {os.path.realpath(f): parent for f, parent in files}
     heads = [read_head(Path(f), parent) for f, parent in unique.items()]
     found.sources = group(heads, projects, project_names or {})

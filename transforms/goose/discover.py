@@ -16,7 +16,7 @@ session found in both is counted once. Discovery opens no file: names and stats 
 import os
 from pathlib import Path
 
-from transforms.sources import Discovery, Source, file_fingerprint, probe, slugify, unusable, user_home
+from transforms.sources import Discovery, Source, file_fingerprint, names_carried, probe, slugify, unusable, user_home
 
 PROVIDER = "goose"
 DB_NAME = "sessions.db"
@@ -74,8 +74,7 @@ def sessions_dir_of(place: Path) -> Path | None:
 
 def discover(env, extra_roots=(), extra_stores=(), use_default=True, project_names=None) -> Discovery:
     found, seen = Discovery(), set()
-    # project names travel with the source: each row is named at extract time
-    names = tuple(sorted((project_names or {}).items()))
+    names = names_carried(project_names)
 
     def add(folder: Path) -> None:
         real = os.path.realpath(folder)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from transforms import jsontext
 from transforms.projects import project_name
-from transforms.sources import Discovery, Source, unusable, user_home
+from transforms.sources import Discovery, Source, named_homes, names_carried, user_home
 
 PROVIDER = "kilo"
 EXTENSION_ID = "kilocode.kilo-code"
@@ -96,12 +96,19 @@ def workspace_of(task: Path) -> str:
 def task_source(task: Path, names: Mapping[str, str]) -> Source:
     workspace = workspace_of(task)
     return Source(provider=PROVIDER, path=str(task), project_path=workspace, project=project_name(workspace, names),
-                  identity=f"task:{task.name}")
+                  identity=f"task:{task.name}", project_names=names_carried(names))
 
 
-def db_source(db: Path) -> Source:
+def db_source(db: Path, names: Mapping[str, str]) -> Source:
     # a database spans projects: each row names its session's directory at extract time
-    return Source(provider=PROVIDER, path=str(db), project_path=str(db.parent), project="kilo-cli")
+    return Source(provider=PROVIDER, path=str(db), project_path=str(db.parent), project="kilo-cli",
+                  project_names=names_carried(names))
+
+
+def _stores_in(home: Path) -> tuple[list[Path], list[Path]] | None:
+    """A home's task folders and databases; None when it holds neither."""
+    tasks, dbs = task_folders(home), databases(home)
+    return (tasks, dbs) if tasks or dbs else None
 
 
 def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, project_names=None) -> Discovery:
@@ -115,14 +122,9 @@ def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, 
         dbs += databases(cli_data_dir(env))
         named = kilo_db_env(env, cli_data_dir(env))
         dbs += [named] if named and named.is_file() else []
-    for root in (Path(r).expanduser() for r in extra_roots):  # named explicitly: missing is a problem
-        why = unusable(root, "dir")
-        if why:
-            found.problems.append(f"Kilo home {root} {why}")
-            continue
-        here_tasks, here_dbs = task_folders(root), databases(root)
-        if not here_tasks and not here_dbs:
-            found.problems.append(f"no Kilo tasks or database in {root}: no tasks/ folder and no kilo.db")
+    for here_tasks, here_dbs in named_homes(extra_roots, found.problems, home="Kilo home",
+                                            holds="Kilo tasks or database", find=_stores_in,
+                                            lacking="no tasks/ folder and no kilo.db"):
         tasks += here_tasks
         dbs += here_dbs
     for store in (Path(s).expanduser() for s in extra_stores):
@@ -137,5 +139,5 @@ def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, 
         if task.name not in seen:  # the same task in two places: the first wins
             seen.add(task.name)
             found.sources.append(task_source(task, names))
-    found.sources += [db_source(db) for db in dict.fromkeys(Path(os.path.realpath(p)) for p in dbs)]
+    found.sources += [db_source(db, names) for db in dict.fromkeys(Path(os.path.realpath(p)) for p in dbs)]
     return found

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from transforms import jsontext
 from transforms.projects import project_name
-from transforms.sources import Discovery, Source, unusable, user_home
+from transforms.sources import Discovery, Source, named_homes, unusable, user_home, with_folder
 
 PROVIDER = "kimi"
 
@@ -67,14 +67,8 @@ def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, 
     shares: list[Path] = []
     if use_default:
         shares.append(share_dir(env))
-    for root in (Path(r).expanduser() for r in extra_roots):  # named explicitly: missing is a problem
-        why = unusable(root, "dir")
-        if why:
-            found.problems.append(f"Kimi CLI dir {root} {why}")
-        elif unusable(root / "sessions", "dir"):
-            found.problems.append(f"no Kimi CLI sessions in {root}: it has no sessions/ folder")
-        else:
-            shares.append(root)
+    shares += named_homes(extra_roots, found.problems, home="Kimi CLI dir", holds="Kimi CLI sessions",
+                          find=lambda root: with_folder(root, "sessions"), lacking="it has no sessions/ folder")
     for store in extra_stores:
         found.problems.append(f"Kimi CLI stores are named by their share dir (--agent-home kimi=DIR), not {store}")
     for share in dict.fromkeys(Path(os.path.realpath(s)) for s in shares):

@@ -16,9 +16,10 @@ from transforms.sources import (
     Discovery,
     Source,
     file_fingerprint,
+    named_homes,
+    names_carried,
     probe,
     slugify,
-    unusable,
     user_home,
 )
 
@@ -125,10 +126,11 @@ def fingerprint(source: Source) -> str:
     return "|".join(parts + [storage_fingerprint(path)])
 
 
-def _source(path: Path, identity: str) -> Source:
+def _source(path: Path, identity: str, names: tuple[tuple[str, str], ...]) -> Source:
     # a store of many projects: each row names its own project (the session's directory)
     return Source(provider=PROVIDER, path=str(path), project_path=str(path),
-                  project=slugify(path.name if path.is_dir() else path.stem, "opencode"), identity=identity)
+                  project=slugify(path.name if path.is_dir() else path.stem, "opencode"), identity=identity,
+                  project_names=names)
 
 
 def _opencode_db_env(env, data_dir: Path) -> Path | None:
@@ -140,8 +142,9 @@ def _opencode_db_env(env, data_dir: Path) -> Path | None:
 
 
 class _Found:
-    def __init__(self):
+    def __init__(self, names: tuple[tuple[str, str], ...]):
         self.discovery = Discovery()
+        self.names = names
         self.dirs: set[str] = set()
         self.dbs: set[str] = set()
 
@@ -151,30 +154,26 @@ class _Found:
             return
         self.dirs.add(real)
         self.dbs.update(os.path.realpath(db) for db in db_files(Path(real)))
-        self.discovery.sources.append(_source(Path(real), real))
+        self.discovery.sources.append(_source(Path(real), real, self.names))
 
     def add_db(self, db: Path) -> None:
         real = os.path.realpath(db)
         if real in self.dbs:  # already read with its data dir
             return
         self.dbs.add(real)
-        self.discovery.sources.append(_source(Path(real), real))
+        self.discovery.sources.append(_source(Path(real), real, self.names))
 
 
-def discover(env, extra_roots=(), extra_stores=(), use_default=True) -> Discovery:
-    found = _Found()
+def discover(env, extra_roots=(), extra_stores=(), use_default=True, project_names=None) -> Discovery:
+    found = _Found(names_carried(project_names))
     if use_default:
         default = default_data_dir(env)
         _looked(default, found, complain=False)
         env_db = _opencode_db_env(env, default)  # the agent's own override
         if env_db:
             _add_store(env_db, found)
-    for root in (Path(r).expanduser() for r in extra_roots):  # named explicitly: missing is a problem
-        why = unusable(root, "dir")
-        if why:
-            found.discovery.problems.append(f"OpenCode data dir {root} {why}")
-        else:
-            _looked(root, found, complain=True)
+    for root in named_homes(extra_roots, found.discovery.problems, home="OpenCode data dir"):
+        _looked(root, found, complain=True)
     for store in extra_stores:
         _add_store(Path(store).expanduser(), found)
     return found.discovery

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from transforms import jsontext
 from transforms.projects import project_name
-from transforms.sources import Discovery, Source, unusable, user_home
+from transforms.sources import Discovery, Source, named_homes, named_stores, user_home, with_folder
 
 PROVIDER = "pi"
 ENV = "PI_CODING_AGENT_DIR"
@@ -68,6 +68,11 @@ def _source(path: Path, names: Mapping[str, str]) -> Source:
                   identity=header.get("id"))
 
 
+def _sessions_in(home: Path) -> list[Path]:
+    """A named home's session files: in its sessions/ folder, else in the home itself."""
+    return session_files(home / "sessions" if with_folder(home, "sessions") else home)
+
+
 def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, project_names=None) -> Discovery:
     found = Discovery()
     files: list[Path] = []
@@ -77,23 +82,10 @@ def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, 
             files += session_files(home / "sessions")
         else:  # pi resolves it against its own working directory, which we cannot know
             found.problems.append(f"{ENV}={env.get(ENV)!r} is relative: cannot tell what pi resolved it to")
-    for root in (Path(r).expanduser() for r in extra_roots):  # named explicitly: missing is a problem
-        why = unusable(root, "dir")
-        if why:
-            found.problems.append(f"pi agent dir {root} {why}")
-            continue
-        here = session_files(root / "sessions") if not unusable(root / "sessions", "dir") else session_files(root)
-        if not here:
-            found.problems.append(f"no pi sessions in {root}: no sessions/ folder with *.jsonl files")
+    for here in named_homes(extra_roots, found.problems, home="pi agent dir", holds="pi sessions",
+                            find=_sessions_in, lacking="no sessions/ folder with *.jsonl files"):
         files += here
-    for store in extra_stores:
-        p = Path(store).expanduser()
-        if p.is_dir():
-            files += session_files(p)
-        elif p.is_file():
-            files.append(p)
-        else:
-            found.problems.append(f"no pi session at {p}")
+    files += named_stores(extra_stores, found.problems, "pi session", session_files)
     seen: set[str] = set()
     for path in dict.fromkeys(Path(os.path.realpath(f)) for f in files):
         source = _source(path, project_names or {})

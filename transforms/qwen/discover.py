@@ -21,7 +21,7 @@ from pathlib import Path
 
 from transforms import jsontext
 from transforms.projects import project_name
-from transforms.sources import Discovery, Source, unusable, user_home
+from transforms.sources import Discovery, Source, named_homes, named_stores, user_home, with_folder
 
 PROVIDER = "qwen"
 HEAD_CAP = 1 << 16
@@ -117,26 +117,15 @@ def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, 
         dirs, problems = qwen_dirs(env)
         found.problems.extend(problems)
         bases += dirs
-    for root in (Path(r).expanduser() for r in extra_roots):  # named explicitly: missing is a problem
-        why = unusable(root, "dir")
-        if why:
-            found.problems.append(f"Qwen Code dir {root} {why}")
-        elif unusable(root / "projects", "dir"):
-            found.problems.append(f"no Qwen Code chats in {root}: it has no projects/ folder")
-        else:
-            bases.append(root)
+    bases += named_homes(extra_roots, found.problems, home="Qwen Code dir", holds="Qwen Code chats",
+                         find=lambda root: with_folder(root, "projects"), lacking="it has no projects/ folder")
     files: list[Path] = []
     for base in dict.fromkeys(bases):
         try:
             files += chat_files(base)
         except OSError as exc:
             found.problems.append(f"cannot list Qwen Code chats in {base}: {exc}")
-    for store in extra_stores:
-        p = Path(store).expanduser()
-        if p.is_file():
-            files.append(p)
-        else:
-            found.problems.append(f"no Qwen Code chat file at {p}")
+    files += named_stores(extra_stores, found.problems, "Qwen Code chat file")
     unique = list(dict.fromkeys(Path(os.path.realpath(f)) for f in files))
     found.sources = group([read_head(f) for f in unique], project_names or {})
     return found
