@@ -2,16 +2,18 @@
 
 A provider discovers its sources, fingerprints each one cheaply, and extracts one source into
 canonical rows (transforms.contract). Adding an agent is a new folder under transforms/ that
-implements this, plus one line in transforms.providers.
+implements this (`AgentProvider` gives what every agent does the same way), plus one line in
+transforms.providers.
 """
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Protocol
 
 from transforms.findings import Findings
-from transforms.sources import Discovery, Source
+from transforms.sources import Discovery, Source, file_fingerprint, members
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -93,3 +95,31 @@ class Provider(Protocol):
         """`workdir` is a scratch dir removed after the call; `cache_dir`, when given, persists
         between runs of this source on this machine (for incremental reads of append-only logs)."""
         ...
+
+
+class AgentProvider:
+    """The glue every provider needs, written once: `discover` hands the agent's own homes and
+    stores (DiscoverOptions) to the `discover` function of its folder's discover module, and a
+    source's fingerprint is the size and mtime of its files (`members`: its one file, or a
+    session's files). A provider sets `name` and `discovery`, writes its `extract`, and overrides
+    what else is its own."""
+
+    name: str
+    discovery: ModuleType  # transforms.<agent>.discover
+
+    def discover(self, options: DiscoverOptions) -> Discovery:
+        return self.discovery.discover(env=options.env, extra_roots=options.roots(self.name),
+                                       extra_stores=options.stores(self.name), use_default=options.use_default,
+                                       project_names=options.project_names)
+
+    def fingerprint(self, source: Source) -> str:
+        return file_fingerprint(*members(source))
+
+
+def read_file(path) -> bytes:
+    """A source's file, read whole; one the operating system will not read is a SourceError that
+    names it (`cannot read <path>: <reason>`), with the OS error as its context."""
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise SourceError(f"cannot read {path}: {exc}") from None

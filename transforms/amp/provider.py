@@ -8,27 +8,17 @@ from transforms.amp import discover as amp_discover
 from transforms.amp.discover import PROVIDER
 from transforms.amp.normalise import Context, expected_counts, fork_parent, normalise
 from transforms.findings import Findings
-from transforms.provider import DiscoverOptions, Extract, SourceError
-from transforms.sources import Discovery, Source, file_fingerprint
+from transforms.provider import AgentProvider, Extract, read_file
+from transforms.sources import Source
 
 
-class AmpProvider:
+class AmpProvider(AgentProvider):
     name = PROVIDER
-
-    def discover(self, options: DiscoverOptions) -> Discovery:
-        return amp_discover.discover(env=options.env, extra_roots=options.roots(PROVIDER),
-                                     extra_stores=options.stores(PROVIDER), use_default=options.use_default,
-                                     project_names=options.project_names)
-
-    def fingerprint(self, source: Source) -> str:
-        return file_fingerprint(source.path)
+    discovery = amp_discover
 
     def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None) -> Extract:
         # Amp rewrites the thread file whole: one read is a consistent snapshot
-        try:
-            text = Path(source.path).read_bytes().decode("utf-8", "replace")
-        except OSError as exc:
-            raise SourceError(f"cannot read {source.path}: {exc}") from None
+        text = read_file(source.path).decode("utf-8", "replace")
         thread = _thread(text)
         if thread is None:
             row = {"provider": PROVIDER, "source_id": source.source_id, "project_path": source.project_path,

@@ -3,7 +3,6 @@ database, read through a snapshot (transforms.snapshot); its rows: transforms.an
 
 import sqlite3
 from contextlib import closing
-from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -12,23 +11,16 @@ from transforms.antigravity.discover import PROVIDER
 from transforms.antigravity.normalise import Context, generation, normalise, session_meta
 from transforms.findings import Findings
 from transforms.projects import project_name
-from transforms.provider import DiscoverOptions, Extract
+from transforms.provider import AgentProvider, Extract
 from transforms.snapshot import SnapshotError, open_snapshot, take_snapshot
-from transforms.sources import Discovery, Source, file_fingerprint
+from transforms.sources import Source, file_fingerprint
 
 TABLES = ("sessions", "usage", "quarantine")
 
 
-class AntigravityProvider:
+class AntigravityProvider(AgentProvider):
     name = PROVIDER
-
-    def discover(self, options: DiscoverOptions) -> Discovery:
-        found = ag_discover.discover(env=options.env, extra_roots=options.roots(PROVIDER),
-                                     extra_stores=options.stores(PROVIDER), use_default=options.use_default,
-                                     project_names=options.project_names)
-        names = tuple(sorted(options.project_names.items()))  # the workspace is named at extract time
-        found.sources = [replace(s, project_names=names) for s in found.sources]
-        return found
+    discovery = ag_discover
 
     def fingerprint(self, source: Source) -> str:
         return file_fingerprint(source.path, f"{source.path}-wal")

@@ -14,19 +14,15 @@ from transforms.claude import discover as cc_discover
 from transforms.claude.normalise import PROVIDER, SYNTHETIC, Context, normalise, response_key
 from transforms.claude.reader import UNFINISHED, FileRead, cached_files, read_jsonl
 from transforms.claude.tools import CALL_TYPES, RESULT_TYPES, blocks_of
-from transforms.provider import DiscoverOptions, Extract, SourceError
-from transforms.sources import Discovery, Source, file_fingerprint
+from transforms.provider import AgentProvider, Extract, SourceError
+from transforms.sources import Source, file_fingerprint
 
 META_SUFFIX = ".meta.json"
 
 
-class ClaudeProvider:
+class ClaudeProvider(AgentProvider):
     name = PROVIDER
-
-    def discover(self, options: DiscoverOptions) -> Discovery:
-        return cc_discover.discover(env=options.env, extra_roots=options.roots(PROVIDER),
-                                    extra_stores=options.stores(PROVIDER), use_default=options.use_default,
-                                    project_names=options.project_names)
+    discovery = cc_discover
 
     def fingerprint(self, source: Source) -> str:
         return file_fingerprint(*(str(p) for d in _dirs(source) for p in cc_discover.transcripts(Path(d))))

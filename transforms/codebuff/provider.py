@@ -9,18 +9,14 @@ from transforms.codebuff.discover import CHAT_FILES, PROVIDER
 from transforms.codebuff.normalise import Context, normalise
 from transforms.contract import TRANSCRIPT_TABLES
 from transforms.findings import Findings
-from transforms.provider import DiscoverOptions, Extract, SourceError
-from transforms.sources import Discovery, Source, file_fingerprint
+from transforms.provider import AgentProvider, Extract, read_file
+from transforms.sources import Source, file_fingerprint
 from transforms.timestamps import from_iso
 
 
-class CodebuffProvider:
+class CodebuffProvider(AgentProvider):
     name = PROVIDER
-
-    def discover(self, options: DiscoverOptions) -> Discovery:
-        return cb_discover.discover(env=options.env, extra_roots=options.roots(PROVIDER),
-                                    extra_stores=options.stores(PROVIDER), use_default=options.use_default,
-                                    project_names=options.project_names)
+    discovery = cb_discover
 
     def fingerprint(self, source: Source) -> str:
         # `ids:2`: message ids became `<chat id>:<own id>` (transforms.codebuff.normalise); a lake
@@ -32,10 +28,7 @@ class CodebuffProvider:
         folder = Path(source.path)
         path = next((folder / f for f in CHAT_FILES if (folder / f).is_file()), folder / CHAT_FILES[0])
         legacy = path.name != CHAT_FILES[0]
-        try:
-            text = path.read_bytes().decode("utf-8", "replace")
-        except OSError as exc:
-            raise SourceError(f"cannot read {path}: {exc}") from None
+        text = read_file(path).decode("utf-8", "replace")
         findings = Findings()
         try:
             doc = jsontext.loads(text)

@@ -8,27 +8,17 @@ from transforms.codewhale.normalise import (
     PROVIDER, Context, SessionFileError, expected_counts, normalise, parse_session,
 )
 from transforms.findings import Findings
-from transforms.provider import DiscoverOptions, Extract, SourceError
-from transforms.sources import Discovery, Source, file_fingerprint
+from transforms.provider import AgentProvider, Extract, read_file
+from transforms.sources import Source
 
 
-class CodeWhaleProvider:
+class CodeWhaleProvider(AgentProvider):
     name = PROVIDER
-
-    def discover(self, options: DiscoverOptions) -> Discovery:
-        return cw_discover.discover(env=options.env, extra_roots=options.roots(PROVIDER),
-                                    extra_stores=options.stores(PROVIDER), use_default=options.use_default,
-                                    project_names=options.project_names)
-
-    def fingerprint(self, source: Source) -> str:
-        return file_fingerprint(source.path)
+    discovery = cw_discover
 
     def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None) -> Extract:
         # CodeWhale rewrites the file whole (temp + rename): one read is a consistent snapshot
-        try:
-            text = Path(source.path).read_bytes().decode("utf-8", "replace")
-        except OSError as exc:
-            raise SourceError(f"cannot read {source.path}: {exc}") from None
+        text = read_file(source.path).decode("utf-8", "replace")
         ctx = Context(source.source_id, source.path, run_at)
         try:
             doc = parse_session(text)

@@ -32,8 +32,8 @@ from transforms.codex.normalise import Context, Line, Rollout, Walker
 from transforms.contract import TRANSCRIPT_TABLES
 from transforms.costs import summarise_costs
 from transforms.findings import Findings, bad_line
-from transforms.provider import DiscoverOptions, Extract, SourceError
-from transforms.sources import Discovery, Source, file_fingerprint, members
+from transforms.provider import AgentProvider, Extract, SourceError, read_file
+from transforms.sources import Source, members
 from transforms.timestamps import from_iso
 from transforms.tools import compact_json
 
@@ -41,16 +41,9 @@ BURST = timedelta(seconds=1)
 META_COLUMNS = {"id", "timestamp", "cwd", "model_provider", "forked_from_id", "instructions", "base_instructions"}
 
 
-class CodexProvider:
+class CodexProvider(AgentProvider):
     name = PROVIDER
-
-    def discover(self, options: DiscoverOptions) -> Discovery:
-        return codex_discover.discover(env=options.env, extra_roots=options.roots(PROVIDER),
-                                       extra_stores=options.stores(PROVIDER), use_default=options.use_default,
-                                       project_names=options.project_names)
-
-    def fingerprint(self, source: Source) -> str:
-        return file_fingerprint(*members(source))
+    discovery = codex_discover
 
     def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None) -> Extract:
         findings = Findings()
@@ -122,10 +115,7 @@ def parse_lines(data: bytes) -> tuple[list[Line], list[tuple[int, str, str]]]:
 
 
 def read_rollout(path: str, source: Source, run_at: datetime, quarantine: list[dict]) -> Rollout | None:
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise SourceError(f"cannot read {path}: {exc}") from None
+    data = read_file(path)
     lines, bad = parse_lines(data)
     first = lines[0] if lines else None
     if first is None or first.no != 0 or first.type != "session_meta" or not isinstance(first.payload, dict) \

@@ -10,27 +10,20 @@ from transforms.copilot import discover as copilot_discover
 from transforms.copilot.discover import PROVIDER
 from transforms.copilot.normalise import Context, expected_counts, normalise, parse_lines
 from transforms.findings import bad_line
-from transforms.provider import DiscoverOptions, Extract, SourceError
-from transforms.sources import Discovery, Source, file_fingerprint
+from transforms.provider import AgentProvider, Extract, read_file
+from transforms.sources import Source, file_fingerprint
 
 
-class CopilotProvider:
+class CopilotProvider(AgentProvider):
     name = PROVIDER
-
-    def discover(self, options: DiscoverOptions) -> Discovery:
-        return copilot_discover.discover(env=options.env, extra_roots=options.roots(PROVIDER),
-                                         extra_stores=options.stores(PROVIDER), use_default=options.use_default,
-                                         project_names=options.project_names)
+    discovery = copilot_discover
 
     def fingerprint(self, source: Source) -> str:
         return file_fingerprint(source.path, str(_workspace_file(source)))
 
     def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None) -> Extract:
         # the CLI only appends to the log: one read is a consistent prefix
-        try:
-            data = Path(source.path).read_bytes()
-        except OSError as exc:
-            raise SourceError(f"cannot read {source.path}: {exc}") from None
+        data = read_file(source.path)
         events, bad = parse_lines(data)
         quarantine = [bad_line(PROVIDER, source, "events.jsonl", source.path, no, reason, text, run_at)
                       for no, text, reason in bad]

@@ -7,17 +7,13 @@ from pathlib import Path
 from transforms.cursor import discover as cursor_discover
 from transforms.cursor.normalise import PROVIDER, Context, expected_counts, normalise
 from transforms.cursor.store import read_store
-from transforms.provider import DiscoverOptions, Extract
-from transforms.sources import Discovery, Source
+from transforms.provider import AgentProvider, Extract
+from transforms.sources import Source
 
 
-class CursorProvider:
+class CursorProvider(AgentProvider):
     name = PROVIDER
-
-    def discover(self, options: DiscoverOptions) -> Discovery:
-        return cursor_discover.discover(env=options.env, extra_roots=options.roots(PROVIDER),
-                                        extra_stores=options.stores(PROVIDER), use_default=options.use_default,
-                                        project_names=options.project_names)
+    discovery = cursor_discover
 
     def fingerprint(self, source: Source) -> str:
         return cursor_discover.fingerprint(source)

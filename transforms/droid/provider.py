@@ -9,17 +9,13 @@ from transforms.droid import discover as droid_discover
 from transforms.droid.discover import PROVIDER, SETTINGS
 from transforms.droid.normalise import Context, normalise, parse_lines
 from transforms.findings import bad_line
-from transforms.provider import DiscoverOptions, Extract, SourceError
-from transforms.sources import Discovery, Source, file_fingerprint
+from transforms.provider import AgentProvider, Extract, read_file
+from transforms.sources import Source, file_fingerprint
 
 
-class DroidProvider:
+class DroidProvider(AgentProvider):
     name = PROVIDER
-
-    def discover(self, options: DiscoverOptions) -> Discovery:
-        return droid_discover.discover(env=options.env, extra_roots=options.roots(PROVIDER),
-                                       extra_stores=options.stores(PROVIDER), use_default=options.use_default,
-                                       project_names=options.project_names)
+    discovery = droid_discover
 
     def fingerprint(self, source: Source) -> str:
         transcript, settings = _files(source)
@@ -30,10 +26,7 @@ class DroidProvider:
         quarantine: list[dict] = []
         events = []
         if transcript.is_file():  # the transcript is appended to: one read is a consistent prefix
-            try:
-                data = transcript.read_bytes()
-            except OSError as exc:
-                raise SourceError(f"cannot read {transcript}: {exc}") from None
+            data = read_file(transcript)
             events, bad = parse_lines(data)
             quarantine += [_quarantine(source, str(transcript), no, reason, text, run_at) for no, text, reason in bad]
         settings: dict = {}

@@ -18,22 +18,15 @@ from transforms.gemini.discover import PROVIDER
 from transforms.gemini.normalise import (
     LLM_PROVIDER, META_KEYS, Chat, ChatFileError, Context, Session, expected_parts, merge, parse_chat,
 )
-from transforms.provider import DiscoverOptions, Extract, SourceError
-from transforms.sources import Discovery, Source, file_fingerprint, members
+from transforms.provider import AgentProvider, Extract, read_file
+from transforms.sources import Source, members
 from transforms.timestamps import from_iso
 from transforms.tools import compact_json
 
 
-class GeminiProvider:
+class GeminiProvider(AgentProvider):
     name = PROVIDER
-
-    def discover(self, options: DiscoverOptions) -> Discovery:
-        return gemini_discover.discover(env=options.env, extra_roots=options.roots(PROVIDER),
-                                        extra_stores=options.stores(PROVIDER), use_default=options.use_default,
-                                        project_names=options.project_names)
-
-    def fingerprint(self, source: Source) -> str:
-        return file_fingerprint(*members(source))
+    discovery = gemini_discover
 
     def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None) -> Extract:
         findings = Findings()
@@ -59,10 +52,7 @@ class GeminiProvider:
 
 
 def _read(path: str, source: Source, run_at: datetime, quarantine: list[dict]) -> Chat | None:
-    try:
-        text = Path(path).read_bytes().decode("utf-8", "replace")
-    except OSError as exc:
-        raise SourceError(f"cannot read {path}: {exc}") from None
+    text = read_file(path).decode("utf-8", "replace")
     try:
         chat = parse_chat(path, text)
     except ChatFileError as exc:

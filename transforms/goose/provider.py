@@ -7,17 +7,13 @@ from pathlib import Path
 from transforms.goose import discover as goose_discover
 from transforms.goose.normalise import PROVIDER, Context, expected_counts, normalise
 from transforms.goose.store import read_store
-from transforms.provider import DiscoverOptions, Extract
-from transforms.sources import Discovery, Source
+from transforms.provider import AgentProvider, Extract
+from transforms.sources import Source
 
 
-class GooseProvider:
+class GooseProvider(AgentProvider):
     name = PROVIDER
-
-    def discover(self, options: DiscoverOptions) -> Discovery:
-        return goose_discover.discover(env=options.env, extra_roots=options.roots(PROVIDER),
-                                       extra_stores=options.stores(PROVIDER), use_default=options.use_default,
-                                       project_names=options.project_names)
+    discovery = goose_discover
 
     def fingerprint(self, source: Source) -> str:
         return goose_discover.fingerprint(source)

@@ -2,7 +2,6 @@
 and the first CLI: transforms.kilo.normalise) or one Kilo CLI database (OpenCode's schema, read
 by transforms.opencode's reader: the CLI is an OpenCode fork that kept its tables)."""
 
-from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -14,22 +13,15 @@ from transforms.kilo.discover import PROVIDER, TASK_FILES
 from transforms.kilo.normalise import Context, normalise, workspace_of
 from transforms.opencode import normalise as oc_normalise
 from transforms.opencode.store import read_store
-from transforms.provider import DiscoverOptions, Extract, SourceError
-from transforms.sources import Discovery, Source, file_fingerprint
+from transforms.provider import AgentProvider, Extract, SourceError
+from transforms.sources import Source, file_fingerprint
 
 METADATA = "task_metadata.json"
 
 
-class KiloProvider:
+class KiloProvider(AgentProvider):
     name = PROVIDER
-
-    def discover(self, options: DiscoverOptions) -> Discovery:
-        found = kilo_discover.discover(env=options.env, extra_roots=options.roots(PROVIDER),
-                                       extra_stores=options.stores(PROVIDER), use_default=options.use_default,
-                                       project_names=options.project_names)
-        names = tuple(sorted(options.project_names.items()))
-        found.sources = [replace(s, project_names=names) for s in found.sources]
-        return found
+    discovery = kilo_discover
 
     def fingerprint(self, source: Source) -> str:
         path = Path(source.path)

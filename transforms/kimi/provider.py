@@ -14,20 +14,16 @@ from transforms.kimi import discover as kimi_discover
 from transforms.kimi.discover import PROVIDER
 from transforms.kimi.normalise import Context, Event, Session, expected_parts, parse_wire, usage_buckets
 from transforms.pricing import price_buckets
-from transforms.provider import DiscoverOptions, Extract, SourceError
-from transforms.sources import Discovery, Source, file_fingerprint
+from transforms.provider import AgentProvider, Extract, SourceError
+from transforms.sources import Source, file_fingerprint
 from transforms.tools import compact_json
 
 FORK_PREFIXES = ("Fork: ", "Undo: ")
 
 
-class KimiProvider:
+class KimiProvider(AgentProvider):
     name = PROVIDER
-
-    def discover(self, options: DiscoverOptions) -> Discovery:
-        return kimi_discover.discover(env=options.env, extra_roots=options.roots(PROVIDER),
-                                      extra_stores=options.stores(PROVIDER), use_default=options.use_default,
-                                      project_names=options.project_names)
+    discovery = kimi_discover
 
     def fingerprint(self, source: Source) -> str:
         files = []

@@ -10,28 +10,18 @@ from transforms.findings import Findings
 from transforms.pi import discover as pi_discover
 from transforms.pi.discover import PROVIDER
 from transforms.pi.normalise import NOT_MESSAGES, Context, Entry, normalise
-from transforms.provider import DiscoverOptions, Extract, SourceError
-from transforms.sources import Discovery, Source, file_fingerprint
+from transforms.provider import AgentProvider, Extract, read_file
+from transforms.sources import Source
 from transforms.timestamps import from_iso
 
 
-class PiProvider:
+class PiProvider(AgentProvider):
     name = PROVIDER
-
-    def discover(self, options: DiscoverOptions) -> Discovery:
-        return pi_discover.discover(env=options.env, extra_roots=options.roots(PROVIDER),
-                                    extra_stores=options.stores(PROVIDER), use_default=options.use_default,
-                                    project_names=options.project_names)
-
-    def fingerprint(self, source: Source) -> str:
-        return file_fingerprint(source.path)
+    discovery = pi_discover
 
     def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None) -> Extract:
         # pi appends lines, and rewrites the file whole only to migrate it: one read is consistent
-        try:
-            data = Path(source.path).read_bytes()
-        except OSError as exc:
-            raise SourceError(f"cannot read {source.path}: {exc}") from None
+        data = read_file(source.path)
         findings = Findings()
         quarantine: list[dict] = []
         header, entries = parse(data, lambda no, reason, text: quarantine.append(

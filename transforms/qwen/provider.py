@@ -8,25 +8,18 @@ from pathlib import Path
 from transforms.contract import TRANSCRIPT_TABLES
 from transforms.costs import summarise_costs
 from transforms.findings import Findings, bad_line
-from transforms.provider import DiscoverOptions, Extract, SourceError
+from transforms.provider import AgentProvider, Extract, read_file
 from transforms.qwen import discover as qwen_discover
 from transforms.qwen.discover import PROVIDER
 from transforms.qwen.normalise import Chat, Context, Session, expected_parts, parse_chat
-from transforms.sources import Discovery, Source, file_fingerprint, members
+from transforms.sources import Source, members
 from transforms.timestamps import from_iso
 from transforms.tools import compact_json
 
 
-class QwenProvider:
+class QwenProvider(AgentProvider):
     name = PROVIDER
-
-    def discover(self, options: DiscoverOptions) -> Discovery:
-        return qwen_discover.discover(env=options.env, extra_roots=options.roots(PROVIDER),
-                                      extra_stores=options.stores(PROVIDER), use_default=options.use_default,
-                                      project_names=options.project_names)
-
-    def fingerprint(self, source: Source) -> str:
-        return file_fingerprint(*members(source))
+    discovery = qwen_discover
 
     def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None) -> Extract:
         findings = Findings()
@@ -51,10 +44,7 @@ class QwenProvider:
 
 
 def _read(path: str, source: Source, run_at: datetime, quarantine: list[dict]) -> Chat:
-    try:
-        text = Path(path).read_bytes().decode("utf-8", "replace")
-    except OSError as exc:
-        raise SourceError(f"cannot read {path}: {exc}") from None
+    text = read_file(path).decode("utf-8", "replace")
     chat = parse_chat(path, text)
     for no, raw, reason in chat.bad:
         quarantine.append(bad_line(PROVIDER, source, "chat", path, no, reason, raw, run_at))
