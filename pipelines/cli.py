@@ -591,6 +591,7 @@ def _common(p: argparse.ArgumentParser, discovery: bool = False, places: bool = 
 def _command(sub, name: str, help: str, description: str | None = None, **kw) -> argparse.ArgumentParser:
     """A subcommand whose `--help` opens with what it does: its one-line help as a sentence,
     where it has no description of its own (merge, dashboard, serving, compact had none)."""
+    kw.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)  # descriptions and epilogs as written
     return sub.add_parser(name, help=help, description=description or help[0].upper() + help[1:] + ".", **kw)
 
 
@@ -601,27 +602,59 @@ def parser() -> argparse.ArgumentParser:
                                         "or nothing is ingested yet (merge, serving, compact); 2 usage error, bad query or no\n"
                                         "warehouse yet; 130 interrupted; 141 output closed early (a pipe into head).\n"
                                         "After a quickstart that found no agent data, the commands use its demo\n"
-                                        "(<home>/demo) until <home> holds data of its own.")
+                                        "(<home>/demo) until <home> holds data of its own.\n"
+                                        "Every option and exit status: agentlake COMMAND --help, docs/CLI.md.")
     # not required here: argparse would then report a missing COMMAND before an unknown option
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = _command(sub, "quickstart", help="ingest your agents' data (or a demo if you have none) and show a first query")
+    p = _command(sub, "quickstart", help="ingest your agents' data (or a demo if you have none) and show a first query",
+                 description="Ingest this machine's agents' data, or a demo when there is none; then print a\n"
+                             "first query (cost per agent) and the next commands to try.",
+                 epilog="With agent data found, it runs `agentlake ingest` and prints what that prints.\n"
+                        "Otherwise it runs `agentlake demo` into <home>/demo (--lake and --warehouse are\n"
+                        "not used there). Until <home> holds data of its own, sql, report, dashboard,\n"
+                        "serving, merge, compact, sources, ingest and dev use that demo, and say so on\n"
+                        "stderr; the first `agentlake ingest` that finds an agent's data puts it in\n"
+                        "<home>, and the demo steps aside.\n\n"
+                        "Exit status: as `agentlake ingest`; a demo after a place that could not be read\n"
+                        "exits 1. Every case: docs/CLI.md.")
     _common(p, discovery=True)
     p.add_argument("--quiet", action="store_true", help="no per-source progress")
     p.add_argument("--full-refresh", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_quickstart)
 
-    p = _command(sub, "ingest", help="read every new or changed source, land its rows and merge them into the tables and marts, with progress")
+    p = _command(sub, "ingest", help="read every new or changed source, land its rows and merge them into the tables and marts, with progress",
+                 description="Read every new or changed source, land its rows and merge them into the tables\n"
+                             "and marts, with progress.",
+                 epilog="Each new or changed source lands its rows in the lake; then one merge updates\n"
+                        "the tables and the marts (Dagster assets, materialised in-process; neighbouring\n"
+                        "partitions share one run). Unchanged sources are settled without Dagster; a run\n"
+                        "with nothing new only appends to the run log.\n\n"
+                        "Prints a line per source on stderr, then a summary on stdout: the sources ok,\n"
+                        "unchanged, skipped and failed, the rows written per table, failures, warnings,\n"
+                        "a problem: line per place that could not be read, the lake and the warehouse.\n"
+                        "A folder lake other than the home's own, with team mode unset, is warned about:\n"
+                        "its rows go unredacted (set team in config.toml, or give --team or --no-team).\n\n"
+                        "Exit status: 0 every source ingested, unchanged or skipped; 1 a source failed or\n"
+                        "a place could not be read (the others are still ingested), config.toml cannot\n"
+                        "be read, the lake cannot be reached, or the merge failed; 2 bad usage, or a\n"
+                        "--warehouse that is not a DuckLake catalog; 130 interrupted (what landed is\n"
+                        "merged by the next run). Every case: docs/CLI.md.")
     _common(p, discovery=True)
     p.add_argument("--full-refresh", action="store_true", help="re-read every source, even unchanged ones")
     p.add_argument("--quiet", action="store_true", help="no per-source progress")
     p.set_defaults(func=cmd_ingest)
 
     p = _command(sub, "demo", help="generate demo data of every agent under <home> and ingest it",
-                       description="Generate a seeded demo of every agent in the same projects under "
-                                   "<home>/demo-data and ingest it. A home whose lake holds anything but a "
-                                   "demo is refused (run it with --home <home>/demo, where quickstart keeps "
-                                   "its demo); another --seed or size replaces the demo already there.")
+                       description="Generate a seeded demo of every agent in the same projects under\n"
+                                   "<home>/demo-data, each in its real store format, and ingest it.",
+                       epilog="The same options keep the demo as it is; another --seed or size replaces it\n"
+                              "(said on stderr), its old rows gone. A home whose lake holds anything but a\n"
+                              "demo (your agents' data, another machine's, a lake on object storage) is\n"
+                              "refused, exit 2: run `agentlake demo --home <home>/demo`, where quickstart\n"
+                              "keeps its demo. In <home>/demo, or a home named with --home, it also writes\n"
+                              "the home's config.toml naming the demo's stores (when there is none), so that\n"
+                              "`agentlake dev --home ...` materialises them.")
     _common(p)
     from transforms.synth.demo import LIMITS, size_option
 
@@ -635,19 +668,46 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no per-source progress")
     p.set_defaults(func=cmd_demo)
 
-    p = _command(sub, "sql", help="run a query against the warehouse (read-only)")
+    p = _command(sub, "sql", help="run a query against the warehouse (read-only)",
+                 description="Run one query on the warehouse, opened read-only, and print its rows.",
+                 epilog="One statement at a time: an empty query, several statements, or one that writes\n"
+                        "files or opens databases and extensions (COPY, EXPORT, ATTACH, INSTALL, LOAD) is\n"
+                        "a usage error. Reading a file with read_csv is allowed; for a file of the rows,\n"
+                        "redirect --format csv or json.\n\n"
+                        "No format changes a value: DECIMALs print their exact digits in plain notation\n"
+                        "(0, never 0E-9; numbers in JSON), DOUBLEs the shortest text that reads back as\n"
+                        "the same double. JSON is always valid (NaN and Infinity are null) and its\n"
+                        "timestamps end in Z (UTC); a BLOB is hex, an INTERVAL DuckDB's text. The table\n"
+                        "cuts a cell at 60 characters.\n\n"
+                        "Exit status: 2 for a bad query, or no warehouse yet. The tables and marts:\n"
+                        "docs/TABLES.md, docs/MARTS.md.")
     _common(p)
-    p.add_argument("query")
-    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.add_argument("query", help='one SQL statement, e.g. "SELECT * FROM sessions LIMIT 5"')
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                   help="table (default), csv or json; no format changes a value")
     p.set_defaults(func=cmd_sql)
 
     p = _command(sub, "report", help="cost, models and tools in readable tables (or JSON/CSV)",
-                       description="Totals, then cost and use (root sessions, messages, tool calls, tokens) by "
-                                   "--by, the top projects, models, tools and failing tools. root_sessions counts "
-                                   "the root sessions started in the window, messages the messages sent in it "
-                                   "(the totals as the rows); tokens are the per-request tokens "
-                                   "of the agents that record them (Claude Code, Codex, OpenCode and most "
-                                   "others; none for Crush and CodeWhale).")
+                       description="Totals, then cost and use (root sessions, messages, tool calls, tokens) by\n"
+                                   "--by, the top projects, models, tools and failing tools. root_sessions counts\n"
+                                   "the root sessions started in the window, messages the messages sent in it\n"
+                                   "(the totals as the rows); tokens are the per-request tokens of the agents\n"
+                                   "that record them (Claude Code, Codex, OpenCode and most others; none for\n"
+                                   "Crush and CodeWhale).",
+                       epilog="Totals: cost_usd (0 when nothing is in the filters, empty when every cost in\n"
+                              "them is unknown), root_sessions_with_unknown_cost (never counted as $0) and\n"
+                              "root_sessions_with_partial_cost (their unpriced requests are not in cost_usd:\n"
+                              "the total is a floor while there are any). By model: assistant_messages and\n"
+                              "tokens; by tool: calls, errors, error_rate and nonzero_exits. Failing tools:\n"
+                              "failed (errored or exited non-zero, each counted once) and failure_rate =\n"
+                              "failed / calls. Lists in a cell are sorted. Costs are exact in JSON and CSV\n"
+                              "(the rows add up to the total); the table rounds them to 4 decimals.\n\n"
+                              "--insights: each finding comes with the SQL that gives all its rows, the\n"
+                              "filters written in; --since and --until keep the findings about sessions\n"
+                              "started in the window.\n\n"
+                              "Exit status: 2 for an unknown --project or --provider (named with the close\n"
+                              "ones), a bad date, --since after --until, a negative --top, or no warehouse\n"
+                              "yet. Every column: docs/CLI.md.")
     _common(p)
     p.add_argument("--since", type=_date, metavar="DATE", help="first day included (YYYY-MM-DD, UTC)")
     p.add_argument("--until", type=_date, metavar="DATE", help="last day included (YYYY-MM-DD, UTC)")
@@ -662,11 +722,27 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--insights", action="store_true",
                    help="instead: the top findings of each insight mart (money that buys nothing), each with "
                         "the SQL that gives them all (paste it into `agentlake sql`)")
-    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                   help="table (default), json or csv; a cut ranking says what it left out in each")
     p.set_defaults(func=cmd_report)
 
     p = _command(sub, "dashboard", help="serve the team dashboard (cost over time, by project and model, tools, "
-                                         "insights; drill down project -> session -> transcript)")
+                                         "insights; drill down project -> session -> transcript)",
+                 description="Serve the team dashboard: cost over time, by project and model, tool calls and\n"
+                             "errors, the projects and the insights; drill down project -> session ->\n"
+                             "transcript.",
+                 epilog="Filters: dates, project, agent and rows per ranking; a bad one is named on the\n"
+                        "page. Every ranking shows its top 15 and one \"others\" row (rows per ranking 0\n"
+                        "shows all). Charts are SVG drawn on the server: the page holds no script and\n"
+                        "fetches nothing.\n\n"
+                        "It answers only requests whose Host header names it (loopback names on\n"
+                        "loopback; beyond it also IP addresses, this machine's names and --allow-host),\n"
+                        "so no other site can read it by DNS rebinding. Bound beyond loopback (--host\n"
+                        "0.0.0.0) it warns and requires a token: $AGENTLAKE_DASHBOARD_TOKEN, else a\n"
+                        "random one printed with the URL. Open http://HOST:PORT/?token=... once; a\n"
+                        "cookie carries it afterwards. Setting $AGENTLAKE_DASHBOARD_TOKEN requires the\n"
+                        "token on loopback too.\n\n"
+                        "Exit status: 2 with no warehouse yet, or an address it cannot listen on.")
     _common(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=_port, default=8765, help="port (default: 8765; 0 picks a free one)")
@@ -675,26 +751,50 @@ def parser() -> argparse.ArgumentParser:
                         "beyond loopback a token is required: $AGENTLAKE_DASHBOARD_TOKEN, else one is printed")
     p.set_defaults(func=cmd_dashboard)
 
-    p = _command(sub, "serving", help="write the marts as tables into a small serving database for BI tools")
+    p = _command(sub, "serving", help="write the marts as tables into a small serving database for BI tools",
+                 epilog="Prints the file and each mart's row count. With nothing ingested in a local lake\n"
+                        "it writes nothing and exits 1 (a reader's home, merged from a lake named once\n"
+                        "with `merge --lake`, serves what that merge read). A PATH that is a folder or\n"
+                        "cannot be written, or a --storage-version DuckDB does not know, is a usage\n"
+                        "error, exit 2. Connecting BI tools: docs/BI.md.")
     _common(p)
     p.add_argument("output", nargs="?", help="where to write it (default: <home>/serving.duckdb)")
     p.add_argument("--storage-version", default="v1.0.0",
                    help="DuckDB storage format, for BI drivers bundling an older DuckDB (default: v1.0.0)")
     p.set_defaults(func=cmd_serving)
 
-    p = _command(sub, "sources", help="list the sources discovery finds, without reading them")
+    p = _command(sub, "sources", help="list the sources discovery finds, without reading them",
+                 epilog="One tab-separated line per source: its name as progress lines and warnings give\n"
+                        "it (agent-project-<first 8 of its id>), its path, and ok or skipped: the reason.\n"
+                        "A tab, newline or backslash in a path is written \\t, \\n, \\\\. Nothing is\n"
+                        "opened. --machine, --user and --team are accepted as ingest takes them; nothing\n"
+                        "is written.\n\n"
+                        "Exit status: 1 when a place to look could not be read (a warning on stderr).")
     _common(p, discovery=True)
     p.set_defaults(func=cmd_sources)
 
     p = _command(sub, "merge", aliases=["views"],
                        help="merge what every machine landed into the warehouse's tables and marts, without "
-                            "reading any agent (a reader of a team lake)")
+                            "reading any agent (a reader of a team lake)",
+                       description="Merge what every machine landed into the warehouse's tables and marts,\n"
+                                   "without reading any agent.",
+                       epilog="How a reader of a team lake gets its warehouse: `agentlake merge --lake\n"
+                              "s3://...` once; sql, report, dashboard and serving then read where it wrote,\n"
+                              "with no --lake. `agentlake views` is the old name, still accepted.\n\n"
+                              "Prints the sources merged and removed and the run logs read. Exit status: 1\n"
+                              "with nothing ingested in the lake (for a new reader, an s3:// prefix that\n"
+                              "lists no landing file: a wrong bucket, prefix or endpoint?), when a shared\n"
+                              "lake lists no landing file while the warehouse holds sources (--full empties\n"
+                              "it), or in a reader's home asked to merge its own lake.")
     _common(p)
     p.add_argument("--full", action="store_true",
                    help="rebuild every table from the landing files (after a table file was lost; or to empty a warehouse whose shared lake lists nothing)")
     p.set_defaults(func=cmd_merge)
 
-    p = _command(sub, "compact", help="merge small files, apply deletes and remove files no snapshot needs")
+    p = _command(sub, "compact", help="merge small files, apply deletes and remove files no snapshot needs",
+                 epilog="It also writes out to Parquet the rows small merges kept in the catalog, and\n"
+                        "prints the data files before and after. Merges compact by themselves once files\n"
+                        "outnumber partitions by 20%. Exit status: 1 with no warehouse yet.")
     _common(p)
     p.add_argument("--keep-seconds", type=_seconds, default=600, metavar="S",
                    help="keep files older snapshots need for this long, for readers still on them (default: 600)")
@@ -704,17 +804,43 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_compact)
 
     p = _command(sub, "schedule", help="print (or install) a systemd timer, cron line or launchd agent that "
-                                        "runs `agentlake ingest` on this machine")
+                                        "runs `agentlake ingest` on this machine",
+                 description="Print (or install) a systemd timer, cron line or launchd agent that runs\n"
+                             "`agentlake ingest --quiet` on this machine.",
+                 epilog="The scheduled run has none of your shell's variables. It always gets --home\n"
+                        "(this command's home), plus --lake, --warehouse, --machine and --user when a\n"
+                        "flag or a variable set them rather than the home's config.toml, --team or\n"
+                        "--no-team when given, and the discovery flags given here (paths made absolute).\n"
+                        "It runs with the variables that say where the agents keep their data\n"
+                        "($CLAUDE_CONFIG_DIR, $CODEX_HOME, $XDG_DATA_HOME, ...: pipelines/schedule.py\n"
+                        "lists them), agentlake's own $AGENTLAKE_*, $DAGSTER_HOME, an s3:// lake's\n"
+                        "$AWS_ENDPOINT_URL, $AWS_ENDPOINT_URL_S3, $AWS_PROFILE, $AWS_REGION,\n"
+                        "$AWS_DEFAULT_REGION, $AWS_CONFIG_FILE and $AWS_SHARED_CREDENTIALS_FILE, $TZ, and\n"
+                        "$HOME when it is not the account's own, as set now (the output names them; run\n"
+                        "this again after changing them). Never any other variable: never AWS keys. An\n"
+                        "$AWS_ENDPOINT_URL holding user:password@ is refused: put credentials in\n"
+                        "~/.aws/credentials or a profile. The job logs to <home>/ingest.log.\n\n"
+                        "Exit status: 2 for an interval the scheduler cannot keep, a value holding a line\n"
+                        "break, credentials in $AWS_ENDPOINT_URL, or a reader's home (give --lake\n"
+                        "s3://... to land this machine's agents in the team's lake); 1 when --install\n"
+                        "cannot run the scheduler's own command (systemctl, launchctl, crontab), after\n"
+                        "writing the files. Team setup: docs/TEAM.md.")
     _common(p, discovery=True)  # each passed on to the scheduled `agentlake ingest`
     p.add_argument("--kind", choices=("systemd", "cron", "launchd"),
                    help="scheduler (default: launchd on macOS, systemd on Linux, else cron)")
-    p.add_argument("--every", type=int, default=60, metavar="MINUTES", help="interval (default: 60)")
+    p.add_argument("--every", type=int, default=60, metavar="MINUTES",
+                   help="interval, from 5 minutes to 24 hours; cron takes only those that divide an hour or a "
+                        "day (default: 60)")
     p.add_argument("--install", action="store_true", help="write the files and turn the schedule on")
     p.set_defaults(func=cmd_schedule)
 
     p = _command(sub, "dev", help="start the Dagster UI and daemon (dagster dev) on this home",
-                       description="Start the Dagster UI and daemon (dagster dev) on --home: Dagster uses that "
-                                   "home's lake and warehouse (`lake` in <home>/config.toml names another lake).")
+                       description="Start the Dagster UI and daemon (dagster dev) on --home: Dagster uses that\n"
+                                   "home's lake and warehouse (`lake` in <home>/config.toml names another lake).",
+                       epilog="DAGSTER_HOME is $DAGSTER_HOME if set, else <home>/dagster, kept between runs.\n"
+                              "After a quickstart demo, while this machine has no agent data, it starts on\n"
+                              "the demo's home (<home>/demo), saying so. What the UI shows:\n"
+                              "docs/DAGSTER.md.")
     _common(p, places=False)
     p.set_defaults(**NO_DISCOVERY)  # none given: its home's config.toml names the places
     p.add_argument("--host", default="127.0.0.1", help="UI address (default: 127.0.0.1)")
