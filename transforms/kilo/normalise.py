@@ -53,7 +53,7 @@ from transforms.kilo import tools as t
 from transforms.costs import session_cost
 from transforms.pricing import Buckets, price_buckets
 from transforms.timestamps import from_epoch
-from transforms.tools import compact_json, decode_input
+from transforms.tools import add_result, call_row, compact_json, orphan_row
 
 PROVIDER = "kilo"
 # Kilo v4.119.0: tokensIn became the total input for the Anthropic protocol too
@@ -206,20 +206,16 @@ class Walker:
             self.findings.unknown_part_types[str(kind)] += 1
             self.add_part(msg, {"part_type": "other", "native_part_type": kind, "is_known_type": False}, block)
 
+    def call_base(self, no: int) -> dict:
+        return {**self.lineage("api_conversation_history", no), "session_id": self.ctx.task_id}
+
     def call(self, msg: dict, no: int, block: dict) -> None:
         name = _str(block.get("name"))
-        args = block.get("input")
-        raw = args if isinstance(args, str) else compact_json(args) if args is not None else None
-        decoded = decode_input(args)
         call_id = _str(block.get("id")) or f"{msg['message_id']}:{msg['part_count']}"
+        raw, row = call_row(self.call_base(no), msg["message_id"], call_id, name, block.get("input"),
+                            msg["created_at"], t.TOOLS)
         self.add_part(msg, {"part_type": "tool_call", "native_part_type": "tool_use", "is_known_type": True,
                             "tool_call_id": call_id, "tool_name": name, "tool_input": raw}, block)
-        row = {**self.lineage("api_conversation_history", no), "session_id": self.ctx.task_id,
-               "message_id": msg["message_id"], "tool_call_id": call_id, "tool_name": name,
-               "tool_category": t.TOOLS.category(name), "input": compact_json(decoded) if decoded is not None else None,
-               "input_raw": raw, "is_input_valid": decoded is not None, "command": t.TOOLS.command(name, decoded),
-               "file_path": t.TOOLS.file_path(name, decoded), "has_call": True, "has_result": False,
-               "called_at": msg["created_at"]}
         self.out["tool_calls"].append(row)
         self.calls.setdefault(call_id, row)
 
@@ -237,14 +233,10 @@ class Walker:
                             "tool_call_id": call_id, "tool_name": name, "tool_result": text, "is_error": is_error},
                       block)
         if call is None:  # a result whose call is not in the task: kept, flagged
-            call = {**self.lineage("api_conversation_history", no), "session_id": self.ctx.task_id,
-                    "message_id": None, "tool_call_id": call_id, "tool_name": None, "tool_category": "other",
-                    "has_call": False, "called_at": msg["created_at"]}
+            call = orphan_row(self.call_base(no), call_id, msg["created_at"])
             self.out["tool_calls"].append(call)
         found = _EXIT.search(text or "") if name in t.TOOLS.shell_tools else None
-        call.update(result_message_id=msg["message_id"], has_result=True, is_error=is_error,
-                    exit_code=int(found.group(1)) if found else None, result_text=text,
-                    result_size=len((text or "").encode("utf-8", "replace")), result_at=msg["created_at"])
+        add_result(call, msg["message_id"], text, is_error, int(found.group(1)) if found else None, msg["created_at"])
 
     # --- usage, from ui_messages
 

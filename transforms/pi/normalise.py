@@ -57,7 +57,7 @@ from transforms.costs import session_cost
 from transforms.pi import tools as t
 from transforms.pricing import Buckets, price_buckets
 from transforms.timestamps import from_epoch, from_iso
-from transforms.tools import compact_json, decode_input
+from transforms.tools import add_result, call_row, compact_json
 
 PROVIDER = "pi"
 # pi's provider names -> genai-prices' (a subscription or a gateway of the same models)
@@ -293,18 +293,11 @@ class Walker:
 
     def call(self, msg: dict, e: Entry, block: dict) -> None:
         name = _str(block.get("name"))
-        args = block.get("arguments")
-        raw = args if isinstance(args, str) else compact_json(args) if args is not None else None
-        decoded = decode_input(args)
         call_id = _str(block.get("id")) or f"{msg['message_id']}:{msg['part_count']}"
+        raw, row = call_row({**self.lineage(e.no), "session_id": self.ctx.session_id}, msg["message_id"], call_id,
+                            name, block.get("arguments"), msg["created_at"], t.TOOLS)
         self.add_part(msg, e, {"part_type": "tool_call", "native_part_type": "toolCall", "is_known_type": True,
                                "tool_call_id": call_id, "tool_name": name, "tool_input": raw}, block)
-        row = {**self.lineage(e.no), "session_id": self.ctx.session_id, "message_id": msg["message_id"],
-               "tool_call_id": call_id, "tool_name": name, "tool_category": t.TOOLS.category(name),
-               "input": compact_json(decoded) if decoded is not None else None, "input_raw": raw,
-               "is_input_valid": decoded is not None, "command": t.TOOLS.command(name, decoded),
-               "file_path": t.TOOLS.file_path(name, decoded), "has_call": True, "has_result": False,
-               "called_at": msg["created_at"]}
         self.out["tool_calls"].append(row)
         self.calls.setdefault(call_id, row)
 
@@ -338,8 +331,7 @@ class Walker:
                     "tool_call_id": call_id, "tool_name": name, "tool_category": t.TOOLS.category(name),
                     "has_call": False, "called_at": at}
             self.out["tool_calls"].append(call)
-        call.update(result_message_id=msg["message_id"], has_result=True, is_error=is_error, exit_code=exit_code,
-                    result_text=text, result_size=len((text or "").encode("utf-8", "replace")), result_at=at)
+        add_result(call, msg["message_id"], text, is_error, exit_code, at)
 
     # --- usage
 
