@@ -3,6 +3,7 @@
 a call and its result apart."""
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -73,6 +74,8 @@ class ToolVocabulary:
     path_lists: Mapping[str, str] = field(default_factory=dict)
     # a tool -> its argument that lists file objects (the first object's `file_keys` name the file)
     file_lists: Mapping[str, str] = field(default_factory=dict)
+    # what a shell tool's result text says of the exit code (its first group), for an agent that writes one
+    exit_pattern: re.Pattern | None = None
 
     def __post_init__(self):
         if self.shell_tools is None:
@@ -99,6 +102,12 @@ class ToolVocabulary:
             first = files[0] if files else None
             return first_str(first if isinstance(first, dict) else None, self.file_keys)
         return first_str(args, self.file_keys)
+
+    def exit_code(self, name: str | None, text: str | None) -> int | None:
+        if self.exit_pattern is None or name not in self.shell_tools or not isinstance(text, str):
+            return None
+        found = self.exit_pattern.search(text)
+        return int(found.group(1)) if found else None
 
 
 # ------------------------------------------------------------------------- tool_calls rows

@@ -261,7 +261,7 @@ class Walker:
         self.part(msg, e, "tool.execution_complete", "tool_result", d, tool_call_id=call_id,
                   tool_name=call["tool_name"], tool_result=text, is_error=is_error,
                   tool_result_metadata=_str(result.get("detailedContent")))
-        add_result(call, msg["message_id"], text, is_error, t.exit_code_of(call["tool_name"], text), e.at)
+        add_result(call, msg["message_id"], text, is_error, t.TOOLS.exit_code(call["tool_name"], text), e.at)
 
     def on_session_compaction_complete(self, e: Event) -> None:
         summary = _str(e.data.get("summaryContent"))

@@ -22,13 +22,6 @@ _CATEGORY = {
     "task": "agent", "read_agent": "agent", "list_agents": "agent",
     "update_todo": "todo", "report_intent": "other", "think": "other",
 }
-TOOLS = ToolVocabulary(_CATEGORY, file_keys=("path", "file_path", "filePath"))
+TOOLS = ToolVocabulary(_CATEGORY, file_keys=("path", "file_path", "filePath"),
+                       exit_pattern=re.compile(r"<exited with exit code (-?\d+)>\s*$"))
 tool_category = TOOLS.category  # the name every agent's tools module answers to
-_EXIT = re.compile(r"<exited with exit code (-?\d+)>\s*$")
-
-
-def exit_code_of(name: str | None, text: str | None) -> int | None:
-    if name not in TOOLS.shell_tools or not isinstance(text, str):
-        return None
-    m = _EXIT.search(text)
-    return int(m.group(1)) if m else None

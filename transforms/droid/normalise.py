@@ -199,7 +199,7 @@ class Walker:
             call = orphan_row(self.base(e), call_id, e.at)
             self.out["tool_calls"].append(call)
         part.update(tool_call_id=call_id, tool_name=call["tool_name"], tool_result=text, is_error=is_error)
-        add_result(call, msg["message_id"], text, is_error, t.exit_code_of(call["tool_name"], text), e.at)
+        add_result(call, msg["message_id"], text, is_error, t.TOOLS.exit_code(call["tool_name"], text), e.at)
 
     def base(self, e: Event) -> dict:
         return {**self.lineage(e.no), "session_id": self.ctx.session_id}

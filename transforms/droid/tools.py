@@ -18,13 +18,6 @@ _CATEGORY = {
     "Task": "agent",
     "TodoWrite": "todo",
 }
-TOOLS = ToolVocabulary(_CATEGORY, file_keys=("file_path", "path", "filePath"), command_keys=("command", "cmd"))
+TOOLS = ToolVocabulary(_CATEGORY, file_keys=("file_path", "path", "filePath"), command_keys=("command", "cmd"),
+                       exit_pattern=re.compile(r"(?:Exit code|exit code|Exit Code)[:\s]+(-?\d+)"))
 tool_category = TOOLS.category  # the name every agent's tools module answers to
-_EXIT = re.compile(r"(?:Exit code|exit code|Exit Code)[:\s]+(-?\d+)")
-
-
-def exit_code_of(name: str | None, text: str | None) -> int | None:
-    if name not in TOOLS.shell_tools or not isinstance(text, str):
-        return None
-    m = _EXIT.search(text)
-    return int(m.group(1)) if m else None

@@ -60,7 +60,6 @@ PROVIDER = "kilo"
 TOTAL_INPUT_SINCE = datetime(2025, 11, 12, 18, 3, 51, tzinfo=timezone.utc)
 _MODEL = re.compile(r"<model>\s*([^<]+?)\s*</model>")
 _WORKSPACE = re.compile(r"# Current Workspace Directory \((.+?)\) Files")
-_EXIT = re.compile(r"Exit code: (-?\d+)")
 # the LLM provider genai-prices knows for a model id's vendor prefix (`anthropic/claude-...`)
 _VENDORS = {"anthropic", "openai", "google", "x-ai", "deepseek", "mistral", "moonshotai", "zai"}
 
@@ -235,8 +234,7 @@ class Walker:
         if call is None:  # a result whose call is not in the task: kept, flagged
             call = orphan_row(self.call_base(no), call_id, msg["created_at"])
             self.out["tool_calls"].append(call)
-        found = _EXIT.search(text or "") if name in t.TOOLS.shell_tools else None
-        add_result(call, msg["message_id"], text, is_error, int(found.group(1)) if found else None, msg["created_at"])
+        add_result(call, msg["message_id"], text, is_error, t.TOOLS.exit_code(name, text), msg["created_at"])
 
     # --- usage, from ui_messages
 

@@ -2,6 +2,8 @@
 which argument holds a command or a file. Native tool calls name MCP tools `mcp--<server>--<tool>`
 (src/utils/mcp-name.ts); `use_mcp_tool` is the XML-protocol way to call one."""
 
+import re
+
 from transforms.tools import ToolVocabulary
 
 _CATEGORY = {
@@ -17,5 +19,6 @@ _CATEGORY = {
     "update_todo_list": "todo",
 }
 TOOLS = ToolVocabulary(_CATEGORY, file_keys=("path", "file_path", "target_file"), mcp_prefixes=("mcp--",),
-                       file_lists={"read_file": "files"})  # several files read at once: the first
+                       file_lists={"read_file": "files"},  # several files read at once: the first
+                       exit_pattern=re.compile(r"Exit code: (-?\d+)"))
 tool_category = TOOLS.category  # the name every agent's tools module answers to
