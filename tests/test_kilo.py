@@ -276,3 +276,17 @@ def test_a_subtask_is_its_own_root_and_nothing_counts_twice(layout, tmp_path):
     assert query(layout, "SELECT session_id, is_root, cost_usd FROM sessions ORDER BY 1") == [
         ("child", True, pytest.approx(0.01)), ("parent", True, pytest.approx(0.02))]
     assert query(layout, "SELECT tool_name, tool_category FROM tool_calls") == [("new_task", "agent")]
+
+
+def test_the_tool_vocabulary_reads_kilos_own_call_shapes():
+    from transforms.kilo.tools import TOOLS
+
+    # native read_file takes several files: the first names the call's file
+    assert TOOLS.file_path("read_file", {"files": [{"path": "a.py"}, {"path": "b.py"}]}) == "a.py"
+    assert TOOLS.file_path("read_file", {"files": []}) is None
+    assert TOOLS.file_path("write_to_file", {"path": "c.py"}) == "c.py"
+    assert TOOLS.category("mcp--github--create_issue") == "mcp"
+    assert TOOLS.command("execute_command", {"command": "make test"}) == "make test"
+    assert TOOLS.command("read_file", {"command": "x"}) is None
+    assert TOOLS.exit_code("execute_command", "Exit code: 2\nOutput: ...") == 2
+    assert TOOLS.exit_code("read_file", "Exit code: 2") is None
