@@ -56,8 +56,9 @@ def first_str(args: dict | None, keys: tuple[str, ...]) -> str | None:
 @dataclass(frozen=True)
 class ToolVocabulary:
     """One agent's tools as data: its tool names -> the shared categories, how it names an MCP
-    tool, and which argument holds a shell command or a file. The agent's folder keeps the table;
-    what is read from a call is worked out here, the same way for every agent."""
+    tool, which argument holds a shell command or a file, and how a shell result states its exit
+    code. The agent's folder keeps the table; what is read from a call is worked out here, the
+    same way for every agent."""
 
     categories: Mapping[str, str]
     file_keys: tuple[str, ...] = ()
@@ -112,7 +113,8 @@ class ToolVocabulary:
 
 # ------------------------------------------------------------------------- tool_calls rows
 # For the agents whose transcripts hold a call and its result as two records (Amp, Droid,
-# Copilot CLI). `base` is a row's lineage plus its `session_id`; `tools` is the agent's vocabulary.
+# Copilot CLI, Kilo Code, pi). `base` is a row's lineage plus its `session_id`; `tools` is the
+# agent's vocabulary.
 
 def call_row(base: dict, message_id, call_id, name, args, at, tools: ToolVocabulary,
              category=None) -> tuple[str | None, dict]:
