@@ -1,6 +1,14 @@
-"""Shared fixtures: real crush.db files, a real lake in tmp_path, real DuckDB queries."""
+"""Shared fixtures: real crush.db files, a real lake in tmp_path, real DuckDB queries.
 
+Expensive things are built once and copied: a lake built for a session (`built_once`) is copied
+into each test that uses it, and the CLI runs in this process (`run_cli`) unless the process
+boundary is what a test checks."""
+
+import contextlib
+import io
 import os
+import shutil
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -64,26 +72,91 @@ def shared_duckdb_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("duckdb-home")
 
 
-@pytest.fixture(autouse=True)
-def no_real_agent_data(tmp_path_factory, monkeypatch, shared_duckdb_dir):
-    """Every agent's default home points into an empty temporary dir: no test ever reads the
+def isolate(monkeypatch, empty: Path, duckdb_dir: Path) -> None:
+    """Every agent's default home points into the empty folder `empty`: nothing reads the
     machine's own sessions, whatever it discovers by default."""
-    empty = tmp_path_factory.mktemp("no-agent-data")
     for var, sub in (("CRUSH_GLOBAL_DATA", "crush"), ("CODEWHALE_HOME", "codewhale"), ("CLAUDE_CONFIG_DIR", "claude"),
                      ("CODEX_HOME", "codex"), ("XDG_DATA_HOME", "xdg-data"), ("XDG_CONFIG_HOME", "xdg-config")):
         (empty / sub).mkdir()
         monkeypatch.setenv(var, str(empty / sub))
-    monkeypatch.delenv("OPENCODE_DB", raising=False)
-    monkeypatch.delenv("AIDER_CHAT_HISTORY_FILE", raising=False)
-    monkeypatch.delenv("KILO_DB", raising=False)
-    monkeypatch.delenv("AGENTLAKE_LAKE", raising=False)
+    for var in ("OPENCODE_DB", "AIDER_CHAT_HISTORY_FILE", "KILO_DB", "AGENTLAKE_LAKE"):
+        monkeypatch.delenv(var, raising=False)
     # the agents that keep their data under the home directory only (Droid's ~/.factory, ...)
     for var in ("HOME", "USERPROFILE", "APPDATA", "LOCALAPPDATA", "XDG_STATE_HOME",
                 "GEMINI_CLI_HOME", "QWEN_HOME", "QWEN_RUNTIME_DIR", "KIMI_SHARE_DIR", "GOOSE_PATH_ROOT", "COPILOT_HOME",
                 "PI_CODING_AGENT_DIR"):
         (empty / var.lower()).mkdir()
         monkeypatch.setenv(var, str(empty / var.lower()))
-    (empty / "home" / ".duckdb").symlink_to(shared_duckdb_dir, target_is_directory=True)
+    (empty / "home" / ".duckdb").symlink_to(duckdb_dir, target_is_directory=True)
+
+
+@pytest.fixture(autouse=True)
+def no_real_agent_data(tmp_path_factory, monkeypatch, shared_duckdb_dir):
+    isolate(monkeypatch, tmp_path_factory.mktemp("no-agent-data"), shared_duckdb_dir)
+
+
+@pytest.fixture(scope="session")
+def built_once(tmp_path_factory, shared_duckdb_dir):
+    """`built_once(name, build)`: `build(root)` run once per session in an isolated environment
+    (as every test has), its result kept; for the lakes and stores many tests read. A test that
+    changes what was built copies it first (`copy_home`)."""
+    done = {}
+
+    def get(name: str, build):
+        if name not in done:
+            root = tmp_path_factory.mktemp(f"built-{name}")
+            with pytest.MonkeyPatch.context() as mp:
+                isolate(mp, tmp_path_factory.mktemp(f"built-{name}-env"), shared_duckdb_dir)
+                done[name] = build(root)
+        return done[name]
+
+    return get
+
+
+def copy_home(template: Path, home: Path) -> Path:
+    """A copy of a built agentlake home (its lake and catalog together, as a user may copy one):
+    the copy reads and writes its own files from its first merge on."""
+    shutil.copytree(template, home, symlinks=True)
+    return home
+
+
+@dataclass
+class Ran:
+    """What a command returned and printed, as `subprocess.run(..., capture_output=True, text=True)` has it."""
+
+    args: tuple
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(*args, env: dict | None = None, replace_env: bool = False, cwd=None) -> Ran:
+    """`agentlake ARGS` in this process: `main`, its output captured, `env` set on top of this
+    process's environment (or instead of it), in `cwd`; everything is put back after. For the
+    tests where the process boundary is the point (a signal, an exit without a traceback from a
+    real interpreter, a scheduler's environment), start `python -m pipelines.cli` instead."""
+    from pipelines.cli import main
+
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        if replace_env:
+            os.environ.clear()
+        os.environ.update({k: str(v) for k, v in (env or {}).items()})
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main([str(a) for a in args])
+            except SystemExit as exc:  # argparse's usage errors, and sys.exit(message)
+                if isinstance(exc.code, str):
+                    print(exc.code, file=err)
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return Ran(args, code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture
@@ -167,10 +240,18 @@ def assistant(conn, mid, sid, t, model="claude-sonnet-4-5", provider="anthropic"
 
 
 @pytest.fixture
-def lake(layout, project, tmp_path):
+def lake(layout, built_once):
     """Known totals: a two-day root with a sub-agent, an awkward three-way split, a session
-    without assistant messages, tool calls with failures, and CodeWhale estimated/unknown costs."""
-    p = project("shop")
+    without assistant messages, tool calls with failures, and CodeWhale estimated/unknown costs.
+    Built once per session; each test has a copy of its home."""
+    template = built_once("known-totals", _known_totals)
+    copy_home(template.home, layout.home)
+    return layout
+
+
+def _known_totals(root: Path) -> Layout:
+    layout = Layout.resolve(home=root / "home", machine="laptop", user="dev")
+    p = Project(root / "projects", "shop")
     c = p.conn
     # R: cost 1.0, of which its sub-agent's 0.3; assistant messages: day 1 two (sonnet),
     # day 2 one (gpt) plus the sub-agent's one (sonnet) -> shares 0.5 / 0.25 / 0.25
@@ -202,7 +283,7 @@ def lake(layout, project, tmp_path):
     add_file(c, "f1", "R", str(p.path / "a.py"), "x", 1, created_at=T0 + 104)
     p.close()
     # CodeWhale in the same project: one native, one estimated, one unpriced
-    sessions = tmp_path / "cw" / "sessions"
+    sessions = root / "cw" / "sessions"
     msgs = [{"role": "user", "content": [text_block("hi")]}, {"role": "assistant", "content": [text_block("ok")]}]
     when = datetime.fromtimestamp(T0, timezone.utc)
     write_session(sessions, session_doc("cw-native", title="n", created_at=when, workspace=p.path, messages=msgs,
@@ -211,5 +292,5 @@ def lake(layout, project, tmp_path):
                                         total_tokens=100_000, cost=None))
     write_session(sessions, session_doc("cw-unknown", title="u", created_at=when, workspace=p.path, messages=msgs,
                                         total_tokens=5000, cost=None, model="glm-4.6", model_provider="custom"))
-    ingest(layout, p.db, codewhale_homes=[tmp_path / "cw"])
+    ingest(layout, p.db, codewhale_homes=[root / "cw"])
     return layout

@@ -30,7 +30,7 @@ from pipelines.central import (
     no_orphans_lakewide,
     team_warehouse,
 )
-from tests.conftest import ingest
+from tests.conftest import copy_home, ingest
 from transforms.contract import ALL_TABLES
 from transforms.synth.crush import generate_store
 from warehouse.catalog import checks as lakewide
@@ -39,6 +39,7 @@ from warehouse.lake import ducklake
 from warehouse.catalog.build import build_warehouse
 from warehouse.catalog.checks import checked
 from warehouse.lake.ducklake import connect
+from warehouse.lake.layout import Layout
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
@@ -65,13 +66,24 @@ class Team:
         return sorted((self.lake / "_landing").glob(f"{identity}/*/*/{table}.parquet"))
 
 
-@pytest.fixture
-def team(layout, tmp_path) -> Team:
-    laptop = generate_store(tmp_path / "laptop-crush", projects=2, sessions_per_project=3, seed=11)
-    desktop = generate_store(tmp_path / "desktop-crush", projects=1, sessions_per_project=4, seed=12)
+def _two_machines(root: Path) -> Team:
+    layout = Layout.resolve(home=root / "home", machine="laptop", user="dev")
+    laptop = generate_store(root / "laptop-crush", projects=2, sessions_per_project=3, seed=11)
+    desktop = generate_store(root / "desktop-crush", projects=1, sessions_per_project=4, seed=12)
     ingest(layout, roots=[laptop.global_dir])  # machine "laptop", user "dev"
     ingest(dataclasses.replace(layout, machine="desktop", user="ana"), roots=[desktop.global_dir])
-    return Team(layout.lake, tmp_path / "center" / "team.duckdb", laptop, desktop)
+    team = Team(layout.lake, root / "center" / "team.duckdb", laptop, desktop)
+    team.rebuild().close()
+    return team
+
+
+@pytest.fixture
+def team(layout, tmp_path, built_once) -> Team:
+    """Two machines' lake and the center's warehouse, built once; each test has its own copy."""
+    template = built_once("two-machines", _two_machines)
+    copy_home(template.lake.parent, layout.home)
+    copy_home(template.warehouse.parent, tmp_path / "center")
+    return Team(layout.lake, tmp_path / "center" / "team.duckdb", template.laptop, template.desktop)
 
 
 def _age_runs(team: Team, identity: str, days: int) -> None:
