@@ -27,7 +27,7 @@ SONNET = "claude-sonnet-4-5-20250929"
 CWD = "/home/dev/shop"
 T0 = datetime(2026, 3, 2, 9, 15, tzinfo=timezone.utc)
 
-# providers.md §2.4, verbatim
+# the transcript of docs/FORMATS.md, "Claude Code: a worked example" (the page says what it gives)
 FIXTURE = r"""
 {"type":"summary","summary":"Fix login test","leafUuid":"b2f0c6de-0000-4000-8000-000000000004"}
 {"parentUuid":null,"isSidechain":false,"userType":"external","cwd":"/home/dev/shop","sessionId":"7a1e2c44-1111-4222-8333-444455556666","version":"2.0.14","gitBranch":"main","type":"user","message":{"role":"user","content":"Fix the failing login test"},"uuid":"b2f0c6de-0000-4000-8000-000000000001","timestamp":"2026-03-02T09:15:01.123Z"}

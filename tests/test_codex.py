@@ -21,7 +21,7 @@ from warehouse.lake.layout import Layout
 SID = "01958a2b-7c3d-7e4f-8a9b-0c1d2e3f4a5b"
 T = datetime(2026, 3, 2, 8, 15, tzinfo=timezone.utc)
 
-# providers.md §3.4, verbatim
+# the rollout of docs/FORMATS.md, "Codex: a worked example" (the page says what it gives)
 FIXTURE = r"""
 {"timestamp":"2026-03-02T08:15:00.120Z","type":"session_meta","payload":{"id":"01958a2b-7c3d-7e4f-8a9b-0c1d2e3f4a5b","timestamp":"2026-03-02T08:15:00.100Z","cwd":"/home/dev/shop","originator":"codex_cli_rs","cli_version":"0.120.0","instructions":null,"source":"cli","model_provider":"openai","git":{"commit_hash":"3f2a9e1","branch":"main"}}}
 {"timestamp":"2026-03-02T08:15:02.000Z","type":"turn_context","payload":{"cwd":"/home/dev/shop","approval_policy":"on-request","sandbox_policy":{"type":"workspace-write","network_access":false},"model":"gpt-5.3-codex","effort":"medium","summary":"auto"}}

@@ -1,4 +1,4 @@
-"""Each Crush trap from crush-format.md, on a real crush.db, through the lake, read back by DuckDB."""
+"""Each Crush trap of docs/FORMATS.md, "Crush", on a real crush.db, through the lake, read back by DuckDB."""
 
 import json
 

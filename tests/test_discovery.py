@@ -1,6 +1,7 @@
 """Crush discovery: the global data dir, projects.json in every shape, extra stores, slugs.
 
-Discovery must never open a database nor read Crush's global crush.json (crush-format.md §4).
+Discovery must never open a database nor read Crush's global crush.json
+(docs/FORMATS.md, "Crush: the registry resolution").
 """
 
 import json

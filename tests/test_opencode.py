@@ -40,7 +40,8 @@ def ms(value: int) -> datetime:
 
 
 def fixture() -> tuple[dict, list[dict], list[dict]]:
-    """providers.md §4.4, exactly: (session, messages, parts), ids inline as in the legacy files."""
+    """docs/FORMATS.md, "OpenCode: a worked example", exactly: (session, messages, parts), ids
+    inline as in the legacy files."""
     sid, user, asst = "ses_3a9f1c2b7ffeAbCdEf", "msg_3a9f1c2c0001", "msg_3a9f1c2d0003"
     usage = tokens(input=12, output=350, reasoning=0, read=14800, write=1250)  # total 16412
     session = session_info(sid, directory="/home/dev/shop", title="Fix login test", created=1772442901123,
@@ -66,7 +67,7 @@ def fixture() -> tuple[dict, list[dict], list[dict]]:
 
 
 def write_fixture(data_dir, *, to_db=True, to_json=False):
-    """The §4.4 fixture into `data_dir`; returns the open database connection (or None)."""
+    """The worked example's fixture into `data_dir`; returns the open database connection (or None)."""
     conn = create_opencode_db(Path(data_dir) / "opencode.db") if to_db else None
     session, messages, parts = fixture()
     writer = Writer(data_dir, conn)
@@ -104,7 +105,7 @@ def closed(conn):
         conn.close()
 
 
-# ---------------------------------------------------------------------------------- §4.4 fixture
+# ---------------------------------------------------------------------------- the worked example
 
 @pytest.mark.parametrize("stored_as", ["json", "db"])
 def test_the_documented_fixture_gives_exact_totals(layout, tmp_path, stored_as):

@@ -26,7 +26,7 @@ from transforms.synth.crush import (
 REF = Path(__file__).resolve().parent / "fixtures" / "crush-schema"
 ALL_STAGES = sorted(STAGES)
 
-# expected PRAGMA table_info column order per stage (crush-format.md 1.2 / 1.3)
+# expected PRAGMA table_info column order per stage (docs/FORMATS.md, "Crush: schema and migrations")
 SESSIONS = ["id", "parent_session_id", "title", "message_count", "prompt_tokens", "completion_tokens", "cost",
             "updated_at", "created_at", "summary_message_id"]
 MESSAGES = ["id", "session_id", "role", "parts", "model", "created_at", "updated_at", "finished_at", "provider"]

@@ -1,6 +1,6 @@
 """Claude Code transcript lines (one project directory) -> canonical rows. Pure.
 
-The traps (providers.md §2.3, §7):
+The traps (docs/FORMATS.md, "Claude Code: usage and tokens" and "Claude Code: traps"):
 - one streamed response is several lines (one content block each) repeating `usage`: one
   message and one request per (message.id, requestId), dated by its first line; a copy in
   another file (a resumed session's replay, a sidechain copy, a side question's replay) is

@@ -1,5 +1,6 @@
 """Claude Code message content: a message from its lines, its parts, and tool calls joined with
-their results; Claude's tool names -> the shared categories (providers.md §2.5).
+their results; Claude's tool names -> the shared categories (docs/FORMATS.md,
+"Claude Code: tools").
 
 `native_part_type` is Claude's own block type (`text`, `thinking`, `tool_use`, `tool_result`, ...);
 `part_type` is the canonical name (contract.PART_TYPES, see `PART_TYPES` below).

@@ -1,6 +1,6 @@
 """One CodeWhale session file (a whole-session JSON snapshot) -> canonical rows. Pure.
 
-The traps (providers.md §5):
+The traps (docs/FORMATS.md, "CodeWhale"):
 - cost = `session_cost_usd + subagent_cost_usd`; a stored 0 is a real 0; no cost object means
   no cost was recorded, and it is estimated from `total_tokens` (or unknown, never $0); an
   amount that is not a number (text) is never a native cost and is reported: a garbled

@@ -1,4 +1,4 @@
-"""CodeWhale's native tool names -> the shared categories (providers.md §5.5)."""
+"""CodeWhale's native tool names -> the shared categories (docs/FORMATS.md, "CodeWhale: tools")."""
 
 from transforms.tools import categorise
 

@@ -1,5 +1,5 @@
 """Find Codex CLI rollouts: `$CODEX_HOME` (else `~/.codex`), `sessions/**/rollout-*.jsonl` and
-`archived_sessions/rollout-*.jsonl` (providers.md §3.1).
+`archived_sessions/rollout-*.jsonl` (docs/FORMATS.md, "Codex: location").
 
 One source is one ROOT rollout plus its sub-agent rollouts (`session_meta.source.subagent.
 thread_spawn.parent_thread_id`, followed up to the root), because the marts join sub-agents to

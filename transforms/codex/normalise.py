@@ -1,6 +1,6 @@
 """One Codex rollout (one session, one JSONL file) -> messages, parts, tool_calls, usage. Pure.
 
-The traps (providers.md §7 "Codex CLI") and what is done about them:
+The traps (docs/FORMATS.md, "Codex: traps") and what is done about them:
 - usage: deltas of the cumulative `total_token_usage`, repeats skipped, drops re-baselined
   (transforms.codex.usage); cached input and reasoning are parts of input and output, never added;
 - a fork or sub-agent replays its parent's history first: those lines (`Rollout.replay_end`) give

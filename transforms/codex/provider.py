@@ -6,7 +6,8 @@ Replayed history: a fork or a sub-agent rollout starts with a copy of its parent
 first). Where the parent's rollout is found, the replay is exactly the longest run of lines
 equal (type and payload) to the parent's first lines; else, when the second line is another
 session's session_meta, it is that line and the lines written within one second of it (the
-burst; ccusage's rule). Replayed lines give no rows (providers.md §3.3).
+burst; ccusage's rule). Replayed lines give no rows (docs/FORMATS.md,
+"Codex: replayed history, forks and sub-agents").
 
 Sessions: a root's cost includes its sub-agents' (`cost_includes_subagents`); a sub-agent's
 row holds its own. `cost_source` is `estimated` when every request is priced, `partial` when

@@ -1,5 +1,5 @@
-"""Codex CLI's tools (providers.md §3.5): categories, the command and file a call names, and
-what a result says (exit code, whether the tool could run at all).
+"""Codex CLI's tools (docs/FORMATS.md, "Codex: tools"): categories, the command and file a call
+names, and what a result says (exit code, whether the tool could run at all).
 
 Codex persists no is_error flag. A shell command that ran and exited non-zero is NOT an error
 (as with Crush: `exit_code` says it); `is_error` is true only when the tool itself could not run

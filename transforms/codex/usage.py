@@ -1,4 +1,5 @@
-"""Codex token usage: per-request deltas of the cumulative `total_token_usage` (providers.md §3.3).
+"""Codex token usage: per-request deltas of the cumulative `total_token_usage`
+(docs/FORMATS.md, "Codex: token usage").
 
 Codex writes a `token_count` event after each model response, and re-emits it unchanged on
 rate-limit and UI refreshes: summing `last_token_usage` over-counts. So each event counts the
@@ -6,8 +7,8 @@ difference from the previous cumulative total; an unchanged total is a repeat an
 nothing; a total that goes backwards (a reset) re-baselines, and that event counts its own
 `last_token_usage`. An event with only `last_token_usage` counts that.
 
-Buckets (providers.md §1): `input_tokens` already includes the cached input and
-`output_tokens` already includes the reasoning, so uncached = input - cached - cache writes,
+Buckets (docs/FORMATS.md, "Pricing: disjoint buckets"): `input_tokens` already includes the
+cached input and `output_tokens` already includes the reasoning, so uncached = input - cached - cache writes,
 and reasoning is kept as the informational part of output. `cache_write_input_tokens` is a
 newer optional field: when absent, cache writes are not recorded (null, never 0).
 """

@@ -17,7 +17,8 @@ DB_NAME = "crush.db"
 
 
 def global_data_dir(env=os.environ, platform: str = os.name) -> Path:
-    """Crush's global data dir, resolved exactly as Crush does (crush-format.md §4)."""
+    """Crush's global data dir, resolved exactly as Crush does
+    (docs/FORMATS.md, "Crush: the registry resolution")."""
     if env.get("CRUSH_GLOBAL_DATA"):
         return Path(env["CRUSH_GLOBAL_DATA"])
     if env.get("XDG_DATA_HOME"):

@@ -7,7 +7,7 @@ from pathlib import Path
 from transforms.crush.normalise import RawTable
 from transforms.snapshot import SnapshotError, open_snapshot
 
-# goose version_id -> number of Crush migrations applied (crush-format.md §1.2)
+# goose version_id -> number of Crush migrations applied (docs/FORMATS.md, "Crush: schema and migrations")
 MIGRATIONS = {
     20250424200609: 1, 20250515105448: 2, 20250624000000: 3, 20250627000000: 4,
     20250810000000: 5, 20250812000000: 6, 20260127000000: 7,

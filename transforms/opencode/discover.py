@@ -1,6 +1,6 @@
 """Find OpenCode data dirs: `$XDG_DATA_HOME/opencode`, else `~/.local/share/opencode` on every
-OS (providers.md §4.1). A data dir holds `opencode.db` (release channels), `opencode-<channel>.db`
-(dev builds) and, after an upgrade from <= v1.1, the legacy `storage/` JSON tree; before that
+OS (docs/FORMATS.md, "OpenCode: location"). A data dir holds `opencode.db` (release channels),
+`opencode-<channel>.db` (dev builds) and, after an upgrade from <= v1.1, the legacy `storage/` JSON tree; before that
 (the oldest releases), `project/<id>/storage/session/{info,message,part}/` (read like the legacy tree).
 
 One data dir is one source: its databases and its legacy JSON are read together, so that a

@@ -1,7 +1,7 @@
 """OpenCode records (transforms.opencode.store) -> canonical rows. Pure: no I/O but the git
 config read that names a project.
 
-The traps (providers.md §4, §7):
+The traps (docs/FORMATS.md, "OpenCode: token usage" and "OpenCode: traps"):
 - one store spans many projects: every row names its session's project (its `directory`);
 - `tokens.input` is uncached input; cache reads and writes are buckets of their own; the cache
   write TTL is not recorded, so writes go to the 5-minute bucket;

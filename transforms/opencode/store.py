@@ -1,5 +1,6 @@
 """Read one OpenCode source into plain records: each database through a consistent snapshot,
-then the legacy `storage/` JSON, merged by id (providers.md §4.1-4.3).
+then the legacy `storage/` JSON, merged by id (docs/FORMATS.md,
+"OpenCode: location").
 
 After an upgrade to >= v1.2 the JSON files stay beside the database that now holds the same
 rows, so each session, message and part is kept once: a database row wins over a JSON file,
@@ -86,7 +87,7 @@ class Store:
     problems: list[tuple[str, str]] = field(default_factory=list)  # (place, why) it could not be read
 
 
-# what OpenCode writes (providers.md §4.2): anything else is reported as unknown
+# what OpenCode writes (docs/FORMATS.md, "OpenCode: record shapes"): anything else is reported as unknown
 SESSION_COLUMNS = frozenset({
     "project_id", "workspace_id", "parent_id", "slug", "directory", "path", "title", "version", "share_url",
     "summary_additions", "summary_deletions", "summary_files", "summary_diffs", "cost", "tokens_input",

@@ -1,5 +1,5 @@
 """OpenCode's tool parts: native tool ids -> the shared categories, and one `tool_calls` row per
-`tool` part (providers.md §4.2, §4.5).
+`tool` part (docs/FORMATS.md, "OpenCode: tools").
 
 A tool part holds the call and its result together: `state.status` is pending, running,
 completed or error. Ids are the `Tool.define` ids (`webfetch`, `todowrite`, `apply_patch`), not

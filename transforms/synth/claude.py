@@ -1,6 +1,6 @@
-"""Seeded Claude Code homes (`<home>/projects/<slug>/*.jsonl`, shaped as providers.md §2.2), for
-the tests, the demo and the benchmarks. It counts what it writes, so tests compare the lake to
-the truth. Streamed responses are written as Claude Code writes them: one line per content
+"""Seeded Claude Code homes (`<home>/projects/<slug>/*.jsonl`, shaped as docs/FORMATS.md,
+"Claude Code: record shapes" says), for the tests, the demo and the benchmarks. It counts what it
+writes, so tests compare the lake to the truth. Streamed responses are written as Claude Code writes them: one line per content
 block, each repeating the usage with the output count growing."""
 
 import json

@@ -1,5 +1,5 @@
-"""Seeded CodeWhale session files, shaped as `SavedSession` (providers.md §5.2), for the tests
-and the demo. Stdlib only. It counts what it writes, so tests compare the lake to the truth."""
+"""Seeded CodeWhale session files, shaped as `SavedSession` (docs/FORMATS.md,
+"CodeWhale: record shapes"), for the tests and the demo. Stdlib only. It counts what it writes, so tests compare the lake to the truth."""
 
 import json
 import random

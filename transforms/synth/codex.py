@@ -1,5 +1,5 @@
-"""Seeded Codex CLI rollouts, shaped as providers.md §3.2 describes them, for the tests and the
-demo. It counts what it writes, so tests compare the lake to the truth. The truth's costs are
+"""Seeded Codex CLI rollouts, shaped as docs/FORMATS.md, "Codex: record shapes" describes them,
+for the tests and the demo. It counts what it writes, so tests compare the lake to the truth. The truth's costs are
 the offline price of each request's token delta (transforms.pricing.price_buckets)."""
 
 import json

@@ -1,7 +1,8 @@
 """Seeded generator of realistic Crush stores (``projects.json`` + per-project ``crush.db``).
 
-Serves the tests, ``agentlake demo`` and the benchmark. Stdlib only. The format follows
-/work/shared/docs/crush-format.md (schema 1, timestamps 2, parts 3, semantics 6, files 7).
+Serves the tests, ``agentlake demo`` and the benchmark. Stdlib only. The format is
+docs/FORMATS.md, "Crush" (schema and migrations, units, parts JSON, cost and token semantics,
+file history).
 The ground truth (:class:`DbTruth`) is counted while rows are generated, never read back.
 
 Two write paths:
@@ -53,7 +54,7 @@ def create_crush_db(path, stage: int = 7) -> sqlite3.Connection:
         raise ValueError(f"stage must be 1..{len(MIGRATIONS)}, got {stage}")
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")  # Crush's connect pragmas (crush-format.md 5)
+    conn.execute("PRAGMA journal_mode=WAL")  # docs/FORMATS.md, "Crush: connection pragmas"
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute("PRAGMA synchronous=NORMAL")
     # goose: version table + row 0 in one transaction, then each migration with its version row
@@ -72,7 +73,7 @@ def _insert_sql(table: str, cols) -> str:
     return f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
 
 
-# column orders used by both write paths; later stages append columns (crush-format.md 1.2)
+# column orders used by both write paths; later stages append columns (docs/FORMATS.md, "Crush: schema and migrations")
 _SESSION_COLS = ("id", "parent_session_id", "title", "message_count", "prompt_tokens", "completion_tokens",
                  "cost", "updated_at", "created_at", "summary_message_id", "todos")
 _MESSAGE_COLS = ("id", "session_id", "role", "parts", "model", "created_at", "updated_at", "finished_at",

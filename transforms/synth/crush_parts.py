@@ -1,7 +1,8 @@
 """Low-level pieces of a Crush ``crush.db``: the exact DDL and the ``parts`` JSON builders.
 
-Everything here mirrors upstream charmbracelet/crush as documented in crush-format.md
-(sections 1 and 3). Stdlib only: used by tests, the demo command and benchmarks.
+Everything here mirrors upstream charmbracelet/crush as documented in docs/FORMATS.md,
+"Crush: schema and migrations" and "Crush: the parts JSON". Stdlib only: used by tests, the demo
+command and benchmarks.
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ CREATE INDEX IF NOT EXISTS idx_read_files_path ON read_files (path);
 """),
 ]
 
-# number of applied migrations -> max goose version_id (crush-format.md 1.2)
+# number of applied migrations -> max goose version_id (docs/FORMATS.md, "Crush: schema and migrations")
 STAGES: dict[int, int] = {n: MIGRATIONS[n - 1][0] for n in (4, 5, 6, 7)}
 
 
@@ -175,7 +176,7 @@ def encode_parts(parts: list) -> str:
 
 
 # ---------------------------------------------------------------------------
-# part builders: {"type": kind, "data": {...}} with upstream's key order (crush-format.md 3)
+# part builders: {"type": kind, "data": {...}} with upstream's key order (docs/FORMATS.md, "Crush: the parts JSON")
 # ---------------------------------------------------------------------------
 
 def text_part(text: str) -> dict:
@@ -399,7 +400,8 @@ MODELS = [
 ]
 FLAT_RATE = ("hyper", "claude-sonnet-4-5", "toolu", 0.0, 0.0)  # subscription: Crush records cost 0
 
-# tool -> weight, per kind of session; the stage decides which names exist (crush-format.md 6)
+# tool -> weight, per kind of session; the stage decides which names exist
+# (docs/FORMATS.md, "Crush: cost and token semantics")
 ROOT_TOOLS = {"view": 24, "bash": 20, "edit": 13, "grep": 8, "glob": 6, "write": 5, "ls": 4, "todos": 4,
               "multiedit": 3, "agent": 3, "diagnostics": 3, "fetch": 2, "agentic_fetch": 1,
               "mcp_github_create_issue": 1}

@@ -1,6 +1,6 @@
 """Seeded OpenCode data dirs for the tests and the demo: a real `opencode.db` (WAL mode, the
-upstream table shapes of providers.md §4.2) and the legacy `storage/` JSON tree. Stdlib only.
-It counts what it writes, so tests compare the lake to the truth."""
+upstream table shapes of docs/FORMATS.md, "OpenCode: record shapes") and the legacy `storage/`
+JSON tree. Stdlib only. It counts what it writes, so tests compare the lake to the truth."""
 
 import json
 import random
