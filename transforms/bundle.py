@@ -74,7 +74,7 @@ def bundles(sources: list[Source]) -> list[Source]:
         paths = [os.path.dirname(p.path) for p in parts]
         common = os.path.commonpath(paths) if len({os.path.splitdrive(p)[0] for p in paths}) == 1 else paths[0]
         # the id names the project directory, not its slug: renaming a project in config.toml
-        # keeps its source (and lands it again: warehouse.land.ingest.same_names), as do the names
+        # keeps its source (and lands it again: warehouse.land.source_state.same_names), as do the names
         # its parts carry to their extract (Kilo's names each session's project)
         made.append(dict(provider=provider, path=common, project_path=project_path, project=parts[0].project,
                          identity=f"project:{project_path}", parts=tuple(parts), found=found,

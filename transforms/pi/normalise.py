@@ -1,7 +1,8 @@
 """One pi session file (badlogic/pi-mono, `packages/coding-agent`) -> canonical rows. Pure.
 
-The store, from pi's source (`src/core/session-manager.ts`, `docs/session.md`): one JSONL file
-per session, `<agent dir>/sessions/--<cwd with / as ->--/<ISO time>_<uuid>.jsonl`. Line 1 is the
+The store, from pi's own source and docs (in badlogic/pi-mono, not here:
+`packages/coding-agent/src/core/session-manager.ts`, `packages/coding-agent/docs/session.md`): one
+JSONL file per session, `<agent dir>/sessions/--<cwd with / as ->--/<ISO time>_<uuid>.jsonl`. Line 1 is the
 header `{"type":"session","version":3,"id","timestamp","cwd","parentSession"?}`; every other line
 is an entry with `id` (8 hex), `parentId` (a tree: `/tree` branches in place), `timestamp` (ISO).
 `message` entries hold an AgentMessage: `user`, `assistant` (content `text`/`thinking`/`toolCall`,

@@ -1,5 +1,6 @@
-"""Seeded pi session files, shaped as pi writes them (packages/coding-agent/src/core/
-session-manager.ts, docs/session.md), for the tests and the demo. It counts what it writes, so
+"""Seeded pi session files, shaped as pi writes them (pi's own
+packages/coding-agent/src/core/session-manager.ts and packages/coding-agent/docs/session.md, in
+badlogic/pi-mono), for the tests and the demo. It counts what it writes, so
 tests compare the lake to the truth: the native cost is what pi's `calculateCost` would record
 (per-million rates times each bucket), a cost of 0 is priced offline (transforms.pricing)."""
 

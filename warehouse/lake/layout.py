@@ -73,7 +73,7 @@ class Layout:
     warehouse: Path
     machine: str = "host"
     user: str = "user"
-    team: bool = False  # redact secrets before any row leaves the machine (warehouse.privacy)
+    team: bool = False  # redact secrets before any row leaves the machine (transforms.redact, docs/PRIVACY.md)
     privacy: tuple[tuple[str, str], ...] = ()  # per-column overrides: (`table.column`, action)
 
     @classmethod

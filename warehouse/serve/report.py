@@ -63,7 +63,7 @@ class Filters:
 
 def session_key(alias: str = "", session: str = "session_id") -> str:
     """SQL for a session's lake-wide key, as the marts name it (`session_key`, `root_session_key`:
-    warehouse/catalog/sql/marts/01_session_tree.sql); `session` the column (or expression) of its id."""
+    the session tree's SQL under warehouse/catalog/sql/); `session` the column (or expression) of its id."""
     p = f"{alias}." if alias else ""
     return f"concat_ws('/', {p}machine, {p}\"user\", {p}provider, {p}source_id, {session})"
 
