@@ -880,12 +880,12 @@ def main(argv=None) -> int:
 
 
 def entry() -> None:
-    """The `agentlake` command: `main`, then an exit without Python's last garbage collections.
-    At exit the interpreter collects a heap that Dagster, SQLAlchemy and pydantic made large
-    (some 200,000 objects): 0.3-0.4 s of a changed source's 3.4 s ingest. One collection runs
-    first (the garbage's finalizers run, as at any exit), then every live object is frozen, which
-    the interpreter's own collections skip. Not in `main`, which tests and notebooks call: a
-    frozen object is never collected in a process that goes on."""
+    """The `agentlake` command: `main`, then an exit without Python's last garbage collections. At
+    exit the interpreter collects a heap that Dagster, SQLAlchemy and pydantic made large (some
+    200,000 objects), a good part of a changed source's ingest (docs/BENCHMARKS.md, "Figures behind
+    the code's choices"). One collection runs first (the garbage's finalizers run, as at any exit),
+    then every live object is frozen, which the interpreter's own collections skip. Not in `main`,
+    which tests and notebooks call: a frozen object is never collected in a process that goes on."""
     code = main()
     gc.collect()
     gc.freeze()

@@ -11,9 +11,9 @@ only how a file is opened:
   (a run's events or status, dynamic partitions), never the lake, whose state is not in Dagster;
 - a run's file has its modification time set after each use, so the UI's live view of a run (a
   watchdog on that file, not on its WAL) sees every event as it comes. Closing the file did
-  that before, by checkpointing it; a checkpoint after each event kept that but synced the file
-  each time (one changed source's 125 events: 0.40 s with it, 0.19 s without), and the UI reads
-  the WAL's commits anyway.
+  that before, by checkpointing it; a checkpoint after each event kept that but synced the file each
+  time, which slowed every event (docs/BENCHMARKS.md, "Figures behind the code's choices"), and the
+  UI reads the WAL's commits anyway.
 Schedules and sensor ticks, written rarely, keep Dagster's own storage. `pipelines/runner.py`
 names these in agentlake's own Dagster home only (`pipelines/dagster_storage.yaml`).
 """

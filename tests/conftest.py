@@ -67,8 +67,8 @@ DAY = 86400
 @pytest.fixture(scope="session")
 def shared_duckdb_dir(tmp_path_factory) -> Path:
     """One `~/.duckdb` for the whole run. Every agentlake command installs DuckLake's extension
-    (36 MB) into the home's `.duckdb/extensions`; with a new home per test that was 35 GB of
-    copies over the suite, and CI ran out of disk."""
+    (36 MB) into the home's `.duckdb/extensions`; with a new home per test the copies over the suite
+    filled CI's disk (docs/BENCHMARKS.md, "Figures behind the code's choices")."""
     return tmp_path_factory.mktemp("duckdb-home")
 
 

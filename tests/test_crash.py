@@ -53,7 +53,8 @@ def _kill_and_converge(tmp_path, kills: int, seed: int):
     for _ in range(kills):
         proc = subprocess.Popen([sys.executable, "-c", INGEST, str(store.global_dir), str(crashed.home)],
                                 env={**os.environ, "TMPDIR": str(tmp)})
-        time.sleep(rng.uniform(0.4, 1.4))  # python start-up takes ~0.3 s of that
+        # python start-up takes part of that (docs/BENCHMARKS.md, "Figures behind the code's choices")
+        time.sleep(rng.uniform(0.4, 1.4))
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             killed_mid_run += 1

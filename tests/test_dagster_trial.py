@@ -176,9 +176,9 @@ def test_the_sensor_requests_changed_partitions_as_contiguous_ranges(tmp_path, s
 
 def test_a_sensor_run_of_what_the_cli_landed_is_settled_without_workers(tmp_path, store, instance, monkeypatch):
     """The CLI landed a change before the sensor saw it: the sensor's run finds every source
-    unchanged, settles them in its own process (no worker pool: 1.6 s of a 1.7 s run over 40
-    such sources), and the merge it triggers takes the pending marker away, so the next CLI run
-    with nothing changed stays out of Dagster."""
+    unchanged, settles them in its own process (no worker pool, most of such a run's time:
+    docs/BENCHMARKS.md, "Figures behind the code's choices"), and the merge it triggers takes the
+    pending marker away, so the next CLI run with nothing changed stays out of Dagster."""
     import pipelines.defs.lake.assets as assets
     from pipelines.runner import run_ingest
 

@@ -113,9 +113,10 @@ def test_a_lake_uri_without_credentials_still_works(tmp_path):
     ("endpoint_override=127.0.0.1:5077&scheme=https&region=eu-west-1&tls_verify_certificates=false", (-1.0, -1.0)),
 ])
 def test_an_object_store_waits_seconds_not_minutes_and_keeps_the_uris_options(monkeypatch, query, timeouts):
-    """An endpoint that takes the connection and never answers waited about 100 s (three tries of
-    the SDK's timeouts, a team lead's trial): the store connects within 5 s and lets a request
-    stall 10 s, about 30 s in all; every option the URI set is still the store's."""
+    """An endpoint that takes the connection and never answers was waited for minutes (three tries
+    of the SDK's timeouts, a team lead's trial: docs/BENCHMARKS.md, "Figures behind the code's
+    choices"): the store connects within 5 s and lets a request stall 10 s, about 30 s in all; every
+    option the URI set is still the store's."""
     from warehouse.lake.storage import CONNECT_TIMEOUT, STALL_TIMEOUT, ObjectStore
 
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")

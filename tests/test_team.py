@@ -333,9 +333,9 @@ def test_a_reader_merge_against_a_dead_store_is_one_error_naming_it(tmp_path):
 
 
 def test_a_store_that_stops_answering_fails_each_later_call_at_once(tmp_path, monkeypatch):
-    """The store dying mid-ingest took 260 s: every source's write waited out pyarrow's three tries
-    (6 s) again. Once it did not answer, every later call of the process fails at once with the
-    same error naming the endpoint."""
+    """The store dying mid-ingest took minutes: every source's write waited out pyarrow's three
+    tries again (docs/BENCHMARKS.md, "Figures behind the code's choices"). Once it did not answer,
+    every later call of the process fails at once with the same error naming the endpoint."""
     import time
 
     from moto.server import ThreadedMotoServer

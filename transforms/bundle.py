@@ -1,11 +1,11 @@
 """One source per agent and project, for the agents that keep a file per session.
 
-Codex, Gemini CLI, Qwen Code, Copilot CLI, Amp, Droid, Kilo Code, Codebuff, pi and CodeWhale
-keep a file (or a small tree of them) per session, and their discoveries return a source per
-session. Landed as such, each session paid about 10 ms whatever its size: eight landing files
-with an fsync each, two state writes, and eight reads in the merge; 1,334 Codex rollouts took
-14.6 s to ingest (docs/BENCHMARKS.md). `ByProject` wraps such a provider: its sessions of one
-project directory on this machine are one `Bundle` source, landed as one set of files.
+Codex, Gemini CLI, Qwen Code, Copilot CLI, Amp, Droid, Kilo Code, Codebuff, pi and CodeWhale keep a
+file (or a small tree of them) per session, and their discoveries return a source per session.
+Landed as such, each session paid a fixed cost whatever its size: eight landing files with an fsync
+each, two state writes, and eight reads in the merge (docs/BENCHMARKS.md, "Figures behind the code's
+choices"). `ByProject` wraps such a provider: its sessions of one project directory on this machine
+are one `Bundle` source, landed as one set of files.
 
 A bundle is read part by part (the agent's own source: a session with its sub-agents), and each
 part's rows are cached under the bundle's cache dir, keyed by the part's fingerprint, the part
@@ -109,8 +109,9 @@ def _digest(text: str) -> str:
 
 @dataclass
 class _Part:
-    """One part's extract, as cached: its rows as the agent gave them (dicts, which pickle and
-    load in a fraction of a millisecond; an Arrow table each cost 3 ms), or its failure."""
+    """One part's extract, as cached: its rows as the agent gave them (dicts, which pickle and load
+    far quicker than an Arrow table each: docs/BENCHMARKS.md, "Figures behind the code's choices"),
+    or its failure."""
 
     key: str
     rows: dict

@@ -53,7 +53,8 @@ def price_total_tokens(total_tokens: int | None, model: str | None, provider: st
 
 # (model, provider) -> the answer for a model the table does not know. genai-prices raises its
 # LookupError from the model and provider lookup alone (never from the tokens or the time), and
-# caches hits but not misses: Codex's review model (`codex-auto-review`) cost 0.7 ms a request.
+# caches hits but not misses: Codex's review model (`codex-auto-review`) paid the lookup on every
+# request (docs/BENCHMARKS.md, "Figures behind the code's choices").
 _UNPRICED: dict[tuple[str, str | None], Priced] = {}
 
 

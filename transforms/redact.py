@@ -473,8 +473,9 @@ def _prefilters(gate, lowered, patterns, prefilter="") -> list[str]:
 
 _PREFILTERS = tuple(dict.fromkeys([*(p for shape in _SHAPES for p in _prefilters(*shape)), _SPELT_ESCAPE]))
 COLUMN_PREFILTER = "|".join(_PREFILTERS)
-# the standalone AWS secret's counted run, in one regex with the others, doubled the scan's time
-# (40 to 80 ms on 10 MB of generated Crush text); as a scan of its own it adds 20 ms
+# the standalone AWS secret's counted run, in one regex with the others, made the whole scan much
+# slower; as a scan of its own it adds far less (docs/BENCHMARKS.md, "Figures behind the code's
+# choices")
 _SCANS = ("|".join(p for p in _PREFILTERS if p != _STANDALONE_40_PREFILTER), _STANDALONE_40_PREFILTER)
 _TEXT_TYPES = (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view)
 
@@ -484,8 +485,9 @@ def _is_text(type_: pa.DataType) -> bool:
 
 
 # Up to this many cells (a run log row, a small source's dict rows) each goes through the rules
-# directly: the column scan's set-up (2-3 ms a call) is then the bulk of the work. The prefilter
-# is wider than every rule (tests/test_redact_columnar.py), so the same cells change.
+# directly: the column scan's set-up is then the bulk of the work (docs/BENCHMARKS.md, "Figures
+# behind the code's choices"). The prefilter is wider than every rule
+# (tests/test_redact_columnar.py), so the same cells change.
 FEW_CELLS = 64
 
 
@@ -510,7 +512,8 @@ def _candidates(columns: list, cells: int):
     if cells <= FEW_CELLS:
         values = (v for column in columns for v in column.to_pylist())
         return [(i, v) for i, v in enumerate(values) if v]
-    # one Series over one chunked array: a Series per column cost 30 us each
+    # one Series over one chunked array: a Series per column cost its set-up each
+    # (docs/BENCHMARKS.md, "Figures behind the code's choices")
     chunks = [chunk for column in columns for chunk in (column.chunks if isinstance(column, pa.ChunkedArray) else [column])]
     if len({chunk.type for chunk in chunks}) > 1:  # string, large_string, string_view: one type
         chunks = [chunk.cast(pa.large_string()) for chunk in chunks]

@@ -71,10 +71,11 @@ PREFILTERS = {
     "telegram_token": r":[0-9A-Za-z_-]{35}",
     "twilio": r"AC[a-z0-9]{32}|SK[a-z0-9]{32}",
 }
-# detect-secrets' `build_assignment_regex` rules (IBM Cloud IAM, IBM COS HMAC, SoftLayer,
-# Cloudant `<prefix>key = <value>`): their prefix is optional, so they are generic `key = value`
-# rules that cost more than all the others together (about 40-80 ms/MB each); our KEY=VALUE
-# rules cover them (a secret-named key, a long random value). Their URL rules are kept.
+# detect-secrets' `build_assignment_regex` rules (IBM Cloud IAM, IBM COS HMAC, SoftLayer, Cloudant
+# `<prefix>key = <value>`): their prefix is optional, so they are generic `key = value` rules that
+# cost more than all the others together (docs/BENCHMARKS.md, "Figures behind the code's choices");
+# our KEY=VALUE rules cover them (a secret-named key, a long random value). Their URL rules are
+# kept.
 _ASSIGNMENT_BUILDER = r"(?:(?<=\W)|(?<=^))"
 # our kind for a plugin's secret, where we have one: (module, index in its denylist) or module
 SAME_KIND = {

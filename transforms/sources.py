@@ -40,8 +40,9 @@ class Source:
     @property
     def dagster_partition(self) -> str:
         """The Dagster partition that lands it: one per agent and project. An agent that keeps a
-        file per session (Codex, Gemini CLI, ...) has thousands of sources; a partition each
-        cost Dagster 25 ms and two events per source, and crowded its UI."""
+        file per session (Codex, Gemini CLI, ...) has thousands of sources; a partition each cost
+        Dagster time and two events per source (docs/BENCHMARKS.md, "Figures behind the code's
+        choices"), and crowded its UI."""
         return f"{self.provider}-{self.project}"
 
 

@@ -41,8 +41,9 @@ def discover_sources(context: dg.SensorEvaluationContext, agentlake: AgentlakeRe
     registered = sources_partitions.get_partition_keys(dynamic_partitions_store=context.instance)
     partition_requests = partition_changes(set(registered), {s.dagster_partition for s in found.values()})
     # a run per range of neighbours, as the CLI does: a partition each cost a run's set-up, and
-    # after a demo ingest 61 runs took 5 minutes where one took 5.5 s. A run reads its partitions'
-    # changed sources only: one new session of a project with a thousand leaves the others alone
+    # after a demo ingest a run per partition took far longer than one run (docs/BENCHMARKS.md,
+    # "Figures behind the code's choices"). A run reads its partitions' changed sources only: one
+    # new session of a project with a thousand leaves the others alone
     requests = []
     for batch in contiguous_batches(list(changed), keys_after(registered, partition_requests)):
         fps = {key: fp for partition in batch for key, fp in changed[partition].items()}

@@ -94,7 +94,8 @@ def _int(v):
 
 @lru_cache(maxsize=4096)
 def _path(rel: str) -> PurePosixPath:
-    """A file's path, parsed once: every line of a file asks (7% of an extract, parsed per line)."""
+    """A file's path, parsed once: every line of a file asks (parsed per line, it showed in an
+    extract's profile: docs/BENCHMARKS.md, "Figures behind the code's choices")."""
     return PurePosixPath(rel)
 
 

@@ -57,7 +57,7 @@ def row_counts(con) -> dict[str, int]:
 
 def count_rows(con, tables: list[str], schema: str = "") -> dict[str, int]:
     """Rows per table, in one statement: each statement pays DuckLake's catalog lookups again
-    (32 counts after a merge: 100 ms one by one, 65 ms at once)."""
+    (docs/BENCHMARKS.md, "Figures behind the code's choices")."""
     prefix = f"{schema}." if schema else ""
     sql = " UNION ALL ".join(f"SELECT {i} AS i, COUNT(*) FROM {prefix}\"{name}\"" for i, name in enumerate(tables))
     counts = dict(con.execute(sql).fetchall())

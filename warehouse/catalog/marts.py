@@ -217,7 +217,8 @@ class _Internals:
 
     def release(self, later) -> None:
         """Drops the tables of the blocks no later mart reads: a whole refresh of the large
-        corpus held 470 MB of them (their keys are long strings, uncompressed in memory)."""
+        corpus held hundreds of MB of them (their keys are long strings, uncompressed in memory:
+        docs/BENCHMARKS.md, "Figures behind the code's choices")."""
         wanted = {n for sql in later for n in _blocks_read(sql)}
         for name in [n for n in self.pinned if n not in wanted]:
             self._drop(name)
@@ -267,7 +268,8 @@ class _Cut:
 
     The cut is read from the lake once per refresh, into temporary tables: of the tables the
     marts read, the columns they name (not the parts, nor message texts, nor file contents).
-    Every scan of a DuckLake table pays a catalog lookup (20-50 ms), and the fourteen by-project
+    Every scan of a DuckLake table pays a catalog lookup (docs/BENCHMARKS.md, "Figures behind the
+    code's choices"), and the fourteen by-project
     marts and their three blocks made some fifty of them for one changed source."""
 
     def __init__(self, con):

@@ -37,12 +37,11 @@ from warehouse.lake.scratch_dirs import scratch
 from warehouse.lake.storage import EmptyLake, LakeUnreachable, ReadFromAnotherLake, masked, open_store
 from warehouse.land.landing_files import LANDING_ID
 
-# Partitions: the row's year (from `date`) and project. Finer partitions give a file per few rows
-# on a realistic history (sessions spread over months, a long tail of projects), and DuckLake pays
-# per file: on 100 projects over 180 days (96k messages), by month 3,246 files, a cold merge of
-# 15.4 s and queries of 42/41/95 ms; by year 526 files, 4.0 s and 10/10/28 ms, in 45% less
-# space (docs/ARCHITECTURE.md). A project stays a partition: a changed source's mart rows are
-# recomputed from its project's files only (warehouse.catalog.marts).
+# Partitions: the row's year (from `date`) and project. Finer partitions give a file per few rows on
+# a realistic history (sessions spread over months, a long tail of projects), and DuckLake pays per
+# file: by month, many more files than by year, a slower merge, slower queries and more space
+# (docs/BENCHMARKS.md, "Figures behind the code's choices"). A project stays a partition: a changed
+# source's mart rows are recomputed from its project's files only (warehouse.catalog.marts).
 PARTITION_BY = 'year("date"), "project"'
 # The run log gets a few rows a run, one per source: by project that was a file per source and run.
 PARTITION_BY_TABLE = {SOURCES.name: 'year("date"), month("date")'}
@@ -235,10 +234,11 @@ def _source_key_sql(alias: str = "") -> str:
 FROM_PATH = {"machine": -5, "user": -4, "provider": -3, "source_id": -2}
 
 
-# Landing files read per statement: DuckDB keeps each file's reader state until the statement
-# ends, about 0.4 MB a file; 1,000 Codex sources' parts in one statement ran out of 512 MB. Each
-# statement writes its own DuckLake files: more than one per partition is left to compaction
-# (warehouse.catalog.build.refresh compacts when the files outnumber the partitions).
+# Landing files read per statement: DuckDB keeps each file's reader state until the statement ends
+# (docs/BENCHMARKS.md, "Figures behind the code's choices"); 1,000 Codex sources' parts in one
+# statement ran out of 512 MB. Each statement writes its own DuckLake files: more than one per
+# partition is left to compaction (warehouse.catalog.build.refresh compacts when the files outnumber
+# the partitions).
 FILES_PER_READ = 250
 
 
@@ -315,7 +315,8 @@ def _copies_said(con, source_ids) -> list[str]:
 
 def crowded(con) -> bool:
     """More live data files than 1.2 per partition, plus some slack (asked on the writer's own
-    connection: a connection of its own cost 40 ms of a changed source's merge)."""
+    connection: a connection of its own added to a changed source's merge, docs/BENCHMARKS.md,
+    "Figures behind the code's choices")."""
     meta = f"__ducklake_metadata_{ducklake.CATALOG}"
     files, partitions = con.execute(f"""
         SELECT COUNT(*), COUNT(DISTINCT (f.table_id, v.values))

@@ -5,8 +5,8 @@ The catalog is a DuckDB file. One writer (a merge, a compaction) works on its ow
 readers' file (`Layout.warehouse`, `warehouse.ducklake`) by an atomic rename. Readers attach the
 published file read-only: any number at once, during a write too, each on the snapshot it
 opened (a held connection keeps the file it opened until it reconnects). A SQLite catalog
-would let readers share the writer's file, but measured, committing a merge's 9,133 new files
-took 28 s through it against 0.5 s in a DuckDB file (docs/ARCHITECTURE.md).
+would let readers share the writer's file, but committing a merge's many new files through it was
+many times slower than in a DuckDB file (docs/BENCHMARKS.md, "Figures behind the code's choices").
 
 The data is Parquet partitioned by year and project: `<data>/main/<table>/year=/project=/`.
 
@@ -34,16 +34,14 @@ from warehouse.lake.locks import held
 
 CATALOG = "lake"  # the attached catalog's name in every connection
 # A merge writes a file per partition at once. By default DuckDB buffers 512k rows per open file,
-# 100 files at a time: a cold `agentlake ingest` of 96k messages (100 projects over 180 days)
-# peaked at 1,055 MiB; flushing every 20k rows with 20 files open: 727 MiB, in the same time.
-# With 8 open: the large corpus' parts (raw JSON, the widest rows) 744 -> 548 MiB, same time,
-# about as many files: 359 against 347 for 300 partitions (a landing file holds one source's
-# rows, of one project and mostly one year: few partitions are open at once).
-# The memory limit: merging 1.46M messages (300 projects) peaked at 1,672 MiB with 2 GB, 975 MiB
-# with 512 MB, in the same 25 s; ten machines' 965k messages 2,398 -> 1,106 MiB. What does not
-# fit spills to a directory beside the catalog (DuckDB's default is `.tmp` in the working
-# directory: a user's repository). Its cache of external files is off: it keeps at least 300 kB
-# per landing file read, which a merge reads once (1,000 Codex sources' 12 kB files: 308 MB).
+# 100 files at a time; flushing every 20k rows with 8 files open takes much less memory, in the same
+# time and with about as many files (a landing file holds one source's rows, of one project and
+# mostly one year: few partitions are open at once).
+# The memory limit: 512 MB rather than 2 GB lowers a large merge's peak a lot, in the same time.
+# What does not fit spills to a directory beside the catalog (DuckDB's default is `.tmp` in the
+# working directory: a user's repository). Its cache of external files is off: it keeps more per
+# landing file read than a small landing file holds, and a merge reads each file once.
+# The figures: docs/BENCHMARKS.md, "Figures behind the code's choices".
 WRITER_SETTINGS = {"memory_limit": "512MB", "partitioned_write_flush_threshold": "20000",
                    "partitioned_write_max_open_files": "8", "enable_external_file_cache": "false"}
 
@@ -105,12 +103,12 @@ def pinned_binary(name: str = "ducklake") -> Path | None:
     return path if path is not None and name in PINNED and _digest(path) == PINNED[name] else None
 
 
-# DuckDB checks an extension's signature on every LOAD by hashing its 36 MB binary: 60-70 ms for
-# each new connection, and a changed source's merge opens three (the writer, the compaction
-# probe, the checks). Connections that run agentlake's own SQL only (`ours`) load the pinned
-# binary by its path, whose SHA-256 was checked above (once per file: _digest's cache), without
-# DuckDB's second check. Connections that run a user's SQL (`agentlake sql`, the notebooks) keep
-# it: with it off, their SQL could LOAD any unsigned binary.
+# DuckDB checks an extension's signature on every LOAD by hashing its 36 MB binary, for each new
+# connection (docs/BENCHMARKS.md, "Figures behind the code's choices"), and a changed source's merge
+# opens three (the writer, the compaction probe, the checks). Connections that run agentlake's own
+# SQL only (`ours`) load the pinned binary by its path, whose SHA-256 was checked above (once per
+# file: _digest's cache), without DuckDB's second check. Connections that run a user's SQL
+# (`agentlake sql`, the notebooks) keep it: with it off, their SQL could LOAD any unsigned binary.
 def _opened(ours: bool, settings: dict | None = None):
     """A new DuckDB connection (no progress bar) with DuckLake loaded; `settings` on top."""
     own = pinned_binary() if ours else None
@@ -155,7 +153,8 @@ def writer_path(catalog: Path) -> Path:
 
 
 # The catalog's DuckDB file in 16 kB blocks, not 256 kB: its thirty-odd small tables take a block
-# each per column segment, so a new lake's catalog was 15 MiB for 526 data files, and is 1.5 MiB.
+# each per column segment, so a new lake's catalog was far larger than it is now
+# (docs/BENCHMARKS.md, "Figures behind the code's choices").
 # The size is fixed when the file is made (an older catalog keeps its blocks).
 META_BLOCK_SIZE = 16384
 

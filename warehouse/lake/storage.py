@@ -311,7 +311,8 @@ class ObjectStore:
     def _request(self):
         """One call to the store. A store found not answering fails every call of this process at
         once, for DEAD_FOR seconds, with the first one's LakeUnreachable: each would otherwise wait
-        out pyarrow's three tries again (6 s), source after source."""
+        out pyarrow's three tries again, source after source (docs/BENCHMARKS.md, "Figures behind
+        the code's choices")."""
         if self._dead and time.monotonic() < self._dead[0]:
             raise LakeUnreachable(self.lake, self._dead[1])
         try:
@@ -392,9 +393,10 @@ _NOT_ANSWERING = re.compile(r"NETWORK_CONNECTION|curlCode|Could not connect|Conn
 DEAD_FOR = 60.0  # seconds a store that did not answer is not asked again (per process)
 
 
-# An endpoint that takes the connection and never answers waited out the SDK's own timeouts on
-# each of pyarrow's three tries: about 100 s (curlCode 28). Connecting may take 5 s, and a request
-# may stall (no byte moving, not a slow transfer) 10 s: about 30 s in all before the one error.
+# An endpoint that takes the connection and never answers waited out the SDK's own timeouts on each
+# of pyarrow's three tries: minutes, then curlCode 28 (docs/BENCHMARKS.md, "Figures behind the
+# code's choices"). Connecting may take 5 s, and a request may stall (no byte moving, not a slow
+# transfer) 10 s: about 30 s in all before the one error.
 CONNECT_TIMEOUT, STALL_TIMEOUT = 5.0, 10.0
 # parameters pyarrow's URI takes and its S3FileSystem constructor does not: a store opened with
 # them keeps the SDK's timeouts rather than lose them

@@ -56,8 +56,8 @@ def _stamped(data: pa.Table, stamp: dict[str, str]) -> pa.Table:
 
 def parquet_bytes(data: pa.Table) -> bytes:
     """zstd alone, no dictionary pages: zstd finds the repeats a dictionary would, and a
-    dictionary per column costs a small file most of its write time (a 14-row Codex `parts`
-    file: 1.1 ms -> 0.75 ms and 12.7 -> 11.5 kB; 9,368 Crush parts: 14.3 -> 9.3 ms, 558 -> 555 kB)."""
+    dictionary per column costs a small file much of its write time, and saves no space
+    (docs/BENCHMARKS.md, "Figures behind the code's choices")."""
     sink = pa.BufferOutputStream()
     pq.write_table(data, sink, compression="zstd", write_statistics=True, use_dictionary=False)
     return sink.getvalue().to_pybytes()

@@ -5,8 +5,8 @@ from warehouse.land.ingest import RunSummary
 LANDING = dg.AssetKey(["landing"])
 
 # Unique keys and parents are checked on the tables, per source, after the merge
-# (pipelines/defs/warehouse): once per run over every source costs less than once per source
-# here (3.7 s of a 22 s cold ingest of 100 sources, measured).
+# (pipelines/defs/warehouse): once per run over every source costs less than once per source here
+# (docs/BENCHMARKS.md, "Figures behind the code's choices").
 CHECK_SPECS = [
     dg.AssetCheckSpec("rows_reconcile", asset=LANDING, blocking=True,
                       description="Rows landed (plus quarantined) equal the rows in each snapshot, for "

@@ -18,8 +18,8 @@ CHILDREN = {child: dg.AssetKey([child]) for (child, _col) in lakewide.REFERENCES
 
 # Keys and parents are per source, and a source's rows change only when a merge replaces them:
 # the checks look at the sources the merge replaced (every one on a cold or full merge). Over the
-# whole lake they cost 0.57 s against 0.30 s for one source on 40 projects (39k messages), 1.04 s
-# against 0.26 s on 100 (294k), growing with the history on every merge.
+# whole lake they cost more, and more with the history on every merge (docs/BENCHMARKS.md, "Figures
+# behind the code's choices").
 _CHECKED = " Checked on the sources the merge replaced (`sources_checked`): the others are unchanged since theirs."
 TABLE_CHECKS = [dg.AssetCheckSpec("keys_unique", asset=key, description="No key repeats within a source." + _CHECKED)
                 for key in KEYED.values()] + [
@@ -74,7 +74,7 @@ def tables_and_marts(context: dg.AssetExecutionContext, agentlake: AgentlakeReso
     result = refresh(layout.lake, layout.warehouse)  # the marts too, if anything changed or was pending
     # what landed is merged: the marker goes, as the CLI takes it away after its runs (left by a run
     # from the UI or the sensor, it sent the next `agentlake ingest` with nothing changed through
-    # Dagster to merge again: 2.7 s instead of 0.5 s)
+    # Dagster to merge again, much slower: docs/BENCHMARKS.md, "Figures behind the code's choices")
     layout.pending_marker.unlink(missing_ok=True)
     merged = result.source_ids  # the sources this merge replaced
     counts, dupes, missing = checked(layout.warehouse, lambda con: (

@@ -22,10 +22,11 @@ OTHERS_COLOR = "#bab0ac"
 ERROR_COLOR = "#e15759"
 TOP_SERIES = len(PALETTE)
 # Text is laid out with metrics measured by vl-convert, which bundles Liberation Sans: naming it
-# (and the fonts of the same metrics: Arimo, Arial, Helvetica) keeps measuring fast (~30 ms a
-# chart; a system font such as DejaVu Sans costs ~4x) and the browser draws the same widths
-# wherever one of them is installed. Where none is (a bare Debian: DejaVu, ~10% wider), the label
-# axes reserve fixed room (LABEL_ROOM) and the charts keep padding on the right.
+# (and the fonts of the same metrics: Arimo, Arial, Helvetica) keeps measuring fast (a system font
+# such as DejaVu Sans is much slower: docs/BENCHMARKS.md, "Figures behind the code's choices") and
+# the browser draws the same widths wherever one of them is installed. Where none is (a bare Debian:
+# DejaVu, wider), the label axes reserve fixed room (LABEL_ROOM) and the charts keep padding on the
+# right.
 FONT = "Liberation Sans, Arimo, Arial, Helvetica, sans-serif"
 LABEL_LIMIT = 200
 LABEL_ROOM = 230
@@ -194,6 +195,7 @@ def _empty(width: int) -> str:
 
 
 def warm_up() -> None:
-    """The first render in a process starts vl-convert's JavaScript engine (~0.4 s): pay it at start."""
+    """The first render in a process starts vl-convert's JavaScript engine, slow enough to show in a
+    page (docs/BENCHMARKS.md, "Figures behind the code's choices"): pay it at start."""
     hbars([("x", 1.0, None)])
     _svg.cache_clear()

@@ -48,8 +48,9 @@ def catalog_identity(warehouse):
 
 class Reader:
     """One read-only connection per published catalog, a cursor of it per request. Opening the
-    catalog (extensions, ATTACH) costs ~0.2 s, most of a page's budget; a new catalog file gets a
-    new connection at once, so a rebuilt warehouse shows on the next reload as before."""
+    catalog (extensions, ATTACH) costs most of a page's budget (docs/BENCHMARKS.md, "Figures behind
+    the code's choices"); a new catalog file gets a new connection at once, so a rebuilt warehouse
+    shows on the next reload as before."""
 
     def __init__(self, warehouse, data_path: str | None = None):
         import threading
