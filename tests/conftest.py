@@ -31,7 +31,7 @@ from transforms.synth.crush_parts import (
 from transforms.provider import DiscoverOptions
 from warehouse.land.ingest import discover_sources, ingest_all
 from warehouse.lake.layout import Layout
-from warehouse.catalog.build import build_warehouse
+from warehouse.catalog.build import refresh
 from warehouse.lake.ducklake import connect
 
 # A test that leaves a variable set changes every later test: DAGSTER_HOME left set made two
@@ -214,13 +214,22 @@ def discover_only(*stores, **where):
     return discover_sources(options_for(*stores, **where))
 
 
-def ingest(layout: Layout, *stores, roots=(), full_refresh=False, codewhale_homes=(), workers=1, homes=None):
+def ingest(layout: Layout, *stores, roots=(), full_refresh=False, codewhale_homes=(), workers=1, homes=None,
+           marts=True):
     """Ingest the named stores (see options_for), then merge. One worker by default, so that
-    monkeypatched code is the code that runs."""
+    monkeypatched code is the code that runs. `marts=False` merges the tables only, for tests that
+    read nothing else (the marts stay pending, as after a merge stopped between the two: the next
+    merge with marts builds them)."""
     sources, problems = discover_only(*stores, roots=roots, codewhale_homes=codewhale_homes, homes=homes)
     summary = ingest_all(sources, layout, full_refresh=full_refresh, problems=problems, workers=workers)
-    build_warehouse(layout.lake, layout.warehouse)
+    refresh(layout.lake, layout.warehouse, marts=marts)
     return summary
+
+
+def ingest_tables(layout: Layout, *stores, **where):
+    """`ingest` for tests that read the curated tables only (each agent's own tests): building
+    the marts after each of their ingests was most of their time."""
+    return ingest(layout, *stores, marts=False, **where)
 
 
 def query(layout: Layout, sql: str, *params):

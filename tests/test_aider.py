@@ -11,7 +11,7 @@ import pytest
 from genai_prices import Usage, calc_price
 
 from pipelines.cli import main
-from tests.conftest import ingest, query, scalar
+from tests.conftest import ingest_tables, query, scalar
 from transforms.aider.discover import discover
 from transforms.synth.aider import History, generate_home
 
@@ -70,7 +70,7 @@ def utc(monkeypatch):
 
 
 def aider(layout, *places):
-    return ingest(layout, homes={"aider": list(places)})
+    return ingest_tables(layout, homes={"aider": list(places)})
 
 
 def write(folder, text):

@@ -13,7 +13,7 @@ import pytest
 from genai_prices import Usage, calc_price
 
 from pipelines.cli import _agent_homes
-from tests.conftest import ingest, query, scalar
+from tests.conftest import ingest_tables, query, scalar
 from transforms.amp.discover import discover
 from transforms.synth.amp import ThreadBuilder, generate_home, usage
 from transforms.pricing import Buckets, price_buckets
@@ -82,7 +82,7 @@ def digests(root: Path) -> dict:
 
 
 def amp(layout, *dirs):
-    return ingest(layout, homes={"amp": list(dirs)})
+    return ingest_tables(layout, homes={"amp": list(dirs)})
 
 
 USAGE_SQL = ("SELECT message_id, request_id, input_uncached_tokens, cache_read_tokens, cache_write_5m_tokens, "

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tests.conftest import ingest, query, scalar
+from tests.conftest import ingest_tables, query, scalar
 from transforms.antigravity.discover import discover
 from transforms.antigravity.normalise import fields
 from transforms.synth.antigravity import generate_home, generation, trajectory, write_conversation
@@ -37,7 +37,7 @@ def test_fixture_exact_totals(layout, tmp_path):
             generation(new=10, cache_read=9500, text=20, thinking=5, response_id="r3", model="gemini-default",
                        label="Gemini 2.5 Pro", at=T + timedelta(seconds=30))]
     write_conversation(conversations(tmp_path) / f"{CONV}.db", gens, trajectory(T, "/home/dev/shop"))
-    summary = ingest(layout, homes={"antigravity": [conversations(tmp_path)]})
+    summary = ingest_tables(layout, homes={"antigravity": [conversations(tmp_path)]})
     assert [(r.status, r.reconciled) for r in summary.results] == [("ok", True)]
     rows = query(layout, "SELECT request_id, model, input_uncached_tokens, cache_read_tokens, "
                          "cache_write_5m_tokens, output_tokens, reasoning_tokens, cost_usd, cost_source "
@@ -58,7 +58,7 @@ def test_an_antigravity_only_model_is_unknown_never_zero(layout, tmp_path):
     write_conversation(conversations(tmp_path) / f"{CONV}.db",
                        [generation(new=100, text=10, response_id="r1", model="gemini-3-flash-a", at=T)],
                        trajectory(T, "/home/dev/shop"))
-    ingest(layout, homes={"antigravity": [conversations(tmp_path)]})
+    ingest_tables(layout, homes={"antigravity": [conversations(tmp_path)]})
     assert query(layout, "SELECT model, cost_usd, cost_source FROM usage") == [("gemini-3-flash-a", None, "unknown")]
     assert query(layout, "SELECT cost_usd, cost_source FROM sessions") == [(None, "unknown")]
 
@@ -67,7 +67,7 @@ def test_a_generation_without_its_own_time_is_dated_at_the_start(layout, tmp_pat
     write_conversation(conversations(tmp_path) / f"{CONV}.db",
                        [generation(new=100, text=10, response_id="r1", model="gemini-2.5-pro")],
                        trajectory(T, "/home/dev/shop"))
-    summary = ingest(layout, homes={"antigravity": [conversations(tmp_path)]})
+    summary = ingest_tables(layout, homes={"antigravity": [conversations(tmp_path)]})
     assert query(layout, "SELECT requested_at FROM usage") == [(datetime(2026, 3, 2, 8, 15),)]
     assert any("dated at the conversation's start" in w for w in summary.results[0].warnings)
 
@@ -78,7 +78,7 @@ def test_a_row_that_is_not_protobuf_is_quarantined(layout, tmp_path):
     write_conversation(conversations(tmp_path) / f"{CONV}.db",
                        [bad, generation(new=100, text=10, response_id="r1", model="gemini-2.5-pro", at=T)],
                        trajectory(T, "/home/dev/shop"))
-    summary = ingest(layout, homes={"antigravity": [conversations(tmp_path)]})
+    summary = ingest_tables(layout, homes={"antigravity": [conversations(tmp_path)]})
     assert summary.results[0].status == "ok"
     assert query(layout, "SELECT source_rowid, raw FROM quarantine") == [(0, bad.hex())]
     assert scalar(layout, "SELECT COUNT(*) FROM usage") == 1
@@ -105,7 +105,7 @@ def test_a_database_that_is_not_antigravitys_fails_alone_with_a_clear_message(la
     sqlite3.connect(path).execute("CREATE TABLE t (x)").connection.close()
     write_conversation(conversations(tmp_path) / f"{CONV}.db",
                        [generation(new=1, text=1, response_id="r1", model="gemini-2.5-pro", at=T)], None)
-    summary = ingest(layout, homes={"antigravity": [conversations(tmp_path)]})
+    summary = ingest_tables(layout, homes={"antigravity": [conversations(tmp_path)]})
     by_status = {r.status: r for r in summary.results}
     assert set(by_status) == {"ok", "failed"}
     assert "no gen_metadata table" in by_status["failed"].error
@@ -113,7 +113,7 @@ def test_a_database_that_is_not_antigravitys_fails_alone_with_a_clear_message(la
 
 def test_generated_home_totals(layout, tmp_path):
     truth = generate_home(conversations(tmp_path / "user").parent, sessions=6, seed=2)
-    summary = ingest(layout, homes={"antigravity": [conversations(tmp_path / "user")]})
+    summary = ingest_tables(layout, homes={"antigravity": [conversations(tmp_path / "user")]})
     assert all(r.status == "ok" and r.reconciled for r in summary.results)
     assert scalar(layout, "SELECT COUNT(*) FROM sessions") == truth.sessions
     assert query(layout, "SELECT COUNT(*), COUNT(*) FILTER (WHERE cost_usd IS NULL), SUM(input_uncached_tokens), "
@@ -136,6 +136,6 @@ def test_the_store_is_never_written(tmp_path):
     generate_home(conversations(tmp_path / "user").parent, sessions=2, seed=1)
     folder = conversations(tmp_path / "user")
     before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.glob("*.db")}
-    ingest(Layout.resolve(home=tmp_path / "lake", machine="m", user="u"), homes={"antigravity": [folder]})
+    ingest_tables(Layout.resolve(home=tmp_path / "lake", machine="m", user="u"), homes={"antigravity": [folder]})
     assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.glob("*.db")} == before
     assert all(p.stat().st_size == 0 for p in folder.glob("*.db-wal"))

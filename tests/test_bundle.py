@@ -5,7 +5,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from tests.conftest import ingest, options_for, query, scalar
+from tests.conftest import ingest_tables, options_for, query, scalar
 from transforms.bundle import Bundle
 from transforms.codex.provider import CodexProvider
 from transforms.synth.codex import RolloutBuilder, generate_home
@@ -47,7 +47,7 @@ def reads(monkeypatch):
 
 def test_a_project_is_one_source_and_its_totals_are_the_homes(layout, tmp_path, reads):
     truth = generate_home(tmp_path / "codex", sessions=9)
-    summary = ingest(layout, homes={"codex": [tmp_path / "codex"]})
+    summary = ingest_tables(layout, homes={"codex": [tmp_path / "codex"]})
     assert [type(r.source) for r in summary.results] == [Bundle, Bundle]  # two workspaces
     assert all(r.status == "ok" and r.reconciled for r in summary.results)
     assert scalar(layout, "SELECT COUNT(*) FROM sessions") == truth.sessions
@@ -65,31 +65,31 @@ def test_a_project_is_one_source_and_its_totals_are_the_homes(layout, tmp_path, 
 def test_a_new_session_reads_that_session_only(layout, tmp_path, reads):
     home = tmp_path / "codex"
     generate_home(home, sessions=6, workspaces=("/home/dev/shop",))
-    ingest(layout, homes={"codex": [home]})
+    ingest_tables(layout, homes={"codex": [home]})
     before = _totals(layout)
     reads.clear()
     new = _new_session(home, "/home/dev/shop")
-    summary = ingest(layout, homes={"codex": [home]})
+    summary = ingest_tables(layout, homes={"codex": [home]})
     assert reads == [new.sid]
     assert [r.status for r in summary.results] == ["ok"] and summary.results[0].reconciled
     assert scalar(layout, "SELECT COUNT(*) FROM sessions") == before[0][0][0] + 1
     assert scalar(layout, "SELECT COUNT(*) FROM messages") == before[1][0][0] + 2
     reads.clear()
-    again = ingest(layout, homes={"codex": [home]})
+    again = ingest_tables(layout, homes={"codex": [home]})
     assert reads == [] and [r.status for r in again.results] == ["unchanged"]
 
 
 def test_a_bad_session_is_quarantined_and_its_project_lands(layout, tmp_path, reads):
     home = tmp_path / "codex"
     generate_home(home, sessions=3, workspaces=("/home/dev/shop",))
-    ingest(layout, homes={"codex": [home]})
+    ingest_tables(layout, homes={"codex": [home]})
     sessions = scalar(layout, "SELECT COUNT(*) FROM sessions")
     # a root's rollout rewritten as garbage: Codex only appends, so this is damage, not a new
     # session. Its project cannot be read from it any more: it becomes a source of its own.
     victim = next(p for p in sorted((home / "sessions").rglob("rollout-*.jsonl")) if "subagent" not in p.read_text())
     victim_sid = victim.stem[-36:]
     victim.write_text("\x00\x01 not a rollout\n")
-    summary = ingest(layout, homes={"codex": [home]})
+    summary = ingest_tables(layout, homes={"codex": [home]})
     assert [r.status for r in summary.results] == ["ok", "ok"]
     assert scalar(layout, "SELECT COUNT(*) FROM quarantine") == 1
     # the sessions it held before are kept, nothing lost; the warning says so
@@ -97,7 +97,7 @@ def test_a_bad_session_is_quarantined_and_its_project_lands(layout, tmp_path, re
     assert scalar(layout, "SELECT COUNT(*) FROM sessions WHERE session_id = ?", victim_sid) == 1
     assert any("no longer in the source were kept" in w for r in summary.results for w in r.warnings)
     reads.clear()
-    again = ingest(layout, homes={"codex": [home]})
+    again = ingest_tables(layout, homes={"codex": [home]})
     assert [r.status for r in again.results] == ["unchanged", "unchanged"] and reads == []
 
 
@@ -119,14 +119,14 @@ def test_a_session_whose_reader_fails_does_not_fail_its_project(layout, tmp_path
         return extract(self, source, *args, **kwargs)
 
     monkeypatch.setattr(CodexProvider, "extract", failing)
-    summary = ingest(layout, homes={"codex": [home]})
+    summary = ingest_tables(layout, homes={"codex": [home]})
     [result] = summary.results
     assert result.status == "ok" and result.reconciled
     assert scalar(layout, "SELECT COUNT(DISTINCT root_session_id) FROM sessions") == 2
     assert query(layout, "SELECT key FROM quarantine") == [(victim.path,)]
     assert str(error.args[-1]) in scalar(layout, "SELECT error FROM quarantine")
     assert any("1 of 3 sessions could not be read" in w and victim.path in w for w in result.warnings)
-    again = ingest(layout, homes={"codex": [home]})
+    again = ingest_tables(layout, homes={"codex": [home]})
     assert len(tried) == (1 if cached else 2)
     assert [r.status for r in again.results] == (["unchanged"] if cached else ["ok"])
 
@@ -137,13 +137,13 @@ def test_a_lake_landed_per_session_moves_to_one_source_per_project(layout, tmp_p
     home = tmp_path / "codex"
     generate_home(home, sessions=8)
     monkeypatch.setitem(PROVIDERS, "codex", CodexProvider())  # the release before bundling
-    old = ingest(layout, homes={"codex": [home]})
+    old = ingest_tables(layout, homes={"codex": [home]})
     assert len(old.results) > 2
     before = _totals(layout)
     old_ids = {r.source.source_id for r in old.results}
     assert all((layout.state_dir / f"codex-{i}.json").exists() for i in old_ids)
     monkeypatch.undo()
-    new = ingest(layout, homes={"codex": [home]})
+    new = ingest_tables(layout, homes={"codex": [home]})
     assert len(new.results) == 2 and all(r.status == "ok" and r.reconciled for r in new.results)
     assert not any("no longer in the source" in w for r in new.results for w in r.warnings)
     assert _totals(layout) == before
@@ -159,22 +159,22 @@ def test_an_older_release_run_after_the_upgrade_is_undone_by_the_next_run(layout
     no-op again."""
     home = tmp_path / "codex"
     generate_home(home, sessions=8)
-    first = ingest(layout, homes={"codex": [home]})
+    first = ingest_tables(layout, homes={"codex": [home]})
     assert len(first.results) == 2
     before = _totals(layout)
     monkeypatch.setitem(PROVIDERS, "codex", CodexProvider())  # the older release
-    old = ingest(layout, homes={"codex": [home]})
+    old = ingest_tables(layout, homes={"codex": [home]})
     old_ids = {r.source.source_id for r in old.results}
     assert len(old_ids) > 2 and all(r.status == "ok" for r in old.results)
     assert _totals(layout)[1][0][0] == 2 * before[1][0][0]  # the double count this undoes
     monkeypatch.undo()
-    again = ingest(layout, homes={"codex": [home]})
+    again = ingest_tables(layout, homes={"codex": [home]})
     assert [r.status for r in again.results] == ["ok", "ok"] and all(r.reconciled for r in again.results)
     assert _totals(layout) == before
     landed = {rel.split("/")[4] for rel in landed_files(layout) if rel.startswith(LANDING) and "/_runs/" not in rel}
     assert landed == {r.source.source_id for r in first.results}
     assert not any((layout.state_dir / f"codex-{i}.json").exists() for i in old_ids)
-    assert [r.status for r in ingest(layout, homes={"codex": [home]}).results] == ["unchanged", "unchanged"]
+    assert [r.status for r in ingest_tables(layout, homes={"codex": [home]}).results] == ["unchanged", "unchanged"]
 
 
 def test_the_same_project_in_two_agents_is_two_sources(layout, tmp_path):
@@ -182,7 +182,7 @@ def test_the_same_project_in_two_agents_is_two_sources(layout, tmp_path):
 
     generate_home(tmp_path / "codex", sessions=3, workspaces=("/home/dev/shop",))
     gemini_home(tmp_path / ".gemini", sessions=3, workspaces=("/home/dev/shop",))
-    summary = ingest(layout, homes={"codex": [tmp_path / "codex"], "gemini": [tmp_path / ".gemini"]})
+    summary = ingest_tables(layout, homes={"codex": [tmp_path / "codex"], "gemini": [tmp_path / ".gemini"]})
     assert sorted((r.source.provider, r.source.project, r.status) for r in summary.results) == [
         ("codex", "shop", "ok"), ("gemini", "shop", "ok")]
     assert query(layout, "SELECT provider, COUNT(DISTINCT source_id), COUNT(*) FROM sessions WHERE is_root "
@@ -196,12 +196,12 @@ def test_a_session_whose_project_changes_moves_and_is_counted_once(layout, tmp_p
 
     storage = tmp_path / "kilo"
     kilo_home(storage, sessions=3, workspaces=("/home/dev/shop",))
-    ingest(layout, homes={"kilo": [storage]})
+    ingest_tables(layout, homes={"kilo": [storage]})
     before = _totals(layout)
     task = sorted((storage / "tasks").iterdir())[0]
     for path in task.iterdir():
         path.write_text(path.read_text().replace("/home/dev/shop", "/home/dev/other"))
-    summary = ingest(layout, homes={"kilo": [storage]})
+    summary = ingest_tables(layout, homes={"kilo": [storage]})
     assert sorted((r.source.project, r.status) for r in summary.results) == [("other", "ok"), ("shop", "ok")]
     assert not any("no longer in the source" in w for r in summary.results for w in r.warnings)
     assert _totals(layout) == before
@@ -218,7 +218,7 @@ def _kilo_shop(layout, tmp_path):
 
     storage = tmp_path / "kilo"
     kilo_home(storage, sessions=3, workspaces=("/home/dev/shop",))
-    [shop] = ingest(layout, homes={"kilo": [storage]}).results
+    [shop] = ingest_tables(layout, homes={"kilo": [storage]}).results
     return storage, sorted((storage / "tasks").iterdir()), shop.source.source_id
 
 
@@ -234,14 +234,14 @@ def test_a_project_whose_every_session_moves_is_counted_once(layout, tmp_path):
     _move(tasks[0], "/home/dev/other")
     for task in tasks[1:]:
         _move(task, "/home/dev/third")
-    summary = ingest(layout, homes={"kilo": [storage]})
+    summary = ingest_tables(layout, homes={"kilo": [storage]})
     assert sorted((r.source.project, r.status) for r in summary.results) == [("other", "ok"), ("third", "ok")]
     assert not any("no longer in the source" in w for r in summary.results for w in r.warnings)
     assert _totals(layout) == before
     assert query(layout, "SELECT project, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 1") == [("other", 1), ("third", 2)]
     assert _landed_sources(layout) == {r.source.source_id for r in summary.results}
     assert not (layout.state_dir / f"kilo-{shop}.json").exists()
-    assert ingest(layout, homes={"kilo": [storage]}).by_status["unchanged"] == 2
+    assert ingest_tables(layout, homes={"kilo": [storage]}).by_status["unchanged"] == 2
 
 
 def test_a_session_deleted_with_its_project_gone_stays_in_its_folder_once(layout, tmp_path):
@@ -254,7 +254,7 @@ def test_a_session_deleted_with_its_project_gone_stays_in_its_folder_once(layout
     shutil.rmtree(tasks[0])
     for task in tasks[1:]:
         _move(task, "/home/dev/other")
-    [other] = ingest(layout, homes={"kilo": [storage]}).results
+    [other] = ingest_tables(layout, homes={"kilo": [storage]}).results
     assert other.status == "ok" and "2 sessions that moved here were taken out of their old project's files" \
         in other.warnings
     assert _totals(layout) == before
@@ -272,9 +272,9 @@ def test_a_session_outside_one_run_and_back_is_counted_once(layout, tmp_path):
     tasks[0].rename(away)
     for task in tasks[1:]:
         _move(task, "/home/dev/other")
-    ingest(layout, homes={"kilo": [storage]})
+    ingest_tables(layout, homes={"kilo": [storage]})
     away.rename(tasks[0])
-    summary = ingest(layout, homes={"kilo": [storage]})
+    summary = ingest_tables(layout, homes={"kilo": [storage]})
     assert sorted((r.source.project, r.status) for r in summary.results) == [("other", "unchanged"), ("shop", "ok")]
     assert _totals(layout) == before
     assert query(layout, "SELECT project, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 1") == [("other", 2), ("shop", 1)]
@@ -293,7 +293,7 @@ def test_a_state_of_the_previous_release_names_its_sessions_by_its_cache(layout,
     path.write_text(json.dumps(state))
     for task in tasks:
         _move(task, "/home/dev/other")
-    ingest(layout, homes={"kilo": [storage]})
+    ingest_tables(layout, homes={"kilo": [storage]})
     assert _totals(layout) == before
     assert query(layout, "SELECT project, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 1") == [("other", 3)]
     assert not path.exists()
@@ -309,10 +309,10 @@ def test_a_new_session_in_a_landed_project_lists_no_landing_files(layout, tmp_pa
     listings = []
     listed = ingest_module.landed_files
     monkeypatch.setattr(ingest_module, "landed_files", lambda layout: listings.append(1) or listed(layout))
-    ingest(layout, homes={"codex": [home]})
+    ingest_tables(layout, homes={"codex": [home]})
     assert listings == [1]
     _new_session(home, "/home/dev/shop")
-    [result] = ingest(layout, homes={"codex": [home]}).results
+    [result] = ingest_tables(layout, homes={"codex": [home]}).results
     assert result.status == "ok" and listings == [1]
 
 
@@ -323,7 +323,7 @@ def test_a_state_with_a_key_of_a_newer_release_is_still_read(layout, tmp_path):
     storage, tasks, shop = _kilo_shop(layout, tmp_path)
     path = layout.state_dir / f"kilo-{shop}.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), "a_later_field": 1}))
-    assert ingest(layout, homes={"kilo": [storage]}).by_status["unchanged"] == 1
+    assert ingest_tables(layout, homes={"kilo": [storage]}).by_status["unchanged"] == 1
 
 
 def test_a_vanished_project_of_the_previous_release_keeps_its_sessions_not_found(layout, tmp_path):
@@ -340,7 +340,7 @@ def test_a_vanished_project_of_the_previous_release_keeps_its_sessions_not_found
     shutil.rmtree(tasks[0])  # the rest moves: shop is not found any more
     for task in tasks[1:]:
         _move(task, "/home/dev/other")
-    ingest(layout, homes={"kilo": [storage]})
+    ingest_tables(layout, homes={"kilo": [storage]})
     [(part, named)] = json.loads(path.read_text())["parts"].items()  # the one not found, by its cache
     assert sessions[part] == named
     assert query(layout, "SELECT session_id FROM sessions WHERE project = 'shop'") == [(s,) for s in named]

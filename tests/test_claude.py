@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ingest, query, scalar
+from tests.conftest import ingest_tables, query, scalar
 from transforms.claude.discover import discover
 from transforms.claude.provider import ClaudeProvider
 from transforms.claude.reader import read_jsonl
@@ -71,7 +71,7 @@ def digest(root: Path) -> dict:
 def test_the_documented_fixture(layout, tmp_path):
     home = tmp_path / "claude"
     write_fixture(home)
-    summary = ingest(layout, homes={"claude": [home]})
+    summary = ingest_tables(layout, homes={"claude": [home]})
     (result,) = summary.results
     assert result.status == "ok" and result.reconciled, result.reconcile
     # one API call for msg_01QxYz: output 142 (the final line), not 9 + 142; <synthetic> is not billed
@@ -108,7 +108,7 @@ def test_trap1_streamed_lines_count_once_with_the_final_output(layout, tmp_path)
     lines = response(SID, T0, "msg_A", u, blocks=[{"type": "thinking", "thinking": "hm"}, {"type": "text", "text": "a"},
                                                    tool_use("toolu_1", "Read", {"file_path": "/x"})])
     write_jsonl(project(home) / f"{SID}.jsonl", [user_line(SID, T0, CWD, "go")] + lines)
-    ingest(layout, homes={"claude": [home]})
+    ingest_tables(layout, homes={"claude": [home]})
     # three lines with outputs 1, 2, 300: one request, output 300, at the first line's time
     assert query(layout, "SELECT COUNT(*), SUM(output_tokens), MIN(requested_at) FROM usage") == [
         (1, 300, T0.replace(tzinfo=None))]
@@ -127,7 +127,7 @@ def test_trap1_a_resumed_session_replaying_its_parent_counts_once(layout, tmp_pa
     later = T0 + timedelta(hours=1)
     new = [user_line(resumed, later, CWD, "again")] + response(resumed, later, "msg_B", usage(8, 80))
     write_jsonl(project(home) / f"{resumed}.jsonl", replay + copy + new)
-    summary = ingest(layout, homes={"claude": [home]})
+    summary = ingest_tables(layout, homes={"claude": [home]})
     assert summary.results[0].reconciled
     assert query(layout, "SELECT session_id, message_id, output_tokens FROM usage ORDER BY 2") == [
         (SID, "msg_A", 50), (resumed, "msg_B", 80)]
@@ -150,7 +150,7 @@ def test_trap1_the_non_sidechain_copy_wins(layout, tmp_path):
     # a sidechain log that copied the parent's response, written earlier than the parent's own line
     side = response(SID, T0 + timedelta(seconds=1), "msg_A", usage(5, 50), isSidechain=True, agentId="btw1")
     write_jsonl(project(home) / SID / "subagents" / "agent-btw1.jsonl", side)
-    ingest(layout, homes={"claude": [home]})
+    ingest_tables(layout, homes={"claude": [home]})
     assert query(layout, "SELECT session_id, is_sidechain, output_tokens FROM usage") == [(SID, False, 50)]
 
 
@@ -160,7 +160,7 @@ def test_trap2_cache_buckets_are_disjoint_and_priced_apart(layout, tmp_path):
     unsplit = {"input_tokens": 5, "output_tokens": 100, "cache_creation_input_tokens": 1000}  # no TTL: all 5m
     lines = [user_line(SID, T0, CWD, "go")] + response(SID, T0, "msg_A", split) + response(SID, T0, "msg_B", unsplit)
     write_jsonl(project(home) / f"{SID}.jsonl", lines)
-    ingest(layout, homes={"claude": [home]})
+    ingest_tables(layout, homes={"claude": [home]})
     assert query(layout, "SELECT message_id, input_uncached_tokens, cache_read_tokens, cache_write_5m_tokens, "
                          "cache_write_1h_tokens, output_tokens, total_tokens, cost_usd FROM usage ORDER BY 1") == [
         ("msg_A", 10, 20000, 400, 800, 500, 21710,
@@ -175,7 +175,7 @@ def test_web_searches_are_billed_per_request_on_top_of_tokens(layout, tmp_path):
     searched = {**usage(10, 500), "server_tool_use": {"web_search_requests": 3, "web_fetch_requests": 1}}
     lines = [user_line(SID, T0, CWD, "look it up")] + response(SID, T0, "msg_S", searched)
     write_jsonl(project(home) / f"{SID}.jsonl", lines)
-    ingest(layout, homes={"claude": [home]})
+    ingest_tables(layout, homes={"claude": [home]})
     # Anthropic bills web search at $10 per 1,000 requests: 3 searches add $0.03
     assert scalar(layout, "SELECT cost_usd FROM usage") == pytest.approx(10 * IN + 500 * OUT + 3 * 0.01, abs=1e-12)
 
@@ -207,7 +207,7 @@ def _subagent_home(home: Path) -> dict:
 def test_trap3_subagent_transcripts_roll_into_the_root_and_task_totals_are_not_added(layout, tmp_path):
     home = tmp_path / "claude"
     req = _subagent_home(home)
-    summary = ingest(layout, homes={"claude": [home]})
+    summary = ingest_tables(layout, homes={"claude": [home]})
     assert summary.results[0].reconciled
     price = {k: cost(b, model) for k, (b, model) in req.items()}
     assert query(layout, "SELECT session_id, is_root, parent_session_id, root_session_id, title, total_tokens, cost_usd "
@@ -237,7 +237,7 @@ def test_trap4_only_typed_text_is_a_prompt(layout, tmp_path):
         user_line(SID, T0, CWD, [{"type": "text", "text": "Summary: ..."}], isCompactSummary=True),
     ]
     write_jsonl(project(home) / f"{SID}.jsonl", lines)
-    ingest(layout, homes={"claude": [home]})
+    ingest_tables(layout, homes={"claude": [home]})
     assert query(layout, "SELECT role, is_summary, COUNT(*) FROM messages GROUP BY ALL ORDER BY ALL") == [
         ("system", False, 4), ("system", True, 1), ("tool", False, 1), ("user", False, 2)]
     assert query(layout, "SELECT part_type, mime_type FROM parts WHERE native_part_type = 'image'") == [
@@ -257,7 +257,7 @@ def test_trap5_synthetic_lines_are_not_priced_and_advisor_iterations_are(layout,
         "id": "err", "type": "message", "role": "assistant", "model": "<synthetic>",
         "content": [{"type": "text", "text": "API Error"}], "usage": {"input_tokens": 0, "output_tokens": 0}}))
     write_jsonl(project(home) / f"{SID}.jsonl", lines)
-    summary = ingest(layout, homes={"claude": [home]})
+    summary = ingest_tables(layout, homes={"claude": [home]})
     assert summary.results[0].reconciled
     main, advisor = cost(Buckets(2, 9000, 700, 0, 491)), cost(Buckets(15000, 0, 0, None, 700), "claude-opus-4-6")
     assert query(layout, "SELECT model, input_uncached_tokens, output_tokens, cost_usd FROM usage ORDER BY 1") == [
@@ -274,9 +274,9 @@ def test_trap5_transcripts_claude_code_deletes_keep_their_history(layout, tmp_pa
     old = write_jsonl(project(home) / f"{SID}.jsonl",
                       [user_line(SID, T0, CWD, "old")] + response(SID, T0, "m1", usage(1, 10)))
     write_jsonl(project(home) / f"{other}.jsonl", [user_line(other, T0, CWD, "new")])
-    ingest(layout, homes={"claude": [home]})
+    ingest_tables(layout, homes={"claude": [home]})
     old.unlink()  # cleanupPeriodDays passed
-    summary = ingest(layout, homes={"claude": [home]})
+    summary = ingest_tables(layout, homes={"claude": [home]})
     assert summary.results[0].status == "ok"
     assert query(layout, "SELECT session_id, total_tokens FROM sessions ORDER BY 1") == [(SID, 11), (other, None)]
     assert any("kept from the cache" in w for w in summary.results[0].warnings)
@@ -293,7 +293,7 @@ def test_native_cost_wins_and_session_cost_sources(layout, tmp_path):
                 + response(partial, T0, "m2", usage(1, 10)) + response(partial, T0, "m3", usage(1, 10), model="glm-4.6"))
     write_jsonl(project(home) / f"{unknown}.jsonl", [user_line(unknown, T0, CWD, "c")]
                 + response(unknown, T0, "m4", usage(1, 10), model="glm-4.6"))
-    ingest(layout, homes={"claude": [home]})
+    ingest_tables(layout, homes={"claude": [home]})
     assert query(layout, "SELECT message_id, cost_usd, cost_source FROM usage ORDER BY 1") == [
         ("m1", 0.0421, "native"), ("m2", pytest.approx(1 * IN + 10 * OUT), "estimated"), ("m3", None, "unknown"),
         ("m4", None, "unknown")]
@@ -307,7 +307,7 @@ def test_bedrock_and_vertex_ids_are_priced_as_the_anthropic_model(layout, tmp_pa
     lines += response(SID, T0, "m1", usage(100, 10), model="us.anthropic.claude-sonnet-4-5-20250929-v1:0")
     lines += response(SID, T0, "m2", usage(100, 10), model="claude-sonnet-4-5@20250929")
     write_jsonl(project(home) / f"{SID}.jsonl", lines)
-    ingest(layout, homes={"claude": [home]})
+    ingest_tables(layout, homes={"claude": [home]})
     rows = query(layout, "SELECT model, llm_provider, cost_usd, cost_source, pricing_note FROM usage ORDER BY 1")
     want = pytest.approx(100 * IN + 10 * OUT)
     assert [r[:4] for r in rows] == [("claude-sonnet-4-5@20250929", "anthropic", want, "estimated"),
@@ -358,14 +358,14 @@ def test_an_appended_source_ingests_like_a_cold_read(layout, tmp_path):
 
     home = tmp_path / "claude"
     path = write_fixture(home)
-    ingest(layout, homes={"claude": [home]})
+    ingest_tables(layout, homes={"claude": [home]})
     write_jsonl(path, [user_line(SID, T0 + timedelta(hours=2), CWD, "and now?")]
                 + response(SID, T0 + timedelta(hours=2), "msg_late", usage(4, 40)))
-    ingest(layout, homes={"claude": [home]})
+    ingest_tables(layout, homes={"claude": [home]})
     caches = list((layout.cache_dir).rglob("*.pkl"))
     assert len(caches) == 1
     cold = Layout.resolve(home=tmp_path / "cold")
-    ingest(cold, homes={"claude": [home]})
+    ingest_tables(cold, homes={"claude": [home]})
     for table in ("sessions", "messages", "parts", "tool_calls", "usage"):
         sql = f"SELECT * EXCLUDE (machine, user) FROM {table} ORDER BY ALL"
         assert query(layout, sql) == query(cold, sql), table
@@ -417,7 +417,7 @@ def test_a_malformed_line_is_quarantined_and_the_rest_ingested(layout, tmp_path)
         fh.write('{"type":"assistant","message":{"id":"cut\n[1, 2, 3]\n')
     write_jsonl(path, response(bad, T0, "m1", usage(1, 10)))
     write_fixture(home)  # another transcript in the same project
-    summary = ingest(layout, homes={"claude": [home]})
+    summary = ingest_tables(layout, homes={"claude": [home]})
     (result,) = summary.results
     assert result.status == "ok" and result.reconciled
     assert query(layout, "SELECT key, raw FROM quarantine ORDER BY key") == [
@@ -433,8 +433,8 @@ def test_the_source_is_left_byte_identical(layout, tmp_path):
     home = tmp_path / "claude"
     generate_home(home, sessions=4, seed=2)
     before = digest(home)
-    ingest(layout, homes={"claude": [home]})
-    ingest(layout, homes={"claude": [home]}, full_refresh=True)
+    ingest_tables(layout, homes={"claude": [home]})
+    ingest_tables(layout, homes={"claude": [home]}, full_refresh=True)
     assert digest(home) == before
 
 
@@ -443,7 +443,7 @@ def test_unknown_blocks_are_kept_raw_and_reported(layout, tmp_path):
     block = {"type": "hologram", "payload": [1, 2]}
     write_jsonl(project(home) / f"{SID}.jsonl", [user_line(SID, T0, CWD, "go")]
                 + response(SID, T0, "m1", usage(1, 10), blocks=[block]))
-    summary = ingest(layout, homes={"claude": [home]})
+    summary = ingest_tables(layout, homes={"claude": [home]})
     assert query(layout, "SELECT part_type, native_part_type, is_known_type, raw FROM parts WHERE role = 'assistant'") == [
         ("other", "hologram", False, '{"type":"hologram","payload":[1,2]}')]
     assert any("hologram=1" in w for w in summary.results[0].warnings)
@@ -452,7 +452,7 @@ def test_unknown_blocks_are_kept_raw_and_reported(layout, tmp_path):
 def test_generated_home_totals(layout, tmp_path):
     home = tmp_path / "claude"
     truth = generate_home(home, sessions=9, seed=3)
-    summary = ingest(layout, homes={"claude": [home]})
+    summary = ingest_tables(layout, homes={"claude": [home]})
     assert all(r.status == "ok" and r.reconciled for r in summary.results)
     assert query(layout, "SELECT COUNT(*) FILTER (WHERE is_root), COUNT(*) FILTER (WHERE NOT is_root) FROM sessions") == [
         (truth.sessions, truth.subagents)]
@@ -499,7 +499,7 @@ def test_odd_values_are_tolerated(layout, tmp_path):
     del lines[0]["timestamp"]  # a line without a time sorts last, never crashes the ordering
     write_jsonl(project(home) / f"{SID}.jsonl", lines)
     write_jsonl(project(home) / f"{other}.jsonl", [{"type": "summary", "summary": "only a title", "leafUuid": "x"}])
-    summary = ingest(layout, homes={"claude": [home]})
+    summary = ingest_tables(layout, homes={"claude": [home]})
     (result,) = summary.results
     assert result.status == "ok" and result.reconciled, (result.error, result.reconcile)
     # no usable count is null, never 0; the bucket total is null when all are
@@ -531,12 +531,12 @@ def test_a_backup_home_counts_each_session_once(layout, tmp_path, monkeypatch):
     (project(backup) / f"{SID}.jsonl").write_text("\n".join(FIXTURE.lstrip().splitlines()[:3]) + "\n")
     with monkeypatch.context() as before:  # landed alone first, named by its path, as releases before did
         before.setattr("transforms.claude.discover.identity", str)
-        ingest(layout, homes={"claude": [backup]})
+        ingest_tables(layout, homes={"claude": [backup]})
     assert query(layout, "SELECT COUNT(*) FROM sessions") == [(2,)]
     (source,) = discover({"CLAUDE_CONFIG_DIR": str(live)}, extra_roots=[str(backup)]).sources
     assert source.path == os.path.realpath(project(live)) and source.copies_in == (os.path.realpath(project(backup)),)
     assert source.identity == f"projects/{project_slug(CWD)}"  # whichever homes hold it
-    (result,) = ingest(layout, homes={"claude": [live, backup]}).results
+    (result,) = ingest_tables(layout, homes={"claude": [live, backup]}).results
     assert result.status == "ok", result.error
     assert any(w.startswith("took over 1 sources landed before under other ids") for w in result.warnings), \
         result.warnings
@@ -549,21 +549,21 @@ def test_a_backup_home_counts_each_session_once(layout, tmp_path, monkeypatch):
                                            f"SUM(cost_usd) FILTER (session_id = '{old}') FROM usage")
     assert live_cost == old_cost > 0
     assert query(layout, "SELECT COUNT(*) FROM usage") == [(2,)]
-    again = ingest(layout, homes={"claude": [live, backup]}).results[0]
+    again = ingest_tables(layout, homes={"claude": [live, backup]}).results[0]
     assert again.status == "unchanged"
     before = query(layout, "SELECT session_id, source_id, cost_usd FROM usage ORDER BY 1")
     # Claude Code deletes the live transcripts after 30 days: the backup's directory is read
     # now, the same source, and its older copy of the live session does not replace the whole
     # one read before (kept from the cache)
     (project(live) / f"{SID}.jsonl").unlink()
-    (result,) = ingest(layout, homes={"claude": [live, backup]}).results
+    (result,) = ingest_tables(layout, homes={"claude": [live, backup]}).results
     assert result.status == "ok" and result.source.path == os.path.realpath(project(backup))
     assert "1 transcripts on disk only in older copies than the ones read before (a backup's): kept from the cache" \
         in result.warnings
     assert query(layout, "SELECT session_id, COUNT(*) FROM sessions GROUP BY ALL ORDER BY 1") == [(old, 1), (SID, 1)]
     assert query(layout, "SELECT session_id, source_id, cost_usd FROM usage ORDER BY 1") == before
     # the homes named the other way round: the same source, nothing to do
-    (result,) = ingest(layout, homes={"claude": [backup, live]}).results
+    (result,) = ingest_tables(layout, homes={"claude": [backup, live]}).results
     assert result.status == "unchanged"
 
 
@@ -577,7 +577,7 @@ def test_a_line_without_a_timestamp_keeps_its_place_in_the_transcript(layout, tm
     path = project(home) / f"{SID}.jsonl"
     path.parent.mkdir(parents=True)
     path.write_text("\n".join(json.dumps(ln) for ln in lines) + "\n")
-    ingest(layout, homes={"claude": [home]})
+    ingest_tables(layout, homes={"claude": [home]})
     order = [r[0] for r in query(layout, "SELECT source_rowid FROM messages WHERE session_id = ? ORDER BY message_index", SID)]
     assert order == sorted(order), order
 
@@ -591,7 +591,7 @@ def test_a_first_line_without_a_timestamp_leaves_the_session_its_start(layout, t
     path = project(home) / f"{SID}.jsonl"
     path.parent.mkdir(parents=True)
     path.write_text("\n".join(json.dumps(ln) for ln in lines) + "\n")
-    ingest(layout, homes={"claude": [home]})
+    ingest_tables(layout, homes={"claude": [home]})
     assert query(layout, "SELECT created_at FROM sessions") == [(datetime(2026, 3, 2, 9, 15, 4, 500000),)]
     assert query(layout, "SELECT COUNT(*) FROM usage WHERE requested_at IS NULL") == [(0,)]
 
@@ -603,7 +603,7 @@ def test_bytes_that_are_not_utf8_are_counted(layout, tmp_path):
     lines = path.read_bytes().splitlines(keepends=True)
     lines[1] = lines[1].replace(b"Fix the failing login test", b"Fix the failing login test \xff\xfe")
     path.write_bytes(b"".join(lines))
-    (result,) = ingest(layout, homes={"claude": [home]}).results
+    (result,) = ingest_tables(layout, homes={"claude": [home]}).results
     assert result.status == "ok"
     assert "1 lines held bytes that are not UTF-8: read with U+FFFD in their place" in result.warnings
     assert scalar(layout, "SELECT text FROM parts WHERE role = 'user' AND part_type = 'text'") == \
@@ -618,7 +618,7 @@ def test_a_last_line_still_being_written_is_said_as_such_not_as_an_unparseable_r
     path = write_fixture(home)
     with open(path, "a") as fh:
         fh.write(json.dumps(user_line(SID, T0, CWD, "three"))[:40])
-    (result,) = ingest(layout, homes={"claude": [home]}).results
+    (result,) = ingest_tables(layout, homes={"claude": [home]}).results
     assert result.status == "ok"
     assert ("1 last lines without their newline yet (a session still being written, or cut short): in "
             "quarantine for this run, read again once complete") in result.warnings
@@ -627,7 +627,7 @@ def test_a_last_line_still_being_written_is_said_as_such_not_as_an_unparseable_r
 
     with open(path, "a") as fh:  # finished, and a broken line after it
         fh.write(json.dumps(user_line(SID, T0, CWD, "three"))[40:] + "\n{broken\n")
-    (result,) = ingest(layout, homes={"claude": [home]}).results
+    (result,) = ingest_tables(layout, homes={"claude": [home]}).results
     assert "1 unparseable rows quarantined" in result.warnings
     assert not [w for w in result.warnings if "newline yet" in w], result.warnings
     assert scalar(layout, "SELECT error FROM quarantine").startswith("not valid JSON")
@@ -638,7 +638,7 @@ def test_a_transcript_that_cannot_be_read_is_named_in_the_warnings(layout, tmp_p
     home = tmp_path / "claude"
     path = write_fixture(home)
     (path.parent / "gone.jsonl").symlink_to(tmp_path / "nowhere.jsonl")  # a sync tool's dangling link
-    (result,) = ingest(layout, homes={"claude": [home]}).results
+    (result,) = ingest_tables(layout, homes={"claude": [home]}).results
     said = [w for w in result.warnings if w.startswith("gone.jsonl: cannot read the transcript: ")]
     assert said and said[0].endswith("(in quarantine; read again next run)"), result.warnings
     assert not [w for w in result.warnings if "unparseable" in w], result.warnings
@@ -655,10 +655,10 @@ def test_an_upgraded_home_keeps_every_session_once_when_its_sources_are_renamed(
     (project(home) / f"{old}.jsonl").write_text(_other_session(old))
     with monkeypatch.context() as before:
         before.setattr("transforms.claude.discover.identity", str)
-        ingest(layout, homes={"claude": [home]})
+        ingest_tables(layout, homes={"claude": [home]})
     landed = query(layout, "SELECT session_id, cost_usd FROM usage ORDER BY 1")
     (project(home) / f"{old}.jsonl").unlink()  # deleted by Claude Code after 30 days
-    (result,) = ingest(layout, homes={"claude": [home]}).results
+    (result,) = ingest_tables(layout, homes={"claude": [home]}).results
     assert result.status == "ok" and result.retained_sessions == 1, result.warnings
     assert query(layout, "SELECT session_id, cost_usd FROM usage ORDER BY 1") == landed
     assert query(layout, "SELECT COUNT(DISTINCT source_id), COUNT(*) FROM sessions") == [(1, 2)]

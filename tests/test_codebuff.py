@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ingest, query, scalar
+from tests.conftest import ingest_tables, query, scalar
 from tests.test_pi import assert_common_totals, digests, ingest_beside_fifos
 from transforms.codebuff.discover import discover
 from transforms.synth.codebuff import ChatBuilder, generate_home, text
@@ -56,7 +56,7 @@ def write_chat(root: Path, messages=MESSAGES, project="shop", chat=CHAT, name="c
 
 def test_fixture_exact_totals(layout, tmp_path):
     write_chat(tmp_path / "manicode")
-    summary = ingest(layout, homes={"codebuff": [tmp_path / "manicode"]})
+    summary = ingest_tables(layout, homes={"codebuff": [tmp_path / "manicode"]})
     assert [(r.status, r.reconciled) for r in summary.results] == [("ok", True)]
     assert query(layout, "SELECT message_id, cost_usd, cost_source, total_tokens, input_uncached_tokens "
                          "FROM usage ORDER BY requested_at") == [
@@ -82,7 +82,7 @@ def test_peers_find_no_tokens_codebuff_records_credits(layout, tmp_path):
     `metadata.codebuff.usage` that ccusage and tokscale look for are never written, so a
     token-based reader prices nothing here; the spend is the per-run `credits`."""
     write_chat(tmp_path / "manicode")
-    ingest(layout, homes={"codebuff": [tmp_path / "manicode"]})
+    ingest_tables(layout, homes={"codebuff": [tmp_path / "manicode"]})
     assert not any("usage" in (m.get("metadata") or {}) for m in MESSAGES)
     assert scalar(layout, "SELECT COUNT(*) FROM usage WHERE total_tokens IS NOT NULL") == 0
     assert scalar(layout, "SELECT SUM(cost_usd) FROM usage") == pytest.approx(
@@ -91,7 +91,7 @@ def test_peers_find_no_tokens_codebuff_records_credits(layout, tmp_path):
 
 def test_a_chat_without_a_billed_run_is_a_known_zero(layout, tmp_path):
     write_chat(tmp_path / "manicode", messages=MESSAGES[2:4])
-    ingest(layout, homes={"codebuff": [tmp_path / "manicode"]})
+    ingest_tables(layout, homes={"codebuff": [tmp_path / "manicode"]})
     assert query(layout, "SELECT cost_usd, cost_source FROM sessions") == [(0.0, "native")]
 
 
@@ -104,7 +104,7 @@ def test_the_older_npm_app_layout(layout, tmp_path):
         {"role": "tool", "content": {"type": "tool-result", "toolCallId": "c1", "toolName": "write_file",
                                      "output": [{"type": "json", "value": {"ok": True}}]}}]}
     write_chat(tmp_path / "manicode", messages=legacy, name="messages.json", project_root=None)
-    summary = ingest(layout, homes={"codebuff": [tmp_path / "manicode"]})
+    summary = ingest_tables(layout, homes={"codebuff": [tmp_path / "manicode"]})
     assert [(r.status, r.reconciled) for r in summary.results] == [("ok", True)]
     assert query(layout, "SELECT project_path, cost_usd, cost_source FROM sessions") == [("shop", None, "unknown")]
     assert query(layout, "SELECT tool_name, file_path, has_result FROM tool_calls") == [("write_file", "a.py", True)]
@@ -114,7 +114,7 @@ def test_the_older_npm_app_layout(layout, tmp_path):
 def test_malformed_file_is_quarantined(layout, tmp_path):
     folder = write_chat(tmp_path / "manicode")
     (folder / "chat-messages.json").write_text('[{"id": "u1", "variant"')
-    summary = ingest(layout, homes={"codebuff": [tmp_path / "manicode"]})
+    summary = ingest_tables(layout, homes={"codebuff": [tmp_path / "manicode"]})
     assert summary.results[0].status == "ok"
     assert query(layout, "SELECT key, error LIKE 'not valid JSON%' FROM quarantine") == [
         (str(folder / "chat-messages.json"), True)]
@@ -146,7 +146,7 @@ def test_a_full_chat_warns_that_codebuff_drops_old_messages(layout, tmp_path):
         b.user(f"q{i}")
         b.ai([text("a")], 1)
     b.write(tmp_path / "manicode")
-    summary = ingest(layout, homes={"codebuff": [tmp_path / "manicode"]})
+    summary = ingest_tables(layout, homes={"codebuff": [tmp_path / "manicode"]})
     assert any("keeps the last 100 only" in w for w in summary.results[0].warnings)
     assert scalar(layout, "SELECT COUNT(*) FROM usage") == 50
 
@@ -155,7 +155,7 @@ def test_generated_home_totals(layout, tmp_path):
     home = tmp_path / "user"
     truth = generate_home(home / ".config" / "manicode", sessions=9, seed=3)
     before = digests(home)
-    summary = ingest(layout, homes={"codebuff": [home / ".config" / "manicode"]})
+    summary = ingest_tables(layout, homes={"codebuff": [home / ".config" / "manicode"]})
     assert all(r.status == "ok" and r.reconciled for r in summary.results)
     assert_common_totals(layout, truth)
     assert scalar(layout, "SELECT COUNT(*) FROM usage") == truth.usage_rows
@@ -172,7 +172,7 @@ def test_message_ids_are_unique_within_a_project_source(layout, tmp_path):
 
     home = tmp_path / "manicode"
     truth = generate_home(home, sessions=4, seed=5, workspaces=("/home/dev/shop",))
-    summary = ingest(layout, homes={"codebuff": [home]})
+    summary = ingest_tables(layout, homes={"codebuff": [home]})
     assert [(r.status, r.reconciled) for r in summary.results] == [("ok", True)]
     assert scalar(layout, "SELECT COUNT(DISTINCT source_id) FROM messages") == 1
     # the agent's own ids do repeat across the chats: the trap is real

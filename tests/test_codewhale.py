@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 from genai_prices import Usage, calc_price
 
-from tests.conftest import T0, ingest, query, scalar
+from tests.conftest import T0, ingest_tables, query, scalar
 from transforms.codewhale.discover import discover
 from transforms.synth.codewhale import (
     cost_snapshot, generate_home, session_doc, text_block, tool_result_block, tool_use_block, write_session,
@@ -40,7 +40,7 @@ def _doc(sid=SID, cost=None, **kw):
 def test_the_documented_example_gives_exact_totals(layout, tmp_path):
     home = tmp_path / "cw"
     write_session(home / "sessions", _doc(cost=cost_snapshot(0.0123, 0.0021)))
-    summary = ingest(layout, codewhale_homes=[home])
+    summary = ingest_tables(layout, codewhale_homes=[home])
     assert [r.status for r in summary.results] == ["ok"] and summary.results[0].reconciled
     assert query(layout, "SELECT provider, project, cost_usd, cost_source, total_tokens, model, llm_provider "
                          "FROM sessions") == [("codewhale", "shop", pytest.approx(0.0144), "native", 48213,
@@ -56,7 +56,7 @@ def test_the_documented_example_gives_exact_totals(layout, tmp_path):
 
 def test_generated_home_totals(layout, tmp_path):
     truth = generate_home(tmp_path / "cw", sessions=9, seed=3)
-    ingest(layout, codewhale_homes=[tmp_path / "cw"])
+    ingest_tables(layout, codewhale_homes=[tmp_path / "cw"])
     assert scalar(layout, "SELECT COUNT(*) FROM sessions") == truth.sessions
     assert scalar(layout, "SELECT COUNT(*) FROM messages") == truth.messages
     assert round(scalar(layout, "SELECT SUM(cost_usd) FROM sessions WHERE is_root"), 6) == round(truth.cost_usd, 6)
@@ -104,13 +104,13 @@ def test_explicit_home_is_exact_and_a_relative_one_is_refused(tmp_path):
 
 def test_a_stored_zero_is_a_real_zero(layout, tmp_path):
     write_session(tmp_path / "cw" / "sessions", _doc(cost=cost_snapshot(0.0, 0.0)))
-    ingest(layout, codewhale_homes=[tmp_path / "cw"])
+    ingest_tables(layout, codewhale_homes=[tmp_path / "cw"])
     assert query(layout, "SELECT cost_usd, cost_source FROM sessions") == [(0.0, "native")]
 
 
 def test_missing_cost_snapshot_is_estimated_from_total_tokens(layout, tmp_path):
     write_session(tmp_path / "cw" / "sessions", _doc(cost=None))
-    summary = ingest(layout, codewhale_homes=[tmp_path / "cw"])
+    summary = ingest_tables(layout, codewhale_homes=[tmp_path / "cw"])
     updated = WHEN + timedelta(minutes=5)
     rate = calc_price(Usage(input_tokens=100_000), "deepseek-v4-flash", provider_id="deepseek",
                       genai_request_timestamp=updated.replace(minute=0)).total_price / 100_000
@@ -122,7 +122,7 @@ def test_missing_cost_snapshot_is_estimated_from_total_tokens(layout, tmp_path):
 
 def test_unpriced_model_is_unknown_never_zero(layout, tmp_path):
     write_session(tmp_path / "cw" / "sessions", _doc(cost=None, model="glm-4.6", model_provider="custom"))
-    ingest(layout, codewhale_homes=[tmp_path / "cw"])
+    ingest_tables(layout, codewhale_homes=[tmp_path / "cw"])
     assert query(layout, "SELECT cost_usd, cost_source FROM sessions") == [(None, "unknown")]
 
 
@@ -133,7 +133,7 @@ def test_fork_does_not_double_count_its_parent(layout, tmp_path):
     # the fork copied the parent's totals (0.50, 30000) and then spent 0.25 and 12000 more
     write_session(sessions, _doc(fork, cost=cost_snapshot(0.65, 0.10), total_tokens=42000, parent=parent,
                                  forked_from_message_count=4))
-    ingest(layout, codewhale_homes=[tmp_path / "cw"])
+    ingest_tables(layout, codewhale_homes=[tmp_path / "cw"])
     rows = query(layout, "SELECT session_id, cost_usd, inherited_cost_usd, total_tokens, forked_from_session_id "
                          "FROM sessions ORDER BY 1")
     assert rows == [(parent, pytest.approx(0.50), None, 30000, None),
@@ -145,7 +145,7 @@ def test_fork_does_not_double_count_its_parent(layout, tmp_path):
 
 def test_fork_without_its_parent_is_kept_whole_and_flagged(layout, tmp_path):
     write_session(tmp_path / "cw" / "sessions", _doc(cost=cost_snapshot(0.3), parent="gone-parent"))
-    summary = ingest(layout, codewhale_homes=[tmp_path / "cw"])
+    summary = ingest_tables(layout, codewhale_homes=[tmp_path / "cw"])
     assert query(layout, "SELECT cost_usd, inherited_cost_usd FROM sessions") == [(pytest.approx(0.3), None)]
     assert any("parent's file was not found" in w for w in summary.results[0].warnings)
 
@@ -155,7 +155,7 @@ def test_malformed_file_is_quarantined_and_the_rest_ingested(layout, tmp_path):
     write_session(sessions, _doc(cost=cost_snapshot(0.2)))
     (sessions / "99999999-9999-4999-8999-999999999999.json").write_text('{"metadata": {"id": "9999", "title": "cut')
     (sessions / "88888888-8888-4888-8888-888888888888.json").write_text('[1, 2, 3]')
-    summary = ingest(layout, codewhale_homes=[tmp_path / "cw"])
+    summary = ingest_tables(layout, codewhale_homes=[tmp_path / "cw"])
     assert {r.status for r in summary.results} == {"ok"}
     assert scalar(layout, "SELECT COUNT(*) FROM sessions") == 1
     bad = query(layout, "SELECT key, error, raw FROM quarantine ORDER BY key")
@@ -170,17 +170,17 @@ def test_a_resaved_session_is_upserted_and_a_pruned_one_keeps_its_history(layout
     other = "33333333-3333-4333-8333-333333333333"
     write_session(sessions, _doc(cost=cost_snapshot(0.1)))
     path = write_session(sessions, _doc(other, cost=cost_snapshot(0.2)))
-    ingest(layout, codewhale_homes=[tmp_path / "cw"])
+    ingest_tables(layout, codewhale_homes=[tmp_path / "cw"])
     write_session(sessions, _doc(cost=cost_snapshot(0.15)))  # CodeWhale saves the whole session again
     path.unlink()  # and prunes another
-    ingest(layout, codewhale_homes=[tmp_path / "cw"])
+    ingest_tables(layout, codewhale_homes=[tmp_path / "cw"])
     assert sorted(query(layout, "SELECT session_id, cost_usd FROM sessions")) == [
         (SID, pytest.approx(0.15)), (other, pytest.approx(0.2))]
 
 
 def test_journal_gives_message_times(layout, tmp_path):
     write_session(tmp_path / "cw" / "sessions", _doc(cost=cost_snapshot(0.1), journal=True))
-    ingest(layout, codewhale_homes=[tmp_path / "cw"])
+    ingest_tables(layout, codewhale_homes=[tmp_path / "cw"])
     times = [r[0] for r in query(layout, "SELECT created_at FROM messages ORDER BY message_index")]
     assert [(t - times[0]).total_seconds() for t in times] == [0, 30, 60, 90]
 
@@ -191,7 +191,7 @@ def test_crush_and_codewhale_side_by_side_for_one_project(layout, project, tmp_p
     add_message(p.conn, "m", "crush-root", "user", [text_part("hi")], created_at=T0)
     p.close()
     write_session(tmp_path / "cw" / "sessions", _doc(cost=cost_snapshot(0.5), workspace=str(p.path)))
-    ingest(layout, p.db, codewhale_homes=[tmp_path / "cw"])
+    ingest_tables(layout, p.db, codewhale_homes=[tmp_path / "cw"])
     assert query(layout, "SELECT project, provider, SUM(cost_usd), COUNT(*) FROM sessions WHERE is_root "
                          "GROUP BY ALL ORDER BY provider") == [
         ("shop", "codewhale", pytest.approx(0.5), 1), ("shop", "crush", pytest.approx(1.25), 1)]
@@ -206,7 +206,7 @@ def test_snapshots_that_know_nothing_are_not_a_real_zero(layout, tmp_path):
     write_session(sessions, _doc("aaaaaaaa-0000-4000-8000-000000000001", cost=legacy))
     write_session(sessions, _doc("aaaaaaaa-0000-4000-8000-000000000002", cost=unpriced, model="glm-4.6",
                                  model_provider="custom"))
-    ingest(layout, codewhale_homes=[tmp_path / "cw"])
+    ingest_tables(layout, codewhale_homes=[tmp_path / "cw"])
     assert dict(query(layout, "SELECT session_id[-1:], cost_source FROM sessions")) == {
         "1": "estimated", "2": "unknown"}
 
@@ -215,7 +215,7 @@ def test_a_renamed_copy_is_not_a_second_session(layout, tmp_path):
     sessions = tmp_path / "cw" / "sessions"
     path = write_session(sessions, _doc(cost=cost_snapshot(0.05)))
     (sessions / f"{SID}.bak.json").write_bytes(path.read_bytes())
-    summary = ingest(layout, codewhale_homes=[tmp_path / "cw"])
+    summary = ingest_tables(layout, codewhale_homes=[tmp_path / "cw"])
     assert query(layout, "SELECT COUNT(*), SUM(cost_usd) FROM sessions") == [(1, pytest.approx(0.05))]
     assert any("is a copy of session" in w for r in summary.results for w in r.warnings)
 
@@ -227,7 +227,7 @@ def test_odd_metadata_values_quarantine_the_file_or_are_tolerated(layout, tmp_pa
     odd["journal"]["leaf_id"] = ["not", "an", "id"]
     del odd["metadata"]["created_at"]
     write_session(sessions, odd)
-    summary = ingest(layout, codewhale_homes=[tmp_path / "cw"])
+    summary = ingest_tables(layout, codewhale_homes=[tmp_path / "cw"])
     assert summary.results[0].status == "ok"
     (row,) = query(layout, "SELECT cost_usd, cost_source, created_at IS NOT NULL FROM sessions")
     # the garbled sub-agent amount is not a native $0: the session's own spend is a partial cost,
@@ -244,7 +244,7 @@ def test_compacted_session_keeps_its_message_times(layout, tmp_path):
                     "summary": "summary of the above", "created_at": "2026-07-20T10:00:00Z"})
     doc["journal"]["leaf_id"] = doc["leaf_id"] = "compact"
     write_session(tmp_path / "cw" / "sessions", doc)
-    ingest(layout, codewhale_homes=[tmp_path / "cw"])
+    ingest_tables(layout, codewhale_homes=[tmp_path / "cw"])
     days = [r[0] for r in query(layout, "SELECT created_at::DATE::VARCHAR FROM messages ORDER BY message_index")]
     assert days == ["2026-07-14"] * 4 + ["2026-07-20"]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from genai_prices import Usage, calc_price
 
-from tests.conftest import ingest, query, scalar
+from tests.conftest import ingest_tables, query, scalar
 from transforms.codex.discover import discover
 from transforms.synth.codex import RolloutBuilder, generate_home, spawn_source, tokens
 from transforms.codex.usage import buckets
@@ -66,7 +66,7 @@ def test_the_documented_fixture(layout, tmp_path):
     home = tmp_path / "codex"
     write_fixture(home)
     before = digests(home)
-    summary = ingest(layout, homes={"codex": [home]})
+    summary = ingest_tables(layout, homes={"codex": [home]})
     (result,) = summary.results
     assert result.status == "ok" and result.reconciled, (result.error, result.reconcile)
     # two responses: the 08:15:06.450 event repeats the 06.400 totals
@@ -113,7 +113,7 @@ def test_totals_that_drop_re_baseline(layout, tmp_path):
     b.tokens(3000, 0, 50)
     b.tokens(2000, 500, 20)
     b.write(tmp_path / "codex")
-    ingest(layout, homes={"codex": [tmp_path / "codex"]})
+    ingest_tables(layout, homes={"codex": [tmp_path / "codex"]})
     rows = query(layout, "SELECT input_uncached_tokens, cache_read_tokens, output_tokens, pricing_note "
                          "FROM usage ORDER BY requested_at")
     # after the drop, the event counts its own last_token_usage, then deltas go on from there
@@ -126,7 +126,7 @@ def test_cached_input_and_reasoning_are_not_added_again(layout, tmp_path):
     b.turn("gpt-5.3-codex")
     b.tokens(10_000, 7_000, 900, reasoning=600, cache_write=1_000)
     b.write(tmp_path / "codex")
-    ingest(layout, homes={"codex": [tmp_path / "codex"]})
+    ingest_tables(layout, homes={"codex": [tmp_path / "codex"]})
     assert query(layout, "SELECT input_uncached_tokens, cache_read_tokens, cache_write_5m_tokens, "
                          "cache_write_1h_tokens, output_tokens, reasoning_tokens, total_tokens FROM usage") == [
         (10_000 - 7_000 - 1_000, 7_000, 1_000, None, 900, 600, 10_000 + 900)]
@@ -150,7 +150,7 @@ def test_a_fork_drops_its_parents_replayed_history(layout, tmp_path):
     parent.tokens(9500, 8000, 50)
     parent.write(home)
     fork.write(home)
-    summary = ingest(layout, homes={"codex": [home]})
+    summary = ingest_tables(layout, homes={"codex": [home]})
     # the fork's own request only: its totals go on from the parent's
     assert query(layout, "SELECT session_id, input_uncached_tokens, cache_read_tokens, output_tokens FROM usage "
                          "ORDER BY session_id, requested_at") == [
@@ -176,7 +176,7 @@ def test_a_fork_whose_parent_is_gone_drops_the_first_second_burst(layout, tmp_pa
     fork.prompt("second question")
     fork.tokens(9000, 8000, 100)
     fork.write(tmp_path / "codex")
-    summary = ingest(layout, homes={"codex": [tmp_path / "codex"]})
+    summary = ingest_tables(layout, homes={"codex": [tmp_path / "codex"]})
     assert query(layout, "SELECT input_uncached_tokens, cache_read_tokens FROM usage") == [(1000, 8000)]
     assert scalar(layout, "SELECT string_agg(text, '|') FROM parts WHERE role = 'user'") == "second question"
     assert any("first second" in w for w in summary.results[0].warnings)
@@ -198,7 +198,7 @@ def test_a_spawned_sub_agent_is_rolled_into_its_roots_cost(layout, tmp_path):
     root.tokens(7000, 6000, 50)
     root.write(home)
     child.write(home)
-    ingest(layout, homes={"codex": [home]})
+    ingest_tables(layout, homes={"codex": [home]})
 
     def cost(delta, model, at):
         return price_buckets(buckets(delta), model, "openai", at).cost_usd
@@ -222,7 +222,7 @@ def test_a_sub_agent_whose_parent_is_gone_is_kept_as_a_root(layout, tmp_path):
     child.prompt("lint")
     child.tokens(4000, 0, 80)
     child.write(tmp_path / "codex")
-    summary = ingest(layout, homes={"codex": [tmp_path / "codex"]})
+    summary = ingest_tables(layout, homes={"codex": [tmp_path / "codex"]})
     assert query(layout, "SELECT is_root, parent_session_id, root_session_id, cost_source FROM sessions") == [
         (True, None, child.sid, "estimated")]
     assert any("whose rollout was not found: kept as a root" in w for w in summary.results[0].warnings)
@@ -235,7 +235,7 @@ def test_an_archived_copy_is_counted_once_and_the_active_copy_wins(layout, tmp_p
     active = write_fixture(home, FIXTURE.replace("Fix the failing login test", "Fix the login test"))
     (source,) = discover(env={"CODEX_HOME": str(home)}).sources
     assert source.path == str(active) and source.members == (str(active),)
-    ingest(layout, homes={"codex": [home]})
+    ingest_tables(layout, homes={"codex": [home]})
     assert query(layout, "SELECT COUNT(*), SUM(total_tokens) FROM sessions") == [(1, 19920)]
     assert scalar(layout, "SELECT string_agg(text, '|') FROM parts WHERE part_type = 'text' AND role = 'user'") == \
         "Fix the login test"
@@ -252,7 +252,7 @@ def test_model_from_turn_context_and_times_from_the_lines(layout, tmp_path):
     b.tokens(1000, 0, 10)
     path = b.write(tmp_path / "codex", local_day="2026-03-03")
     assert "2026/03/03" in path.as_posix() and "rollout-2026-03-03T" in path.name
-    ingest(layout, homes={"codex": [tmp_path / "codex"]})
+    ingest_tables(layout, homes={"codex": [tmp_path / "codex"]})
     assert [r[0] for r in query(layout, "SELECT model FROM usage ORDER BY requested_at")] == [
         "gpt-5.3-codex", "gpt-5.1-codex-mini"]
     assert query(layout, "SELECT created_at, date::VARCHAR, model FROM sessions") == [
@@ -278,7 +278,7 @@ def test_tool_failures_and_exit_codes_are_read_from_the_output(layout, tmp_path)
     b.call("view_image", {"path": "shot.png"}, "c8")
     b.item(type="function_call", name="create_issue", namespace="mcp__github", arguments="{}", call_id="c9")
     b.write(tmp_path / "codex")
-    ingest(layout, homes={"codex": [tmp_path / "codex"]})
+    ingest_tables(layout, homes={"codex": [tmp_path / "codex"]})
     assert query(layout, "SELECT tool_call_id, tool_name, tool_category, command, file_path, exit_code, is_error "
                          "FROM tool_calls ORDER BY 1") == [
         ("c1", "shell", "shell", "bash -lc 'npm test -- '\"'\"'a b'\"'\"''", None, 2, None),  # non-zero: no error
@@ -301,7 +301,7 @@ def test_injected_context_is_kept_but_is_not_a_prompt(layout, tmp_path):
     b.injected()
     b.prompt("the real question")
     b.write(tmp_path / "codex")
-    ingest(layout, homes={"codex": [tmp_path / "codex"]})
+    ingest_tables(layout, homes={"codex": [tmp_path / "codex"]})
     assert scalar(layout, PROMPTS) == 1
     assert query(layout, "SELECT role, COUNT(*) FROM parts WHERE part_type = 'injected_context' "
                          "GROUP BY 1 ORDER BY 1") == [("developer", 1), ("user", 3)]
@@ -314,7 +314,7 @@ def test_unpriced_review_model_is_unknown_never_zero(layout, tmp_path):
     b.turn("gpt-5.3-codex")
     b.tokens(1000, 0, 10)
     b.write(tmp_path / "codex")
-    ingest(layout, homes={"codex": [tmp_path / "codex"]})
+    ingest_tables(layout, homes={"codex": [tmp_path / "codex"]})
     assert query(layout, "SELECT model, cost_usd, cost_source FROM usage ORDER BY requested_at")[0] == (
         "codex-auto-review", None, "unknown")
     priced = price_buckets(Buckets(1000, 0, None, None, 10, 0), "gpt-5.3-codex", "openai", b.requests[1][2])
@@ -331,7 +331,7 @@ def test_malformed_lines_are_quarantined_and_the_rest_ingested(layout, tmp_path)
     lines.append('{"timestamp":"2026-03-02T09:41:01.000Z","type":"event_msg","payload":{"type":"new_event"}}')
     path = write_fixture(home, "\n".join(lines))
     bad = write_fixture(home, "not json\n" + FIXTURE, name="rollout-2026-03-02T10-00-00-bad.jsonl")
-    summary = ingest(layout, homes={"codex": [home]})
+    summary = ingest_tables(layout, homes={"codex": [home]})
     assert sorted(r.status for r in summary.results) == ["ok", "ok"]
     errors = dict(query(layout, "SELECT key, error FROM quarantine"))
     assert sorted(errors) == sorted([f"{bad}:1", f"{path}:6", f"{path}:8"])
@@ -362,7 +362,7 @@ def test_credentials_are_never_opened(layout, tmp_path):
     done = threading.Event()
 
     def run():
-        ingest(layout, homes={"codex": [home]})
+        ingest_tables(layout, homes={"codex": [home]})
         done.set()
 
     threading.Thread(target=run, daemon=True).start()
@@ -374,7 +374,7 @@ def test_generated_home_totals(layout, tmp_path):
     home = tmp_path / "codex"
     truth = generate_home(home, sessions=9, seed=3)
     before = digests(home)
-    summary = ingest(layout, homes={"codex": [home]})
+    summary = ingest_tables(layout, homes={"codex": [home]})
     assert all(r.status == "ok" and r.reconciled for r in summary.results)
     assert query(layout, "SELECT COUNT(*), COUNT(*) FILTER (WHERE is_root) FROM sessions") == [
         (truth.sessions, truth.roots)]
@@ -420,13 +420,13 @@ def test_a_parent_rollout_emptied_after_ingest_keeps_its_sub_agent_inside_its_co
     quarantined, its rows kept as the lake holds them."""
     home = tmp_path / "codex"
     truth = generate_home(home, sessions=9, seed=3)
-    ingest(layout, homes={"codex": [home]})
+    ingest_tables(layout, homes={"codex": [home]})
     before = query(layout, SESSIONS)
     assert query(layout, ROOT_TOTALS) == [(truth.roots, pytest.approx(truth.cost_usd))]
     parent_id, parent = next(iter(_spawning_parents(home).items()))
     tree_cost = scalar(layout, "SELECT cost_usd FROM sessions WHERE session_id = ?", parent_id)
     parent.write_bytes(damage)
-    summary = ingest(layout, homes={"codex": [home]})
+    summary = ingest_tables(layout, homes={"codex": [home]})
     assert query(layout, ROOT_TOTALS) == [(truth.roots, pytest.approx(truth.cost_usd))]
     assert query(layout, SESSIONS) == before
     assert [r.status for r in summary.results if r.status != "unchanged"] == ["ok"] and summary.exit_code == 0
@@ -434,10 +434,10 @@ def test_a_parent_rollout_emptied_after_ingest_keeps_its_sub_agent_inside_its_co
     assert any("could not be read" in w and str(parent) in w for w in warnings), warnings
     assert not any("kept as a root" in w for w in warnings)
     assert query(layout, "SELECT key FROM quarantine") == [(str(parent),)]
-    assert [r.status for r in ingest(layout, homes={"codex": [home]}).results] == ["unchanged"] * len(summary.results)
+    assert [r.status for r in ingest_tables(layout, homes={"codex": [home]}).results] == ["unchanged"] * len(summary.results)
     # a lake that never held it: the tree waits for its parent, named; the other trees are whole
     fresh = Layout.resolve(home=tmp_path / "fresh", machine="laptop", user="dev")
-    summary = ingest(fresh, homes={"codex": [home]})
+    summary = ingest_tables(fresh, homes={"codex": [home]})
     assert summary.exit_code == 0
     assert any(str(parent) in w for r in summary.results for w in r.warnings)
     assert scalar(fresh, "SELECT COUNT(*) FROM sessions WHERE root_session_id = ?", parent_id) == 0
@@ -460,14 +460,14 @@ def test_an_emptied_sub_agent_that_spawned_another_keeps_its_tree(layout, tmp_pa
     leaf.replay(middle)
     leaf.tokens(2000, 0, 40)
     paths = [b.write(home) for b in (root, middle, leaf)]
-    ingest(layout, homes={"codex": [home]})
+    ingest_tables(layout, homes={"codex": [home]})
     before = query(layout, SESSIONS)
     assert query(layout, ROOT_TOTALS) == [(1, pytest.approx(scalar(layout, "SELECT SUM(cost_usd) FROM usage")))]
     paths[1].write_bytes(b"")
     (source,) = discover(env={"CODEX_HOME": str(home)}).sources
     assert (source.identity, source.project_path, sorted(source.members)) == (SID, "/home/dev/shop",
                                                                               sorted(map(str, paths)))
-    summary = ingest(layout, homes={"codex": [home]})
+    summary = ingest_tables(layout, homes={"codex": [home]})
     assert query(layout, SESSIONS) == before
     assert any(str(paths[1]) in w for r in summary.results for w in r.warnings)
 
@@ -485,7 +485,7 @@ def test_an_empty_rollout_is_named_and_makes_no_source(layout, tmp_path):
     copied = sorted((home / "sessions").rglob("rollout-*.jsonl"))[0]
     copy = copied.with_name(f"{copied.stem} (1).jsonl")  # as Codex Desktop leaves them
     copy.write_bytes(b"")
-    summary = ingest(layout, homes={"codex": [home]})
+    summary = ingest_tables(layout, homes={"codex": [home]})
     assert summary.exit_code == 0 and {r.status for r in summary.results} == {"ok"}
     assert "unknown" not in {r.source.project for r in summary.results}
     assert scalar(layout, "SELECT COUNT(*) FROM sources WHERE project = 'unknown'") == 0
@@ -500,7 +500,7 @@ def test_an_empty_rollout_is_named_and_makes_no_source(layout, tmp_path):
     b.turn("gpt-5.3-codex")
     b.tokens(1000, 0, 10)
     lone.write_text("".join(json.dumps(line) + "\n" for line in b.lines))
-    ingest(layout, homes={"codex": [home]})
+    ingest_tables(layout, homes={"codex": [home]})
     assert sorted(k for (k,) in query(layout, "SELECT key FROM quarantine")) == [f"{copy}:1"]
     assert scalar(layout, "SELECT COUNT(*) FROM sessions") == truth.sessions + 1
 
@@ -509,7 +509,7 @@ def test_a_home_holding_only_an_empty_rollout_skips_it_by_name(layout, tmp_path)
     lone = tmp_path / "codex" / "sessions" / "2026" / "01" / "08" / f"rollout-2026-01-08T10-00-00-{SID}.jsonl"
     lone.parent.mkdir(parents=True)
     lone.write_bytes(b"")
-    summary = ingest(layout, homes={"codex": [tmp_path / "codex"]})
+    summary = ingest_tables(layout, homes={"codex": [tmp_path / "codex"]})
     assert [(r.status, str(lone) in r.error) for r in summary.results] == [("skipped", True)]
     assert summary.exit_code == 0
     assert not (layout.lake / "_landing" / "laptop" / "dev" / "codex").exists()
@@ -528,7 +528,7 @@ def test_a_rollout_of_codexs_first_format_is_said_as_that_not_as_malformed(layou
              {"record_type": "state"},
              {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}]
     old.write_text("".join(json.dumps(ln) + "\n" for ln in lines))
-    summary = ingest(layout, homes={"codex": [home]})
+    summary = ingest_tables(layout, homes={"codex": [home]})
     assert summary.exit_code == 0
     warnings = [w for r in summary.results for w in r.warnings]
     assert any(str(old) in w and "a rollout of Codex's first format" in w for w in warnings), warnings
@@ -549,7 +549,7 @@ def test_of_two_copies_of_a_session_the_larger_is_read_and_the_other_named(layou
     assert sorted(p.name for p in full.parent.iterdir())[0] == stale.name  # it sorts first
     (source,) = discover(env={"CODEX_HOME": str(home)}).sources
     assert source.members == (str(full),) and source.copies == (str(stale),)
-    (result,) = ingest(layout, homes={"codex": [home]}).results
+    (result,) = ingest_tables(layout, homes={"codex": [home]}).results
     assert any(w.startswith(f"{stale}: another copy of a session") for w in result.warnings), result.warnings
     assert query(layout, "SELECT COUNT(*), SUM(total_tokens) FROM sessions") == [(1, 19920)]
 
@@ -566,5 +566,5 @@ def test_a_symlinked_month_folder_is_read(layout, tmp_path):
     (moved / "loop").symlink_to(home / "sessions", target_is_directory=True)
     (source,) = discover(env={"CODEX_HOME": str(home)}).sources
     assert source.path == str(moved / "02" / rollout.name)
-    ingest(layout, homes={"codex": [home]})
+    ingest_tables(layout, homes={"codex": [home]})
     assert query(layout, "SELECT COUNT(*), SUM(total_tokens) FROM sessions") == [(1, 19920)]

@@ -11,7 +11,7 @@ import pytest
 from genai_prices import Usage, calc_price
 
 from pipelines.cli import _agent_homes
-from tests.conftest import ingest, query, scalar
+from tests.conftest import ingest_tables, query, scalar
 from transforms.copilot.discover import discover
 from transforms.synth.copilot import SessionBuilder, generate_home, metric
 from transforms.pricing import Buckets, price_buckets
@@ -62,7 +62,7 @@ def digests(root: Path) -> dict:
 
 
 def cp(layout, *homes):
-    return ingest(layout, homes={"copilot": list(homes)})
+    return ingest_tables(layout, homes={"copilot": list(homes)})
 
 
 def without_nano(text: str) -> str:

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tests.conftest import T0, ingest, query, scalar
+from tests.conftest import T0, ingest_tables, query, scalar
 from transforms.synth.crush import add_file, add_message, add_read_file, add_session
 from transforms.synth.crush_parts import (
     bash_output, binary_part, finish_part, image_url_part, reasoning_part, shell_command_part, text_part,
@@ -27,7 +27,7 @@ def test_root_cost_already_includes_subagents(layout, project):
     add_session(p.conn, "m1$$call1", title="New Agent Session", created_at=T0 + 5, parent="root", cost=0.3)
     add_session(p.conn, "m1$$call1$$x", title="New Agent Session", created_at=T0 + 6, parent="m1$$call1", cost=0.1)
     p.close()
-    ingest(layout, p.db)
+    ingest_tables(layout, p.db)
     assert scalar(layout, "SELECT SUM(cost_usd) FROM sessions WHERE is_root") == pytest.approx(1.5, abs=1e-9)
     rows = query(layout, "SELECT session_id, root_session_id, is_root, cost_includes_subagents FROM sessions ORDER BY 1")
     assert rows == [("m1$$call1", "root", False, True), ("m1$$call1$$x", "root", False, True), ("root", "root", True, True)]
@@ -37,7 +37,7 @@ def test_token_columns_are_last_step_sizes(layout, project):
     p = project()
     add_session(p.conn, "s", title="t", created_at=T0, prompt_tokens=51234, completion_tokens=812)
     p.close()
-    ingest(layout, p.db)
+    ingest_tables(layout, p.db)
     cols = {r[0] for r in query(layout, "SELECT column_name FROM (DESCRIBE sessions)")}
     assert {"last_step_prompt_tokens", "last_step_completion_tokens"} <= cols
     assert not {"prompt_tokens", "completion_tokens", "input_tokens", "output_tokens"} & cols
@@ -50,7 +50,7 @@ def test_seconds_and_millisecond_timestamps(layout, project):
     add_session(p.conn, "ms", title="millis", created_at=(T0 + 86400) * 1000)
     add_message(p.conn, "m", "ms", "user", [text_part("hi")], created_at=(T0 + 86400) * 1000 + 250)
     p.close()
-    summary = ingest(layout, p.db)
+    summary = ingest_tables(layout, p.db)
     got = dict(query(layout, "SELECT session_id, strftime(created_at, '%Y-%m-%d %H:%M:%S') FROM sessions"))
     assert got == {"s": "2026-01-01 00:00:00", "ms": "2026-01-02 00:00:00"}
     assert query(layout, "SELECT date::VARCHAR, created_at FROM messages")[0][0] == "2026-01-02"
@@ -67,7 +67,7 @@ def test_tool_input_is_json_inside_json(layout, project):
     _turn(p.conn, "s", "a3", "c3", "view", "", "streaming died", t=T0 + 10)  # killed mid-stream
     _turn(p.conn, "s", "a4", "c4", "view", "{}", "invalid args replaced", t=T0 + 15)
     p.close()
-    ingest(layout, p.db)
+    ingest_tables(layout, p.db)
     rows = query(layout, "SELECT tool_call_id, command, file_path, is_input_valid, input FROM tool_calls ORDER BY 1")
     assert rows[0][:4] == ("c1", "ls -la <dir> && echo 'ok'", None, True)
     assert json.loads(rows[0][4]) == {"command": "ls -la <dir> && echo 'ok'", "description": "list"}
@@ -92,7 +92,7 @@ def test_bash_results_exit_codes_and_cwd(layout, project):
         _turn(p.conn, "s", f"a{i}", cid, "bash", {"command": cid}, text, t=T0 + 10 * i)
     _turn(p.conn, "s", "a9", "denied", "bash", {"command": "rm -rf /"}, "User denied permission", t=T0 + 99, is_error=True)
     p.close()
-    ingest(layout, p.db)
+    ingest_tables(layout, p.db)
     got = {r[0]: r[1:] for r in query(layout, "SELECT tool_call_id, exit_code, is_error, result_cwd, result_text FROM tool_calls")}
     assert got["ok"] == (0, False, "/home/u/proj", "fine")
     assert got["fail"][:3] == (2, False, "/home/u/proj")  # a non-zero exit is not a tool error
@@ -108,7 +108,7 @@ def test_same_second_messages_keep_insertion_order(layout, project):
     for i in range(5):  # all in one second: rowid decides
         add_message(p.conn, f"z{i}", "s", "user", [text_part(str(i))], created_at=T0)
     p.close()
-    ingest(layout, p.db)
+    ingest_tables(layout, p.db)
     assert query(layout, "SELECT message_id FROM messages ORDER BY message_index") == [(f"z{i}",) for i in range(5)]
 
 
@@ -127,7 +127,7 @@ def test_every_part_type_has_typed_columns_and_raw(layout, project):
     ]
     add_message(p.conn, "m", "s", "assistant", parts, created_at=T0, finished_at=T0 + 4, model="gpt-5.1", provider="openai")
     p.close()
-    ingest(layout, p.db)
+    ingest_tables(layout, p.db)
     rows = {r[0]: r[1:] for r in query(layout, """
         SELECT part_type, text, reasoning, reasoning_finished_at, binary_size, mime_type, url, shell_command,
                shell_exit_code, finish_reason, finish_message, raw FROM parts""")}
@@ -147,7 +147,7 @@ def test_unknown_part_types_and_columns_are_kept_and_counted(layout, project):
     add_message(p.conn, "m", "s", "assistant", [{"type": "citation", "data": {"url": "u"}}, text_part("x")], created_at=T0)
     p.conn.execute("UPDATE messages SET workspace_cwd = '/w' WHERE id = 'm'")
     p.close()
-    summary = ingest(layout, p.db)
+    summary = ingest_tables(layout, p.db)
     result = summary.results[0]
     assert result.status == "ok" and result.unknown_part_types == 1
     assert query(layout, "SELECT part_type, native_part_type, is_known_type, raw FROM parts WHERE part_index = 0") == [
@@ -165,7 +165,7 @@ def test_a_crush_schema_newer_than_known_is_said(layout, project):
     p.conn.execute("ALTER TABLE sessions ADD COLUMN workspace TEXT")
     add_session(p.conn, "s", title="t", created_at=T0)
     p.close()
-    (result,) = ingest(layout, p.db).results
+    (result,) = ingest_tables(layout, p.db).results
     assert result.status == "ok" and result.schema_version == 20991231000000 and result.migrations is None
     assert any(w.startswith("Crush schema newer than this release knows (goose version 20991231000000")
                for w in result.warnings), result.warnings
@@ -178,7 +178,7 @@ def test_invalid_parts_row_is_quarantined_and_the_rest_kept(layout, project):
     add_message(p.conn, "bad", "s", "assistant", '[{"type":"text","data":{"text":"cut', created_at=T0 + 1)
     add_message(p.conn, "obj", "s", "assistant", '{"type":"text"}', created_at=T0 + 2)
     p.close()
-    summary = ingest(layout, p.db)
+    summary = ingest_tables(layout, p.db)
     assert summary.results[0].status == "ok" and summary.results[0].reconciled
     assert query(layout, "SELECT key, raw FROM quarantine ORDER BY key") == [
         ("bad", '[{"type":"text","data":{"text":"cut'), ("obj", '{"type":"text"}')]
@@ -202,7 +202,7 @@ def test_legacy_v012_shapes(layout, project):
         created_at=T0 + 3, provider="anthropic")
     add_message(p.conn, "sum", "s", "assistant", [text_part("summary"), finish_part("end_turn", T0 + 5)], created_at=T0 + 5)
     p.close()
-    summary = ingest(layout, p.db)
+    summary = ingest_tables(layout, p.db)
     assert summary.results[0].migrations == 4
     assert query(layout, "SELECT tool_call_id, tool_category, result_message_id FROM tool_calls ORDER BY 1") == [
         ("call_a", "read", "r"), ("call_b", "agent", "r")]
@@ -215,7 +215,7 @@ def test_model_and_provider_null_on_user_rows(layout, project):
     add_session(p.conn, "s", title="t", created_at=T0)
     add_message(p.conn, "u", "s", "user", [text_part("q"), finish_part("stop")], created_at=T0)  # model ''
     p.close()
-    ingest(layout, p.db)
+    ingest_tables(layout, p.db)
     assert query(layout, "SELECT model, llm_provider FROM messages") == [(None, None)]
 
 
@@ -226,7 +226,7 @@ def test_orphan_results_and_unanswered_calls(layout, project):
                 created_at=T0)  # crashed before the result
     add_message(p.conn, "r", "s", "tool", [tool_result_part("lost", "view", "content")], created_at=T0 + 1)
     p.close()
-    ingest(layout, p.db)
+    ingest_tables(layout, p.db)
     assert query(layout, "SELECT tool_call_id, has_call, has_result, is_error FROM tool_calls ORDER BY 1") == [
         ("c1", True, False, None), ("lost", False, True, False)]
 
@@ -237,7 +237,7 @@ def test_mcp_and_category_mapping(layout, project):
     for i, name in enumerate(["mcp_github_create_issue", "todos", "multiedit", "web_search", "crush_logs"]):
         _turn(p.conn, "s", f"a{i}", f"c{i}", name, {}, "ok", t=T0 + 5 * i)
     p.close()
-    ingest(layout, p.db)
+    ingest_tables(layout, p.db)
     assert dict(query(layout, "SELECT tool_name, tool_category FROM tool_calls")) == {
         "mcp_github_create_issue": "mcp", "todos": "todo", "multiedit": "edit", "web_search": "search",
         "crush_logs": "other"}
@@ -252,7 +252,7 @@ def test_files_and_read_files_paths(layout, project):
     add_read_file(p.conn, "s", "../shared/b.py", read_at=T0 + 2)
     p.conn.execute("INSERT INTO files VALUES ('ftext', 's', ?, 'x', '7', ?, ?)", (str(p.path / "t.txt"), T0, T0))
     p.close()
-    ingest(layout, p.db)
+    ingest_tables(layout, p.db)
     assert query(layout, "SELECT file_id, version, size_bytes FROM file_versions ORDER BY 1") == [
         ("f0", 0, 0), ("f3", 3, 9), ("ftext", 7, 1)]
     assert dict(query(layout, "SELECT path_raw, path FROM read_files")) == {

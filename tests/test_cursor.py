@@ -10,7 +10,7 @@ from datetime import datetime
 import pytest
 
 from pipelines.cli import main
-from tests.conftest import ingest, query, scalar
+from tests.conftest import ingest_tables, query, scalar
 from transforms.cursor.discover import discover
 from transforms.cursor.normalise import decode_project
 from transforms.synth.cursor import (
@@ -27,7 +27,7 @@ UPDATED_MS = 1772442000000  # 2026-03-02T09:00:00Z
 
 
 def cursor(layout, *homes):
-    return ingest(layout, homes={"cursor": list(homes)})
+    return ingest_tables(layout, homes={"cursor": list(homes)})
 
 
 def jsonl_session(home, workspace):

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import T0, ingest, query
+from tests.conftest import T0, ingest_tables, query
 from transforms.crush.normalise import RawTable, SourceContext, normalise
 from transforms.synth.crush import add_session, generate_store
 from transforms.synth.crush_parts import encode_parts, text_part, tool_call_part, tool_result_part
@@ -97,7 +97,7 @@ def test_invalid_utf8_in_the_database_is_replaced_not_fatal(layout, project):
                    "VALUES ('bad', 's', 'user', CAST(? AS TEXT), '', ?, ?)",
                    (b'[{"type":"text","data":{"text":"caf\xe9 \xff"}}]', T0, T0))
     p.close()
-    summary = ingest(layout, p.db)
+    summary = ingest_tables(layout, p.db)
     assert summary.results[0].status == "ok"
     assert query(layout, "SELECT text FROM parts") == [("caf\ufffd \ufffd",)]
 
@@ -127,7 +127,7 @@ def test_mutated_database_files_fail_alone_with_a_reason(layout, tmp_path, how):
     _corrupt(victim.path, how, random.Random(how))
     for suffix in ("-wal", "-shm"):
         victim.path.with_name(victim.path.name + suffix).unlink(missing_ok=True)
-    summary = ingest(layout, roots=[store.global_dir])
+    summary = ingest_tables(layout, roots=[store.global_dir])
     by_path = {r.source.path: r for r in summary.results}
     good = by_path[str(healthy.path)]
     assert good.status == "ok" and good.rows["messages"] == healthy.messages

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 import pytest
 from genai_prices import Usage, calc_price
 
-from tests.conftest import ingest, query, scalar
+from tests.conftest import ingest_tables, query, scalar
 from transforms.gemini.discover import discover
 from transforms.synth.gemini import (
     ChatWriter, generate_home, project_hash, register_project, tokens, write_legacy,
@@ -84,7 +84,7 @@ def test_a_chat_by_hand(layout, tmp_path):
     home = tmp_path / ".gemini"
     write_chat(home)
     before = digests(home)
-    (result,) = ingest(layout, homes={"gemini": [home]}).results
+    (result,) = ingest_tables(layout, homes={"gemini": [home]}).results
     assert result.status == "ok" and result.reconciled, (result.error, result.reconcile)
     # g1: uncached 9000 - 6000 + tool 0 = 3000, output 120 + thoughts 200 = 320, total 9320;
     # g2: uncached 10500 - 9000 + tool 12 = 1512, output 80 + 40 = 120, total 10632
@@ -122,7 +122,7 @@ def test_streamed_duplicates_count_once(layout, tmp_path):
     write_chat(home)
     per_line = sum(line["tokens"]["total"] for line in LINES if isinstance(line.get("tokens"), dict))
     assert per_line == 2 * 9320 + 10632
-    ingest(layout, homes={"gemini": [home]})
+    ingest_tables(layout, homes={"gemini": [home]})
     assert scalar(layout, "SELECT SUM(total_tokens) FROM usage") == 9320 + 10632
     # the last copy wins: g1 has its tool calls, g2 its tokens
     assert scalar(layout, "SELECT COUNT(*) FROM tool_calls WHERE message_id = 'g1'") == 2
@@ -137,7 +137,7 @@ def test_tokscale_counts_cached_input_twice(layout, tmp_path):
     here. ccusage (normalize_session_input) subtracts the overlap, as we do."""
     home = tmp_path / ".gemini"
     write_chat(home)
-    ingest(layout, homes={"gemini": [home]})
+    ingest_tables(layout, homes={"gemini": [home]})
     records = [G1["tokens"], G2_TOKENS]
     tokscale = sum(t["input"] + t["output"] + t["cached"] + t["thoughts"] for t in records)
     assert scalar(layout, "SELECT SUM(total_tokens) FROM usage") == sum(t["total"] for t in records) == 19952
@@ -161,7 +161,7 @@ def test_rewound_and_replaced_messages_still_count(layout, tmp_path):
          "tokens": tokens(2000, 10, cached=1000), "model": "gemini-2.5-pro"},
     ]
     write_chat(home, LINES + extra)
-    (result,) = ingest(layout, homes={"gemini": [home]}).results
+    (result,) = ingest_tables(layout, homes={"gemini": [home]}).results
     assert result.reconciled, result.reconcile
     assert dict(query(layout, "SELECT message_id, json_extract_string(extra_columns, '$.dropped') FROM messages")) == {
         "u1": "replaced", "g1": "replaced", "u2": "replaced", "g2": "replaced", "u3": "rewound", "g3": "rewound",
@@ -189,7 +189,7 @@ def test_copies_of_a_session_count_once(layout, tmp_path):
     write_chat(home, resumed)
     found = discover(env={}, extra_roots=[str(home)], use_default=False)
     assert [len(s.members) for s in found.sources] == [3]
-    ingest(layout, homes={"gemini": [home]})
+    ingest_tables(layout, homes={"gemini": [home]})
     assert query(layout, "SELECT COUNT(*), SUM(message_count) FROM sessions") == [(1, 5)]
     assert scalar(layout, "SELECT SUM(total_tokens) FROM usage") == 9320 + 10632 + 3020
     assert scalar(layout, "SELECT project_path FROM sessions") == ROOT
@@ -212,7 +212,7 @@ def test_legacy_parts_lists_are_read(layout, tmp_path):
             # a synthetic model turn (recordSyntheticMessage): the response's own Parts
             {"id": "c", "timestamp": "2025-09-01T10:00:10.000Z", "type": "gemini", "content": [
                 {"functionCall": {"id": "ls-1", "name": "list_directory", "args": {"dir_path": "."}}}]}]})
-    ingest(layout, homes={"gemini": [home]})
+    ingest_tables(layout, homes={"gemini": [home]})
     assert query(layout, "SELECT part_type, native_part_type, mime_type, binary_size FROM parts "
                          "WHERE part_type = 'binary'") == [("binary", "inlineData", "image/png", 8)]
     assert query(layout, "SELECT native_part_type, tool_name, tool_input FROM parts WHERE part_type = 'tool_call'") \
@@ -229,7 +229,7 @@ def test_a_sub_agent_is_a_child_session_whose_cost_the_root_includes(layout, tmp
     sub.user("Investigate the login handler")
     sub.gemini("It returns 401.", model="gemini-2.5-flash", usage=tokens(12000, 300, cached=4000))
     sub.write()
-    (result,) = ingest(layout, homes={"gemini": [home]}).results
+    (result,) = ingest_tables(layout, homes={"gemini": [home]}).results
     assert result.reconciled
     rows = query(layout, "SELECT session_id, parent_session_id, root_session_id, is_root, cost_usd, "
                          "cost_includes_subagents FROM sessions ORDER BY is_root")
@@ -249,7 +249,7 @@ def test_an_unpriced_model_is_unknown_never_zero(layout, tmp_path):
     w.user("hi")
     w.gemini("hello", model="gemini-internal-exp", usage=tokens(100, 5))
     w.write()
-    ingest(layout, homes={"gemini": [home]})
+    ingest_tables(layout, homes={"gemini": [home]})
     assert query(layout, "SELECT cost_usd, cost_source FROM usage") == [(None, "unknown")]
     assert query(layout, "SELECT cost_usd, cost_source FROM sessions") == [(None, "unknown")]
 
@@ -260,7 +260,7 @@ def test_bad_lines_and_files_are_quarantined(layout, tmp_path):
     path.write_text(path.read_text() + "{\"id\": \"torn\", \"timest\n")  # a torn last line
     chats = path.parent
     (chats / "session-2026-03-03T00-00-deadbeef.json").write_text("{not json")
-    summary = ingest(layout, homes={"gemini": [home]})
+    summary = ingest_tables(layout, homes={"gemini": [home]})
     assert {r.status for r in summary.results} == {"ok"}  # the project's sessions are one source
     assert scalar(layout, "SELECT COUNT(*) FROM quarantine") == 2
     assert scalar(layout, "SELECT SUM(total_tokens) FROM usage") == 19952  # the rest was read
@@ -312,7 +312,7 @@ def ingest_with_fifos(layout, provider: str, home, names) -> None:
     done = threading.Event()
 
     def run():
-        ingest(layout, homes={provider: [home]})
+        ingest_tables(layout, homes={provider: [home]})
         done.set()
 
     threading.Thread(target=run, daemon=True).start()
@@ -331,7 +331,7 @@ def ingest_generated(layout, provider: str, home, truth) -> None:
     """Ingest a generated home, read-only and reconciled, and compare what the generator counted
     it wrote (sessions, roots, messages, requests and each token bucket) with the lake."""
     before = digests(home)
-    summary = ingest(layout, homes={provider: [home]})
+    summary = ingest_tables(layout, homes={provider: [home]})
     assert all(r.status == "ok" and r.reconciled for r in summary.results)
     assert query(layout, "SELECT COUNT(*), COUNT(*) FILTER (WHERE is_root) FROM sessions") == [
         (truth.sessions, truth.roots)]

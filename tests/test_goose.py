@@ -12,7 +12,7 @@ import pytest
 from genai_prices import Usage, calc_price
 
 from pipelines.cli import main
-from tests.conftest import ingest, query, scalar
+from tests.conftest import ingest_tables, query, scalar
 from transforms.goose.discover import data_dirs, discover
 from transforms.synth.goose import (
     add_message,
@@ -31,7 +31,7 @@ T = 1772442000  # 2026-03-02T09:00:00Z, epoch seconds as Goose writes message ti
 
 
 def goose(layout, *homes):
-    return ingest(layout, homes={"goose": list(homes)})
+    return ingest_tables(layout, homes={"goose": list(homes)})
 
 
 def small_store(folder, version=13):

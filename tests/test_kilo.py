@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ingest, query, scalar
+from tests.conftest import ingest_tables, query, scalar
 from tests.test_pi import assert_common_totals, digests, ingest_beside_fifos
 from transforms.kilo.discover import EXTENSION_ID, discover
 from transforms.synth.kilo import TaskBuilder, environment_details, generate_home, storage_in
@@ -86,7 +86,7 @@ def at(ts) -> datetime:
 def test_fixture_exact_totals(layout, tmp_path):
     storage = tmp_path / "kilo"
     write_task(storage)
-    summary = ingest(layout, homes={"kilo": [storage]})
+    summary = ingest_tables(layout, homes={"kilo": [storage]})
     assert [(r.status, r.reconciled) for r in summary.results] == [("ok", True)]
     estimated = price_buckets(Buckets(4, 9200, 0, None, 30), "claude-sonnet-4.5", "anthropic", at(9000))
     assert estimated.cost_usd and estimated.cost_usd > 0
@@ -119,7 +119,7 @@ def test_tokscale_counts_the_cache_twice_on_current_files(layout, tmp_path):
     """Task.ts since Kilo v4.119.0 (#8954) writes `tokensIn: costResult.totalInputTokens`, the
     input WITH cache reads and writes; tokscale's roocode.rs adds cacheReads and cacheWrites to it."""
     write_task(tmp_path / "kilo")
-    ingest(layout, homes={"kilo": [tmp_path / "kilo"]})
+    ingest_tables(layout, homes={"kilo": [tmp_path / "kilo"]})
     started = [json.loads(m["text"]) for m in UI if m.get("say") == "api_req_started" and "tokensIn" in m["text"]]
     tokscale = sum(r["tokensIn"] + r["tokensOut"] + r["cacheReads"] + r["cacheWrites"] for r in started)
     ours = scalar(layout, "SELECT SUM(total_tokens) FROM usage WHERE cache_read_tokens IS NOT NULL")
@@ -141,7 +141,7 @@ def test_before_4_119_anthropic_tokens_in_was_uncached(layout, tmp_path):
     # a current file whose tokensIn is below its cache: cannot hold the cache, so it is uncached
     write_task(tmp_path / "kilo", task="t2", api=[], ui_messages=[
         req(0, apiProtocol="anthropic", tokensIn=3, tokensOut=10, cacheWrites=9000, cacheReads=0, cost=0.04)])
-    ingest(layout, homes={"kilo": [tmp_path / "kilo"]})
+    ingest_tables(layout, homes={"kilo": [tmp_path / "kilo"]})
     assert query(layout, "SELECT session_id, input_uncached_tokens, cache_read_tokens, cache_write_5m_tokens, "
                          "output_tokens, cost_usd FROM usage ORDER BY session_id, requested_at") == [
         (TASK, 3, 500, 9000, 10, pytest.approx(0.05)), (TASK, 7, None, None, 1, pytest.approx(0.01)),
@@ -153,14 +153,14 @@ def test_unpriced_model_is_unknown_never_zero(layout, tmp_path):
     b.task("hi")
     b.request(1000, 10, cost=0.0)
     b.write(tmp_path / "kilo")
-    ingest(layout, homes={"kilo": [tmp_path / "kilo"]})
+    ingest_tables(layout, homes={"kilo": [tmp_path / "kilo"]})
     assert query(layout, "SELECT cost_usd, cost_source FROM usage") == [(None, "unknown")]
     assert query(layout, "SELECT cost_usd, cost_source FROM sessions") == [(None, "unknown")]
 
 
 def test_a_task_without_requests_is_a_known_zero(layout, tmp_path):
     write_task(tmp_path / "kilo", api=API[:1], ui_messages=UI[:1] + [req(7000, apiProtocol="anthropic")])
-    ingest(layout, homes={"kilo": [tmp_path / "kilo"]})
+    ingest_tables(layout, homes={"kilo": [tmp_path / "kilo"]})
     assert query(layout, "SELECT cost_usd, cost_source FROM sessions") == [(0.0, "native")]
     assert scalar(layout, "SELECT COUNT(*) FROM usage") == 0
 
@@ -168,7 +168,7 @@ def test_a_task_without_requests_is_a_known_zero(layout, tmp_path):
 def test_malformed_files_are_quarantined(layout, tmp_path):
     folder = write_task(tmp_path / "kilo")
     (folder / "ui_messages.json").write_text('[{"ts": 1, "type": "say"')  # cut off mid-write
-    summary = ingest(layout, homes={"kilo": [tmp_path / "kilo"]})
+    summary = ingest_tables(layout, homes={"kilo": [tmp_path / "kilo"]})
     assert summary.results[0].status == "ok"
     assert query(layout, "SELECT key, error LIKE 'not valid JSON%' FROM quarantine") == [
         (str(folder / "ui_messages.json"), True)]
@@ -210,7 +210,7 @@ def test_the_kilo_cli_database_is_read_with_opencodes_schema(layout, tmp_path):
     add_message(conn, assistant_info("msg_2", "ses_1", created + 2, parent_id="msg_1", cost=0.25,
                                      tokens=tokens(input=100, output=20, read=3000, write=50), completed=created + 9))
     conn.close()
-    summary = ingest(layout, homes={"kilo": [data]})
+    summary = ingest_tables(layout, homes={"kilo": [data]})
     assert [(r.status, r.reconciled) for r in summary.results] == [("ok", True)]
     assert query(layout, "SELECT provider, input_uncached_tokens, cache_read_tokens, cache_write_5m_tokens, "
                          "output_tokens, cost_usd, cost_source FROM usage") == [
@@ -232,7 +232,7 @@ def test_generated_home_totals(layout, tmp_path):
     config = tmp_path / "config"
     truth = generate_home(storage_in(config), sessions=9, seed=3)
     before = digests(config)
-    summary = ingest(layout, homes={"kilo": [storage_in(config)]})
+    summary = ingest_tables(layout, homes={"kilo": [storage_in(config)]})
     assert all(r.status == "ok" and r.reconciled for r in summary.results)
     assert_common_totals(layout, truth)
     assert query(layout, "SELECT COUNT(*), COUNT(*) FILTER (WHERE cost_usd IS NULL), "
@@ -272,7 +272,7 @@ def test_a_subtask_is_its_own_root_and_nothing_counts_twice(layout, tmp_path):
     child.task("lint")
     child.request(800, 10, cost=0.01)
     child.write(storage)
-    ingest(layout, homes={"kilo": [storage]})
+    ingest_tables(layout, homes={"kilo": [storage]})
     assert query(layout, "SELECT session_id, is_root, cost_usd FROM sessions ORDER BY 1") == [
         ("child", True, pytest.approx(0.01)), ("parent", True, pytest.approx(0.02))]
     assert query(layout, "SELECT tool_name, tool_category FROM tool_calls") == [("new_task", "agent")]

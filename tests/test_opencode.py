@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from genai_prices import Usage, calc_price
 
-from tests.conftest import ingest, query, scalar
+from tests.conftest import ingest_tables, query, scalar
 from transforms.opencode.discover import discover
 from transforms.opencode.provider import OpenCodeProvider
 from transforms.synth.opencode import (
@@ -78,7 +78,7 @@ def write_fixture(data_dir, *, to_db=True, to_json=False):
 
 
 def oc(layout, *homes):
-    return ingest(layout, homes={"opencode": list(homes)})
+    return ingest_tables(layout, homes={"opencode": list(homes)})
 
 
 def one_session(data_dir, messages, *, to_db=True, to_json=False, sid="ses_A", directory="/home/dev/shop",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.cli import main
-from tests.conftest import ingest, query, scalar
+from tests.conftest import ingest_tables, query, scalar
 from transforms.pi.discover import discover
 from transforms.pi.normalise import PRICE_PROVIDER
 from transforms.synth.pi import SessionBuilder, generate_home
@@ -66,7 +66,7 @@ def forked_pair() -> tuple[SessionBuilder, SessionBuilder]:
 
 def test_fixture_exact_totals(layout, tmp_path):
     write_fixture(tmp_path / "pi")
-    summary = ingest(layout, homes={"pi": [tmp_path / "pi"]})
+    summary = ingest_tables(layout, homes={"pi": [tmp_path / "pi"]})
     assert [(r.status, r.reconciled) for r in summary.results] == [("ok", True)]
     assert query(layout, "SELECT COUNT(*), SUM(input_uncached_tokens), SUM(cache_read_tokens), "
                          "SUM(cache_write_5m_tokens), COUNT(cache_write_1h_tokens), SUM(output_tokens), "
@@ -106,7 +106,7 @@ def test_cost_zero_is_priced_and_an_unpriced_model_is_unknown_never_zero(layout,
     b.assistant([{"type": "text", "text": "b"}], model="qwen3-coder:30b", provider="ollama",
                  tokens=(800, 20, 0, 0), priced=False)
     b.write(tmp_path / "pi")
-    ingest(layout, homes={"pi": [tmp_path / "pi"]})
+    ingest_tables(layout, homes={"pi": [tmp_path / "pi"]})
     at = b.requests[0][4]
     expected = price_buckets(Buckets(1000, 4000, 0, None, 50), "gpt-5.1-codex", PRICE_PROVIDER["openai-codex"], at)
     assert expected.cost_usd and expected.cost_usd > 0
@@ -129,7 +129,7 @@ def test_a_fork_copies_its_parents_entries_they_count_once(layout, tmp_path):
     fork.lines.insert(2, dict(named))  # copied with the rest: the fork shows the parent's name
     parent.write(home)
     fork_path = fork.write(home)
-    summary = ingest(layout, homes={"pi": [home]})
+    summary = ingest_tables(layout, homes={"pi": [home]})
     assert all(r.status == "ok" and r.reconciled for r in summary.results)
     own = {b.sid: [r[1] for r in b.requests] for b in (parent, fork)}
     assert query(layout, "SELECT session_id, cost_usd FROM usage ORDER BY requested_at") == [
@@ -154,7 +154,7 @@ def test_a_fork_copies_its_parents_entries_they_count_once(layout, tmp_path):
 def test_a_fork_whose_parent_is_gone_skips_the_entries_dated_before_it(layout, tmp_path):
     parent, fork = forked_pair()
     fork.write(tmp_path / "pi")  # the parent's file is never written (deleted by the user)
-    summary = ingest(layout, homes={"pi": [tmp_path / "pi"]})
+    summary = ingest_tables(layout, homes={"pi": [tmp_path / "pi"]})
     assert query(layout, "SELECT session_id, input_uncached_tokens FROM usage") == [(fork.sid, 12)]
     assert query(layout, "SELECT forked_from_session_id, inherited_cost_usd FROM sessions") == [
         (SID, pytest.approx(parent.requests[0][1]))]
@@ -167,7 +167,7 @@ def test_lines_written_twice_by_pi_count_once(layout, tmp_path):
     lines = FIXTURE.splitlines()
     doubled = lines[:3] + lines[:3] + lines[3:]
     write_fixture(tmp_path / "pi", "\n".join(doubled))
-    summary = ingest(layout, homes={"pi": [tmp_path / "pi"]})
+    summary = ingest_tables(layout, homes={"pi": [tmp_path / "pi"]})
     assert query(layout, "SELECT COUNT(*), SUM(total_tokens) FROM usage") == [(3, 27642)]
     assert scalar(layout, "SELECT COUNT(*) FROM messages WHERE role = 'user' AND message_id = 'a0000002'") == 1
     assert any("3 lines written twice" in w for w in summary.results[0].warnings)
@@ -183,7 +183,7 @@ def test_every_branch_of_the_tree_counts(layout, tmp_path):
     b.prompt("try B")
     b.assistant([{"type": "text", "text": "B"}], tokens=(20, 20, 0, 0))
     b.write(tmp_path / "pi")
-    ingest(layout, homes={"pi": [tmp_path / "pi"]})
+    ingest_tables(layout, homes={"pi": [tmp_path / "pi"]})
     assert query(layout, "SELECT SUM(input_uncached_tokens), SUM(output_tokens), COUNT(*) FROM usage") == [(30, 30, 2)]
     assert scalar(layout, "SELECT text FROM parts WHERE native_part_type = 'branch_summary'") == "A did not work"
 
@@ -199,7 +199,7 @@ def test_schema_versions_1_and_2(layout, tmp_path):
     v2.prompt("go")
     v2.assistant([{"type": "text", "text": "y"}], tokens=(200, 20, 0, 0))
     v2.write(home)
-    summary = ingest(layout, homes={"pi": [home]})
+    summary = ingest_tables(layout, homes={"pi": [home]})
     assert all(r.status == "ok" and r.reconciled for r in summary.results)
     # one source for the project: the oldest of its sessions' formats
     assert query(layout, "SELECT schema_version FROM sources") == [(1,)]
@@ -221,7 +221,7 @@ def test_malformed_lines_are_quarantined_and_the_rest_ingested(layout, tmp_path)
     other = "99999999-9999-4999-8999-999999999999"  # pi's loader skips a bad first line too
     junk_first = write_fixture(home, "not json\n" + FIXTURE.replace(SID, other), name=f"x_{other}.jsonl")
     headless = write_fixture(home, "\n".join(FIXTURE.splitlines()[1:]), name="2026-03-02T09-00-00-000Z_h.jsonl")
-    summary = ingest(layout, homes={"pi": [home]})
+    summary = ingest_tables(layout, homes={"pi": [home]})
     assert {r.status for r in summary.results} == {"ok"}
     errors = dict(query(layout, "SELECT key, error FROM quarantine"))
     assert sorted(errors) == sorted([f"{junk_first}:1", f"{headless}:1", f"{path}:5", f"{path}:7"])
@@ -283,7 +283,7 @@ def ingest_beside_fifos(layout, home: Path, provider: str, names) -> None:
     done = threading.Event()
 
     def run():
-        ingest(layout, homes={provider: [home]})
+        ingest_tables(layout, homes={provider: [home]})
         done.set()
 
     threading.Thread(target=run, daemon=True).start()
@@ -316,7 +316,7 @@ def test_generated_home_totals(layout, tmp_path):
     home = tmp_path / "pi"
     truth = generate_home(home, sessions=9, seed=3)
     before = digests(home)
-    summary = ingest(layout, homes={"pi": [home]})
+    summary = ingest_tables(layout, homes={"pi": [home]})
     assert all(r.status == "ok" and r.reconciled for r in summary.results)
     assert_common_totals(layout, truth)
     assert scalar(layout, "SELECT COUNT(*) FROM parts WHERE part_type = 'text' AND role = 'user'") == truth.prompts
@@ -342,7 +342,7 @@ def test_a_sub_agents_usage_in_a_tool_result_is_not_added(layout, tmp_path):
               content=[{"type": "text", "text": "looks fine"}],
               details={"results": [{"usage": {"input": 5000, "output": 900, "cost": {"total": 0.5}}}]})
     b.write(tmp_path / "pi")
-    ingest(layout, homes={"pi": [tmp_path / "pi"]})
+    ingest_tables(layout, homes={"pi": [tmp_path / "pi"]})
     assert query(layout, "SELECT COUNT(*), SUM(input_uncached_tokens) FROM usage") == [(1, 100)]
     assert query(layout, "SELECT tool_category, has_result FROM tool_calls") == [("agent", True)]
     assert scalar(layout, "SELECT cost_usd FROM sessions") == pytest.approx(b.requests[0][1])

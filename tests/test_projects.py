@@ -3,7 +3,7 @@ directory name; a configured mapping wins."""
 
 import pytest
 
-from tests.conftest import T0, ingest, query
+from tests.conftest import T0, ingest_tables, query
 from transforms.synth.crush import add_session
 from transforms.projects import git_remote, project_name, remote_name
 
@@ -44,7 +44,7 @@ def test_two_checkouts_of_one_repo_are_one_project_and_a_mapping_wins(layout, pr
         p.close()
     plain = project("scratch")
     plain.close()
-    ingest(layout, a.db, b.db, plain.db)
+    ingest_tables(layout, a.db, b.db, plain.db)
     assert query(layout, "SELECT project, COUNT(*) FROM sessions GROUP BY 1") == [("acme-webshop", 2)]
     assert sorted(r[0] for r in query(layout, "SELECT project_path FROM sessions")) == sorted(
         [str(a.path), str(b.path)])  # the local path is kept

@@ -5,7 +5,7 @@ duplicated; every other source stays unchanged."""
 import json
 from dataclasses import replace
 
-from tests.conftest import ingest, options_for, query
+from tests.conftest import ingest_tables, options_for, query
 from transforms.synth.claude import generate_home as claude_home
 from transforms.synth.codex import generate_home as codex_home
 from transforms.synth.crush import generate_store
@@ -72,7 +72,7 @@ def test_a_name_the_mapping_already_gave_lands_nothing_again(layout, project):
     rename: nothing is read again."""
     p = project("webshop")
     p.close()
-    ingest(layout, p.db)
+    ingest_tables(layout, p.db)
     options = options_for(p.db)
     for names in ({str(p.path): "webshop"}, {"/elsewhere/api": "billing"}):
         results = _ingest(layout, replace(options, project_names=names))

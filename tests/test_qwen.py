@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import pytest
 from genai_prices import Usage, calc_price
 
-from tests.conftest import ingest, query, scalar
+from tests.conftest import ingest_tables, query, scalar
 from tests.test_gemini import digests, ingest_generated, ingest_with_fifos, through_the_cli
 from transforms.qwen.discover import discover
 from transforms.synth.qwen import QwenChat, generate_home, project_id, usage
@@ -72,7 +72,7 @@ def test_a_chat_by_hand(layout, tmp_path):
     base = tmp_path / ".qwen"
     write_chat(base)
     before = digests(base)
-    (result,) = ingest(layout, homes={"qwen": [base]}).results
+    (result,) = ingest_tables(layout, homes={"qwen": [base]}).results
     assert result.status == "ok" and result.reconciled, (result.error, result.reconcile)
     # r2: uncached 12000 - 8000 = 4000, output 300 (reasoning 120 inside), total 12300;
     # r5: uncached 5000, output 50 + thoughts 30 = 80 (Google's count: reasoning apart), total 5080
@@ -105,7 +105,7 @@ def test_ccusage_counts_cached_input_twice(layout, tmp_path):
     cache reads: 8000 tokens counted twice for r2."""
     base = tmp_path / ".qwen"
     write_chat(base)
-    ingest(layout, homes={"qwen": [base]})
+    ingest_tables(layout, homes={"qwen": [base]})
     records = [r["usageMetadata"] for r in RECORDS if "usageMetadata" in r]
     ccusage_r2 = 12000 + 8000 + 300  # input + cache read + output, as ccusage shows them
     assert scalar(layout, "SELECT total_tokens FROM usage WHERE message_id = 'r2'") == 12300 == \
@@ -122,7 +122,7 @@ def test_qwens_own_models_are_unknown_never_zero(layout, tmp_path):
     chat.assistant(model="coder-model", tokens=usage(1000, 10), text="hello")
     chat.assistant(model="qwen3-coder-plus", tokens=usage(2000, 10), text="again")
     chat.write()
-    ingest(layout, homes={"qwen": [base]})
+    ingest_tables(layout, homes={"qwen": [base]})
     assert query(layout, "SELECT DISTINCT cost_usd, cost_source FROM usage") == [(None, "unknown")]
     assert query(layout, "SELECT cost_usd, cost_source FROM sessions") == [(None, "unknown")]
 
@@ -139,7 +139,7 @@ def test_a_fork_drops_its_copied_records(layout, tmp_path):
     fork.user("second question")
     fork.assistant(model="gpt-4.1", tokens=usage(9000, 100, cached=8000), text="second answer")
     fork.write()
-    ingest(layout, homes={"qwen": [base]})
+    ingest_tables(layout, homes={"qwen": [base]})
     rows = dict(query(layout, "SELECT session_id, COUNT(*) FROM usage GROUP BY 1"))
     assert rows == {SID: 1, fork.sid: 1}
     assert scalar(layout, "SELECT SUM(total_tokens) FROM usage") == 8200 + 9100  # the copy's 8200 once
@@ -160,7 +160,7 @@ def test_rewound_records_still_count(layout, tmp_path):
     chat.user("never mind")
     chat.assistant(model="gpt-4.1", tokens=usage(4100, 5), text="OK.")
     chat.write()
-    (result,) = ingest(layout, homes={"qwen": [base]}).results
+    (result,) = ingest_tables(layout, homes={"qwen": [base]}).results
     assert result.reconciled
     assert dict(query(layout, "SELECT message_id, json_extract_string(extra_columns, '$.dropped') FROM messages "
                               "WHERE extra_columns LIKE '%dropped%'")) == {asked["uuid"]: "rewound",
@@ -174,7 +174,7 @@ def test_the_first_schema_is_read(layout, tmp_path):
     base = tmp_path / ".qwen"
     write_chat(base, [RECORDS[0], {**RECORDS[1], "usageMetadata": {"input": 12000, "output": 300, "cached": 8000,
                                                                     "thoughts": 0, "tool": 0, "total": 12300}}])
-    ingest(layout, homes={"qwen": [base]})
+    ingest_tables(layout, homes={"qwen": [base]})
     assert query(layout, "SELECT input_uncached_tokens, cache_read_tokens, output_tokens, total_tokens "
                          "FROM usage") == [(4000, 8000, 300, 12300)]
 
@@ -190,7 +190,7 @@ def test_a_sub_session_is_a_child_of_its_spawner(layout, tmp_path):
     child.user("helper task")
     child.assistant(model="gpt-4.1", tokens=usage(6000, 70, cached=1000), text="helped")
     child.write()
-    (result,) = ingest(layout, homes={"qwen": [base]}).results
+    (result,) = ingest_tables(layout, homes={"qwen": [base]}).results
     assert result.reconciled
     rows = query(layout, "SELECT session_id, parent_session_id, is_root, cost_usd FROM sessions ORDER BY is_root")
     assert [r[:3] for r in rows] == [(child.sid, SID, False), (SID, None, True)]
@@ -202,7 +202,7 @@ def test_bad_lines_are_quarantined(layout, tmp_path):
     base = tmp_path / ".qwen"
     path = write_chat(base)
     path.write_text(path.read_text() + '{"uuid": "torn", "ty\n')
-    ingest(layout, homes={"qwen": [base]})
+    ingest_tables(layout, homes={"qwen": [base]})
     assert scalar(layout, "SELECT COUNT(*) FROM quarantine") == 1
     assert scalar(layout, "SELECT SUM(total_tokens) FROM usage") == 12300 + 5080
 

@@ -5,7 +5,7 @@ import sqlite3
 import pyarrow as pa
 import pytest
 
-from tests.conftest import T0, ingest, query, scalar
+from tests.conftest import T0, ingest_tables, query, scalar
 from transforms.synth.crush import add_message, add_session
 from transforms.synth.crush_parts import bash_output, finish_part, text_part, tool_call_part, tool_result_part
 from warehouse.land import landing_files
@@ -24,7 +24,7 @@ def test_bash_output_that_looks_like_crush_markers(layout, project):
     _bash(p, "grep", bash_output('x.py: re.compile("<cwd>(.*)</cwd>")', stderr="", exit_code=2, cwd="/w"))
     _bash(p, "echo", bash_output("Exit code 3", cwd="/w"))  # exit 0, printing the marker
     p.close()
-    ingest(layout, p.db)
+    ingest_tables(layout, p.db)
     got = {r[0]: r[1:] for r in query(layout, "SELECT tool_call_id, exit_code, result_cwd, result_text FROM tool_calls")}
     assert got["grep"][:2] == (2, "/w") and got["grep"][2].startswith('x.py: re.compile("<cwd>(.*)</cwd>")')
     assert got["echo"] == (0, "/w", "Exit code 3")
@@ -39,7 +39,7 @@ def test_odd_values_are_kept_or_nulled_never_fatal(layout, project):
     add_message(p.conn, "nan", "s", "user", '[{"type":"text","data":{"n":NaN}}]', created_at=T0 + 2)
     p.conn.execute("INSERT INTO files VALUES ('f', 's', '/p/a', 'x', '99999999999999999999999', ?, ?)", (T0, T0))
     p.close()
-    summary = ingest(layout, p.db)
+    summary = ingest_tables(layout, p.db)
     result = summary.results[0]
     assert result.status == "ok" and result.reconciled, result.reconcile
     assert scalar(layout, "SELECT last_step_prompt_tokens FROM sessions") is None
@@ -55,7 +55,7 @@ def test_a_write_failing_half_way_leaves_no_orphan_files(layout, project, monkey
     for day in range(3):
         add_session(p.conn, f"s{day}", title="t", created_at=T0 + day * 86400, cost=1.0)
     p.close()
-    ingest(layout, p.db)
+    ingest_tables(layout, p.db)
     con = sqlite3.connect(p.db)
     add_session(con, "new", title="t", created_at=T0 + 9 * 86400, cost=5.0)  # a new date
     add_message(con, "m", "new", "user", [text_part("hi")], created_at=T0 + 9 * 86400)
@@ -73,7 +73,7 @@ def test_a_write_failing_half_way_leaves_no_orphan_files(layout, project, monkey
 
     before, rows = landed(), query(layout, "SELECT * FROM sessions ORDER BY session_id")
     monkeypatch.setattr(LocalStore, "_stage", full_disk)
-    failed = ingest(layout, p.db)
+    failed = ingest_tables(layout, p.db)
     assert failed.results[0].status == "failed" and "No space left" in failed.results[0].error
     monkeypatch.undo()
     assert landed() == before  # the lake is as it was
@@ -85,7 +85,7 @@ def test_a_write_failing_half_way_leaves_no_orphan_files(layout, project, monkey
     con.execute("DELETE FROM sessions WHERE id = 'new'")
     con.commit()
     con.close()
-    ingest(layout, p.db)
+    ingest_tables(layout, p.db)
     assert scalar(layout, "SELECT SUM(cost_usd) FROM sessions WHERE is_root") == pytest.approx(3.0)
     assert scalar(layout, "SELECT COUNT(*) FROM sessions WHERE date = DATE '2026-01-10'") == 0
 
@@ -104,6 +104,6 @@ def test_value_arrow_cannot_hold_fails_only_its_source(layout, project, monkeypa
         return real(table, rows)
 
     monkeypatch.setattr(landing_files, "to_arrow", picky)
-    summary = ingest(layout, good.db, bad.db)
+    summary = ingest_tables(layout, good.db, bad.db)
     assert sorted((r.source.project, r.status) for r in summary.results) == [("bad", "failed"), ("good", "ok")]
     assert "OverflowError" in next(r.error for r in summary.results if r.status == "failed")

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from tests.conftest import ingest, query, scalar
+from tests.conftest import ingest_tables, query, scalar
 from tests.test_redaction import CASES
 from transforms.contract import DATA_TABLES
 from transforms.synth.crush import add_file, add_message, add_session
@@ -43,7 +43,7 @@ def all_strings(layout) -> list[str]:
 
 def test_no_known_secret_reaches_a_team_lake(layout, project):
     p, env_file = leaky_project(project)
-    summary = ingest(replace(layout, team=True), p.db)
+    summary = ingest_tables(replace(layout, team=True), p.db)
     assert summary.results[0].status == "ok"
     assert any("secrets redacted" in w for w in summary.results[0].warnings)
     strings = all_strings(layout)
@@ -59,7 +59,7 @@ def test_no_known_secret_reaches_a_team_lake(layout, project):
 
 def test_a_local_lake_keeps_everything(layout, project):
     p, env_file = leaky_project(project)
-    ingest(layout, p.db)  # local mode: the laptop's own lake
+    ingest_tables(layout, p.db)  # local mode: the laptop's own lake
     assert not layout.team
     assert scalar(layout, "SELECT content FROM file_versions") == env_file
     assert scalar(layout, "SELECT COUNT(*) FROM parts WHERE text LIKE '%REDACTED%'") == 0
@@ -72,7 +72,7 @@ def test_config_sets_the_policy_per_column(tmp_path, project):
     layout = load_layout(home)
     assert layout.team and dict(layout.privacy) == {"parts.text": "hash", "tool_calls.command": "drop"}
     p, _ = leaky_project(project)
-    ingest(layout, p.db)
+    ingest_tables(layout, p.db)
     texts = [r[0] for r in query(layout, "SELECT text FROM parts WHERE role = 'user'")]
     expected = {"sha256:" + hashlib.sha256(f"please use {c.text} now".encode()).hexdigest() for c in CASES}
     assert set(texts) == expected
@@ -96,11 +96,11 @@ def test_the_sources_run_log_is_redacted_too(layout, project):
     add_message(p.conn, "m", "s", "assistant", [{"type": f"custom-{token}", "data": {}}], created_at=T0,
                 model="claude-sonnet-4-5", provider="anthropic")
     p.close()
-    plain = ingest(layout, p.db)
+    plain = ingest_tables(layout, p.db)
     assert any(token in w for w in plain.results[0].warnings)  # the unknown type is reported by name
     team = replace(layout, team=True, home=layout.home / "team", lake=layout.lake.parent / "team-lake",
                    warehouse=layout.home / "team" / "warehouse.ducklake")
-    ingest(team, p.db)
+    ingest_tables(team, p.db)
     logged = [v for row in query(team, "SELECT * FROM sources") for v in row if isinstance(v, str)]
     assert any("unknown part types" in v for v in logged)
     assert not any(token in v for v in logged)
