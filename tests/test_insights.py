@@ -335,7 +335,7 @@ def test_an_unpriced_step_leaves_the_cost_unknown_not_zero(layout, tmp_path):
 def test_an_incremental_refresh_equals_a_fresh_computation(layout, project):
     """Every mart declared `-- refresh: by project` gives, after a merge that touched one project
     only, the rows computed afresh from the tables: their project really comes from their rows."""
-    from warehouse.catalog.marts import mart_sql
+    from warehouse.catalog.marts import mart_sql, temporary
     from warehouse.lake.ducklake import connect
 
     dbs = []
@@ -357,8 +357,8 @@ def test_an_incremental_refresh_equals_a_fresh_computation(layout, project):
     ingest(layout, *(p.db for p in dbs))  # only shop changed
     with connect(layout.warehouse) as con:
         for name, sql in mart_sql():
-            fresh = name if name.startswith("_") else f"fresh_{name}"
-            con.execute(sql.replace(f"CREATE OR REPLACE VIEW {name}", f"CREATE OR REPLACE TEMP VIEW {fresh}", 1))
+            con.execute(temporary(sql) if name.startswith("_") else
+                        sql.replace(f"CREATE OR REPLACE VIEW {name}", f"CREATE OR REPLACE TEMP VIEW fresh_{name}", 1))
         for name, _ in mart_sql():
             if not name.startswith("_"):
                 for a, b in ((name, f"fresh_{name}"), (f"fresh_{name}", name)):

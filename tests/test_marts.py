@@ -101,8 +101,9 @@ def test_a_refresh_builds_the_marts_by_project_first_unless_one_reads_a_mart_bui
     again at each switch; a mart refreshed by project that reads one built whole comes after it."""
     from warehouse.catalog.marts import _scoped_first
 
+    reads = {"c": {"a"}, "e": {"b"}}
     plan = [("a", "SELECT 1", "scoped"), ("b", "SELECT 2", "whole"), ("c", "SELECT * FROM a", "scoped"),
             ("d", "SELECT 3", "whole")]
-    assert [m[0] for m in _scoped_first(plan)] == ["a", "c", "b", "d"]
+    assert [m[0] for m in _scoped_first(plan, lambda n: reads.get(n, set()))] == ["a", "c", "b", "d"]
     reads_whole = plan + [("e", "SELECT * FROM b", "scoped")]
-    assert [m[0] for m in _scoped_first(reads_whole)] == ["a", "b", "c", "d", "e"]
+    assert [m[0] for m in _scoped_first(reads_whole, lambda n: reads.get(n, set()))] == ["a", "b", "c", "d", "e"]

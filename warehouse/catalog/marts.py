@@ -1,8 +1,13 @@
 """The marts: SQL files in sql/marts, materialised as tables of the lake's catalog, updated
-incrementally.
+incrementally, over the internal building blocks of sql/intermediate.
 
-Each file is `CREATE OR REPLACE VIEW <name> AS ...` over the curated tables (staging renames
-and casts, marts join and aggregate), and starts with a header line saying how it refreshes:
+Each mart is `CREATE OR REPLACE VIEW <name> AS ...` over the curated tables, the building blocks
+and the marts before it. A building block's name starts with `_`: a view (`_session_tree`,
+`_step_costs`, ...; computed once per refresh, see _Internals) or a table macro (`_in_tree`,
+`_costed_calls`: a join the marts share, expanded where it is called). Every file names what it
+reads in a `-- reads:` line (tests/test_marts_lineage.py checks it against the SQL): the refresh
+pins the blocks from it, a mart's hash covers what it builds on, and Dagster draws the marts'
+parents from it (`depends_on`). A mart's first header line says how it refreshes:
 
 - `-- refresh: by project`: every row has a `project`, and is computed from rows of one
   source (the joins stay within a source) that share that project (a session's messages,
@@ -25,7 +30,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-MARTS_DIR = Path(__file__).parent / "sql" / "marts"
+SQL_DIR = Path(__file__).parent / "sql"
+FOLDERS = ("intermediate", "marts")  # the blocks, then the marts; each folder's files numbered in dependency order
+_DEFINES = re.compile(r"^CREATE OR REPLACE (VIEW|MACRO) (\w+)", re.MULTILINE)
 PENDING = "_agentlake_marts_pending"  # projects whose mart rows must be recomputed
 WRITTEN = "_agentlake_marts"  # (name, sha256 of its SQL) of every mart table written
 # Past this many touched projects a whole rebuild is as cheap as the filtered one.
@@ -38,15 +45,46 @@ MEMORY_LIMIT = "600MB"
 
 @lru_cache(maxsize=1)
 def mart_sql() -> tuple[tuple[str, str], ...]:
-    """(name, SQL) of every mart, in dependency order (the files are numbered).
-    Names starting with `_` are internal building blocks. Read once per process: a refresh and
-    `current` ask for it per mart (they read the 19 files some 300 times each)."""
+    """(name, SQL) of every building block (names starting with `_`), then of every mart, in
+    dependency order. Read once per process: a refresh and `current` ask for it per mart."""
     out = []
-    for path in sorted(MARTS_DIR.glob("*.sql")):
-        sql = path.read_text()
-        name = sql.split("CREATE OR REPLACE VIEW", 1)[1].split()[0]
-        out.append((name, sql))
+    for folder in FOLDERS:
+        for path in sorted((SQL_DIR / folder).glob("*.sql")):
+            sql = path.read_text()
+            out.append((_DEFINES.search(sql)[2], sql))
     return tuple(out)
+
+
+def is_macro(sql: str) -> bool:
+    return _DEFINES.search(sql)[1] == "MACRO"
+
+
+def reads(sql: str) -> tuple[str, ...]:
+    """What a file reads, from its `-- reads:` header line: curated tables, building blocks and
+    marts."""
+    found = re.search(r"^-- reads: (.+)$", sql, re.MULTILINE)
+    return tuple(name.strip() for name in found[1].split(",")) if found else ()
+
+
+@lru_cache(maxsize=None)
+def _reached(name: str, through_marts: bool = False) -> frozenset[str]:
+    """What a mart or block reads, directly or through the blocks it reads (and, `through_marts`,
+    through the marts it reads)."""
+    sql = dict(mart_sql())
+    found, todo = set(), [name]
+    while todo:
+        for read in reads(sql[todo.pop()]):
+            if read not in found:
+                found.add(read)
+                if read in sql and (read.startswith("_") or through_marts):
+                    todo.append(read)
+    return frozenset(found)
+
+
+def depends_on(name: str) -> tuple[str, ...]:
+    """The curated tables and the marts a mart reads, its building blocks resolved to what they
+    read (they are no tables of their own): its parents in Dagster's asset graph."""
+    return tuple(sorted(n for n in _reached(name) if not n.startswith("_")))
 
 
 def refreshes_by_project(sql: str) -> bool:
@@ -76,20 +114,26 @@ MARTS = tuple(name for name, _ in mart_sql() if not name.startswith("_"))
 
 
 def create_mart_views(con) -> None:
-    """Every mart as a temporary view of this connection (they shadow the tables of the same name)."""
+    """Every mart and block as a temporary view (or macro) of this connection (they shadow the
+    tables of the same name)."""
     for _, sql in mart_sql():
-        con.execute(_temp_view(sql))
+        con.execute(temporary(sql))
 
 
 def create_block_views(con, names: list[str]) -> None:
-    """Internal building blocks as temporary views of a reader's connection, computed when read
-    (`agentlake report` counts messages by model with `_message_models`, as model_usage does)."""
-    for name in names:
-        con.execute(_temp_view(_blocks()[name]))
+    """Internal building blocks, and the blocks they read, as temporary views of a reader's
+    connection, computed when read (`agentlake report` counts messages by model with
+    `_message_models`, as model_usage does)."""
+    wanted = set(names).union(*(_reached(name) for name in names))
+    for name, sql in _blocks().items():
+        if name in wanted:
+            con.execute(temporary(sql))
 
 
-def _temp_view(sql: str) -> str:
-    return sql.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMP VIEW", 1)
+def temporary(sql: str) -> str:
+    """A file's statement creating a temporary view or macro of the connection, not an object
+    of the catalog."""
+    return _DEFINES.sub(r"CREATE OR REPLACE TEMP \1 \2", sql, count=1)
 
 
 def ensure_bookkeeping(con) -> None:
@@ -122,14 +166,17 @@ def current(con) -> bool:
         written = dict(con.execute(f"SELECT name, sql_sha FROM lake.main.{WRITTEN}").fetchall())
     except Exception:  # a catalog from before incremental marts
         return False
-    return all(written.get(name) == _sha(sql) for name, sql in mart_sql() if not name.startswith("_"))
+    return all(written.get(name) == _sha(name) for name in MARTS)
 
 
 @lru_cache(maxsize=None)
-def _sha(sql: str) -> str:
-    """A mart's SQL with the internal views it may build on: a change to either rebuilds it."""
-    internal = "".join(text for name, text in mart_sql() if name.startswith("_"))
-    return hashlib.sha256((internal + sql).encode()).hexdigest()
+def _sha(name: str) -> str:
+    """A mart's SQL with that of every block and mart it builds on, directly or not: a change to
+    any rebuilds it whole (refreshed by project over a mart rebuilt whole, it would keep the
+    other projects' rows computed from the old one)."""
+    built_on = _reached(name, through_marts=True)
+    text = "".join(sql for other, sql in mart_sql() if other in built_on or other == name)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None) -> None:
@@ -147,35 +194,34 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None) 
     written = dict(con.execute(f"SELECT name, sql_sha FROM lake.main.{WRITTEN}").fetchall())
     have = {r[0] for r in con.execute(
         "SELECT table_name FROM duckdb_tables() WHERE database_name = 'lake' AND schema_name = 'main'").fetchall()}
-    create_mart_views(con)
     scope = None  # the cut-down curated tables' filter, found once
     internals, cut = _Internals(con), _Cut(con)
-    plan = [(name, sql, "whole" if whole or written.get(name) != _sha(sql) or name not in have
+    plan = [(name, sql, "whole" if whole or written.get(name) != _sha(name) or name not in have
              or not refreshes_by_project(sql) or len(pending) > MAX_PROJECTS else "scoped")
             for name, sql in mart_sql() if not name.startswith("_")]
     plan = _scoped_first(plan)
     for at, (name, sql, how) in enumerate(plan):
         if how == "whole":
             cut.off()
-            internals.pin(sql, "whole")
+            internals.pin(name, "whole")
+            _view(con, sql)
             _build(con, sql, [f'CREATE OR REPLACE TABLE lake.main."{name}" AS SELECT * FROM temp.main."{name}"'])
         elif pending:
             touched = _project_filter(pending)
             scope = scope or _scope(con, pending)
             cut.on(scope)
-            internals.pin(sql, "scoped")
+            internals.pin(name, "scoped")
+            _view(con, sql)
             _build(con, sql, [f'DELETE FROM lake.main."{name}" WHERE {touched}',
                               f'INSERT INTO lake.main."{name}" SELECT * FROM temp.main."{name}" WHERE {touched}'])
         # the marts below that read this one read its table now, not the view computed again
-        con.execute(f'DROP VIEW temp.main."{name}"')
-        internals.release(sql for _, sql, _ in plan[at + 1:])
-        written[name] = _sha(sql)
+        con.execute(f'DROP VIEW IF EXISTS temp.main."{name}"')
+        internals.release(later for later, _, _ in plan[at + 1:])
+        written[name] = _sha(name)
     # (not in a `finally`: after an error the transaction is aborted, a DROP would fail and hide
     # the error, and the temporary objects go with the connection anyway)
     cut.drop()
     internals.drop()
-    for name, _ in reversed(mart_sql()):
-        con.execute(f'DROP VIEW IF EXISTS temp.main."{name}"')
     con.execute(f"DELETE FROM lake.main.{PENDING}")
     con.execute(f"DELETE FROM lake.main.{WRITTEN}")
     con.register("_written", pa.table({"name": list(written), "sql_sha": list(written.values())}))
@@ -183,14 +229,22 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None) 
     con.unregister("_written")
 
 
-def _scoped_first(plan: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+def _view(con, sql: str) -> None:
+    """A mart's temporary view, made just before it is built, when the blocks it reads are tables
+    and the marts it reads are built (made up front, each would bind again every view it reads,
+    and the shared joins are macros, expanded at every bind)."""
+    con.execute(temporary(sql))
+
+
+def _scoped_first(plan: list[tuple[str, str, str]], reached=_reached) -> list[tuple[str, str, str]]:
     """The marts refreshed by project first, then those built whole, each in file order: the
     blocks both read are computed once per scope, not again at each switch (one changed source
     computed `_session_tree` four times, switching at `model_usage`; twice now). File order is
-    kept when a mart refreshed by project reads one built whole (it must see the new table)."""
+    kept when a mart refreshed by project reads one built whole (it must see the new table).
+    `reached(name)`: what a mart reads."""
     scoped = [m for m in plan if m[2] == "scoped"]
     whole = [m for m in plan if m[2] == "whole"]
-    if any(re.search(rf"\b{w[0]}\b", m[1]) for m in scoped for w in whole):
+    if any(w[0] in reached(m[0]) for m in scoped for w in whole):
         return plan
     return scoped + whole
 
@@ -200,15 +254,23 @@ class _Internals:
     refresh as temporary tables, not again inside every mart that reads them (six insight marts
     read `_step_costs`, directly or through `_file_calls`), and dropped after the last of them.
     A block is computed for what the mart at hand sees: all the rows (`whole`) or the touched
-    projects' (`scoped`, while `_Cut` is on), and again when the next mart sees the other."""
+    projects' (`scoped`, while `_Cut` is on), and again when the next mart sees the other.
+    The macros are made once, in definition order among the tables: DuckDB binds a macro without
+    parameters when it is made, so what it reads must be there."""
 
     def __init__(self, con):
         self.con = con
         self.sql = _blocks()
         self.pinned: dict[str, str] = {}  # name -> the scope its table was computed for
+        self.macros: set[str] = set()
 
-    def pin(self, sql: str, scope: str) -> None:
-        for name in _blocks_read(sql):
+    def pin(self, mart: str, scope: str) -> None:
+        for name in _blocks_read(mart):
+            if is_macro(self.sql[name]):
+                if name not in self.macros:
+                    self.con.execute(temporary(self.sql[name]))
+                    self.macros.add(name)
+                continue
             if self.pinned.get(name) == scope:
                 continue
             self._drop(name)
@@ -219,7 +281,7 @@ class _Internals:
         """Drops the tables of the blocks no later mart reads: a whole refresh of the large
         corpus held hundreds of MB of them (their keys are long strings, uncompressed in memory:
         docs/BENCHMARKS.md, "Figures behind the code's choices")."""
-        wanted = {n for sql in later for n in _blocks_read(sql)}
+        wanted = {n for mart in later for n in _blocks_read(mart)}
         for name in [n for n in self.pinned if n not in wanted]:
             self._drop(name)
 
@@ -231,6 +293,9 @@ class _Internals:
     def drop(self) -> None:
         for name in list(self.pinned):
             self._drop(name)
+        for name in self.macros:
+            self.con.execute(f'DROP MACRO TABLE IF EXISTS temp.main."{name}"')
+        self.macros.clear()
 
 
 @lru_cache(maxsize=1)
@@ -239,15 +304,9 @@ def _blocks() -> dict[str, str]:
 
 
 @lru_cache(maxsize=None)
-def _blocks_read(sql: str) -> tuple[str, ...]:
+def _blocks_read(mart: str) -> tuple[str, ...]:
     """The blocks a mart reads, directly or through another block, in definition order."""
-    blocks = _blocks()
-    found = {n for n in blocks if re.search(rf"\b{n}\b", sql)}
-    while True:
-        more = {n for b in found for n in blocks if n not in found and re.search(rf"\b{n}\b", blocks[b])}
-        if not more:
-            return tuple(n for n in blocks if n in found)
-        found |= more
+    return tuple(n for n in _blocks() if n in _reached(mart))
 
 
 def _scope(con, projects: set[str | None]) -> str:
@@ -325,10 +384,11 @@ def _lake_columns(table: str) -> list[str]:
 
 @lru_cache(maxsize=1)
 def _read_tables() -> tuple[str, ...]:
-    """The curated tables the marts read."""
+    """The curated tables the marts and blocks read."""
     from transforms.contract import DATA_TABLES
 
-    return tuple(t.name for t in DATA_TABLES if t.name in _named())
+    read = {name for _, sql in mart_sql() for name in reads(sql)}
+    return tuple(t.name for t in DATA_TABLES if t.name in read)
 
 
 def _in(column: str, values) -> str:

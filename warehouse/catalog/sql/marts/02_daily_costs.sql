@@ -1,4 +1,5 @@
 -- refresh: by project
+-- reads: _in_tree, sessions, usage, messages
 -- daily_costs: root-session cost spread over days and models.
 -- Rule: a root session's cost (which already includes its sub-agents') is split over the
 -- (day, model, llm_provider) of the session and its sub-agents: in proportion to the requests'
@@ -11,25 +12,22 @@
 -- message puts its whole cost on the day it was created. Unknown costs stay NULL.
 CREATE OR REPLACE VIEW daily_costs AS
 WITH roots AS (
-    SELECT s.provider, s.project, s.machine, s."user", s.source_id, s.session_id, t.session_key, s.created_at, s.date,
+    SELECT s.provider, s.project, s.machine, s."user", s.source_id, s.session_id, s.session_key, s.created_at, s.date,
            s.model, s.llm_provider, s.cost_source, CAST(ROUND(s.cost_usd * 1e9) AS HUGEINT) AS nanos
-    FROM sessions AS s
-    JOIN _session_tree AS t ON t.machine = s.machine AND t.source_id = s.source_id AND t.session_id = s.session_id
+    FROM _in_tree('sessions') AS s
     WHERE s.is_root
 ),
 priced AS (
-    SELECT t.root_session_key, u.date, u.model, u.llm_provider,
+    SELECT u.root_session_key, u.date, u.model, u.llm_provider,
            SUM(CAST(ROUND(u.cost_usd * 1e9) AS HUGEINT)) AS n
-    FROM usage AS u
-    JOIN _session_tree AS t ON t.machine = u.machine AND t.source_id = u.source_id AND t.session_id = u.session_id
+    FROM _in_tree('usage') AS u
     WHERE u.cost_usd > 0
     GROUP BY ALL
 ),
 counted AS (
-    SELECT t.root_session_key, u.date, u.model, u.llm_provider, COUNT(*) AS n
-    FROM usage AS u
-    JOIN _session_tree AS t ON t.machine = u.machine AND t.source_id = u.source_id AND t.session_id = u.session_id
-    WHERE t.root_session_key NOT IN (SELECT root_session_key FROM priced)
+    SELECT u.root_session_key, u.date, u.model, u.llm_provider, COUNT(*) AS n
+    FROM _in_tree('usage') AS u
+    WHERE u.root_session_key NOT IN (SELECT root_session_key FROM priced)
     GROUP BY ALL
 ),
 weights AS (
@@ -37,12 +35,11 @@ weights AS (
     UNION ALL
     SELECT * FROM counted
     UNION ALL
-    SELECT t.root_session_key, m.date, m.model, m.llm_provider, COUNT(*) AS n
-    FROM messages AS m
-    JOIN _session_tree AS t ON t.machine = m.machine AND t.source_id = m.source_id AND t.session_id = m.session_id
+    SELECT m.root_session_key, m.date, m.model, m.llm_provider, COUNT(*) AS n
+    FROM _in_tree('messages') AS m
     WHERE m.role = 'assistant'
-      AND t.root_session_key NOT IN (SELECT root_session_key FROM priced)
-      AND t.root_session_key NOT IN (SELECT root_session_key FROM counted)
+      AND m.root_session_key NOT IN (SELECT root_session_key FROM priced)
+      AND m.root_session_key NOT IN (SELECT root_session_key FROM counted)
     GROUP BY ALL
 ),
 shares AS (

@@ -1,11 +1,11 @@
 -- refresh: by project
+-- reads: _in_tree, messages, tool_calls, _session_tree, sessions
 -- session_summary: one row per root session, its sub-agents folded in; session_key names it
 -- lake-wide (see _session_tree).
 CREATE OR REPLACE VIEW session_summary AS
 WITH tree_messages AS (
-    SELECT t.root_session_key, m.created_at, m.finished_at, m.role, m.model, m.message_id
-    FROM messages AS m
-    JOIN _session_tree AS t ON t.machine = m.machine AND t.source_id = m.source_id AND t.session_id = m.session_id
+    SELECT m.root_session_key, m.created_at, m.finished_at, m.role, m.model, m.message_id
+    FROM _in_tree('messages') AS m
 ),
 message_stats AS (
     SELECT root_session_key,
@@ -24,13 +24,12 @@ tree_models AS (
     GROUP BY ALL
 ),
 tool_stats AS (
-    SELECT t.root_session_key,
+    SELECT c.root_session_key,
            COUNT(*) FILTER (WHERE c.has_call) AS tool_calls,
            COUNT(*) FILTER (WHERE c.has_call AND c.is_error) AS tool_errors,
            COUNT(*) FILTER (WHERE c.has_call AND c.exit_code <> 0) AS nonzero_exits,
            COUNT(*) FILTER (WHERE c.has_call AND (c.is_error OR c.exit_code <> 0)) AS failed_tool_calls
-    FROM tool_calls AS c
-    JOIN _session_tree AS t ON t.machine = c.machine AND t.source_id = c.source_id AND t.session_id = c.session_id
+    FROM _in_tree('tool_calls') AS c
     GROUP BY ALL
 ),
 subagents AS (
@@ -40,7 +39,7 @@ subagents AS (
     GROUP BY ALL
 )
 SELECT
-    k.session_key,
+    s.session_key,
     s.provider,
     s.project,
     s.machine,
@@ -62,10 +61,9 @@ SELECT
     s.cost_source,
     COALESCE(sa.subagents, 0) AS subagents,
     s.forked_from_session_id
-FROM sessions AS s
-JOIN _session_tree AS k ON k.machine = s.machine AND k.source_id = s.source_id AND k.session_id = s.session_id
-LEFT JOIN message_stats AS ms ON ms.root_session_key = k.session_key
-LEFT JOIN tree_models AS tm ON tm.root_session_key = k.session_key
-LEFT JOIN tool_stats AS ts ON ts.root_session_key = k.session_key
-LEFT JOIN subagents AS sa ON sa.root_session_key = k.session_key
+FROM _in_tree('sessions') AS s
+LEFT JOIN message_stats AS ms ON ms.root_session_key = s.session_key
+LEFT JOIN tree_models AS tm ON tm.root_session_key = s.session_key
+LEFT JOIN tool_stats AS ts ON ts.root_session_key = s.session_key
+LEFT JOIN subagents AS sa ON sa.root_session_key = s.session_key
 WHERE s.is_root

@@ -1,4 +1,5 @@
 -- refresh: by project
+-- reads: tool_calls
 -- tool_usage: calls and failures per day, project and tool.
 -- errors: the tool itself failed (is_error); nonzero_exits: a shell command exited non-zero,
 -- which the agent does not count as an error; failed: either, a call that did both counted once.

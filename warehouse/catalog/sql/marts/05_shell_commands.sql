@@ -1,4 +1,5 @@
 -- refresh: by project
+-- reads: tool_calls
 -- shell_commands: shell commands by first word and by full command, with failure rates.
 -- `grouping` is 'first_word' (command is NULL) or 'command'. A call fails when the tool errored
 -- or the command exited non-zero. The first word skips leading VAR=value assignments.

@@ -1,4 +1,5 @@
 -- refresh: by project
+-- reads: tool_calls, file_versions
 -- file_activity: per project and file, how often agents changed, read and versioned it.
 -- A change is an edit-, multiedit- or write-category call WITH a result that is not an error:
 -- a failed edit changed nothing. Relative paths are resolved against the project directory.

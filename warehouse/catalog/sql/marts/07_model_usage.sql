@@ -1,4 +1,5 @@
 -- refresh: whole (rows are per model, across projects)
+-- reads: _in_tree, usage, _message_models, daily_costs
 -- model_usage: assistant messages, root sessions and cost per agent and model, one row per model.
 -- A message counts under the model _message_models gives it: the model daily_costs puts its
 -- cost on. The cost is what daily_costs attributes to the model (the two marts' totals
@@ -10,15 +11,13 @@
 -- its requests cost 0.
 CREATE OR REPLACE VIEW model_usage AS
 WITH requests AS (
-    SELECT u.provider, u.model, u.llm_provider, u.cost_usd, u.cost_source, t.root_session_key
-    FROM usage AS u
-    JOIN _session_tree AS t ON t.machine = u.machine AND t.source_id = u.source_id AND t.session_id = u.session_id
+    SELECT u.provider, u.model, u.llm_provider, u.cost_usd, u.cost_source, u.root_session_key
+    FROM _in_tree('usage') AS u
 ),
 steps AS (  -- assistant messages per session and the model they count under (_message_models)
-    SELECT m.provider, m.machine, m.source_id, m.session_id, t.root_session_key, m.holds, m.model, m.llm_provider,
+    SELECT m.provider, m.machine, m.source_id, m.session_id, m.root_session_key, m.holds, m.model, m.llm_provider,
            SUM(m.messages) AS messages
-    FROM _message_models AS m
-    JOIN _session_tree AS t ON t.machine = m.machine AND t.source_id = m.source_id AND t.session_id = m.session_id
+    FROM _in_tree('_message_models') AS m
     GROUP BY ALL
 ),
 uses AS (  -- messages, and root sessions with a message or a request of the model

@@ -1,4 +1,5 @@
 -- refresh: by project
+-- reads: usage
 -- token_usage: tokens in disjoint buckets and their cost, per day, agent, project, person and
 -- model, from the per-request `usage` table (agents that record per-request usage: Claude Code,
 -- Codex, OpenCode). Sums of null buckets stay null: an agent that does not record a bucket shows

@@ -1,4 +1,5 @@
 -- refresh: by project
+-- reads: _file_calls
 -- insight_duplicate_reads: per session and file, reads of a file the session had already read
 -- (the same range) with no successful change of that file in between: the agent paid to put
 -- the same content into its context again. Sessions are their own (a sub-agent's context is

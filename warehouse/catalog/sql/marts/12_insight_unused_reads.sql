@@ -1,4 +1,5 @@
 -- refresh: by project
+-- reads: _file_calls, _in_tree, tool_calls
 -- threads: 1 (its join holds every later call's arguments, per thread: with two, a team's
 -- 14.6M messages did not fit the marts' 1 GB; with one they did)
 -- insight_unused_reads: per root session (its sub-agents folded in) and file, files read and
@@ -20,9 +21,8 @@ WITH firsts AS (  -- per root session and file
     GROUP BY root_session_key, path
 ),
 later AS (
-    SELECT t.root_session_key, c.called_at, c.input_raw
-    FROM tool_calls AS c
-    JOIN _session_tree AS t ON t.machine = c.machine AND t.source_id = c.source_id AND t.session_id = c.session_id
+    SELECT c.root_session_key, c.called_at, c.input_raw
+    FROM _in_tree('tool_calls') AS c
     WHERE c.has_call AND c.tool_category <> 'read' AND c.input_raw IS NOT NULL
 ),
 used AS (

@@ -1,4 +1,5 @@
 -- refresh: by project
+-- reads: _file_calls
 -- insight_read_edit_ratio: per root session (its sub-agents folded in) and model (of the step
 -- that made the call), file reads against successful changes. A low ratio is editing without
 -- looking; reads without any change show a NULL ratio.

@@ -1,4 +1,5 @@
 -- refresh: by project
+-- reads: _file_calls, _in_tree, file_versions, session_summary
 -- insight_idle_cost: root sessions that cost money (cost_usd > 0; an unknown cost is not
 -- counted) and changed no file: no successful edit or write and no file history snapshot, in
 -- the session or its sub-agents. Files a shell command changed are not seen.
@@ -6,9 +7,8 @@ CREATE OR REPLACE VIEW insight_idle_cost AS
 WITH changed AS (
     SELECT root_session_key FROM _file_calls WHERE is_change
     UNION
-    SELECT t.root_session_key
-    FROM file_versions AS v
-    JOIN _session_tree AS t ON t.machine = v.machine AND t.source_id = v.source_id AND t.session_id = v.session_id
+    SELECT v.root_session_key
+    FROM _in_tree('file_versions') AS v
 )
 SELECT
     s.session_key,

@@ -1,4 +1,5 @@
 -- refresh: by project
+-- reads: _costed_calls
 -- insight_retry_loops: one row per loop: the same shell command failing (tool error or non-zero
 -- exit) at least 3 times running in a session with no success of it in between (kind
 -- 'shell_command'), or the same non-shell tool erroring at least 3 times running (kind
@@ -6,19 +7,16 @@
 -- that of the steps that made the failing calls (shares as in insight_duplicate_reads).
 CREATE OR REPLACE VIEW insight_retry_loops AS
 WITH calls AS (
-    SELECT c.provider, c.project, c.machine, c."user", c.source_id, c.session_id, t.session_key,
+    SELECT c.provider, c.project, c.machine, c."user", c.source_id, c.session_id, c.session_key,
            c.tool_name, c.called_at, c.source_rowid, c.tool_call_id,
            CASE WHEN c.tool_category = 'shell' THEN 'shell_command' ELSE 'tool_error' END AS kind,
            CASE WHEN c.tool_category = 'shell' THEN c.command END AS command,
            CASE WHEN c.tool_category = 'shell' THEN COALESCE(c.is_error OR c.exit_code <> 0, FALSE)
                 ELSE COALESCE(c.is_error, FALSE) END AS failed,
-           s.tokens / GREATEST(s.tool_calls, 1) AS step_tokens,
-           s.nanos / GREATEST(s.tool_calls, 1) AS step_nanos
-    FROM tool_calls AS c
-    JOIN _session_tree AS t ON t.machine = c.machine AND t.source_id = c.source_id AND t.session_id = c.session_id
-    LEFT JOIN _step_costs AS s ON s.machine = c.machine AND s.source_id = c.source_id AND s.session_id = c.session_id
-        AND s.message_id = c.message_id
-    WHERE c.has_call AND c.has_result AND (c.tool_category <> 'shell' OR c.command IS NOT NULL)
+           c.step_tokens,
+           c.step_nanos
+    FROM _costed_calls() AS c
+    WHERE c.has_result AND (c.tool_category <> 'shell' OR c.command IS NOT NULL)
 ),
 islands AS (
     -- gaps and islands: within one (session, kind, tool, command) sequence, consecutive

@@ -1,4 +1,5 @@
 -- refresh: by project
+-- reads: _in_tree, usage, messages, _step_costs
 -- insight_context_growth: per session (a sub-agent is its own), how its context grows and what
 -- it cost after its first compaction. A request's context is its input: uncached input, cache
 -- reads and cache writes (per-request usage: Claude Code, Codex, OpenCode). Growth is
@@ -10,7 +11,7 @@
 -- with neither requests nor a compaction have no row.
 CREATE OR REPLACE VIEW insight_context_growth AS
 WITH requests AS (
-    SELECT u.project, t.session_key, ANY_VALUE(u.provider) AS provider,
+    SELECT u.project, u.session_key, ANY_VALUE(u.provider) AS provider,
            ANY_VALUE(u.machine) AS machine, ANY_VALUE(u."user") AS "user", ANY_VALUE(u.source_id) AS source_id,
            ANY_VALUE(u.session_id) AS session_id,
            COUNT(*) AS requests,
@@ -21,19 +22,17 @@ WITH requests AS (
            COUNT(*) FILTER (WHERE u.cost_usd IS NULL) AS unpriced
     FROM (SELECT *, COALESCE(input_uncached_tokens, 0) + COALESCE(cache_read_tokens, 0)
                     + COALESCE(cache_write_5m_tokens, 0) + COALESCE(cache_write_1h_tokens, 0) AS ctx
-          FROM usage) AS u
-    JOIN _session_tree AS t ON t.machine = u.machine AND t.source_id = u.source_id AND t.session_id = u.session_id
-    GROUP BY u.project, t.session_key
+          FROM _in_tree('usage')) AS u
+    GROUP BY u.project, u.session_key
 ),
 summaries AS (
-    SELECT m.project, t.session_key, ANY_VALUE(m.provider) AS provider,
+    SELECT m.project, m.session_key, ANY_VALUE(m.provider) AS provider,
            ANY_VALUE(m.machine) AS machine, ANY_VALUE(m."user") AS "user", ANY_VALUE(m.source_id) AS source_id,
            ANY_VALUE(m.session_id) AS session_id,
            COUNT(*) AS compactions, MIN(m.created_at) AS first_compaction_at, MIN(m.message_index) AS first_index
-    FROM messages AS m
-    JOIN _session_tree AS t ON t.machine = m.machine AND t.source_id = m.source_id AND t.session_id = m.session_id
+    FROM _in_tree('messages') AS m
     WHERE m.is_summary
-    GROUP BY m.project, t.session_key
+    GROUP BY m.project, m.session_key
 ),
 steps AS (
     SELECT s.session_key, SUM(s.nanos) AS nanos, SUM(s.nanos) FILTER (WHERE s.message_index > c.first_index) AS after,

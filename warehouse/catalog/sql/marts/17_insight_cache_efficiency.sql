@@ -1,16 +1,16 @@
 -- refresh: by project
+-- reads: _in_tree, usage
 -- insight_cache_efficiency: per session (a sub-agent is its own) and model, where the agent
 -- records cache buckets: the share of the input read from the cache, and cache writes never
 -- read back. A request's cache write is read back when a later request of the same session and
 -- model reads the cache within the write's TTL (5 minutes, or 1 hour for 1-hour writes).
 CREATE OR REPLACE VIEW insight_cache_efficiency AS
 WITH requests AS (
-    SELECT u.*, t.session_key,
+    SELECT u.*,
            MIN(CASE WHEN u.cache_read_tokens > 0 THEN u.requested_at END) OVER (
-               PARTITION BY u.project, t.session_key, u.model ORDER BY u.requested_at, u.source_rowid
+               PARTITION BY u.project, u.session_key, u.model ORDER BY u.requested_at, u.source_rowid
                ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS next_read_at
-    FROM usage AS u
-    JOIN _session_tree AS t ON t.machine = u.machine AND t.source_id = u.source_id AND t.session_id = u.session_id
+    FROM _in_tree('usage') AS u
     WHERE u.cache_read_tokens IS NOT NULL OR u.cache_write_5m_tokens IS NOT NULL OR u.cache_write_1h_tokens IS NOT NULL
 )
 SELECT

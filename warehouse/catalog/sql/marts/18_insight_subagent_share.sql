@@ -1,4 +1,5 @@
 -- refresh: by project
+-- reads: _in_tree, sessions, tool_calls, session_summary
 -- insight_subagent_share: per root session and kind of sub-agent, the part of the root's cost
 -- spent in its sub-agents (at any depth, each at its own recorded cost). The kind is the
 -- agent's own type where recorded (Claude Code's `agentType`), else the tool that started it
@@ -6,10 +7,9 @@
 -- sub-agent of unknown cost shows a NULL cost, never a partial sum.
 CREATE OR REPLACE VIEW insight_subagent_share AS
 WITH subs AS (
-    SELECT t.root_session_key, s.cost_usd,
+    SELECT s.root_session_key, s.cost_usd,
            COALESCE(json_extract_string(s.extra_columns, '$.agentType'), spawn.tool_name, 'sub-agent') AS agent_kind
-    FROM sessions AS s
-    JOIN _session_tree AS t ON t.machine = s.machine AND t.source_id = s.source_id AND t.session_id = s.session_id
+    FROM _in_tree('sessions') AS s
     LEFT JOIN tool_calls AS spawn ON spawn.machine = s.machine AND spawn.source_id = s.source_id
         AND spawn.session_id = s.parent_session_id AND spawn.has_call
         AND spawn.tool_call_id = split_part(s.session_id, '$$', 2)

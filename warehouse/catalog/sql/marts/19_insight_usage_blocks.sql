@@ -1,4 +1,5 @@
 -- refresh: whole (a block spans projects)
+-- reads: _in_tree, usage
 -- insight_usage_blocks: Claude Code's 5-hour usage blocks per user, by ccusage's `blocks` rule:
 -- requests in time order; a block starts at the hour (UTC) of its first request, and a request
 -- more than 5 hours after its block's start (so also one after a gap of more than 5 hours)
@@ -6,9 +7,8 @@
 -- requests) and its "active" flag (relative to now) are not rows here.
 CREATE OR REPLACE VIEW insight_usage_blocks AS
 WITH RECURSIVE requests AS (
-    SELECT u.*, t.session_key
-    FROM usage AS u
-    JOIN _session_tree AS t ON t.machine = u.machine AND t.source_id = u.source_id AND t.session_id = u.session_id
+    SELECT u.*
+    FROM _in_tree('usage') AS u
     WHERE u.provider = 'claude' AND u.requested_at IS NOT NULL
 ),
 times AS (

@@ -1,4 +1,5 @@
 -- refresh: by project
+-- reads: usage, messages
 -- _message_models: the model each assistant message counts under, counted per session, day and
 -- model. Internal building block of model_usage; `agentlake report` reads it too (its messages
 -- by model, with its filters), so both count a message under the same model.

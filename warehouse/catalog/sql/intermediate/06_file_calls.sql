@@ -1,4 +1,5 @@
 -- refresh: by project
+-- reads: _costed_calls
 -- _file_calls: tool calls naming a file, with the path resolved against the project directory
 -- (as file_activity does) and the step's cost share. Internal building block of the insights.
 -- A read is a read-category call that is not a directory listing (ls); a change is an edit- or
@@ -7,7 +8,7 @@
 CREATE OR REPLACE VIEW _file_calls AS
 SELECT
     c.provider, c.project, c.machine, c."user", c.source_id, c.session_id, c.project_path,
-    t.session_key, t.root_session_key, t.root_session_id,
+    c.session_key, c.root_session_key, c.root_session_id,
     c.message_id, c.tool_call_id, c.tool_name, c.tool_category, c.called_at, c.source_rowid, c.result_size,
     CASE WHEN c.file_path LIKE '/%' OR c.project_path = '' THEN c.file_path
          ELSE c.project_path || '/' || c.file_path END AS path,
@@ -15,11 +16,8 @@ SELECT
     c.tool_category = 'read' AND lower(c.tool_name) <> 'ls' AND c.has_result AND NOT c.is_error AS is_good_read,
     c.tool_category IN ('edit', 'write') AND c.has_result AND NOT c.is_error AS is_change,
     concat_ws(':', json_extract_string(c.input, '$.offset'), json_extract_string(c.input, '$.limit')) AS read_range,
-    s.model,
-    s.tokens / GREATEST(s.tool_calls, 1) AS step_tokens,  -- the step's share: its tokens over its calls
-    s.nanos / GREATEST(s.tool_calls, 1) AS step_nanos
-FROM tool_calls AS c
-JOIN _session_tree AS t ON t.machine = c.machine AND t.source_id = c.source_id AND t.session_id = c.session_id
-LEFT JOIN _step_costs AS s ON s.machine = c.machine AND s.source_id = c.source_id AND s.session_id = c.session_id
-    AND s.message_id = c.message_id
-WHERE c.has_call AND c.file_path IS NOT NULL
+    c.step_model AS model,
+    c.step_tokens,
+    c.step_nanos
+FROM _costed_calls() AS c
+WHERE c.file_path IS NOT NULL

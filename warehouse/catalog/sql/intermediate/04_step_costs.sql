@@ -1,4 +1,5 @@
 -- refresh: by project
+-- reads: _in_tree, usage, messages, sessions, tool_calls
 -- _step_costs: every assistant message (a step) of every session, with what it cost and the
 -- tool calls it made. Internal building block of the insight marts.
 -- Where the session's tree has per-request usage (the `usage` table), a step costs its own
@@ -16,13 +17,12 @@
 -- filter reaches the scans.
 CREATE OR REPLACE VIEW _step_costs AS
 WITH requests AS (  -- per session and message named (NULL: none)
-    SELECT t.root_session_key, t.session_key, u.message_id,
+    SELECT u.root_session_key, u.session_key, u.message_id,
            SUM(u.total_tokens) AS tokens,
            COUNT(*) FILTER (WHERE u.total_tokens IS NULL) AS untokened,
            SUM(CAST(ROUND(u.cost_usd * 1e9) AS HUGEINT)) AS nanos,
            COUNT(*) FILTER (WHERE u.cost_usd IS NULL) AS unpriced
-    FROM usage AS u
-    JOIN _session_tree AS t ON t.machine = u.machine AND t.source_id = u.source_id AND t.session_id = u.session_id
+    FROM _in_tree('usage') AS u
     GROUP BY ALL
 ),
 session_requests AS (  -- every request of the session
@@ -34,11 +34,10 @@ session_requests AS (  -- every request of the session
 metered AS (SELECT DISTINCT root_session_key FROM requests),
 steps AS (  -- each step with its own requests
     SELECT m.project, m.machine, m.source_id, m.session_id, m.message_id, m.message_index, m.created_at, m.model,
-           t.session_key, t.root_session_key,
+           m.session_key, m.root_session_key,
            r.tokens AS own_tokens, r.untokened AS own_untokened, r.nanos AS own_nanos, r.unpriced AS own_unpriced
-    FROM messages AS m
-    JOIN _session_tree AS t ON t.machine = m.machine AND t.source_id = m.source_id AND t.session_id = m.session_id
-    LEFT JOIN requests AS r ON r.session_key = t.session_key AND r.message_id = m.message_id
+    FROM _in_tree('messages') AS m
+    LEFT JOIN requests AS r ON r.session_key = m.session_key AND r.message_id = m.message_id
     WHERE m.role = 'assistant'
 ),
 trees AS (SELECT project, root_session_key, COUNT(*) AS tree_steps FROM steps GROUP BY ALL),
@@ -50,9 +49,8 @@ held AS (  -- per session: its steps, the last of them, and what they hold betwe
     GROUP BY ALL
 ),
 roots AS (
-    SELECT t.session_key, CAST(ROUND(s.cost_usd * 1e9) AS HUGEINT) AS nanos
-    FROM sessions AS s
-    JOIN _session_tree AS t ON t.machine = s.machine AND t.source_id = s.source_id AND t.session_id = s.session_id
+    SELECT s.session_key, CAST(ROUND(s.cost_usd * 1e9) AS HUGEINT) AS nanos
+    FROM _in_tree('sessions') AS s
     WHERE s.is_root
 ),
 calls AS (
