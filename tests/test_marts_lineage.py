@@ -1,15 +1,36 @@
 """What the marts read: each SQL file's `-- reads:` line against the relations its SQL names (as
-DuckDB's parser sees them)."""
+DuckDB's parser sees them), and the asset graph Dagster draws from those lines."""
 
 import json
 import re
 
+import dagster as dg
 import duckdb
 
 from transforms.contract import ALL_TABLES
-from warehouse.catalog.marts import mart_sql, reads
+from warehouse.catalog.marts import MARTS, depends_on, mart_sql, reads
 
 TABLES = {t.name for t in ALL_TABLES}
+# the marts' parents: the tables and marts each reads, its building blocks resolved
+STEPS = {"messages", "sessions", "tool_calls", "usage"}  # _step_costs' tables (and _file_calls')
+PARENTS = {
+    "daily_costs": {"messages", "sessions", "usage"},
+    "session_summary": {"messages", "sessions", "tool_calls"},
+    "tool_usage": {"tool_calls"},
+    "shell_commands": {"tool_calls"},
+    "file_activity": {"file_versions", "tool_calls"},
+    "model_usage": {"daily_costs", "messages", "sessions", "usage"},
+    "token_usage": {"usage"},
+    "insight_duplicate_reads": STEPS,
+    "insight_unused_reads": STEPS,
+    "insight_read_edit_ratio": STEPS,
+    "insight_idle_cost": STEPS | {"file_versions", "session_summary"},
+    "insight_retry_loops": STEPS,
+    "insight_context_growth": STEPS,
+    "insight_cache_efficiency": {"sessions", "usage"},
+    "insight_subagent_share": {"session_summary", "sessions", "tool_calls"},
+    "insight_usage_blocks": {"sessions", "usage"},
+}
 
 
 def referenced(sql: str) -> set[str]:
@@ -59,3 +80,24 @@ def test_the_parser_sees_ctes_macros_and_the_tables_handed_to_them():
     sql = ("-- reads: x\nCREATE OR REPLACE VIEW v AS\nWITH usage AS (SELECT * FROM messages)\n"
            "SELECT * FROM usage JOIN _in_tree('sessions') AS s USING (a) WHERE b IN (SELECT b FROM c)")
     assert referenced(sql) == {"messages", "_in_tree", "sessions", "c"}
+
+
+def test_each_mart_depends_on_the_tables_and_marts_it_reads():
+    assert {name: set(depends_on(name)) for name in MARTS} == PARENTS
+
+
+def test_the_asset_graph_draws_what_the_marts_read():
+    from pipelines.definitions import defs
+
+    graph = defs.get_repository_def().asset_graph
+    parents = {name: {k.to_user_string() for k in graph.get(dg.AssetKey(name)).parent_keys} for name in MARTS}
+    assert parents == PARENTS
+    edges = [(mart, parent) for mart, of in parents.items() for parent in of]
+    assert len([e for e in edges if e[1] in TABLES]) == 45
+    assert sorted(e for e in edges if e[1] in MARTS) == [
+        ("insight_idle_cost", "session_summary"), ("insight_subagent_share", "session_summary"),
+        ("model_usage", "daily_costs")]
+    # the building blocks are no assets; no mart reads the parts, read_files, quarantine or sources
+    assert not any(k.to_user_string().startswith("_") for k in graph.get_all_asset_keys())
+    unread = {"parts", "read_files", "quarantine", "sources"}
+    assert not any(graph.get(dg.AssetKey(t)).child_keys for t in unread)

@@ -4,7 +4,7 @@ from pipelines.defs.lake.assets import LANDING
 from pipelines.defs.resources import AgentlakeResource
 from transforms.contract import ALL_TABLES
 from warehouse.catalog import checks as lakewide
-from warehouse.catalog.marts import MARTS, mart_sql
+from warehouse.catalog.marts import MARTS, depends_on, mart_sql
 from warehouse.catalog.merge import duck_type
 from warehouse.catalog.checks import checked
 from warehouse.catalog.build import refresh
@@ -57,9 +57,10 @@ MART_DOCS = {name: mart_description(name, sql) for name, sql in mart_sql() if na
                         automation_condition=EAGER, description=t.doc,
                         metadata={"dagster/column_schema": column_schema(t)})
            for key, t in zip(TABLES, ALL_TABLES)]
-    # each its own description: without one, Dagster gives every spec the op's docstring
-    + [dg.AssetSpec(key, deps=TABLES, group_name="marts", kinds={"ducklake"}, automation_condition=EAGER,
-                    description=MART_DOCS[name])
+    # each its own description: without one, Dagster gives every spec the op's docstring; its
+    # parents the tables and marts its SQL reads (its `-- reads:` line, blocks resolved)
+    + [dg.AssetSpec(key, deps=[dg.AssetKey([d]) for d in depends_on(name)], group_name="marts",
+                    kinds={"ducklake"}, automation_condition=EAGER, description=MART_DOCS[name])
        for key, name in zip(MART_KEYS, MARTS)],
     check_specs=TABLE_CHECKS,
     can_subset=False,
