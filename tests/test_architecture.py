@@ -102,3 +102,39 @@ def test_a_stage_imports_only_the_stages_below_it(stage):
     offenders = {str(f.relative_to(ROOT)): sorted(_warehouse_imports(f) - allowed)
                  for f in sorted((ROOT / "warehouse" / stage).rglob("*.py"))}
     assert {f: bad for f, bad in offenders.items() if bad} == {}
+
+
+def _project_imports(path: Path) -> set[str]:
+    """The project's modules a file imports, anywhere in it (as files: `a/b.py` or `a/b/__init__.py`)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                 else [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+                 if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
+        for name in names:
+            base = ROOT / name.replace(".", "/")
+            for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+                if candidate.is_file() and candidate != path:
+                    found.add(str(candidate.relative_to(ROOT)))
+    return found
+
+
+def test_nothing_imports_in_a_circle():
+    files = [f for package in ("transforms", "warehouse", "pipelines") for f in sorted((ROOT / package).rglob("*.py"))]
+    graph = {str(f.relative_to(ROOT)): {m for m in _project_imports(f) if not m.endswith("__init__.py")}
+             for f in files}
+    circles, state = [], {}
+
+    def visit(node, trail):
+        state[node] = "open"
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                circles.append(trail[trail.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt, trail + [nxt])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert circles == []
