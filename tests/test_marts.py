@@ -14,8 +14,10 @@ def documented_columns() -> dict[str, list[tuple[str, str]]]:
     text = (ROOT / "docs" / "MARTS.md").read_text()
     out = {}
     for section in re.split(r"^## ", text, flags=re.M)[1:]:
-        name = re.match(r"`(\w+)`", section).group(1)
-        out[name] = re.findall(r"^\| `(\w+)` \| ([A-Z0-9(),]+) \|", section, flags=re.M)
+        name = re.match(r"`(\w+)`", section)
+        if name is None:  # a section about several marts (Insights), not one mart's columns
+            continue
+        out[name.group(1)] = re.findall(r"^\| `(\w+)` \| ([A-Z0-9(),]+) \|", section, flags=re.M)
     return out
 
 

@@ -4,13 +4,11 @@ working directory; a new reader's merge of an empty or mistyped prefix ("merged 
 exit 0); an `$AWS_ENDPOINT_URL` with a password copied into the schedule; a misspelt key in an
 agent's section of config.toml ("no sources found", exit 0)."""
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import run_cli
 from tests.test_team import BUCKET, s3, s3_client  # noqa: F401  (s3: the moto fixture)
 from transforms.synth.crush import generate_store
 from pipelines import schedule
@@ -23,11 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def cli(*args, home, cwd, env=None):
-    """The real CLI, in a folder of its own (where a lake taken as a relative folder would go)."""
+    """The CLI, in a folder of its own (where a lake taken as a relative folder would go)."""
     cwd.mkdir(parents=True, exist_ok=True)
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args],
-                          env={**os.environ, "AGENTLAKE_HOME": str(home), "PYTHONPATH": str(ROOT), **(env or {})},
-                          cwd=cwd, capture_output=True, text=True, timeout=300)
+    return run_cli(*args, env={"AGENTLAKE_HOME": str(home), **(env or {})}, cwd=cwd)
 
 
 # --- 1. a lake of another scheme ---------------------------------------------------------------
