@@ -877,6 +877,40 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         _err("interrupted")
         return 130
+    except Exception as exc:  # anything else is one `problem:` line, never a traceback (docs/CLI.md)
+        if type(exc).__name__ == "InterruptException":  # DuckDB's Ctrl-C in a query
+            _err("interrupted")
+            return 130
+        _err(f"problem: {_failed(args)}: {one_line(exc)}")
+        return 1
+
+
+def _failed(args) -> str:
+    """What a command that raised could not do, for its `problem:` line."""
+    try:
+        warehouse = _layout(args).warehouse
+    except Exception:  # the layout itself is what failed
+        return f"`agentlake {args.command}` failed"
+    if args.command in ("merge", "views"):
+        return f"could not merge into the warehouse at {warehouse}"
+    if args.command == "compact":
+        return f"could not compact the warehouse at {warehouse}"
+    return f"`agentlake {args.command}` failed"
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line: its type and its message, and for an error that is not the
+    environment's (DuckDB's, the OS's) where agentlake raised it, for a bug report."""
+    import traceback
+
+    text = " ".join(str(exc).split()) or "(no message)"
+    said = f"{type(exc).__name__}: {text}"
+    if isinstance(exc, OSError) or type(exc).__module__.split(".")[0] == "duckdb":
+        return said
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/site-packages/" not in f.filename]
+    if frames:
+        said += f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})"
+    return said
 
 
 def entry() -> None:

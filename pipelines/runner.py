@@ -21,7 +21,7 @@ from pathlib import Path
 from transforms.atomic import replace_file
 from transforms.provider import DiscoverOptions
 from transforms.providers import PROVIDERS
-from warehouse.lake.layout import Layout
+from warehouse.lake.layout import Layout, NotACatalog
 from warehouse.lake.locks import held
 from warehouse.lake.storage import LakeUnreachable
 from warehouse.land.ingest import INTERRUPTED, Run, RunSummary, SourceResult, discover_sources, new_run_id, record_run, settle
@@ -136,11 +136,25 @@ def run_ingest(layout: Layout, options: DiscoverOptions, *, full_refresh: bool =
     else:
         # only the run log is new (and, on a shared lake, what other machines landed): merged
         # without Dagster; the marts are rebuilt only when some source's rows changed
-        from warehouse.catalog.build import refresh
-
-        refresh(layout.lake, layout.warehouse)
+        _merge_alone(layout, summary)
     summary.results = reporter.results
     return summary
+
+
+def _merge_alone(layout: Layout, summary: RunSummary) -> None:
+    """The merge of a run with nothing to land: one that fails is a `problem:` line of the run, as
+    the merge in Dagster's run is (a lake that cannot be reached or is refused stays an error)."""
+    from warehouse.catalog.build import refresh
+
+    try:
+        refresh(layout.lake, layout.warehouse)
+    except (LakeUnreachable, NotACatalog, KeyboardInterrupt):  # said as errors by the CLI
+        raise
+    except Exception as exc:
+        if type(exc).__name__ == "InterruptException":  # DuckDB's Ctrl-C
+            raise KeyboardInterrupt from None
+        summary.problems.append(f"could not merge into the warehouse at {layout.warehouse}: "
+                                + " ".join(str(exc).split()))
 
 
 class DagsterStorageError(RuntimeError):

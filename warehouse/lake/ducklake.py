@@ -20,7 +20,9 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import shutil
+import sys
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -251,9 +253,8 @@ def writing(catalog: Path, data_path: str | None = None, memory_limit: str | Non
             shutil.copyfile(catalog, own)
         spill = own.with_name(f".{own.name}.spill")
         settings = {**WRITER_SETTINGS, **({"memory_limit": memory_limit} if memory_limit else {})}
-        con = _opened(True, {**settings, "temp_directory": str(spill)})
+        con = _writer_attached(own, catalog, data_path, {**settings, "temp_directory": str(spill)})
         try:
-            _attach(con, own, data_path, read_only=False)
             if data_path and _relocated(con, data_path):
                 if not rebuilds:
                     raise NotACatalog(f"the warehouse {catalog} holds tables whose files are not under "
@@ -275,6 +276,46 @@ def writing(catalog: Path, data_path: str | None = None, memory_limit: str | Non
         finally:
             con.close()
         publish(own, catalog)
+
+
+# What an attach that failed may say without the file being damaged: it is left alone then.
+_NOT_DAMAGE = ("Could not set lock", "Permission denied", "No space left", "Read-only file system", "Interrupt",
+               "Out of Memory")
+
+
+def _writer_attached(own: Path, catalog: Path, data_path: str | None, settings: dict):
+    """A connection with the writer's copy attached. A copy that cannot be opened (left empty or
+    cut short by a full disk or a crash mid-write) is discarded and made again from the published
+    catalog, the truth (as SQLite and PostgreSQL recover from a torn write by themselves): what
+    it held and the published catalog did not (a merge not yet published) is merged again from
+    the landing files. Said on stderr, naming both files."""
+    con = _opened(True, settings)
+    try:
+        _attach(con, own, data_path, read_only=False)
+        return con
+    except duckdb.Error as exc:
+        con.close()
+        if isinstance(exc, (duckdb.OutOfMemoryException, duckdb.InterruptException)) or any(
+                s in str(exc) for s in _NOT_DAMAGE):
+            raise
+        # DuckDB's own words, without its prefix naming the file twice
+        reason = re.sub(r'Failed to attach DuckLake MetaData "[^"]*" at path \+ "[^"]*"', "",
+                        " ".join(str(exc).split()))
+    for stale in (own, own.with_name(own.name + ".wal")):
+        stale.unlink(missing_ok=True)
+    if catalog.exists():
+        _check(catalog)  # the published one must be sound to start again from it
+        shutil.copyfile(catalog, own)
+    again = "made again from the published catalog" if catalog.exists() else "started anew (nothing was published)"
+    print(f"warning: the writer's copy {own} could not be opened ({reason}): discarded and {again}; what it "
+          "held beyond that is merged again from the landing files", file=sys.stderr, flush=True)
+    con = _opened(True, settings)
+    try:
+        _attach(con, own, data_path, read_only=False)
+    except BaseException:
+        con.close()
+        raise
+    return con
 
 
 def _moved(con, data_path: str) -> bool:

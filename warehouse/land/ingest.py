@@ -434,9 +434,16 @@ def _pool_round(sources, run: Run, workers: int, broken: list):
     except BaseException as exc:  # interrupted (Ctrl-C) or abandoned: stop the workers now, wait for none
         if isinstance(exc, KeyboardInterrupt) or "Interrupt" in type(exc).__name__:
             INTERRUPTED.set()  # Dagster turns Ctrl-C into a failed step: the CLI must still stop
+        manager = getattr(pool, "_executor_manager_thread", None)  # shutdown() forgets it
+        processes = list((getattr(pool, "_processes", None) or {}).values())  # None if none started
         pool.shutdown(wait=False, cancel_futures=True)
-        for process in list((getattr(pool, "_processes", None) or {}).values()):  # None if none started
+        for process in processes:
             process.terminate()
+        # the pool's thread closes its wake-up pipe as it ends, and at exit Python writes to that
+        # pipe without a lock: an exit meanwhile printed `OSError: [Errno 9] Bad file descriptor`
+        # from concurrent.futures. Waited for here, with its workers terminated it ends at once.
+        if manager is not None and manager.is_alive():
+            manager.join(timeout=10)
         raise
     pool.shutdown(wait=True)
     broken.extend(sources[i] for i in sorted(lost))
