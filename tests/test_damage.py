@@ -3,11 +3,14 @@ landing file, a lost or damaged table file, a damaged writer copy of the catalog
 naming the file or the source and the row, and repaired where it can be; the others go on, and
 nothing is lost or dropped in silence. Every failure of a command is a `problem:` line."""
 
+import shutil
 import threading
 from pathlib import Path
 from types import SimpleNamespace
 
 import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import T0, DAY, Project, copy_home, ingest, run_cli
@@ -15,6 +18,7 @@ from transforms.synth.crush import add_message, add_session
 from transforms.synth.crush_parts import text_part
 from warehouse.lake.ducklake import connect, writer_path
 from warehouse.lake.layout import Layout
+from warehouse.land.landing_files import LANDING_ID
 
 MACHINE = ("--machine", "laptop", "--user", "dev")
 
@@ -157,3 +161,76 @@ def test_an_interrupted_pool_has_stopped_its_thread_before_the_exit(home, monkey
     assert not [t for t in threads if t.is_alive()]
     assert pools
 
+
+# --- 2: a value out of range is the source's problem: nulled, named, quarantined; the merge goes on
+
+def test_values_out_of_range_are_nulled_named_and_quarantined_and_every_source_merges(layout, project):
+    """A Crush session with `cost = 1e308` made every later merge fail (`Conversion Error: Type
+    DOUBLE with value inf can't be cast ... INT128`) without naming the source, and no agent's new
+    messages reached the warehouse; negative costs and tokens, and 9.2e18 tokens, were stored
+    without a word."""
+    good, bad = project("good"), project("bad")
+    add_session(good.conn, "g", title="t", created_at=T0, cost=1.5)
+    bad.conn.execute("PRAGMA ignore_check_constraints = ON")  # Crush's `prompt_tokens >= 0`, as a bad write bypassed it
+    add_session(bad.conn, "huge", title="t", created_at=T0, cost=1e308)
+    add_session(bad.conn, "negative", title="t", created_at=T0 + DAY, cost=-2.0, prompt_tokens=-5,
+                completion_tokens=9_200_000_000_000_000_000)
+    add_session(bad.conn, "fine", title="t", created_at=T0 + DAY, cost=0.25)
+    for p in (good, bad):
+        p.close()
+    summary = ingest(layout, good.db, bad.db)
+    by_project = {r.source.project: r for r in summary.results}
+    assert [r.status for r in summary.results] == ["ok", "ok"]
+    (said,) = by_project["bad"].warnings
+    assert said.startswith("4 values out of range nulled (kept in quarantine): ")
+    assert "sessions.cost_usd = 1e+308 is outside 0 to 1,000,000 (key huge, sessions row 1)" in said
+    assert "sessions.cost_usd = -2.0 is outside 0 to 1,000,000 (key negative, sessions row 2)" in said
+    assert "sessions.last_step_prompt_tokens = -5 is outside 0 to 1,000,000,000,000 (key negative" in said
+    assert "sessions.last_step_completion_tokens = 9200000000000000000 is outside" in said
+    assert not by_project["good"].warnings
+    with connect(layout.warehouse) as con:
+        assert con.execute("SELECT session_id, cost_usd, cost_source, last_step_prompt_tokens, "
+                           "last_step_completion_tokens FROM sessions ORDER BY session_id").fetchall() == [
+            ("fine", 0.25, "native", 0, 0), ("g", 1.5, "native", 0, 0),
+            ("huge", None, "unknown", 0, 0), ("negative", None, "unknown", None, None)]
+        assert sorted(con.execute("SELECT key, raw, error LIKE '%: nulled' FROM quarantine").fetchall()) == [
+            ("huge", "1e+308", True), ("negative", "-2.0", True), ("negative", "-5", True),
+            ("negative", "9200000000000000000", True)]
+        # the marts are built: every other value is counted
+        assert con.execute("SELECT project, SUM(cost_usd)::DOUBLE FROM daily_costs GROUP BY 1 ORDER BY 1").fetchall() == [
+            ("bad", 0.25), ("good", 1.5)]
+
+
+def _landed(home: Path, project: str) -> Path:
+    """The landing folder of one of the two projects' sources."""
+    for sessions in sorted((home / "lake" / "_landing").rglob("sessions.parquet")):
+        if pq.read_table(sessions, columns=["project"]).column("project")[0].as_py() == project:
+            return sessions.parent
+    raise AssertionError(project)
+
+
+def test_a_landing_file_with_values_out_of_range_from_another_machine_cannot_stop_the_merge(home):
+    """A landing file of another machine, or of an older release that did not check values, is
+    guarded in the merge too: its values out of range are nulled and named, and every source merges."""
+    ours = _landed(home.home, "alpha")
+    theirs = home.home / "lake" / "_landing" / "desk" / "ana" / "crush" / ours.name
+    shutil.copytree(ours, theirs)
+    data = pq.read_table(theirs / "sessions.parquet")
+    metadata = {k: v for k, v in data.schema.metadata.items() if k == LANDING_ID}  # as an older release wrote it
+    data = data.set_column(data.schema.get_field_index("cost_usd"), "cost_usd",
+                           pa.array([float("inf"), float("nan"), 0.5]))
+    data = data.set_column(data.schema.get_field_index("last_step_prompt_tokens"), "last_step_prompt_tokens",
+                           pa.array([2**63 - 1, 1, 2]))
+    pq.write_table(data.replace_schema_metadata(metadata), theirs / "sessions.parquet")
+    ran = run_cli("merge", "--home", home.home)
+    _no_traceback(ran)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert f"the landing file {theirs / 'sessions.parquet'} holds 3 values out of range, nulled" in ran.stderr
+    assert "sessions.cost_usd = inf (key alpha0)" in ran.stderr and "sessions.cost_usd = nan (key alpha1)" in ran.stderr
+    assert "sessions.last_step_prompt_tokens = 9223372036854775807 (key alpha0)" in ran.stderr
+    assert "`agentlake ingest --full-refresh` on desk" in ran.stderr
+    with connect(home.layout.warehouse) as con:
+        assert con.execute("SELECT session_id, cost_usd, cost_source, last_step_prompt_tokens FROM sessions "
+                           "WHERE machine = 'desk' ORDER BY 1").fetchall() == [
+            ("alpha0", None, "unknown", None), ("alpha1", None, "unknown", 1), ("alpha2", 0.5, "native", 2)]
+        assert con.execute("SELECT SUM(cost_usd)::DOUBLE FROM daily_costs WHERE machine = 'desk'").fetchone() == (0.5,)

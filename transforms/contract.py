@@ -18,6 +18,9 @@ class Column:
     name: str
     type: pa.DataType
     doc: str
+    # (lowest, highest) a value can be; one outside them, NaN or infinite is the source's bad
+    # record: nulled before it lands, kept in `quarantine`, and said (warehouse.land.landing_files)
+    bounds: tuple[int | float, int | float] | None = None
 
 
 @dataclass(frozen=True)
@@ -35,9 +38,20 @@ class Table:
     def column_names(self) -> list[str]:
         return [c.name for c in self.columns]
 
+    @property
+    def bounded(self) -> tuple[Column, ...]:
+        return tuple(c for c in self.columns if c.bounds is not None)
 
-def _c(name: str, type_: pa.DataType, doc: str) -> Column:
-    return Column(name, type_, doc)
+
+def _c(name: str, type_: pa.DataType, doc: str, bounds=None) -> Column:
+    return Column(name, type_, doc, bounds)
+
+
+# What a row's cost in USD and its token counts can be. No session or request comes near the
+# highest; beyond them a value is a bad record (a Crush session with `cost = 1e308`), and the marts,
+# which sum costs exactly in nano-dollars (DECIMAL(38, 9)), failed every merge on it.
+COST = (0, 1_000_000)
+TOKENS = (0, 10**12)
 
 
 # Every agent's provider name (transforms.providers.PROVIDERS; a test keeps the two equal), in
@@ -83,6 +97,7 @@ SESSIONS = Table(
             "end in float noise that changes with the order rows are read in (`3.3835550000000008`); "
             "`SUM(cost_usd::DECIMAL(38, 9))` is exact to the nano-dollar, as `daily_costs` and "
             "`agentlake report` sum it.",
+            COST,
         ),
         _c(
             "cost_source",
@@ -103,6 +118,7 @@ SESSIONS = Table(
             pa.float64(),
             "For a fork: the parent's cost taken off the fork's snapshot, which copies the parent's "
             "totals. Null when not a fork, or when the parent's snapshot was not found.",
+            COST,
         ),
         _c("model", pa.string(), "The session's model: as the agent records it per session (CodeWhale), or the model of its last priced request (Claude Code, Codex, OpenCode); null otherwise."),
         _c("llm_provider", pa.string(), "The session's LLM provider, where recorded per session; null otherwise."),
@@ -112,17 +128,20 @@ SESSIONS = Table(
             "One undivided token total, as the agent records it (CodeWhale; a fork's own part), or the "
             "sum of the session's own rows in `usage` (Claude Code, Codex, OpenCode; sub-agents not "
             "included). Null where not recorded (Crush).",
+            TOKENS,
         ),
         _c("message_count", pa.int64(), "Messages in the session, as the agent counts them."),
         _c(
             "last_step_prompt_tokens",
             pa.int64(),
             "Crush `prompt_tokens`: the LAST step's input size (context occupancy), not a total. Null for other agents.",
+            TOKENS,
         ),
         _c(
             "last_step_completion_tokens",
             pa.int64(),
             "Crush `completion_tokens`: the LAST step's output size, not a total. Null for other agents.",
+            TOKENS,
         ),
         _c("summary_message_id", pa.string(), "Id of the compaction summary message, if any."),
         _c("todos", pa.string(), "The session's todo list as raw JSON (Crush >= v0.24), else null."),
@@ -283,14 +302,14 @@ USAGE = Table(
         _c("model", pa.string(), "Model id as the agent records it."),
         _c("llm_provider", pa.string(), "LLM provider (`anthropic`, `openai`, ...); null if not recorded."),
         _c("is_sidechain", pa.bool_(), "True for a sub-agent's request (Claude sidechains, Codex spawned threads, OpenCode child sessions)."),
-        _c("input_uncached_tokens", pa.int64(), "Input tokens neither read from nor written to the cache."),
-        _c("cache_read_tokens", pa.int64(), "Input tokens read from the prompt cache."),
-        _c("cache_write_5m_tokens", pa.int64(), "Input tokens written to the cache with a 5-minute TTL (or an unknown TTL)."),
-        _c("cache_write_1h_tokens", pa.int64(), "Input tokens written to the cache with a 1-hour TTL."),
-        _c("output_tokens", pa.int64(), "Output tokens, reasoning included."),
-        _c("reasoning_tokens", pa.int64(), "The reasoning part of `output_tokens` (informational, never added); null where not recorded."),
-        _c("total_tokens", pa.int64(), "Sum of the five disjoint buckets (null buckets count as 0; null when all are null)."),
-        _c("cost_usd", pa.float64(), "Cost of the request in USD; null when unknown, never 0 for unknown."),
+        _c("input_uncached_tokens", pa.int64(), "Input tokens neither read from nor written to the cache.", TOKENS),
+        _c("cache_read_tokens", pa.int64(), "Input tokens read from the prompt cache.", TOKENS),
+        _c("cache_write_5m_tokens", pa.int64(), "Input tokens written to the cache with a 5-minute TTL (or an unknown TTL).", TOKENS),
+        _c("cache_write_1h_tokens", pa.int64(), "Input tokens written to the cache with a 1-hour TTL.", TOKENS),
+        _c("output_tokens", pa.int64(), "Output tokens, reasoning included.", TOKENS),
+        _c("reasoning_tokens", pa.int64(), "The reasoning part of `output_tokens` (informational, never added); null where not recorded.", TOKENS),
+        _c("total_tokens", pa.int64(), "Sum of the five disjoint buckets (null buckets count as 0; null when all are null).", TOKENS),
+        _c("cost_usd", pa.float64(), "Cost of the request in USD; null when unknown, never 0 for unknown.", COST),
         _c("cost_source", pa.string(), "`native` (the agent recorded it), `estimated` (priced offline from the bundled table with the provider's cache multipliers) or `unknown` (unpriced model)."),
         _c("pricing_note", pa.string(), "How the cost was found: the matched price-table model, or why there is none."),
     ),

@@ -35,7 +35,7 @@ from warehouse.catalog.marts import forget as forget_marts
 from warehouse.catalog.marts import mark_pending, refresh_marts
 from warehouse.lake.scratch_dirs import scratch
 from warehouse.lake.storage import EmptyLake, LakeUnreachable, ReadFromAnotherLake, masked, open_store
-from warehouse.land.landing_files import LANDING_ID
+from warehouse.land.landing_files import BOUNDS_CHECKED, CHECKED, LANDING_ID, ROW_KEYS
 
 # Partitions: the row's year (from `date`) and project. Finer partitions give a file per few rows on
 # a realistic history (sessions spread over months, a long tail of projects), and DuckLake pays per
@@ -154,6 +154,8 @@ class _Footer:
     names: frozenset[str]
     landing_id: bytes | None
     projects: frozenset | None  # from the `project` column's statistics; None when they cannot say
+    # values out of range may be in it: landed without this release's checks, or its statistics say so
+    suspect: bool = False
 
 
 def _footer(path: Path) -> _Footer | None:
@@ -162,7 +164,31 @@ def _footer(path: Path) -> _Footer | None:
     except (OSError, ValueError):
         return None
     schema = meta.schema.to_arrow_schema()
-    return _Footer(frozenset(schema.names), (schema.metadata or {}).get(LANDING_ID), _projects_in(meta, schema))
+    checked = (schema.metadata or {}).get(CHECKED) == BOUNDS_CHECKED
+    return _Footer(frozenset(schema.names), (schema.metadata or {}).get(LANDING_ID), _projects_in(meta, schema),
+                   suspect=not checked or _beyond_bounds(meta))
+
+
+_BOUNDS = {c.name: c.bounds for t in DATA_TABLES for c in t.bounded}
+
+
+def _beyond_bounds(meta) -> bool:
+    """The file's statistics show a value outside its column's bounds, or cannot say (a column
+    of values without a minimum and a maximum: NaN only)."""
+    for i in range(meta.num_columns):
+        name = meta.schema.column(i).path
+        if name not in _BOUNDS:
+            continue
+        low, high = _BOUNDS[name]
+        for g in range(meta.num_row_groups):
+            chunk = meta.row_group(g).column(i)
+            stats = chunk.statistics
+            if stats is None or not stats.has_min_max:
+                if stats is None or stats.null_count < chunk.num_values:
+                    return True
+            elif stats.min < low or stats.max > high:
+                return True
+    return False
 
 
 def _projects_in(meta, schema) -> frozenset | None:
@@ -261,10 +287,66 @@ def _insert_files(con, table: Table, paths: list[Path], footers: _Footers, ident
         if identity_from_path and c in FROM_PATH:
             cols.append(f"string_split(filename, '/')[{FROM_PATH[c]}] AS \"{c}\"")
         elif c in present:
-            cols.append(f'"{c}"')
+            cols.append(_guarded(table, c, present))
     sql = (f'INSERT INTO "{table.name}" BY NAME SELECT {", ".join(cols)} '
            f"FROM read_parquet([{files}], union_by_name = true, filename = true)")
     return con.execute(sql).fetchone()[0]
+
+
+def _in_bounds_sql(name: str) -> str:
+    low, high = _BOUNDS[name]
+    return f'("{name}" BETWEEN {low} AND {high})'  # false for NaN and infinities, null for null
+
+
+def _guarded(table: Table, name: str, present: set) -> str:
+    """A column as the merge inserts it: a value outside its bounds (a landing file from another
+    machine or an older release that did not check them, one edited by hand) is nulled, so it
+    cannot fail the marts' exact sums for everyone; its cost is then unknown. Named by
+    `_out_of_range`."""
+    if name in _BOUNDS and any(c.name == name for c in table.bounded):
+        return f'CASE WHEN {_in_bounds_sql(name)} THEN "{name}" END AS "{name}"'
+    if name == "cost_source" and "cost_usd" in present and "cost_usd" in _BOUNDS:
+        bad_cost = f'"cost_usd" IS NOT NULL AND NOT {_in_bounds_sql("cost_usd")}'
+        return f"""CASE WHEN {bad_cost} THEN 'unknown' ELSE "cost_source" END AS "cost_source\""""
+    return f'"{name}"'
+
+
+MAX_NAMED = 5  # values out of range a merge names per landing file
+
+
+def _out_of_range(con, store, files: list[tuple[str, Path]], footers: "_Footers") -> list[str]:
+    """A line for each landing file that held values out of range (nulled as merged), naming the
+    file, its source's machine and the rows: read only in the files landed without this release's
+    checks or whose statistics show such a value."""
+    said = []
+    for table in DATA_TABLES:
+        if not table.bounded:
+            continue
+        suspects = [(rel, path) for rel, path in files
+                    if rel.endswith(f"/{table.name}.parquet") and footers[path] and footers[path].suspect]
+        for rel, path in suspects:
+            bounded = [c.name for c in table.bounded if c.name in footers[path].names]
+            if not bounded:
+                continue
+            keys = [k for k in ROW_KEYS if k in footers[path].names]
+            where = " OR ".join(f'("{c}" IS NOT NULL AND NOT {_in_bounds_sql(c)})' for c in bounded)
+            key = f"coalesce({', '.join(chr(34) + k + chr(34) for k in keys)})" if keys else "NULL"
+            rows = con.execute(f'SELECT {key}, {", ".join(chr(34) + c + chr(34) for c in bounded)} '
+                               f"FROM read_parquet({sql_string(path)}) WHERE {where}").fetchall()
+            if not rows:
+                continue
+            named = []
+            for row in rows:
+                low_high = dict(zip(bounded, row[1:]))
+                for c, value in low_high.items():
+                    if value is not None and not (_BOUNDS[c][0] <= value <= _BOUNDS[c][1]):
+                        named.append(f"{table.name}.{c} = {value!r} (key {row[0]})")
+            machine = rel[len(LANDING) + 1:].split("/", 1)[0]
+            more = f"; and {len(named) - MAX_NAMED} more" if len(named) > MAX_NAMED else ""
+            said.append(f"the landing file {store.uri(rel)} holds {len(named)} values out of range, nulled in the "
+                        f"warehouse: {'; '.join(named[:MAX_NAMED])}{more} (landed by an older release, or edited: "
+                        f"`agentlake ingest --full-refresh` on {machine} lands them again, checked)")
+    return said
 
 
 def merge(lake, catalog: Path, *, data_path: str | None = None, marts: bool = True,
@@ -367,6 +449,7 @@ def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, 
         result.rows[table.name] = _insert(con, table, files, footers)
         touched |= _landed_projects(con, files, footers)
     mark_pending(con, touched)
+    result.problems += _out_of_range(con, store, [(f, local[f]) for files in sources.values() for f in files], footers)
     result.rows[SOURCES.name] = _insert(con, SOURCES, [local[g] for g in runs], footers,
                                       identity_from_path=False)
     # a bad run log is not recorded as merged (nor its earlier version): named again each merge until fixed

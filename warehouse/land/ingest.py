@@ -34,6 +34,7 @@ from warehouse.land.retention import carry_forward
 from warehouse.land.source_state import SourceStates, Verdict
 
 STATUSES = ("ok", "unchanged", "skipped", "failed")
+MAX_NAMED = 5  # values out of range named in a source's warning (all are in `quarantine`)
 
 
 @dataclass
@@ -217,7 +218,12 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
         table: (expected, written.rows.get(table, 0) - retained[table] + findings.diverted.get(table, 0))
         for table, expected in extract.expected.items()
     }
-    warnings = findings.warnings(written.rows.get("quarantine", 0))
+    nulled = built.out_of_range
+    warnings = findings.warnings(written.rows.get("quarantine", 0) - len(nulled))
+    if nulled:  # the source's bad values, each named with its row: nulled, and kept in `quarantine`
+        more = f"; and {len(nulled) - MAX_NAMED} more" if len(nulled) > MAX_NAMED else ""
+        values = f"{len(nulled)} value{'s' * (len(nulled) > 1)}"
+        warnings.append(f"{values} out of range nulled (kept in quarantine): {'; '.join(nulled[:MAX_NAMED])}{more}")
     if redacted:
         secrets = sum(n for kind, n in redacted.items() if ":" not in kind)
         dropped = sum(n for kind, n in redacted.items() if kind.startswith("drop:"))

@@ -9,18 +9,22 @@ Files whose bytes did not change are not rewritten.
 """
 
 import hashlib
-from datetime import date
+from datetime import date, datetime, time
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from transforms.contract import Table
+from transforms.contract import DATA_TABLES, LINEAGE, QUARANTINE, Table
 from warehouse.lake.layout import landing_path
 
 UNDATED = date(1970, 1, 1)  # rows without a usable timestamp: visible, and deterministic
 LANDING_ID = b"agentlake.landing_id"
+# The bounds (transforms.contract's Column.bounds) a file's values were checked against when it
+# landed: the merge looks into a file without them (an older release's, another machine's) for
+# values out of range, which its footer's statistics cannot all show (NaN is not in them).
+CHECKED = b"agentlake.bounds"
 HIVE = (pa.field("date", pa.date32()), pa.field("project", pa.string()))
 
 
@@ -113,6 +117,7 @@ class SourceFiles:
     rows: dict[str, int] = field(default_factory=dict)
     undated: int = 0  # rows without a usable timestamp of their own: dated by their session
     epoch_dated: int = 0  # of those, the rows of no dated session: dated UNDATED
+    out_of_range: list[str] = field(default_factory=list)  # each value nulled, said with its row
 
 
 def build_files(tables: list[Table], rows: dict[str, Rows], *, provider: str, source_id: str,
@@ -127,14 +132,70 @@ def build_files(tables: list[Table], rows: dict[str, Rows], *, provider: str, so
         built.undated += undated
     # only a source with undated rows pays for its sessions' days
     session_days = _session_days(dated) if built.undated else None
+    final, quarantined = {}, []
     for table in tables:
         data = _dated_by_session(dated[table.name], session_days)
         built.epoch_dated += data.column("date").null_count
         data = data.set_column(0, HIVE[0], pc.fill_null(data.column("date"), pa.scalar(UNDATED, pa.date32())))
-        data = _stamped(data, {"machine": machine, "user": user})
-        data = data.replace_schema_metadata({LANDING_ID: landing_id.encode()})
+        final[table.name] = _in_bounds(table, data, quarantined, built.out_of_range)
+    if quarantined and QUARANTINE.name in final:  # the values nulled, kept whole with their reason
+        kept = pa.Table.from_pylist(quarantined, schema=landing_schema(QUARANTINE))
+        final[QUARANTINE.name] = pa.concat_tables([final[QUARANTINE.name], kept])
+        built.rows[QUARANTINE.name] += kept.num_rows
+    for table in tables:
+        data = _stamped(final[table.name], {"machine": machine, "user": user})
+        data = data.replace_schema_metadata({LANDING_ID: landing_id.encode(), CHECKED: BOUNDS_CHECKED})
         built.data[landing_path(machine, user, provider, source_id, table.name)] = parquet_bytes(data)
     return built
+
+
+def _bounds_digest() -> bytes:
+    text = repr([(t.name, [(c.name, c.bounds) for c in t.bounded]) for t in DATA_TABLES])
+    return hashlib.sha256(text.encode()).hexdigest()[:12].encode()
+
+
+BOUNDS_CHECKED = _bounds_digest()
+# which column names a row in a warning and in its quarantine row: the first one it has
+ROW_KEYS = ("request_id", "message_id", "tool_call_id", "file_id", "session_id", "key")
+
+
+def out_of_range_mask(column: pa.ChunkedArray, bounds) -> pa.ChunkedArray:
+    """True where a value is outside `bounds`, NaN or infinite; False where it is null."""
+    low, high = bounds
+    bad = pc.or_(pc.less(column, pa.scalar(low, column.type)), pc.greater(column, pa.scalar(high, column.type)))
+    if pa.types.is_floating(column.type):
+        bad = pc.or_(bad, pc.is_nan(column))
+    return pc.fill_null(bad, False)
+
+
+def _in_bounds(table: Table, data: pa.Table, quarantined: list, said: list) -> pa.Table:
+    """`data` with each value outside its column's bounds nulled: a source's bad record (a cost of
+    1e308, negative tokens) is the source's problem, not every merge's. Each one nulled becomes a
+    quarantine row (its row's key, where in the source, the value) and a line in `said`."""
+    for column in table.bounded:
+        values = data.column(column.name)
+        bad = out_of_range_mask(values, column.bounds)
+        if not pc.any(bad).as_py():
+            continue
+        rows = data.filter(bad).to_pylist()
+        for row in rows:
+            value = row[column.name]
+            key = next((row[k] for k in ROW_KEYS if row.get(k) is not None), None)
+            where = (f"{row['source_table']} row {row['source_rowid']}" if row.get("source_rowid") is not None
+                     else row.get("source_table"))
+            reason = f"{table.name}.{column.name} = {value!r} is outside {column.bounds[0]:,} to {column.bounds[1]:,}"
+            said.append(f"{reason} (key {key}{', ' + where if where else ''})")
+            when = row.get(table.date_from)
+            quarantined.append({
+                "date": row["date"], "project": row["project"], **{c.name: row.get(c.name) for c in LINEAGE},
+                "key": key, "error": f"{reason}: nulled", "raw": repr(value),
+                "created_at": when if when is not None else datetime.combine(row["date"], time())})
+        data = data.set_column(data.schema.get_field_index(column.name), column.name,
+                               pc.if_else(bad, pa.scalar(None, values.type), values))
+        if column.name == "cost_usd" and "cost_source" in data.column_names:  # a null cost is an unknown one
+            data = data.set_column(data.schema.get_field_index("cost_source"), "cost_source",
+                                   pc.if_else(bad, pa.scalar("unknown"), data.column("cost_source")))
+    return data
 
 
 def _session_days(dated: dict[str, pa.Table]) -> pa.Table:
