@@ -6,21 +6,16 @@ Every page is also saved as a screenshot (in the test's tmp dir) and checked to 
 import html
 import os
 import re
-import shutil
-import subprocess
 import threading
 from urllib.parse import urljoin
 
 import pytest
 
+from tests.support_browser import CHROMIUM, Browser
 from warehouse.serve.dashboard.server import make_server
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 if not CHROMIUM and not os.environ.get("CI"):  # CI installs it (.ci/run); a laptop may not have it
     pytest.skip("no chromium on this machine: apt-get install chromium", allow_module_level=True)
-
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 def serve(warehouse, **kwargs):
@@ -37,18 +32,30 @@ def dashboard(lake):
     server.server_close()
 
 
-def browse(url: str, tmp_path, *extra) -> str:
+@pytest.fixture(scope="module")
+def chromium():
+    """One browser for the module's pages: a start per page was most of these tests' time."""
+    browser = Browser()
+    yield browser
+    browser.close()
+
+
+@pytest.fixture
+def tab(chromium):
+    """The test's own browser context: its cookies are its own, as its own profile's were."""
+    context = chromium.context()
+    yield context
+    context.close()
+
+
+def browse(url: str, tab) -> str:
     """The DOM as Chromium built it."""
-    out = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", *extra, "--dump-dom", url],
-                         capture_output=True, text=True, timeout=90)
-    assert out.returncode == 0, out.stderr[-2000:]
-    return out.stdout
+    return tab.dom(url)
 
 
-def screenshot(url: str, tmp_path, name: str) -> None:
+def screenshot(url: str, tab, tmp_path, name: str) -> None:
     png = tmp_path / f"{name}.png"
-    subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={png}",
-                    "--window-size=1440,1800", "--hide-scrollbars", url], capture_output=True, timeout=90, check=True)
+    tab.screenshot(url, png, width=1440, height=1800)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000, name
 
 
@@ -67,10 +74,10 @@ def bar_labels(svg: str) -> list[str]:
     return [html.unescape(a) for a in re.findall(r'<path[^>]*aria-label="([^"]*)"', svg)]
 
 
-def test_overview_has_real_axes_legend_and_the_fixture_figures(dashboard, lake, tmp_path):
+def test_overview_has_real_axes_legend_and_the_fixture_figures(dashboard, lake, tab, tmp_path):
     from tests.conftest import query, scalar
 
-    dom = browse(dashboard, tmp_path)
+    dom = browse(dashboard, tab)
     over_time = figure(dom, "cost-over-time")
     # a time axis (days, with dates) and a cost axis in dollars, both titled
     assert re.search(r"X-axis titled 'day \(UTC\)' for a utc scale", over_time)  # UTC days, drawn in UTC
@@ -95,16 +102,16 @@ def test_overview_has_real_axes_legend_and_the_fixture_figures(dashboard, lake, 
                           "AND (is_error OR exit_code <> 0)")  # a call failed both ways is one failure
     assert f"({failed} failed)" in tools
     assert "<h2>Insights</h2>" in dom
-    screenshot(dashboard, tmp_path, "overview")
+    screenshot(dashboard, tab, tmp_path, "overview")
 
 
-def test_filters_change_the_page(dashboard, tmp_path):
-    crush = browse(dashboard + "?agent=crush", tmp_path)  # the parameter named as the form labels it
+def test_filters_change_the_page(dashboard, tab):
+    crush = browse(dashboard + "?agent=crush", tab)  # the parameter named as the form labels it
     assert "Total cost: $1.3000" in crush
     assert "glm-4.6" not in figure(crush, "cost-by-model")
     assert '<select name="agent">' in crush and "filter-errors" not in crush
-    assert "Total cost: $1.3000" in browse(dashboard + "?provider=crush", tmp_path)  # its older name, in old links
-    window = browse(dashboard + "?agent=crush&since=2026-01-03&until=2026-01-05", tmp_path)
+    assert "Total cost: $1.3000" in browse(dashboard + "?provider=crush", tab)  # its older name, in old links
+    window = browse(dashboard + "?agent=crush&since=2026-01-03&until=2026-01-05", tab)
     assert "Total cost: $0.1000" in window
     assert len(bar_labels(figure(window, "cost-over-time"))) == 3  # S's three thirds, one a day
     assert re.search(r'<option value="crush" selected', window)
@@ -122,12 +129,12 @@ def test_filters_change_the_page(dashboard, tmp_path):
     ("agent=gpt", "unknown agent 'gpt'"),
     ("agnet=crush", "unknown parameter 'agnet': the filters are since, until, project, agent, top"),
 ])
-def test_bad_filters_are_named_on_the_page(dashboard, tmp_path, query, message):
+def test_bad_filters_are_named_on_the_page(dashboard, tab, query, message):
     """A bad filter is shown and left out, never silently ignored; the rest of the page still works."""
     import urllib.error
     import urllib.request
 
-    dom = browse(dashboard + "?" + query, tmp_path)
+    dom = browse(dashboard + "?" + query, tab)
     errors = re.search(r'<div class="errors" id="filter-errors">(.*?)</div>', dom, re.S).group(1)
     assert message in html.unescape(errors)
     assert "Total cost: $" in dom
@@ -136,27 +143,27 @@ def test_bad_filters_are_named_on_the_page(dashboard, tmp_path, query, message):
     assert answer.value.code == 400
 
 
-def test_links_lead_from_the_overview_down_to_a_transcript(dashboard, lake, tmp_path):
+def test_links_lead_from_the_overview_down_to_a_transcript(dashboard, lake, tab, tmp_path):
     from tests.conftest import query, scalar
 
-    overview = browse(dashboard, tmp_path)
+    overview = browse(dashboard, tab)
     projects = dict(table_links(overview, "projects"))
     assert list(projects) == ["shop"]
     # a bar of "Cost by project" links to the same project page (the agent chosen too)
     assert re.search(r'<a xlink:href="/project\?project=shop&amp;agent=crush"', figure(overview, "cost-by-project"))
 
-    project = browse(urljoin(dashboard, projects["shop"]), tmp_path)
+    project = browse(urljoin(dashboard, projects["shop"]), tab)
     assert "project shop" in project
     sessions = table_links(project, "sessions")
     roots = query(lake, "SELECT session_id, cost_usd FROM session_summary WHERE project = 'shop' "
                         "ORDER BY cost_usd DESC NULLS LAST, started_at DESC")
     assert len(sessions) == len(roots)  # all shown: fewer than the top 15
     assert f"all {len(roots)} shown" in project
-    screenshot(urljoin(dashboard, projects["shop"]), tmp_path, "project")
+    screenshot(urljoin(dashboard, projects["shop"]), tab, tmp_path, "project")
 
     top = urljoin(dashboard, sessions[0][1])  # the most expensive: R, $1.0 with its sub-agent
     assert roots[0][0] == "R" and "id=R" in top
-    session = browse(top, tmp_path)
+    session = browse(top, tab)
     assert "session two days" in session and "$1.0000 (native)" in session
     transcript = re.search(r'<div id="transcript">(.*)</div>', session, re.S).group(1)
     calls = re.findall(r'<div class="call tool-call"><b>([^<]+)</b> <code>([^<]*)</code> · (.*?) ·', transcript)
@@ -176,13 +183,13 @@ def test_links_lead_from_the_overview_down_to_a_transcript(dashboard, lake, tmp_
     assert "old_string not found" in transcript  # the failed edit's result is there
     subagents = table_links(session, "subagents")
     assert [s[0] for s in subagents] == ["a1$$call-sub"]
-    screenshot(top, tmp_path, "session")
-    sub = browse(urljoin(dashboard, subagents[0][1]), tmp_path)
+    screenshot(top, tab, tmp_path, "session")
+    sub = browse(urljoin(dashboard, subagents[0][1]), tab)
     assert "sub-agent of" in sub and "$0.3000" in sub
 
 
-def test_a_missing_session_says_so(dashboard, tmp_path):
-    dom = browse(dashboard + "session?source=x&id=nope", tmp_path)
+def test_a_missing_session_says_so(dashboard, tab):
+    dom = browse(dashboard + "session?source=x&id=nope", tab)
     assert "no such session in this lake" in dom
 
 
@@ -199,13 +206,13 @@ def twenty(tmp_path):
     return layout
 
 
-def test_twenty_projects_cut_to_fifteen_and_others(twenty, tmp_path):
+def test_twenty_projects_cut_to_fifteen_and_others(twenty, tab):
     from tests.conftest import query
 
     server = serve(twenty.warehouse)
     base = f"http://127.0.0.1:{server.server_address[1]}/"
     try:
-        dom = browse(base, tmp_path)
+        dom = browse(base, tab)
         ranked = query(twenty, "SELECT project, SUM(cost_usd) AS c FROM daily_costs GROUP BY 1 "
                                "ORDER BY c DESC NULLS LAST, project")
         assert len(ranked) == 20
@@ -226,7 +233,7 @@ def test_twenty_projects_cut_to_fifteen_and_others(twenty, tmp_path):
         by_project = figure(dom, "cost-by-project")
         assert "15 of 20 shown, 5 in others" in by_project
         # ?top=0 shows every row, and says so
-        every = browse(base + "?top=0", tmp_path)
+        every = browse(base + "?top=0", tab)
         assert len(table_links(every, "projects")) == 20 and "all 20 shown" in every
     finally:
         server.shutdown()
@@ -237,7 +244,7 @@ def insight_section(dom: str, name: str) -> str:
     return re.search(rf'<div class="insight" id="{name}">(.*?)</div>', dom, re.S).group(1)
 
 
-def test_insights_that_exist_are_shown_and_the_rest_skipped(lake, tmp_path):
+def test_insights_that_exist_are_shown_and_the_rest_skipped(lake, tab, tmp_path):
     """Each insight mart in the lake is shown with its top findings (up to 5, and how many there
     are) and a link to the SQL that gives them all, which runs as shown; an insight that is not in
     the lake is listed as missing, without error. Every finding's link leads to a page."""
@@ -255,24 +262,24 @@ def test_insights_that_exist_are_shown_and_the_rest_skipped(lake, tmp_path):
     server = serve(lake.warehouse)
     base = f"http://127.0.0.1:{server.server_address[1]}/"
     try:
-        dom = browse(base, tmp_path)
+        dom = browse(base, tab)
         assert "Not in this lake yet: insight_usage_blocks" in dom
         for name in present:
             section = insight_section(dom, name)
             page = browse(urljoin(base, html.unescape(re.search(r'href="(/insight\?name=[^"]+)"', section).group(1))),
-                          tmp_path)
+                          tab)
             sql = html.unescape(re.search(r'<pre id="insight-sql">(.*?)</pre>', page, re.S).group(1))
             every = query(lake, sql)  # the SQL shown runs as it is, and gives what the page counts
             assert f"{min(len(every), INSIGHT_ROWS)} of {len(every)} findings shown" in section, name
             for _, link in table_links(section, f"{name}-table"):
                 assert urllib.request.urlopen(urljoin(base, link), timeout=30).status == 200, link
-        screenshot(base + f"insight?name={present[0]}", tmp_path, "insight")
+        screenshot(base + f"insight?name={present[0]}", tab, tmp_path, "insight")
     finally:
         server.shutdown()
         server.server_close()
 
 
-def test_an_insight_without_a_curated_query_shows_its_rows_by_cost(lake, tmp_path, monkeypatch):
+def test_an_insight_without_a_curated_query_shows_its_rows_by_cost(lake, tab, monkeypatch):
     """An insight mart the report has no query for yet: its rows, costliest first, each linked to
     its session by the lake-wide session_key (machine/user/provider/source_id/session_id)."""
     from tests.conftest import query
@@ -290,13 +297,13 @@ def test_an_insight_without_a_curated_query_shows_its_rows_by_cost(lake, tmp_pat
     server = serve(lake.warehouse)
     base = f"http://127.0.0.1:{server.server_address[1]}/"
     try:
-        section = insight_section(browse(base, tmp_path), "insight_duplicate_reads")
+        section = insight_section(browse(base, tab), "insight_duplicate_reads")
         links = table_links(section, "insight_duplicate_reads-table")
         # S's $0.50 before R's $0.25, each linked from its session cell (the key's session id)
         assert [t for t, _ in links] == ["S", "R"] and "2 of 2 findings shown" in section
-        assert "session thirds" in browse(urljoin(base, links[0][1]), tmp_path)  # S, by its key
-        assert "session two days" in browse(urljoin(base, links[1][1]), tmp_path)
-        page = browse(base + "insight?name=insight_duplicate_reads", tmp_path)
+        assert "session thirds" in browse(urljoin(base, links[0][1]), tab)  # S, by its key
+        assert "session two days" in browse(urljoin(base, links[1][1]), tab)
+        page = browse(base + "insight?name=insight_duplicate_reads", tab)
         sql = html.unescape(re.search(r'<pre id="insight-sql">(.*?)</pre>', page, re.S).group(1))
         assert sql == 'SELECT * FROM "insight_duplicate_reads" ORDER BY "wasted_cost_usd" DESC NULLS LAST'
     finally:
@@ -304,18 +311,18 @@ def test_an_insight_without_a_curated_query_shows_its_rows_by_cost(lake, tmp_pat
         server.server_close()
 
 
-def test_token_once_then_the_cookie_in_a_real_browser(lake, tmp_path):
+def test_token_once_then_the_cookie_in_a_real_browser(lake, tab):
     """A dashboard with a token: Chromium without it gets the 401 page; with `?token=` once it is
     redirected to the page (token gone from the URL) and the cookie carries it from then on."""
     server = serve(lake.warehouse, token="tok-123")
     url = f"http://127.0.0.1:{server.server_address[1]}/"
     try:
-        assert "needs its token" in browse(url, tmp_path)
-        assert "Total cost" not in browse(url, tmp_path)
-        dom = browse(url + "project?project=shop&provider=crush&token=tok-123", tmp_path)
+        assert "needs its token" in browse(url, tab)
+        assert "Total cost" not in browse(url, tab)
+        dom = browse(url + "project?project=shop&provider=crush&token=tok-123", tab)
         assert "Total cost: $1.3000" in dom and "project shop" in dom  # the same page, token gone
         assert len(bar_labels(figure(dom, "cost-over-time"))) > 0
-        dom = browse(url + "?agent=crush", tmp_path)  # same profile: the cookie is enough now
+        dom = browse(url + "?agent=crush", tab)  # same profile: the cookie is enough now
         assert "Total cost: $1.3000" in dom
     finally:
         server.shutdown()
@@ -344,7 +351,7 @@ def test_a_merge_shows_on_the_next_reload(lake):
         server.server_close()
 
 
-def test_a_claude_transcript_shows_each_request_cost(layout, tmp_path):
+def test_a_claude_transcript_shows_each_request_cost(layout, tab, tmp_path):
     """Claude Code records usage per request: the transcript puts each message's priced cost
     next to it, the sum of its `usage` rows (an unpriced request leaves the message without one)."""
     import urllib.request
@@ -368,7 +375,7 @@ def test_a_claude_transcript_shows_each_request_cost(layout, tmp_path):
                                                   r'· cost \$([0-9.,]+)</div>', dom)}
         assert shown == {index: f"{float(cost):,.4f}" for index, cost in costs}
         assert "records no per-request usage" not in dom
-        screenshot(url, tmp_path, "claude-session")
+        screenshot(url, tab, tmp_path, "claude-session")
     finally:
         server.shutdown()
         server.server_close()

@@ -6,8 +6,6 @@ import functools
 import http.server
 import json
 import os
-import shutil
-import subprocess
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import scalar
+from tests.support_browser import CHROMIUM
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -234,11 +233,9 @@ def test_no_marimo_session_cache_in_the_repository():
     assert "__marimo__/" in ignored
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-OFFLINE = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-           "--disable-component-update", "--disable-sync", "--virtual-time-budget=20000",
-           # no network: every name but 127.0.0.1 fails to resolve
-           "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
+# no network: every name but 127.0.0.1 fails to resolve
+OFFLINE = ["--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
+VIRTUAL_TIME_BUDGET = 20_000  # ms of the page's own clock: its scripts run to the end, whatever the load
 
 
 def served(directory: Path):
@@ -249,15 +246,26 @@ def served(directory: Path):
     return server
 
 
-def rendered_offline(url: str, tmp_path) -> str:
-    out = subprocess.run([CHROMIUM, *OFFLINE, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", url],
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    return out.stdout
+@pytest.fixture(scope="module")
+def offline_chromium():
+    """One offline browser for the module's exports, each test in a context of its own."""
+    from tests.support_browser import Browser
+
+    browser = Browser(*OFFLINE)
+    yield browser
+    browser.close()
+
+
+def rendered_offline(url: str, browser) -> str:
+    tab = browser.context()
+    try:
+        return tab.dom(url, virtual_time_budget=VIRTUAL_TIME_BUDGET)
+    finally:
+        tab.close()
 
 
 @pytest.mark.skipif(not CHROMIUM and not os.environ.get("CI"), reason="no chromium: apt-get install chromium")
-def test_html_export_renders_offline(warehouse_env, tmp_path):
+def test_html_export_renders_offline(warehouse_env, offline_chromium, tmp_path):
     """`marimo export html` pages load marimo's frontend from cdn.jsdelivr.net and stay blank
     offline; `python -m notebooks.export` points them at the frontend bundled in the marimo wheel."""
     from notebooks.export import export_all
@@ -270,7 +278,7 @@ def test_html_export_renders_offline(warehouse_env, tmp_path):
     assert not list((ROOT / "notebooks").glob("__marimo__/**/*"))  # the export left no session cache
     server = served(site)
     try:
-        dom = rendered_offline(f"http://127.0.0.1:{server.server_address[1]}/cost_overview.html", tmp_path)
+        dom = rendered_offline(f"http://127.0.0.1:{server.server_address[1]}/cost_overview.html", offline_chromium)
     finally:
         server.shutdown()
         server.server_close()
@@ -280,7 +288,7 @@ def test_html_export_renders_offline(warehouse_env, tmp_path):
 
 
 @pytest.mark.skipif(not CHROMIUM and not os.environ.get("CI"), reason="no chromium: apt-get install chromium")
-def test_plain_marimo_export_is_blank_offline(warehouse_env, tmp_path):
+def test_plain_marimo_export_is_blank_offline(warehouse_env, offline_chromium, tmp_path):
     """Why the exports rendered blank: `marimo export html` (asset_url unset) loads its script
     from the CDN, so with no network the page has the data as JSON but nothing renders it."""
     from notebooks.export import export_notebook
@@ -289,7 +297,7 @@ def test_plain_marimo_export_is_blank_offline(warehouse_env, tmp_path):
     assert "cdn.jsdelivr.net/npm/@marimo-team/frontend" in page.read_text()
     server = served(tmp_path / "site")
     try:
-        dom = rendered_offline(f"http://127.0.0.1:{server.server_address[1]}/cost_overview.html", tmp_path)
+        dom = rendered_offline(f"http://127.0.0.1:{server.server_address[1]}/cost_overview.html", offline_chromium)
     finally:
         server.shutdown()
         server.server_close()
