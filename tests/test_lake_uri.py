@@ -4,11 +4,10 @@ never echoed (a team lead's report: a secret with a `/` went through, and `?endp
 pyarrow traceback)."""
 
 import os
-import subprocess
-import sys
 
 import pytest
 
+from tests.support_s3 import run_cli_fresh
 from warehouse.lake.storage import LAKE_PARAMETERS, masked
 
 KEY_ID = "AKIAIOSFODNN7EXAMPLE"
@@ -17,13 +16,13 @@ PIECES = [KEY_ID, *SECRET.split("/")]  # no piece of the key may be printed eith
 
 
 def run(*args, home, extra_env=None):
+    """The CLI in this process, with nothing of this process's environment but what is given."""
     env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "AGENTLAKE_HOME": str(home / "al"),
            "AWS_EC2_METADATA_DISABLED": "true", **(extra_env or {})}
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], env=env, capture_output=True,
-                          text=True, timeout=120)
+    return run_cli_fresh(*args, env=env, replace_env=True)
 
 
-def assert_nothing_secret(out: subprocess.CompletedProcess, *secrets: str) -> None:
+def assert_nothing_secret(out, *secrets: str) -> None:
     printed = out.stdout + out.stderr
     assert not [s for s in secrets if s in printed], printed
     assert "Traceback" not in out.stderr, out.stderr
@@ -136,7 +135,11 @@ def test_an_endpoint_that_is_a_web_server_not_s3_is_said_as_that(tmp_path):
     import http.server
     import threading
 
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):  # its request log is its own, not the CLI's output
+            pass
+
+    handler = functools.partial(Quiet, directory=str(tmp_path))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:

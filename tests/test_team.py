@@ -9,46 +9,30 @@ import sys
 
 import pytest
 
+from tests.support_s3 import BUCKET, run_cli_fresh, s3, s3_client, s3_server  # noqa: F401  (the moto fixtures)
 from transforms.synth.crush import generate_store
 from warehouse.lake.config import load_layout
 from warehouse.catalog.build import build_warehouse
 from warehouse.lake.ducklake import connect
 
-BUCKET = "team-lake"
-
-
-@pytest.fixture
-def s3(monkeypatch):
-    """A moto S3 server on 127.0.0.1 and the AWS settings every client reads."""
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
-           "AWS_EC2_METADATA_DISABLED": "true", "AWS_ENDPOINT_URL": f"http://{host}:{port}"}
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    import boto3
-
-    boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1").create_bucket(Bucket=BUCKET)
-    yield env
-    server.stop()
-
 
 def machine_ingest(home, lake, machine, user, crush_root, env) -> subprocess.Popen:
-    """One engineer's scheduled run: the real CLI, in its own process, with its own home."""
+    """One engineer's scheduled run: the real CLI, in its own process, with its own home (for
+    machines that run at once, or with credentials of their own)."""
     argv = [sys.executable, "-m", "pipelines.cli", "ingest", "--quiet", "--no-default", "--home", str(home),
             "--lake", lake, "--machine", machine, "--user", user, "--crush-root", str(crush_root)]
     return subprocess.Popen(argv, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def succeeded(run: subprocess.Popen) -> bool:
-    """The run ended with 0; else the assertion shows what it printed. Its pipes are drained as it
-    runs (waiting on a full pipe would hang it)."""
-    out, err = run.communicate(timeout=300)
-    assert run.returncode == 0, f"exit {run.returncode}\n{err[-4000:]}\n{out[-2000:]}"
+def ingest_here(home, lake, machine, user, crush_root, env):
+    """The same run in this process, for one machine's runs one after another."""
+    return run_cli_fresh("ingest", "--quiet", "--no-default", "--home", home, "--lake", lake, "--machine", machine,
+                         "--user", user, "--crush-root", crush_root, env=env)
+
+
+def ok(ran) -> bool:
+    """The in-process run ended with 0; else the assertion shows what it printed."""
+    assert ran.returncode == 0, f"exit {ran.returncode}\n{ran.stderr[-4000:]}\n{ran.stdout[-2000:]}"
     return True
 
 
@@ -93,8 +77,7 @@ def test_a_pruned_session_keeps_its_history_in_the_s3_lake(s3, tmp_path):
     store = generate_store(tmp_path / "crush", projects=1, sessions_per_project=4, seed=5)
     home = tmp_path / "home"
     for _ in range(2):  # the second run is the agent's store after it pruned a session
-        run = machine_ingest(home, lake, "ana-laptop", "ana", store.global_dir, s3)
-        assert succeeded(run)
+        assert ok(ingest_here(home, lake, "ana-laptop", "ana", store.global_dir, s3))
         if _:
             break
         with sqlite3.connect(store.dbs[0].path) as db:
@@ -113,14 +96,11 @@ def test_a_pruned_session_keeps_its_history_in_the_s3_lake(s3, tmp_path):
 def test_a_reader_builds_views_over_the_team_lake_with_one_command(s3, tmp_path):
     lake = f"s3://{BUCKET}/readers"
     store = generate_store(tmp_path / "crush", projects=1, sessions_per_project=3, seed=9)
-    run = machine_ingest(tmp_path / "writer", lake, "ana-laptop", "ana", store.global_dir, s3)
-    assert succeeded(run)
-    reader = [sys.executable, "-m", "pipelines.cli"]
-    env = {**os.environ, **s3, "AGENTLAKE_HOME": str(tmp_path / "reader")}
-    views = subprocess.run([*reader, "views", "--lake", lake], env=env, capture_output=True, text=True)
+    assert ok(ingest_here(tmp_path / "writer", lake, "ana-laptop", "ana", store.global_dir, s3))
+    env = {**s3, "AGENTLAKE_HOME": str(tmp_path / "reader")}
+    views = run_cli_fresh("views", "--lake", lake, env=env)
     assert views.returncode == 0, views.stderr
-    out = subprocess.run([*reader, "sql", "--lake", lake, "--format", "csv", "SELECT COUNT(*) AS n FROM sessions"],
-                         env=env, capture_output=True, text=True)
+    out = run_cli_fresh("sql", "--lake", lake, "--format", "csv", "SELECT COUNT(*) AS n FROM sessions", env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["n", str(store.sessions)]
 
@@ -153,14 +133,14 @@ def test_a_machine_with_nothing_new_still_sees_tables_others_started_filling(s3,
     lake = f"s3://{BUCKET}/views"
     crush = generate_store(tmp_path / "crush", projects=1, sessions_per_project=2, seed=3)
     ana = tmp_path / "ana"
-    assert succeeded(machine_ingest(ana, lake, "ana-laptop", "ana", crush.global_dir, s3))
+    assert ok(ingest_here(ana, lake, "ana-laptop", "ana", crush.global_dir, s3))
     with connect(load_layout(ana, lake).warehouse) as con:
         assert con.execute("SELECT COUNT(*) FROM usage").fetchall() == [(0,)]  # Crush records no usage
     codex = generate_home(tmp_path / "codex", sessions=2, seed=3)
-    ben = [sys.executable, "-m", "pipelines.cli", "ingest", "--quiet", "--no-default", "--home", str(tmp_path / "ben"),
+    ben = ["ingest", "--quiet", "--no-default", "--home", str(tmp_path / "ben"),
            "--lake", lake, "--machine", "ben-desktop", "--user", "ben", "--agent-home", f"codex={tmp_path / 'codex'}"]
-    assert subprocess.run(ben, env={**os.environ, **s3}).returncode == 0
-    assert succeeded(machine_ingest(ana, lake, "ana-laptop", "ana", crush.global_dir, s3))  # unchanged
+    assert ok(run_cli_fresh(*ben, env=s3))
+    assert ok(ingest_here(ana, lake, "ana-laptop", "ana", crush.global_dir, s3))  # unchanged
     with connect(load_layout(ana, lake).warehouse) as con:
         assert con.execute("SELECT COUNT(*) FROM usage").fetchall() == [(codex.usage_rows,)]
 
@@ -173,13 +153,12 @@ def test_an_emptied_bucket_heals_on_the_next_run(s3, tmp_path):
     lake = f"s3://{BUCKET}/emptied"
     store = generate_store(tmp_path / "crush", projects=1, sessions_per_project=3, seed=8)
     home = tmp_path / "home"
-    assert succeeded(machine_ingest(home, lake, "ana-laptop", "ana", store.global_dir, s3))
+    assert ok(ingest_here(home, lake, "ana-laptop", "ana", store.global_dir, s3))
     client = boto3.client("s3", endpoint_url=s3["AWS_ENDPOINT_URL"], region_name="us-east-1")
     for obj in client.list_objects_v2(Bucket=BUCKET, Prefix="emptied/")["Contents"]:
         client.delete_object(Bucket=BUCKET, Key=obj["Key"])
-    run = machine_ingest(home, lake, "ana-laptop", "ana", store.global_dir, s3)
-    out, err = run.communicate(timeout=300)
-    assert run.returncode == 0, out + err
+    run = ingest_here(home, lake, "ana-laptop", "ana", store.global_dir, s3)
+    assert run.returncode == 0, run.stdout + run.stderr
     with connect(load_layout(home, lake).warehouse) as con:
         assert con.execute("SELECT COUNT(*) FROM messages").fetchall() == [(store.messages,)]
         statuses = con.execute("SELECT status FROM sources WHERE run_at = (SELECT MAX(run_at) FROM sources)").fetchall()
@@ -189,9 +168,8 @@ def test_an_emptied_bucket_heals_on_the_next_run(s3, tmp_path):
 def test_credentials_in_the_lake_uri_are_refused_and_never_printed(tmp_path):
     """Issue 12 item 18: `s3://KEY:SECRET@bucket` is refused with a message that masks the secret."""
     secret = "wJalrXUtnFEMI" + "K7MDENGbPxRfiCY"
-    argv = [sys.executable, "-m", "pipelines.cli", "ingest", "--no-default", "--home", str(tmp_path / "home"),
-            "--lake", f"s3://AKIAEXAMPLE:{secret}@{BUCKET}/lake"]
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    out = run_cli_fresh("ingest", "--no-default", "--home", tmp_path / "home",
+                        "--lake", f"s3://AKIAEXAMPLE:{secret}@{BUCKET}/lake")
     assert out.returncode == 1
     assert "holds credentials" in out.stderr and "***@team-lake" in out.stderr
     assert secret not in out.stdout + out.stderr and "AKIAEXAMPLE" not in out.stdout + out.stderr
@@ -222,15 +200,13 @@ def test_a_dead_endpoint_fails_once_and_fast_naming_it(tmp_path):
 # -- a team lead's trial of a shared S3 lake: one bad object, an empty or missing lake, a store
 # that stops answering ---------------------------------------------------------------------------
 
-def s3_client(env):
-    import boto3
-
-    return boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1",
-                        aws_access_key_id=env.get("AWS_ACCESS_KEY_ID", "testing"),
-                        aws_secret_access_key=env.get("AWS_SECRET_ACCESS_KEY", "testing"))
-
-
 def cli(*args, env, home):
+    """A reader's command, in this process."""
+    return run_cli_fresh(*args, "--home", home, env=env)
+
+
+def cli_in_its_own_process(*args, env, home):
+    """A command whose whole output is checked, native libraries' included: its own process."""
     return subprocess.run([sys.executable, "-m", "pipelines.cli", *args, "--home", str(home)],
                           env={**os.environ, **env}, capture_output=True, text=True, timeout=300)
 
@@ -249,7 +225,7 @@ def test_a_run_log_object_that_is_not_parquet_is_named_and_skipped(s3, tmp_path)
     lake = f"s3://{BUCKET}/badlog"
     store = generate_store(tmp_path / "crush", projects=1, sessions_per_project=3, seed=6)
     ana = tmp_path / "ana"
-    assert succeeded(machine_ingest(ana, lake, "ana-laptop", "ana", store.global_dir, s3))
+    assert ok(ingest_here(ana, lake, "ana-laptop", "ana", store.global_dir, s3))
     bad = "badlog/_landing/ben-desktop/ben/_runs/20260101T000000Z-0a1b2c3d-4e5f6a7b.parquet"
     s3_client(s3).put_object(Bucket=BUCKET, Key=bad, Body=b"2563\r\nPAR1" + bytes(range(256)) * 40)
     garbage = "badlog/_landing/ben-desktop/ben/crush/0a1b2c3d4e5f6a7b/sessions.parquet"  # a data file: its source waits
@@ -264,8 +240,8 @@ def test_a_run_log_object_that_is_not_parquet_is_named_and_skipped(s3, tmp_path)
     assert count(reader, "SELECT COUNT(*) AS n FROM sessions", s3) == store.sessions
     assert count(reader, "SELECT COUNT(DISTINCT machine) AS n FROM sources", s3) == 1  # ana's runs, not the bad one
 
-    again = machine_ingest(ana, lake, "ana-laptop", "ana", store.global_dir, s3)  # another machine: unaffected
-    out, err = again.communicate(timeout=300)
+    again = ingest_here(ana, lake, "ana-laptop", "ana", store.global_dir, s3)  # another machine: unaffected
+    err = again.stderr
     assert again.returncode == 0 and bad in err and "Traceback" not in err, err
     assert count(ana, "SELECT COUNT(*) AS n FROM sessions", s3) == store.sessions
 
@@ -293,7 +269,7 @@ def test_a_lake_that_lists_nothing_does_not_empty_a_reader(s3, tmp_path):
     Now the merge refuses, names what it would remove and how to do it on purpose (`--full`)."""
     lake = f"s3://{BUCKET}/wiped"
     store = generate_store(tmp_path / "crush", projects=2, sessions_per_project=2, seed=7)
-    assert succeeded(machine_ingest(tmp_path / "ana", lake, "ana-laptop", "ana", store.global_dir, s3))
+    assert ok(ingest_here(tmp_path / "ana", lake, "ana-laptop", "ana", store.global_dir, s3))
     reader = tmp_path / "reader"
     assert cli("merge", "--lake", lake, env=s3, home=reader).returncode == 0
     assert count(reader, "SELECT COUNT(*) AS n FROM sessions", s3) == store.sessions
@@ -326,7 +302,7 @@ def test_a_reader_merge_against_a_dead_store_is_one_error_naming_it(tmp_path):
     env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
            "AWS_EC2_METADATA_DISABLED": "true", "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
     started = time.monotonic()
-    out = cli("merge", "--lake", f"s3://{BUCKET}/dead", env=env, home=tmp_path / "reader")
+    out = cli_in_its_own_process("merge", "--lake", f"s3://{BUCKET}/dead", env=env, home=tmp_path / "reader")
     assert time.monotonic() - started < 60
     assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
     assert out.stderr.startswith("error: cannot reach the lake") and f"127.0.0.1:{port}" in out.stderr

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
-from tests.test_team import BUCKET, s3, s3_client  # noqa: F401  (s3: the moto fixture)
+from tests.support_s3 import BUCKET, run_cli_fresh, s3, s3_client, s3_server  # noqa: F401  (the moto fixtures)
 from transforms.synth.crush import generate_store
 from pipelines import schedule
 from warehouse.lake.config import ConfigError, load_config, load_layout
@@ -23,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def cli(*args, home, cwd, env=None):
     """The CLI, in a folder of its own (where a lake taken as a relative folder would go)."""
     cwd.mkdir(parents=True, exist_ok=True)
-    return run_cli(*args, env={"AGENTLAKE_HOME": str(home), **(env or {})}, cwd=cwd)
+    return run_cli_fresh(*args, env={"AGENTLAKE_HOME": str(home), **(env or {})}, cwd=cwd)
 
 
 # --- 1. a lake of another scheme ---------------------------------------------------------------
@@ -312,6 +311,12 @@ def test_a_folder_lake_not_the_homes_own_without_team_mode_is_said(tmp_path, tea
             "and team mode is off: rows are written as the agents hold them, secrets included. Set team = true in "
             f"{home / 'config.toml'} (or --team) to redact them, or team = false (--no-team) to say it is meant\n")
     assert (said in out.stderr) == (team is None), out.stderr
+
+
+def test_the_homes_own_lake_without_team_mode_is_not_said(tmp_path):
+    """The same ingest into the home's own lake (no flag, no config: as the first case above):
+    its owner's, nothing to say. Once, not per case above: none of them changes this home."""
+    store = generate_store(tmp_path / "crush", projects=1, sessions_per_project=1, seed=7)
     own = cli("ingest", "--quiet", "--no-default", "--crush-root", str(store.global_dir), home=tmp_path / "ben",
               cwd=tmp_path / "cwd")  # the home's own lake: its owner's, nothing to say
     assert own.returncode == 0 and "team mode is off" not in own.stderr, own.stderr
