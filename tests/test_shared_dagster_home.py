@@ -14,6 +14,7 @@ from pathlib import Path
 import dagster as dg
 
 from pipelines.runner import _instance_with_partitions, dagster_env
+from tests.conftest import run_cli
 from transforms.synth.crush import generate_store
 from warehouse.lake.layout import Layout
 
@@ -78,9 +79,7 @@ def test_two_ingests_with_one_dagster_home_both_land(tmp_path):
         out, err = run.communicate(timeout=300)
         assert run.returncode == 0, f"{err[-4000:]}\n{out[-2000:]}"
     for name, store in zip(("ana", "ben"), stores):
-        out = subprocess.run([sys.executable, "-m", "pipelines.cli", "sql", "--home", str(tmp_path / name / "home"),
-                              "--format", "csv", "SELECT COUNT(*) FROM sessions"],
-                             capture_output=True, text=True, timeout=120)
+        out = run_cli("sql", "--home", tmp_path / name / "home", "--format", "csv", "SELECT COUNT(*) FROM sessions")
         assert out.returncode == 0, out.stderr
         assert out.stdout.split()[-1] == str(store.sessions)
 
@@ -94,9 +93,9 @@ def _cut_short(dagster_home: Path) -> None:
                 db.execute(f'DROP TABLE "{name}"')
 
 
-def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, **(env or {})})
+def _cli(*args: str, env: dict | None = None):
+    """One ingest after another, each with its own Dagster instance: in this process."""
+    return run_cli(*args, env=env)
 
 
 def test_a_first_run_killed_while_dagster_made_its_tables_is_completed_by_the_next(tmp_path, monkeypatch):
