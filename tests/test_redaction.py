@@ -129,6 +129,7 @@ CASES = (
     Case("url_password", "git clone https://oauth2:" + _HOOK[::-1] + "@gitlab.example.com/g/r.git", (_HOOK[::-1],)),
     Case("azure_storage_key", "DefaultEndpointsProtocol=https;AccountName=acct;Account" + "Key="
          + _AZURE + ";EndpointSuffix=core.windows.net", (_AZURE,)),
+    Case("azure_sas", "https://acct.blob.core" + ".windows.net/c/f?sv=2022-11-02&sp=r&si" + "g=" + _AZURE[:43] + "=", (_AZURE[:43],)),
     _token("slack_token", "xa" + "pp-1-A" + _rand(10, string.ascii_uppercase) + "-" + _rand(13, string.digits)
            + "-" + _rand(64, "0123456789abcdef")),
     _token("sendgrid", "S" + "G." + _rand(22, ALNUM + "_-") + "." + _rand(43, ALNUM + "_-")),

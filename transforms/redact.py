@@ -51,9 +51,11 @@ _SEP = r"(?![a-z0-9_-])(?:\\*[\"'])?[ \t]*(?::=|[:=])[ \t]*"  # key ends (not `t
 _NUMBER = r"-?[0-9][0-9.eE+-]*"
 _CODE = rf"(?:(?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*|\w*(?:{'|'.join(_KEYS)})|{_NUMBER})(?!{_V})"
 # An escaped backslash is taken whole, never as the start of a nested escape (`\\\"`). A
-# value starting with `:` `,` `}` `]` or a space follows a quote that CLOSES a JSON string.
+# value starting with `:` `,` `}` `]` or a space follows a quote that CLOSES a JSON string. A
+# single-quoted value may open the POSIX way, inside a quoted script: `'"'"'` or `'\''` (a Codex
+# shell command is its argv joined so: transforms/codex/tools.py).
 _VALUE = (rf"(?:\\*\"(?P<KIND>{_NOT_REF}(?![\s:,}}\]])(?:[^\"\\\r\n]|\\\\(?![\\\"])){{8,}}+)"
-          rf"|\\*'(?P<KIND_2>{_NOT_REF}(?:[^'\"\\\r\n]|\\\\(?![\\\"'])){{8,}}+)"
+          rf"|(?:\\*'(?:\\*\"\\*'\\*\"|\\+'))?\\*'(?P<KIND_2>{_NOT_REF}(?:[^'\"\\\r\n]|\\\\(?![\\\"'])){{8,}}+)"
           rf"|(?P<KIND_3>{_NOT_REF}(?!{_CODE}){_V}{{8,}}+(?![(\[])))")  # KIND: the group's name
 _B64 = r"[A-Za-z0-9._~+/=-]"
 _PEM = (r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
@@ -83,7 +85,8 @@ _STRONG_KEY = re.compile(r"passw(?:or)?d|passphrase|(?:^|[_-])(?:pass|pwd|pw)$|s
                          r"|(?:api|private|access|account|secret|master|shared[_-]?access)[_-]?key$")
 _WORDS = r"passw(?:or)?d|passphrase|secret|token|credentials?|auth|key"
 _SHORT = r"(?:[a-z0-9]+[_-])*(?:pass|pwd|pw)"  # only as a key's last word: `db_pass`, not `bypass`
-_KEY = rf"(?<![a-z0-9])(?P<key>(?:[a-z0-9_-]*?(?:{_WORDS})|{_SHORT})(?:[_-]base)?)"
+# a key starts a word, or follows a JSON-escaped newline (`HOST=db\nDB_PASSWORD=...`)
+_KEY = rf"(?:(?<![a-z0-9])|(?<=\\[nrt]))(?P<key>(?:[a-z0-9_-]*?(?:{_WORDS})|{_SHORT})(?:[_-]base)?)"
 # not secrets: literals, types and placeholder words that follow a secret's key in code and docs
 _STOP = frozenset("""none null nil true false yes no on off str string int integer bool boolean bytes number
     float any object optional required undefined empty hidden masked redacted unset default example sample
@@ -94,6 +97,7 @@ _CODE_ROOTS = ("os.", "self.", "settings.", "config.", "cfg.", "conf.", "env.", 
 _IDENT_CALL = re.compile(r"[A-Za-z_][\w.]*\(")
 _DOTTED = re.compile(r"(?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*")
 _SECRET_WORD = re.compile(r"pass|pwd|secret|token|key|auth|cred", re.I)
+_WORDS_OF = re.compile(r"[_-]|(?<=[a-z])(?=[A-Z])")  # an identifier's words: `snake_case`, `camelCase`
 
 
 def _entropy(value: str) -> float:
@@ -109,13 +113,21 @@ def random_looking(value: str) -> bool:
             and max(map(len, re.findall(r"[A-Za-z0-9+/]+", value)), default=0) >= 16 and _entropy(value) >= 3.0)
 
 
+def _a_name(value: str) -> bool:
+    """`github_token`, `DB_PASSWORD`, `accessToken`: an identifier one of whose words (between `_`,
+    `-` and camel humps) starts with a secret's word and is letters only. Not `Winter2024_topsecret`
+    nor `Passw0rd2024`: a password that holds such a word was taken for a name and kept."""
+    return bool(re.fullmatch(r"[A-Za-z_][\w-]*", value)) and any(
+        word.isalpha() and _SECRET_WORD.match(word) for word in _WORDS_OF.split(value))
+
+
 def _plausible(key: str, value: str, env: bool = False) -> bool:
     """Whether `value`, assigned to a key that names a secret, is one."""
     bare = value.strip("\"'")
     if (len(bare) < 4 or bare.lower() in _STOP or len(set(bare)) == 1 or re.fullmatch(_NUMBER, bare)
             or bare.lower().startswith(_CODE_ROOTS) or _IDENT_CALL.match(bare)
             or (_DOTTED.fullmatch(bare) and _SECRET_WORD.search(bare.rpartition(".")[2]))
-            or (re.fullmatch(r"[A-Za-z_][\w-]*", bare) and _SECRET_WORD.search(bare))):  # a name: `github_token`
+            or _a_name(bare)):
         return False
     if _STRONG_KEY.search(key.lower()):  # under 8 characters, prose (`token: context`) is no secret
         return len(bare) >= 8 or env or not bare.isalpha() or not bare.islower()
@@ -131,8 +143,9 @@ def _check_env(text: str, match: re.Match, start: int, end: int):  # a `.env` li
 
 
 # the same, in shell and `.env` context (line start, after a space, quote, `;` `&` `|` `(`), where
-# the value runs to the next space or quote: `.` `&` `_` `,` and all stay in it
-_ENV = (rf"(?:(?<=[\s\"'`;&|(])|^|(?<=\\[nrt]))(?:export[ \t]+)?{_KEY}=(?:\\*[\"'])?"
+# the value runs to the next space or quote: `.` `&` `_` `,` and all stay in it. Quotes before it
+# may be a run: `'"'"'`, a value quoted the POSIX way inside a quoted script
+_ENV = (rf"(?:(?<=[\s\"'`;&|(])|^|(?<=\\[nrt]))(?:export[ \t]+)?{_KEY}=(?:\\*[\"'])*+"
         rf"(?P<secret_assignment>{_NOT_REF}(?![:,}}\]])[^\s\"'\\`;|<>]{{4,}}+)")  # not after a closing quote
 # `key: value`, `"key": "value"`, `key = 'value'`: the value as _VALUE takes it, from 4 characters
 _NAMED = (_KEY + _SEP + _VALUE.replace("KIND", "secret_assignment").replace("{8,}", "{4,}")
@@ -148,7 +161,7 @@ _ASSIGNED = (rf"""(?i:(?:{_WORDS}|pass|pwd|pw)(?:[_-]base)?)(?:=(?:\\*["']|{_VAL
 
 # --- command-line flags ---------------------------------------------------------------------
 _START = r"(?:(?<![A-Za-z0-9_-])|(?<=\\[nrt])|(?<=\\u[0-9A-Fa-f]{4}))"  # a word starts, or follows an escape
-_ARG = rf"(?:\\*[\"'])?(?P<cli_password>{_NOT_REF}(?!-)[^\s\"'\\`;|]{{4,}}+)"
+_ARG = rf"(?:\\*[\"'])*+(?P<cli_password>{_NOT_REF}(?!-)[^\s\"'\\`;|]{{4,}}+)"
 def _check_user_password(text: str, match: re.Match, start: int, end: int):
     password = text[start:end]
     return None if password.lower() == match.group("user").lower() or password.isdigit() else (start, end)
@@ -157,8 +170,8 @@ def _check_user_password(text: str, match: re.Match, start: int, end: int):
 _CLI = (
     # curl -u user:pw, curl --user=user:pw (not `docker run -u 1000:1000`, `-u root:root`)
     (("u(?<=-u)", "r(?<=--user)"), True,
-     ((rf"{_START}(?:-u|--user)(?:[ \t]+|=)(?:\\*[\"'])?(?P<user>[^\s:\"'\\]+):{_ARG}", _check_user_password),),
-     rf"""(?i:(?:-u|--user)(?:[ \t]+|=)(?:\\*["'])?[^{_WS}:"'\\]+:)"""),
+     ((rf"{_START}(?:-u|--user)(?:[ \t]+|=)(?:\\*[\"'])*+(?P<user>[^\s:\"'\\]+):{_ARG}", _check_user_password),),
+     rf"""(?i:(?:-u|--user)(?:[ \t]+|=)(?:\\*["'])*[^{_WS}:"'\\]+:)"""),
     # mysql -pPW, mysqldump -u root -pPW db (the password glued to -p; -P is the port)
     (("q(?<=mysq)", "b(?<=mariadb)"), False,
      (rf"(?i:mysql\w*|mariadb\w*)(?:[ \t]+[^\s|;&]+)*?[ \t]+-p{_ARG.replace('(?!-)', '')}",),
@@ -222,6 +235,12 @@ def _check_standalone(text: str, match: re.Match, start: int, end: int):
 _SESSION_TOKEN = r"(?:F[wQ]oGZXIvYXdz|[IA][Qg]oJb3JpZ2luX2Vj)[A-Za-z0-9/+=]{20,}(?P<aws_session_token>)"
 
 
+# an Azure SAS's signature, in a URL's query or a connection string's SharedAccessSignature: an
+# HMAC-SHA256 in base64 (43 characters and `=`), URL-encoded or not. Only the signature goes: what
+# the SAS grants and until when stay readable. detect-secrets has a rule for the account key only.
+_SAS_SIGNATURE = r"(?:(?<=[?&])|(?<=\\u0026))sig=(?P<azure_sas>(?:[A-Za-z0-9+/]|%2[BbFf]){43}(?:=|%3[Dd]))"
+
+
 def _check_rule(text: str, match: re.Match, start: int, end: int):
     """A detect-secrets match: its longest group of 8+ characters (the value of an assignment),
     else the whole match less the boundary characters some rules take (`"`, space, `=`); never
@@ -278,6 +297,7 @@ _SHAPES = (
      r"eyJ[A-Za-z0-9_-]{5,}\.eyJ"),
     (r":(?=//)", False, (rf"://[^\s:/@\"'\\\[]*:(?P<url_password>{_NOT_REF}[^\s/\"'\\]+)@",),
      rf"""://[^{_WS}:/@"'\\\[]*:[^{_WS}/"'\\]+@"""),
+    (r"g(?<=sig)(?==)", False, (_SAS_SIGNATURE,), r"sig=(?:[A-Za-z0-9+/]|%2[BbFf]){43}"),
     (r"z(?<=authoriz)", True, (_AUTHORIZATION,), r"""(?i:authorization(?:\\*["'])?[ \t]*[:=])"""),
     (r"b(?=earer)", True, (rf"bearer[ \t]+(?=[a-z0-9._~+/=-]*[0-9])(?P<auth_header>{_NOT_REF}{_B64}{{8,}}+)",),
      r"(?i:bearer[ \t]+[a-z0-9._~+/=-]{8})"),

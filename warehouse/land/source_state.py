@@ -75,7 +75,21 @@ class SourceStates:
 
     def save(self, provider: str, source_id: str, state: SourceState) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        replace_file(self.file(provider, source_id), json.dumps(asdict(state), indent=1, sort_keys=True))
+        replace_file(self.file(provider, source_id), json.dumps(self._as_written(state), indent=1, sort_keys=True))
+
+    def _as_written(self, state: SourceState) -> dict:
+        """The state as its file holds it. In team mode a local lake is a shared folder, and the
+        states are in it: their path and error lose their secrets as the run log's `db_path` and
+        `error` do (a token in a folder's name was found there). On object storage the states
+        stay in the home, as private as the agents' own files."""
+        data = asdict(state)
+        if self.layout.team and not self.layout.remote and (state.path or state.failed):
+            from transforms.redact import Policy, redact_log_row
+
+            row = {"db_path": state.path, "error": state.failed}
+            redact_log_row(row, Policy.from_mapping(dict(self.layout.privacy)))
+            data["path"], data["failed"] = row["db_path"], row["error"]
+        return data
 
     def forget(self, provider: str, source_id: str) -> None:
         """A source that is no more (a session now landed with its project: transforms.bundle)."""
