@@ -5,7 +5,8 @@ import json
 import pytest
 
 from pipelines.cli import main
-from tests.conftest import T0
+from tests.conftest import T0, copy_home
+from tests.support_homes import ONE_SESSION_COST, one_session_home
 from transforms.synth.crush import add_message, add_session, write_registry
 from transforms.synth.crush_parts import text_part
 
@@ -13,7 +14,7 @@ from transforms.synth.crush_parts import text_part
 @pytest.fixture
 def home(tmp_path, monkeypatch):
     monkeypatch.setenv("AGENTLAKE_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)  # the home's own instance, as a user's ingest has
     monkeypatch.setenv("CRUSH_GLOBAL_DATA", str(tmp_path / "crush-global"))  # never the real ones
     monkeypatch.setenv("CODEWHALE_HOME", str(tmp_path / "codewhale"))
     return tmp_path / "home"
@@ -25,6 +26,14 @@ def _store(project, name="cli-proj", cost=0.125):
     add_message(p.conn, "m", "s", "user", [text_part("hi")], created_at=T0)
     p.close()
     return p
+
+
+@pytest.fixture
+def ingested(home, built_once):
+    """The home after `agentlake ingest` of `_store`'s one session (cli-proj, 0.125), for the
+    tests that read it: built once, each test has a copy."""
+    assert ONE_SESSION_COST == 0.125
+    return copy_home(one_session_home(built_once).home, home)
 
 
 def test_ingest_reads_the_registry_then_sql_answers(home, project, tmp_path, capsys):
@@ -40,10 +49,7 @@ def test_ingest_reads_the_registry_then_sql_answers(home, project, tmp_path, cap
     assert "0 ok, 1 unchanged" in capsys.readouterr().out
 
 
-def test_sql_formats(home, project, capsys):
-    p = _store(project)
-    main(["ingest", "--db", str(p.db)])
-    capsys.readouterr()
+def test_sql_formats(ingested, capsys):
     main(["sql", "SELECT 'a,b' AS x, 1.5 AS y", "--format", "csv"])
     assert capsys.readouterr().out.splitlines() == ["x,y", '"a,b",1.5']
     main(["sql", "SELECT 'a' AS x, 1.5 AS y"])
@@ -130,14 +136,17 @@ def test_an_ingest_in_process_leaves_dagster_home_as_it_found_it(project, tmp_pa
     capsys.readouterr()
 
 
-def test_an_ingest_lands_and_merges_in_one_dagster_run(home, project, tmp_path, capsys):
+def test_an_ingest_lands_and_merges_in_one_dagster_run(built_once, tmp_path):
     """A run of its own for the merge cost Dagster's run set-up, a new SQLite file for its events
-    and a dozen events."""
+    and a dozen events. The shared home's `agentlake ingest --no-default --db` (a DAGSTER_HOME set
+    elsewhere) is the ingest looked at; its instance is read from a copy."""
+    import shutil
+
     import dagster as dg
 
-    p = _store(project)
-    assert main(["ingest", "--no-default", "--db", str(p.db)]) == 0
-    capsys.readouterr()
+    built = one_session_home(built_once)
+    assert "[1/1] ok" in built.err
+    shutil.copytree(built.dagster, tmp_path / "dagster")
     with dg.DagsterInstance.from_config(str(tmp_path / "dagster")) as instance:
         [run] = instance.get_runs()
         for key in ("landing", "sessions", "daily_costs"):
@@ -194,7 +203,8 @@ def test_a_home_moved_or_copied_keeps_working_and_another_lake_rebuilds_it(home,
 
     from transforms.synth.crush import generate_store
 
-    store = generate_store(tmp_path / "crush", projects=3, sessions_per_project=12, seed=3)
+    # one project: one source, landed in this process (enough rows that the tables are Parquet files)
+    store = generate_store(tmp_path / "crush", projects=1, sessions_per_project=12, seed=3)
     ingest = ["ingest", "--no-default", "--crush-root", str(store.global_dir)]
     count = ["sql", "SELECT COUNT(*) AS n, ROUND(SUM(cost_usd), 9) AS usd FROM sessions", "--format", "csv"]
     assert main(ingest) == 0
@@ -233,10 +243,10 @@ def test_a_home_moved_or_copied_keeps_working_and_another_lake_rebuilds_it(home,
     assert main(count) == 0 and capsys.readouterr().out == expected  # the lake named once, not since
 
 
-def test_a_warehouse_that_is_not_a_catalog_is_a_usage_error_and_stays_untouched(home, project, tmp_path, capsys):
+def test_a_warehouse_that_is_not_a_catalog_is_a_usage_error_and_stays_untouched(ingested, tmp_path, capsys):
     import duckdb
 
-    assert main(["ingest", "--db", str(_store(project).db)]) == 0  # a lake to merge from
+    assert (ingested / "lake").is_dir()  # a lake to merge from
     folder = tmp_path / "a-folder"
     folder.mkdir()
     junk = tmp_path / "notes.db"
@@ -258,24 +268,20 @@ def test_a_warehouse_that_is_not_a_catalog_is_a_usage_error_and_stays_untouched(
     assert not list(tmp_path.glob("*writer*")) and not (tmp_path / "out.duckdb").exists()
 
 
-def test_sql_runs_one_statement_and_says_so_when_given_more(home, project, capsys):
-    main(["ingest", "--db", str(_store(project).db)])
-    capsys.readouterr()
+def test_sql_runs_one_statement_and_says_so_when_given_more(ingested, capsys):
     assert main(["sql", "SELECT 1 AS a; SELECT 2 AS b"]) == 2  # not the last one's rows alone
     assert "the query holds 2 statements: give one at a time" in capsys.readouterr().err
     assert main(["sql", "SELECT 1 AS a;", "--format", "csv"]) == 0
     assert capsys.readouterr().out.splitlines() == ["a", "1"]
 
 
-def test_sql_refuses_statements_that_write_files_and_the_catalog_stays_a_catalog(home, project, tmp_path, capsys):
+def test_sql_refuses_statements_that_write_files_and_the_catalog_stays_a_catalog(ingested, tmp_path, capsys):
     """A trial's `COPY (SELECT 1) TO '<home>/warehouse.ducklake'` exited 0 and left the catalog a
     4-byte CSV: the lake is attached read-only, but COPY, EXPORT and ATTACH reach other files."""
     from warehouse.lake.layout import Layout
 
-    main(["ingest", "--db", str(_store(project).db)])
-    catalog = Layout.resolve(home=home).warehouse
+    catalog = Layout.resolve(home=ingested).warehouse
     before = catalog.read_bytes()
-    capsys.readouterr()
     for kind, query in [("COPY", f"COPY (SELECT 1 AS a) TO '{catalog}' (FORMAT csv)"),
                         ("COPY", f"COPY sessions TO '{tmp_path / 'out.parquet'}'"),
                         ("EXPORT", f"EXPORT DATABASE '{tmp_path / 'export'}'"),
@@ -289,12 +295,12 @@ def test_sql_refuses_statements_that_write_files_and_the_catalog_stays_a_catalog
     assert capsys.readouterr().out.splitlines() == ["n", "1"]
 
 
-def test_a_readers_home_reads_what_its_merge_read_without_naming_the_lake_again(home, project, tmp_path, capsys):
+def test_a_readers_home_reads_what_its_merge_read_without_naming_the_lake_again(home, built_once, tmp_path, capsys):
     """README, Team setup: a reader runs `merge --lake ...` once; `sql`, `report` and `serving`
     then read that warehouse with no --lake, and a second `merge` says which lake to name."""
-    p = _store(project)
-    lake = tmp_path / "machine-a" / "lake"
-    assert main(["ingest", "--db", str(p.db), "--home", str(tmp_path / "machine-a")]) == 0
+    # machine A's home after its `agentlake ingest` of `_store`'s session
+    lake = copy_home(one_session_home(built_once).home, tmp_path / "machine-a") / "lake"
+    assert list(lake.rglob("*.parquet"))  # what its ingest landed, to merge
     reader = ["--home", str(tmp_path / "reader")]
     assert main(["merge", "--lake", str(lake), *reader]) == 0
     capsys.readouterr()
