@@ -8,7 +8,7 @@ import sqlite3
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import T0, ingest, query, scalar
+from tests.conftest import T0, discover_only, ingest, ingest_tables, query, scalar
 from transforms.synth.crush import add_message, add_session
 from transforms.synth.crush_parts import text_part
 from warehouse.land.ingest import clean_stale_staging
@@ -43,7 +43,7 @@ def _two_day_project(project):
 
 def test_hive_layout_and_file_names(layout, project):
     p = _two_day_project(project)
-    summary = ingest(layout, p.db)
+    summary = ingest_tables(layout, p.db)
     sid = summary.results[0].source.source_id
     landing = sorted(str(f.relative_to(layout.lake)) for f in layout.lake.glob("_landing/**/*.parquet")
                      if "/_runs/" not in str(f))
@@ -78,7 +78,7 @@ def test_changed_source_is_rewritten_and_pruned_sessions_are_kept(layout, projec
     """History outlives the agent: a session deleted from the source stays in the lake,
     a session still there is rewritten from the source."""
     p = _two_day_project(project)
-    ingest(layout, p.db)
+    ingest_tables(layout, p.db)
     before = query(layout, "SELECT session_id, cost_usd FROM sessions ORDER BY 1")
     conn = sqlite3.connect(p.db)
     conn.execute("PRAGMA foreign_keys=ON")
@@ -86,7 +86,7 @@ def test_changed_source_is_rewritten_and_pruned_sessions_are_kept(layout, projec
     conn.execute("UPDATE sessions SET cost = 0.75 WHERE id = 's1'")
     conn.commit()
     conn.close()
-    summary = ingest(layout, p.db)
+    summary = ingest_tables(layout, p.db)
     assert summary.results[0].status == "ok" and summary.results[0].retained_sessions == 1
     assert query(layout, "SELECT session_id, cost_usd FROM sessions ORDER BY 1") == [("s1", 0.75), before[1]]
     assert scalar(layout, "SELECT COUNT(*) FROM messages") == 2
@@ -97,11 +97,11 @@ def test_changed_source_is_rewritten_and_pruned_sessions_are_kept(layout, projec
 
 def test_failed_source_keeps_its_previous_data(layout, project):
     p = _two_day_project(project)
-    ingest(layout, p.db)
+    ingest_tables(layout, p.db)
     p.db.write_bytes(b"this is not sqlite" * 100)
     for suffix in ("-wal", "-shm"):
         p.db.with_name(p.db.name + suffix).unlink(missing_ok=True)
-    summary = ingest(layout, p.db)
+    summary = ingest_tables(layout, p.db)
     assert summary.results[0].status == "failed" and summary.exit_code == 1
     assert scalar(layout, "SELECT COUNT(*) FROM sessions") == 2
     assert scalar(layout, "SELECT error FROM sources WHERE status = 'failed'").startswith(str(p.db))
@@ -127,7 +127,7 @@ def test_views_work_on_an_empty_lake(layout):
 
 def test_views_use_absolute_paths_from_any_directory(layout, project, tmp_path, monkeypatch):
     p = _two_day_project(project)
-    ingest(layout, p.db)
+    ingest_tables(layout, p.db)
     monkeypatch.chdir(tmp_path)
     assert scalar(layout, "SELECT COUNT(*) FROM sessions") == 2
     assert scalar(layout, "SELECT data_path FROM ducklake_settings('lake')").startswith(str(layout.lake))
@@ -154,13 +154,13 @@ def test_a_contract_change_rewrites_sources_written_before_it(layout, project):
     import json
 
     p = _two_day_project(project)
-    first = ingest(layout, p.db)
+    first = ingest_tables(layout, p.db)
     state_file = next(layout.state_dir.glob("*.json"))
     state = json.loads(state_file.read_text())
     state["schema"] = "an-older-contract"
     state_file.write_text(json.dumps(state))
-    assert ingest(layout, p.db).results[0].status == "ok"  # rewritten, though the db is unchanged
-    assert ingest(layout, p.db).results[0].status == "unchanged"
+    assert ingest_tables(layout, p.db).results[0].status == "ok"  # rewritten, though the db is unchanged
+    assert ingest_tables(layout, p.db).results[0].status == "unchanged"
     assert first.results[0].status == "ok"
 
 
@@ -171,7 +171,7 @@ def test_views_still_answer_while_old_and_new_files_are_mixed(layout, project):
     from warehouse.catalog.build import build_warehouse
 
     p = _two_day_project(project)
-    ingest(layout, p.db)
+    ingest_tables(layout, p.db)
     old = next(layout.lake.glob("_landing/**/sessions.parquet"))
     table = pq.read_table(old)
     pq.write_table(table.drop_columns(["total_tokens"]).replace_schema_metadata(table.schema.metadata), old)
@@ -182,9 +182,9 @@ def test_views_still_answer_while_old_and_new_files_are_mixed(layout, project):
 def test_a_deleted_landing_file_heals_on_the_next_run(layout, project):
     """A landing file deleted by hand (or an emptied bucket) makes the source be read again."""
     p = _two_day_project(project)
-    ingest(layout, p.db)
+    ingest_tables(layout, p.db)
     next(layout.lake.glob("_landing/**/messages.parquet")).unlink()
-    summary = ingest(layout, p.db)
+    summary = ingest_tables(layout, p.db)
     assert summary.results[0].status == "ok"
     assert scalar(layout, "SELECT COUNT(*) FROM messages") == 2
 
@@ -198,7 +198,7 @@ def test_a_run_killed_before_the_merge_is_merged_by_the_next(layout, project):
     from warehouse.catalog.build import build_warehouse
 
     p = _two_day_project(project)
-    ingest(layout, p.db)
+    ingest_tables(layout, p.db)
     conn = sqlite3.connect(p.db)
     add_message(conn, "m3", "s1", "user", [text_part("c")], created_at=T0 + 5)
     conn.commit()
@@ -222,7 +222,7 @@ def test_many_sources_share_a_partitions_files(tmp_path):
     store = generate_store(tmp_path / "crush", projects=3, sessions_per_project=6, seed=4)
     layouts = [Layout.resolve(home=tmp_path / "home", lake=tmp_path / "lake", machine=m) for m in ("a", "b", "c")]
     for lay in layouts:
-        ingest(lay, roots=[store.global_dir], full_refresh=True)
+        ingest_tables(lay, roots=[store.global_dir], full_refresh=True)
     compact(layouts[0].warehouse, keep_seconds=0)
     files = list((tmp_path / "lake" / "main" / "messages").rglob("*.parquet"))
     partitions = {f.parent for f in files}
@@ -233,18 +233,25 @@ def test_many_sources_share_a_partitions_files(tmp_path):
     assert scalar(layouts[0], "SELECT COUNT(*) FROM messages") == 3 * store.messages
 
 
+def _land_on_machines(store, tmp_path, machines):
+    """The store landed into the shared lake `tmp_path/lake` by each machine, unmerged: the tests
+    that call this merge what landed into a catalog of their own."""
+    from warehouse.land.ingest import ingest_all
+
+    sources, _ = discover_only(roots=[store.global_dir])
+    for machine in machines:
+        ingest_all(sources, Layout.resolve(home=tmp_path / machine, lake=tmp_path / "lake", machine=machine))
+
+
 def test_a_merge_reads_many_landing_files_in_batches_and_loses_no_row(tmp_path, monkeypatch):
     """A merge reads a bounded number of landing files per statement (DuckDB keeps each one's
     reader until the statement ends: 1,000 Codex sources ran out of memory). Every row arrives;
     the extra files the batches write are merged by compaction into one per partition."""
     from transforms.synth.crush import generate_store
     from warehouse.catalog import merge
-    from warehouse.lake.layout import Layout
 
     store = generate_store(tmp_path / "crush", projects=3, sessions_per_project=3, seed=5)
-    for machine in ("a", "b"):  # each project's partition is landed by two sources
-        ingest(Layout.resolve(home=tmp_path / machine, lake=tmp_path / "lake", machine=machine),
-               roots=[store.global_dir])
+    _land_on_machines(store, tmp_path, "ab")  # each project's partition is landed by two sources
     monkeypatch.setattr(merge, "FILES_PER_READ", 2)  # six sources: three reads, a project in two
     catalog, tables = tmp_path / "fresh.ducklake", tmp_path / "fresh"
     result = merge.merge(tmp_path / "lake", catalog, data_path=f"{tables}/")
@@ -261,12 +268,9 @@ def test_a_merge_that_leaves_many_files_per_partition_is_compacted(tmp_path, mon
     from warehouse.catalog import merge
     from warehouse.catalog import build
     from warehouse.lake import ducklake
-    from warehouse.lake.layout import Layout
 
     store = generate_store(tmp_path / "crush", projects=3, sessions_per_project=3, seed=5)
-    for machine in "abcde":
-        ingest(Layout.resolve(home=tmp_path / machine, lake=tmp_path / "lake", machine=machine),
-               roots=[store.global_dir])
+    _land_on_machines(store, tmp_path, "abcde")
     monkeypatch.setattr(merge, "FILES_PER_READ", 1)  # a file per source in every partition
     catalog = tmp_path / "fresh.ducklake"
     compacted = []  # the messages' files when `refresh` compacted
@@ -297,7 +301,7 @@ def test_a_lost_state_loses_no_history(layout, project):
     import shutil
 
     p = _two_day_project(project)
-    ingest(layout, p.db)
+    ingest_tables(layout, p.db)
     before = query(layout, "SELECT session_id, cost_usd FROM sessions ORDER BY 1")
     shutil.rmtree(layout.state_dir)
     conn = sqlite3.connect(p.db)
@@ -305,7 +309,7 @@ def test_a_lost_state_loses_no_history(layout, project):
     conn.execute("DELETE FROM sessions WHERE id = 's2'")
     conn.commit()
     conn.close()
-    summary = ingest(layout, p.db)
+    summary = ingest_tables(layout, p.db)
     assert summary.results[0].retained_sessions == 1
     assert query(layout, "SELECT session_id, cost_usd FROM sessions ORDER BY 1") == before
     assert scalar(layout, "SELECT COUNT(*) FROM messages") == 2
@@ -317,7 +321,7 @@ def test_merge_full_and_compact_from_the_cli(layout, project, capsys):
     from pipelines.cli import main
 
     p = _two_day_project(project)
-    ingest(layout, p.db)
+    ingest_tables(layout, p.db)
     args = ["--home", str(layout.home)]
     assert main(["compact", *args, "--keep-seconds", "0"]) == 0
     assert "data files:" in capsys.readouterr().out
@@ -337,7 +341,7 @@ def test_tables_of_an_older_layout_are_rebuilt_in_the_new_one_with_every_row(lay
     from warehouse.catalog.build import refresh
 
     p = _two_day_project(project)
-    ingest(layout, p.db)
+    ingest_tables(layout, p.db)
     rows = "SELECT date, project, source_id, session_id, cost_usd FROM sessions ORDER BY session_id"
     before = query(layout, rows)
     with ducklake.writing(layout.warehouse) as con:  # as a release partitioned by month left it
@@ -366,7 +370,7 @@ def test_files_a_killed_merge_left_are_invisible_and_compact_orphans_removes_the
     from pipelines.cli import main
 
     p = _two_day_project(project)
-    ingest(layout, p.db)
+    ingest_tables(layout, p.db)
     stray = layout.lake / "main" / "messages" / "year=2026" / "project=two-days" / "ducklake-stray.parquet"
     stray.parent.mkdir(parents=True, exist_ok=True)
     stray.write_bytes(b"")  # what SIGKILL leaves of a file being written
@@ -409,20 +413,26 @@ def test_machines_sharing_a_lake_folder_keep_their_tables_apart(tmp_path, projec
 
 def _marts_equal_a_full_recompute(layout):
     """Every mart table holds exactly what its SQL computes from the tables now (as multisets)."""
-    from warehouse.catalog.marts import MARTS, create_mart_views
+    from tests.support_marts import recompute_marts
+    from warehouse.catalog.marts import MARTS
     from warehouse.lake.ducklake import connect
 
     with connect(layout.warehouse) as con:
-        create_mart_views(con)
+        recompute_marts(con)
+        counts = {}
         for name in MARTS:
             # sums of doubles depend on the order rows arrive in: compared to the nano-dollar
             cols = ", ".join(f'round("{c}", 9)' if t == "DOUBLE" else f'"{c}"'
                              for c, t in con.execute(f'SELECT column_name, column_type FROM (DESCRIBE lake.main."{name}")').fetchall())
-            for a, b in (("lake.main", "temp.main"), ("temp.main", "lake.main")):
-                extra = con.execute(f'SELECT COUNT(*) FROM (SELECT {cols} FROM {a}."{name}" '
-                                    f'EXCEPT ALL SELECT {cols} FROM {b}."{name}")').fetchone()[0]
+            # the mart table is read once (each read of a lake table looks its files up in the catalog)
+            *extras, counts[name] = con.execute(
+                f'WITH written AS MATERIALIZED (SELECT {cols} FROM lake.main."{name}"), '
+                f'fresh AS MATERIALIZED (SELECT {cols} FROM temp.main."{name}") '
+                "SELECT (SELECT COUNT(*) FROM (FROM written EXCEPT ALL FROM fresh)), "
+                "(SELECT COUNT(*) FROM (FROM fresh EXCEPT ALL FROM written)), (SELECT COUNT(*) FROM written)").fetchone()
+            for a, extra in zip(("lake.main", "temp.main"), extras):
                 assert extra == 0, (name, a)
-        return {name: con.execute(f'SELECT COUNT(*) FROM lake.main."{name}"').fetchone()[0] for name in MARTS}
+        return counts
 
 
 def test_marts_are_updated_for_the_projects_a_merge_touched(tmp_path):
@@ -474,16 +484,16 @@ def test_a_source_that_failed_is_not_read_again_until_it_changes(layout, project
     bad = tmp_path / "broken" / ".crush" / "crush.db"
     bad.parent.mkdir(parents=True)
     bad.write_bytes(b"not a database " * 400)
-    first = ingest(layout, bad)
+    first = ingest_tables(layout, bad)
     assert first.results[0].status == "failed" and "not a readable SQLite database" in first.results[0].error
-    again = ingest(layout, bad)
+    again = ingest_tables(layout, bad)
     assert again.results[0].status == "failed"
     assert "unchanged since; not read again" in again.results[0].error
     assert "not a readable SQLite database" in again.results[0].error  # the reason is kept
     bad.unlink()
     p = _two_day_project(project)
     shutil.copyfile(p.db, bad)  # the same path, now a good store
-    fixed = ingest(layout, bad)
+    fixed = ingest_tables(layout, bad)
     assert fixed.results[0].status == "ok"
     assert scalar(layout, "SELECT COUNT(*) FROM sessions WHERE title = 'day two'") >= 1
 
@@ -593,7 +603,7 @@ def test_a_mart_is_built_with_the_threads_its_header_asks_for(layout, project):
     from warehouse.lake import ducklake
     from warehouse.catalog import marts
 
-    ingest(layout, _two_day_project(project).db)
+    ingest_tables(layout, _two_day_project(project).db)
     seen, blocks = {}, {}
 
     def threads_now(con):
