@@ -9,26 +9,35 @@ import urllib.request
 import pytest
 
 from pipelines.cli import main
-from tests.conftest import query, scalar
+from tests.conftest import copy_home, query, scalar
 from transforms.synth.demo import generate_demo
 from transforms.provider import DiscoverOptions
 from transforms.providers import PROVIDERS
 from warehouse.serve.dashboard.server import make_server
 from warehouse.land.ingest import discover_sources, ingest_all
 from warehouse.catalog.build import build_warehouse
+from warehouse.lake.layout import Layout
 
 AGENTS = ("claude", "codewhale", "codex", "crush", "opencode")
 
 
 @pytest.fixture
-def five(layout, tmp_path):
-    demo = generate_demo(tmp_path / "demo", projects=2, sessions=4, seed=11, without_cost=0)
+def five(layout, built_once):
+    """The demo ingested once per session (the tests only read it); each test has a copy of its home."""
+    demo, template = built_once("five-agents", _five_agents)
+    copy_home(template.home, layout.home)
+    return demo
+
+
+def _five_agents(root):
+    demo = generate_demo(root / "demo", projects=2, sessions=4, seed=11, without_cost=0)
+    layout = Layout.resolve(home=root / "home", machine="laptop", user="dev")
     sources, problems = discover_sources(DiscoverOptions(env={}, extra_roots=demo.roots(), use_default=False))
     summary = ingest_all(sources, layout, workers=1)
     assert not problems and summary.by_status["failed"] == 0
     assert all(r.reconciled for r in summary.results)
     build_warehouse(layout.lake, layout.warehouse)
-    return demo
+    return demo, layout
 
 
 def expected_root_cost(demo, agent) -> float:

@@ -10,10 +10,11 @@ from decimal import Decimal
 
 import pytest
 
-from tests.conftest import T0, assistant, ingest, query
+from tests.conftest import T0, Project, assistant, copy_home, ingest, query
 from transforms.synth.claude import assistant_lines, project_slug, tool_result, tool_use, usage, user_line, write_jsonl
 from transforms.synth.crush import add_message, add_session
 from transforms.synth.crush_parts import bash_output, finish_part, text_part, tool_call_part, tool_result_part
+from warehouse.lake.layout import Layout
 
 SONNET, HAIKU = "claude-sonnet-4-5", "claude-haiku-4-5"
 D = Decimal
@@ -33,8 +34,15 @@ def step(c, mid, sid, t, call_id, name, args, result, *, is_error=False, model=S
 
 
 @pytest.fixture
-def crush_lake(layout, project):
-    p = project("shop")
+def crush_lake(layout, built_once):
+    """Built once per session (the tests only read it); each test has a copy of its home."""
+    copy_home(built_once("insights-crush", _crush_lake).home, layout.home)
+    return layout
+
+
+def _crush_lake(root):
+    layout = Layout.resolve(home=root / "home", machine="laptop", user="dev")
+    p = Project(root / "projects", "shop")
     c = p.conn
     a, x = str(p.path / "a.py"), str(p.path / "x.py")
     add_session(c, "R", title="fix a", created_at=T0, cost=1.6)
@@ -165,7 +173,14 @@ def request(sid, when, cwd, n, blocks, u, cost, stop="end_turn", **fields):
 
 
 @pytest.fixture
-def claude_lake(layout, tmp_path):
+def claude_lake(layout, built_once):
+    """Built once per session (the tests only read it); each test has a copy of its home."""
+    copy_home(built_once("insights-claude", _claude_lake).home, layout.home)
+    return layout
+
+
+def _claude_lake(tmp_path):
+    layout = Layout.resolve(home=tmp_path / "home", machine="laptop", user="dev")
     cwd = tmp_path / "web"
     cwd.mkdir()
     w = str(cwd)
@@ -335,7 +350,8 @@ def test_an_unpriced_step_leaves_the_cost_unknown_not_zero(layout, tmp_path):
 def test_an_incremental_refresh_equals_a_fresh_computation(layout, project):
     """Every mart declared `-- refresh: by project` gives, after a merge that touched one project
     only, the rows computed afresh from the tables: their project really comes from their rows."""
-    from warehouse.catalog.marts import mart_sql, temporary
+    from tests.support_marts import recompute_marts
+    from warehouse.catalog.marts import mart_sql
     from warehouse.lake.ducklake import connect
 
     dbs = []
@@ -356,9 +372,7 @@ def test_an_incremental_refresh_equals_a_fresh_computation(layout, project):
     dbs[1].close()
     ingest(layout, *(p.db for p in dbs))  # only shop changed
     with connect(layout.warehouse) as con:
-        for name, sql in mart_sql():
-            con.execute(temporary(sql) if name.startswith("_") else
-                        sql.replace(f"CREATE OR REPLACE VIEW {name}", f"CREATE OR REPLACE TEMP VIEW fresh_{name}", 1))
+        recompute_marts(con, name_of=lambda name: f"fresh_{name}")
         for name, _ in mart_sql():
             if not name.startswith("_"):
                 for a, b in ((name, f"fresh_{name}"), (f"fresh_{name}", name)):
