@@ -1,6 +1,7 @@
 """Issue 12 item 12: Ctrl-C stops a run (exit 130) and a killed run leaves no process behind."""
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import run_cli
 from transforms.synth.crush import generate_store
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,8 +56,15 @@ def _wait_for_workers(proc, seconds=60) -> set[int]:
     return set()
 
 
-def test_ctrl_c_stops_the_run_with_130_and_leaves_no_process(tmp_path):
-    store = generate_store(tmp_path / "crush", projects=12, sessions_per_project=40, seed=21)
+@pytest.fixture
+def big_store(built_once):
+    """A store whose ingest runs long enough to start its workers; read only, built once per session."""
+    return built_once("interrupts-big-store", lambda root: generate_store(root / "crush", projects=12,
+                                                                          sessions_per_project=40, seed=21))
+
+
+def test_ctrl_c_stops_the_run_with_130_and_leaves_no_process(tmp_path, big_store):
+    store = big_store
     env = {**os.environ, "AGENTLAKE_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "home" / "dagster")}
     argv = [sys.executable, "-m", "pipelines.cli", "ingest", "--no-default", "--crush-root", str(store.global_dir)]
     proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -70,8 +79,8 @@ def test_ctrl_c_stops_the_run_with_130_and_leaves_no_process(tmp_path):
     assert not _gone(_session_pids(proc.pid), 10)
 
 
-def test_a_killed_run_leaves_no_worker_behind(tmp_path):
-    store = generate_store(tmp_path / "crush", projects=12, sessions_per_project=40, seed=22)
+def test_a_killed_run_leaves_no_worker_behind(tmp_path, big_store):
+    store = big_store
     code = ("import sys\nfrom tests.conftest import options_for\nfrom warehouse.land.ingest import discover_sources, ingest_all\n"
             "from warehouse.lake.layout import Layout\n"
             "sources, _ = discover_sources(options_for(roots=[sys.argv[1]]))\n"
@@ -95,13 +104,15 @@ def _wait_for(path: Path, proc, seconds=120) -> bool:
 
 
 @pytest.mark.parametrize("how", [(signal.SIGINT, 0.0), (signal.SIGINT, 0.4), (signal.SIGTERM, 0.2)])
-def test_a_signal_during_the_merge_ends_the_run_as_interrupted(tmp_path, how):
+def test_a_signal_during_the_merge_ends_the_run_as_interrupted(tmp_path, how, built_once):
     """Ctrl-C (or a scheduler's SIGTERM) while Dagster's run merges: Dagster handles it, and it used
     to fail the merge ("could not merge: Query interrupted", exit 1) or be printed as ignored while
     the run went on (exit 0). Wherever it lands, the run now ends as interrupted, and the next run
     has the totals right."""
     sig, delay = how
-    store = generate_store(tmp_path / "crush", projects=4, sessions_per_project=25, seed=23)
+    # read only: the cases share it
+    store = built_once("interrupts-store", lambda root: generate_store(root / "crush", projects=4,
+                                                                       sessions_per_project=25, seed=23))
     home = tmp_path / "home"
     env = {**os.environ, "AGENTLAKE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster")}
     argv = [sys.executable, "-m", "pipelines.cli", "ingest", "--no-default", "--crush-root", str(store.global_dir)]
@@ -118,11 +129,12 @@ def test_a_signal_during_the_merge_ends_the_run_as_interrupted(tmp_path, how):
         assert err.strip().splitlines()[-1] == "interrupted"
         assert "Traceback" not in err and "Exception ignored" not in err and "could not merge" not in err
         assert "sources:" not in out
-    again = subprocess.run(argv + ["--quiet"], env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+    # the next run and the count need no process of their own
+    homes = {"AGENTLAKE_HOME": home, "DAGSTER_HOME": home / "dagster"}
+    again = run_cli(*argv[3:], "--quiet", env=homes, cwd=REPO)
     assert again.returncode == 0, again.stderr[-3000:]
-    counted = subprocess.run([sys.executable, "-m", "pipelines.cli", "sql", "--format", "csv",
-                              "SELECT COUNT(*), COUNT(DISTINCT session_id) FROM sessions"],
-                             env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
+    counted = run_cli("sql", "--format", "csv", "SELECT COUNT(*), COUNT(DISTINCT session_id) FROM sessions",
+                      env=homes, cwd=REPO)
     assert counted.stdout.split()[-1] == f"{store.sessions},{store.sessions}"
 
 
@@ -139,13 +151,24 @@ def test_a_ctrl_c_while_workers_start_is_raised_once_they_have_started():
         os.kill(os.getpid(), signal.SIGINT)  # this thread does not block it: the kernel may pick it
 
     reached = []
-    with pytest.raises(KeyboardInterrupt):
-        with _sigint_held():
-            sender = threading.Thread(target=another_thread_gets_it)
-            sender.start()
-            sender.join()
-            for _ in range(1000):  # the handler runs at the next check: give it many
-                time.sleep(0.0001)
-            reached.append("the workers started")
+    # the thread the kernel picks may wait long for a core on a busy machine: its C-level handler
+    # writes to the wakeup fd once it has run, and the Python handler runs after that
+    woken, wakeup = os.pipe()
+    os.set_blocking(wakeup, False)
+    before = signal.set_wakeup_fd(wakeup)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with _sigint_held():
+                sender = threading.Thread(target=another_thread_gets_it)
+                sender.start()
+                sender.join()
+                select.select([woken], [], [], 60)
+                for _ in range(1000):  # the handler runs at the next check: give it many
+                    time.sleep(0.0001)
+                reached.append("the workers started")
+    finally:
+        signal.set_wakeup_fd(before)
+        os.close(woken)
+        os.close(wakeup)
     assert reached == ["the workers started"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
