@@ -7,14 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import scalar
+from tests.conftest import run_cli, scalar
 from transforms.synth.crush import generate_store
 from warehouse.lake.layout import Layout
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_dagster_storage_on_a_full_disk_is_one_clear_error(tmp_path):
+def test_dagster_storage_on_a_full_disk_is_one_clear_error(tmp_path, monkeypatch):
     store = generate_store(tmp_path / "crush", projects=1, sessions_per_project=3, seed=6)
     home = tmp_path / "home"
     history = home / "dagster" / "history"
@@ -29,6 +29,7 @@ def test_dagster_storage_on_a_full_disk_is_one_clear_error(tmp_path):
     assert "cannot write Dagster's storage in" in out.stderr and "disk is full" in out.stderr
     assert "Traceback" not in out.stderr
     (history / "runs.db").unlink()  # room again
-    again = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    again = run_cli(*argv[3:], env={"AGENTLAKE_HOME": home}, cwd=REPO)  # the next run needs no process of its own
     assert again.returncode == 0, again.stderr[-2000:]
     assert scalar(Layout.resolve(home=home), "SELECT COUNT(*) FROM messages") == store.messages

@@ -12,7 +12,7 @@ import pytest
 
 from transforms.synth.crush import generate_store
 from warehouse.lake.locks import LOCKS
-from warehouse.lake.scratch_dirs import OWNER, UNOWNED_AGE_S, scratch, sweep
+from warehouse.lake.scratch_dirs import OWNER, UNOWNED_AGE_S, scratch, sweep, sweep_once
 
 pytestmark = pytest.mark.skipif(not LOCKS, reason="no file locks on this system: nothing is swept")
 
@@ -77,20 +77,24 @@ def test_a_dead_owners_folder_goes_and_a_live_ones_stays(tmp_path, crush_root):
     assert sweep(tmp) == 1 and not dead_young.exists()
 
 
-def test_the_next_ingest_removes_a_killed_ingests_snapshot(tmp_path, crush_root):
+def test_the_next_ingest_removes_a_killed_ingests_snapshot(tmp_path, crush_root, monkeypatch):
+    import tempfile
+
+    from tests.conftest import ingest_tables
+    from warehouse.lake.layout import Layout
+
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     left = _killed_inside(tmp, next(crush_root.rglob("crush.db")))
     _age(left, 120)
     assert (left / OWNER).exists()
-    home = tmp_path / "home"
-    code = ("import sys; from tests.conftest import ingest; from warehouse.lake.layout import Layout; "
-            "s = ingest(Layout.resolve(home=sys.argv[1], machine='vm'), roots=[sys.argv[2]]); "
-            "print(sorted(r.status for r in s.results))")
-    out = subprocess.run([sys.executable, "-c", code, str(home), str(crush_root)], cwd=REPO, capture_output=True,
-                         text=True, env={**os.environ, "TMPDIR": str(tmp)})
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split("\n")[-2] == str(["ok"] * 2)  # the two projects
+    # the next ingest, in this process as if it were a new one (a process sweeps at its first
+    # scratch folder): its temp folder is `tmp`
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    sweep_once.cache_clear()
+    summary = ingest_tables(Layout.resolve(home=tmp_path / "home", machine="vm"), roots=[crush_root])
+    assert summary.exit_code == 0
+    assert sorted(r.status for r in summary.results) == ["ok"] * 2  # the two projects
     assert not left.exists()
     assert not list(tmp.iterdir())  # and its own snapshots and merge folder went at their end
 
