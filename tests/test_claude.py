@@ -20,7 +20,7 @@ from transforms.synth.claude import (
 from transforms.pricing import Buckets, price_buckets
 from transforms.provider import DiscoverOptions
 from warehouse.land.ingest import ingest_all
-from warehouse.catalog.build import build_warehouse
+from warehouse.catalog.build import refresh
 
 SID = "7a1e2c44-1111-4222-8333-444455556666"
 SONNET = "claude-sonnet-4-5-20250929"
@@ -400,7 +400,7 @@ def test_credential_files_are_never_opened(layout, tmp_path):
     def run():
         found = ClaudeProvider().discover(DiscoverOptions(env={"HOME": str(user)}))
         ingest_all(found.sources, layout, workers=1)
-        build_warehouse(layout.lake, layout.warehouse)
+        refresh(layout.lake, layout.warehouse, marts=False)
         done.set()
 
     threading.Thread(target=run, daemon=True).start()

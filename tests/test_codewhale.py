@@ -86,11 +86,11 @@ def test_duplicate_id_across_homes_current_copy_wins(layout, tmp_path):
     # ingest through the default homes, as a user with both would
     from transforms.provider import DiscoverOptions
     from warehouse.land.ingest import discover_sources, ingest_all
-    from warehouse.catalog.build import build_warehouse
+    from warehouse.catalog.build import refresh
 
     sources, _ = discover_sources(DiscoverOptions(env={"HOME": str(home), "CRUSH_GLOBAL_DATA": str(tmp_path / "none")}))
     ingest_all(sources, layout)
-    build_warehouse(layout.lake, layout.warehouse)
+    refresh(layout.lake, layout.warehouse, marts=False)
     assert query(layout, "SELECT session_id, cost_usd FROM sessions") == [(SID, pytest.approx(0.7))]
 
 
@@ -257,11 +257,11 @@ def test_a_fork_finds_its_parent_under_the_legacy_home(layout, tmp_path):
                                                          forked_from_message_count=4))
     from transforms.provider import DiscoverOptions
     from warehouse.land.ingest import discover_sources, ingest_all
-    from warehouse.catalog.build import build_warehouse
+    from warehouse.catalog.build import refresh
 
     sources, _ = discover_sources(DiscoverOptions(env={"HOME": str(home), "CRUSH_GLOBAL_DATA": str(tmp_path / "x")}))
     ingest_all(sources, layout, workers=1)
-    build_warehouse(layout.lake, layout.warehouse)
+    refresh(layout.lake, layout.warehouse, marts=False)
     assert scalar(layout, "SELECT SUM(cost_usd) FROM sessions WHERE is_root") == pytest.approx(0.75)
 
 

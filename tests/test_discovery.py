@@ -385,7 +385,7 @@ def test_one_agents_unusable_place_does_not_stop_the_others(tmp_path):
 def test_a_folder_name_that_is_not_utf8_is_read_and_logged(layout, tmp_path):
     """A Latin-1 folder name: its id came from `str.encode()`, which raised on its odd byte and
     took every agent's discovery down; its run log row could not be written."""
-    from tests.conftest import ingest, query
+    from tests.conftest import ingest_tables, query
     from tests.test_claude import FIXTURE, SID
 
     folder = os.path.join(os.fsencode(tmp_path / "claude" / "projects"), b"caf\xe9")
@@ -393,7 +393,7 @@ def test_a_folder_name_that_is_not_utf8_is_read_and_logged(layout, tmp_path):
     with open(os.path.join(folder, f"{SID}.jsonl".encode()), "w") as fh:  # no cwd: the folder names it
         fh.write("".join(ln.replace('"cwd":"/home/dev/shop",', "") + "\n" for ln in FIXTURE.lstrip().splitlines()))
 
-    (result,) = ingest(layout, homes={"claude": [tmp_path / "claude"]}).results
+    (result,) = ingest_tables(layout, homes={"claude": [tmp_path / "claude"]}).results
     assert result.status == "ok", result.error
     assert query(layout, "SELECT db_path, status FROM sources") == [(str(tmp_path / "claude" / "projects") + "/caf\ufffd", "ok")]
     assert query(layout, "SELECT COUNT(*), any_value(project_path) FROM sessions") == [(1, "caf\ufffd")]
@@ -412,13 +412,13 @@ def test_a_folder_named_crush_db_is_named_as_what_it_is(tmp_path):
 def test_a_warning_quoting_a_path_that_is_not_utf8_keeps_the_run_log(layout, tmp_path):
     """A Codex home under a Latin-1 folder with a stale copy of a session: the warning naming the
     copy could not be written, and the whole run's rows of `sources` were lost."""
-    from tests.conftest import ingest, query
+    from tests.conftest import ingest_tables, query
     from tests.test_codex import write_fixture
 
     home = Path(os.fsdecode(os.path.join(os.fsencode(tmp_path), b"caf\xe9-codex")))
     full = write_fixture(home)
     full.with_name(full.name.replace(".jsonl", " (1).jsonl")).write_text(full.read_text().splitlines()[0] + "\n")
-    summary = ingest(layout, homes={"codex": [home]})
+    summary = ingest_tables(layout, homes={"codex": [home]})
     (result,) = summary.results
     assert result.status == "ok" and any("another copy of a session" in w for w in result.warnings)
     (warnings,) = query(layout, "SELECT warnings FROM sources")[0]

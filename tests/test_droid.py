@@ -12,7 +12,7 @@ import pytest
 from genai_prices import Usage, calc_price
 
 from pipelines.cli import _agent_homes
-from tests.conftest import ingest, query, scalar
+from tests.conftest import ingest_tables, query, scalar
 from transforms.droid.discover import discover
 from transforms.droid.normalise import model_name
 from transforms.synth.droid import SessionBuilder, generate_home, token_usage
@@ -58,7 +58,7 @@ def digests(root: Path) -> dict:
 
 
 def droid(layout, *homes):
-    return ingest(layout, homes={"droid": list(homes)})
+    return ingest_tables(layout, homes={"droid": list(homes)})
 
 
 def base_rates(model, at):

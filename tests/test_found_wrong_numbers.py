@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tests.conftest import ingest, query, scalar
+from tests.conftest import ingest, ingest_tables, query, scalar
 from transforms.synth.claude import base, project_slug, tool_result, tool_use, usage, user_line, write_jsonl
 from transforms.pricing import Buckets, price_buckets
 
@@ -64,7 +64,7 @@ def test_claude_side_question_file_holds_the_final_copy_and_replays_lines_it_doe
                          "content": [{"type": "text", "text": "it echoes"}], "stop_reason": "end_turn",
                          "stop_sequence": None, "usage": usage(5, 12)})]
     write_jsonl(claude_project(home) / SID / "subagents" / f"agent-{aside}.jsonl", side_replay + own)
-    summary = ingest(layout, homes={"claude": [home]})
+    summary = ingest_tables(layout, homes={"claude": [home]})
     assert summary.results[0].status == "ok" and summary.results[0].reconciled, summary.results[0].reconcile
 
     # item 1: the final copy of each request, wherever it sits, in the session that made it
@@ -139,7 +139,7 @@ def test_a_stored_cost_that_is_not_a_number_is_unknown_and_reported(layout, tmp_
     usage_tokens = tokens(input=100, output=10)
     one_session(oc, [(user_info("msg_u", "ses_A", 1772442901000), []),
                      answer("msg_a", "ses_A", cost="free", usage=usage_tokens)]).close()
-    summary = ingest(layout, p.db, codewhale_homes=[tmp_path / "cw"], homes={"opencode": [oc]})
+    summary = ingest_tables(layout, p.db, codewhale_homes=[tmp_path / "cw"], homes={"opencode": [oc]})
     by = {r.source.provider: r for r in summary.results}
     assert {k: r.status for k, r in by.items()} == {"crush": "ok", "codewhale": "ok", "opencode": "ok"}
     assert query(layout, "SELECT provider, session_id, cost_usd, cost_source FROM sessions ORDER BY 1, 2") == [
@@ -161,12 +161,12 @@ def test_every_agent_uses_the_canonical_part_type_vocabulary(layout, tmp_path):
     from transforms.synth.demo import generate_demo
     from transforms.provider import DiscoverOptions
     from warehouse.land.ingest import discover_sources, ingest_all
-    from warehouse.catalog.build import build_warehouse
+    from warehouse.catalog.build import refresh
 
     demo = generate_demo(tmp_path / "demo", projects=1, sessions=3, seed=5, without_cost=0)
     sources, _ = discover_sources(DiscoverOptions(env={}, extra_roots=demo.roots(), use_default=False))
     ingest_all(sources, layout, workers=1)
-    build_warehouse(layout.lake, layout.warehouse)
+    refresh(layout.lake, layout.warehouse, marts=False)  # the parts table is what is read
     rows = query(layout, "SELECT provider, part_type, native_part_type, COUNT(*) FROM parts GROUP BY ALL")
     from transforms.providers import PROVIDERS
 
@@ -210,7 +210,7 @@ def test_opencode_oldest_layout_is_read_and_deduplicated(layout, tmp_path):
     for p in parts:
         if p["messageID"] == user["id"]:
             put(home / "storage" / "part" / user["id"] / f"{p['id']}.json", p)
-    summary = ingest(layout, homes={"opencode": [home]})
+    summary = ingest_tables(layout, homes={"opencode": [home]})
     (result,) = summary.results
     assert result.status == "ok" and result.reconciled, (result.error, result.reconcile)
     assert query(layout, "SELECT session_id, title, cost_usd, cost_source, message_count FROM sessions") == [

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 from genai_prices import Usage, calc_price
 
-from tests.conftest import ingest, query, scalar
+from tests.conftest import ingest_tables, query, scalar
 from tests.test_gemini import digests, ingest_with_fifos, through_the_cli
 from transforms.kimi.discover import discover
 from transforms.synth.kimi import (
@@ -68,7 +68,7 @@ def test_a_session_by_hand(layout, tmp_path):
     share = tmp_path / ".kimi"
     write_session(share)
     before = digests(share)
-    (result,) = ingest(layout, homes={"kimi": [share]}).results
+    (result,) = ingest_tables(layout, homes={"kimi": [share]}).results
     assert result.status == "ok" and result.reconciled, (result.error, result.reconcile)
     # token_usage is disjoint already: total = input_other + cache read + cache creation + output
     assert query(layout, "SELECT session_id, request_id, input_uncached_tokens, cache_read_tokens, "
@@ -95,7 +95,7 @@ def test_streamed_fragments_are_one_part(layout, tmp_path):
     4 fragment events here, 2 parts; tool arguments arrive as ToolCallPart deltas."""
     share = tmp_path / ".kimi"
     write_session(share)
-    ingest(layout, homes={"kimi": [share]})
+    ingest_tables(layout, homes={"kimi": [share]})
     fragments = [x for x in LINES[:15] if x.get("message", {}).get("type") == "ContentPart"]
     assert len(fragments) == 4
     assert query(layout, "SELECT part_type, COALESCE(text, reasoning) FROM parts WHERE session_id = ? "
@@ -118,7 +118,7 @@ def test_a_sub_agents_own_wire_wins_over_the_wrapped_copies(layout, tmp_path):
         "agent_id": "a1", "subagent_type": "coder", "status": "completed", "description": "Review",
         "launch_spec": {"agent_id": "a1", "subagent_type": "coder", "model_override": None,
                         "effective_model": "kimi-k2-turbo-preview", "created_at": T}}))
-    ingest(layout, homes={"kimi": [share]})
+    ingest_tables(layout, homes={"kimi": [share]})
     assert scalar(layout, "SELECT SUM(total_tokens) FROM usage") == 9120 + 10540 + 820
     at = datetime.fromtimestamp(T + 5, timezone.utc)
     cost = float(calc_price(Usage(input_tokens=800, output_tokens=20), "kimi-k2-turbo-preview",
@@ -141,7 +141,7 @@ def test_a_fork_counts_its_copied_lines_once(layout, tmp_path):
                                line(90.2, "StatusUpdate", {"token_usage": token_usage(2000, 60)})]
     fork = "7b1c2d3e-4f5a-4b6c-9d7e-8f9a0b1c2d3e"
     write_session(share, fork_lines, sid=fork, title="Fork: Fix login")
-    (result,) = ingest(layout, homes={"kimi": [share]}).results
+    (result,) = ingest_tables(layout, homes={"kimi": [share]}).results
     assert result.reconciled, result.reconcile
     assert dict(query(layout, "SELECT session_id, SUM(total_tokens) FROM usage GROUP BY 1")) == {
         SID: 9120 + 10540, f"{SID}:a1": 820, fork: 2060}
@@ -187,7 +187,7 @@ def test_a_legacy_wire_without_header(layout, tmp_path):
         if x["message"]["type"] == "SubagentEvent":
             wrapped["task_tool_call_id"] = wrapped.pop("parent_tool_call_id")
     write_session(share, legacy)
-    (result,) = ingest(layout, homes={"kimi": [share]}).results
+    (result,) = ingest_tables(layout, homes={"kimi": [share]}).results
     assert result.reconciled, result.reconcile
     assert scalar(layout, "SELECT SUM(total_tokens) FROM usage") == 9120 + 10540 + 820
     assert scalar(layout, "SELECT extra_columns FROM sessions WHERE is_root") == '{"archived":false}'
@@ -198,7 +198,7 @@ def test_bad_lines_are_quarantined(layout, tmp_path):
     d = write_session(share)
     with open(d / "wire.jsonl", "a") as fh:
         fh.write('{"timestamp": 1772439400.0, "message": {"type": "Status\n')
-    ingest(layout, homes={"kimi": [share]})
+    ingest_tables(layout, homes={"kimi": [share]})
     assert scalar(layout, "SELECT COUNT(*) FROM quarantine") == 1
     assert scalar(layout, "SELECT SUM(total_tokens) FROM usage") == 9120 + 10540 + 820
 
@@ -207,7 +207,7 @@ def test_generated_home_totals(layout, tmp_path):
     share = tmp_path / ".kimi"
     truth = generate_home(share, sessions=4, seed=3)
     before = digests(share)
-    summary = ingest(layout, homes={"kimi": [share]})
+    summary = ingest_tables(layout, homes={"kimi": [share]})
     assert all(r.status == "ok" and r.reconciled for r in summary.results)
     assert query(layout, "SELECT COUNT(*), COUNT(*) FILTER (WHERE is_root) FROM sessions") == [
         (truth.sessions, truth.roots)]

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from tests.conftest import T0, ingest, query
+from tests.conftest import T0, ingest_tables, query
 from transforms.crush.discover import discover
 from transforms.synth.crush import add_message, add_session, create_crush_db, write_registry
 from transforms.synth.crush_parts import finish_part, tool_call_part, tool_result_part
@@ -24,7 +24,7 @@ def test_a_symlink_escaping_its_project_is_refused(layout, project, tmp_path):
     write_registry(tmp_path / "g", [{"path": str(victim), "data_dir": ".crush", "last_accessed": "x"}])
     (source,) = discover(env={"CRUSH_GLOBAL_DATA": str(tmp_path / "g")}).sources
     assert source.skip_reason.startswith("refused:") and str(secret.db) in source.skip_reason
-    summary = ingest(layout, victim / ".crush" / "crush.db")
+    summary = ingest_tables(layout, victim / ".crush" / "crush.db")
     assert summary.results[0].status == "skipped" and "refused" in summary.results[0].error
     assert query(layout, "SELECT COUNT(*) FROM sessions") == [(0,)]
 
@@ -51,7 +51,7 @@ def test_credential_files_are_never_opened(layout, project, tmp_path):
     done = threading.Event()
 
     def run():
-        ingest(layout, roots=[global_dir])
+        ingest_tables(layout, roots=[global_dir])
         done.set()
 
     threading.Thread(target=run, daemon=True).start()

@@ -29,7 +29,7 @@ from transforms.synth.opencode import (
 )
 from transforms.provider import DiscoverOptions
 from warehouse.land.ingest import discover_sources, ingest_all
-from warehouse.catalog.build import build_warehouse
+from warehouse.catalog.build import refresh
 
 EPOCH = datetime(1970, 1, 1)
 T = 1772442901123  # ms, as OpenCode writes them
@@ -184,7 +184,7 @@ def test_channel_databases_and_opencode_db_are_read(layout, tmp_path):
     assert sorted(s.path for s in found.sources) == sorted([str(home.resolve()), str(custom.resolve())])
     sources, _ = discover_sources(DiscoverOptions(env=env), {"opencode": OpenCodeProvider()})
     ingest_all(sources, layout, workers=1)
-    build_warehouse(layout.lake, layout.warehouse)
+    refresh(layout.lake, layout.warehouse, marts=False)
     assert query(layout, "SELECT session_id, source_table FROM sessions ORDER BY 1") == [
         ("ses_3a9f1c2b7ffeAbCdEf", "session"), ("ses_custom", "mine.db:session"), ("ses_dev", "opencode-dev.db:session")]
     assert scalar(layout, "SELECT SUM(cost_usd) FROM sessions WHERE is_root") == pytest.approx(0.01842 + 0.5)
@@ -451,7 +451,7 @@ def test_configured_project_names_reach_a_store_that_spans_projects(layout, tmp_
     from transforms.synth.opencode import generate_home
     from transforms.provider import DiscoverOptions
     from warehouse.land.ingest import discover_sources, ingest_all
-    from warehouse.catalog.build import build_warehouse
+    from warehouse.catalog.build import refresh
 
     home = tmp_path / "oc"
     truth = generate_home(home, sessions=4, seed=1, workspaces=("/home/dev/webshop",))
@@ -459,6 +459,6 @@ def test_configured_project_names_reach_a_store_that_spans_projects(layout, tmp_
                               project_names={"/home/dev/webshop": "storefront"})
     sources, _ = discover_sources(options)
     ingest_all(sources, layout, workers=1)
-    build_warehouse(layout.lake, layout.warehouse)
+    refresh(layout.lake, layout.warehouse, marts=False)
     assert query(layout, "SELECT DISTINCT project FROM sessions") == [("storefront",)]
     assert truth.usage_rows == scalar(layout, "SELECT COUNT(*) FROM usage")

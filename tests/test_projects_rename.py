@@ -11,7 +11,7 @@ from transforms.synth.codex import generate_home as codex_home
 from transforms.synth.crush import generate_store
 from transforms.synth.opencode import generate_home as opencode_home
 from warehouse.land.ingest import discover_sources, ingest_all
-from warehouse.catalog.build import build_warehouse
+from warehouse.catalog.build import refresh
 
 WEBSHOP = "/home/dev/webshop"  # a workspace of every synthetic home (Claude, Codex, OpenCode)
 
@@ -19,7 +19,7 @@ WEBSHOP = "/home/dev/webshop"  # a workspace of every synthetic home (Claude, Co
 def _ingest(layout, options):
     sources, problems = _found(options)
     summary = ingest_all(sources, layout, problems=problems, workers=1)
-    build_warehouse(layout.lake, layout.warehouse)
+    refresh(layout.lake, layout.warehouse, marts=False)  # the tests read the sessions table only
     return {r.source.source_id: r for r in summary.results}
 
 
