@@ -308,16 +308,17 @@ def _no_warehouse(layout) -> str:
     return f"no warehouse at {layout.warehouse}: {FIRST_STEP}"
 
 
-def _read_warehouse(args, answer) -> int:
-    """Open the warehouse read-only, print `answer(con)`; a missing warehouse or a bad query is
-    a usage error (exit 2) with DuckDB's own message."""
+def _read_warehouse(args, answer, opener=None) -> int:
+    """Open the warehouse read-only (with `opener`, `connect`'s arguments, if given), print
+    `answer(con)`; a missing warehouse or a bad query is a usage error (exit 2) with DuckDB's own
+    message."""
     import duckdb
 
     from warehouse.lake.ducklake import connect
 
     layout = _layout(args)
     try:
-        con = connect(layout.warehouse, layout.tables_path)
+        con = (opener or connect)(layout.warehouse, layout.tables_path)
     except FileNotFoundError:
         _err(f"error: {_no_warehouse(layout)}")
         return 2
@@ -330,34 +331,29 @@ def _read_warehouse(args, answer) -> int:
     return 0
 
 
-WRITES_FILES = {"COPY", "COPY_DATABASE", "EXPORT", "ATTACH", "LOAD"}  # DuckDB's statement types
-
-
 def cmd_sql(args) -> int:
     from warehouse.serve.formatting import fetch_rows, render
+    from warehouse.serve.read_only_sql import NotOne, Refused, check, open_reader
 
     if not args.query.strip():
         raise UsageError('empty query: give one SQL statement, e.g. agentlake sql "SELECT * FROM sessions LIMIT 5"')
 
     def answer(con):
-        statements = con.extract_statements(args.query)
-        if len(statements) > 1:  # DuckDB would run them all and show the last one's rows only
-            raise UsageError(f"the query holds {len(statements)} statements: give one at a time")
-        if statements and statements[0].type.name in WRITES_FILES:
-            # the lake is attached read-only, but these reach the file system beside it: a COPY
-            # onto the catalog's own file turned it into a CSV
-            kind = {"LOAD": "INSTALL and LOAD", "COPY_DATABASE": "COPY"}.get(statements[0].type.name,
-                                                                             statements[0].type.name)
-            raise UsageError(f"{kind} statements are refused: `agentlake sql` only reads "
-                             "(COPY and EXPORT write files, ATTACH opens or makes a database, INSTALL and LOAD "
-                             "fetch extensions); for a file of the rows, use --format csv or json and redirect it")
+        try:
+            check(con, args.query)
+        except NotOne as exc:
+            raise UsageError(str(exc)) from None
+        except Refused as exc:
+            rows = ("; for a file of the rows, use --format csv or json and redirect it"
+                    if exc.what.startswith(("COPY ", "EXPORT ")) else "")
+            raise UsageError(f"{exc.what}: `agentlake sql` only reads ({exc.why}){rows}") from None
         cur = con.execute(args.query)
         if cur is None:  # only comments, or only whitespace between statements
             raise UsageError(f"nothing to run in the query {args.query!r}")
         columns = [d[0] for d in cur.description] if cur.description else []
         return render(columns, fetch_rows(cur), args.format)
 
-    return _read_warehouse(args, answer)
+    return _read_warehouse(args, answer, open_reader)
 
 
 def cmd_report(args) -> int:
@@ -670,10 +666,12 @@ def parser() -> argparse.ArgumentParser:
 
     p = _command(sub, "sql", help="run a query against the warehouse (read-only)",
                  description="Run one query on the warehouse, opened read-only, and print its rows.",
-                 epilog="One statement at a time: an empty query, several statements, or one that writes\n"
-                        "files or opens databases and extensions (COPY, EXPORT, ATTACH, INSTALL, LOAD) is\n"
-                        "a usage error. Reading a file with read_csv is allowed; for a file of the rows,\n"
-                        "redirect --format csv or json.\n\n"
+                 epilog="One statement at a time, and it can change nothing: an empty query, several\n"
+                        "statements, or one that would change the warehouse, its files or the connection\n"
+                        "(COPY, EXPORT, ATTACH, INSTALL, LOAD, CREATE, SET, CHECKPOINT, DuckLake's\n"
+                        "maintenance calls, ...) is a usage error. No file but the tables' own is read\n"
+                        "(read_csv of your own file neither); for a file of the rows, redirect --format\n"
+                        "csv or json.\n\n"
                         "No format changes a value: DECIMALs print their exact digits in plain notation\n"
                         "(0, never 0E-9; numbers in JSON), DOUBLEs the shortest text that reads back as\n"
                         "the same double. JSON is always valid (NaN and Infinity are null) and its\n"

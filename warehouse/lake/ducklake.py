@@ -202,19 +202,20 @@ FIRST_STEP = ("run `agentlake ingest` (or `agentlake demo`) first, or `agentlake
               "to read a team's lake")
 
 
-def connect(catalog: Path, data_path: str | None = None, *, ours: bool = False):
+def connect(catalog: Path, data_path: str | None = None, *, ours: bool = False, settings: dict | None = None):
     """A reader's connection, as every reader opens the warehouse: an in-memory DuckDB with the
     published catalog attached read-only as the default database, so `FROM sessions` and
     `FROM daily_costs` work as they are, during a merge too.
     `data_path`: where the tables' files are now (the layout's `tables_path`), if the home may
     have moved since its last write. `ours`: only agentlake's own SQL runs on it (see _opened).
+    `settings`: DuckDB's, from the start (a few are taken only then: warehouse.serve.read_only_sql).
     A read-only attach changes nothing, so a file that is not a catalog is looked into only when
     the attach fails (the probe is a second connection)."""
     catalog = Path(catalog)
     if not catalog.exists():
         raise FileNotFoundError(f"no warehouse at {catalog}: {FIRST_STEP}")
     check_catalog(catalog)
-    con = _opened(ours)
+    con = _opened(ours, settings)
     try:
         _attach(con, catalog, None, read_only=True)
         if data_path and _moved(con, data_path):
