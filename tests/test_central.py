@@ -31,6 +31,7 @@ from pipelines.central import (
     team_warehouse,
 )
 from tests.conftest import copy_home, ingest
+from tests.support_dagster import agentlake_instance
 from transforms.contract import ALL_TABLES
 from transforms.synth.crush import generate_store
 from warehouse.catalog import checks as lakewide
@@ -181,7 +182,7 @@ def test_file_per_session_agents_keep_keys_unique_across_the_sessions_of_a_proje
                             "GROUP BY 1 ORDER BY 1").fetchall()
     assert joined == parts
     resource = TeamLake(home=str(team.warehouse.parent), lake=str(team.lake), warehouse=str(team.warehouse))
-    with dg.instance_for_test() as instance:
+    with agentlake_instance() as instance:
         result = dg.materialize([team_warehouse, keys_unique_lakewide], resources={"team_lake": resource},
                                 instance=instance)
     (check,) = result.get_asset_check_evaluations()
@@ -248,7 +249,7 @@ def test_central_definitions_load():
 
 def test_materialize_team_warehouse_and_checks_on_a_good_lake(team):
     resource = TeamLake(home=str(team.warehouse.parent), lake=str(team.lake), warehouse=str(team.warehouse))
-    with dg.instance_for_test() as instance:
+    with agentlake_instance() as instance:
         result = dg.materialize([team_warehouse, *CHECKS], resources={"team_lake": resource}, instance=instance)
     assert result.success
     (mat,) = result.get_asset_materialization_events()
@@ -275,7 +276,7 @@ def test_the_scheduled_job_reads_its_settings_from_env_and_reports_a_bad_lake(te
     monkeypatch.setenv("AGENTLAKE_LAKE", str(team.lake))
     monkeypatch.setenv("AGENTLAKE_WAREHOUSE", str(team.warehouse))
     monkeypatch.setenv("AGENTLAKE_STALE_AFTER_HOURS", "48")
-    with dg.instance_for_test() as instance:
+    with agentlake_instance() as instance:
         result = defs.resolve_job_def("team_refresh").execute_in_process(instance=instance, raise_on_error=False)
         assert instance.get_run_by_id(result.run_id).tags["agentlake/role"] == "team-warehouse"
     assert result.success  # failed checks report; they do not fail the rebuild

@@ -14,13 +14,14 @@ from pipelines.defs.schedules import daily_full_refresh
 from pipelines.defs.sensors import discover_sources
 from pipelines.defs.warehouse.assets import tables_and_marts
 from tests.conftest import T0, query, scalar
+from tests.support_dagster import agentlake_instance
 from transforms.synth.crush import add_message, add_session
 from transforms.synth.crush_parts import text_part
 
 
 @pytest.fixture
 def instance():
-    with dg.instance_for_test() as inst:  # a real (temporary) instance: schedules need its ref
+    with agentlake_instance() as inst:  # a real (temporary) instance: schedules need its ref
         yield inst
 
 

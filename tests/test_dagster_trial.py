@@ -26,6 +26,7 @@ from pipelines.defs.warehouse.assets import NOTHING_MERGED, mart_description, ta
 from pipelines.runner import contiguous_batches
 from transforms.contract import ALL_TABLES
 from tests.conftest import T0
+from tests.support_dagster import agentlake_instance
 from transforms.synth.crush import add_session, generate_store
 from warehouse.catalog.marts import MARTS, mart_sql
 from warehouse.lake.ducklake import connect
@@ -36,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture
 def instance():
-    with dg.instance_for_test() as inst:
+    with agentlake_instance() as inst:
         yield inst
 
 
@@ -184,10 +185,12 @@ def test_a_sensor_run_of_what_the_cli_landed_is_settled_without_workers(tmp_path
 
     resource = _home(tmp_path, store)
     layout = resource.layout()
-    # set for the CLI's run only: undone at the test's end, after `instance` restored the variable
-    # to what it found, it would leave instance_for_test's home set for every later test
+    # unset for the CLI's run only (the home's own Dagster home, as with no DAGSTER_HOME set; not
+    # the test instance's, which instance_for_test set): undone at the test's end, after
+    # `instance` restored the variable to what it found, it would leave that home set for every
+    # later test
     with monkeypatch.context() as env:
-        env.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+        env.delenv("DAGSTER_HOME")
         summary = run_ingest(layout, resource.options(), quiet=True)  # the CLI's `agentlake ingest`
     assert summary.by_status["ok"] == 4 and not layout.pending_marker.exists()
     tick = discover_sources(dg.build_sensor_context(instance=instance, resources={"agentlake": resource}))
@@ -241,7 +244,7 @@ def test_a_ui_backfill_runs_one_range_per_contiguous_selection(tmp_path, store, 
     launcher = {"run_launcher": {"module": "dagster._core.launcher.sync_in_memory_run_launcher",
                                  "class": "SyncInMemoryRunLauncher"},
                 "run_coordinator": {"module": "dagster._core.run_coordinator", "class": "DefaultRunCoordinator"}}
-    with dg.instance_for_test(overrides=launcher) as inst:
+    with agentlake_instance(overrides=launcher) as inst:
         inst.add_dynamic_partitions("sources", keys)
         target = ModuleTarget(module_name="pipelines.definitions", attribute=None, working_directory=str(ROOT),
                               location_name="agentlake")

@@ -1,0 +1,23 @@
+"""A real, temporary Dagster instance with the storage agentlake gives its own Dagster home
+(pipelines/dagster_storage.yaml, as `agentlake ingest` and `agentlake dev` run on it): Dagster's
+SQLite files kept open between events. Dagster's default storage opened, committed, synced and
+closed a file for every event, which was most of these tests' time; it is still what
+tests/test_dagster_storage.py compares with, and what a DAGSTER_HOME of the user's own gets."""
+
+from contextlib import contextmanager
+from importlib import resources
+
+import dagster as dg
+import yaml
+
+
+def agentlake_storage() -> dict:
+    """The storage sections of agentlake's own dagster.yaml, read from the shipped file (its
+    `dagster_home` is $DAGSTER_HOME, which `instance_for_test` sets to the instance's folder)."""
+    return yaml.safe_load(resources.files("pipelines").joinpath("dagster_storage.yaml").read_text())
+
+
+@contextmanager
+def agentlake_instance(overrides: dict | None = None):
+    with dg.instance_for_test(overrides={**agentlake_storage(), **(overrides or {})}) as instance:
+        yield instance
