@@ -249,12 +249,13 @@ def test_agent_home_flag_and_config_section(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setenv("AGENTLAKE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    # one run (a Dagster run each is most of the test): a task named by the flag, another by config.toml
     write_task(tmp_path / "flag")
-    assert main(["ingest", "--no-default", "--agent-home", f"kilo={tmp_path / 'flag'}"]) == 0
     write_task(tmp_path / "config", task="t-config")
+    (tmp_path / "home").mkdir()
     (tmp_path / "home" / "config.toml").write_text(f'[kilo]\nextra_roots = ["{tmp_path / "config"}"]\n')
-    assert main(["ingest", "--no-default"]) == 0
-    capsys.readouterr()
+    assert main(["ingest", "--no-default", "--agent-home", f"kilo={tmp_path / 'flag'}"]) == 0
+    assert "rows written: sessions 2," in capsys.readouterr().out  # both places' tasks (one project: one source)
     assert main(["sql", "SELECT session_id FROM sessions WHERE provider = 'kilo' ORDER BY 1", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == [{"session_id": TASK}, {"session_id": "t-config"}]
 

@@ -261,18 +261,20 @@ def test_discovery_honours_pis_own_env_and_homes(tmp_path):
 def test_agent_home_flag_and_config_section(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("AGENTLAKE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    # one run (a Dagster run each is most of the test): a session named by the flag, another by config.toml
     write_fixture(tmp_path / "pi-flag")
+    other = "99999999-9999-4999-8999-999999999999"
+    write_fixture(tmp_path / "pi-config", FIXTURE.replace(SID, other), name=f"x_{other}.jsonl")
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "config.toml").write_text(f'[pi]\nextra_roots = ["{tmp_path / "pi-config"}"]\n')
     assert main(["ingest", "--no-default", "--agent-home", f"pi={tmp_path / 'pi-flag'}"]) == 0
     capsys.readouterr()
     assert main(["sql", "SELECT provider, COUNT(*) AS n FROM usage GROUP BY 1", "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out) == [{"provider": "pi", "n": 3}]
-    other = "99999999-9999-4999-8999-999999999999"
-    write_fixture(tmp_path / "pi-config", FIXTURE.replace(SID, other), name=f"x_{other}.jsonl")
-    (tmp_path / "home" / "config.toml").write_text(f'[pi]\nextra_roots = ["{tmp_path / "pi-config"}"]\n')
-    assert main(["ingest", "--no-default"]) == 0
-    capsys.readouterr()
+    assert json.loads(capsys.readouterr().out) == [{"provider": "pi", "n": 3 + 3}]
     assert main(["sql", "SELECT COUNT(*) AS n FROM sessions WHERE provider = 'pi'", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == [{"n": 2}]
+    assert main(["sql", "SELECT session_id FROM sessions ORDER BY 1", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"session_id": s} for s in sorted((SID, other))]  # each place's
 
 
 def ingest_beside_fifos(layout, home: Path, provider: str, names) -> None:
