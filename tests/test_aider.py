@@ -253,7 +253,7 @@ def test_discovery_env_home_projects_and_roots(tmp_path, monkeypatch, capsys, ut
     assert "no Aider chat history" in discover({}, extra_roots=[str(tmp_path / "empty")],
                                                use_default=False).problems[0]
     monkeypatch.setenv("AGENTLAKE_HOME", str(tmp_path / "al"))
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)  # the home's own Dagster instance, as a user's
     assert main(["ingest", "--no-default", "--agent-home", f"aider={tmp_path / 'src'}"]) == 0
     capsys.readouterr()
     assert main(["sql", "SELECT COUNT(*) AS n FROM usage WHERE provider = 'aider'", "--format", "json"]) == 0

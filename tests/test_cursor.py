@@ -144,7 +144,7 @@ def test_cli_agent_home_and_generated_truth(layout, tmp_path, monkeypatch, capsy
     assert query(layout, "SELECT s.created_at = p.created_at FROM sessions AS s JOIN sessions AS p "
                          "ON p.session_id = s.parent_session_id WHERE NOT s.is_root") == [(True,)] * truth.subagents
     monkeypatch.setenv("AGENTLAKE_HOME", str(tmp_path / "al"))
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)  # the home's own Dagster instance, as a user's
     assert main(["ingest", "--no-default", "--agent-home", f"cursor={tmp_path / '.cursor'}"]) == 0
     capsys.readouterr()
     assert main(["sql", "SELECT COUNT(*) AS n FROM sessions WHERE provider = 'cursor'", "--format", "json"]) == 0

@@ -287,7 +287,7 @@ def through_the_cli(tmp_path, monkeypatch, capsys, provider: str, home) -> list:
     from warehouse.lake.config import load_config
 
     monkeypatch.setenv("AGENTLAKE_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)  # the home's own Dagster instance, as a user's
     assert main(["ingest", "--no-default", "--agent-home", f"{provider}={home}"]) == 0
     capsys.readouterr()
     assert main(["sql", "SELECT provider, SUM(total_tokens) AS t FROM usage GROUP BY 1", "--format", "json"]) == 0

@@ -301,7 +301,7 @@ def test_agent_home_forms_config_section_and_cli(tmp_path, monkeypatch, capsys):
     config.write_text(f'[goose]\nextra_roots = ["{tmp_path / "gh"}"]\n')
     assert load_config(config).extra_roots["goose"] == (str(tmp_path / "gh"),)
     monkeypatch.setenv("AGENTLAKE_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)  # the home's own Dagster instance, as a user's
     assert main(["ingest", "--no-default", "--agent-home", f"goose={tmp_path / 'gh'}"]) == 0
     capsys.readouterr()
     assert main(["sql", "SELECT COUNT(*) AS n, SUM(total_tokens) AS t FROM usage WHERE provider = 'goose'",

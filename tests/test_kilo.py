@@ -248,7 +248,7 @@ def test_agent_home_flag_and_config_section(tmp_path, monkeypatch, capsys):
     from pipelines.cli import main
 
     monkeypatch.setenv("AGENTLAKE_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)  # the home's own Dagster instance, as a user's
     # one run (a Dagster run each is most of the test): a task named by the flag, another by config.toml
     write_task(tmp_path / "flag")
     write_task(tmp_path / "config", task="t-config")

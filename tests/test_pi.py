@@ -260,7 +260,7 @@ def test_discovery_honours_pis_own_env_and_homes(tmp_path):
 
 def test_agent_home_flag_and_config_section(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("AGENTLAKE_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)  # the home's own Dagster instance, as a user's
     # one run (a Dagster run each is most of the test): a session named by the flag, another by config.toml
     write_fixture(tmp_path / "pi-flag")
     other = "99999999-9999-4999-8999-999999999999"

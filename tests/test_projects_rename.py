@@ -84,7 +84,7 @@ def test_the_command_applies_a_rename_from_config_toml(tmp_path, monkeypatch, ca
     said every source was unchanged and `report` still said `webshop`."""
     from pipelines.cli import main
 
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)  # the home's own Dagster instance, as a user's
     claude_home(tmp_path / "claude", sessions=4)
     home = tmp_path / "home"
     args = ["--home", str(home), "--no-default", "--agent-home", f"claude={tmp_path / 'claude'}"]
