@@ -3,20 +3,19 @@ its range (exit 2, argparse's), never a ZeroDivisionError or FileNotFoundError t
 half a demo written (a user's report: `--projects 0`, `--projects -3`, `--sessions -1`)."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
+from tests.conftest import run_cli
+from tests.support_homes import copy_demo_home, small_demo_home
 from transforms.synth.demo import generate_demo
 
 RANGE = {"--projects": (1, 100), "--sessions": (1, 100)}  # transforms.synth.demo.LIMITS
 
 
 def run_demo(*args, tmp_path):
-    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "AGENTLAKE_HOME": str(tmp_path / "al")}
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", "demo", "--quiet", *args], env=env,
-                          capture_output=True, text=True)
+    # in this process: the usage errors are argparse's, with no interpreter's exit to check
+    return run_cli("demo", "--quiet", *args, env={"AGENTLAKE_HOME": tmp_path / "al"})
 
 
 @pytest.mark.parametrize("option, value", [
@@ -52,7 +51,7 @@ def test_the_smallest_demo_runs_end_to_end(tmp_path, monkeypatch, capsys):
     """The bottom of each range works: one project, one session per project, a negative seed."""
     from pipelines.cli import main
 
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)  # the home's own Dagster instance
     home = tmp_path / "al"
     assert main(["demo", "--home", str(home), "--quiet", "--projects", "1", "--sessions", "1", "--seed", "-5"]) == 0
     capsys.readouterr()
@@ -70,7 +69,7 @@ def test_a_seed_gives_the_same_numbers_wherever_the_demo_is_written(tmp_path):
     from transforms.provider import DiscoverOptions
     from warehouse.land.ingest import discover_sources, ingest_all
     from warehouse.lake.layout import Layout
-    from warehouse.catalog.build import build_warehouse
+    from warehouse.catalog.build import refresh
     from warehouse.lake.ducklake import connect
 
     totals = []
@@ -79,7 +78,7 @@ def test_a_seed_gives_the_same_numbers_wherever_the_demo_is_written(tmp_path):
         sources, _ = discover_sources(DiscoverOptions(env={}, extra_roots=demo.roots(), use_default=False))
         layout = dataclasses.replace(Layout.resolve(home=tmp_path / folder / "home"), machine="m", user="u")
         ingest_all(sources, layout, workers=1)
-        build_warehouse(layout.lake, layout.warehouse)
+        refresh(layout.lake, layout.warehouse, marts=False)  # the sessions table is all it reads
         with connect(layout.warehouse) as con:
             totals.append(con.execute(
                 "SELECT provider, SUM(cost_usd), SUM(total_tokens), COUNT(*) FROM sessions GROUP BY 1 ORDER BY 1"
@@ -113,7 +112,7 @@ def test_a_demo_never_mixes_into_a_home_holding_real_data(tmp_path, monkeypatch,
     from transforms.synth.crush import add_message, add_session
     from transforms.synth.crush_parts import text_part
 
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)  # the home's own Dagster instance
     p = project("infra-tools")  # a name the demo's projects have too
     add_session(p.conn, "s", title="t", created_at=T0, cost=0.5)
     add_message(p.conn, "m", "s", "user", [text_part("hi")], created_at=T0)
@@ -142,7 +141,7 @@ def test_a_demo_never_mixes_into_a_home_holding_real_data(tmp_path, monkeypatch,
     assert _sessions(capsys, home) == own
 
 
-def test_a_demo_of_another_seed_or_size_replaces_the_one_there(tmp_path, monkeypatch, capsys):
+def test_a_demo_of_another_seed_or_size_replaces_the_one_there(tmp_path, monkeypatch, capsys, built_once):
     """A user's report: `agentlake demo --seed 3 --sessions 8` on a home with the demo of seed 7
     kept the old data, saying nothing. The options say which demo the home holds: another seed
     or size replaces the one there (one line says so), every row of the old one gone from the
@@ -150,9 +149,12 @@ def test_a_demo_of_another_seed_or_size_replaces_the_one_there(tmp_path, monkeyp
     the home then holds what a new home given the same options holds."""
     from pipelines.cli import main
 
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
-    home = tmp_path / "home"
-    assert main(["demo", "--home", str(home), "--quiet", "--projects", "1", "--sessions", "1"]) == 0
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)  # the home's own Dagster instance
+    # the home after `agentlake demo --home HOME --quiet --projects 1 --sessions 1`
+    built = small_demo_home(built_once)
+    assert built.code == 0
+    home = copy_demo_home(built.home, tmp_path / "home")
+    assert (home / "demo-data" / ".generated").read_text() == "seed 7 projects 1 sessions 1\n"
     old = _sessions(capsys, home)
     assert main(["demo", "--home", str(home), "--quiet", "--projects", "2", "--sessions", "2", "--seed", "3"]) == 0
     err = capsys.readouterr().err

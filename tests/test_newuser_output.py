@@ -10,20 +10,19 @@ from pathlib import Path
 import pytest
 
 from pipelines.cli import main
+from tests.support_homes import quickstart_with_a_typo
 from warehouse.serve.formatting import render
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    home = tmp_path_factory.mktemp("newuser") / "home"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("DAGSTER_HOME", str(home.parent / "dagster"))
-        for var in ("AGENTLAKE_HOME", "AGENTLAKE_LAKE", "AGENTLAKE_WAREHOUSE"):
-            mp.delenv(var, raising=False)
-        assert main(["demo", "--home", str(home), "--quiet"]) == 0
-    return home
+@pytest.fixture
+def demo(built_once):
+    """The home of the default demo (every agent, seed 7, 4 projects of 6 sessions), the one
+    `agentlake quickstart` generates in <home>/demo: built once per session, and only read here."""
+    built = quickstart_with_a_typo(built_once)  # test_newuser_quickstart checks what it says
+    assert built.code == 1 and ", 0 failed" in built.out  # 1: the place it was told of is missing
+    return built.home
 
 
 def _run(capsys, *args):

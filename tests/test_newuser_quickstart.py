@@ -15,7 +15,7 @@ def test_the_readme_commands_work_after_a_quickstart_demo_then_own_data_takes_ov
         tmp_path, monkeypatch, capsys, project):
     home = tmp_path / "home"
     monkeypatch.setenv("AGENTLAKE_HOME", str(home))
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)  # each home's own Dagster instance
     monkeypatch.delenv("AGENTLAKE_WAREHOUSE", raising=False)
     assert main(["quickstart", "--quiet"]) == 0
     out, err = capsys.readouterr()
@@ -84,24 +84,29 @@ def test_the_readme_commands_work_after_a_quickstart_demo_then_own_data_takes_ov
     assert reader_layout().warehouse == home / "warehouse.ducklake"
 
 
-def test_quickstart_says_which_place_it_could_not_read(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("AGENTLAKE_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
-    assert main(["quickstart", "--quiet", "--codewhale-home", str(tmp_path / "typo")]) == 1
-    assert f"warning: CodeWhale home {tmp_path / 'typo'} does not exist" in capsys.readouterr().err
+def test_quickstart_says_which_place_it_could_not_read(built_once):
+    from tests.support_homes import quickstart_with_a_typo
+
+    # run once per session: test_newuser_output reads the demo it generates
+    ran = quickstart_with_a_typo(built_once)
+    assert ran.code == 1
+    assert f"warning: CodeWhale home {ran.root / 'typo'} does not exist" in ran.err
 
 
-def test_a_demo_in_a_home_named_with_home_is_what_dagster_finds_there(tmp_path, monkeypatch, capsys):
+def test_a_demo_in_a_home_named_with_home_is_what_dagster_finds_there(tmp_path, monkeypatch, capsys, built_once):
     """`agentlake demo --home X` writes X's config.toml naming the demo's stores, so the Dagster UI
     on X (`agentlake dev --home X`) discovers and materialises them; a demo in the defaulted home
     writes none (it may be where the user's own agents' data goes later)."""
     from pipelines.defs.resources import AgentlakeResource
+    from tests.support_homes import small_demo_home
 
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)  # the home's own Dagster instance
     monkeypatch.delenv("AGENTLAKE_WAREHOUSE", raising=False)
-    home = tmp_path / "trial"
-    assert main(["demo", "--home", str(home), "--projects", "1", "--sessions", "1", "--quiet"]) == 0
-    assert f"wrote {home / 'config.toml'}" in capsys.readouterr().err
+    # `agentlake demo --home HOME --projects 1 --sessions 1 --quiet`, built once: this test only reads it
+    built = small_demo_home(built_once)
+    home = built.home
+    assert built.code == 0
+    assert f"wrote {home / 'config.toml'}" in built.err
     found, problems = AgentlakeResource(home=str(home)).discover()
     assert found and not problems and {s.provider for s in found.values()} >= {"crush", "claude", "codex"}
     monkeypatch.setenv("AGENTLAKE_HOME", str(tmp_path / "default"))
