@@ -10,26 +10,20 @@ import duckdb
 import pytest
 
 from pipelines.cli import main
-from tests.conftest import T0, Project
-from transforms.synth.crush import add_message, add_session
-from transforms.synth.crush_parts import text_part
+from tests.conftest import copy_home
+from tests.support_homes import ONE_SESSION_COST, one_session_home
 
 
-@pytest.fixture(scope="module")
-def home(tmp_path_factory):
-    """A home with something ingested: the checks below are the ones a real warehouse meets,
-    not the "nothing ingested yet" that comes first in an empty home."""
-    root = tmp_path_factory.mktemp("usage")
-    p = Project(root / "projects", "usage-proj")
-    add_session(p.conn, "s", title="t", created_at=T0, cost=0.25)
-    add_message(p.conn, "m", "s", "user", [text_part("hi")], created_at=T0)
-    p.close()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("DAGSTER_HOME", str(root / "dagster"))
-        for var in ("AGENTLAKE_HOME", "AGENTLAKE_LAKE", "AGENTLAKE_WAREHOUSE"):
-            mp.delenv(var, raising=False)
-        assert main(["ingest", "--home", str(root / "home"), "--quiet", "--no-default", "--db", str(p.path)]) == 0
-    return root / "home"
+@pytest.fixture
+def home(built_once, tmp_path, monkeypatch):
+    """A home with something ingested (one Crush session, built once, each test has a copy): the
+    checks below are the ones a real warehouse meets, not the "nothing ingested yet" that comes
+    first in an empty home."""
+    for var in ("AGENTLAKE_HOME", "AGENTLAKE_LAKE", "AGENTLAKE_WAREHOUSE", "DAGSTER_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    built = one_session_home(built_once)
+    assert built.code == 0
+    return copy_home(built.home, tmp_path / "home")
 
 
 def usage_error(capsys, *argv) -> str:
@@ -81,7 +75,7 @@ def test_serving_with_a_storage_version_duckdb_does_not_know(home, tmp_path, cap
     assert not target.exists()
     assert main(["serving", "--home", str(home), str(target), "--storage-version", "latest"]) == 0
     with duckdb.connect(str(target), read_only=True) as con:
-        assert con.execute("SELECT SUM(cost_usd) FROM session_summary").fetchone()[0] == 0.25
+        assert con.execute("SELECT SUM(cost_usd) FROM session_summary").fetchone()[0] == ONE_SESSION_COST
 
 
 def test_compact_keeps_files_for_no_negative_time(home, capsys):

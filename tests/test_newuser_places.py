@@ -103,7 +103,7 @@ def test_an_ingest_with_an_unreadable_registry_exits_1_and_names_it(tmp_path, mo
     registry = _broken_registry("directory", tmp_path / "default-crush")
     monkeypatch.setenv("CRUSH_GLOBAL_DATA", str(tmp_path / "default-crush"))
     monkeypatch.setenv("AGENTLAKE_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)  # the home's own Dagster instance
     assert main(["ingest", "--crush-root", str(_crush_root(tmp_path / "other"))]) == 1
     captured = capsys.readouterr()
     assert f"Crush registry {registry} is a directory, not a regular file" in captured.err + captured.out
