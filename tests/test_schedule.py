@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from pipelines import schedule
+from tests.conftest import run_cli as run_in_process
 
 
 def run_cli(*args, home):
     env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "AGENTLAKE_HOME": str(home / "al")}
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", "schedule", *args], env=env,
-                          capture_output=True, text=True)
+    return run_schedule(*args, env=env)
 
 
 def test_systemd_timer_runs_the_same_interpreter_and_lake(tmp_path):
@@ -212,8 +212,11 @@ def schedule_env(home: Path, **extra) -> dict:
 
 
 def run_schedule(*args, env):
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", "schedule", *args], env=env,
-                          capture_output=True, text=True)
+    """`agentlake schedule ARGS` in this process with `env` as its whole environment (what a
+    shell started with only those variables gives it): the recipe is made from the environment
+    it is given; the job's own process is started where the scheduler's environment is the
+    point (`run_as_cron`)."""
+    return run_in_process("schedule", *args, env=env, replace_env=True)
 
 
 def test_every_variable_discovery_reads_is_carried_and_no_other():
@@ -271,10 +274,9 @@ def test_cron_job_runs_with_the_agents_variables_and_finds_their_sessions(tmp_pa
     assert ran.returncode == 0, ran.stderr
     log = (home / "ingest.log").read_text()
     assert "no sources found" not in log
-    found = subprocess.run([sys.executable, "-m", "pipelines.cli", "sql", "--home", str(home), "--format", "json",
-                            "SELECT provider, machine, COUNT(*) > 0 AS any FROM sessions GROUP BY ALL ORDER BY 1"],
-                           env={**env, "CLAUDE_CONFIG_DIR": "/nowhere", "CODEX_HOME": "/nowhere"},
-                           capture_output=True, text=True)
+    found = run_in_process("sql", "--home", home, "--format", "json",
+                           "SELECT provider, machine, COUNT(*) > 0 AS any FROM sessions GROUP BY ALL ORDER BY 1",
+                           env={**env, "CLAUDE_CONFIG_DIR": "/nowhere", "CODEX_HOME": "/nowhere"}, replace_env=True)
     assert json.loads(found.stdout) == [{"provider": "claude", "machine": "ana-laptop", "any": True},
                                         {"provider": "codex", "machine": "ana-laptop", "any": True}], found.stderr
     assert "$CLAUDE_CONFIG_DIR" in printed.stdout and "$CODEX_HOME" in printed.stdout  # and it says so
