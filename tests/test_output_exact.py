@@ -11,8 +11,9 @@ from decimal import ROUND_HALF_UP, Decimal
 import pytest
 
 from pipelines.cli import main
-from tests.conftest import T0, DAY, assistant, ingest, query, scalar
+from tests.conftest import T0, DAY, Project, assistant, copy_home, ingest, query, scalar
 from transforms.synth.crush import add_session
+from warehouse.lake.layout import Layout
 from warehouse.serve.formatting import render
 
 
@@ -158,16 +159,23 @@ def test_report_by_day_is_each_days_exact_cost_and_the_table_rounds_it(lake, cap
 
 
 @pytest.fixture
-def nine_decimals(layout, project):
+def nine_decimals(layout, built_once):
     """Idle sessions (they change no file) whose costs carry 9 decimals, in two projects, on three
-    days, with two models: rounded to 4 places, `pico`'s cost is 0 and no row adds up."""
-    nano = project("nano")
+    days, with two models: rounded to 4 places, `pico`'s cost is 0 and no row adds up. Built once
+    per session; each test has a copy of its home."""
+    copy_home(built_once("nine-decimals", _nine_decimals).home, layout.home)
+    return layout
+
+
+def _nine_decimals(root):
+    layout = Layout.resolve(home=root / "home", machine="laptop", user="dev")
+    nano = Project(root / "projects", "nano")
     add_session(nano.conn, "A", title="a", created_at=T0, cost=0.123456789)
     assistant(nano.conn, "a1", "A", T0 + 10)
     add_session(nano.conn, "B", title="b", created_at=T0 + DAY, cost=0.000000007)
     assistant(nano.conn, "b1", "B", T0 + DAY + 10)
     nano.close()
-    pico = project("pico")
+    pico = Project(root / "projects", "pico")
     add_session(pico.conn, "C", title="c", created_at=T0 + 2 * DAY, cost=0.000044444)
     assistant(pico.conn, "c1", "C", T0 + 2 * DAY + 10, model="claude-haiku-4-5")
     pico.close()

@@ -12,11 +12,12 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from pipelines.cli import main
-from tests.conftest import DAY, T0, assistant, ingest, query, scalar
+from tests.conftest import DAY, T0, Project, assistant, copy_home, ingest, query, scalar
 from transforms.synth.claude import generate_home
 from transforms.synth.codewhale import session_doc, text_block, write_session
 from transforms.synth.crush import add_message, add_session
 from transforms.synth.crush_parts import bash_output, finish_part, tool_call_part, tool_result_part
+from warehouse.lake.layout import Layout
 
 FAILED = "has_call AND (is_error OR exit_code <> 0)"
 
@@ -31,13 +32,20 @@ def _calls(c, sid, t, calls):
 
 
 @pytest.fixture
-def mixed(layout, project, tmp_path):
+def mixed(layout, built_once):
     """Crush in `ops`: F with bash calls that fail (its tool error: no exit code, or by exit code
     only) or not, and an edit that errors. Claude Code's generated home in two more projects:
     sessions on three days whose context grows (none compacts), some on a model without a price
     (their cost unknown), Bash calls that fail both ways. CodeWhale in `dark`: one session whose
-    cost is unknown, the project's only one, answered on two days."""
-    ops = project("ops")
+    cost is unknown, the project's only one, answered on two days. Built once per session; each
+    test has a copy of its home."""
+    copy_home(built_once("report-fixes-mixed", _mixed).home, layout.home)
+    return layout
+
+
+def _mixed(root):
+    layout = Layout.resolve(home=root / "home", machine="laptop", user="dev")
+    ops = Project(root / "projects", "ops")
     add_session(ops.conn, "F", title="failures", created_at=T0, cost=0.5)
     assistant(ops.conn, "f0", "F", T0 + 1)
     _calls(ops.conn, "F", T0 + 10, [
@@ -46,16 +54,16 @@ def mixed(layout, project, tmp_path):
         ("ok", "bash", {"command": "ls"}, bash_output("a.py"), False),
         ("edit", "edit", {"file_path": "a.py"}, "old_string not found", True)])
     ops.close()
-    generate_home(tmp_path / "claude", sessions=8, seed=5)
-    dark = tmp_path / "projects" / "dark"
+    generate_home(root / "claude", sessions=8, seed=5)
+    dark = root / "projects" / "dark"
     dark.mkdir(parents=True)
     # its messages 30 s apart from 45 s before midnight: answered on two days
     msgs = [{"role": role, "content": [text_block(text)]}
             for role, text in (("user", "hi"), ("assistant", "ok"), ("user", "more"), ("assistant", "done"))]
-    write_session(tmp_path / "cw" / "sessions", session_doc(
+    write_session(root / "cw" / "sessions", session_doc(
         "cw-dark", title="d", created_at=datetime.fromtimestamp(T0 + DAY - 45, timezone.utc), workspace=dark,
         messages=msgs, total_tokens=5000, cost=None, model="glm-4.6", model_provider="custom", journal=True))
-    ingest(layout, ops.db, codewhale_homes=[tmp_path / "cw"], homes={"claude": [tmp_path / "claude"]})
+    ingest(layout, ops.db, codewhale_homes=[root / "cw"], homes={"claude": [root / "claude"]})
     return layout
 
 
