@@ -39,7 +39,11 @@ def spark():
 
     recipe = _recipe()
     builder = (SparkSession.builder.master("local[1]").appName("agentlake-test")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "1"))
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "1")
+               # a short-lived JVM on tiny data: the quick JIT tier only, and no whole-stage code
+               # generation (Java compiled for each query); the same answers, sooner
+               .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+               .config("spark.sql.codegen.wholeStage", "false"))
     for key, value in recipe.spark_conf("/unused", env={}).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
