@@ -66,16 +66,32 @@ def test_session_explorer_walks_one_session_in_order(warehouse_env):
     assert transcript["message_index"].to_list() == sorted(transcript["message_index"].to_list())
 
 
+def _built_copy(layout, built_once, monkeypatch, name, build):
+    """A copy of a lake built once per session (the tests only read it), in $AGENTLAKE_WAREHOUSE
+    as the notebooks read it."""
+    from tests.conftest import copy_home
+
+    copy_home(built_once(name, build).home, layout.home)
+    monkeypatch.setenv("AGENTLAKE_WAREHOUSE", str(layout.warehouse))
+    return layout
+
+
 @pytest.fixture
-def shared_id_lake(layout, project, tmp_path, monkeypatch):
+def shared_id_lake(layout, built_once, monkeypatch):
     """Two agents whose sessions have the same id, "dup": Crush (three messages, the newer
     session) and CodeWhale (two messages)."""
-    from tests.conftest import T0, assistant, ingest
+    return _built_copy(layout, built_once, monkeypatch, "notebooks-shared-id", _shared_id)
+
+
+def _shared_id(tmp_path: Path):
+    from tests.conftest import T0, Project, assistant, ingest
     from transforms.synth.codewhale import session_doc, text_block, write_session
     from transforms.synth.crush import add_message, add_session
     from transforms.synth.crush_parts import text_part
+    from warehouse.lake.layout import Layout
 
-    p = project("shared")
+    layout = Layout.resolve(home=tmp_path / "home", machine="laptop", user="dev")
+    p = Project(tmp_path / "projects", "shared")
     add_session(p.conn, "dup", title="crush dup", created_at=T0 + 3600, cost=0.5)
     add_message(p.conn, "u1", "dup", "user", [text_part("hello crush")], created_at=T0 + 3600)
     assistant(p.conn, "a1", "dup", T0 + 3601)
@@ -87,7 +103,6 @@ def shared_id_lake(layout, project, tmp_path, monkeypatch):
                   session_doc("dup", title="whale dup", created_at=datetime.fromtimestamp(T0, timezone.utc),
                               workspace=p.path, messages=msgs, total_tokens=10, cost=None))
     ingest(layout, p.db, codewhale_homes=[tmp_path / "cw"])
-    monkeypatch.setenv("AGENTLAKE_WAREHOUSE", str(layout.warehouse))
     return layout
 
 
@@ -118,16 +133,22 @@ def test_session_explorer_tells_apart_sessions_that_share_an_id(shared_id_lake):
 
 
 @pytest.fixture
-def two_machine_lake(layout, project, monkeypatch):
+def two_machine_lake(layout, built_once, monkeypatch):
     """One Crush store landed by two machines (a team lake: the same store, so the same source id
     and session ids, from the laptop and the desktop), with tool calls and their results."""
+    return _built_copy(layout, built_once, monkeypatch, "notebooks-two-machines", _two_machines)
+
+
+def _two_machines(tmp_path: Path):
     import dataclasses
 
-    from tests.conftest import T0, assistant, ingest
+    from tests.conftest import T0, Project, assistant, ingest
     from transforms.synth.crush import add_message, add_session
     from transforms.synth.crush_parts import bash_output, finish_part, text_part, tool_call_part, tool_result_part
+    from warehouse.lake.layout import Layout
 
-    p = project("shared")
+    layout = Layout.resolve(home=tmp_path / "home", machine="laptop", user="dev")
+    p = Project(tmp_path / "projects", "shared")
     add_session(p.conn, "R", title="on both machines", created_at=T0, cost=0.5)
     add_message(p.conn, "u1", "R", "user", [text_part("run the tests")], created_at=T0)
     for i in range(3):
@@ -140,7 +161,6 @@ def two_machine_lake(layout, project, monkeypatch):
     p.close()
     ingest(layout, p.db)  # the laptop
     ingest(dataclasses.replace(layout, machine="desktop"), p.db)
-    monkeypatch.setenv("AGENTLAKE_WAREHOUSE", str(layout.warehouse))
     return layout
 
 
