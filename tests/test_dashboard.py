@@ -24,9 +24,23 @@ def serve(warehouse, **kwargs):
     return server
 
 
-@pytest.fixture
-def dashboard(lake):
-    server = serve(lake.warehouse)
+@pytest.fixture(scope="module")
+def read_only_lake(built_once):
+    """A copy of the known-totals lake (conftest's `lake`) for the module's tests that only read
+    it: one copy and one server for them all, whose kept pages they share as visitors do."""
+    from tests.conftest import _known_totals, copy_home
+    from warehouse.lake.layout import Layout
+
+    def copy(root):
+        copy_home(built_once("known-totals", _known_totals).home, root / "home")
+        return Layout.resolve(home=root / "home", machine="laptop", user="dev")
+
+    return built_once("dashboard-read-only", copy)
+
+
+@pytest.fixture(scope="module")
+def dashboard(read_only_lake):
+    server = serve(read_only_lake.warehouse)
     yield f"http://127.0.0.1:{server.server_address[1]}/"
     server.shutdown()
     server.server_close()
@@ -74,7 +88,7 @@ def bar_labels(svg: str) -> list[str]:
     return [html.unescape(a) for a in re.findall(r'<path[^>]*aria-label="([^"]*)"', svg)]
 
 
-def test_overview_has_real_axes_legend_and_the_fixture_figures(dashboard, lake, tab, tmp_path):
+def test_overview_has_real_axes_legend_and_the_fixture_figures(dashboard, read_only_lake, tab, tmp_path):
     from tests.conftest import query, scalar
 
     dom = browse(dashboard, tab)
@@ -84,8 +98,8 @@ def test_overview_has_real_axes_legend_and_the_fixture_figures(dashboard, lake, 
     assert re.search(r"Y-axis titled 'cost \(USD\)' for a linear scale with values from \$0 to \$", over_time)
     assert "role-legend" in over_time and "Symbol legend titled 'project'" in over_time
     # one bar per (day, project) that has a known cost, with its exact figure
-    expected = query(lake, "SELECT date, project, SUM(cost_usd) FROM daily_costs GROUP BY ALL HAVING SUM(cost_usd) "
-                           "IS NOT NULL ORDER BY 1")
+    expected = query(read_only_lake, "SELECT date, project, SUM(cost_usd) FROM daily_costs GROUP BY ALL "
+                                     "HAVING SUM(cost_usd) IS NOT NULL ORDER BY 1")
     labels = bar_labels(over_time)
     assert len(labels) == len(expected)
     for day, project, cost in expected:
@@ -93,13 +107,13 @@ def test_overview_has_real_axes_legend_and_the_fixture_figures(dashboard, lake, 
                    for a in labels), (day, project)
     by_model = figure(dom, "cost-by-model")
     assert "unknown cost" in by_model  # glm-4.6: unknown, not drawn as $0
-    unknown = scalar(lake, "SELECT COUNT(*) FROM sessions WHERE is_root AND cost_source = 'unknown'")
+    unknown = scalar(read_only_lake, "SELECT COUNT(*) FROM sessions WHERE is_root AND cost_source = 'unknown'")
     assert unknown and f"{unknown} of them with unknown cost" in dom  # root sessions, as the report counts
     for fig in ("cost-by-project", "cost-by-model", "tool-usage"):
         assert "all " in figure(dom, fig) and " shown" in figure(dom, fig)  # nothing cut, and it says so
     tools = figure(dom, "tool-usage")
-    failed = scalar(lake, "SELECT COUNT(*) FROM tool_calls WHERE has_call AND tool_name = 'bash' "
-                          "AND (is_error OR exit_code <> 0)")  # a call failed both ways is one failure
+    failed = scalar(read_only_lake, "SELECT COUNT(*) FROM tool_calls WHERE has_call AND tool_name = 'bash' "
+                                    "AND (is_error OR exit_code <> 0)")  # a call failed both ways is one failure
     assert f"({failed} failed)" in tools
     assert "<h2>Insights</h2>" in dom
     screenshot(dashboard, tab, tmp_path, "overview")
@@ -143,7 +157,7 @@ def test_bad_filters_are_named_on_the_page(dashboard, tab, query, message):
     assert answer.value.code == 400
 
 
-def test_links_lead_from_the_overview_down_to_a_transcript(dashboard, lake, tab, tmp_path):
+def test_links_lead_from_the_overview_down_to_a_transcript(dashboard, read_only_lake, tab, tmp_path):
     from tests.conftest import query, scalar
 
     overview = browse(dashboard, tab)
@@ -155,8 +169,8 @@ def test_links_lead_from_the_overview_down_to_a_transcript(dashboard, lake, tab,
     project = browse(urljoin(dashboard, projects["shop"]), tab)
     assert "project shop" in project
     sessions = table_links(project, "sessions")
-    roots = query(lake, "SELECT session_id, cost_usd FROM session_summary WHERE project = 'shop' "
-                        "ORDER BY cost_usd DESC NULLS LAST, started_at DESC")
+    roots = query(read_only_lake, "SELECT session_id, cost_usd FROM session_summary WHERE project = 'shop' "
+                                  "ORDER BY cost_usd DESC NULLS LAST, started_at DESC")
     assert len(sessions) == len(roots)  # all shown: fewer than the top 15
     assert f"all {len(roots)} shown" in project
     screenshot(urljoin(dashboard, projects["shop"]), tab, tmp_path, "project")
@@ -167,8 +181,8 @@ def test_links_lead_from_the_overview_down_to_a_transcript(dashboard, lake, tab,
     assert "session two days" in session and "$1.0000 (native)" in session
     transcript = re.search(r'<div id="transcript">(.*)</div>', session, re.S).group(1)
     calls = re.findall(r'<div class="call tool-call"><b>([^<]+)</b> <code>([^<]*)</code> · (.*?) ·', transcript)
-    expected = query(lake, "SELECT tool_name, command, file_path, is_error, exit_code FROM tool_calls "
-                           "WHERE session_id = 'R' AND has_call ORDER BY called_at")
+    expected = query(read_only_lake, "SELECT tool_name, command, file_path, is_error, exit_code FROM tool_calls "
+                                     "WHERE session_id = 'R' AND has_call ORDER BY called_at")
     assert [c[0] for c in calls] == [e[0] for e in expected]
     for (name, shown, status), (_, command, path, is_error, exit_code) in zip(calls, expected):
         assert html.unescape(shown) == (command or path)
@@ -178,7 +192,7 @@ def test_links_lead_from_the_overview_down_to_a_transcript(dashboard, lake, tab,
             assert f"exit code {exit_code}" in status
         else:
             assert "ok" in status
-    messages = scalar(lake, "SELECT COUNT(*) FROM messages WHERE session_id = 'R'")
+    messages = scalar(read_only_lake, "SELECT COUNT(*) FROM messages WHERE session_id = 'R'")
     assert f"Transcript ({messages} messages)" in session
     assert "old_string not found" in transcript  # the failed edit's result is there
     subagents = table_links(session, "subagents")
