@@ -92,14 +92,17 @@ class Browser:
             if "method" in answer:
                 self._events.append(answer)
 
-    def wait_for(self, method: str, session: str) -> dict:
-        """The next event `method` of the page `session`, the ones before it dropped."""
+    def wait_for(self, method: str, session: str, **match) -> dict:
+        """The next event `method` of the page `session` whose parameters have the values in
+        `match`, the events before it dropped."""
         deadline = time.monotonic() + self.timeout
         while True:
             for i, event in enumerate(self._events):
-                if event["method"] == method and event.get("sessionId") == session:
+                params = event.get("params", {})
+                if event["method"] == method and event.get("sessionId") == session and \
+                        all(params.get(k) == v for k, v in match.items()):
                     del self._events[:i + 1]
-                    return event.get("params", {})
+                    return params
             self._events.clear()
             event = self._read(deadline)
             if "method" in event:
@@ -137,37 +140,45 @@ class Context:
         target = browser.call("Target.createTarget", url="about:blank", browserContextId=self.id)["targetId"]
         self.session = browser.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
         self.call("Page.enable")
+        self.call("Page.setLifecycleEventsEnabled", enabled=True)  # a load names its navigation
 
     def call(self, method: str, **params) -> dict:
         return self.browser.call(method, self.session, **params)
 
-    def load(self, url: str, virtual_time_budget: int | None = None) -> None:
+    def load(self, url: str, virtual_time_budget: int | None = None) -> str | None:
         """Open `url` and wait for its load event, or (a budget given) until the page's virtual
         time has run that many milliseconds, as `--virtual-time-budget` does: the clock waits
-        while a request is pending and runs ahead while the page is idle."""
+        while a request is pending and runs ahead while the page is idle. Returns the network
+        error that kept the page from loading (where `chromium --dump-dom` exited non-zero), or None."""
         if virtual_time_budget is not None:
             self.call("Emulation.setVirtualTimePolicy", policy="pause")  # no time passes before the page's
         navigated = self.call("Page.navigate", url=url)
         if "errorText" in navigated:
-            raise BrowserError(f"{url}: {navigated['errorText']}")
-        if virtual_time_budget is None:
-            self.browser.wait_for("Page.loadEventFired", self.session)
+            return f"{url}: {navigated['errorText']}"
+        if virtual_time_budget is None:  # this navigation's load, not the blank page's before it
+            self.browser.wait_for("Page.lifecycleEvent", self.session, name="load", frameId=navigated["frameId"],
+                                  loaderId=navigated["loaderId"])
         else:
             self.call("Emulation.setVirtualTimePolicy", policy="pauseIfNetworkFetchesPending",
                       budget=virtual_time_budget)
             self.browser.wait_for("Emulation.virtualTimeBudgetExpired", self.session)
+        return None
 
-    def dom(self, url: str, virtual_time_budget: int | None = None) -> str:
-        """The DOM as Chromium built it (`--dump-dom`)."""
-        self.load(url, virtual_time_budget)
-        return self.call("Runtime.evaluate", expression=DUMP_DOM, returnByValue=True)["result"]["value"]
+    def dom(self, url: str, virtual_time_budget: int | None = None) -> tuple[str | None, str]:
+        """The network error that kept the page from loading (or None), and the DOM as Chromium
+        built it (`--dump-dom`)."""
+        error = self.load(url, virtual_time_budget)
+        return error, "" if error else self.call("Runtime.evaluate", expression=DUMP_DOM,
+                                                 returnByValue=True)["result"]["value"]
 
     def screenshot(self, url: str, png: Path, width: int = 1440, height: int = 1800) -> None:
         """The page in a window of that size, scrollbars hidden (`--screenshot --window-size`)."""
         self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False)
         self.call("Emulation.setScrollbarsHidden", hidden=True)
         try:
-            self.load(url)
+            error = self.load(url)
+            if error:
+                raise BrowserError(error)
             data = self.call("Page.captureScreenshot", format="png")["data"]
         finally:
             self.call("Emulation.clearDeviceMetricsOverride")

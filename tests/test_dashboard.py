@@ -64,7 +64,9 @@ def tab(chromium):
 
 def browse(url: str, tab) -> str:
     """The DOM as Chromium built it."""
-    return tab.dom(url)
+    error, dom = tab.dom(url)
+    assert error is None, error
+    return dom
 
 
 def screenshot(url: str, tab, tmp_path, name: str) -> None:

@@ -279,9 +279,11 @@ def offline_chromium():
 def rendered_offline(url: str, browser) -> str:
     tab = browser.context()
     try:
-        return tab.dom(url, virtual_time_budget=VIRTUAL_TIME_BUDGET)
+        error, dom = tab.dom(url, virtual_time_budget=VIRTUAL_TIME_BUDGET)
     finally:
         tab.close()
+    assert error is None, error
+    return dom
 
 
 @pytest.mark.skipif(not CHROMIUM and not os.environ.get("CI"), reason="no chromium: apt-get install chromium")
