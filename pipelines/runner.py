@@ -114,6 +114,7 @@ def partition_tags(batch: list[str]) -> dict:
 
 def run_ingest(layout: Layout, options: DiscoverOptions, *, full_refresh: bool = False,
                quiet: bool = False) -> RunSummary:
+    INTERRUPTED.clear()  # an earlier run in this process that was interrupted (a notebook's) is not this one
     sources, problems = discover_sources(options)
     for problem in problems:
         print(f"warning: {problem}", file=sys.stderr)
