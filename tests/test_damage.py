@@ -235,3 +235,112 @@ def test_a_landing_file_with_values_out_of_range_from_another_machine_cannot_sto
                            "WHERE machine = 'desk' ORDER BY 1").fetchall() == [
             ("alpha0", None, "unknown", None), ("alpha1", None, "unknown", 1), ("alpha2", 0.5, "native", 2)]
         assert con.execute("SELECT SUM(cost_usd)::DOUBLE FROM daily_costs WHERE machine = 'desk'").fetchone() == (0.5,)
+
+
+# --- 3: a landing file that cannot be read keeps its source's rows, and its machine lands it again
+
+def _flipped(path: Path) -> None:
+    """Bytes flipped in place past the header, where the footer still reads but a page does not
+    (DuckDB: "Out of buffer", "Variable-length int over 10 bytes"): same size, same name."""
+    whole = path.read_bytes()
+    for at in range(4, len(whole) - 8):
+        damaged = bytearray(whole)
+        damaged[at:at + 16] = bytes(b ^ 0xFF for b in whole[at:at + 16])
+        path.write_bytes(bytes(damaged))
+        try:
+            pq.read_metadata(path)
+            duckdb.sql(f"SELECT * FROM read_parquet('{path}')").fetchall()
+        except duckdb.Error:
+            return  # the footer reads, the pages do not
+        except Exception:
+            continue
+    raise AssertionError(f"no flip of {path} made it unreadable")
+
+
+def _damage(path: Path, how: str) -> None:
+    if how == "cut short":
+        path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
+    else:
+        _flipped(path)
+
+
+def _parts(layout: Layout) -> dict:
+    with connect(layout.warehouse) as con:
+        return dict(con.execute("SELECT project, COUNT(*) FROM parts GROUP BY 1").fetchall())
+
+
+@pytest.mark.parametrize("how", ["cut short", "flipped"])
+def test_a_damaged_landing_file_keeps_its_rows_and_this_machine_lands_it_again(home, how):
+    """Flipped bytes in a landing parts.parquet gave a traceback (`Out of buffer`) from ingest and
+    merge --full; a truncated one was never landed again, and merge --full dropped its source's
+    rows with exit 0."""
+    damaged = _landed(home.home, "alpha") / "parts.parquet"
+    _damage(damaged, how)
+    for argv in (["merge", "--home", home.home], ["merge", "--full", "--home", home.home]):
+        ran = run_cli(*argv)
+        _no_traceback(ran)
+        assert ran.returncode == 0, ran.stderr[-2000:]
+        assert f"warning: the landing file {damaged} " in ran.stderr
+        assert ("the warehouse keeps the rows its source had, and the next `agentlake ingest` of laptop (user dev) "
+                "lands it again from the agent's store") in ran.stderr
+        assert "were being written" not in ran.stderr  # it is not waiting for a write
+        assert _parts(home.layout) == {"alpha": 3, "beta": 3} and _counts(home.layout) == {"alpha": 3, "beta": 3}
+    ran = run_cli(*_ingest_args(home))  # this machine's next ingest: the store read again, the file written again
+    _no_traceback(ran)
+    assert ran.returncode == 0 and "sources: 1 ok, 1 unchanged" in ran.stdout, ran.stdout + ran.stderr[-2000:]
+    assert "landing file" not in ran.stderr
+    assert pq.read_table(damaged).num_rows == 3
+    assert _parts(home.layout) == {"alpha": 3, "beta": 3}
+    assert not (home.home / "lake" / "_damaged").exists() or not list((home.home / "lake" / "_damaged").rglob("*.parquet"))
+
+
+def test_a_full_refresh_writes_a_damaged_landing_file_again(home):
+    """`ingest --full-refresh` kept a file damaged in place: same size, and the digest its state
+    recorded matched what it would write."""
+    damaged = _landed(home.home, "beta") / "parts.parquet"
+    _flipped(damaged)
+    summary = ingest(home.layout, *home.dbs, full_refresh=True)
+    assert [r.status for r in summary.results] == ["ok", "ok"]
+    assert pq.read_table(damaged).num_rows == 3
+    assert _parts(home.layout) == {"alpha": 3, "beta": 3}
+
+
+def test_another_machines_damaged_landing_file_is_its_problem_named_and_its_rows_stay(home):
+    ours = _landed(home.home, "alpha")
+    theirs = home.home / "lake" / "_landing" / "desk" / "ana" / "crush" / ours.name
+    shutil.copytree(ours, theirs)
+    assert run_cli("merge", "--home", home.home).returncode == 0
+    before = _counts(home.layout)
+    _flipped(theirs / "messages.parquet")
+    ran = run_cli("merge", "--full", "--home", home.home)
+    _no_traceback(ran)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert (f"the landing file {theirs / 'messages.parquet'} cannot be read (" in ran.stderr
+            and "the next `agentlake ingest` of desk (user ana) lands it again" in ran.stderr)
+    assert _counts(home.layout) == before  # desk's rows are kept, not dropped
+    with connect(home.layout.warehouse) as con:
+        assert con.execute("SELECT COUNT(*) FROM messages WHERE machine = 'desk'").fetchone() == (3,)
+    # the note that machine's ingest finds; this machine's own ingest leaves it alone
+    note = home.home / "lake" / "_damaged" / "desk" / "ana" / "crush" / ours.name / "messages.parquet"
+    assert pq.read_table(note).column("file").to_pylist() == [f"_landing/desk/ana/crush/{ours.name}/messages.parquet"]
+    ran = run_cli(*_ingest_args(home))
+    assert ran.returncode == 0 and "sources: 0 ok, 2 unchanged" in ran.stdout, ran.stdout
+    assert note.exists()
+
+
+def test_a_changed_source_whose_previous_file_is_damaged_is_landed_again(layout, project):
+    """Its old rows are read to carry the sessions the store no longer holds: a damaged previous
+    file failed the source on every run ("cannot read the lake's previous files")."""
+    p = project("gamma")
+    add_session(p.conn, "s1", title="t", created_at=T0, cost=1.0)
+    ingest(layout, p.db)
+    _flipped(next((layout.lake / "_landing").rglob("sessions.parquet")))
+    add_session(p.conn, "s2", title="t", created_at=T0 + DAY, cost=2.0)
+    p.close()
+    summary = ingest(layout, p.db)
+    (result,) = summary.results
+    assert result.status == "ok", result.error
+    assert any(w.startswith("the lake's previous file ") and "landed again from the agent's store" in w
+               for w in result.warnings), result.warnings
+    with connect(layout.warehouse) as con:
+        assert con.execute("SELECT session_id FROM sessions ORDER BY 1").fetchall() == [("s1",), ("s2",)]

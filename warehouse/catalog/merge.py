@@ -29,13 +29,13 @@ import pyarrow.parquet as pq
 from transforms.contract import ALL_TABLES, DATA_TABLES, SCHEMA_VERSION, SOURCES, Table
 from warehouse.lake import ducklake
 from warehouse.lake.ducklake import sql_string
-from warehouse.lake.layout import LANDING, RUNS, own_lake, same_lake
+from warehouse.lake.layout import LANDING, RUNS, damage_note, own_lake, same_lake
 from warehouse.catalog.marts import current as marts_current
 from warehouse.catalog.marts import forget as forget_marts
 from warehouse.catalog.marts import mark_pending, refresh_marts
 from warehouse.lake.scratch_dirs import scratch
 from warehouse.lake.storage import EmptyLake, LakeUnreachable, ReadFromAnotherLake, masked, open_store
-from warehouse.land.landing_files import BOUNDS_CHECKED, CHECKED, LANDING_ID, ROW_KEYS
+from warehouse.land.landing_files import BOUNDS_CHECKED, CHECKED, LANDING_ID, ROW_KEYS, parquet_bytes
 
 # Partitions: the row's year (from `date`) and project. Finer partitions give a file per few rows on
 # a realistic history (sessions spread over months, a long tail of projects), and DuckLake pays per
@@ -290,7 +290,8 @@ def _insert_files(con, table: Table, paths: list[Path], footers: _Footers, ident
             cols.append(_guarded(table, c, present))
     sql = (f'INSERT INTO "{table.name}" BY NAME SELECT {", ".join(cols)} '
            f"FROM read_parquet([{files}], union_by_name = true, filename = true)")
-    return con.execute(sql).fetchone()[0]
+    with _reading(paths):
+        return con.execute(sql).fetchone()[0]
 
 
 def _in_bounds_sql(name: str) -> str:
@@ -331,8 +332,9 @@ def _out_of_range(con, store, files: list[tuple[str, Path]], footers: "_Footers"
             keys = [k for k in ROW_KEYS if k in footers[path].names]
             where = " OR ".join(f'("{c}" IS NOT NULL AND NOT {_in_bounds_sql(c)})' for c in bounded)
             key = f"coalesce({', '.join(chr(34) + k + chr(34) for k in keys)})" if keys else "NULL"
-            rows = con.execute(f'SELECT {key}, {", ".join(chr(34) + c + chr(34) for c in bounded)} '
-                               f"FROM read_parquet({sql_string(path)}) WHERE {where}").fetchall()
+            with _reading([path]):
+                rows = con.execute(f'SELECT {key}, {", ".join(chr(34) + c + chr(34) for c in bounded)} '
+                                   f"FROM read_parquet({sql_string(path)}) WHERE {where}").fetchall()
             if not rows:
                 continue
             named = []
@@ -368,12 +370,22 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
            memory_limit: str | None = None) -> MergeResult:
     from warehouse.lake.layout import tables_path
 
-    result = MergeResult()
     with scratch("merge") as workdir, \
             ducklake.writing(catalog, data_path or tables_path(lake, catalog), memory_limit,
                              on_rebuild=None if full else lambda old: _refuse_replacing(old, lake, catalog)) as con:
-        with _transaction(con):
-            build = _merge_tables(con, lake, catalog, workdir, result, full)
+        footers, damaged, kept = _Footers(), {}, None
+        while True:  # ends: each round leaves out more files, or keeps rows once
+            result = MergeResult()
+            try:
+                with _transaction(con):
+                    build = _merge_tables(con, lake, catalog, workdir, result, full, footers, damaged, kept)
+                break
+            except _Again as again:
+                damaged.update(again.damaged)
+                if again.keep:
+                    kept = _keep(con, again.keep)
+        if kept:
+            result.problems += kept.lost
         # the marts in a transaction of their own: the inserts, committed, no longer hold memory
         # there (ten machines' marts ran out of 600 MB after them in one transaction, and fit
         # alone). Readers still see both at once: the catalog is published when the writer ends.
@@ -409,24 +421,36 @@ def crowded(con) -> bool:
     return files > 1.2 * partitions + 20
 
 
-def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, full: bool) -> str | None:
+def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, full: bool, footers: "_Footers",
+                  damaged: dict[Path, str], kept: "_Kept | None") -> str | None:
     """The tables' part of a merge, in its transaction. Returns "whole" or "some" when the marts
-    are to be built after it, else None."""
+    are to be built after it, else None. `damaged`: the landing files an earlier round found
+    unreadable (by their path here), left out as those without a footer are; `kept`: the rows a
+    full merge keeps of the sources it cannot read (`_keep`)."""
     store = open_store(lake)
     landed = store.versions(LANDING)
     recorded = _recorded(con)
     if not full and recorded is not None:
         _refuse_emptying(con, lake, catalog, landed, recorded[0])
     full = full or _older_layout(recorded)
-    if full:  # dropped, not deleted from: a table whose data file was lost cannot be read
+    before = _merged_files(con)
+    merged = {} if full else before
+    changed, removed = plan(landed, merged)
+    local = _local_copies(store, [f for files in changed.values() for f in files], workdir)
+    sources, waiting = _complete(changed, local, footers, damaged)
+    if full:
+        # a source that cannot be read now (a damaged file, a machine caught writing) keeps the
+        # rows it had: read before the tables go, outside this transaction (a table whose own file
+        # is lost fails the read, which would end the transaction)
+        held = {g for g in waiting if any(f.startswith(f"{LANDING}/{g}/") for f in before)}
+        if held and (kept is None or held - kept.groups):
+            raise _Again(keep=held | (kept.groups if kept else set()))
+        # dropped, not deleted from: a table whose data file was lost cannot be read
         for name in [t.name for t in ALL_TABLES] + [MERGED, LAKE_TABLE]:
             con.execute(f'DROP TABLE IF EXISTS "{name}"')
     ensure_tables(con, lake, None if full else recorded)
-    merged = dict(con.execute(f"SELECT path, version FROM {MERGED}").fetchall())
-    changed, removed = plan(landed, merged)
-    local = _local_copies(store, [f for files in changed.values() for f in files], workdir)
-    footers = _Footers()
-    sources, result.waiting = _complete(changed, local, footers)
+    if full and kept:
+        _restore(con, kept, {g for g in waiting if g in kept.groups})
     runs = [g for g in changed if _is_run_log(g)]
     # the run log is appended to; only a log file edited or deleted by hand rebuilds it whole
     if any(g in merged for g in runs) or any(_is_run_log(g) for g in removed):
@@ -436,11 +460,20 @@ def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, 
     # a file that is not Parquet (an upload stored raw, a file truncated by hand) is named and
     # skipped: its own source waits, a run log is left out, and every other file is merged
     runs = [g for g in runs if g in local]  # one gone since the listing is removed by the next merge
-    result.unreadable = sorted(f for g in changed for f in changed[g] if f in local and footers[local[f]] is None)
-    result.unreadable += sorted(g for g in runs if g not in changed and footers[local[g]] is None)
-    bad_runs = {g for g in runs if footers[local[g]] is None}
+
+    def unreadable(rel: str) -> bool:
+        return footers[local[rel]] is None or local[rel] in damaged
+
+    result.unreadable = sorted(f for g in changed for f in changed[g] if f in local and unreadable(f))
+    result.unreadable += sorted(g for g in runs if g not in changed and unreadable(g))
+    bad_runs = {g for g in runs if unreadable(g)}
     runs = [g for g in runs if g not in bad_runs]
-    result.problems += [_unreadable(store.uri(rel), local[rel], _is_run_log(rel)) for rel in result.unreadable]
+    result.problems += [_unreadable(store.uri(rel), local[rel], rel, damaged.get(local[rel]))
+                        for rel in result.unreadable]
+    _note_damaged(store, {rel: (landed[rel], damaged.get(local[rel]) or "not a Parquet file")
+                          for rel in result.unreadable if not _is_run_log(rel)})
+    # those caught half-way through a write; the unreadable ones are said above
+    result.waiting = [g for g in waiting if not any(_group(rel) == g for rel in result.unreadable)]
     gone = {g for g in removed if not _is_run_log(g)}
     touched = _projects_of(con, set(sources) | gone)  # their old rows' projects
     _delete_sources(con, set(sources) | gone)
@@ -461,6 +494,121 @@ def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, 
         forget_marts(con)  # a build cut off after this commit is whole when it runs again
         return "whole"
     return "some" if result.merged or result.removed or not marts_current(con) else None
+
+
+class _Again(Exception):
+    """The tables' transaction, rolled back, is run again: without the landing files an insert
+    found it cannot read (`damaged`), or once the rows of the sources a full merge cannot read
+    are kept (`keep`)."""
+
+    def __init__(self, damaged: dict[Path, str] | None = None, keep: set[str] | None = None):
+        super().__init__("again")
+        self.damaged, self.keep = damaged or {}, keep or set()
+
+
+@contextmanager
+def _reading(paths: list[Path]):
+    """A statement reading these landing files. One that fails because DuckDB cannot read one of
+    them (a page damaged past its footer: "Out of buffer", a ZSTD failure) is `_Again` without
+    them, found by reading each alone; any other failure is itself."""
+    try:
+        yield
+    except duckdb.Error as exc:
+        if isinstance(exc, (duckdb.OutOfMemoryException, duckdb.InterruptException)):
+            raise
+        found = _unreadable_files(paths)
+        if not found:
+            raise
+        raise _Again(damaged=found) from None
+
+
+def _unreadable_files(paths: list[Path]) -> dict[Path, str]:
+    """Of these files, those DuckDB cannot read whole, with its reason."""
+    from warehouse.lake.duckdb_settings import NO_DOWNLOADS
+
+    found = {}
+    with duckdb.connect(config=NO_DOWNLOADS) as probe:
+        for path in paths:
+            try:
+                for _ in probe.execute("SELECT * FROM read_parquet(?)", [str(path)]).to_arrow_reader():
+                    pass
+            except duckdb.Error as exc:
+                found[Path(path)] = " ".join(str(exc).split())
+    return found
+
+
+@dataclass
+class _Kept:
+    """The rows a full merge keeps of the sources it cannot read now, in temporary tables."""
+
+    groups: set[str]
+    tables: list[str] = field(default_factory=list)  # the tables whose rows were kept
+    lost: list[str] = field(default_factory=list)  # what could not be kept, each a line to print
+
+
+def _keep(con, groups: set[str]) -> _Kept:
+    """Copy these sources' rows and merged files out of the tables before a full merge drops them
+    (outside its transaction: a table that cannot be read loses those rows, said, not the merge)."""
+    kept = _Kept(set(groups))
+    with _replaced(con, groups):
+        for table in DATA_TABLES:
+            try:
+                con.execute(f'CREATE OR REPLACE TEMP TABLE "_kept_{table.name}" AS '
+                            f'SELECT * FROM {ducklake.CATALOG}."{table.name}" WHERE {_OF_REPLACED}')
+                kept.tables.append(table.name)
+            except duckdb.Error as exc:
+                kept.lost.append(f"the rows of {len(groups)} sources whose landing files cannot be read were lost "
+                                 f"from `{table.name}` ({' '.join(str(exc).split())}): they come back when their "
+                                 "machines land them again")
+    likes = [f"{LANDING}/{g}/%" for g in sorted(groups)]
+    con.register("_kept_likes", pa.table({"pattern": pa.array(likes, pa.string())}))
+    try:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _kept_merged AS SELECT m.path, m.version FROM {MERGED} m "
+                    "WHERE EXISTS (SELECT 1 FROM _kept_likes k WHERE m.path LIKE k.pattern)")
+    finally:
+        con.unregister("_kept_likes")
+    return kept
+
+
+def _restore(con, kept: _Kept, groups: set[str]) -> None:
+    """The kept rows of `groups` (still unreadable) back in the tables made anew, with the
+    landing files they were merged from: their rows stay until their machines land them again,
+    and a source removed since is removed from the tables."""
+    if not groups:
+        return
+    with _replaced(con, groups):
+        for name in kept.tables:
+            columns = {r[0] for r in con.execute(
+                "SELECT column_name FROM duckdb_columns() WHERE database_name = ? AND table_name = ?",
+                [ducklake.CATALOG, name]).fetchall()}
+            have = [r[0] for r in con.execute(f'DESCRIBE temp."_kept_{name}"').fetchall() if r[0] in columns]
+            cols = ", ".join(f'"{c}"' for c in have)
+            con.execute(f'INSERT INTO "{name}" ({cols}) SELECT {cols} FROM temp."_kept_{name}" WHERE {_OF_REPLACED}')
+        group = "concat_ws('/', " + ", ".join(f"split_part(path, '/', {i})" for i in range(2, 6)) + ")"
+        con.execute(f"INSERT INTO {MERGED} SELECT path, version FROM temp._kept_merged "
+                    f"WHERE {group} IN (SELECT k FROM _replaced)")
+
+
+def _merged_files(con) -> dict[str, str]:
+    """The landing files the catalog merged (path -> version); none for a new catalog."""
+    try:
+        return dict(con.execute(f"SELECT path, version FROM {MERGED}").fetchall())
+    except duckdb.CatalogException:
+        return {}
+
+
+def _note_damaged(store, files: dict[str, tuple[str, str]]) -> None:
+    """A note for each landing file that cannot be read, where its machine's next ingest finds it
+    and lands its source again (warehouse.land.ingest.take_damage_notes). A lake this merge may
+    not write (a reader's) gets none: the warning names the file all the same."""
+    if not files:
+        return
+    notes = {damage_note(rel): parquet_bytes(pa.table({"file": [rel], "version": [version], "reason": [reason]}))
+             for rel, (version, reason) in files.items()}
+    try:
+        store.put_all(notes)
+    except OSError:
+        pass
 
 
 def _refuse_replacing(con, lake, catalog: Path) -> None:
@@ -513,19 +661,26 @@ def _merged_sources(con) -> list[str]:
     return [g for g in groups if not _is_run_log(g)]
 
 
-def _unreadable(uri: str, path: Path, run_log: bool) -> str:
-    """What to say of a landing file without a Parquet footer (never its bytes: they could be anything)."""
-    try:
-        with path.open("rb") as fh:
-            magic = fh.read(4)
-        size = path.stat().st_size
-        shape = "cut short" if magic == b"PAR1" else "not starting with PAR1"
-        what = f"{size:,} bytes, {shape}" if size else "empty"
-    except OSError:
-        what = "unreadable"
-    left = ("skipped: its runs are left out of `sources`" if run_log else
-            "its source's rows wait until that machine lands them again")
-    return f"the landing file {uri} is not a Parquet file ({what}): {left}; delete or replace it"
+def _unreadable(uri: str, path: Path, rel: str, reason: str | None = None) -> str:
+    """What to say of a landing file that cannot be read: without a Parquet footer, or whose
+    pages DuckDB cannot read (`reason`); never its bytes, they could be anything."""
+    if reason:
+        said = f"cannot be read ({reason})"
+    else:
+        try:
+            with path.open("rb") as fh:
+                magic = fh.read(4)
+            size = path.stat().st_size
+            shape = "cut short" if magic == b"PAR1" else "not starting with PAR1"
+            what = f"{size:,} bytes, {shape}" if size else "empty"
+        except OSError:
+            what = "unreadable"
+        said = f"is not a Parquet file ({what})"
+    if _is_run_log(rel):
+        return f"the landing file {uri} {said}: skipped: its runs are left out of `sources`; delete or replace it"
+    machine, user = rel[len(LANDING) + 1:].split("/")[:2]
+    return (f"the landing file {uri} {said}: the warehouse keeps the rows its source had, and the next "
+            f"`agentlake ingest` of {machine} (user {user}) lands it again from the agent's store")
 
 
 def _refresh_marts(con, *, whole: bool, memory_limit: str | None) -> None:
@@ -556,15 +711,15 @@ def _transaction(con):
     con.execute("COMMIT")
 
 
-def _complete(changed: dict[str, list[str]], local: dict[str, Path],
-              footers: _Footers) -> tuple[dict[str, list[str]], list[str]]:
-    """The changed sources whose landing files are all there and from one write; the others wait
-    for the next merge (a machine caught landing them)."""
+def _complete(changed: dict[str, list[str]], local: dict[str, Path], footers: _Footers,
+              damaged: dict[Path, str]) -> tuple[dict[str, list[str]], list[str]]:
+    """The changed sources whose landing files are all there, readable and from one write; the
+    others wait for the next merge (a machine caught landing them, or to land one again)."""
     ready, waiting = {}, []
     for group, files in changed.items():
         if _is_run_log(group):
             continue
-        if (len(files) < len(DATA_TABLES) or any(f not in local for f in files)
+        if (len(files) < len(DATA_TABLES) or any(f not in local or local[f] in damaged for f in files)
                 or not _consistent([footers[local[f]] for f in files])):
             waiting.append(group)
         else:
@@ -616,7 +771,8 @@ def _landed_projects(con, paths: list[Path], footers: _Footers) -> set[str | Non
             projects |= said
     for batch in _batches(unknown):
         files = ", ".join(sql_string(p) for p in batch)
-        projects |= {r[0] for r in con.execute(f"SELECT DISTINCT project FROM read_parquet([{files}])").fetchall()}
+        with _reading(batch):
+            projects |= {r[0] for r in con.execute(f"SELECT DISTINCT project FROM read_parquet([{files}])").fetchall()}
     return projects
 
 

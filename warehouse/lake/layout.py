@@ -8,6 +8,8 @@
     <home>/.warehouse.writer.ducklake.spill/       what the writer's DuckDB spills (warehouse.lake.ducklake)
     <lake>/_state/<machine>-<user>/<provider>-<source_id>.json   what this machine last landed for a source
     <lake>/_staging/<machine>-<user>/                            files being written
+    <lake>/_damaged/<machine>/<user>/<provider>/<source_id>/<table>.parquet   a merge's note: that
+                                                   landing file cannot be read; its machine lands it again
 
 Each machine writes only its own landing files, so machines never coordinate; one writer (the
 local run, or the team's central deployment) merges them into the curated tables
@@ -166,6 +168,19 @@ def landing_path(machine: str, user: str, provider: str, source_id: str, table: 
 
 def run_log_path(machine: str, user: str, name: str) -> str:
     return f"{LANDING}/{machine}/{user}/{RUNS}/{name}.parquet"
+
+
+# A merge's note of each landing file it could not read, at the file's own path under this folder:
+# the machine that landed it finds its notes in one listing, and lands those sources again.
+DAMAGED = "_damaged"
+
+
+def damage_note(landing_rel: str) -> str:
+    return DAMAGED + landing_rel[len(LANDING):]
+
+
+def damaged_file(note_rel: str) -> str:
+    return LANDING + note_rel[len(DAMAGED):]
 
 
 def tables_path(lake, warehouse: Path) -> str:

@@ -26,10 +26,10 @@ from transforms.contract import DATA_TABLES, SCHEMA_VERSION, SOURCES
 from transforms.provider import DiscoverOptions, Provider, SourceError, environmental
 from transforms.providers import PROVIDERS
 from transforms.sources import Source, as_text
-from warehouse.lake.layout import Layout, landing_dir, run_log_path
+from warehouse.lake.layout import DAMAGED, Layout, damaged_file, landing_dir, run_log_path
 from warehouse.lake.scratch_dirs import scratch
 from warehouse.land.bundle_folders import evict_moved, taken_over
-from warehouse.land.landing_files import build_files, landed_files, write_files, write_run_log
+from warehouse.land.landing_files import build_files, landed_files, read_file, write_files, write_run_log
 from warehouse.land.retention import carry_forward
 from warehouse.land.source_state import SourceStates, Verdict
 
@@ -136,6 +136,7 @@ def settle(sources, run: Run, landed=None) -> tuple[list, list]:
     as they are now), settled in this process with no worker; and the sources left to read.
     `landed`: one listing of an object-storage lake, else None. The CLI settles before starting
     Dagster, and the landing asset what the CLI landed before a sensor saw it."""
+    take_damage_notes(run.layout)
     states = SourceStates(run.layout)
     settled, rest = [], []
     for source in sources:
@@ -144,6 +145,37 @@ def settle(sources, run: Run, landed=None) -> tuple[list, list]:
         else:
             rest.append(source)
     return settled, rest
+
+
+def take_damage_notes(layout: Layout) -> int:
+    """The merge's notes of this machine's landing files it could not read (warehouse.catalog.merge,
+    `_damaged/`), found in one listing: each of those sources is told by its state to be read
+    again and to write that file whatever its digest, then the note goes. A note whose file
+    changed since (landed again already) just goes. Returns the sources told."""
+    store = layout.store()
+    try:
+        notes = store.versions(f"{DAMAGED}/{layout.machine}/{layout.user}")
+    except OSError:  # nothing to find, or a lake that cannot be listed: each source says why
+        return 0
+    states, told = SourceStates(layout), 0
+    for note in sorted(notes):
+        rel = damaged_file(note)
+        parts = rel.split("/")
+        if len(parts) == 6:
+            provider, source_id = parts[3], parts[4]
+            try:
+                noted = read_file(store, note).column("version")[0].as_py()
+            except Exception:  # a note cut short: taken as about the file as it is
+                noted = None
+            folder = rel.rsplit("/", 1)[0]
+            with states.lock(provider, source_id):
+                state = states.of(provider, source_id)
+                if rel in state.files and noted in (None, store.versions(folder).get(rel)):
+                    state.fingerprint, state.files[rel] = None, ""
+                    states.save(provider, source_id, state)
+                    told += 1
+        store.delete(note)
+    return told
 
 
 def _verdict(source: Source, states: SourceStates, landed) -> Verdict:
@@ -186,9 +218,10 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
             states.record_failure(source, previous, fingerprint, _reason(exc))
         return SourceResult(source, "failed", error=_reason(exc), fingerprint=fingerprint)
     redacted = _redact(extract.rows, privacy_policy(layout)) if layout.team else Counter()
+    damaged = []  # its previous files that cannot be read: landed again from the store
     try:
-        retained = carry_forward(store, previous.files, extract.rows, extract.moved_sessions)
-    except (OSError, ValueError) as exc:  # an unreadable old file: keep it, and this source's old state
+        retained = carry_forward(store, previous.files, extract.rows, extract.moved_sessions, damaged)
+    except (OSError, ValueError) as exc:  # an old file this machine may not read: keep it, and the old state
         return SourceResult(source, "failed", error=f"cannot read the lake's previous files: {exc}",
                             fingerprint=fingerprint)
     try:
@@ -202,7 +235,9 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
     parts = _parts_landed(extract.part_sessions, previous.parts)
     try:
         states.record_intent(source, intent, previous.parts)
-        written = write_files(store, built, previous.files)
+        # a full refresh looks at the bytes in place too: a file damaged there keeps its size and
+        # the digest its state recorded
+        written = write_files(store, built, previous.files, verify=run.full_refresh)
         for source_id in taken_ids:  # their state goes with them
             states.forget(source.provider, source_id)
         # after the write: a crash before the state below reads the bundle again, and this again
@@ -230,6 +265,9 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
         warnings.append(f"team mode: {secrets} secrets redacted, {dropped} values dropped")
     if findings.unread:
         warnings.append(f"{findings.unread} files could not be read (quarantined); the source is read again next run")
+    for file in damaged:  # what it alone held of sessions the store no longer has could not be kept
+        warnings.append(f"the lake's previous file {file} could not be read: landed again from the agent's store; "
+                        "rows of sessions the store no longer holds could not be carried forward from it")
     if retained["sessions"]:
         warnings.append(f"{retained['sessions']} sessions no longer in the source were kept in the lake")
     if evicted:
@@ -514,6 +552,7 @@ def ingest_all(sources, layout: Layout, *, full_refresh: bool = False, run_id: s
     """Ingest many sources in one run; `progress(i, n, result)` is called after each."""
     summary = RunSummary(run_id or new_run_id(), problems=list(problems))
     clean_stale_staging(layout)
+    take_damage_notes(layout)
     mark_pending(layout)
     position = {s.source_id: i for i, s in enumerate(sources)}
     run = Run(layout, summary.run_id, full_refresh)

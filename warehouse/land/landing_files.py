@@ -221,15 +221,18 @@ def _dated_by_session(data: pa.Table, session_days: pa.Table | None) -> pa.Table
     return data.set_column(0, HIVE[0], pc.fill_null(dates, pc.take(session_days.column("date"), at)))
 
 
-def write_files(store, built: SourceFiles, previous: dict[str, str]) -> WriteResult:
-    """Put one source's files in place; `previous` is what the last run wrote (path -> sha)."""
+def write_files(store, built: SourceFiles, previous: dict[str, str], verify: bool = False) -> WriteResult:
+    """Put one source's files in place; `previous` is what the last run wrote (path -> sha).
+    `verify`: a file the same as last time is read back, and written again unless its bytes are
+    those (a full refresh: one damaged in place keeps its size)."""
     result = WriteResult(rows=built.rows, undated=built.undated, epoch_dated=built.epoch_dated)
     changed = {}
     for rel, data in built.data.items():
         digest = hashlib.sha256(data).hexdigest()
         result.files[rel] = digest
         # a truncated file left by a crash has another size: it is rewritten
-        if previous.get(rel) == digest and store.size(rel) == len(data):
+        same = previous.get(rel) == digest and store.size(rel) == len(data)
+        if same and (not verify or _stored(store, rel) == digest):
             result.unchanged += 1
         else:
             changed[rel] = data
@@ -239,6 +242,14 @@ def write_files(store, built: SourceFiles, previous: dict[str, str]) -> WriteRes
         store.delete(rel)
         result.removed += 1
     return result
+
+
+def _stored(store, rel: str) -> str | None:
+    """The SHA-256 of a file's bytes as they are in the lake; None when they cannot be read."""
+    try:
+        return hashlib.sha256(store.read(rel)).hexdigest()
+    except OSError:
+        return None
 
 
 def read_file(store, rel: str) -> pa.Table:

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transforms.contract import DATA_TABLES
+from warehouse.lake.storage import LakeUnreachable
 from warehouse.land.landing_files import read_file
 
 KEYED = tuple(t.name for t in DATA_TABLES if "session_id" in t.column_names)
@@ -33,19 +34,26 @@ def _files_of(store, previous: dict[str, str], table: str) -> list[str]:
             and (sha or store.size(rel) is not None)]
 
 
-def read_landed(store, rel: str):
+def read_landed(store, rel: str, damaged: list | None = None):
     """A previous landing file, or None when it is gone (deleted by hand, a bucket emptied):
-    nothing can be carried from it, and the source is simply read again."""
+    nothing can be carried from it, and the source is simply read again. With `damaged`, one
+    that cannot be read (cut short, bytes flipped) is None too, and said there: the source is
+    landed again from the agent's store, not failed for ever on it."""
     try:
         return read_file(store, rel)
     except FileNotFoundError:
         return None
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        if damaged is None or isinstance(exc, (PermissionError, LakeUnreachable)):
+            raise
+        damaged.append(f"{store.uri(rel)} ({type(exc).__name__}: {' '.join(str(exc).split())})")
+        return None
 
 
-def _session_ids(store, rels: list[str]) -> set:
+def _session_ids(store, rels: list[str], damaged: list | None) -> set:
     ids = set()
     for rel in rels:
-        data = read_landed(store, rel)
+        data = read_landed(store, rel, damaged)
         if data is not None:
             ids.update(data.column("session_id").to_pylist())
     return ids
@@ -67,19 +75,20 @@ def _append(rows, kept: pa.Table):
     return kept if rows is None else pa.concat_tables([rows, kept], promote_options="permissive")
 
 
-def carry_forward(store, previous: dict[str, str], rows: dict, moved=frozenset()) -> Counter:
+def carry_forward(store, previous: dict[str, str], rows: dict, moved=frozenset(),
+                  damaged: list | None = None) -> Counter:
     """Add to `rows` the lake's rows of sessions the source no longer holds, but those `moved` to
-    another source; returns the counts carried by table. Files that cannot be read are left to
-    the caller's error handling."""
+    another source; returns the counts carried by table. A file that cannot be read is left to
+    the caller's error handling, or, with `damaged`, named there and carried nothing from."""
     carried = Counter()
     present = _session_ids_of(rows.get("sessions", ()))
-    gone = _session_ids(store, _files_of(store, previous, "sessions")) - present - set(moved)
+    gone = _session_ids(store, _files_of(store, previous, "sessions"), damaged) - present - set(moved)
     if not gone:
         return carried
     value_set = pa.array(sorted(gone), pa.string())
     for table in KEYED:
         for rel in _files_of(store, previous, table):
-            old = read_landed(store, rel)
+            old = read_landed(store, rel, damaged)
             if old is None:
                 continue
             kept = old.filter(pc.is_in(old.column("session_id"), value_set=value_set))
