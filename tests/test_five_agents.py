@@ -10,13 +10,13 @@ import pytest
 
 from pipelines.cli import main
 from tests.conftest import copy_home, query, scalar
-from transforms.synth.demo import generate_demo
 from transforms.provider import DiscoverOptions
 from transforms.providers import PROVIDERS
-from warehouse.serve.dashboard.server import make_server
-from warehouse.land.ingest import discover_sources, ingest_all
+from transforms.synth.demo import generate_demo
 from warehouse.catalog.build import build_warehouse
 from warehouse.lake.layout import Layout
+from warehouse.land.ingest import discover_sources, ingest_all
+from warehouse.serve.dashboard.server import make_server
 
 AGENTS = ("claude", "codewhale", "codex", "crush", "opencode")
 
@@ -24,12 +24,19 @@ AGENTS = ("claude", "codewhale", "codex", "crush", "opencode")
 @pytest.fixture
 def five(layout, built_once):
     """The demo ingested once per session (the tests only read it); each test has a copy of its home."""
-    demo, template = built_once("five-agents", _five_agents)
+    return ingested_demo(built_once, layout)
+
+
+def ingested_demo(built_once, layout):
+    """A copy of the ingested demo's home at `layout.home` (machine laptop, user dev, as the
+    `layout` fixture's); returns the demo, whose generators' truths the tests compare with. Also
+    for the other tests that only read a lake of every agent."""
+    demo, template = built_once("every-agent-demo", _ingest_demo)
     copy_home(template.home, layout.home)
     return demo
 
 
-def _five_agents(root):
+def _ingest_demo(root):
     demo = generate_demo(root / "demo", projects=2, sessions=4, seed=11, without_cost=0)
     layout = Layout.resolve(home=root / "home", machine="laptop", user="dev")
     sources, problems = discover_sources(DiscoverOptions(env={}, extra_roots=demo.roots(), use_default=False))

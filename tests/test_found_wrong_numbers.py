@@ -154,19 +154,13 @@ def test_a_stored_cost_that_is_not_a_number_is_unknown_and_reported(layout, tmp_
 
 # ---------------------------------------------------------------------------------- item 7
 
-def test_every_agent_uses_the_canonical_part_type_vocabulary(layout, tmp_path):
+def test_every_agent_uses_the_canonical_part_type_vocabulary(layout, built_once):
     """Item 7: `parts.part_type` is one vocabulary for every agent (contract.PART_TYPES,
     Crush's names); the agent's own name is in `native_part_type`."""
+    from tests.test_five_agents import ingested_demo
     from transforms.contract import PART_TYPES
-    from transforms.synth.demo import generate_demo
-    from transforms.provider import DiscoverOptions
-    from warehouse.land.ingest import discover_sources, ingest_all
-    from warehouse.catalog.build import refresh
 
-    demo = generate_demo(tmp_path / "demo", projects=1, sessions=3, seed=5, without_cost=0)
-    sources, _ = discover_sources(DiscoverOptions(env={}, extra_roots=demo.roots(), use_default=False))
-    ingest_all(sources, layout, workers=1)
-    refresh(layout.lake, layout.warehouse, marts=False)  # the parts table is what is read
+    ingested_demo(built_once, layout)  # every agent's generator, ingested once per session
     rows = query(layout, "SELECT provider, part_type, native_part_type, COUNT(*) FROM parts GROUP BY ALL")
     from transforms.providers import PROVIDERS
 
