@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ingest_tables, query, scalar
+from tests.conftest import discover_only, ingest_tables, query, scalar
 from transforms.claude.discover import discover
 from transforms.claude.provider import ClaudeProvider
 from transforms.claude.reader import read_jsonl
@@ -433,8 +433,9 @@ def test_the_source_is_left_byte_identical(layout, tmp_path):
     home = tmp_path / "claude"
     generate_home(home, sessions=4, seed=2)
     before = digest(home)
-    ingest_tables(layout, homes={"claude": [home]})
-    ingest_tables(layout, homes={"claude": [home]}, full_refresh=True)
+    sources, _ = discover_only(homes={"claude": [home]})  # read and landed; the merge reads only what landed
+    ingest_all(sources, layout, workers=1)
+    ingest_all(sources, layout, full_refresh=True, workers=1)
     assert digest(home) == before
 
 
