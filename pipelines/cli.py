@@ -326,8 +326,11 @@ def _read_warehouse(args, answer, opener=None) -> int:
         try:
             print(answer(con))
         except duckdb.Error as exc:
-            _err(f"error: {exc}")
-            return 2
+            from warehouse.lake.ducklake import damage_hint
+
+            hint = damage_hint(exc)  # a table file lost or damaged is no bad query: what repairs it
+            _err(f"error: {exc}{hint}")
+            return 1 if hint else 2
     return 0
 
 
@@ -879,7 +882,9 @@ def main(argv=None) -> int:
         if type(exc).__name__ == "InterruptException":  # DuckDB's Ctrl-C in a query
             _err("interrupted")
             return 130
-        _err(f"problem: {_failed(args)}: {one_line(exc)}")
+        from warehouse.lake.ducklake import damage_hint
+
+        _err(f"problem: {_failed(args)}: {one_line(exc)}{damage_hint(exc)}")
         return 1
 
 

@@ -16,6 +16,7 @@ import pytest
 from tests.conftest import T0, DAY, Project, copy_home, ingest, run_cli
 from transforms.synth.crush import add_message, add_session
 from transforms.synth.crush_parts import text_part
+from warehouse.catalog.merge import compact
 from warehouse.lake.ducklake import connect, writer_path
 from warehouse.lake.layout import Layout
 from warehouse.land.landing_files import LANDING_ID
@@ -35,6 +36,7 @@ def _two_projects(root: Path) -> SimpleNamespace:
         p.close()
         dbs.append(p.db)
     ingest(layout, *dbs)
+    compact(layout.warehouse)  # the rows small merges keep in the catalog, written out to the tables' files
     layout.pending_marker.unlink()  # merged, as the CLI's run leaves it: a rerun stays out of Dagster
     return SimpleNamespace(home=layout.home, dbs=dbs)
 
@@ -198,7 +200,8 @@ def test_values_out_of_range_are_nulled_named_and_quarantined_and_every_source_m
             ("huge", "1e+308", True), ("negative", "-2.0", True), ("negative", "-5", True),
             ("negative", "9200000000000000000", True)]
         # the marts are built: every other value is counted
-        assert con.execute("SELECT project, SUM(cost_usd)::DOUBLE FROM daily_costs GROUP BY 1 ORDER BY 1").fetchall() == [
+        assert con.execute("SELECT project, SUM(cost_usd)::DOUBLE FROM daily_costs "
+                           "GROUP BY 1 ORDER BY 1").fetchall() == [
             ("bad", 0.25), ("good", 1.5)]
 
 
@@ -291,7 +294,7 @@ def test_a_damaged_landing_file_keeps_its_rows_and_this_machine_lands_it_again(h
     assert "landing file" not in ran.stderr
     assert pq.read_table(damaged).num_rows == 3
     assert _parts(home.layout) == {"alpha": 3, "beta": 3}
-    assert not (home.home / "lake" / "_damaged").exists() or not list((home.home / "lake" / "_damaged").rglob("*.parquet"))
+    assert not list((home.home / "lake").glob("_damaged/**/*.parquet"))  # the note was taken
 
 
 def test_a_full_refresh_writes_a_damaged_landing_file_again(home):
@@ -344,3 +347,90 @@ def test_a_changed_source_whose_previous_file_is_damaged_is_landed_again(layout,
                for w in result.warnings), result.warnings
     with connect(layout.warehouse) as con:
         assert con.execute("SELECT session_id FROM sessions ORDER BY 1").fetchall() == [("s1",), ("s2",)]
+
+
+# --- 4: a table file lost or damaged is found, said, and built again from the landing files
+
+def _table_file(h, table: str, project: str | None = None) -> Path:
+    """One of the warehouse's files of `table` (of `project`'s partition), once the copied home's
+    first merge has recorded where its files are now."""
+    assert run_cli("merge", "--home", h.home).returncode == 0
+    folder = h.home / "lake" / "main" / table
+    files = sorted(folder.rglob(f"project={project}/*.parquet" if project else "*.parquet"))
+    assert files, folder
+    return files[0]
+
+
+def _read_all(h, table: str):
+    return run_cli("sql", "--home", h.home, "--format", "csv", f"SELECT * FROM {table}")
+
+
+def test_a_lost_table_file_is_found_by_the_next_ingest_and_built_again(home):
+    """Deleting one Parquet file of `sessions` made every reader's query fail with `IO Error:
+    Cannot open file ...`, and the next ingest did not notice."""
+    lost = _table_file(home, "sessions", "alpha")
+    lost.unlink()
+    read = _read_all(home, "sessions")
+    assert read.returncode == 1
+    assert f'Cannot open file "{lost}"' in read.stderr and "`agentlake merge --full` builds the tables" in read.stderr
+    ran = run_cli(*_ingest_args(home))
+    _no_traceback(ran)
+    assert ran.returncode == 0, ran.stdout + ran.stderr[-2000:]
+    assert (f"warning: the warehouse's `sessions` table file {lost} is missing: the tables are built again from "
+            "the landing files") in ran.stderr
+    assert _read_all(home, "sessions").returncode == 0
+    assert _counts(home.layout) == {"alpha": 3, "beta": 3} and _parts(home.layout) == {"alpha": 3, "beta": 3}
+    again = run_cli("merge", "--home", home.home)  # repaired: nothing more to say
+    assert again.returncode == 0 and "table file" not in again.stderr, again.stderr
+
+
+def test_a_table_file_cut_short_stops_compaction_with_what_to_run(home):
+    cut = _table_file(home, "messages")
+    cut.write_bytes(cut.read_bytes()[:100])
+    ran = run_cli("compact", "--home", home.home)
+    _no_traceback(ran)
+    assert ran.returncode == 1
+    assert (f"problem: could not compact the warehouse at {home.layout.warehouse}: DamagedTables: the warehouse's "
+            f"`messages` table file {cut} has 100 bytes, not the") in ran.stderr
+    assert "`agentlake merge` builds the tables again from the landing files" in ran.stderr
+    merged = run_cli("merge", "--home", home.home)
+    assert merged.returncode == 0 and f"`messages` table file {cut} has 100 bytes" in merged.stderr
+    assert run_cli("compact", "--home", home.home).returncode == 0
+    assert _read_all(home, "messages").returncode == 0
+
+
+def test_bytes_flipped_in_a_table_file_name_the_repair_and_a_full_merge_says_what_it_repaired(home):
+    """A file damaged in place (`ZSTD Decompression failure`, or its footer) keeps its size:
+    a reader's error names the command that repairs it, and `merge --full` says what it found."""
+    flipped = _table_file(home, "sessions", "beta")
+    whole = flipped.read_bytes()
+    footer = int.from_bytes(whole[-8:-4], "little")
+    at = len(whole) - 8 - footer // 2  # inside the footer: the same size and the same last bytes
+    flipped.write_bytes(whole[:at] + bytes(b ^ 0xFF for b in whole[at:at + 16]) + whole[at + 16:])
+    read = _read_all(home, "sessions")
+    assert read.returncode == 1 and "`agentlake merge --full` builds the tables" in read.stderr, read.stderr
+    ran = run_cli("merge", "--full", "--home", home.home)
+    _no_traceback(ran)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert f"warning: the warehouse's `sessions` table file {flipped} has a footer that cannot be read" in ran.stderr
+    assert _read_all(home, "sessions").returncode == 0 and _counts(home.layout) == {"alpha": 3, "beta": 3}
+
+
+def test_a_lost_mart_file_builds_the_marts_again_and_leaves_the_tables(home):
+    lost = _table_file(home, "daily_costs")
+    lost.unlink()
+
+    def files_of_sessions():
+        with connect(home.layout.warehouse) as con:
+            return con.execute("SELECT data_file FROM ducklake_list_files('lake', 'sessions') ORDER BY 1").fetchall()
+
+    before = files_of_sessions()
+    ran = run_cli("merge", "--home", home.home)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert f"the warehouse's `daily_costs` table file {lost} is missing: the marts are built again" in ran.stderr
+    with connect(home.layout.warehouse) as con:
+        assert con.execute("SELECT project, SUM(cost_usd)::DOUBLE FROM daily_costs "
+                           "GROUP BY 1 ORDER BY 1").fetchall() == [
+            ("alpha", 3.0), ("beta", 3.0)]
+    assert files_of_sessions() == before  # the tables were not built again
+    assert _read_all(home, "sessions").returncode == 0

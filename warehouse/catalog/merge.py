@@ -373,17 +373,21 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
     with scratch("merge") as workdir, \
             ducklake.writing(catalog, data_path or tables_path(lake, catalog), memory_limit,
                              on_rebuild=None if full else lambda old: _refuse_replacing(old, lake, catalog)) as con:
+        # the tables' files as the catalog recorded them: one lost or cut short is built again
+        broken = ducklake.damaged_files(con, footers=full)
         footers, damaged, kept = _Footers(), {}, None
         while True:  # ends: each round leaves out more files, or keeps rows once
             result = MergeResult()
             try:
                 with _transaction(con):
-                    build = _merge_tables(con, lake, catalog, workdir, result, full, footers, damaged, kept)
+                    build = _merge_tables(con, lake, catalog, workdir, result, full, footers, damaged, kept,
+                                          set(broken))
                 break
             except _Again as again:
                 damaged.update(again.damaged)
                 if again.keep:
                     kept = _keep(con, again.keep)
+        result.problems[:0] = [_rebuilt(table, file) for table, files in sorted(broken.items()) for file in files]
         if kept:
             result.problems += kept.lost
         # the marts in a transaction of their own: the inserts, committed, no longer hold memory
@@ -421,19 +425,25 @@ def crowded(con) -> bool:
     return files > 1.2 * partitions + 20
 
 
+# the tables a merge builds from the landing files (dropped and made again by a full merge)
+BUILT = frozenset([t.name for t in ALL_TABLES] + [MERGED, LAKE_TABLE])
+
+
 def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, full: bool, footers: "_Footers",
-                  damaged: dict[Path, str], kept: "_Kept | None") -> str | None:
+                  damaged: dict[Path, str], kept: "_Kept | None", broken: set[str]) -> str | None:
     """The tables' part of a merge, in its transaction. Returns "whole" or "some" when the marts
     are to be built after it, else None. `damaged`: the landing files an earlier round found
     unreadable (by their path here), left out as those without a footer are; `kept`: the rows a
-    full merge keeps of the sources it cannot read (`_keep`)."""
+    full merge keeps of the sources it cannot read (`_keep`); `broken`: the tables with a file
+    lost or cut short (ducklake.damaged_files), never read: one the merge builds is built in full
+    (every table), a mart or the marts' bookkeeping is made again whole."""
     store = open_store(lake)
     landed = store.versions(LANDING)
-    recorded = _recorded(con)
-    if not full and recorded is not None:
+    recorded = None if LAKE_TABLE in broken else _recorded(con)
+    before = {} if MERGED in broken else _merged_files(con)
+    if not full and recorded is not None and MERGED not in broken:
         _refuse_emptying(con, lake, catalog, landed, recorded[0])
-    full = full or _older_layout(recorded)
-    before = _merged_files(con)
+    full = full or _older_layout(recorded) or bool(broken & BUILT)
     merged = {} if full else before
     changed, removed = plan(landed, merged)
     local = _local_copies(store, [f for files in changed.values() for f in files], workdir)
@@ -448,6 +458,8 @@ def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, 
         # dropped, not deleted from: a table whose data file was lost cannot be read
         for name in [t.name for t in ALL_TABLES] + [MERGED, LAKE_TABLE]:
             con.execute(f'DROP TABLE IF EXISTS "{name}"')
+    for name in sorted(broken - BUILT):  # marts and their bookkeeping: made again, whole
+        con.execute(f'DROP TABLE IF EXISTS "{name}"')
     ensure_tables(con, lake, None if full else recorded)
     if full and kept:
         _restore(con, kept, {g for g in waiting if g in kept.groups})
@@ -490,10 +502,15 @@ def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, 
                    removed | bad_runs)
     result.merged, result.removed, result.runs = len(sources), len(gone), len(runs)
     result.source_ids = {g.rsplit("/", 1)[1] for g in sources}
-    if full:
+    if full or broken:
         forget_marts(con)  # a build cut off after this commit is whole when it runs again
         return "whole"
     return "some" if result.merged or result.removed or not marts_current(con) else None
+
+
+def _rebuilt(table: str, file: str) -> str:
+    built = "the tables are built again from the landing files" if table in BUILT else "the marts are built again"
+    return f"the warehouse's `{table}` table file {file}: {built}"
 
 
 class _Again(Exception):
@@ -792,6 +809,10 @@ def _record_merged(con, done: dict[str, str], removed: set[str]) -> None:
     con.unregister("_done")
 
 
+class DamagedTables(RuntimeError):
+    """A file of the tables is lost or cut short: compaction leaves it to the merge to build."""
+
+
 def compact(catalog: Path, *, keep_seconds: int = 600, orphans: bool = False,
             data_path: str | None = None) -> dict[str, int]:
     """Write the rows small merges kept inline in the catalog out to Parquet, merge adjacent small files, rewrite files with many deleted rows, and remove the files no
@@ -805,6 +826,13 @@ def compact(catalog: Path, *, keep_seconds: int = 600, orphans: bool = False,
 def _compact(catalog: Path, keep_seconds: int, orphans: bool, memory_limit: str | None,
              data_path: str | None) -> dict[str, int]:
     with ducklake.writing(catalog, data_path, memory_limit, rebuilds=False) as con:
+        broken = ducklake.damaged_files(con)
+        if broken:  # compaction reads every file it merges: the merge builds them again first
+            table, files = sorted(broken.items())[0]
+            more = sum(map(len, broken.values())) - 1
+            raise DamagedTables(f"the warehouse's `{table}` table file {files[0]}"
+                                f"{f' (and {more} more)' if more else ''}: nothing was compacted; `agentlake merge` "
+                                "builds the tables again from the landing files")
         before = _file_count(con)
         con.execute(f"CALL ducklake_flush_inlined_data('{ducklake.CATALOG}')")  # small writes kept in the catalog
         con.execute(f"CALL ducklake_rewrite_data_files('{ducklake.CATALOG}')")

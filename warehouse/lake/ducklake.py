@@ -190,7 +190,10 @@ def _check(catalog: Path) -> None:
         try:
             con.execute(f"ATTACH {sql_string(str(catalog))} AS probe (READ_ONLY)")
         except duckdb.Error as exc:
-            raise NotACatalog(f"the warehouse {catalog} cannot be opened: {exc}") from exc
+            # a catalog damaged on disk is derived from the landing files: said how to build it again
+            raise NotACatalog(f"the warehouse {catalog} cannot be opened: {' '.join(str(exc).split())} (if it is "
+                              "agentlake's catalog, damaged: move it away, and `agentlake merge` builds it again "
+                              "from the landing files)") from exc
         if not con.execute("SELECT 1 FROM duckdb_tables() WHERE database_name = 'probe' "
                            "AND table_name = 'ducklake_metadata'").fetchall():
             raise NotACatalog(f"the warehouse {catalog} is a DuckDB database but not a DuckLake catalog "
@@ -346,6 +349,91 @@ def _relocated(con, data_path: str) -> bool:
         return True
     con.execute(f"UPDATE {meta}.ducklake_metadata SET value = ? WHERE key = 'data_path'", [data_path])
     return False
+
+
+def _current_files_sql() -> str:
+    """Every current data and delete file of the attached catalog: (table, path, size, footer
+    size), paths resolved as DuckLake resolves them (data path, schema, table, file). One query
+    on the catalog's own tables: `ducklake_list_files` per table cost a call each."""
+    meta = f"__ducklake_metadata_{CATALOG}"
+    files = ("SELECT b.table_name, CASE WHEN f.path_is_relative THEN b.base || f.path ELSE f.path END, "
+             "f.file_size_bytes, f.footer_size FROM {kind} f JOIN bases b USING (table_id) "
+             "WHERE f.end_snapshot IS NULL")
+    return f"""
+        WITH bases AS (
+            SELECT t.table_id, t.table_name,
+                   CASE WHEN NOT t.path_is_relative THEN t.path
+                        WHEN s.path_is_relative THEN d.value || s.path || t.path ELSE s.path || t.path END AS base
+            FROM {meta}.ducklake_table t JOIN {meta}.ducklake_schema s USING (schema_id),
+                 (SELECT value FROM {meta}.ducklake_metadata WHERE key = 'data_path') d
+            WHERE t.end_snapshot IS NULL AND s.end_snapshot IS NULL)
+        {files.format(kind=f"{meta}.ducklake_data_file")}
+        UNION ALL
+        {files.format(kind=f"{meta}.ducklake_delete_file")}"""
+
+
+def damaged_files(con, footers: bool = False) -> dict[str, list[str]]:
+    """The tables' files that are not on disk as the catalog recorded them, by table: missing,
+    of another size, or not ending with the Parquet footer it recorded (its length and the magic
+    bytes). A stat and an 8-byte read per file, on every merge: a lost or cut-short file is found
+    before a reader meets it. `footers`: each footer is read whole too (a full merge, which reads
+    everything anyway). Bytes flipped in a page are found only by reading it (a reader's error
+    then names `agentlake merge --full`)."""
+    found = {}
+    for table, path, size, footer in con.execute(_current_files_sql()).fetchall():
+        if "://" in path:  # the tables' files are local (warehouse.lake.layout.tables_path)
+            continue
+        what = _file_damage(path, size, footer) or (_footer_damage(path) if footers else None)
+        if what:
+            found.setdefault(table, []).append(f"{path} {what}")
+    return found
+
+
+def _file_damage(path: str, size: int | None, footer: int | None) -> str | None:
+    """What is wrong with one file, said after its path; None when it is as recorded."""
+    try:
+        with open(path, "rb") as fh:
+            actual = os.fstat(fh.fileno()).st_size
+            if size is not None and actual != size:
+                return f"has {actual:,} bytes, not the {size:,} recorded"
+            if actual < 12:
+                return "is too short for Parquet"
+            fh.seek(-8, os.SEEK_END)
+            tail = fh.read(8)
+    except FileNotFoundError:
+        return "is missing"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if tail[4:] != b"PAR1":
+        return "has no Parquet footer at its end"
+    if footer and int.from_bytes(tail[:4], "little") != footer:
+        return "does not end with the footer recorded"
+    return None
+
+
+def _footer_damage(path: str) -> str | None:
+    import pyarrow.parquet as pq
+
+    try:
+        pq.read_metadata(path)
+    except (OSError, ValueError) as exc:
+        return f"has a footer that cannot be read ({' '.join(str(exc).split())})"
+    return None
+
+
+# DuckDB's words for a Parquet file it cannot open or read (a table file lost or damaged), in a
+# reader's query: the error then says which command builds the tables again
+_FILE_DAMAGE = ("Cannot open file", "Failed to read file", "ZSTD", "magic bytes", "TProtocolException",
+                "Variable-length int", "don't know what type", "Out of buffer", "Could not read enough bytes",
+                "Corrupted file", "invalid TType", "Invalid string encoding found in Parquet file")
+
+
+def damage_hint(exc: Exception) -> str:
+    """For a reader's error that a table file caused: what repairs it (empty for any other)."""
+    if not any(words in str(exc) for words in _FILE_DAMAGE):
+        return ""
+    return (" (a file of the warehouse's tables is missing or damaged: `agentlake merge --full` builds the tables "
+            "again from the landing files; a plain `agentlake merge` does when a file is missing or cut short)")
 
 
 def roomy_memory_limit() -> str:

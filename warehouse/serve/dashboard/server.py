@@ -10,6 +10,7 @@ plain GET form, validated: a bad value is named on the page, never silently drop
 import html
 import os
 
+from warehouse.lake.ducklake import damage_hint
 from warehouse.serve.dashboard import pages as pages
 
 PATHS = ("/", "/index.html", "/project", "/session", "/insight")
@@ -263,7 +264,8 @@ def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: 
                     body = text.encode()
                     cache.put(key, (body, status))
             except Exception as exc:  # shown to the user, not a stack trace in the terminal
-                body, status = f"<h1>agentlake</h1><p>cannot read {_e(warehouse)}: {_e(exc)}</p>".encode(), 500
+                said = f"{exc}{damage_hint(exc)}"  # a table file lost: what repairs it
+                body, status = f"<h1>agentlake</h1><p>cannot read {_e(warehouse)}: {_e(said)}</p>".encode(), 500
             self._send(status, body)
 
         def log_message(self, format, *args):  # quiet: one line per request is noise here
