@@ -318,36 +318,35 @@ MAX_NAMED = 5  # values out of range a merge names per landing file
 def _out_of_range(con, store, files: list[tuple[str, Path]], footers: "_Footers") -> list[str]:
     """A line for each landing file that held values out of range (nulled as merged), naming the
     file, its source's machine and the rows: read only in the files landed without this release's
-    checks or whose statistics show such a value."""
+    checks or whose statistics show such a value, FILES_PER_READ to a statement."""
     said = []
     for table in DATA_TABLES:
-        if not table.bounded:
-            continue
-        suspects = [(rel, path) for rel, path in files
-                    if rel.endswith(f"/{table.name}.parquet") and footers[path] and footers[path].suspect]
-        for rel, path in suspects:
-            bounded = [c.name for c in table.bounded if c.name in footers[path].names]
+        suspects = {path: rel for rel, path in files
+                    if rel.endswith(f"/{table.name}.parquet") and footers[path] and footers[path].suspect}
+        for batch in _batches(list(suspects)):
+            names = set().union(*(footers[path].names for path in batch))
+            bounded = [c.name for c in table.bounded if c.name in names]
             if not bounded:
                 continue
-            keys = [k for k in ROW_KEYS if k in footers[path].names]
+            keys = ", ".join(f'"{k}"' for k in ROW_KEYS if k in names) or "NULL"
             where = " OR ".join(f'("{c}" IS NOT NULL AND NOT {_in_bounds_sql(c)})' for c in bounded)
-            key = f"coalesce({', '.join(chr(34) + k + chr(34) for k in keys)})" if keys else "NULL"
-            with _reading([path]):
-                rows = con.execute(f'SELECT {key}, {", ".join(chr(34) + c + chr(34) for c in bounded)} '
-                                   f"FROM read_parquet({sql_string(path)}) WHERE {where}").fetchall()
-            if not rows:
-                continue
-            named = []
-            for row in rows:
-                low_high = dict(zip(bounded, row[1:]))
-                for c, value in low_high.items():
-                    if value is not None and not (_BOUNDS[c][0] <= value <= _BOUNDS[c][1]):
-                        named.append(f"{table.name}.{c} = {value!r} (key {row[0]})")
-            machine = rel[len(LANDING) + 1:].split("/", 1)[0]
-            more = f"; and {len(named) - MAX_NAMED} more" if len(named) > MAX_NAMED else ""
-            said.append(f"the landing file {store.uri(rel)} holds {len(named)} values out of range, nulled in the "
-                        f"warehouse: {'; '.join(named[:MAX_NAMED])}{more} (landed by an older release, or edited: "
-                        f"`agentlake ingest --full-refresh` on {machine} lands them again, checked)")
+            with _reading(batch):
+                rows = con.execute(
+                    f'SELECT filename, coalesce({keys}, NULL), {", ".join(chr(34) + c + chr(34) for c in bounded)} '
+                    f"FROM read_parquet([{', '.join(sql_string(p) for p in batch)}], union_by_name = true, "
+                    f"filename = true) WHERE {where}").fetchall()
+            named: dict[str, list[str]] = {}
+            for filename, key, *values in rows:
+                named.setdefault(filename, []).extend(
+                    f"{table.name}.{c} = {value!r} (key {key})" for c, value in zip(bounded, values)
+                    if value is not None and not (_BOUNDS[c][0] <= value <= _BOUNDS[c][1]))
+            for filename, bad in sorted(named.items()):
+                rel = suspects[Path(filename)]
+                machine = rel[len(LANDING) + 1:].split("/", 1)[0]
+                more = f"; and {len(bad) - MAX_NAMED} more" if len(bad) > MAX_NAMED else ""
+                said.append(f"the landing file {store.uri(rel)} holds {len(bad)} values out of range, nulled in the "
+                            f"warehouse: {'; '.join(bad[:MAX_NAMED])}{more} (landed by an older release, or edited: "
+                            f"`agentlake ingest --full-refresh` on {machine} lands them again, checked)")
     return said
 
 
