@@ -32,8 +32,9 @@ def _store(project, name="cli-proj", cost=0.125):
 def ingested(home, built_once):
     """The home after `agentlake ingest` of `_store`'s one session (cli-proj, 0.125), for the
     tests that read it: built once, each test has a copy."""
-    assert ONE_SESSION_COST == 0.125
-    return copy_home(one_session_home(built_once).home, home)
+    built = one_session_home(built_once)
+    assert built.code == 0 and ONE_SESSION_COST == 0.125
+    return copy_home(built.home, home)
 
 
 def test_ingest_reads_the_registry_then_sql_answers(home, project, tmp_path, capsys):
@@ -145,7 +146,7 @@ def test_an_ingest_lands_and_merges_in_one_dagster_run(built_once, tmp_path):
     import dagster as dg
 
     built = one_session_home(built_once)
-    assert "[1/1] ok" in built.err
+    assert built.code == 0 and "[1/1] ok" in built.err
     shutil.copytree(built.dagster, tmp_path / "dagster")
     with dg.DagsterInstance.from_config(str(tmp_path / "dagster")) as instance:
         [run] = instance.get_runs()
@@ -299,7 +300,9 @@ def test_a_readers_home_reads_what_its_merge_read_without_naming_the_lake_again(
     """README, Team setup: a reader runs `merge --lake ...` once; `sql`, `report` and `serving`
     then read that warehouse with no --lake, and a second `merge` says which lake to name."""
     # machine A's home after its `agentlake ingest` of `_store`'s session
-    lake = copy_home(one_session_home(built_once).home, tmp_path / "machine-a") / "lake"
+    built = one_session_home(built_once)
+    assert built.code == 0
+    lake = copy_home(built.home, tmp_path / "machine-a") / "lake"
     assert list(lake.rglob("*.parquet"))  # what its ingest landed, to merge
     reader = ["--home", str(tmp_path / "reader")]
     assert main(["merge", "--lake", str(lake), *reader]) == 0

@@ -9,6 +9,7 @@ so reading from S3 is covered by the recipe's settings test in tests/test_centra
 import importlib.util
 import os
 import shutil
+import signal
 from datetime import date
 from pathlib import Path
 
@@ -46,9 +47,11 @@ def spark():
                .config("spark.sql.codegen.wholeStage", "false"))
     for key, value in recipe.spark_conf("/unused", env={}).items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    handler = signal.getsignal(signal.SIGINT)
+    session = builder.getOrCreate()  # PySpark puts its own Ctrl-C handler in: the process's, not ours
     yield session
     session.stop()
+    signal.signal(signal.SIGINT, handler)  # the tests after these in this worker get Python's back
 
 
 def test_spark_reads_the_export_and_agrees_with_duckdb(spark, lake):
