@@ -243,6 +243,62 @@ def test_a_sub_agent_is_a_child_session_whose_cost_the_root_includes(layout, tmp
     assert query(layout, "SELECT is_sidechain, COUNT(*) FROM usage GROUP BY 1 ORDER BY 1") == [(False, 2), (True, 1)]
 
 
+def _whole_record(folder, sid, messages, *, start, kind="subagent"):
+    """A chat as Gemini CLI 0.37-0.38 wrote it: the whole ConversationRecord, pretty-printed, rewritten
+    on each change (writeConversation); a sub-agent's also names its workspace `directories`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    record = {"sessionId": sid, "projectHash": H, "startTime": start, "lastUpdated": messages[-1]["timestamp"],
+              "messages": messages, "directories": [ROOT], "kind": kind}
+    (folder / f"{sid}.json").write_text(json.dumps(record, indent=2))
+    return record
+
+
+def test_nested_json_chats_of_sub_agents_and_skill_extraction_are_read(layout, tmp_path):
+    """Gemini CLI 0.37-0.38 wrote a sub-agent's chat as `chats/<parent session id>/<agent id>.json`
+    (a whole record, like the main chat of that era), and 0.38's background memory service its
+    skill extraction as `chats/skill-extraction-<8 hex>/<agent id>.json`, a folder named after the
+    service's own prompt id, not after a session: that chat has no parent, it is a root of its own.
+    The sub-agent's cost is inside its parent's, the skill extraction's is not inside anyone's."""
+    home = tmp_path / ".gemini"
+    write_chat(home)
+    chats = home / "tmp" / "shop" / "chats"
+    sub_usage, skill_usage = tokens(12000, 300, cached=4000, thoughts=50), tokens(30000, 900, cached=20000)
+    sub = _whole_record(chats / SID, "k3j9x2", [
+        {"id": "s1", "timestamp": "2026-03-02T08:15:08.000Z", "type": "user",
+         "content": [{"text": "Investigate the login handler"}]},
+        {"id": "s2", "timestamp": "2026-03-02T08:15:09.000Z", "type": "gemini", "content": "It returns 401.",
+         "thoughts": [], "tokens": sub_usage, "model": "gemini-2.5-flash",
+         "toolCalls": [{**SHELL, "id": "run_shell_command-9"}]}], start="2026-03-02T08:15:07.000Z")
+    skill = _whole_record(chats / "skill-extraction-1f2e3d4c", "p0q8r7", [
+        {"id": "x1", "timestamp": "2026-03-02T09:00:01.000Z", "type": "user",
+         "content": [{"text": "Extract reusable skills from recent sessions"}]},
+        {"id": "x2", "timestamp": "2026-03-02T09:00:30.000Z", "type": "gemini", "content": "No new skill.",
+         "thoughts": [], "tokens": skill_usage, "model": "gemini-2.5-pro"}], start="2026-03-02T09:00:00.000Z")
+    found = discover(env={}, extra_roots=[str(home)], use_default=False)
+    assert sorted(len(s.members) for s in found.sources) == [1, 2] and not found.problems
+    (result,) = ingest_tables(layout, homes={"gemini": [home]}).results
+    assert result.status == "ok" and result.reconciled, (result.error, result.reconcile)
+    rows = query(layout, "SELECT session_id, parent_session_id, root_session_id, is_root, cost_includes_subagents, "
+                         "message_count FROM sessions ORDER BY session_id")
+    assert rows == [(SID, None, SID, True, True, 5),
+                    ("k3j9x2", SID, SID, False, False, len(sub["messages"])),
+                    ("p0q8r7", None, "p0q8r7", True, True, len(skill["messages"]))]
+    own = {sid: scalar(layout, "SELECT SUM(cost_usd) FROM usage WHERE session_id = ?", sid)
+           for sid in (SID, "k3j9x2", "p0q8r7")}
+    at = datetime(2026, 3, 2, 8, 15, 9, tzinfo=timezone.utc)
+    assert own["k3j9x2"] == pytest.approx(by_hand(12000, 4000, 350, at, model="gemini-2.5-flash"), abs=1e-9)
+    costs = dict(query(layout, "SELECT session_id, cost_usd FROM sessions"))
+    assert costs[SID] == pytest.approx(own[SID] + own["k3j9x2"], abs=1e-9)  # the sub-agent rolled in
+    assert costs["p0q8r7"] == pytest.approx(own["p0q8r7"], abs=1e-9)
+    # every request once: the roots' costs sum to the requests' (no sub-agent counted twice)
+    assert scalar(layout, "SELECT SUM(cost_usd) FROM sessions WHERE is_root") == pytest.approx(sum(own.values()))
+    assert scalar(layout, "SELECT SUM(total_tokens) FROM usage") == 9320 + 10632 + sub_usage["total"] \
+        + skill_usage["total"]
+    assert query(layout, "SELECT session_id, is_sidechain FROM usage WHERE session_id <> ? ORDER BY 1", SID) == [
+        ("k3j9x2", True), ("p0q8r7", False)]
+    assert scalar(layout, "SELECT COUNT(*) FROM tool_calls WHERE session_id = 'k3j9x2'") == 1
+
+
 def test_an_unpriced_model_is_unknown_never_zero(layout, tmp_path):
     home = tmp_path / ".gemini"
     w = ChatWriter(home, "shop", SID, project_root=ROOT, start=datetime(2026, 3, 2, tzinfo=timezone.utc))

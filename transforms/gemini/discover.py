@@ -5,7 +5,11 @@ user's home with it), else `~/.gemini` (HOME, then USERPROFILE on Windows: the s
 macOS and Windows). Chats are under `tmp/<project>/chats/`:
 - `session-<YYYY-MM-DDTHH-MM>-<first 8 of the session id>.jsonl` (current), `.json` (before the
   JSONL recorder: one whole ConversationRecord, rewritten on every update);
-- `<parent session id>/<session id>.jsonl`: a sub-agent's chat (`kind: "subagent"`).
+- `<parent session id>/<agent id>.jsonl` (`.json`, a whole record, in 0.37-0.38): a sub-agent's
+  chat (`kind: "subagent"`; before 0.37 a sub-agent wrote a `session-*.json` like a main chat);
+- `skill-extraction-<8 hex>/<agent id>.json(l)` (0.38+): the background memory service's skill
+  extraction, a sub-agent whose folder is named after the service's prompt id, not a session:
+  no parent, so it is a root of its own (`group`: a sub-agent chat without its parent's).
 `<project>` is a slug from `projects.json` (ProjectRegistry, with a `.project_root` marker file
 holding the project's path) or, before the registry, the SHA-256 of the project root. The
 migration to slugs COPIES the hash folder (storageMigration.ts, `fs.cp`), and resuming a `.json`
@@ -68,8 +72,9 @@ def chat_files(home: Path) -> list[tuple[Path, str | None]]:
         for entry in sorted(chats.iterdir()):
             if entry.is_file() and entry.name.startswith("session-") and entry.suffix in (".json", ".jsonl"):
                 found.append((entry, None))
-            elif entry.is_dir():
-                found += [(f, entry.name) for f in sorted(entry.glob("*.jsonl")) if f.is_file()]
+            elif entry.is_dir():  # a sub-agent's chat: `.json` in 0.37-0.38, `.jsonl` since
+                found += [(f, entry.name) for f in sorted(entry.iterdir())
+                          if f.suffix in (".json", ".jsonl") and f.is_file()]
     return found
 
 

@@ -34,9 +34,11 @@ The traps, and what is done about them:
 - archived copies: the slug migration copies `tmp/<hash>/` to `tmp/<slug>/`, and resuming a
   `.json` chat writes a `.jsonl` beside it. Every copy of a session is read together; each
   message counts once (the copy last updated wins). ccusage and tokscale count every copy.
-- sub-agents: a sub-agent's chat is its own file (`chats/<parent id>/<id>.jsonl`, `kind:
-  "subagent"`), with its own requests: its own session, whose cost the root's includes. The
-  parent's `invoke_agent` tool call holds only the sub-agent's answer, no tokens.
+- sub-agents: a sub-agent's chat is its own file (`chats/<parent id>/<agent id>.jsonl`, a whole
+  `.json` record in 0.37-0.38, `kind: "subagent"`), with its own requests: its own session,
+  whose cost the root's includes. The folder names the parent (since 0.39 the parent's tool call
+  also holds the sub-agent's `agentId`). The parent's tool call holds only the sub-agent's answer,
+  no tokens. A skill extraction (`chats/skill-extraction-<id>/`) has no parent: it is a root.
 - forks: Gemini CLI has none (`/chat save` checkpoints and `logs.json` hold no usage: not read).
 - tool calls live in the model message's `toolCalls[]` (call and result in one record, like an
   OpenCode `tool` part: one `tool_call` part with its result columns filled). Newer releases also
