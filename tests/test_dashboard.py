@@ -204,6 +204,36 @@ def test_links_lead_from_the_overview_down_to_a_transcript(dashboard, read_only_
     assert "sub-agent of" in sub and "$0.3000" in sub
 
 
+def chart_links(dom: str) -> list[str]:
+    """The link of every linked mark in the page's charts (SVG anchors), as the browser follows it."""
+    return [html.unescape(h) for h in re.findall(r'<a xlink:href="([^"]*)"', dom)]
+
+
+def test_every_chart_mark_links_to_a_page_or_nowhere(dashboard, tab):
+    """Issue 32, item 11: a bar without a page (a model, a tool, an "others" row) linked to `null`,
+    a 404. Each mark links where its row does (a project's bar to its project page, as the projects
+    table's row), or is drawn without a link; every link the charts hold answers a page."""
+    import urllib.request
+
+    pages = {url: browse(dashboard + url, tab)
+             for url in ("", "?top=1", "project?project=shop", "project?project=shop&top=1")}
+    links = {link for dom in pages.values() for link in chart_links(dom)}
+    assert links and "null" not in links
+    for link in links:
+        assert urllib.request.urlopen(urljoin(dashboard, link), timeout=30).status == 200, link
+    overview = pages[""]
+    # no table row lists a model or a tool with a link: their bars are drawn, linked nowhere
+    for fig in ("cost-by-model", "tool-usage"):
+        assert bar_labels(figure(overview, fig)) and "<a " not in figure(overview, fig), fig
+    assert "<a " not in figure(pages["project?project=shop"], "cost-over-time")  # by model
+    # a project's bar goes to the project its table row goes to; the "others" bar nowhere
+    rows = dict(table_links(pages["?top=1"], "projects"))
+    by_project = figure(pages["?top=1"], "cost-by-project")
+    assert "others (1)" in by_project
+    assert {re.sub(r"&agent=[^&]*", "", link) for link in chart_links(by_project)} == {rows["shop"]}
+    assert len(chart_links(by_project)) == 1 == len(bar_labels(by_project)) - 1
+
+
 def test_a_missing_session_says_so(dashboard, tab):
     dom = browse(dashboard + "session?source=x&id=nope", tab)
     assert "no such session in this lake" in dom

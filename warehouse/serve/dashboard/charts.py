@@ -37,6 +37,12 @@ USD = "$,.2~f"  # $0.25, $2.5, $30: short tick labels that do not run into each 
 _LOADER_BASE = 'xlink:href="https://vega.github.io/vega-datasets/'
 
 
+def _href():
+    """A mark's link: its row's `href`, or none at all. Vega-Lite writes a null field as the text
+    "null", which the browser follows to /null (a 404): a mark without a page gets no anchor."""
+    return alt.condition("isValid(datum.href) && datum.href !== ''", alt.Href("href:N"), alt.value(None))
+
+
 @dataclass
 class Cut:
     """Rows kept by a top-N cut, and what went to "others"."""
@@ -126,7 +132,7 @@ def _time_spec(period: str, series_title: str, width: int) -> dict:
                         legend=alt.Legend(orient="right", labelLimit=LABEL_LIMIT, symbolType="square", labelFontSize=12,
                                           titleFontSize=12, symbolSize=120)),
         order=alt.Order("rank:Q", sort="ascending"),  # the largest series on the axis, others on top
-        href="href:N",
+        href=_href(),
         # also each bar's accessible label (aria-label): the exact figures, for screen readers and tests
         tooltip=[alt.Tooltip("start:T", timeUnit="utcyearmonthdate", title="from", format="%Y-%m-%d"),
                  alt.Tooltip("series:N", title=series_title), alt.Tooltip("cost:Q", title="cost", format="$,.4f")],
@@ -136,7 +142,7 @@ def _time_spec(period: str, series_title: str, width: int) -> dict:
 
 
 def cost_over_time(rows: list[tuple], period: str, series_title: str, order: list[str], width: int = 1150) -> str:
-    """Stacked bars on a real time axis: rows (period_start, series, cost, href). `order` is the
+    """Stacked bars on a real time axis: rows (period_start, series, cost, href or None). `order` is the
     series, largest first, already cut to the top N plus "others ..." (drawn grey, on top)."""
     rows = [r for r in rows if r[2] is not None]
     if not rows:
@@ -159,10 +165,10 @@ def _hbar_spec(unit: str, value_title: str, overlay_title: str | None, width: in
         y=y, x=alt.X("value:Q", title=value_title,
                      axis=alt.Axis(format=USD if unit == "$" else ",d", tickCount=5, labelOverlap=True)),
         color=alt.condition("datum.others", alt.value(OTHERS_COLOR), alt.value(PALETTE[0])),
-        href="href:N", tooltip=[alt.Tooltip("label:N"), alt.Tooltip("text:N", title="value")])
+        href=_href(), tooltip=[alt.Tooltip("label:N"), alt.Tooltip("text:N", title="value")])
     layers = [bars]
     if overlay_title:
-        layers.append(base.mark_bar(color=ERROR_COLOR).encode(y=y, x="overlay:Q", href="href:N"))
+        layers.append(base.mark_bar(color=ERROR_COLOR).encode(y=y, x="overlay:Q", href=_href()))
     layers.append(base.mark_text(align="left", dx=4, fontSize=11).encode(
         y=y, x=alt.X("pos:Q"), text="text:N",
         color=alt.condition("datum.unknown", alt.value("#b00020"), alt.value("#333"))))
@@ -173,7 +179,8 @@ def _hbar_spec(unit: str, value_title: str, overlay_title: str | None, width: in
 def hbars(rows: list[tuple], unit: str = "$", width: int = 330, value_title: str = "cost (USD)",
           overlay_title: str | None = None) -> str:
     """Horizontal bars in the given order: rows (label, value, href, overlay) where an overlay
-    (errors) is drawn over the bar in red. A None value is written "unknown cost", not drawn."""
+    (errors) is drawn over the bar in red. A None value is written "unknown cost", not drawn; a
+    None href draws the bar without a link."""
     if not rows:
         return _empty(width)
     values = []
