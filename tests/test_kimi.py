@@ -3,6 +3,7 @@ lake, read back by DuckDB. Expected numbers are spelled out from each fixture's 
 
 import hashlib
 import json
+from collections import Counter
 from datetime import datetime, timezone
 
 import pytest
@@ -10,7 +11,9 @@ from genai_prices import Usage, calc_price
 
 from tests.conftest import ingest_tables, query, scalar
 from tests.test_gemini import digests, ingest_with_fifos, through_the_cli
+from transforms.findings import Findings
 from transforms.kimi.discover import discover
+from transforms.kimi.normalise import Context, Session, parse_wire
 from transforms.synth.kimi import (
     WireWriter, generate_home, register_work_dir, session_dir, token_usage, write_state,
 )
@@ -218,3 +221,82 @@ def test_generated_home_totals(layout, tmp_path):
     assert scalar(layout, "SELECT COUNT(*) FROM tool_calls WHERE exit_code <> 0") == truth.nonzero_exits
     assert scalar(layout, "SELECT COUNT(*) FROM tool_calls WHERE is_error") == 0
     assert digests(share) == before
+
+
+def test_one_assistant_message_per_step_though_tool_results_arrive_mid_stream():
+    """kosong's `step` hands each tool call to the toolset as soon as the next streamed part
+    arrives, and the result goes to the wire when the tool finishes: a ToolResult may sit between
+    the step's own ToolCalls, before its StatusUpdate. One step is still one model response,
+    one assistant message. Wire protocol 1.3 wrapped a sub-agent's events with only its
+    `task_tool_call_id` (no `agent_id`): two Task calls run side by side are two sub-agents,
+    each step of each one assistant message."""
+    def wrapped(dt, task, type_, payload):
+        return {"timestamp": T + dt, "message": {"type": "SubagentEvent", "payload": {
+            "task_tool_call_id": task, "event": {"type": type_, "payload": payload}}}}
+
+    def call(dt, cid, name, args):
+        return line(dt, "ToolCall", {"type": "function", "id": cid, "function": {"name": name, "arguments": args},
+                                     "extras": None})
+
+    def result(dt, cid, output):
+        return line(dt, "ToolResult", {"tool_call_id": cid, "return_value": {
+            "is_error": False, "output": output, "message": "", "display": [], "extras": None}})
+
+    def status(dt, n, wrap=None):
+        payload = {"context_usage": 0.01 * n, "token_usage": token_usage(1000 * n, 50), "message_id": f"chatcmpl-{n}"}
+        return wrapped(dt, wrap, "StatusUpdate", payload) if wrap else line(dt, "StatusUpdate", payload)
+
+    lines = [
+        {"type": "metadata", "protocol_version": "1.3"},
+        line(1.0, "TurnBegin", {"user_input": "Compare the two handlers"}),
+        line(1.1, "StepBegin", {"n": 1}),
+        line(1.2, "ContentPart", {"type": "think", "think": "Read both.", "encrypted": None}),
+        line(1.3, "ContentPart", {"type": "text", "text": "Reading "}),
+        call(1.4, "tool_a", "ReadFile", '{"path": "a.ts"}'),
+        call(1.5, "tool_b", "ReadFile", '{"pa'),
+        result(1.51, "tool_a", "export const a = 1"),  # a is done while b and c stream
+        line(1.52, "ToolCallPart", {"arguments_part": 'th": "b.ts"}'}),
+        call(1.53, "tool_c", "ReadFile", '{"path": "c.ts"}'),
+        result(1.54, "tool_b", "export const b = 2"),
+        status(1.7, 1),
+        result(1.8, "tool_c", "export const c = 3"),
+        line(2.0, "StepBegin", {"n": 2}),
+        call(2.1, "tool_t1", "Task", '{"description": "a", "subagent_name": "coder", "prompt": "Review a"}'),
+        call(2.2, "tool_t2", "Task", '{"description": "b", "subagent_name": "coder", "prompt": "Review b"}'),
+        status(2.3, 2),
+        wrapped(2.4, "tool_t1", "TurnBegin", {"user_input": "Review a"}),
+        wrapped(2.5, "tool_t2", "TurnBegin", {"user_input": "Review b"}),
+        wrapped(2.6, "tool_t1", "StepBegin", {"n": 1}),
+        wrapped(2.7, "tool_t2", "StepBegin", {"n": 1}),
+        wrapped(2.8, "tool_t1", "ContentPart", {"type": "text", "text": "a is fine"}),
+        wrapped(2.9, "tool_t2", "ContentPart", {"type": "text", "text": "b is "}),
+        status(3.0, 3, wrap="tool_t1"),
+        wrapped(3.1, "tool_t2", "ContentPart", {"type": "text", "text": "fine"}),
+        status(3.2, 4, wrap="tool_t2"),
+        wrapped(3.3, "tool_t1", "TurnEnd", {}),
+        wrapped(3.4, "tool_t2", "TurnEnd", {}),
+        result(3.5, "tool_t1", "a is fine"),
+        result(3.6, "tool_t2", "b is fine"),
+        line(4.0, "StepBegin", {"n": 3}),
+        line(4.1, "ContentPart", {"type": "text", "text": "Both fine."}),
+        status(4.2, 5),
+        line(4.3, "TurnEnd", {}),
+    ]
+    wire = parse_wire("wire.jsonl", "".join(json.dumps(x) + "\n" for x in lines))
+    steps = Counter()  # StatusUpdates with usage, per agent (None: the main agent), counted on the lines
+    for x in lines[1:]:
+        inner = x["message"]["payload"]["event"] if x["message"]["type"] == "SubagentEvent" else x["message"]
+        task = x["message"]["payload"].get("task_tool_call_id") if inner is not x["message"] else None
+        steps[task] += inner["type"] == "StatusUpdate" and "token_usage" in inner["payload"]
+    assert steps == {None: 3, "tool_t1": 1, "tool_t2": 1}
+    ctx = lambda agent: Context("src", WORK, f"{SID}:{agent}" if agent else SID, None, agent is not None)  # noqa: E731
+    for agent, n in steps.items():
+        session = Session(ctx(agent), Findings(), "wire").run([e for e in wire.events if e.agent == agent])
+        assistant = [m for m in session.rows["messages"] if m["role"] == "assistant"]
+        assert len(assistant) == n, agent
+        assert [u["message_id"] for u in session.rows["usage"]] == [m["message_id"] for m in assistant]
+    main = Session(ctx(None), Findings(), "wire").run([e for e in wire.events if e.agent is None])
+    first = main.rows["messages"][1]["message_id"]  # step 1: its thinking, text, the 3 calls (b's arguments whole)
+    assert [(p["part_type"], p.get("tool_input")) for p in main.rows["parts"] if p["message_id"] == first] == [
+        ("reasoning", None), ("text", None), ("tool_call", '{"path": "a.ts"}'), ("tool_call", '{"path": "b.ts"}'),
+        ("tool_call", '{"path": "c.ts"}')]

@@ -31,6 +31,14 @@ The traps, and what is done about them:
   `SubagentEvent`, to the parent's wire. Its own file is read when it has events, else the
   wrapped copies; never both. Each is a child session (`<session>:<agent id>`), `is_sidechain`.
   ccusage reads neither (its file filter skips them, its line filter drops `SubagentEvent`).
+- one step, one assistant message: kosong's `step` hands a tool call to the toolset as soon as the
+  next part streams in, and its `ToolResult` reaches the wire when the tool finishes: between the
+  step's later ToolCalls, before its StatusUpdate. A result ends no message and no run of fragments:
+  only the next StepBegin (or prompt) does. So a session has one assistant message per step that
+  streamed anything: as many as its StatusUpdates with usage, but for a step interrupted before
+  its usage (a message, no usage) or one that streamed nothing (usage, no message).
+- sub-agents before protocol 1.6 are named by the tool call that started them (`task_tool_call_id`:
+  no `agent_id` yet); Task calls run side by side, and their wrapped events interleave.
 - tool errors: `return_value.is_error` is Kimi's flag, but its Shell tool reports a non-zero exit
   as an error (`Command failed with exit code: N.`): that is an exit code, not a tool failure.
 - pruned history: `context.jsonl` is rotated (copied) on /clear and checkpoint reverts; the wire
@@ -67,7 +75,8 @@ class Event:
     type: str
     payload: dict
     line: str  # the line as stored: what a fork copies
-    agent: str | None = None  # a wrapped sub-agent event's agent id
+    agent: str | None = None  # a wrapped sub-agent event's agent id (else the tool call that started it)
+    caller: str | None = None  # a wrapped sub-agent event's parent (Agent/Task) tool call id
 
 
 @dataclass
@@ -96,8 +105,12 @@ def parse_wire(path: str, text: str) -> Wire:
         event = Event(no, at, message["type"], message["payload"], raw)
         inner = event.payload.get("event") if event.type == "SubagentEvent" else None
         if isinstance(inner, dict) and isinstance(inner.get("type"), str) and isinstance(inner.get("payload"), dict):
-            agent = event.payload.get("agent_id")
-            event = Event(no, at, inner["type"], inner["payload"], raw, agent if isinstance(agent, str) else "?")
+            agent, caller = (event.payload.get(k) for k in ("agent_id", "parent_tool_call_id"))
+            caller = caller if isinstance(caller, str) else event.payload.get("task_tool_call_id")  # before 1.6
+            caller = caller if isinstance(caller, str) else None
+            # no agent_id before 1.6: each Task call ran its own sub-agent, side by side with the others
+            agent = agent if isinstance(agent, str) else caller or "?"
+            event = Event(no, at, inner["type"], inner["payload"], raw, agent, caller)
         wire.events.append(event)
     return wire
 
@@ -119,8 +132,8 @@ def expected_parts(events: list[Event]) -> int:
             n += 1
         elif e.type in ("ToolCall", "ToolResult"):
             n += 1
-        if e.type in ("TurnBegin", "SteerInput", "StepBegin", "ToolCall", "ToolResult") or e.type == "ContentPart":
-            last = kind if e.type == "ContentPart" else None
+        if e.type in ("TurnBegin", "SteerInput", "StepBegin", "ToolCall") or e.type == "ContentPart":
+            last = kind if e.type == "ContentPart" else None  # a ToolResult mid-step breaks no run
     return n
 
 
@@ -271,7 +284,9 @@ class Session:
                    file_path=t.TOOLS.file_path(row["tool_name"], args))
 
     def on_ToolResult(self, e: Event) -> None:  # noqa: N802
-        self.open = None
+        # a result goes to the wire when its tool finishes, maybe while the step still streams:
+        # the step's message stays open, and so does its run of fragments
+        run = self.last_part
         msg = self.message(e, "tool")
         call_id = e.payload.get("tool_call_id") if isinstance(e.payload.get("tool_call_id"), str) else None
         value = e.payload.get("return_value") if isinstance(e.payload.get("return_value"), dict) else {}
@@ -299,6 +314,7 @@ class Session:
         row.update(result_message_id=msg["message_id"], has_result=True, is_error=is_error, exit_code=exit_code,
                    result_text=text, result_size=len(text.encode("utf-8", "replace")) if text is not None else None,
                    result_at=e.at)
+        self.last_part = run
 
     def on_StatusUpdate(self, e: Event) -> None:  # noqa: N802
         bucket = usage_buckets(e.payload.get("token_usage"))

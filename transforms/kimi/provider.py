@@ -140,8 +140,10 @@ def self_and_subagents(d: Path, sid: str, events: list[Event], source: Source, r
                         "subagent_wire" if own else "wire").run(sub_events)
         _collect(rows, child, expected, sub_events)
         description = meta.get("description") if isinstance(meta.get("description"), str) else None
-        rows["sessions"].append(session_row(child_id, sid, child, [], description, sub_events, source,
-                                            {"agent_id": agent, "subagent_type": meta.get("subagent_type")},
+        caller = next((e.caller for e in events if e.agent == agent and e.caller), None)
+        extra = {"agent_id": agent if agent != caller else None, "parent_tool_call_id": caller,
+                 "subagent_type": meta.get("subagent_type")}
+        rows["sessions"].append(session_row(child_id, sid, child, [], description, sub_events, source, extra,
                                             model=model))
         children.append(child)
     return session, children
