@@ -234,6 +234,26 @@ def test_every_chart_mark_links_to_a_page_or_nowhere(dashboard, tab):
     assert len(chart_links(by_project)) == 1 == len(bar_labels(by_project)) - 1
 
 
+def test_a_cost_without_a_model_is_named_as_the_report_names_it(dashboard, read_only_lake, tab):
+    """Issue 32, item 12: a cost no model is recorded for (Q's: a session without an assistant
+    message) was drawn as "(session-level)", a blank in the report. Both say it in the words of
+    warehouse.serve.labels: the chart's bar, the project page's series and the insights."""
+    from tests.conftest import query
+    from warehouse.serve.labels import NO_MODEL
+
+    nameless = query(read_only_lake, "SELECT provider, SUM(cost_usd) FROM daily_costs WHERE model IS NULL "
+                                     "GROUP BY 1 ORDER BY 1")
+    assert nameless
+    by_model = bar_labels(figure(browse(dashboard, tab), "cost-by-model"))
+    for provider, cost in nameless:
+        assert any(f"label: {NO_MODEL} · {provider}; value: ${float(cost):,.4f}" in a for a in by_model), provider
+    project = browse(dashboard + "project?project=shop", tab)
+    assert f"model: {NO_MODEL} · crush" in figure(project, "cost-over-time")
+    assert "session-level" not in project
+    idle = insight_section(project, "insight_idle_cost")  # Q: idle, and its models none
+    assert f"<td>{NO_MODEL}</td>" in idle
+
+
 def test_a_missing_session_says_so(dashboard, tab):
     dom = browse(dashboard + "session?source=x&id=nope", tab)
     assert "no such session in this lake" in dom

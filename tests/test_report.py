@@ -95,3 +95,20 @@ def test_insight_sql_carries_the_filters_each_mart_can_take(lake, capsys):
     assert data["insight_idle_cost"] == [{"project": "shop", "models": None, "sessions": 1, "cost_usd": 0.2}]  # Q only
     assert "project" not in data["sql"]["insight_usage_blocks"]  # blocks span projects: dates only
     assert "DATE '2026-01-07'" in data["sql"]["insight_usage_blocks"]
+
+
+def test_a_model_that_is_none_is_said_in_words_in_the_table_only(lake, capsys):
+    """Issue 32, item 12: Q's cost (a session without an assistant message) has no model: its row
+    was blank in the table. The table says what it is, in the words the dashboard uses; the JSON
+    keeps the warehouse's null."""
+    from warehouse.serve.labels import NO_MODEL
+
+    data = json.loads(_report(lake, capsys, "--by", "model", "--top", "0", "--format", "json"))
+    nameless = [r for r in data["by_model"] if r["model"] is None]
+    assert nameless and all(r["cost_usd"] is not None for r in nameless)
+    text = _report(lake, capsys, "--by", "model", "--top", "0")
+    section = text.split("Cost and use by model\n", 1)[1].split("\n\n", 1)[0]
+    rows = section.splitlines()[2:-1]
+    assert len(rows) == len(data["by_model"])
+    assert sum(line.startswith(NO_MODEL + " ") for line in rows) == len(nameless)
+    assert NO_MODEL in _report(lake, capsys, "--insights", "--provider", "crush")  # Q in the idle cost's models

@@ -132,6 +132,33 @@ def test_the_dashboard_counts_a_failed_call_once(mixed):
         "sessions started", "their messages", "their tool calls", "their failed calls"]
 
 
+def test_synthetic_replies_are_not_called_a_model(mixed, capsys):
+    """Issue 32, item 12: Claude Code writes `<synthetic>` as the model of the replies it makes
+    itself (API errors): the report's table listed it as a model, the dashboard too. Both now say
+    what it is in the same words; the JSON keeps the agent's own value."""
+    from warehouse.lake.ducklake import connect
+    from warehouse.serve.dashboard.server import render
+    from warehouse.serve.labels import NOT_MODELS
+
+    said = NOT_MODELS["<synthetic>"]
+    rows = _json(capsys, mixed.home, "--by", "model", "--top", "0")["by_model"]
+    synthetic = [r for r in rows if r["model"] == "<synthetic>"]
+    assert synthetic
+    assert main(["report", "--home", str(mixed.home), "--by", "model", "--top", "0"]) == 0
+    text = capsys.readouterr().out
+    assert "<synthetic>" not in text and text.count(said) == len(synthetic)
+    project, source, sid, models = query(mixed, "SELECT project, source_id, session_id, models FROM session_summary "
+                                                "WHERE models LIKE '%<synthetic>%' LIMIT 1")[0]
+    with connect(mixed.warehouse) as con:
+        page, _ = render(con, "/project", f"project={project}")
+        session, _ = render(con, "/session", f"source={source}&id={sid}")
+    listed = [cells[8] for link, cells in _rows(page, "sessions") if f"id={sid}" in link]
+    assert listed == [models.replace("<synthetic>", said)]
+    assert "&lt;synthetic&gt;" not in page and "&lt;synthetic&gt;" not in session
+    assert f"<th>models</th><td>{html.escape(listed[0])}</td>" in session
+    assert f"· {html.escape(said)}</div>" in session  # the API error's message, in the transcript
+
+
 # --------------------------------------------------------------------------- unknown costs
 
 

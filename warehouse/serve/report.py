@@ -11,6 +11,7 @@ from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
 
 from warehouse.serve.formatting import fetch_rows, json_text, render
+from warehouse.serve.labels import label
 from warehouse.catalog.marts import create_block_views
 
 BREAKDOWNS = ("day", "project", "agent", "user", "model", "tool")
@@ -307,13 +308,17 @@ def _for_display(value):
 
 
 def _display_rows(s: Section) -> list[tuple]:
+    """The rows as the table shows them: costs rounded, a model that is none said in words
+    (warehouse.serve.labels, as the dashboard says it)."""
     costs = [_is_cost(c) for c in s.columns]
-    return [tuple(_for_display(v) if cost else v for v, cost in zip(r, costs)) for r in s.rows]
+    return [tuple(_for_display(v) if cost else label(c, v) for v, c, cost in zip(r, s.columns, costs))
+            for r in s.rows]
 
 
 def render_report(sections: list[Section], fmt: str = "table") -> str:
-    """JSON and CSV hold every cost exactly (DECIMAL digits, rows add up to the total); the
-    table rounds costs to DISPLAY_DECIMALS places for reading."""
+    """JSON and CSV hold every cost exactly (DECIMAL digits, rows add up to the total) and every
+    value as the warehouse holds it; the table rounds costs to DISPLAY_DECIMALS places and names
+    what is not a model (warehouse.serve.labels) for reading."""
     if fmt == "json":  # "not_shown" only when a ranking was cut: rows left out, by section
         data = {s.name: [dict(zip(s.columns, r)) for r in s.rows] for s in sections}
         cut = {s.name: s.more for s in sections if s.more}

@@ -16,6 +16,7 @@ from urllib.parse import parse_qs, urlencode
 import duckdb
 
 from warehouse.serve.dashboard import charts
+from warehouse.serve.labels import MODEL_COLUMNS, label, model_label, model_sql, models_label
 from warehouse.serve.report import Filters, cost_and_sessions, session_key, sorted_list
 
 DEFAULT_TOP = 15
@@ -269,7 +270,7 @@ def overview(con, req: Request, projects: list[str], providers: list[str]) -> st
                   "GROUP BY ALL ORDER BY c DESC NULLS LAST, 1",
         lambda r: req.link("/project", project=r[2], agent=r[3]))
     by_model, model_note = _ranking_chart(
-        con, req, "SELECT COALESCE(model, '(session-level)') || ' · ' || provider, SUM(cost_usd) AS c "
+        con, req, f"SELECT {model_sql('model')} || ' · ' || provider, SUM(cost_usd) AS c "
                   "FROM daily_costs {w} GROUP BY ALL ORDER BY c DESC NULLS LAST, 1", lambda r: None)
     tools, tool_note = _tool_chart(con, req)
     body = (_totals(con, req)
@@ -317,7 +318,7 @@ def project_page(con, req: Request, projects: list[str], providers: list[str]) -
     if not name:
         req.errors.append("no project chosen: pick one in the form")
         return overview(con, req, projects, providers)
-    time_svg, time_note = _time_chart(con, req, "COALESCE(model, '(session-level)') || ' · ' || provider", "model",
+    time_svg, time_note = _time_chart(con, req, f"{model_sql('model')} || ' · ' || provider", "model",
                                       lambda s: None)
     tools, tool_note = _tool_chart(con, req)
     rows = _query(con, f"""SELECT strftime(started_at, '%Y-%m-%d %H:%M'), COALESCE(title, '(untitled)'), provider,
@@ -326,7 +327,8 @@ def project_page(con, req: Request, projects: list[str], providers: list[str]) -
                            FROM {SESSIONS} {{w}} ORDER BY cost_usd DESC NULLS LAST, started_at DESC""", req.filters)
     cut = charts.top_with_others([(r[0], *r[3:8], r[9]) for r in rows], req.top or None, "others")
     kept = rows[:len(cut.rows)]
-    shown = [(r[0], r[1], r[2], _duration(r[3]), r[4], r[5], r[6], r[7], r[8], usd(r[9]), r[10]) for r in kept]
+    shown = [(r[0], r[1], r[2], _duration(r[3]), r[4], r[5], r[6], r[7], models_label(r[8]), usd(r[9]), r[10])
+             for r in kept]
     if cut.others:
         o = cut.others
         cut.others = (o[0].replace(")", " sessions)"), "", "", _duration(o[1]), *(int(v or 0) for v in o[2:6]), "",
@@ -405,7 +407,8 @@ def session_page(con, req: Request) -> tuple[str, int]:
     for part in parts[:PARTS_LIMIT]:
         by_message.setdefault(part[0], []).append(part)
     facts = [("agent", provider), ("project", project), ("started (UTC)", started), ("last activity (UTC)", ended),
-             ("duration", _duration(duration)), ("cost", f"{usd(cost)} ({cost_source})"), ("models", models),
+             ("duration", _duration(duration)), ("cost", f"{usd(cost)} ({cost_source})"),
+             ("models", models_label(models)),
              ("messages (with sub-agents)", messages), ("tool calls (with sub-agents)", calls),
              ("tool errors", errors), ("non-zero exits", exits), ("sub-agents", subagents)]
     if root and root != sid:
@@ -444,7 +447,7 @@ def _clip(text: str | None) -> str:
 
 def _message(m, parts, calls_by_id, cost, spawned) -> str:
     message_id, index, role, model, created = m
-    meta = f"#{index} · {_e(role)} · {_e(created)}" + (f" · {_e(model)}" if model else "")
+    meta = f"#{index} · {_e(role)} · {_e(created)}" + (f" · {_e(model_label(model))}" if model else "")
     if cost is not None:
         meta += f" · cost {usd(cost)}"
     inner = []
@@ -568,6 +571,8 @@ def _insight_table(con, req: Request, name: str, limit: int | None) -> tuple[str
 def _cell(value, column: str = ""):
     if column == "session_key" and isinstance(value, str):  # machine/user/provider/source/session: the session
         return value.rsplit("/", 1)[-1]
+    if column in MODEL_COLUMNS:  # a model that is none, said as the report says it
+        return label(column, value)
     if isinstance(value, float):
         return f"{value:,.4f}"
     if value is not None and hasattr(value, "as_tuple"):  # Decimal
