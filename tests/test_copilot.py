@@ -3,6 +3,7 @@ by DuckDB. Expected numbers are spelled out from each fixture's own inputs."""
 
 import hashlib
 import json
+from collections import Counter
 from datetime import datetime, timezone
 from decimal import Decimal
 from pathlib import Path
@@ -13,6 +14,7 @@ from genai_prices import Usage, calc_price
 from pipelines.cli import _agent_homes
 from tests.conftest import ingest_tables, query, scalar
 from transforms.copilot.discover import discover
+from transforms.copilot.normalise import Context, expected_counts, normalise, parse_lines
 from transforms.synth.copilot import SessionBuilder, generate_home, metric
 from transforms.pricing import Buckets, price_buckets
 from warehouse.lake.config import load_config
@@ -98,12 +100,14 @@ def test_the_documented_fixture(layout, tmp_path):
     assert scalar(layout, "SELECT COUNT(*) FROM usage") == 2
     assert query(layout, "SELECT session_id, title, project, cost_usd, cost_source, total_tokens, message_count, "
                          "created_at, is_root, model FROM sessions") == [
-        (SID, "Fix login test", "shop", 0.025, "native", 30900 + 2100, 9, datetime(2026, 3, 2, 8, 15, 0, 100_000),
+        (SID, "Fix login test", "shop", 0.025, "native", 30900 + 2100, 8, datetime(2026, 3, 2, 8, 15, 0, 100_000),
          True, "gpt-5-mini")]
-    # 2 prompts (one injected), the reasoning event, 3 assistant messages, 3 tool results; the delta adds none
+    # 2 prompts (one injected), 3 assistant messages (the reasoning event is m1's), 3 tool results; no delta
     assert query(layout, "SELECT role, COUNT(*) FROM messages GROUP BY 1 ORDER BY 1") == [
-        ("assistant", 4), ("tool", 3), ("user", 2)]
-    # the reasoning is written twice (event + reasoningText) and counted once; 3 calls written twice, once each
+        ("assistant", 3), ("tool", 3), ("user", 2)]
+    # the reasoning is written twice (event + reasoningText) and counted once, in the message it
+    # preceded; 3 calls written twice, once each
+    assert query(layout, "SELECT message_id FROM parts WHERE part_type = 'reasoning'") == [("e6",)]
     assert query(layout, "SELECT part_type, COUNT(*) FROM parts GROUP BY 1 ORDER BY 1") == [
         ("injected_context", 1), ("reasoning", 1), ("text", 3), ("tool_call", 3), ("tool_result", 3)]
     assert scalar(layout, "SELECT COUNT(*) FROM parts WHERE part_type = 'text' AND role = 'user'") == 1
@@ -236,7 +240,7 @@ def test_a_line_that_is_not_an_event_is_quarantined_and_the_rest_read(layout, tm
     (result,) = cp(layout, tmp_path / "copilot").results
     assert result.status == "ok" and result.reconciled
     assert query(layout, "SELECT source_rowid, raw FROM quarantine") == [(3, '{"type": "user.mess')]
-    assert scalar(layout, "SELECT COUNT(*) FROM messages") == 9
+    assert scalar(layout, "SELECT COUNT(*) FROM messages") == 8
 
 
 def test_config_json_is_never_opened(layout, tmp_path):
@@ -303,3 +307,40 @@ def test_the_generator_writes_what_its_truth_says(layout, tmp_path):
          truth.tokens["output"])]
     native = scalar(layout, "SELECT SUM(cost_usd) FROM sessions WHERE cost_source = 'native'")
     assert native == pytest.approx(truth.native_usd, abs=1e-9)
+
+
+# ---------------------------------------------------------------------------------- message counts
+
+def test_one_assistant_message_per_model_response(tmp_path):
+    """A store's `assistant.message` events are the model's responses, and so are the lake's
+    assistant messages. The reasoning a response streamed first is written again as an
+    `assistant.reasoning` event (the same text as the message's `reasoningText`): it is a part of
+    that response, not a message of its own; a reasoning whose response never came (aborted) is one.
+    A tool the user ran (`tool.user_requested`, then its start) is the user's message, not Copilot's."""
+    b = SessionBuilder(SID, start=T)
+    b.prompt("Fix the login test")
+    b.turn(0)
+    b.add("assistant.reasoning", {"reasoningId": "r1", "content": "Run the test first."})
+    b.answer("I'll run it.", requests=[("toolu_1", "bash", {"command": "npm test", "description": "Run tests"})],
+             reasoning="Run the test first.")
+    b.tool("toolu_1", "bash", {"command": "npm test"}, "FAIL\n<exited with exit code 1>")
+    b.add("assistant.reasoning", {"reasoningId": "r2", "content": "The handler returns 401."})
+    b.answer("Fixed.", reasoning="The handler returns 401.")
+    b.add("assistant.turn_end", {"turnId": "0"})
+    b.add("tool.user_requested", {"toolCallId": "user_1", "toolName": "bash", "arguments": {"command": "git diff"}})
+    b.tool("user_1", "bash", {"command": "git diff"}, "diff --git a/src/auth.ts\n<exited with exit code 0>")
+    b.prompt("Also the signup test")
+    b.turn(1)
+    b.add("assistant.reasoning", {"reasoningId": "r3", "content": "Look at signup."})
+    b.add("abort", {"reason": "user initiated"})  # no response after its reasoning
+    events, bad = parse_lines(b.text().encode())
+    rows, _ = normalise(events, Context("src", SID, "/home/dev/shop"))
+    kinds = Counter(e["type"] for e in b.events)
+    assistant = [m for m in rows["messages"] if m["role"] == "assistant"]
+    assert len(assistant) == kinds["assistant.message"] + 1  # + the aborted response's reasoning
+    assert [m["role"] for m in rows["messages"]].count("user") == kinds["user.message"] + kinds["tool.user_requested"]
+    reasoning = [(p["message_id"], p["reasoning"]) for p in rows["parts"] if p["part_type"] == "reasoning"]
+    answers = [e["id"] for e in b.events if e["type"] == "assistant.message"]
+    assert reasoning == [(answers[0], "Run the test first."), (answers[1], "The handler returns 401."),
+                         (assistant[-1]["message_id"], "Look at signup.")]
+    assert expected_counts(events)["messages"] == len(rows["messages"])

@@ -26,10 +26,14 @@ Every line is `{type, data, id, parentId, timestamp, agentId?, ephemeral?}`. The
   cost recorded: priced from the tokens (`estimated`), else `unknown`.
 - **Streamed duplicates.** Deltas (`assistant.message_delta`, `streaming_delta`,
   `reasoning_delta`, `tool_call_delta`) are ephemeral; if a log holds them they are skipped
-  (counted in a note). The reasoning is written twice (an `assistant.reasoning` event and the
-  message's `reasoningText`): counted once. A call is written twice (the message's `toolRequests`
-  and `tool.execution_start`): one `tool_calls` row; a start without a request (a user-requested
-  tool) gets an assistant message of its own.
+  (counted in a note). The reasoning is written twice (an `assistant.reasoning` event before the
+  message, and the message's `reasoningText`): counted once, as a part of that message. A call is
+  written twice (the message's `toolRequests` and `tool.execution_start`): one `tool_calls` row.
+- **One assistant message per model response**: an `assistant.message` (a response split at its
+  reasoning boundaries, `chunkIndex`, is one event per chunk), plus a reasoning whose response
+  never came (aborted), plus a compaction summary (`is_summary`). A tool the user ran
+  (`tool.user_requested`, then its start: no request) is a `user` message holding the call; a
+  start no request named otherwise is an assistant message of its own.
 - **Sub-agents** run in the same log: their events carry `agentId` (`subagent.started` names
   it). They stay in the session; the shutdown's `agentMetrics` is a breakdown of `modelMetrics`
   and is never added.
@@ -68,9 +72,11 @@ NO_ROWS = {"session.start", "session.resume", "session.info", "session.warning",
            "session.workspace_file_changed", "session.handoff", "session.task_complete", "assistant.turn_start",
            "assistant.turn_end", "abort", "subagent.started", "subagent.completed", "subagent.failed",
            "subagent.selected", "subagent.deselected", "hook.start", "hook.end", "skill.invoked",
-           "permission.requested", "permission.completed", "tool.user_requested", "session.context_cleared",
+           "permission.requested", "permission.completed", "session.context_cleared",
            "session.binary_asset", "system.notification", "tool_search.activated"}
 BINARY_ATTACHMENTS = {"file", "blob"}
+# the events of a response in progress: a reasoning waits through them for its message
+IN_RESPONSE = {"assistant.reasoning", "assistant.message"}
 
 
 @dataclass
@@ -120,7 +126,8 @@ class Walker:
         self.out = {"messages": [], "parts": [], "tool_calls": [], "usage": []}
         self.model: str | None = None
         self.calls: dict[str, dict] = {}  # call id -> tool_calls row
-        self.reasoning_seen: set[str] = set()  # assistant.reasoning texts since the last message
+        self.pending: dict[str | None, list[Event]] = {}  # by agent: reasoning events awaiting their message
+        self.user_requested: set[str] = set()  # call ids of the tools the user ran
         self.skipped: Counter = Counter()
         self.streamed = 0
         self.high_water_nano: float | None = None
@@ -135,11 +142,16 @@ class Walker:
             handler = getattr(self, "on_" + e.type.replace(".", "_"), None)
             if e.type in STREAMED or e.raw.get("ephemeral") is True:
                 self.streamed += 1
-            elif handler:
+                continue
+            if e.type not in IN_RESPONSE:  # the agent's response is over: a reasoning left is one alone
+                self.flush(e.raw.get("agentId"))
+            if handler:
                 handler(e)
             elif e.type not in NO_ROWS:
                 self.skipped[e.type] += 1
             self.track(e)
+        for agent in list(self.pending):
+            self.flush(agent)
         if self.streamed:
             self.findings.notes.append(f"{self.ctx.session_id}: {self.streamed} streamed or ephemeral events "
                                        "skipped (the final event holds the same content)")
@@ -204,19 +216,25 @@ class Walker:
         self.part(msg, e, "system.message", "injected_context", e.data, text=_str(e.data.get("content")))
 
     def on_assistant_reasoning(self, e: Event) -> None:
-        text = _str(e.data.get("content"))
-        self.reasoning_seen.add(text or "")
-        msg = self.message(e, "assistant", model=self.model)
-        self.part(msg, e, "assistant.reasoning", "reasoning", e.data, reasoning=text)
+        self.pending.setdefault(e.raw.get("agentId"), []).append(e)  # its message follows
+
+    def flush(self, agent: str | None) -> None:
+        """Reasoning events no message followed (an aborted response): a message of their own."""
+        for e in self.pending.pop(agent, ()):
+            msg = self.message(e, "assistant", model=self.model)
+            self.part(msg, e, "assistant.reasoning", "reasoning", e.data, reasoning=_str(e.data.get("content")))
 
     def on_assistant_message(self, e: Event) -> None:
         d = e.data
         model = _str(d.get("model")) or self.model
         msg = self.message(e, "assistant", model=model)
+        seen = set()
+        for r in self.pending.pop(e.raw.get("agentId"), ()):
+            seen.add(_str(r.data.get("content")))
+            self.part(msg, r, "assistant.reasoning", "reasoning", r.data, reasoning=_str(r.data.get("content")))
         reasoning = _str(d.get("reasoningText"))
-        if reasoning and reasoning not in self.reasoning_seen:  # else already an assistant.reasoning part
+        if reasoning and reasoning not in seen:  # else already an assistant.reasoning part
             self.part(msg, e, "reasoningText", "reasoning", {"reasoningText": reasoning}, reasoning=reasoning)
-        self.reasoning_seen.clear()
         content = _str(d.get("content"))
         if content or not d.get("toolRequests"):
             self.part(msg, e, "assistant.message", "text", {k: v for k, v in d.items() if k != "toolRequests"},
@@ -238,10 +256,18 @@ class Walker:
     def base(self, e: Event) -> dict:
         return {**self.lineage(e.no, e.type), "session_id": self.ctx.session_id}
 
+    def on_tool_user_requested(self, e: Event) -> None:
+        call_id = _str(e.data.get("toolCallId"))
+        if call_id:
+            self.user_requested.add(call_id)
+
     def on_tool_execution_start(self, e: Event) -> None:
         call_id = _str(e.data.get("toolCallId"))
-        if call_id and call_id not in self.calls:  # no toolRequest named it (a user-requested tool)
-            msg = self.message(e, "assistant", model=_str(e.data.get("model")) or self.model)
+        if call_id and call_id not in self.calls:  # no toolRequest named it
+            if call_id in self.user_requested:  # the user ran it
+                msg = self.message(e, "user")
+            else:
+                msg = self.message(e, "assistant", model=_str(e.data.get("model")) or self.model)
             self.call(msg, e, e.data, "tool.execution_start")
 
     def on_tool_execution_complete(self, e: Event) -> None:
@@ -345,11 +371,19 @@ def normalise(events: list[Event], ctx: Context) -> tuple[dict[str, list[dict]],
 def expected_counts(events: list[Event]) -> dict[str, int]:
     """Messages, counted on the events themselves."""
     msgs, requested = 0, set()
+    reasoning: Counter = Counter()  # by agent: reasoning events since its last message
     for e in events:
         d = e.data
         if e.type in STREAMED or e.raw.get("ephemeral") is True:
             continue
-        if e.type in ("user.message", "system.message", "assistant.reasoning", "tool.execution_complete"):
+        agent = e.raw.get("agentId")
+        if e.type == "assistant.reasoning":
+            reasoning[agent] += 1
+        elif e.type == "assistant.message":
+            reasoning[agent] = 0
+        else:
+            msgs += reasoning.pop(agent, 0)  # a response that never came: each reasoning is a message
+        if e.type in ("user.message", "system.message", "tool.execution_complete"):
             msgs += 1
         elif e.type == "assistant.message":
             msgs += 1
@@ -359,4 +393,4 @@ def expected_counts(events: list[Event]) -> dict[str, int]:
             msgs += 1
         elif e.type == "session.compaction_complete" and d.get("summaryContent"):
             msgs += 1
-    return {"sessions": 1, "messages": msgs}
+    return {"sessions": 1, "messages": msgs + sum(reasoning.values())}
