@@ -5,6 +5,7 @@ import csv
 import io
 import json
 import math
+import re
 from datetime import datetime, timezone
 from decimal import ROUND_HALF_UP, Decimal
 
@@ -286,3 +287,50 @@ def test_agentlake_sql_writes_an_interval_as_duckdb_does(lake, capsys, fmt):
     out = _out(capsys, "sql", "--home", str(lake.home), "--format", fmt,
                "SELECT INTERVAL 1 MONTH AS month, INTERVAL 25 HOUR AS hours")
     assert "1 month" in out and "25:00:00" in out and "30 days" not in out and "1 day" not in out
+
+
+# --------------------------------------------------------------------------- columns that line up
+
+
+def _column(text: str, name: str) -> list[str]:
+    """One column's cells of a table, as printed (padding included): the span of its rule's dashes."""
+    header, rule, *lines = text.splitlines()
+    at = re.search(rf"(?<!\S){re.escape(name)}(?!\S)", header).start()
+    start, end = next(m.span() for m in re.finditer(r"-+", rule) if m.start() <= at < m.end())
+    return [line[start:end].ljust(end - start) for line in lines[:-1]]
+
+
+def test_a_money_column_has_one_number_of_decimals_right_aligned():
+    """Issue 32, item 13: `0.35`, `0.174`, `2.3255` in one column did not line up. DECIMALs, and
+    DOUBLEs as rounded (at most 9 decimals), are padded with zeros to the most decimals in their
+    column, right-aligned; each cell still reads back as the very value."""
+    rounded = [0.35, 0.174, 2.3255, 1.0, None]
+    decimals = [Decimal("0.3500"), Decimal("12.0000"), Decimal("0.0037")]
+    text = render(["cost_usd", "ratio", "usd"], [(r, r, d) for r, d in zip(rounded, decimals + [None, None])])
+    for name, values in (("cost_usd", rounded), ("usd", decimals + [None, None])):
+        cells = _column(text, name)
+        shown = [c for c in cells if c.strip()]
+        assert len({len(c.strip().split(".")[1]) for c in shown}) == 1, cells  # one number of decimals
+        assert len({c.index(".") for c in shown}) == 1 and all(c[-1] != " " for c in shown), cells  # aligned
+        assert [float(c) if c.strip() else None for c in cells] == [None if v is None else float(v) for v in values]
+    # a DOUBLE with more decimals than a nano-dollar (a raw sum, a division) keeps its shortest text
+    raw = render(["x"], [(0.1 + 0.2,), (0.5,)]).splitlines()[2:4]
+    assert [r.strip() for r in raw] == ["0.30000000000000004", "0.5"]
+
+
+def test_the_report_table_shows_costs_with_four_decimals(lake, capsys):
+    """Every cost the report's tables show has DISPLAY_DECIMALS decimals, right-aligned, in each
+    section (a DOUBLE's as a DECIMAL's); the JSON keeps the exact figures."""
+    from warehouse.serve.report import DISPLAY_DECIMALS
+
+    text = _out(capsys, "report", "--home", str(lake.home), "--top", "0")
+    insights = _out(capsys, "report", "--home", str(lake.home), "--insights", "--top", "0")
+    checked = 0
+    for block in (text + "\n\n" + insights).split("\n\n"):
+        title, *lines = block.splitlines()
+        table = lines[:next(i for i, line in enumerate(lines) if re.fullmatch(r"\(\d+ rows?\)", line)) + 1]
+        for name in [h for h in table[0].split() if h.endswith("_usd")]:
+            for cell in [c for c in _column("\n".join(table), name) if c.strip()]:
+                assert re.fullmatch(rf" *\d+\.\d{{{DISPLAY_DECIMALS}}}", cell), (title, name, cell)
+                checked += 1
+    assert checked > 10

@@ -5,7 +5,11 @@ from its own digits (never through a float), a DOUBLE as the shortest text that 
 same double. Only how a value is spelled differs between the formats:
 
 - table: for people. DOUBLEs in plain notation where that stays short (`0.0000001`, not `1e-07`),
-  `1` for `1.0`; a cell too wide is cut with `…`, but never a number's.
+  `1` for `1.0`; a cell too wide is cut with `…`, but never a number's. Numbers are right-aligned
+  and line up: each is padded with zeros to the most decimals in its column (`0.3500`, `0.1740`,
+  `2.3255`), a DOUBLE only where those are at most 9 (ROUND(x, 4) gives such; a raw sum's
+  `0.30000000000000004` keeps its shortest text); `places` asks for a column's number of decimals
+  (the report's costs: 4).
 - csv: DOUBLEs as Python's shortest round-trip text (`1e-07`, `1.0`: DuckDB writes the same).
 - json: always valid JSON (see `json_text`); a DECIMAL is a JSON number with its exact digits.
 
@@ -101,6 +105,32 @@ def _cell(value) -> str:
     if isinstance(value, float):
         return float_text(value)
     return text_value(value)
+
+
+# the most decimals a column of DOUBLEs is padded to: a nano-dollar's, which a rounded figure
+# stays within (longer texts are raw binary fractions, which zeros would only make wider)
+PADDED_DECIMALS = 9
+
+
+def _aligned(texts: list[str], doubles: bool, places: int | None = None) -> list[str]:
+    """A column of numbers' texts, each padded with zeros to `places` decimals, else to the most
+    among them (for DOUBLEs, only where that is at most PADDED_DECIMALS); scientific notation,
+    nan and inf are left as they are. Padding never rounds: a text with more decimals keeps them."""
+    plain = [t for t in texts if t and t[-1].isdigit() and "e" not in t]
+    most = max((len(t.partition(".")[2]) for t in plain), default=0)
+    if places is not None:
+        most = places
+    elif doubles and most > PADDED_DECIMALS:
+        return texts
+    if most == 0:
+        return texts
+    out = []
+    for t in texts:
+        if t in plain:
+            whole, _, decimals = t.partition(".")
+            t = f"{whole}.{decimals.ljust(most, '0')}"
+        out.append(t)
+    return out
 
 
 def text_value(value) -> str:
@@ -213,7 +243,8 @@ def _nested(start: str, end: str, items: list[str], indent: int | None, level: i
     return f"{start}\n{inner}" + f",\n{inner}".join(items) + f"\n{outer}{end}"
 
 
-def render(columns: list[str], rows: list[tuple], fmt: str = "table", max_width: int = 60) -> str:
+def render(columns: list[str], rows: list[tuple], fmt: str = "table", max_width: int = 60,
+           places: dict[str, int] | None = None) -> str:
     if fmt == "json":
         return json_text([dict(zip(columns, row)) for row in rows])
     if fmt == "csv":
@@ -227,8 +258,12 @@ def render(columns: list[str], rows: list[tuple], fmt: str = "table", max_width:
     tail = [_is_path(c) for c in columns]
     cells = [[_cell(v) if _is_number(v) else _clip(_cell(v), max_width, t) for v, t in zip(row, tail)]
              for row in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
     numeric = [all(_is_number(r[i]) or r[i] is None for r in rows) and rows for i in range(len(columns))]
+    for i in (i for i, n in enumerate(numeric) if n):
+        doubles = any(isinstance(r[i], float) for r in rows)
+        for r, text in zip(cells, _aligned([r[i] for r in cells], doubles, (places or {}).get(columns[i]))):
+            r[i] = text
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
 
     def line(values):
         return "  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(values, widths, numeric)).rstrip()

@@ -6,6 +6,7 @@ exactly; the table rounds costs to DISPLAY_DECIMALS places for reading).
 """
 
 import difflib
+import math
 from dataclasses import dataclass
 from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
@@ -297,13 +298,13 @@ def _is_cost(column: str) -> bool:
 
 
 def _for_display(value):
-    """A cost as the table shows it, to DISPLAY_DECIMALS places: a DECIMAL rounded half away
-    from zero (as SQL's ROUND does), a DOUBLE by Python's round; the JSON and CSV carry the
-    exact figure."""
+    """A cost as the table shows it, with DISPLAY_DECIMALS decimals (`0.3500`, so that a column
+    lines up): rounded half away from zero, as SQL's ROUND does, a DOUBLE from its shortest text;
+    the JSON and CSV carry the exact figure."""
+    if isinstance(value, float) and math.isfinite(value):
+        value = Decimal(repr(value))
     if isinstance(value, Decimal) and value.is_finite():
         return value.quantize(Decimal(1).scaleb(-DISPLAY_DECIMALS), rounding=ROUND_HALF_UP)
-    if isinstance(value, float):
-        return round(value, DISPLAY_DECIMALS)
     return value
 
 
@@ -313,6 +314,11 @@ def _display_rows(s: Section) -> list[tuple]:
     costs = [_is_cost(c) for c in s.columns]
     return [tuple(_for_display(v) if cost else label(c, v) for v, c, cost in zip(r, s.columns, costs))
             for r in s.rows]
+
+
+def _places(s: Section) -> dict[str, int]:
+    """Every cost column of the table with DISPLAY_DECIMALS decimals, so that it lines up."""
+    return {c: DISPLAY_DECIMALS for c in s.columns if _is_cost(c)}
 
 
 def render_report(sections: list[Section], fmt: str = "table") -> str:
@@ -328,7 +334,7 @@ def render_report(sections: list[Section], fmt: str = "table") -> str:
     if fmt == "csv":  # one CSV block per section, headed by a comment line naming it
         return "\n\n".join(f"# {s.name}\n" + (f"# sql: {s.sql}\n" if s.sql else "") + render(s.columns, s.rows, "csv")
                            + (f"\n# {_not_shown(s)}" if s.more else "") for s in sections)
-    return "\n\n".join(f"{s.title}\n{render(s.columns, _display_rows(s), 'table')}"
+    return "\n\n".join(f"{s.title}\n{render(s.columns, _display_rows(s), 'table', places=_places(s))}"
                        + (f"\n{_not_shown(s)}" if s.more else "") + (f"\nSQL: {s.sql}" if s.sql else "")
                        for s in sections)
 
