@@ -15,7 +15,7 @@ from pipelines.cli import _agent_homes
 from tests.conftest import ingest_tables, query, scalar
 from transforms.copilot.discover import discover
 from transforms.copilot.normalise import Context, expected_counts, normalise, parse_lines
-from transforms.synth.copilot import SessionBuilder, generate_home, metric
+from transforms.synth.copilot import SessionBuilder, generate_home, iso, metric
 from transforms.pricing import Buckets, price_buckets
 from warehouse.lake.config import load_config
 
@@ -272,13 +272,11 @@ def test_the_default_home_then_older_xdg_homes_one_source_per_session(tmp_path):
     only_old = SessionBuilder("old-only", start=T, cwd="/home/dev/old")
     only_old.prompt("hi")
     only_old.write(tmp_path / "state" / ".copilot", flat=True)
-    legacy = user / ".copilot" / "history-session-state"
-    legacy.mkdir()
-    (legacy / "session_1.json").write_text("{}")
+    write_legacy(tmp_path / "state" / ".copilot", legacy_session())  # the first format (no cwd recorded)
     found = discover(env={"HOME": str(user), "XDG_STATE_HOME": str(tmp_path / "state")})
     assert sorted((s.identity, s.project_path) for s in found.sources) == [
-        (SID, "/home/dev/shop"), ("old-only", "/home/dev/old")]
-    assert [p for p in found.problems if "history-session-state" in p and "not read" in p]
+        (SID, "/home/dev/shop"), (LEGACY_SID, ""), ("old-only", "/home/dev/old")]
+    assert not found.problems
     # USERPROFILE is the home on Windows
     found = discover(env={"USERPROFILE": str(user)})
     assert [s.identity for s in found.sources] == [SID]
@@ -344,3 +342,166 @@ def test_one_assistant_message_per_model_response(tmp_path):
     assert reasoning == [(answers[0], "Run the test first."), (answers[1], "The handler returns 401."),
                          (assistant[-1]["message_id"], "Look at signup.")]
     assert expected_counts(events)["messages"] == len(rows["messages"])
+
+
+# ---------------------------------------------------------------------------------- the first format
+
+LEGACY_SID = "5d3c1b2a-7e6f-4a8b-9c0d-1e2f3a4b5c6d"
+REMINDER = "\n\n<reminder>\nWhen you need to run several tools, call them in parallel.\n</reminder>"
+VIEW_ARGS = {"command": "view", "path": "/home/dev/shop/src/auth.ts"}
+EDIT_ARGS = {"command": "str_replace", "path": "/home/dev/shop/src/auth.ts", "old_str": "401", "new_str": "200"}
+
+
+def completed(entry_id, at, call_id, name, title, args, kind, log, **more):
+    """A timeline `tool_call_requested` entry as updateToolCallTimelineEntryResult rewrites it in place."""
+    return {"type": "tool_call_completed", "id": entry_id, "timestamp": at, "callId": call_id, "name": name,
+            "toolTitle": title, "intentionSummary": title, "arguments": args,
+            "result": {"type": kind, "log": log, "markdown": False}, **more}
+
+
+def legacy_session() -> dict:
+    """One session as Copilot CLI 0.0.340 saved it (the zod schema and the session manager of
+    @github/copilot 0.0.340): the model's context in `chatMessages` (OpenAI chat messages), what
+    the CLI showed in `timeline`. A prompt that @-mentions a file (the CLI's synthetic turn reading
+    it: chat only), a response with text and a shell call, a response with two calls (one failed),
+    a final answer, an error line, a `!` shell command the user ran (timeline only), and a call
+    interrupted before its result."""
+    bash_args = {"command": "npm test -- login", "description": "Run login tests"}
+    chat = [
+        {"role": "user", "content": "Fix the login test in /home/dev/shop/src/login.test.ts\n\n"
+                                    "<current_datetime>2025-10-01T09:00:01.000Z</current_datetime>" + REMINDER},
+        {"role": "assistant", "content": "I need to read the content of those paths to answer this request.",
+         "tool_calls": [{"id": "mention-1", "type": "function", "function": {"name": "str_replace_editor",
+                         "arguments": json.dumps({"command": "view", "path": "/home/dev/shop/src/login.test.ts"})}}]},
+        {"role": "tool", "tool_call_id": "mention-1", "content": "1.test('login', ...)"},
+        {"role": "assistant", "content": "I'll run the login test.", "tool_calls": [
+            {"id": "toolu_01", "type": "function", "function": {"name": "bash", "arguments": json.dumps(bash_args)}}]},
+        {"role": "tool", "tool_call_id": "toolu_01", "content": "FAIL src/login.test.ts\n<exited with exit code 1>"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "toolu_02", "type": "function", "function": {"name": "str_replace_editor",
+                                                                 "arguments": json.dumps(VIEW_ARGS)}},
+            {"id": "toolu_03", "type": "function", "function": {"name": "str_replace_editor",
+                                                                 "arguments": json.dumps(EDIT_ARGS)}}]},
+        {"role": "tool", "tool_call_id": "toolu_02", "content": "1.export const status = 401;"},
+        {"role": "tool", "tool_call_id": "toolu_03", "content": "No replacement was performed."},
+        {"role": "assistant", "content": "The handler returns 401; I'll look again.", "tool_calls": [
+            {"id": "toolu_04", "type": "function", "function": {"name": "bash",
+                                                                 "arguments": json.dumps({"command": "git log"})}}]},
+        {"role": "tool", "tool_call_id": "toolu_04", "content": "The execution of this tool, or a previous tool "
+                                                                "was interrupted."},
+    ]
+    timeline = [
+        {"id": "t1", "timestamp": "2025-10-01T09:00:01.000Z", "type": "user",
+         "text": "Fix the login test in @src/login.test.ts"},
+        {"id": "t2", "timestamp": "2025-10-01T09:00:04.000Z", "type": "copilot", "text": "I'll run the login test."},
+        completed("t3", "2025-10-01T09:00:04.100Z", "toolu_01", "bash", "Run login tests", bash_args, "success",
+                  "FAIL src/login.test.ts\n<exited with exit code 1>"),
+        completed("t4", "2025-10-01T09:00:09.000Z", "toolu_02", "str_replace_editor", "View auth.ts", VIEW_ARGS,
+                  "success", "export const status = 401;"),
+        completed("t5", "2025-10-01T09:00:09.100Z", "toolu_03", "str_replace_editor", "Edit auth.ts", EDIT_ARGS,
+                  "failure", "No match found"),
+        {"id": "t6", "timestamp": "2025-10-01T09:00:12.000Z", "type": "copilot",
+         "text": "The handler returns 401; I'll look again."},
+        completed("t7", "2025-10-01T09:00:12.100Z", "toolu_04", "bash", "git log", {"command": "git log"}, "rejected",
+                  "The execution of this tool, or a previous tool was interrupted."),
+        {"id": "t8", "timestamp": "2025-10-01T09:00:13.000Z", "type": "info", "text": "Operation cancelled by user"},
+        completed("t9", "2025-10-01T09:00:20.000Z", "1759309220000", "bash", "$ git status",
+                  {"command": "git status", "description": "Execute shell command: git status"}, "success",
+                  "On branch main", isAlwaysExpanded=True, showNoContent=True),
+    ]
+    return {"sessionId": LEGACY_SID, "startTime": "2025-10-01T09:00:00.000Z", "chatMessages": chat,
+            "timeline": timeline, "selectedModel": "claude-sonnet-4.5"}
+
+
+def write_legacy(home: Path, session: dict) -> Path:
+    """`history-session-state/session_<id>_<start ms>.json`, as JSON.stringify(session, null, 2)."""
+    folder = home / "history-session-state"
+    folder.mkdir(parents=True, exist_ok=True)
+    start = datetime.fromisoformat(session["startTime"].replace("Z", "+00:00"))
+    path = folder / f"session_{session['sessionId']}_{int(start.timestamp() * 1000)}.json"
+    path.write_text(json.dumps(session, indent=2))
+    return path
+
+
+def shown(session: dict) -> Counter:
+    """Messages by role, counted on the fixture: each prompt, each `!` command (a call no response
+    names), each response with an entry in the timeline, each completed call's result."""
+    chat, entries = session["chatMessages"], session["timeline"]
+    calls = {c["id"]: i for i, m in enumerate(chat) if m["role"] == "assistant" for c in m.get("tool_calls", ())}
+    texts = {m["content"]: i for i, m in enumerate(chat) if m["role"] == "assistant" and m["content"]}
+    tools = [e for e in entries if e["type"].startswith("tool_call")]
+    responses = {calls[e["callId"]] for e in tools if e["callId"] in calls}
+    responses |= {texts[e["text"]] for e in entries if e["type"] == "copilot"}
+    return Counter(user=sum(e["type"] == "user" for e in entries) + sum(e["callId"] not in calls for e in tools),
+                   assistant=len(responses), tool=sum(e["type"] == "tool_call_completed" for e in tools))
+
+
+def test_a_session_of_the_first_format_is_read(layout, tmp_path):
+    """Before 0.0.342 a session was one JSON file; a user with only such sessions got nothing."""
+    home = tmp_path / "copilot"
+    session = legacy_session()
+    write_legacy(home, session)
+    found = discover(env={"COPILOT_HOME": str(home)})
+    assert [s.identity for s in found.sources] == [LEGACY_SID] and not found.problems
+    (result,) = cp(layout, home).results
+    assert result.status == "ok" and result.reconciled, (result.error, result.reconcile)
+    timeline = session["timeline"]
+    roles = shown(session)
+    # no token counts in this format: no usage rows, NULL tokens, and a session that answered costs unknown
+    assert scalar(layout, "SELECT COUNT(*) FROM usage") == 0
+    assert query(layout, "SELECT session_id, cost_usd, cost_source, total_tokens, model, created_at, updated_at, "
+                         "message_count FROM sessions") == [
+        (LEGACY_SID, None, "unknown", None, "claude-sonnet-4.5", datetime(2025, 10, 1, 9),
+         datetime(2025, 10, 1, 9, 0, 20), roles.total())]
+    # the model's responses as the chat groups them (the @-mention turn made no model call: no
+    # timeline entry); each completed call a tool message; the prompt and the `!` command the user's
+    assert dict(query(layout, "SELECT role, COUNT(*) FROM messages GROUP BY 1")) == roles == {
+        "assistant": 3, "tool": 5, "user": 2}
+    assert query(layout, "SELECT message_id, COUNT(*) FILTER (WHERE part_type = 'tool_call'), "
+                         "COUNT(*) FILTER (WHERE part_type = 'text') FROM parts WHERE role = 'assistant' "
+                         "GROUP BY 1 ORDER BY 1") == [("t2", 1, 1), ("t4", 2, 0), ("t6", 1, 1)]
+    assert scalar(layout, "SELECT text FROM parts WHERE role = 'user' AND part_type = 'text'") == timeline[0]["text"]
+    # results as the model saw them (the chat's tool messages), the error flag from the result type
+    chat_results = {m["tool_call_id"]: m["content"] for m in session["chatMessages"] if m["role"] == "tool"}
+    assert query(layout, "SELECT tool_call_id, tool_name, tool_category, command, file_path, is_error, exit_code, "
+                         "result_text FROM tool_calls ORDER BY called_at") == [
+        ("toolu_01", "bash", "shell", "npm test -- login", None, False, 1, chat_results["toolu_01"]),
+        ("toolu_02", "str_replace_editor", "read", None, "/home/dev/shop/src/auth.ts", False, None,
+         chat_results["toolu_02"]),
+        ("toolu_03", "str_replace_editor", "edit", None, "/home/dev/shop/src/auth.ts", True, None,
+         chat_results["toolu_03"]),
+        ("toolu_04", "bash", "shell", "git log", None, True, None, chat_results["toolu_04"]),
+        ("1759309220000", "bash", "shell", "git status", None, False, None, "On branch main")]
+    assert any("1 info and error lines" in w for w in result.warnings)
+
+
+def test_a_migrated_session_keeps_its_first_format_history_once(layout, tmp_path):
+    """`copilot --resume` (0.0.342+) moved a first-format session into a log: a `session.start`
+    with the same id, the whole session as one `session.import_legacy` event, then the new turns;
+    and it deleted the old file (here it is still there, as after a crash in between). A file of
+    the first format being rewritten when it is read is quarantined whole; the rest is read."""
+    home = tmp_path / "copilot"
+    session = legacy_session()
+    write_legacy(home, session)
+    b = SessionBuilder(LEGACY_SID, start=datetime(2025, 10, 20, 9, tzinfo=timezone.utc))
+    del b.events[0]["data"]["context"]  # 0.0.343 recorded no cwd
+    b.add("session.import_legacy", {"legacySession": session, "importTime": iso(b.now),
+                                    "sourceFile": "session_x.json"})
+    b.prompt("Now the signup test")
+    b.answer("Done.")
+    log = b.write(home)
+    torn = write_legacy(home, {**session, "sessionId": "torn-1"})
+    torn.write_text(torn.read_text()[:200])
+    found = discover(env={"COPILOT_HOME": str(home)})
+    assert sorted((s.identity, Path(s.path).name) for s in found.sources) == [
+        (LEGACY_SID, log.name), ("torn-1", torn.name)]
+    summary = cp(layout, home)
+    assert all(r.status == "ok" and r.reconciled for r in summary.results), summary.results
+    new = sum(e["type"] in ("user.message", "assistant.message") for e in b.events)
+    legacy_messages = scalar(layout, "SELECT COUNT(*) FROM messages WHERE source_table = 'session.import_legacy'")
+    assert legacy_messages == shown(session).total()
+    assert query(layout, "SELECT session_id, message_count FROM sessions") == [(LEGACY_SID, legacy_messages + new)]
+    assert scalar(layout, "SELECT COUNT(*) FROM tool_calls") == sum(
+        e["type"] == "tool_call_completed" for e in session["timeline"])
+    assert query(layout, "SELECT source_table, raw FROM quarantine") == [
+        ("history-session-state", torn.read_text())]

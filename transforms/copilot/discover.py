@@ -4,13 +4,14 @@
 `~/.copilot` at startup and ignore XDG: github/copilot-cli#1750, #1954; microsoft/vscode#314917).
 
 A session is `session-state/<id>/events.jsonl` (with `workspace.yaml` beside it) or, before the
-per-session folders, `session-state/<id>.jsonl` (copilot-cli 0.0.342 changelog). One session is
-one source, identified by its session id, so the same session in two homes or layouts is one
-source (the current home and the folder layout win) and a session the user deletes
-(`/session delete`) keeps its history in the lake. The oldest format
-(`history-session-state/*.json`, before 0.0.342, migrated by `copilot --resume`) is reported,
-not read. Only the first line of a log is read here (its `session.start` names the cwd); never
-`config.json` (it may hold a token) or anything else in the home.
+per-session folders, `session-state/<id>.jsonl` (copilot-cli 0.0.342 changelog), or, before
+0.0.342, `history-session-state/session_<id>_<start ms>.json` (transforms.copilot.legacy). One
+session is one source, identified by its session id, so the same session in two homes or layouts
+is one source (the current home and the folder layout win; a log wins over a file of the first
+format, which `copilot --resume` migrated into it and then deleted) and a session the user deletes
+(`/session delete`) keeps its history in the lake. Only the first line of a log is read here (its
+`session.start` names the cwd; the first format names none); never `config.json` (it may hold a
+token) or anything else in the home.
 """
 
 import os
@@ -18,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from transforms import jsontext
+from transforms.copilot.legacy import LEGACY_NAME
 from transforms.projects import project_name
 from transforms.sources import Discovery, Source, named_homes, user_home, with_folder
 
@@ -57,11 +59,13 @@ def session_logs(home: Path) -> list[tuple[str, Path]]:
     return found
 
 
-def legacy_count(home: Path) -> int:
+def legacy_sessions(home: Path) -> list[tuple[str, Path]]:
+    """(session id, file) of the sessions of the first format in a home."""
     try:
-        return sum(1 for e in os.scandir(home / "history-session-state") if e.name.endswith(".json"))
+        entries = sorted(os.scandir(home / "history-session-state"), key=lambda e: e.name)
     except OSError:
-        return 0
+        return []
+    return [(m.group(1), Path(e.path)) for e in entries if (m := LEGACY_NAME.match(e.name)) and e.is_file()]
 
 
 def cwd_of(log: Path) -> str:
@@ -74,7 +78,7 @@ def cwd_of(log: Path) -> str:
 
 
 def _source(session_id: str, log: Path, names: Mapping[str, str]) -> Source:
-    cwd = cwd_of(log)
+    cwd = "" if LEGACY_NAME.match(log.name) else cwd_of(log)
     return Source(provider=PROVIDER, path=os.path.realpath(log), project_path=cwd,
                   project=project_name(cwd, names), identity=session_id)
 
@@ -86,21 +90,20 @@ def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, 
         homes, problems = copilot_homes(env)
         found.problems.extend(problems)
     homes += named_homes(extra_roots, found.problems, home="Copilot CLI home", holds="Copilot CLI sessions",
-                         find=lambda root: with_folder(root, "session-state") or (root if legacy_count(root) else None),
-                         lacking="it has no session-state/ folder")
+                         find=lambda root: with_folder(root, "session-state", "history-session-state"),
+                         lacking="it has no session-state/ (nor history-session-state/) folder")
     logs: list[tuple[str, Path]] = []
     for home in homes:
         logs += session_logs(home)
-        if legacy_count(home):
-            found.problems.append(f"{legacy_count(home)} sessions in {home / 'history-session-state'} are in the "
-                                  "format before Copilot CLI 0.0.342 and are not read (`copilot --resume` "
-                                  "migrates one to session-state/)")
+    for home in homes:  # after every log: a migrated session's log holds its first-format history
+        logs += legacy_sessions(home)
     for store in extra_stores:
         p = Path(store).expanduser()
         if p.is_dir() and (p / EVENTS).is_file():
             logs.append((p.name, p / EVENTS))
         elif p.is_file():
-            logs.append((p.parent.name if p.name == EVENTS else p.stem, p))
+            legacy = LEGACY_NAME.match(p.name)
+            logs.append((legacy.group(1) if legacy else p.parent.name if p.name == EVENTS else p.stem, p))
         else:
             found.problems.append(f"no Copilot CLI session log at {p}")
     seen: set[str] = set()

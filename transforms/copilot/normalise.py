@@ -42,7 +42,9 @@ Every line is `{type, data, id, parentId, timestamp, agentId?, ephemeral?}`. The
 - A session that never shut down (killed, or still running) has no token counts: its cost is the
   checkpoint's, else `unknown` if it answered anything, else a known $0.
 Injected input (`system.message`, and `user.message` with a `source` such as `skill-pdf` or
-`agent-<id>`) is `injected_context`, not a prompt.
+`agent-<id>`) is `injected_context`, not a prompt. A session of the first format (before 0.0.342),
+a file of its own or migrated into a log as one `session.import_legacy` event, is read by
+transforms.copilot.legacy into the same rows (`normalise_legacy`, `on_session_import_legacy`).
 """
 
 from collections import Counter
@@ -51,6 +53,7 @@ from datetime import datetime
 
 from transforms import jsontext
 from transforms.contract import PART_TYPES
+from transforms.copilot import legacy
 from transforms.copilot import tools as t
 from transforms.costs import price_aggregate, session_cost
 from transforms.findings import Findings
@@ -247,8 +250,9 @@ class Walker:
         call_id = _str(req.get("toolCallId")) or f"{self.ctx.session_id}:{e.no}"
         name = _str(req.get("name")) or _str(req.get("toolName"))
         mcp = _str(req.get("mcpServerName"))  # an MCP tool's name cannot say it is one: its server does
-        raw, row = call_row(self.base(e), msg["message_id"], call_id, name, req.get("arguments"), e.at, t.TOOLS,
-                            category="mcp" if mcp else None)
+        args = req.get("arguments")
+        raw, row = call_row(self.base(e), msg["message_id"], call_id, name, args, e.at, t.TOOLS,
+                            category="mcp" if mcp else t.call_category(name, args))
         self.part(msg, e, native, "tool_call", req, tool_call_id=call_id, tool_name=name, tool_input=raw)
         self.out["tool_calls"].append(row)
         self.calls.setdefault(call_id, row)
@@ -289,6 +293,13 @@ class Walker:
                   tool_result_metadata=_str(result.get("detailedContent")))
         add_result(call, msg["message_id"], text, is_error, t.TOOLS.exit_code(call["tool_name"], text), e.at)
 
+    def on_session_import_legacy(self, e: Event) -> None:
+        """A session of the first format `copilot --resume` migrated (its file then deleted)."""
+        session = e.data.get("legacySession")
+        if isinstance(session, dict):
+            self.model = _str(session.get("selectedModel")) or self.model
+            legacy.read(self, session, e.type, e.no)
+
     def on_session_compaction_complete(self, e: Event) -> None:
         summary = _str(e.data.get("summaryContent"))
         if summary:
@@ -322,7 +333,7 @@ class Walker:
             })
 
 
-def session_row(events: list[Event], walker: Walker, ctx: Context) -> dict:
+def session_row(events: list[Event], walker: Walker, ctx: Context, table: str = "session.start") -> dict:
     start = walker.meta
     usage = walker.out["usage"]
     answered = any(m["role"] == "assistant" for m in walker.out["messages"])
@@ -337,7 +348,8 @@ def session_row(events: list[Event], walker: Walker, ctx: Context) -> dict:
         cost, source = None, "unknown"  # it answered, but never shut down: no token counts on disk
     else:
         cost, source = 0.0, "estimated"
-    times = [e.at for e in events if e.at is not None]
+    times = [e.at for e in events if e.at is not None] + [m["created_at"] for m in walker.out["messages"]
+                                                          if m["created_at"] is not None]
     priced_models = [u["model"] for u in usage if u["cost_usd"] is not None]
     totals = [u["total_tokens"] for u in usage if u["total_tokens"] is not None]
     extra = {k: v for k, v in start.items() if k not in ("sessionId", "startTime", "context", "selectedModel")}
@@ -346,7 +358,7 @@ def session_row(events: list[Event], walker: Walker, ctx: Context) -> dict:
     extra.update({f"workspace.{k}": v for k, v in ctx.workspace.items() if k not in ("id", "cwd", "summary")})
     return {
         "provider": PROVIDER, "source_id": ctx.source_id, "project_path": ctx.project_path,
-        "source_table": "session.start", "source_rowid": events[0].no if events else 0,
+        "source_table": table, "source_rowid": events[0].no if events else 0,
         "session_id": ctx.session_id, "parent_session_id": None, "root_session_id": ctx.session_id,
         "is_root": True, "title": ctx.title,
         "created_at": from_iso(start.get("startTime")) or (min(times) if times else None),
@@ -365,6 +377,18 @@ def normalise(events: list[Event], ctx: Context) -> tuple[dict[str, list[dict]],
     walker = Walker(events, ctx, findings)
     rows = walker.run()
     rows["sessions"] = [session_row(events, walker, ctx)]
+    return rows, findings
+
+
+def normalise_legacy(doc: dict, ctx: Context) -> tuple[dict[str, list[dict]], Findings]:
+    """A session file of the first format (transforms.copilot.legacy): no events, no token counts."""
+    findings = Findings()
+    walker = Walker([], ctx, findings)
+    walker.meta = {"startTime": doc.get("startTime")}
+    walker.model = _str(doc.get("selectedModel"))
+    legacy.read(walker, doc, "timeline")
+    rows = walker.run()
+    rows["sessions"] = [session_row([], walker, ctx, table="history-session-state")]
     return rows, findings
 
 
@@ -393,4 +417,6 @@ def expected_counts(events: list[Event]) -> dict[str, int]:
             msgs += 1
         elif e.type == "session.compaction_complete" and d.get("summaryContent"):
             msgs += 1
+        elif e.type == "session.import_legacy":
+            msgs += legacy.expected_messages(d.get("legacySession"))
     return {"sessions": 1, "messages": msgs + sum(reasoning.values())}

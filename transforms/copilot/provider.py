@@ -1,5 +1,6 @@
-"""GitHub Copilot CLI behind the provider interface. A source is one session log
-(transforms.copilot.discover); the title comes from `workspace.yaml` beside it (`summary`)."""
+"""GitHub Copilot CLI behind the provider interface. A source is one session log, or one session
+file of the first format (transforms.copilot.discover); the title comes from `workspace.yaml`
+beside a log (`summary`)."""
 
 from datetime import datetime
 from pathlib import Path
@@ -8,8 +9,9 @@ import yaml
 
 from transforms.copilot import discover as copilot_discover
 from transforms.copilot.discover import PROVIDER
-from transforms.copilot.normalise import Context, expected_counts, normalise, parse_lines
-from transforms.findings import bad_line
+from transforms.copilot import legacy
+from transforms.copilot.normalise import Context, expected_counts, normalise, normalise_legacy, parse_lines
+from transforms.findings import Findings, bad_line
 from transforms.provider import AgentProvider, Extract, read_file
 from transforms.sources import Source, file_fingerprint
 
@@ -22,6 +24,8 @@ class CopilotProvider(AgentProvider):
         return file_fingerprint(source.path, str(_workspace_file(source)))
 
     def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None) -> Extract:
+        if legacy.LEGACY_NAME.match(Path(source.path).name):
+            return _extract_legacy(source, run_at)
         # the CLI only appends to the log: one read is a consistent prefix
         data = read_file(source.path)
         events, bad = parse_lines(data)
@@ -38,6 +42,22 @@ class CopilotProvider(AgentProvider):
         rows["quarantine"] = quarantine
         return Extract(rows=rows, findings=findings, schema_version=_version(events),
                        expected=expected_counts(events))
+
+
+def _extract_legacy(source: Source, run_at: datetime) -> Extract:
+    """A session file of the first format: read whole; one that is not is quarantined whole."""
+    data = read_file(source.path)
+    session_id = source.identity or Path(source.path).stem
+    try:
+        doc = legacy.parse(data)
+    except legacy.LegacyFileError as exc:
+        bad = bad_line(PROVIDER, source, "history-session-state", source.path, 0, str(exc),
+                       data.decode("utf-8", "replace"), run_at)
+        return Extract(rows={"quarantine": [bad]}, findings=Findings(), expected={"sessions": 0})
+    rows, findings = normalise_legacy(doc, Context(source.source_id, session_id, source.project_path))
+    rows["quarantine"] = []
+    return Extract(rows=rows, findings=findings, schema_version=0,
+                   expected={"sessions": 1, "messages": legacy.expected_messages(doc)})
 
 
 def _workspace_file(source: Source) -> Path:

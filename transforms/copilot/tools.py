@@ -8,7 +8,7 @@ A shell result ends with `<exited with exit code N>`; `success: false` is the to
 
 import re
 
-from transforms.tools import ToolVocabulary
+from transforms.tools import ToolVocabulary, decode_input
 
 _CATEGORY = {
     "bash": "shell", "read_bash": "shell", "write_bash": "shell", "stop_bash": "shell", "list_bash": "shell",
@@ -25,3 +25,11 @@ _CATEGORY = {
 TOOLS = ToolVocabulary(_CATEGORY, file_keys=("path", "file_path", "filePath"),
                        exit_pattern=re.compile(r"<exited with exit code (-?\d+)>\s*$"))
 tool_category = TOOLS.category  # the name every agent's tools module answers to
+
+
+def call_category(name: str | None, args) -> str | None:
+    """A category the arguments decide, else None (the name's): `str_replace_editor`, the one
+    file tool of the first releases, only reads with `command: view`."""
+    if name == "str_replace_editor" and (decode_input(args) or {}).get("command") == "view":
+        return "read"
+    return None
