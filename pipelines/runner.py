@@ -31,9 +31,15 @@ QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 PROVIDER_WIDTH = max(map(len, PROVIDERS))  # the progress lines' columns line up
 
 
-# the earlier releases' pipelines/dagster.yaml, replaced in agentlake's own Dagster home; a file
-# its user edited is kept (line ends as Python wrote them on Windows do not count as an edit)
-SHIPPED_BEFORE = {"a4f9f33bba6f6a780984eb76ddb9e517be2e42f4d4a6cc217dd2f1f4b7e83374"}
+# the dagster.yaml earlier releases wrote (dagster_config), replaced by this one's; a file its user
+# edited is kept (line ends as Python wrote them on Windows do not count as an edit). In agentlake's
+# own Dagster home:
+SHIPPED_BEFORE = {
+    "a4f9f33bba6f6a780984eb76ddb9e517be2e42f4d4a6cc217dd2f1f4b7e83374",  # before the kept-open storage
+    "59bef102a8ed8639489e1307bb1f70c04d1af931988fa1c8a32836daa9ea0d41",  # before the UI's pop-up was off
+}
+# in a DAGSTER_HOME set elsewhere (the same text the first release wrote everywhere)
+SHIPPED_ELSEWHERE_BEFORE = {"a4f9f33bba6f6a780984eb76ddb9e517be2e42f4d4a6cc217dd2f1f4b7e83374"}
 
 
 def _sha256(path: Path) -> str:
@@ -61,7 +67,7 @@ def dagster_env(layout: Layout) -> dict:
     own = _own_home(layout, home)
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
-    if not config.exists() or (own and _sha256(config) in SHIPPED_BEFORE):
+    if not config.exists() or _sha256(config) in (SHIPPED_BEFORE if own else SHIPPED_ELSEWHERE_BEFORE):
         replace_file(config, dagster_config(own))  # an ingest beside this one may be reading it
     env["DAGSTER_HOME"] = str(home)
     env["AGENTLAKE_HOME"] = str(layout.home)

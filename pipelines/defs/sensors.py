@@ -9,6 +9,9 @@ from pipelines.defs.partitions import keys_after, partition_changes, sources_par
 from pipelines.defs.resources import AgentlakeResource
 from pipelines.runner import contiguous_batches, partition_tags
 from transforms.providers import PROVIDERS
+from warehouse.lake.layout import Layout
+from warehouse.land.landing_files import landed_files
+from warehouse.land.source_state import SourceStates, Verdict
 
 ingest_job = dg.define_asset_job("ingest_sources", selection=[landing])
 
@@ -23,8 +26,9 @@ def batch_request(batch: list[str], run_key: str, run_config: dict) -> dg.RunReq
 @dg.sensor(job=ingest_job, minimum_interval_seconds=300, default_status=dg.DefaultSensorStatus.RUNNING)
 def discover_sources(context: dg.SensorEvaluationContext, agentlake: AgentlakeResource):
     """Add a partition for each new agent and project; request the partitions with a new or
-    changed source, neighbours in the partition order sharing one run, for those sources; drop
-    the per-source partitions an older version registered.
+    changed source that the lake does not hold as it is (held_as_they_are), neighbours in the
+    partition order sharing one run, for those sources; drop the per-source partitions an older
+    version registered.
 
     The cursor holds each source's fingerprint (size and mtime of the db and its -wal), so
     nothing is opened and unchanged sources cost nothing.
@@ -34,10 +38,12 @@ def discover_sources(context: dg.SensorEvaluationContext, agentlake: AgentlakeRe
         context.log.warning(problem)
     seen = json.loads(context.cursor) if context.cursor else {}
     current = {key: PROVIDERS[s.provider].fingerprint(s) for key, s in found.items() if not s.skip_reason}
+    new = [found[key] for key, fp in current.items() if seen.get(key) != fp]
+    held = held_as_they_are(agentlake.layout(), new, current)
     changed = defaultdict(dict)
-    for key, fp in current.items():
-        if seen.get(key) != fp:
-            changed[found[key].dagster_partition][key] = fp
+    for source in new:
+        if source.partition_key not in held:
+            changed[source.dagster_partition][source.partition_key] = current[source.partition_key]
     registered = sources_partitions.get_partition_keys(dynamic_partitions_store=context.instance)
     partition_requests = partition_changes(set(registered), {s.dagster_partition for s in found.values()})
     # a run per range of neighbours, as the CLI does: a partition each cost a run's set-up, and
@@ -55,6 +61,24 @@ def discover_sources(context: dg.SensorEvaluationContext, agentlake: AgentlakeRe
         dynamic_partitions_requests=partition_requests,
         cursor=json.dumps({**seen, **current}, sort_keys=True),
     )
+
+
+def held_as_they_are(layout: Layout, sources: list, fingerprints: dict[str, str]) -> set[str]:
+    """The sources the lake holds as they are now (their state's verdict: unchanged), by partition
+    key: landed by `agentlake ingest`, or by a run this cursor does not know of. A run for them
+    would read nothing and then merge again: a new Dagster home or cursor (`agentlake dev` on an
+    ingested home) launched one over every partition, then rebuilt the tables and marts. None while
+    what landed waits for a merge (an ingest killed before it, or running now): the merge the run's
+    landing triggers is what is left to do."""
+    if not sources or layout.pending_marker.exists():
+        return set()
+    try:
+        landed = landed_files(layout) if layout.remote else None  # one listing, not one per source
+    except OSError:  # the lake cannot be listed: the runs say why
+        return set()
+    states = SourceStates(layout)
+    return {s.partition_key for s in sources if states.verdict(
+        s, states.of(s.provider, s.source_id), fingerprints[s.partition_key], landed) is Verdict.UNCHANGED}
 
 
 def _digest(fingerprints: dict) -> str:

@@ -1,0 +1,106 @@
+"""Issue 32, item 16: `agentlake dev` on an ingested home opens on what is there. Its sensor, with
+a new cursor, launched a run over every partition (each source unchanged), whose landing then had
+the tables and marts rebuilt; and the UI opened on Dagster's newsletter pop-up. Checked without a
+webserver: what decides to launch a run, on the home's own Dagster instance, and the instance's
+settings as agentlake writes them."""
+
+import json
+import sqlite3
+from importlib import resources
+
+import dagster as dg
+
+from pipelines.defs.resources import AgentlakeResource
+from pipelines.defs.sensors import discover_sources
+from pipelines.runner import dagster_config, dagster_env
+from tests.conftest import T0, ingest
+from tests.support_dagster import agentlake_instance
+from tests.support_homes import small_demo_home
+from tests.test_dagster_storage import EARLIER
+from transforms.synth.crush import add_message, add_session
+from transforms.synth.crush_parts import text_part
+from warehouse.lake.layout import Layout
+from warehouse.land.ingest import mark_pending
+
+
+def test_dev_on_a_home_the_cli_ingested_launches_no_run(built_once, monkeypatch):
+    """Every agent's sources, as `agentlake demo` ingested them into the home's own Dagster home:
+    the sensor's first tick registers nothing new and requests nothing, and the automation that
+    updates the tables and marts requests nothing either."""
+    from pipelines.definitions import defs
+
+    built = small_demo_home(built_once)
+    assert built.code == 0
+    monkeypatch.setenv("DAGSTER_HOME", str(built.dagster))  # as `agentlake dev` runs Dagster there
+    resource = AgentlakeResource(home=str(built.home))
+    found = {key for key, s in resource.discover()[0].items() if not s.skip_reason}
+    assert len({key.split("-")[0] for key in found}) > 10  # the demo's agents, each its own way
+    with dg.DagsterInstance.from_config(str(built.dagster)) as instance:
+        tick = discover_sources(dg.build_sensor_context(instance=instance, resources={"agentlake": resource}))
+        assert tick.run_requests == [] and tick.dynamic_partitions_requests == []
+        assert set(json.loads(tick.cursor)) == found  # each source's fingerprint kept: the next tick too
+        assert dg.evaluate_automation_conditions(defs=defs, instance=instance).total_requested == 0
+
+
+def _store(project, name):
+    p = project(name)
+    add_session(p.conn, "s", title="t", created_at=T0, cost=0.5)
+    add_message(p.conn, "m", "s", "user", [text_part("hi")], created_at=T0)
+    p.close()
+    return p
+
+
+def test_the_sensor_still_asks_for_what_the_lake_does_not_hold_as_it_is(layout, project):
+    """A source changed since it landed is requested, and so is every source while what landed
+    waits for a merge (an ingest killed before it): the run's landing has the merge done."""
+    a, b = _store(project, "alpha"), _store(project, "beta")
+    ingest(layout, a.db, b.db, marts=False)  # landed and merged, without Dagster
+    layout.pending_marker.unlink()  # as the merge step of `agentlake ingest`'s Dagster run does
+    resource = AgentlakeResource(home=str(layout.home), machine=layout.machine, user=layout.user,
+                                 extra_stores={"crush": [str(a.db), str(b.db)]}, use_default=False)
+    with agentlake_instance() as instance:
+        def tick():
+            return discover_sources(dg.build_sensor_context(instance=instance, resources={"agentlake": resource}))
+
+        first = tick()
+        instance.add_dynamic_partitions("sources", list(first.dynamic_partitions_requests[0].partition_keys))
+        assert first.run_requests == []  # both held as they are
+        conn = sqlite3.connect(a.db)
+        conn.execute("UPDATE sessions SET cost = 0.9")
+        conn.commit()
+        conn.close()
+        (changed,) = tick().run_requests
+        assert changed.partition_key == "crush-alpha"
+        mark_pending(layout)
+        (both,) = tick().run_requests
+        assert both.tags["dagster/asset_partition_range_end"] == "crush-beta"
+
+
+def test_the_dagster_ui_opens_without_its_newsletter_pop_up(tmp_path, monkeypatch):
+    """In agentlake's own Dagster home and in one set elsewhere, new or written by an earlier
+    release and unedited; a dagster.yaml its user edited is kept as it is."""
+    own_before = EARLIER + resources.files("pipelines").joinpath("dagster_storage.yaml").read_text()
+    layout = Layout.resolve(home=tmp_path / "al")
+    homes = {"own, new": (None, None), "own, an earlier release's": (None, own_before),
+             "elsewhere, new": (tmp_path / "theirs", None),
+             "elsewhere, an earlier release's": (tmp_path / "theirs-before", EARLIER)}
+    for case, (elsewhere, before) in homes.items():
+        with monkeypatch.context() as env:
+            if elsewhere:
+                env.setenv("DAGSTER_HOME", str(elsewhere))
+            else:
+                env.delenv("DAGSTER_HOME", raising=False)
+            home = elsewhere or layout.dagster_home
+            if before:
+                home.mkdir(parents=True, exist_ok=True)
+                (home / "dagster.yaml").write_text(before)
+            env.setenv("DAGSTER_HOME", dagster_env(layout)["DAGSTER_HOME"])
+            assert (home / "dagster.yaml").read_text() == dagster_config(own=not elsewhere), case
+            with dg.DagsterInstance.from_config(str(home)) as instance:
+                assert instance.nux_enabled is False, case
+    edited = tmp_path / "edited"
+    edited.mkdir()
+    (edited / "dagster.yaml").write_text(EARLIER + "retention:\n  schedule:\n    purge_after_days: 7\n")
+    monkeypatch.setenv("DAGSTER_HOME", str(edited))
+    dagster_env(layout)
+    assert "nux" not in (edited / "dagster.yaml").read_text()
