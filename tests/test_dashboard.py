@@ -254,6 +254,53 @@ def test_a_cost_without_a_model_is_named_as_the_report_names_it(dashboard, read_
     assert f"<td>{NO_MODEL}</td>" in idle
 
 
+# every cell of the insight tables as Chromium lays it out: (table, column, text, text-align)
+INSIGHT_CELLS = """[...document.querySelectorAll('#insights table')].flatMap(t => {
+  const heads = [...t.querySelectorAll('th')].map(h => h.textContent);
+  return [...t.querySelectorAll('tbody tr')].filter(r => r.children.length === heads.length)
+    .flatMap(r => [...r.children].map((td, i) => [t.id, heads[i], td.textContent, getComputedStyle(td).textAlign]));
+})"""
+
+
+def test_insight_tables_write_each_kind_of_number_alike_and_right_aligned(dashboard, tab):
+    """Issue 32, item 13: the insight tables showed a cost as `0.3000` (no `$`), a token growth as
+    `13,487.0000`, everything left-aligned, where the projects table has `$` and right-aligned
+    numbers. Each column is written by its kind: money `$0.0000`, counts and tokens whole with
+    thousands separators, ratios with 3 decimals; numbers right-aligned, text left."""
+    assert tab.load(dashboard + "?top=0") is None
+    cells = tab.call("Runtime.evaluate", expression=INSIGHT_CELLS, returnByValue=True)["result"]["value"]
+    kinds = set()
+    for table_id, column, text, align in cells:
+        if not text:
+            continue
+        if column.endswith("_usd"):
+            kind, pattern = "money", r"\$[0-9,]+\.[0-9]{4}"
+        elif column.endswith(("_ratio", "_share")):
+            kind, pattern = "ratio", r"[0-9,]+\.[0-9]{3}"
+        elif re.fullmatch(r"[0-9,]+", text):
+            kind, pattern = "count", r"[0-9]{1,3}(,[0-9]{3})*"
+        else:
+            kind, pattern = "text", r".*"
+        kinds.add(kind)
+        assert re.fullmatch(pattern, text), (table_id, column, text)
+        assert align == ("left" if kind == "text" else "right"), (table_id, column, text, align)
+    assert kinds == {"money", "ratio", "count", "text"}
+
+
+def test_an_insight_cell_is_written_by_its_columns_kind():
+    """The kinds, on the figures the demo showed: a growth in tokens per request is whole."""
+    from decimal import Decimal
+
+    from warehouse.serve.dashboard.pages import _cell
+
+    assert _cell(13487.0, "growth_per_request") == "13,487"
+    assert _cell(17038, "max_context_tokens") == "17,038"
+    assert _cell(Decimal("0.006812345"), "cost_usd") == "$0.0068"
+    assert _cell(Decimal("1234.5"), "subagent_cost_usd") == "$1,234.5000"
+    assert _cell(0.767, "cache_read_share") == "0.767" and _cell(0.17, "read_edit_ratio") == "0.170"
+    assert _cell(None, "cost_after_compaction_usd") == "" and _cell("shop", "project") == "shop"
+
+
 def test_a_missing_session_says_so(dashboard, tab):
     dom = browse(dashboard + "session?source=x&id=nope", tab)
     assert "no such session in this lake" in dom

@@ -8,9 +8,11 @@ top N with an "others" row (warehouse.serve.dashboard.charts.top_with_others) an
 """
 
 import html
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import date
+from decimal import Decimal
 from urllib.parse import parse_qs, urlencode
 
 import duckdb
@@ -560,25 +562,41 @@ def _insight_table(con, req: Request, name: str, limit: int | None) -> tuple[str
     keep = [i for i, c in enumerate(columns) if c not in HIDDEN] or list(range(len(columns)))
     note = f"{len(rows)} of {found} findings shown" + (" (all)" if found == len(rows) else "")
     shown = [tuple(_cell(row[i], columns[i]) for i in keep) for row in rows]
+    numeric = {j for j, i in enumerate(keep) if any(_is_number(row[i]) for row in rows)}
     names = [columns[i] for i in keep]
     # a finding about a session links from its session cell, else from the first
     link_col = next((names.index(c) for c in ("session_id", "session_key") if c in names), 0)
-    body = (table(f"{name}-table", names, shown, links, link_col=link_col)
+    body = (table(f"{name}-table", names, shown, links, numeric=numeric, link_col=link_col)
             + f'<p class="cut">{_e(note)}</p>')
     return title, body, sql, len(rows) < found
 
 
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float, Decimal)) and not isinstance(value, bool)
+
+
+# An insight's number is written by its column's kind, as the projects and sessions tables write
+# theirs: money (`_usd`) as `usd` does; counts, and tokens or bytes (a growth per request too,
+# though a DOUBLE), whole with separators; any other fraction, a ratio or share, with 3 decimals
+# (what the insights round them to).
 def _cell(value, column: str = ""):
     if column == "session_key" and isinstance(value, str):  # machine/user/provider/source/session: the session
         return value.rsplit("/", 1)[-1]
     if column in MODEL_COLUMNS:  # a model that is none, said as the report says it
         return label(column, value)
-    if isinstance(value, float):
-        return f"{value:,.4f}"
-    if value is not None and hasattr(value, "as_tuple"):  # Decimal
-        return f"{float(value):,.4f}"
+    if _is_number(value) and math.isfinite(value):
+        if column.endswith("_usd"):
+            return usd(value)
+        if isinstance(value, (float, Decimal)) and not _is_whole(column):
+            return f"{float(value):,.3f}"
+        return f"{round(value):,}"
     text = "" if value is None else str(value)
     return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _is_whole(column: str) -> bool:
+    """A column of whole things (tokens, bytes, a growth in tokens) that a mart may hold as a DOUBLE."""
+    return any(word in column for word in ("tokens", "bytes", "growth"))
 
 
 def insights_section(con, req: Request) -> str:
