@@ -8,6 +8,7 @@ import contextlib
 import io
 import os
 import shutil
+import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,6 +34,37 @@ from warehouse.land.ingest import discover_sources, ingest_all
 from warehouse.lake.layout import Layout
 from warehouse.catalog.build import refresh
 from warehouse.lake.ducklake import connect
+
+# Every commit of SQLite, DuckDB and DuckLake syncs its file to disk, and the suite commits
+# thousands of times: on a virtual disk a sync is milliseconds, on a memory file system nothing.
+# Tests check what was written and what a killed process left, never what survives a power cut,
+# so their files (and the commands' own temporary files) go to RAM when the machine has it to
+# spare (docs/TESTING.md). AGENTLAKE_TEST_TMP names another place; an empty value keeps /tmp.
+MEMORY_FS, MEMORY_FS_FREE = Path("/dev/shm"), 4 << 30
+
+
+def _memory_temp_root() -> Path | None:
+    wanted = os.environ.get("AGENTLAKE_TEST_TMP")
+    if wanted is not None:
+        return Path(wanted) if wanted else None
+    try:
+        stat = os.statvfs(MEMORY_FS)
+    except OSError:
+        return None
+    return MEMORY_FS if stat.f_bavail * stat.f_frsize >= MEMORY_FS_FREE and os.access(MEMORY_FS, os.W_OK) else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    root = _memory_temp_root()
+    if root is None or os.environ.get("PYTEST_XDIST_WORKER"):  # a worker has its parent's
+        return
+    temp = root / f"agentlake-tests-{os.getuid()}"
+    temp.mkdir(mode=0o700, exist_ok=True)
+    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", str(temp))  # pytest's numbered run folders, here
+    os.environ["TMPDIR"] = str(temp)  # what the commands and their subprocesses write for a while
+    tempfile.tempdir = None
+
 
 # A test that leaves a variable set changes every later test: DAGSTER_HOME left set made two
 # "machines" share one Dagster instance in test_team, which failed only in a full run. The
