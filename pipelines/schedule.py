@@ -15,6 +15,7 @@ into a unit file, a crontab or a plist. Every value is written in the scheduler'
 cron's `%` is a line break unless written `\\%`, systemd's is a specifier unless written `%%`.
 """
 
+import math
 import os
 import re
 import shlex
@@ -164,11 +165,42 @@ def _systemd(every, argv, env, home, log) -> Recipe:
                f"[Service]\nType=oneshot\nNice=10\n{environment}ExecStart={command}\n"
                f"StandardOutput=append:{_systemd_text(str(log))}\nStandardError=append:{_systemd_text(str(log))}\n")
     timer = (f"[Unit]\nDescription=agentlake ingest every {every} minutes\n\n"
-             f"[Timer]\nOnBootSec=5min\nOnUnitActiveSec={every}min\nPersistent=true\n\n"
+             f"[Timer]\n{_timer_settings(every)}\n"
              f"[Install]\nWantedBy=timers.target\n")
     return Recipe("systemd", {units / f"{NAME}.service": service, units / f"{NAME}.timer": timer},
                   ["systemctl --user daemon-reload", f"systemctl --user enable --now {NAME}.timer"],
                   f"check with: systemctl --user list-timers {NAME}.timer; logs in {log}")
+
+
+DAY_MINUTES = 24 * 60
+
+
+def on_calendar(every: int) -> list[str]:
+    """OnCalendar= expressions (systemd.time(7)) that together elapse every `every` minutes from
+    midnight, local time; none when `every` does not divide a day (no calendar keeps it: the
+    last run of a day would come sooner or later than the others)."""
+    if DAY_MINUTES % every:
+        return []
+    if 60 % every == 0:  # every hour, or a divisor of one
+        minutes = "00" if every == 60 else f"00/{every}"
+        return [f"*-*-* *:{minutes}:00"]
+    # the times come back to the same minute of the hour every `cycle` minutes, a whole number of
+    # hours: each of the cycle's times repeats every that many hours (once a day takes no repeat)
+    cycle = math.lcm(every, 60)
+    repeat = f"/{cycle // 60}" if cycle < DAY_MINUTES else ""
+    return [f"*-*-* {t // 60:02d}{repeat}:{t % 60:02d}:00" for t in range(0, cycle, every)]
+
+
+def _timer_settings(every: int) -> str:
+    """On the calendar, Persistent= runs at once a run the machine missed (off or asleep); it
+    applies to OnCalendar= only (systemd.timer(5)). An interval no calendar keeps is counted from
+    the last run instead: a run missed while off comes 5 minutes after boot."""
+    calendar = on_calendar(every)
+    if calendar:
+        return "".join(f"OnCalendar={c}\n" for c in calendar) + "Persistent=true\n"
+    return (f"# {every} minutes do not divide a day, so no calendar keeps them: counted from the last run,\n"
+            "# the first 5 minutes after boot. No Persistent=: Persistent= applies to OnCalendar= only\n"
+            f"OnBootSec=5min\nOnUnitActiveSec={every}min\n")
 
 
 # -- cron: one line, run by `sh -c` after cron's own `%` rule (crontab(5)) ---------------------

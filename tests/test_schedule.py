@@ -7,6 +7,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -26,8 +27,60 @@ def test_systemd_timer_runs_the_same_interpreter_and_lake(tmp_path):
     exec_start = next(line for line in service.splitlines() if line.startswith("ExecStart="))
     assert shlex.split(exec_start.split("=", 1)[1]) == [sys.executable, "-m", "pipelines.cli", "ingest", "--quiet",
                                                         "--lake", "s3://team/lake"]
-    assert "OnUnitActiveSec=30min" in timer and "Persistent=true" in timer
+    assert _settings(timer) == {"OnCalendar": ["*-*-* *:00/30:00"], "Persistent": ["true"]}
     assert r.enable[-1] == "systemctl --user enable --now agentlake-ingest.timer"
+
+
+DAY_MINUTES = 24 * 60
+
+
+def _settings(timer: str) -> dict[str, list[str]]:
+    """The [Timer] section's settings, each with its values in order."""
+    section = timer.split("[Timer]\n", 1)[1].split("\n[", 1)[0]
+    out: dict[str, list[str]] = {}
+    for line in section.splitlines():
+        if line and not line.startswith("#"):
+            key, value = line.split("=", 1)
+            out.setdefault(key, []).append(value)
+    return out
+
+
+def _timer(every: int, home: Path) -> str:
+    return schedule.recipe("systemd", every, ["x"], home, home / "log").files[
+        home / ".config/systemd/user/agentlake-ingest.timer"]
+
+
+def test_a_timer_persists_only_on_a_calendar_which_keeps_every_interval_that_divides_a_day(tmp_path):
+    """systemd.timer(5): Persistent= (a run missed while the machine was off or asleep is run when
+    it is back) applies to OnCalendar= only. A timer on the calendar where one keeps the interval
+    (it divides a day); else counted from the last run, without Persistent= and saying why."""
+    for every in range(5, DAY_MINUTES + 1):
+        timer = _timer(every, tmp_path)
+        settings = _settings(timer)
+        if DAY_MINUTES % every == 0:
+            assert set(settings) == {"OnCalendar", "Persistent"} and settings["Persistent"] == ["true"], every
+        else:
+            assert settings == {"OnBootSec": ["5min"], "OnUnitActiveSec": [f"{every}min"]}, every
+            assert "Persistent= applies to OnCalendar= only" in timer
+
+
+def _elapses_in_a_day(expressions: list[str]) -> list[datetime]:
+    """When systemd's own calendar parser says the expressions elapse on 2026-01-01 (UTC)."""
+    start = datetime(2026, 1, 1)
+    done = subprocess.run(["systemd-analyze", "calendar", "--base-time=2025-12-31 23:59:59 UTC",
+                           f"--iterations={DAY_MINUTES // 5 + 1}", *expressions],
+                          capture_output=True, text=True, env={"TZ": "UTC", "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    times = {datetime.strptime(t, "%Y-%m-%d %H:%M:%S")
+             for t in re.findall(r"(?:Next elapse|Iter\. #\d+): \w+ (\S+ \S+) UTC", done.stdout)}
+    return sorted(t for t in times if start <= t < start + timedelta(days=1))
+
+
+@pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="systemd's calendar parser is not on this machine")
+def test_systemd_reads_each_calendar_as_runs_the_interval_apart(tmp_path):
+    for every in (e for e in range(5, DAY_MINUTES + 1) if DAY_MINUTES % e == 0):
+        expected = [datetime(2026, 1, 1) + timedelta(minutes=m) for m in range(0, DAY_MINUTES, every)]
+        assert _elapses_in_a_day(_settings(_timer(every, tmp_path))["OnCalendar"]) == expected, every
 
 
 def test_cron_line_every_hour_and_every_minutes(tmp_path):
