@@ -122,7 +122,7 @@ def test_read_edit_ratio(crush_lake):
 def test_idle_cost(crush_lake):
     rows = query(crush_lake, "SELECT session_id, cost_usd, assistant_messages, tool_calls FROM insight_idle_cost")
     # S cost 0.7 and every edit failed; R changed a.py; Q cost nothing
-    assert rows == [("S", 0.7, 7, 5)]
+    assert rows == [("S", D("0.7"), 7, 5)]  # a DECIMAL, as every mart's money
 
 
 def test_retry_loops(crush_lake):
@@ -148,7 +148,7 @@ def test_subagent_share(crush_lake):
                              "FROM insight_subagent_share")
     # the sub-agent session `m11$$call-agent` was started by R's call `call-agent` of the `agent`
     # tool: 0.3 of R's 1.6 = 0.1875
-    assert rows == [("R", "agent", 1, 0.3, 1.6, pytest.approx(0.3 / 1.6))]
+    assert rows == [("R", "agent", 1, D("0.3"), D("1.6"), pytest.approx(0.3 / 1.6))]
 
 
 def test_every_insight_has_the_lake_wide_session_key(crush_lake):
@@ -252,7 +252,7 @@ def test_claude_subagent_share_by_agent_type(claude_lake):
     rows = query(claude_lake, "SELECT session_id, agent_kind, subagents, subagent_cost_usd, root_cost_usd, share "
                               "FROM insight_subagent_share")
     # the root's cost holds its sub-agent's: 0.01 + 0.02 + 0.03 + 0.04 + 0.015 = 0.115
-    assert rows == [("c1", "Explore", 1, 0.015, pytest.approx(0.115), pytest.approx(0.015 / 0.115))]
+    assert rows == [("c1", "Explore", 1, D("0.015"), D("0.115"), pytest.approx(0.015 / 0.115))]
 
 
 def test_claude_usage_blocks_follow_ccusage(claude_lake):

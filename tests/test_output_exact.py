@@ -6,8 +6,10 @@ import io
 import json
 import math
 import re
+import tempfile
 from datetime import datetime, timezone
 from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
 
 import pytest
 
@@ -136,13 +138,10 @@ def _report_json(capsys, home, *args):
 
 
 def _report_csv(capsys, home, *args) -> dict[str, list[dict]]:
-    text = _out(capsys, "report", "--home", str(home), "--format", "csv", *args)
-    blocks = {}
-    for block in text.split("\n\n"):
-        name, *lines = block.split("\n")
-        lines = [line for line in lines if not line.startswith("# ")]
-        blocks[name.removeprefix("# ")] = list(csv.DictReader(lines))
-    return blocks
+    """Each section's rows, from the CSV file `--output` writes for it."""
+    folder = Path(tempfile.mkdtemp(prefix="report-csv-", dir=home))  # a folder of this call's files only
+    _out(capsys, "report", "--home", str(home), "--format", "csv", "--output", str(folder), *args)
+    return {path.stem: list(csv.DictReader(path.read_text().splitlines())) for path in folder.glob("*.csv")}
 
 
 def test_report_by_day_is_each_days_exact_cost_and_the_table_rounds_it(lake, capsys):
@@ -334,3 +333,49 @@ def test_the_report_table_shows_costs_with_four_decimals(lake, capsys):
                 assert re.fullmatch(rf" *\d+\.\d{{{DISPLAY_DECIMALS}}}", cell), (title, name, cell)
                 checked += 1
     assert checked > 10
+
+
+# --------------------------------------------------------------------------- money is DECIMAL
+
+
+def _money_columns(layout) -> dict[tuple[str, str], str]:
+    from warehouse.catalog.marts import MARTS
+
+    return {(t, c): d for t, c, d in query(layout, "SELECT table_name, column_name, data_type FROM "
+                                                   "information_schema.columns WHERE column_name LIKE '%\\_usd' "
+                                                   "ESCAPE '\\'")
+            if t in MARTS}
+
+
+def test_every_money_column_of_the_marts_is_an_exact_decimal(nine_decimals, capsys):
+    """Issue 32, item 13: session_summary's cost (and the insights built on it) was a DOUBLE, so a
+    plain SUM printed float noise. Every mart's money column is DECIMAL(38,9): a session's cost
+    taken to the nano-dollar, as daily_costs and the report take it, and summed exactly."""
+    money = _money_columns(nine_decimals)
+    assert ("session_summary", "cost_usd") in money and ("insight_subagent_share", "root_cost_usd") in money
+    assert {d for d in money.values()} == {"DECIMAL(38,9)"}, money
+    total = sum(_source_costs(nine_decimals).values())
+    for sql in ("SELECT SUM(cost_usd) FROM session_summary", "SELECT SUM(cost_usd) FROM insight_idle_cost"):
+        assert scalar(nine_decimals, sql) == total, sql
+        (row,) = _table_rows(_out(capsys, "sql", "--home", str(nine_decimals.home), sql))
+        assert Decimal(row[0]) == total  # the exact digits, no float noise
+
+
+def test_marts_of_an_older_release_are_built_again_as_decimals(lake):
+    """A lake an older release merged holds its marts' costs as DOUBLEs, under that release's SQL:
+    the next merge finds each mart's SQL changed (warehouse.catalog.marts) and builds it again
+    whole, with the DECIMAL columns and the same figures."""
+    from tests.conftest import run_cli
+    from warehouse.lake import ducklake
+
+    before = query(lake, "SELECT session_key, cost_usd FROM session_summary ORDER BY 1")
+    with ducklake.writing(lake.warehouse) as con:
+        for table in ("session_summary", "insight_idle_cost"):
+            con.execute(f"CREATE OR REPLACE TABLE {table} AS "
+                        f"SELECT * REPLACE (CAST(cost_usd AS DOUBLE) AS cost_usd) FROM {table}")
+            con.execute("UPDATE _agentlake_marts SET sql_sha = 'an older release' WHERE name = ?", [table])
+    assert _money_columns(lake)[("session_summary", "cost_usd")] == "DOUBLE"
+    ran = run_cli("merge", "--home", lake.home)
+    assert ran.returncode == 0, ran.stderr
+    assert set(_money_columns(lake).values()) == {"DECIMAL(38,9)"}
+    assert query(lake, "SELECT session_key, cost_usd FROM session_summary ORDER BY 1") == before

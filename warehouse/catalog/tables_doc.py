@@ -28,6 +28,13 @@ they are; a tool that attaches the catalog itself should `SET TimeZone = 'UTC'` 
 a local day, convert: `(created_at AT TIME ZONE 'UTC') AT TIME ZONE 'Australia/Sydney'`. In
 `--format json` (`agentlake sql`, `agentlake report`) a timestamp ends in `Z`, as UTC.
 Where the agent did not record a value the column is null, never 0 or ''.
+
+Money: a cost in these tables (`cost_usd`, `inherited_cost_usd`) is the DOUBLE its agent recorded,
+so a plain `SUM(cost_usd)` may print float noise (`0.41913900000000004`). Sum it as
+`SUM(cost_usd::DECIMAL(38, 9))` (exact to the nano-dollar), or read the marts
+([MARTS.md](MARTS.md)), whose every money column is a DECIMAL(38,9): `session_summary.cost_usd`
+is each root session's cost. The tables keep the DOUBLE so that a lake merged by an earlier release
+merges as it is (a DECIMAL column would rebuild every table from its landing files).
 """
 
 

@@ -220,8 +220,9 @@ class Insight:
 
 
 def _exact_sum(column: str, double: bool = False) -> str:
-    """A sum of costs to the nano-dollar. A DECIMAL(38,9) cost sums exactly as it is; a DOUBLE one
-    (a session's, as its agent recorded it) is taken at the 9 decimals costs carry and summed as
+    """A sum of costs to the nano-dollar. A DECIMAL(38,9) cost sums exactly as it is; a session's
+    cost is cast all the same, as it was a DOUBLE in the marts of a lake an older release merged
+    (until its next merge builds them again): taken at the 9 decimals costs carry and summed as
     a DECIMAL, without a float's drift."""
     return f"SUM(CAST({column} AS DECIMAL(38, 9)))" if double else f"SUM({column})"
 

@@ -1,7 +1,8 @@
 -- refresh: by project
 -- reads: _in_tree, messages, tool_calls, _session_tree, sessions
 -- session_summary: one row per root session, its sub-agents folded in; session_key names it
--- lake-wide (see _session_tree).
+-- lake-wide (see _session_tree). Its cost is a DECIMAL, as every mart's money: the DOUBLE the
+-- agent recorded, taken to the nano-dollar (as daily_costs takes it), so that sums are exact.
 CREATE OR REPLACE VIEW session_summary AS
 WITH tree_messages AS (
     SELECT m.root_session_key, m.created_at, m.finished_at, m.role, m.model, m.message_id
@@ -57,7 +58,7 @@ SELECT
     COALESCE(ts.nonzero_exits, 0) AS nonzero_exits,
     COALESCE(ts.failed_tool_calls, 0) AS failed_tool_calls,
     COALESCE(tm.models, s.model) AS models,
-    s.cost_usd,
+    CAST(s.cost_usd AS DECIMAL(38, 9)) AS cost_usd,
     s.cost_source,
     COALESCE(sa.subagents, 0) AS subagents,
     s.forked_from_session_id

@@ -4,7 +4,8 @@
 -- spent in its sub-agents (at any depth, each at its own recorded cost). The kind is the
 -- agent's own type where recorded (Claude Code's `agentType`), else the tool that started it
 -- (Crush names a sub-agent session `<message>$$<tool call>`), else 'sub-agent'. A kind with a
--- sub-agent of unknown cost shows a NULL cost, never a partial sum.
+-- sub-agent of unknown cost shows a NULL cost, never a partial sum. Costs are DECIMALs, each
+-- taken to the nano-dollar, as session_summary takes the root's.
 CREATE OR REPLACE VIEW insight_subagent_share AS
 WITH subs AS (
     SELECT s.root_session_key, s.cost_usd,
@@ -17,7 +18,7 @@ WITH subs AS (
 ),
 kinds AS (
     SELECT root_session_key, agent_kind, COUNT(*) AS subagents,
-           CASE WHEN COUNT(*) = COUNT(cost_usd) THEN SUM(cost_usd) END AS subagent_cost_usd
+           CASE WHEN COUNT(*) = COUNT(cost_usd) THEN SUM(CAST(cost_usd AS DECIMAL(38, 9))) END AS subagent_cost_usd
     FROM subs
     GROUP BY ALL
 )
