@@ -378,16 +378,76 @@ def cmd_report(args) -> int:
     filters = Filters(args.since, args.until, args.project, args.provider)
     if args.since and args.until and args.since > args.until:
         raise UsageError(f"--since {args.since} is after --until {args.until}: no day is in between")
+    _check_csv_report(args)
 
     def answer(con):
         unknown = unknown_filters(con, filters)
         if unknown:
             raise UsageError("; ".join(unknown))
         if args.insights:
-            return render_report(build_insights(con, filters, top=3 if args.top is None else args.top), args.format)
-        return render_report(build(con, filters, by=args.by, top=10 if args.top is None else args.top), args.format)
+            sections = build_insights(con, filters, top=3 if args.top is None else args.top)
+        else:
+            sections = build(con, filters, by=args.by, top=10 if args.top is None else args.top)
+        if args.section:
+            sections = _section(sections, args)
+        if args.format != "csv":
+            return render_report(sections, args.format)
+        return _report_csv(sections, args)
 
     return _read_warehouse(args, answer)
+
+
+def _report_name(args) -> str:
+    return "report --insights" if args.insights else f"report --by {args.by}"
+
+
+def _check_csv_report(args) -> None:
+    """What a CSV report cannot be, said before the warehouse is opened."""
+    from warehouse.serve.report_csv import INSIGHT_SECTIONS
+
+    if args.output is not None and args.format != "csv":
+        raise UsageError("--output writes a CSV file per section: give --format csv with it")
+    if args.output is not None and Path(args.output).exists() and not Path(args.output).is_dir():
+        raise UsageError(f"--output {args.output} is a file: give a folder (made if missing) for the CSV files")
+    if args.insights and args.format == "csv" and not (args.section or args.output):
+        raise UsageError("`report --insights --format csv` has a table per insight, with columns of its own: name one "
+                         f"with --section ({', '.join(INSIGHT_SECTIONS)}), or write each to its own file with "
+                         "--output DIR")
+
+
+def _section(sections, args):
+    from warehouse.serve.report_csv import UnknownSection, pick
+
+    try:
+        return pick(sections, args.section, _report_name(args))
+    except UnknownSection as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _report_csv(sections, args) -> str:
+    """One CSV (a section, or the breakdown --by asks for: a spreadsheet opens one table), or with
+    --output a file per section; what is left out, a ranking's cut or another section, said on stderr."""
+    from warehouse.serve.report_csv import csv_text, cut_notes, write_sections
+
+    if args.output is not None:
+        folder = Path(args.output).expanduser()
+        try:
+            written = write_sections(sections, folder)
+        except OSError as exc:
+            raise UsageError(f"cannot write the CSV files into {folder}: {exc}") from None
+        for note in cut_notes(sections):
+            _err(f"note: {note}")
+        return "\n".join(f"wrote {path}" + ("" if rows is None else f" ({rows:,} row{'' if rows == 1 else 's'})")
+                         for path, rows in written)
+    if len(sections) > 1:  # the plain report: its breakdown
+        main = next(s for s in sections if s.name == f"by_{args.by}")
+        others = [s.name for s in sections if s is not main]
+        _err(f"note: the CSV is one table, the report's {main.name}; its others ({', '.join(others)}): "
+             "--section NAME, or --output DIR for a file each")
+        sections = [main]
+    for note in cut_notes(sections):
+        _err(f"note: {note}")
+    return csv_text(sections[0]).rstrip("\n")
 
 
 def cmd_serving(args) -> int:
@@ -730,9 +790,14 @@ def parser() -> argparse.ArgumentParser:
                               "--insights: each finding comes with the SQL that gives all its rows, the\n"
                               "filters written in; --since and --until keep the findings about sessions\n"
                               "started in the window.\n\n"
-                              "Exit status: 2 for an unknown --project or --provider (named with the close\n"
-                              "ones), a bad date, --since after --until, a negative --top, or no warehouse\n"
-                              "yet. Every column: docs/CLI.md.")
+                              "CSV is one table, as a spreadsheet opens it: the --section named, else the\n"
+                              "--by breakdown (a note on stderr names the other sections); --output DIR writes\n"
+                              "a file per section. A ranking's cut is a note on stderr. --insights has no main\n"
+                              "table: with --format csv it takes --section or --output.\n\n"
+                              "Exit status: 2 for an unknown --project, --provider or --section (named with\n"
+                              "the close or valid ones), a bad date, --since after --until, a negative --top,\n"
+                              "--output without --format csv or naming a file, --insights --format csv with\n"
+                              "neither --section nor --output, or no warehouse yet. Every column: docs/CLI.md.")
     _common(p)
     p.add_argument("--since", type=_date, metavar="DATE", help="first day included (YYYY-MM-DD, UTC)")
     p.add_argument("--until", type=_date, metavar="DATE", help="last day included (YYYY-MM-DD, UTC)")
@@ -748,7 +813,15 @@ def parser() -> argparse.ArgumentParser:
                    help="instead: the top findings of each insight mart (money that buys nothing), each with "
                         "the SQL that gives them all (paste it into `agentlake sql`)")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table",
-                   help="table (default), json or csv; a cut ranking says what it left out in each")
+                   help="table (default), json or csv (one table: --section's, else the --by breakdown; "
+                        "a note on stderr names the others); a cut ranking says what it left out in each")
+    p.add_argument("--section", metavar="NAME",
+                   help="only this section: totals, by_<--by>, top_projects, models, tools or failing_tools (of "
+                        "those --by leaves), or with --insights one insight mart; an unknown one is an error "
+                        "naming the report's")
+    p.add_argument("--output", metavar="DIR",
+                   help="with --format csv: write each section to DIR/<section>.csv (an insight's SQL to "
+                        "<section>.sql), DIR made if missing, and print the files written")
     p.set_defaults(func=cmd_report)
 
     p = _command(sub, "dashboard", help="serve the team dashboard (cost over time, by project and model, tools, "
