@@ -5,6 +5,7 @@ cost over the tree's assistant messages) and a real Claude Code home (per-reques
 
 import dataclasses
 import json
+import re
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
@@ -217,6 +218,50 @@ def _claude_lake(tmp_path):
     write_jsonl(folder / "c2.jsonl", c2)
     ingest(layout, homes={"claude": [tmp_path / "claude"]})
     return layout
+
+
+@pytest.fixture
+def crush_and_claude_lake(layout, built_once):
+    """The Crush project and the Claude Code home above in one lake (built once per session)."""
+    def build(root):
+        _crush_lake(root)
+        return _claude_lake(root)  # the same home: its ingest keeps the Crush source it does not look at
+
+    copy_home(built_once("insights-crush-and-claude", build).home, layout.home)
+    return layout
+
+
+def test_context_growth_lists_the_measured_growth_first_and_names_the_agent(crush_and_claude_lake, capsys):
+    """Issue 32, item 14: Crush records no per-request usage, so its compacted sessions have no
+    growth, yet they led the insight (0 requests, an empty growth) by their cost after the
+    compaction; the dashboard showed a session id without its agent. The sessions whose growth is
+    measured come first, costliest after a compaction then fastest; the others after them; each
+    row names its agent."""
+    from pipelines.cli import main
+    from warehouse.lake.ducklake import connect
+    from warehouse.serve.dashboard.server import render
+
+    rows = query(crush_and_claude_lake, "SELECT provider, session_key, session_id, growth_per_request, "
+                                        "cost_after_compaction_usd FROM insight_context_growth")
+    measured = [r for r in rows if r[3] is not None]
+    unmeasured = [r for r in rows if r[3] is None]  # Crush's compacted S; a one-request sub-agent
+    assert measured and "crush" in {r[0] for r in unmeasured}
+    # what put them first: a Crush session spent more after its compaction than any measured one
+    assert max(r[4] or 0 for r in unmeasured) > max(r[4] or 0 for r in measured)
+    # measured first; then the most spent after a compaction (none last), the fastest growth
+    ordered = sorted(rows, key=lambda r: (r[3] is None, 1 if r[4] is None else -r[4], -(r[3] or 0), r[1]))
+    assert main(["report", "--home", str(crush_and_claude_lake.home), "--insights", "--top", "0",
+                 "--format", "json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["insight_context_growth"]
+    assert [(r["provider"], r["session_key"]) for r in shown] == [r[:2] for r in ordered]
+    with connect(crush_and_claude_lake.warehouse) as con:
+        page, _ = render(con, "/insight", "name=insight_context_growth")
+    table = re.search(r'<table id="insight_context_growth-table">(.*?)</table>', page, re.S).group(1)
+    head = re.findall(r"<th[^>]*>([^<]*)</th>", table)
+    cells = [[re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+             for row in re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>", 1)[1], re.S)]
+    agent, session = head.index("provider"), head.index("session_key")
+    assert [(c[agent], c[session]) for c in cells] == [(r[0], r[2]) for r in ordered]
 
 
 def test_claude_duplicate_read_costs_its_request(claude_lake):

@@ -254,11 +254,14 @@ INSIGHTS = (
             "SELECT kind, tool_name, command, COUNT(*) AS loops, SUM(failures) AS failures, "
             f"{_known_sum('cost_usd')} AS cost_usd FROM insight_retry_loops{{w}} GROUP BY ALL "
             "ORDER BY cost_usd DESC NULLS LAST, failures DESC, tool_name, command", date_col=SESSION_DATE),
-    Insight("insight_context_growth", "Context growth: the most spent after a compaction, then the fastest growth",
-            "SELECT project, session_key, requests, ROUND(growth_per_request) AS growth_per_request, "
+    # a session without per-request usage (Crush, CodeWhale, ...) has no growth to rank by: last,
+    # even if it spent more after a compaction (it led the list with 0 requests and a blank growth)
+    Insight("insight_context_growth", "Context growth: the most spent after a compaction, then the fastest "
+            "growth (sessions without per-request usage, so no growth measured, last)",
+            "SELECT project, provider, session_key, requests, ROUND(growth_per_request) AS growth_per_request, "
             "max_context_tokens, compactions, cost_usd, cost_after_compaction_usd FROM insight_context_growth{w} "
-            "ORDER BY cost_after_compaction_usd DESC NULLS LAST, growth_per_request DESC NULLS LAST, session_key",
-            date_col=SESSION_DATE),
+            "ORDER BY growth_per_request IS NULL, cost_after_compaction_usd DESC NULLS LAST, "
+            "growth_per_request DESC NULLS LAST, session_key", date_col=SESSION_DATE),
     Insight("insight_cache_efficiency", "Cache: read share and writes never read back, by project and model",
             "SELECT project, model, SUM(requests) AS requests, "
             "ROUND(SUM(cache_read_tokens) / NULLIF(SUM(input_tokens), 0), 3) AS cache_read_share, "
