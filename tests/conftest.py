@@ -60,7 +60,8 @@ def pytest_configure(config):
     if root is None or os.environ.get("PYTEST_XDIST_WORKER"):  # a worker has its parent's
         return
     temp = root / f"agentlake-tests-{os.getuid()}"
-    temp.mkdir(mode=0o700, exist_ok=True)
+    temp.mkdir(exist_ok=True)
+    temp.chmod(0o755)  # as /tmp, others may pass through (tests run a command as `nobody`); pytest's own is root's
     os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", str(temp))  # pytest's numbered run folders, here
     os.environ["TMPDIR"] = str(temp)  # what the commands and their subprocesses write for a while
     tempfile.tempdir = None
