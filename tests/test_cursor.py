@@ -117,6 +117,17 @@ def test_decode_project_against_existing_dirs(tmp_path):
     assert decode_project("1767225600000") is None and decode_project(None) is None  # workspace-less
 
 
+def test_a_deep_workspace_is_decoded_whole(tmp_path):
+    """A workspace 27 pieces deep (a demo under a test's temporary folder on a worker) was past
+    the search's bounds and named by its last piece: `ml-pipeline` became `pipeline`."""
+    deep = tmp_path.joinpath(*[f"d-{n}.x" for n in range(12)], "ml-pipeline")
+    deep.mkdir(parents=True)
+    assert len(encode_project(str(deep)).split("-")) > 30
+    assert decode_project(encode_project(str(deep))) == str(deep)
+    (deep.parent / "ml").mkdir()  # a shorter directory sharing a prefix is passed over
+    assert decode_project(encode_project(str(deep))) == str(deep)
+
+
 def test_discovery_default_home_and_agent_home_forms(tmp_path):
     home = tmp_path / "u" / ".cursor"
     generate_home(home, sessions=2)

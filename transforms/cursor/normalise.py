@@ -65,32 +65,30 @@ def decode_project(project_id: str | None) -> str | None:
         root, parts = Path(f"{parts[0]}:/"), parts[1:]
     else:
         root = Path("/")
-
-    def walk(base: Path, rest: list[str]) -> Path | None:
-        if not rest:
-            return base
-
-        def grow(name: str, used: int) -> Path | None:  # each gap inside a name: `-` or `.`
-            if os.path.isdir(base / name):
-                found = walk(base / name, rest[used:])
-                if found is not None:
-                    return found
-            if used < len(rest) and used < 8:
-                for sep in ("-", "."):
-                    found = grow(name + sep + rest[used], used + 1)
-                    if found is not None:
-                        return found
-            return None
-
-        if rest[0] == "" and len(rest) > 1:  # a dot-directory (`.local`, `.config`)
-            return grow("." + rest[1], 2)
-        return grow(rest[0], 1)
-
-    found = walk(root, parts) if len(parts) <= 24 else None
+    found = _existing_dir(root, "-".join(parts))
     if found is not None:
         return str(found)
     guess = "/".join(parts).replace("//", "/.")  # the `/`-separated guess, dot-directories kept
     return str(root / guess)
+
+
+def _existing_dir(base: Path, rest: str) -> Path | None:
+    """The directory under `base` whose path, encoded as Cursor encodes it, is `rest`. Each
+    level's entries are listed and matched as a prefix (a deep workspace, 27 pieces under a
+    test's temporary folder, was past a guess-and-check search's bounds and read as its last piece)."""
+    if not rest:
+        return base
+    try:
+        names = sorted(entry.name for entry in os.scandir(base) if entry.is_dir())
+    except OSError:
+        return None
+    for name in names:
+        encoded = name.replace(".", "-")
+        if rest == encoded or rest.startswith(encoded + "-"):
+            found = _existing_dir(base / name, rest[len(encoded) + 1:])
+            if found is not None:
+                return found
+    return None
 
 
 def session_time(summary: dict | None, mtime_ns: int) -> datetime | None:
