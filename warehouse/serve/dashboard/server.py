@@ -9,6 +9,11 @@ plain GET form, validated: a bad value is named on the page, never silently drop
 
 import html
 import os
+import queue
+import socket
+import threading
+from contextlib import contextmanager
+from http.server import HTTPServer
 
 from warehouse.lake.ducklake import damage_hint
 from warehouse.serve.dashboard import pages as pages
@@ -54,8 +59,6 @@ class Reader:
     shows on the next reload as before."""
 
     def __init__(self, warehouse, data_path: str | None = None):
-        import threading
-
         self.warehouse, self.lock, self.identity, self.con = warehouse, threading.Lock(), None, None
         self.data_path = data_path  # the layout's, for a home moved or copied (warehouse.lake.ducklake.connect)
 
@@ -82,10 +85,10 @@ class PageCache:
     way back from a drill-down, a reload on Monday morning) costs no query at all."""
 
     def __init__(self, size: int = 64):
-        import threading
         from collections import OrderedDict
 
         self.size, self.pages, self.lock = size, OrderedDict(), threading.Lock()
+        self.drawers = {}  # key -> [its lock, requests holding or waiting for it]
 
     @staticmethod
     def key(warehouse, path: str, query: str):
@@ -108,6 +111,100 @@ class PageCache:
             self.pages[key] = page
             while len(self.pages) > self.size:
                 self.pages.popitem(last=False)
+
+    @contextmanager
+    def drawing(self, key):
+        """Held while a page not kept yet is drawn: the first request for it draws it, the ones
+        that come meanwhile wait, then find it kept (`get`) instead of each drawing it again (a
+        link posted in a team's channel is opened by everyone at once)."""
+        if key is None:
+            yield
+            return
+        with self.lock:
+            drawer = self.drawers.setdefault(key, [threading.Lock(), 0])
+            drawer[1] += 1
+        try:
+            with drawer[0]:
+                yield
+        finally:
+            with self.lock:
+                drawer[1] -= 1
+                if not drawer[1]:
+                    del self.drawers[key]
+
+
+BACKLOG = 1024  # connections the kernel holds while every worker is busy (Linux caps it at net.core.somaxconn)
+WORKERS = 8  # requests served at once; the others wait their turn in order, without a thread each
+WAITING = 64  # connections taken from the backlog to wait for a worker (beyond: the backlog holds them)
+IDLE_TIMEOUT = 30  # seconds a connection may stay silent, or stall, before its worker is freed
+WORKER_NAME = "agentlake-dashboard"
+
+
+class PooledHTTPServer(HTTPServer):
+    """http.server's server with a listen backlog a team's burst fits in, and a fixed pool of
+    workers instead of a thread per connection. socketserver's backlog of 5 dropped the burst's
+    other connections (reset minutes later), and a thread each drew the same pages all at once.
+
+    A connection is taken from the backlog only when a worker is free or one of the `WAITING`
+    places is (so a flood costs no more file descriptors than that); on Linux only once its
+    request has come (TCP_DEFER_ACCEPT), so a connection that sends nothing (a browser's
+    preconnect) takes no worker. One that stalls is closed after `IDLE_TIMEOUT`. The workers are
+    daemon threads, as socketserver's were: Ctrl-C stops the server at once."""
+
+    request_queue_size = BACKLOG
+
+    def __init__(self, address, handler, workers: int = WORKERS):
+        self.size, self.workers, self.waiting = workers, [], queue.SimpleQueue()
+        self.places = threading.BoundedSemaphore(workers + WAITING)
+        self.stopping = threading.Event()
+        super().__init__(address, handler)
+
+    def server_bind(self):
+        defer_accept = getattr(socket, "TCP_DEFER_ACCEPT", None)
+        if defer_accept is not None:
+            self.socket.setsockopt(socket.IPPROTO_TCP, defer_accept, IDLE_TIMEOUT)
+        super().server_bind()
+
+    def process_request(self, request, client_address):
+        while not self.places.acquire(timeout=0.2):  # every place taken: wait, unless stopping
+            if self.stopping.is_set():
+                self.shutdown_request(request)
+                return
+        if len(self.workers) < self.size:  # started as the first requests come
+            worker = threading.Thread(target=self._work, name=f"{WORKER_NAME}-{len(self.workers)}", daemon=True)
+            worker.start()
+            self.workers.append(worker)
+        self.waiting.put((request, client_address))
+
+    def _work(self):
+        while (item := self.waiting.get()) is not None:
+            request, client_address = item
+            try:
+                self.finish_request(request, client_address)
+            except Exception:  # noqa: BLE001  (as socketserver does: reported, and the worker goes on)
+                self.handle_error(request, client_address)
+            finally:
+                self.shutdown_request(request)
+                self.places.release()
+
+    def shutdown(self):
+        self.stopping.set()  # the loop may be waiting for a place: it stops waiting
+        try:
+            super().shutdown()
+        finally:
+            self.stopping.clear()
+
+    def server_close(self):
+        super().server_close()
+        while True:  # the connections still waiting are closed; the requests being served finish
+            try:
+                item = self.waiting.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                self.shutdown_request(item[0])
+        for _ in self.workers:
+            self.waiting.put(None)
 
 
 TOKEN_ENV = "AGENTLAKE_DASHBOARD_TOKEN"
@@ -158,7 +255,7 @@ def host_allowed(header: str | None, loopback: bool, allowed: frozenset[str]) ->
 
 
 def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: str | None = None,
-                allowed_hosts=(), log=None, data_path: str | None = None):
+                allowed_hosts=(), log=None, data_path: str | None = None, workers: int = WORKERS):
     """An HTTP server for the pages. Requests read the published catalog read-only through one
     connection per catalog file (`Reader`), and a page seen before is served again until a merge
     publishes a new catalog (`PageCache`): a rebuilt warehouse shows up on the next reload.
@@ -169,14 +266,17 @@ def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: 
     up and printed when none is given. It is given once as `?token=...` (answered by a cookie and
     a redirect to the same page without it), then the cookie carries it. `log` (default: stderr)
     gets the warning for a non-loopback bind, with the URL to open. `server.url` is that URL.
+
+    A burst (a link the whole team opens at once) waits in the listen backlog and is served by
+    `workers` threads (`PooledHTTPServer`); a page is drawn once for the requests that ask for it
+    together (`PageCache.drawing`).
     """
     import hashlib
     import hmac
     import secrets
-    import socket
     import sys
     from http.cookies import SimpleCookie
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import BaseHTTPRequestHandler
     from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
     log = log or (lambda line: print(line, file=sys.stderr, flush=True))
@@ -204,6 +304,8 @@ def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: 
     cache, reader = PageCache(), Reader(warehouse, data_path)
 
     class Handler(BaseHTTPRequestHandler):
+        timeout = IDLE_TIMEOUT  # a stalled connection frees its worker
+
         def _send(self, status: int, body: bytes, headers=()):
             self.send_response(status)
             self.send_header("Content-Type", "text/html; charset=utf-8")
@@ -259,10 +361,13 @@ def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: 
                 key = PageCache.key(warehouse, url.path, url.query)
                 body, status = cache.get(key) or (None, None)
                 if body is None:
-                    with reader.cursor() as con:
-                        text, status = render(con, url.path, url.query)
-                    body = text.encode()
-                    cache.put(key, (body, status))
+                    with cache.drawing(key):
+                        body, status = cache.get(key) or (None, None)  # drawn by a request waited for
+                        if body is None:
+                            with reader.cursor() as con:
+                                text, status = render(con, url.path, url.query)
+                            body = text.encode()
+                            cache.put(key, (body, status))
             except Exception as exc:  # shown to the user, not a stack trace in the terminal
                 said = f"{exc}{damage_hint(exc)}"  # a table file lost: what repairs it
                 body, status = f"<h1>agentlake</h1><p>cannot read {_e(warehouse)}: {_e(said)}</p>".encode(), 500
@@ -271,12 +376,10 @@ def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: 
         def log_message(self, format, *args):  # quiet: one line per request is noise here
             pass
 
-    class Server(ThreadingHTTPServer):
+    class Server(PooledHTTPServer):
         address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
 
-    server = Server((host, port), Handler)
-    import threading
-
+    server = Server((host, port), Handler, workers)
     from warehouse.serve.dashboard.charts import warm_up
 
     threading.Thread(target=warm_up, daemon=True).start()  # the first page then renders as fast as the next
