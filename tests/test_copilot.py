@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from genai_prices import Usage, calc_price
 
-from pipelines.cli import _agent_homes
+from pipelines.commands import _agent_homes
 from tests.conftest import ingest_tables, query, scalar
 from transforms.copilot.discover import discover
 from transforms.copilot.normalise import Context, expected_counts, normalise, parse_lines

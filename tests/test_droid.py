@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from genai_prices import Usage, calc_price
 
-from pipelines.cli import _agent_homes
+from pipelines.commands import _agent_homes
 from tests.conftest import ingest_tables, query, scalar
 from transforms.droid.discover import discover
 from transforms.droid.normalise import model_name

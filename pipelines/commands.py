@@ -1,0 +1,587 @@
+"""What each `agentlake` command does: discovery options and layouts from the parsed
+arguments, the demo a home without data reads instead, and a function per command
+(`cmd_<name>(args) -> exit status`). The parser and `main` are in pipelines/cli.py."""
+
+import json
+import os
+import shutil
+import sys
+from functools import partial
+from pathlib import Path
+
+from transforms.provider import DiscoverOptions, merge_paths
+from warehouse.lake.config import DEMO, demo_layout, has_data, load_config, load_layout
+from warehouse.lake.layout import Layout, check_catalog, own_lake, same_lake
+
+
+def _layout(args) -> Layout:
+    return load_layout(args.home, args.lake, args.warehouse, machine=getattr(args, "machine", None),
+                       user=getattr(args, "user", None), team=getattr(args, "team", None))
+
+
+def _options(args, layout: Layout) -> DiscoverOptions:
+    config = load_config(layout.config_file)
+    flags_stores = {"crush": tuple(args.db or ()), "codewhale": tuple(args.codewhale_session or ())}
+    flags_roots = merge_paths({"crush": tuple(args.crush_root or ()), "codewhale": tuple(args.codewhale_home or ())},
+                              _agent_homes(args.agent_home))
+    return DiscoverOptions(
+        env=dict(os.environ),
+        extra_stores=merge_paths(flags_stores, config.extra_stores),
+        extra_roots=merge_paths(flags_roots, config.extra_roots),
+        use_default=not args.no_default and config.use_default,
+        project_names=config.project_names,
+    )
+
+
+class UsageError(ValueError):
+    """A flag's value is wrong: exit 2, like argparse's own errors."""
+
+
+def _agent_homes(values: list[str]) -> dict[str, tuple[str, ...]]:
+    from transforms.providers import PROVIDERS
+
+    out: dict[str, tuple[str, ...]] = {}
+    for value in values:
+        agent, sep, path = value.partition("=")
+        if not sep or agent not in PROVIDERS or not path:
+            raise UsageError(f"--agent-home wants AGENT=DIR with AGENT one of {', '.join(PROVIDERS)}; got {value!r}")
+        out[agent] = out.get(agent, ()) + (path,)
+    return out
+
+
+def _err(*parts) -> None:
+    print(*parts, file=sys.stderr, flush=True)
+
+
+def _nothing_ingested(layout: Layout) -> int:
+    merged = _merged_lake(layout)
+    if merged and not same_lake(merged, str(layout.lake)):  # a reader's home, merged from a lake named by a flag once
+        _err(f"error: nothing ingested in {layout.lake}: this warehouse merges {merged}; name it with --lake "
+             "(or `lake` in config.toml, $AGENTLAKE_LAKE)")
+    else:
+        hint = " (a wrong bucket, prefix or endpoint? it lists no landing file)" if layout.remote else ""
+        reader = ", or name a team's lake with --lake" if own_lake(layout.lake, layout.warehouse) else ""
+        _err(f"error: nothing ingested in {layout.lake} yet{hint}: run `agentlake ingest` (or `agentlake demo`) "
+             f"first{reader}")
+    return 1
+
+
+def _merged_lake(layout: Layout) -> str | None:
+    """The lake the warehouse's last merge read, if there is a warehouse to ask."""
+    from warehouse.lake.ducklake import connect
+    from warehouse.catalog.build import lake_of
+
+    if not layout.warehouse.is_file():
+        return None
+    try:
+        with connect(layout.warehouse, ours=True) as con:
+            return lake_of(con)
+    except Exception:  # only a hint: the error said already is the one that matters
+        return None
+
+
+# the discovery flags, and their values when none is given (`dev`, which takes none, has these)
+NO_DISCOVERY = {"db": None, "crush_root": None, "codewhale_home": None, "codewhale_session": None, "agent_home": [],
+                "no_default": False}
+DISCOVERY_FLAGS = tuple(NO_DISCOVERY)
+
+
+def _demo_instead(args) -> Layout | None:
+    """The quickstart demo's layout when this command should use it (warehouse.lake.config.demo_layout);
+    never when --lake or --warehouse name another place."""
+    if getattr(args, "lake", None) or getattr(args, "warehouse", None):
+        return None
+    return demo_layout(_layout(args))
+
+
+def use_demo_if_empty(args) -> None:
+    """After a quickstart that found no agent data, the README's next commands work as written:
+    they use the demo in <home>/demo until <home> holds data of its own (see the module doc).
+    `ingest`, `sources` and `dev` do so only when discovery finds no store of the agents at all
+    (`dev` then finds the demo's stores in the demo home's config.toml)."""
+    if args.command not in ("sql", "report", "dashboard", "serving", "views", "merge", "compact", "sources", "ingest",
+                            "dev"):
+        return
+    demo = _demo_instead(args)
+    if demo is None:
+        return
+    home = demo.home.parent
+    if args.command in ("sources", "ingest", "dev"):
+        from transforms.synth.demo import HOMES
+        from warehouse.land.demo_home import DEMO_DATA
+        from warehouse.land.ingest import discover_sources
+
+        if any(getattr(args, f) for f in DISCOVERY_FLAGS):
+            return
+        sources, problems = discover_sources(_options(args, _layout(args)))
+        if sources or problems:
+            return
+        if args.command != "dev":
+            args.no_default = True
+            args.agent_home = [f"{p}={demo.home / DEMO_DATA / d}" for p, d in HOMES.items()]
+        _err(f"note: no agent data found on this machine and {home} holds none yet: using the quickstart demo "
+             f"in {demo.home} (once an agent has written sessions, `agentlake ingest` puts them in {home})")
+    else:
+        _err(f"note: {home} holds no ingested data yet: using the quickstart demo in {demo.home} "
+             f"(`agentlake ingest` puts your agents' own data in {home})")
+    args.home = str(demo.home)
+
+
+def _tsv(text: str) -> str:
+    """A field of a tab-separated line: a tab or a newline in a path would split it."""
+    return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def cmd_sources(args) -> int:
+    from warehouse.land.ingest import discover_sources
+
+    layout = _layout(args)
+    sources, problems = discover_sources(_options(args, layout))
+    for problem in problems:
+        _err(f"warning: {problem}")
+    for s in sources:
+        state = f"skipped: {s.skip_reason}" if s.skip_reason else "ok"
+        print(f"{s.partition_key}\t{_tsv(s.path)}\t{_tsv(state)}")
+    if not sources:
+        _err("no sources found: each agent is looked for where it keeps its data (README, \"Where the data "
+             "comes from\"); name other places with --agent-home AGENT=DIR, or try `agentlake demo`")
+    return 1 if problems else 0
+
+
+def cmd_ingest(args) -> int:
+    from pipelines.runner import run_ingest, print_summary
+
+    from transforms.crush.discover import global_data_dir
+
+    layout = _layout(args)
+    check_catalog(layout.warehouse)  # a folder or a file not DuckDB's: said before any source is read
+    options = _options(args, layout)
+    if _unredacted_share(args, layout):
+        _err(f"warning: the lake {layout.lake} is a folder other than this home's own (a shared directory?) and "
+             "team mode is off: rows are written as the agents hold them, secrets included. Set team = true in "
+             f"{layout.config_file} (or --team) to redact them, or team = false (--no-team) to say it is meant")
+    summary = run_ingest(layout, options, full_refresh=args.full_refresh, quiet=args.quiet)
+    print_summary(summary, layout, verbose=args.verbose, sql=_command_for(layout, "sql"))
+    if not summary.results:
+        where = (f"each agent's default home, e.g. {global_data_dir(options.env) / 'projects.json'}"
+                 if options.use_default else "the named places")
+        _err(f"no sources found (looked in {where}); name stores with --db, --crush-root, --codewhale-home "
+             "or --agent-home AGENT=DIR, or try `agentlake demo`")
+    return summary.exit_code
+
+
+def _unredacted_share(args, layout: Layout) -> bool:
+    """A folder lake that is not the home's own, with team mode left to its default (off for a
+    folder): a share other machines read, unredacted, and nothing said (a team lead's trial)."""
+    if layout.team or layout.remote or own_lake(layout.lake, layout.warehouse):
+        return False
+    return args.team is None and load_config(layout.config_file).team is None
+
+
+def cmd_demo(args) -> int:
+    from pipelines.runner import print_summary, run_ingest
+    from transforms.synth.demo import HOMES, generate_demo
+    from warehouse.land.demo_home import (
+        DEMO_DATA, NotADemoHome, demo_made, describe, forget_demo_sources, refuse_real_data)
+
+    layout = _layout(args)
+    try:
+        refuse_real_data(layout)
+    except NotADemoHome as exc:
+        raise UsageError(str(exc)) from None
+    root = layout.home / DEMO_DATA
+    done = root / ".generated"  # written last: a demo cut short is generated again
+    wanted = {"seed": args.seed, "projects": args.projects, "sessions": args.sessions}
+    made = demo_made(done) if done.exists() else None
+    if made is None or made != wanted or args.regenerate:
+        if made and any(made.get(k) != v for k, v in wanted.items() if k in made):
+            # the options say which demo: one of another seed or size replaces it, never hides behind it
+            _err(f"replacing the demo of {describe(made)} in {root} with {describe(wanted)} "
+                 "(the same options keep a demo as it is; --regenerate writes it again)")
+        _err(f"generating demo data for {', '.join(HOMES)} in {root} ({describe(wanted)}) ...")
+        shutil.rmtree(root, ignore_errors=True)  # first: a demo cut short from here is generated again
+        forget_demo_sources(layout, root, everything=True)
+        generate_demo(root, projects=args.projects, sessions=args.sessions, seed=args.seed)
+        done.write_text(" ".join(f"{k} {v}" for k, v in wanted.items()) + "\n")
+    else:
+        forget_demo_sources(layout, root, everything=False)  # a demo home moved or copied here
+    options = DiscoverOptions(env={}, extra_roots={p: (str(root / d),) for p, d in HOMES.items()},
+                              use_default=False)
+    # so that `agentlake dev` on this home finds the demo's stores: in quickstart's <home>/demo, or a
+    # home named for the demo with --home; never a home only defaulted to (it may be the one your
+    # own agents' data goes to later, which `use_default = false` would hide)
+    if (layout.home.name == DEMO or args.home) and not layout.config_file.exists():
+        _write_demo_config(layout, options)
+        _err(f"wrote {layout.config_file}: the demo's stores, for `agentlake dev --home {layout.home}`")
+    summary = run_ingest(layout, options, full_refresh=False, quiet=args.quiet)
+    print_summary(summary, layout, verbose=args.verbose, demo=True, sql=_command_for(layout, "sql"))
+    _first_look(layout, demo=describe(wanted))
+    return summary.exit_code
+
+
+def _write_demo_config(layout, options) -> None:
+    lines = ["# written by `agentlake quickstart`: the demo's stores, so the Dagster UI",
+             "# (`agentlake dev --home " + str(layout.home) + "`) materialises them too", "use_default = false"]
+    for provider, roots in sorted(options.extra_roots.items()):
+        lines += ["", f"[{provider}]", "extra_roots = [" + ", ".join(json.dumps(r) for r in roots) + "]"]
+    layout.config_file.parent.mkdir(parents=True, exist_ok=True)
+    layout.config_file.write_text("\n".join(lines) + "\n")
+
+
+def cmd_quickstart(args) -> int:
+    """Your own Crush data if there is any, else a demo; then a first look at the result."""
+    from warehouse.land.ingest import discover_sources
+
+    layout = _layout(args)
+    sources, problems = discover_sources(_options(args, layout))
+    if any(not s.skip_reason for s in sources):
+        code = cmd_ingest(args)
+        _first_look(layout)
+        return code
+    for problem in problems:  # a place that could not be read is no reason for a demo to hide it
+        _err(f"warning: {problem}")
+    from transforms.providers import PROVIDERS
+
+    _err(f"no data of any of the {len(PROVIDERS)} agents agentlake reads found on this machine: "
+         f"using a generated demo dataset instead, in {layout.home / DEMO}; until {layout.home} holds data "
+         "of its own, the other commands use it too")
+    args.home = str(layout.home / DEMO)
+    args.lake = args.warehouse = None
+    args.projects, args.sessions, args.seed, args.regenerate = 4, 6, 7, False
+    code = cmd_demo(args)
+    return max(code, 1) if problems else code
+
+
+FIRST_LOOK = """
+SELECT provider AS agent,
+       COUNT(DISTINCT project) AS projects,
+       COUNT(*) AS root_sessions,
+       ROUND(SUM(cost_usd), 4) AS cost_usd,
+       STRING_AGG(DISTINCT cost_source, ', ' ORDER BY cost_source) AS cost_source
+FROM sessions WHERE is_root
+GROUP BY ALL ORDER BY cost_usd DESC NULLS LAST, agent
+"""
+
+
+def _first_look(layout: Layout, demo: str | None = None) -> None:
+    """`demo`: what the demo was generated with, when the data is one (said before its figures)."""
+    from warehouse.serve.formatting import render
+    from warehouse.lake.ducklake import connect
+
+    with connect(layout.warehouse, layout.tables_path) as con:
+        cur = con.execute(FIRST_LOOK)
+        if demo:
+            print(f"\nThis is a demo: sessions generated by agentlake ({demo}), not your agents'.")
+        print("\nCost per agent (root sessions only: a root's cost includes its sub-agents'; cost_source: "
+              "native = the agent's own, estimated = priced by us, partial = some requests unpriced, "
+              "unknown = no price, never $0):")
+        print(render([d[0] for d in cur.description], cur.fetchall()))
+    command = partial(_command_for, layout)
+    print(f"\nNext: {command('report')}                 (cost and use by project; --by agent|day|model|tool)")
+    print(f"      {command('report')} --insights      (money that buys nothing, with the SQL behind it)")
+    print(f"      {command('dashboard')}              (the team dashboard in a browser)")
+    print(f"      {command('sql')} \"SELECT tool_name, COUNT(*) AS calls FROM tool_calls GROUP BY 1 ORDER BY 2 DESC\"")
+
+
+def _command_for(layout: Layout, command: str) -> str:
+    """`agentlake COMMAND` as the user types it to read this home: with --home unless it is the
+    default one (the quickstart demo's plain commands use it: use_demo_if_empty)."""
+    home = layout.home
+    if home.name == DEMO and not has_data(load_layout(str(home.parent), env={})):
+        home = home.parent
+    flag = f" --home {home}" if home != Layout.resolve().home else ""
+    exe = "agentlake" if shutil.which("agentlake") else sys.argv[0]  # a venv not on PATH
+    return f"{exe} {command}{flag}"
+
+
+def _no_warehouse(layout) -> str:
+    """Why there is nothing to read yet, and what to do: a home's first ingest publishes its
+    warehouse only when its merge ends, and a reader asking meanwhile was told to run one."""
+    if layout.pending_marker.exists():
+        return (f"no warehouse at {layout.warehouse} yet: an ingest has landed data it has not merged "
+                "(it is running now, or it stopped before its merge, and the next `agentlake ingest` merges it)")
+    from warehouse.lake.ducklake import FIRST_STEP
+
+    return f"no warehouse at {layout.warehouse}: {FIRST_STEP}"
+
+
+def _read_warehouse(args, answer, opener=None) -> int:
+    """Open the warehouse read-only (with `opener`, `connect`'s arguments, if given), print
+    `answer(con)`; a missing warehouse or a bad query is a usage error (exit 2) with DuckDB's own
+    message."""
+    import duckdb
+
+    from warehouse.lake.ducklake import connect
+
+    layout = _layout(args)
+    try:
+        con = (opener or connect)(layout.warehouse, layout.tables_path)
+    except FileNotFoundError:
+        _err(f"error: {_no_warehouse(layout)}")
+        return 2
+    with con:
+        try:
+            print(answer(con))
+        except duckdb.Error as exc:
+            from warehouse.lake.ducklake import damage_hint
+
+            hint = damage_hint(exc)  # a table file lost or damaged is no bad query: what repairs it
+            _err(f"error: {exc}{hint}")
+            return 1 if hint else 2
+    return 0
+
+
+def cmd_sql(args) -> int:
+    from warehouse.serve.formatting import fetch_rows, render
+    from warehouse.serve.read_only_sql import NotOne, Refused, check, open_reader
+
+    if not args.query.strip():
+        raise UsageError('empty query: give one SQL statement, e.g. agentlake sql "SELECT * FROM sessions LIMIT 5"')
+
+    def answer(con):
+        try:
+            check(con, args.query)
+        except NotOne as exc:
+            raise UsageError(str(exc)) from None
+        except Refused as exc:
+            rows = ("; for a file of the rows, use --format csv or json and redirect it"
+                    if exc.what.startswith(("COPY ", "EXPORT ")) else "")
+            raise UsageError(f"{exc.what}: `agentlake sql` only reads ({exc.why}){rows}") from None
+        cur = con.execute(args.query)
+        if cur is None:  # only comments, or only whitespace between statements
+            raise UsageError(f"nothing to run in the query {args.query!r}")
+        columns = [d[0] for d in cur.description] if cur.description else []
+        return render(columns, fetch_rows(cur), args.format)
+
+    return _read_warehouse(args, answer, open_reader)
+
+
+def cmd_report(args) -> int:
+    from warehouse.serve.report import Filters, build, build_insights, render_report
+
+    from warehouse.serve.report import unknown_filters
+
+    filters = Filters(args.since, args.until, args.project, args.provider)
+    if args.since and args.until and args.since > args.until:
+        raise UsageError(f"--since {args.since} is after --until {args.until}: no day is in between")
+    _check_csv_report(args)
+
+    def answer(con):
+        unknown = unknown_filters(con, filters)
+        if unknown:
+            raise UsageError("; ".join(unknown))
+        if args.insights:
+            sections = build_insights(con, filters, top=3 if args.top is None else args.top)
+        else:
+            sections = build(con, filters, by=args.by, top=10 if args.top is None else args.top)
+        if args.section:
+            sections = _section(sections, args)
+        if args.format != "csv":
+            return render_report(sections, args.format)
+        return _report_csv(sections, args)
+
+    return _read_warehouse(args, answer)
+
+
+def _report_name(args) -> str:
+    return "report --insights" if args.insights else f"report --by {args.by}"
+
+
+def _check_csv_report(args) -> None:
+    """What a CSV report cannot be, said before the warehouse is opened."""
+    from warehouse.serve.report_csv import INSIGHT_SECTIONS
+
+    if args.output is not None and args.format != "csv":
+        raise UsageError("--output writes a CSV file per section: give --format csv with it")
+    if args.output is not None and Path(args.output).exists() and not Path(args.output).is_dir():
+        raise UsageError(f"--output {args.output} is a file: give a folder (made if missing) for the CSV files")
+    if args.insights and args.format == "csv" and not (args.section or args.output):
+        raise UsageError("`report --insights --format csv` has a table per insight, with columns of its own: name one "
+                         f"with --section ({', '.join(INSIGHT_SECTIONS)}), or write each to its own file with "
+                         "--output DIR")
+
+
+def _section(sections, args):
+    from warehouse.serve.report_csv import UnknownSection, pick
+
+    try:
+        return pick(sections, args.section, _report_name(args))
+    except UnknownSection as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _report_csv(sections, args) -> str:
+    """One CSV (a section, or the breakdown --by asks for: a spreadsheet opens one table), or with
+    --output a file per section; what is left out, a ranking's cut or another section, said on stderr."""
+    from warehouse.serve.report_csv import csv_text, cut_notes, write_sections
+
+    if args.output is not None:
+        folder = Path(args.output).expanduser()
+        try:
+            written = write_sections(sections, folder)
+        except OSError as exc:
+            raise UsageError(f"cannot write the CSV files into {folder}: {exc}") from None
+        for note in cut_notes(sections):
+            _err(f"note: {note}")
+        return "\n".join(f"wrote {path}" + ("" if rows is None else f" ({rows:,} row{'' if rows == 1 else 's'})")
+                         for path, rows in written)
+    if len(sections) > 1:  # the plain report: its breakdown
+        main = next(s for s in sections if s.name == f"by_{args.by}")
+        others = [s.name for s in sections if s is not main]
+        _err(f"note: the CSV is one table, the report's {main.name}; its others ({', '.join(others)}): "
+             "--section NAME, or --output DIR for a file each")
+        sections = [main]
+    for note in cut_notes(sections):
+        _err(f"note: {note}")
+    return csv_text(sections[0]).rstrip("\n")
+
+
+def cmd_serving(args) -> int:
+    from warehouse.serve.serving_file import ServingError, build_serving, check_storage_version, check_target
+
+    layout = _layout(args)
+    target = Path(args.output).expanduser().absolute() if args.output else layout.home / "serving.duckdb"
+    try:
+        check_storage_version(args.storage_version)  # bad usage is said first, data or not
+        check_target(target)
+        # a reader's home has no lake of its own: the catalog holds what its merge read elsewhere
+        own_lake = layout.remote or Path(layout.lake).is_dir()
+        if not layout.warehouse.exists() or (own_lake and not has_data(layout)):
+            return _nothing_ingested(layout)
+        counts = build_serving(layout.warehouse, target, args.storage_version, layout.tables_path)
+    except ServingError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"{target}: " + ", ".join(f"{mart} {n:,}" for mart, n in counts.items()))
+    return 0
+
+
+def cmd_dashboard(args) -> int:
+    from warehouse.serve.dashboard.server import make_server
+    from warehouse.lake.ducklake import connect
+
+    layout = _layout(args)
+    if not layout.warehouse.exists():
+        _err(f"error: {_no_warehouse(layout)}")
+        return 2
+    connect(layout.warehouse).close()  # a file that is not a catalog: a usage error now, not a page's 500
+    try:
+        server = make_server(layout.warehouse, args.host, args.port, allowed_hosts=args.allow_host,
+                             data_path=layout.tables_path)
+    except OSError as exc:
+        _err(f"error: cannot listen on {args.host}:{args.port}: {exc}")
+        return 2
+    _err(f"dashboard on {server.url} (warehouse {layout.warehouse}); Ctrl-C stops it")
+    with server:
+        server.serve_forever()
+    return 0
+
+
+
+def cmd_merge(args) -> int:
+    from warehouse.catalog.build import refresh
+
+    layout = _layout(args)
+    if not has_data(layout):
+        return _nothing_ingested(layout)
+    result = refresh(layout.lake, layout.warehouse, full=args.full)
+    print(f"merged {result.merged} sources ({result.removed} removed, {result.runs} run logs) from {layout.lake} "
+          f"into {layout.warehouse}")
+    if result.waiting:
+        print(f"{len(result.waiting)} sources were being written and wait for the next merge", file=sys.stderr)
+    return 0
+
+
+def cmd_compact(args) -> int:
+    from warehouse.catalog.merge import compact
+
+    layout = _layout(args)
+    if not layout.warehouse.exists():
+        return _nothing_ingested(layout)
+    files = compact(layout.warehouse, keep_seconds=args.keep_seconds, orphans=args.orphans,
+                    data_path=layout.tables_path)
+    print(f"data files: {files['files_before']:,} before, {files['files_after']:,} after")
+    return 0
+
+
+def _discovery_passed(args) -> list[str]:
+    """The discovery flags given to `schedule`, for its `agentlake ingest`: paths made absolute
+    (the scheduler runs it from another folder), an --agent-home checked here."""
+    def place(path: str) -> str:
+        return os.path.abspath(os.path.expanduser(path))
+
+    _agent_homes(args.agent_home)  # a bad AGENT=DIR is a usage error now, not at every scheduled run
+    out = [a for flag in ("db", "crush_root", "codewhale_home", "codewhale_session")
+           for value in getattr(args, flag) or () for a in (f"--{flag.replace('_', '-')}", place(value))]
+    for value in args.agent_home:
+        agent, _, path = value.partition("=")
+        out += ["--agent-home", f"{agent}={place(path)}"]
+    return out + (["--no-default"] if args.no_default else [])
+
+
+def cmd_schedule(args) -> int:
+    import subprocess
+
+    from pipelines import schedule
+
+    layout = _layout(args)
+    # the scheduler runs without this shell's variables: the home always, and whatever the
+    # home's own config.toml would not give (a flag, $AGENTLAKE_LAKE, $AGENTLAKE_WAREHOUSE, ...)
+    own = load_layout(str(layout.home), env={})
+    passed = ["--home", str(layout.home)]
+    if args.lake or str(layout.lake) != str(own.lake):
+        passed += ["--lake", str(layout.lake)]
+    if args.warehouse or layout.warehouse != own.warehouse:
+        passed += ["--warehouse", str(layout.warehouse)]
+    for flag in ("machine", "user"):
+        if getattr(args, flag) or getattr(layout, flag) != getattr(own, flag):
+            passed += [f"--{flag}", getattr(layout, flag)]
+    if args.team is not None:
+        passed.append("--team" if args.team else "--no-team")
+    passed += _discovery_passed(args)
+    merged = _merged_lake(layout) if own_lake(layout.lake, layout.warehouse) else None
+    if merged and not same_lake(merged, str(layout.lake)):  # a reader's home: its ingests are refused
+        _err(f"error: the warehouse {layout.warehouse} is read from the lake {merged}, so an ingest of this "
+             f"home's own lake would be refused: run `agentlake schedule --lake {merged}` to land this machine's "
+             f"agents there, or have your scheduler run `agentlake merge --lake {merged}`")
+        return 2
+    try:
+        recipe = schedule.recipe(args.kind or schedule.default_kind(), args.every, schedule.ingest_argv(passed),
+                                 Path.home(), layout.home / "ingest.log", env=schedule.job_env(os.environ))
+    except ValueError as exc:
+        _err(f"error: {exc}")
+        return 2
+    if not args.install:
+        print(schedule.render(recipe), end="")
+        return 0
+    for path in schedule.install(recipe):
+        print(f"wrote {path}")
+    tool = recipe.enable[0].split()[0].strip("(")
+    tool = "crontab" if recipe.kind == "cron" else tool
+    if not shutil.which(tool):
+        _err(f"{tool} is not on this machine: turn the schedule on with:\n  " + "\n  ".join(recipe.enable))
+        return 1
+    for command in recipe.enable:
+        done = subprocess.run(command, shell=True)
+        if done.returncode:
+            _err(f"error: `{command}` failed (exit {done.returncode})")
+            return 1
+    print(f"scheduled every {args.every} minutes; {recipe.note}")
+    return 0
+
+
+def cmd_dev(args) -> int:
+    from pipelines.runner import dagster_env
+
+    if args.lake or args.warehouse:  # the Dagster process reads the home, never these flags
+        raise UsageError("`agentlake dev` takes --home only: Dagster uses that home's lake and warehouse "
+                         "(set `lake` in <home>/config.toml for another lake)")
+    layout = _layout(args)
+    env = dagster_env(layout)
+    # dagster 1.13 says `dagster dev` is superseded by `dg dev` (dagster-dg-cli, not a dependency)
+    cmd = [sys.executable, "-W", "ignore:Function `dev_command` is superseded:FutureWarning",
+           "-m", "dagster", "dev", "-m", "pipelines.definitions",
+           "--host", args.host, "--port", str(args.port), *args.dagster_args]
+    _err(f"DAGSTER_HOME={env['DAGSTER_HOME']}  AGENTLAKE_HOME={env['AGENTLAKE_HOME']}")
+    os.execvpe(cmd[0], cmd, env)
+
+
