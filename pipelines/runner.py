@@ -137,7 +137,7 @@ def run_ingest(layout: Layout, options: DiscoverOptions, *, full_refresh: bool =
     problem = record_run(layout, summary.run_id, settled)
     if problem:
         summary.problems.append(problem)
-    pending = layout.pending_marker.exists() or not layout.warehouse.exists()
+    pending = layout.merge_due
     if to_run or pending:
         _materialise(CliRun(layout, options, sources, reporter, summary, full_refresh), to_run)
     else:

@@ -51,8 +51,9 @@ def _store(project, name):
 
 
 def test_the_sensor_still_asks_for_what_the_lake_does_not_hold_as_it_is(layout, project):
-    """A source changed since it landed is requested, and so is every source while what landed
-    waits for a merge (an ingest killed before it): the run's landing has the merge done."""
+    """A source changed since it landed is requested, and so is every source while a merge is due
+    (what landed waits for it, an ingest killed before it; or no warehouse built yet): the run's
+    landing has the merge done."""
     a, b = _store(project, "alpha"), _store(project, "beta")
     ingest(layout, a.db, b.db, marts=False)  # landed and merged, without Dagster
     layout.pending_marker.unlink()  # as the merge step of `agentlake ingest`'s Dagster run does
@@ -74,6 +75,11 @@ def test_the_sensor_still_asks_for_what_the_lake_does_not_hold_as_it_is(layout, 
         mark_pending(layout)
         (both,) = tick().run_requests
         assert both.tags["dagster/asset_partition_range_end"] == "crush-beta"
+        # no warehouse built yet (moved away): a merge is due, as `agentlake ingest` has it
+        layout.pending_marker.unlink()
+        layout.warehouse.rename(layout.warehouse.with_name("moved-away.ducklake"))
+        (again,) = tick().run_requests
+        assert again.tags["dagster/asset_partition_range_end"] == "crush-beta"
 
 
 def test_the_dagster_ui_opens_without_its_newsletter_pop_up(tmp_path, monkeypatch):

@@ -68,9 +68,9 @@ def held_as_they_are(layout: Layout, sources: list, fingerprints: dict[str, str]
     key: landed by `agentlake ingest`, or by a run this cursor does not know of. A run for them
     would read nothing and then merge again: a new Dagster home or cursor (`agentlake dev` on an
     ingested home) launched one over every partition, then rebuilt the tables and marts. None while
-    what landed waits for a merge (an ingest killed before it, or running now): the merge the run's
-    landing triggers is what is left to do."""
-    if not sources or layout.pending_marker.exists():
+    a merge is due (what landed waits for it, or no warehouse was built yet): the merge the run's
+    landing triggers is what is left to do, as `agentlake ingest` does it."""
+    if not sources or layout.merge_due:
         return set()
     try:
         landed = landed_files(layout) if layout.remote else None  # one listing, not one per source

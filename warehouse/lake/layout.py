@@ -128,6 +128,12 @@ class Layout:
         return self.state_dir / "merge-pending"
 
     @property
+    def merge_due(self) -> bool:
+        """Landed files wait for a merge, or no warehouse was built yet: a run must merge even
+        when every source is unchanged."""
+        return self.pending_marker.exists() or not self.warehouse.exists()
+
+    @property
     def staging_dir(self) -> Path:
         return self._local_root / "_staging" / self.identity
 
