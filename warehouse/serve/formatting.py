@@ -116,7 +116,7 @@ def _aligned(texts: list[str], doubles: bool, places: int | None = None) -> list
     """A column of numbers' texts, each padded with zeros to `places` decimals, else to the most
     among them (for DOUBLEs, only where that is at most PADDED_DECIMALS); scientific notation,
     nan and inf are left as they are. Padding never rounds: a text with more decimals keeps them."""
-    plain = [t for t in texts if t and t[-1].isdigit() and "e" not in t]
+    plain = {t for t in texts if t and t[-1].isdigit() and "e" not in t}  # a set: tested once per cell
     most = max((len(t.partition(".")[2]) for t in plain), default=0)
     if places is not None:
         most = places
