@@ -326,8 +326,9 @@ def _places(s: Section) -> dict[str, int]:
 
 
 def render_report(sections: list[Section], fmt: str = "table") -> str:
-    """JSON and CSV hold every cost exactly (DECIMAL digits, rows add up to the total) and every
-    value as the warehouse holds it; the table rounds costs to DISPLAY_DECIMALS places and names
+    """A report as a table or JSON (CSV: warehouse.serve.report_csv, a file per section). JSON
+    holds every cost exactly (DECIMAL digits, rows add up to the total) and every value as the
+    warehouse holds it; the table rounds costs to DISPLAY_DECIMALS places and names
     what is not a model (warehouse.serve.labels) for reading."""
     if fmt == "json":  # "not_shown" only when a ranking was cut: rows left out, by section
         data = {s.name: [dict(zip(s.columns, r)) for r in s.rows] for s in sections}
@@ -335,9 +336,6 @@ def render_report(sections: list[Section], fmt: str = "table") -> str:
         sql = {s.name: s.sql for s in sections if s.sql}  # insights: the query behind each
         return json_text(data | ({"not_shown": cut} if cut else {}) | ({"sql": sql} if sql else {}),
                          ensure_ascii=True)
-    if fmt == "csv":  # one CSV block per section, headed by a comment line naming it
-        return "\n\n".join(f"# {s.name}\n" + (f"# sql: {s.sql}\n" if s.sql else "") + render(s.columns, s.rows, "csv")
-                           + (f"\n# {_not_shown(s)}" if s.more else "") for s in sections)
     return "\n\n".join(f"{s.title}\n{render(s.columns, _display_rows(s), 'table', places=_places(s))}"
                        + (f"\n{_not_shown(s)}" if s.more else "") + (f"\nSQL: {s.sql}" if s.sql else "")
                        for s in sections)
