@@ -84,6 +84,7 @@ def pytest_runtest_setup(item):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item, nextitem):
     yield
+    _forget_dagster_state_storage()
     before, after = item.stash.get(_ENV_BEFORE, None), dict(os.environ)
     changed = sorted(k for k in before.keys() | after.keys()
                      if before.get(k) != after.get(k) and k not in SET_BY_LIBRARIES) if before is not None else []
@@ -91,6 +92,15 @@ def pytest_runtest_teardown(item, nextitem):
         os.environ.clear()
         os.environ.update(before)  # the next test starts clean whatever this one did
         raise AssertionError(f"{item.nodeid} left the environment changed: {', '.join(changed)}")
+
+
+def _forget_dagster_state_storage() -> None:
+    """Dagster keeps the storage of the instance entered last in a context variable, put back as
+    each `with instance` ends: instances ended out of order leave a later test an instance that is
+    gone ("Attempted to resolve undefined DagsterInstance weakref", once in a full run)."""
+    from dagster._core.storage.defs_state.base import _current_storage
+
+    _current_storage.set(None)
 
 
 T0 = 1767225600  # 2026-01-01T00:00:00Z, in seconds as Crush writes it
