@@ -151,7 +151,8 @@ def test_a_ctrl_c_while_workers_start_is_raised_once_they_have_started():
         os.kill(os.getpid(), signal.SIGINT)  # this thread does not block it: the kernel may pick it
 
     reached = []
-    handler = signal.getsignal(signal.SIGINT)  # Python's, or one another test's library put in
+    # Python's own handler, whatever an earlier test's library left (PySpark's, or SIGINT ignored)
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     # the thread the kernel picks may wait long for a core on a busy machine: its C-level handler
     # writes to the wakeup fd once it has run, and the Python handler runs after that
     woken, wakeup = os.pipe()
@@ -168,8 +169,9 @@ def test_a_ctrl_c_while_workers_start_is_raised_once_they_have_started():
                     time.sleep(0.0001)
                 reached.append("the workers started")
     finally:
+        after = signal.signal(signal.SIGINT, handler)  # what _sigint_held left, the earlier one put back
         signal.set_wakeup_fd(before)
         os.close(woken)
         os.close(wakeup)
     assert reached == ["the workers started"]
-    assert signal.getsignal(signal.SIGINT) is handler
+    assert after is signal.default_int_handler
