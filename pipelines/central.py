@@ -60,7 +60,7 @@ def team_warehouse(context: dg.AssetExecutionContext, team_lake: TeamLake) -> dg
     views = build_warehouse(layout.lake, layout.warehouse)
     exported = export_tables(layout.warehouse, layout.lake)  # for Spark and Trino (no DuckLake reader)
     context.log.info(f"exported {sum(exported.values())} files under {layout.lake}/export for Spark and Trino")
-    with connect(layout.warehouse) as con:
+    with connect(layout.warehouse, ours=True) as con:
         facts = lakewide.lake_facts(con)
         lake = lake_of(con)  # the lake URI as stored: never credentials written into it
     context.log.info(f"{len(views)} views over {lake}: {len(facts.machines)} machines, {len(facts.users)} users")
@@ -102,7 +102,7 @@ def no_orphans_lakewide(team_lake: TeamLake) -> dg.AssetCheckResult:
                 description="Every machine that ever reported ran within the staleness limit (a warning).")
 def machines_reporting(team_lake: TeamLake) -> dg.AssetCheckResult:
     limit = team_lake.stale_after()
-    with connect(team_lake.layout().warehouse) as con:
+    with connect(team_lake.layout().warehouse, ours=True) as con:
         runs = lakewide.last_runs(con)
     stale = lakewide.stale_machines(runs, datetime.now(timezone.utc), limit)
     return dg.AssetCheckResult(

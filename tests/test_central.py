@@ -58,7 +58,7 @@ class Team:
 
     def rebuild(self):
         build_warehouse(self.lake, self.warehouse)
-        return connect(self.warehouse)
+        return connect(self.warehouse, ours=True)
 
     def files(self, table: str, identity: str) -> list[Path]:
         """A machine's landing files of a table (`identity` is `machine/user`, or `machine/*`)."""
@@ -120,12 +120,12 @@ def test_the_checks_run_capped_and_spill_to_scratch_and_retry_when_that_is_too_l
     team.rebuild().close()
     settings = "SELECT current_setting('memory_limit'), current_setting('temp_directory')"
     limit, spill = checked(team.warehouse, lambda con: con.execute(settings).fetchone())
-    with connect(team.warehouse) as con:
+    with connect(team.warehouse, ours=True) as con:
         con.execute(f"SET memory_limit = '{ducklake.WRITER_SETTINGS['memory_limit']}'")
         assert limit == con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
     assert Path(spill).parent == Path(tempfile.gettempdir()) and Path(spill).name.startswith("agentlake-merge-")
     assert not Path(spill).exists()  # removed when the checks end
-    with connect(team.warehouse) as con:
+    with connect(team.warehouse, ours=True) as con:
         expected = lakewide.duplicate_keys(con), lakewide.orphans(con)
     # too little memory even to start: it fails under the cap, then runs with most of the machine's
     monkeypatch.setitem(ducklake.WRITER_SETTINGS, "memory_limit", "4MB")

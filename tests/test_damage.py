@@ -54,7 +54,7 @@ def _ingest_args(h) -> list:
 
 
 def _counts(layout: Layout) -> dict:
-    with connect(layout.warehouse) as con:
+    with connect(layout.warehouse, ours=True) as con:
         return dict(con.execute("SELECT project, COUNT(*) FROM sessions GROUP BY 1").fetchall())
 
 
@@ -191,7 +191,7 @@ def test_values_out_of_range_are_nulled_named_and_quarantined_and_every_source_m
     assert "sessions.last_step_prompt_tokens = -5 is outside 0 to 1,000,000,000,000 (key negative" in said
     assert "sessions.last_step_completion_tokens = 9200000000000000000 is outside" in said
     assert not by_project["good"].warnings
-    with connect(layout.warehouse) as con:
+    with connect(layout.warehouse, ours=True) as con:
         assert con.execute("SELECT session_id, cost_usd, cost_source, last_step_prompt_tokens, "
                            "last_step_completion_tokens FROM sessions ORDER BY session_id").fetchall() == [
             ("fine", 0.25, "native", 0, 0), ("g", 1.5, "native", 0, 0),
@@ -233,7 +233,7 @@ def test_a_landing_file_with_values_out_of_range_from_another_machine_cannot_sto
     assert "sessions.cost_usd = inf (key alpha0)" in ran.stderr and "sessions.cost_usd = nan (key alpha1)" in ran.stderr
     assert "sessions.last_step_prompt_tokens = 9223372036854775807 (key alpha0)" in ran.stderr
     assert "`agentlake ingest --full-refresh` on desk" in ran.stderr
-    with connect(home.layout.warehouse) as con:
+    with connect(home.layout.warehouse, ours=True) as con:
         assert con.execute("SELECT session_id, cost_usd, cost_source, last_step_prompt_tokens FROM sessions "
                            "WHERE machine = 'desk' ORDER BY 1").fetchall() == [
             ("alpha0", None, "unknown", None), ("alpha1", None, "unknown", 1), ("alpha2", 0.5, "native", 2)]
@@ -268,7 +268,7 @@ def _damage(path: Path, how: str) -> None:
 
 
 def _parts(layout: Layout) -> dict:
-    with connect(layout.warehouse) as con:
+    with connect(layout.warehouse, ours=True) as con:
         return dict(con.execute("SELECT project, COUNT(*) FROM parts GROUP BY 1").fetchall())
 
 
@@ -321,7 +321,7 @@ def test_another_machines_damaged_landing_file_is_its_problem_named_and_its_rows
     assert (f"the landing file {theirs / 'messages.parquet'} cannot be read (" in ran.stderr
             and "the next `agentlake ingest` of desk (user ana) lands it again" in ran.stderr)
     assert _counts(home.layout) == before  # desk's rows are kept, not dropped
-    with connect(home.layout.warehouse) as con:
+    with connect(home.layout.warehouse, ours=True) as con:
         assert con.execute("SELECT COUNT(*) FROM messages WHERE machine = 'desk'").fetchone() == (3,)
     # the note that machine's ingest finds; this machine's own ingest leaves it alone
     note = home.home / "lake" / "_damaged" / "desk" / "ana" / "crush" / ours.name / "messages.parquet"
@@ -345,7 +345,7 @@ def test_a_changed_source_whose_previous_file_is_damaged_is_landed_again(layout,
     assert result.status == "ok", result.error
     assert any(w.startswith("the lake's previous file ") and "landed again from the agent's store" in w
                for w in result.warnings), result.warnings
-    with connect(layout.warehouse) as con:
+    with connect(layout.warehouse, ours=True) as con:
         assert con.execute("SELECT session_id FROM sessions ORDER BY 1").fetchall() == [("s1",), ("s2",)]
 
 
@@ -423,14 +423,14 @@ def test_a_lost_mart_file_builds_the_marts_again_and_leaves_the_tables(home):
     lost.unlink()
 
     def files_of_sessions():
-        with connect(home.layout.warehouse) as con:
+        with connect(home.layout.warehouse, ours=True) as con:
             return con.execute("SELECT data_file FROM ducklake_list_files('lake', 'sessions') ORDER BY 1").fetchall()
 
     before = files_of_sessions()
     ran = run_cli("merge", "--home", home.home)
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert f"the warehouse's `daily_costs` table file {lost} is missing: the marts are built again" in ran.stderr
-    with connect(home.layout.warehouse) as con:
+    with connect(home.layout.warehouse, ours=True) as con:
         assert con.execute("SELECT project, SUM(cost_usd)::DOUBLE FROM daily_costs "
                            "GROUP BY 1 ORDER BY 1").fetchall() == [
             ("alpha", 3.0), ("beta", 3.0)]

@@ -417,7 +417,7 @@ def _marts_equal_a_full_recompute(layout):
     from warehouse.catalog.marts import MARTS
     from warehouse.lake.ducklake import connect
 
-    with connect(layout.warehouse) as con:
+    with connect(layout.warehouse, ours=True) as con:
         recompute_marts(con)
         counts = {}
         for name in MARTS:

@@ -135,7 +135,7 @@ def test_a_machine_with_nothing_to_land_still_ingests_into_an_empty_prefix(s3, t
 
 def _sessions(home) -> int:
     from warehouse.lake.ducklake import connect
-    with connect(home / "warehouse.ducklake") as con:
+    with connect(home / "warehouse.ducklake", ours=True) as con:
         return con.execute("SELECT COUNT(*) FROM sessions").fetchone()[0]
 
 
@@ -250,7 +250,7 @@ def test_a_misspelt_extra_stores_fails_the_ingest_and_the_right_one_finds_the_st
     layout = load_layout(str(home), env={})
     from warehouse.lake.ducklake import connect
 
-    with connect(layout.warehouse) as con:
+    with connect(layout.warehouse, ours=True) as con:
         assert con.execute("SELECT COUNT(*) FROM sessions").fetchone()[0] == store.sessions
 
 
@@ -282,13 +282,13 @@ def test_a_machine_ingested_again_under_a_new_name_is_said_and_undone_by_deletin
     assert merged.returncode == 0 and "landed by" not in merged.stderr, merged.stderr
     assert _roots(home) == roots
     from warehouse.lake.ducklake import connect
-    with connect(home / "warehouse.ducklake") as con:
+    with connect(home / "warehouse.ducklake", ours=True) as con:
         assert con.execute("SELECT DISTINCT machine FROM sessions").fetchall() == [("ben-desktop",)]
 
 
 def _roots(home) -> int:
     from warehouse.lake.ducklake import connect
-    with connect(home / "warehouse.ducklake") as con:
+    with connect(home / "warehouse.ducklake", ours=True) as con:
         return con.execute("SELECT COUNT(*) FROM sessions WHERE is_root").fetchone()[0]
 
 

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from warehouse.lake.ducklake import give_statistics
+
 SQL_DIR = Path(__file__).parent / "sql"
 FOLDERS = ("intermediate", "marts")  # the blocks, then the marts; each folder's files numbered in dependency order
 _DEFINES = re.compile(r"^CREATE OR REPLACE (VIEW|MACRO) (\w+)", re.MULTILINE)
@@ -97,17 +99,18 @@ def threads(sql: str) -> int | None:
     return int(found[1]) if found else None
 
 
-def _build(con, sql: str, statements: list[str]) -> None:
+def _build(con, sql: str, statements: list[str]) -> int:
     """A mart's statements, with the threads its header asks for (its building blocks are
-    computed before, with all of them)."""
+    computed before, with all of them). Returns the rows the last statement wrote."""
     wanted = threads(sql)
     own = con.execute("SELECT current_setting('threads')").fetchone()[0] if wanted else None
     if wanted:
         con.execute(f"SET threads = {wanted}")
     for statement in statements:
-        con.execute(statement)
+        written = con.execute(statement).fetchone()[0]
     if wanted:
         con.execute(f"SET threads = {own}")
+    return written
 
 
 MARTS = tuple(name for name, _ in mart_sql() if not name.startswith("_"))
@@ -205,7 +208,8 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None) 
             cut.off()
             internals.pin(name, "whole")
             _view(con, sql)
-            _build(con, sql, [f'CREATE OR REPLACE TABLE lake.main."{name}" AS SELECT * FROM temp.main."{name}"'])
+            if not _build(con, sql, [f'CREATE OR REPLACE TABLE lake.main."{name}" AS SELECT * FROM temp.main."{name}"']):
+                give_statistics(con, f'lake.main."{name}"')
         elif pending:
             touched = _project_filter(pending)
             scope = scope or _scope(con, pending)

@@ -108,6 +108,7 @@ def ensure_tables(con, lake, recorded: tuple[str, str] | None) -> None:
         # new files follow it; the files already written keep theirs until compaction rewrites them
         con.execute(f'ALTER TABLE "{table.name}" SET PARTITIONED BY ({PARTITION_BY_TABLE.get(table.name, PARTITION_BY)})')
         if table.name not in have:
+            ducklake.give_statistics(con, f'"{table.name}"')  # after the ALTER: it refuses inlined rows
             continue
         existing = {r[0] for r in con.execute(
             "SELECT column_name FROM duckdb_columns() WHERE database_name = ? AND table_name = ?",
@@ -439,6 +440,8 @@ def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, 
     store = open_store(lake)
     landed = store.versions(LANDING)
     recorded = None if LAKE_TABLE in broken else _recorded(con)
+    if recorded is not None:  # a catalog made before its new tables were given statistics
+        ducklake.give_missing_statistics(con)
     before = {} if MERGED in broken else _merged_files(con)
     if not full and recorded is not None and MERGED not in broken:
         _refuse_emptying(con, lake, catalog, landed, recorded[0])

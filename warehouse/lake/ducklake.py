@@ -351,6 +351,30 @@ def _relocated(con, data_path: str) -> bool:
     return False
 
 
+# DuckLake 1.5.5 keeps no statistics for a table that never held a row, and looks them up in the
+# catalog again for each column every time a query binds the table (upstream, duckdb/ducklake#1313
+# caches the miss): an empty `usage` made planning the marts that read it several times slower
+# (docs/BENCHMARKS.md, "Figures behind the code's choices"). A row inserted and deleted in one
+# transaction leaves statistics of 0 rows and no file: the row only ever lived inlined in the catalog.
+def give_statistics(con, table: str) -> None:
+    """Statistics for `table`, made empty in this transaction (a table with rows has its own)."""
+    con.execute(f'INSERT INTO {table} DEFAULT VALUES')
+    con.execute(f'DELETE FROM {table}')
+
+
+def give_missing_statistics(con) -> None:
+    """Statistics for every empty table of the attached catalog without any (one made before
+    `give_statistics` was called on creation). Tables made in this transaction are not seen."""
+    meta = f"__ducklake_metadata_{CATALOG}"
+    names = [r[0] for r in con.execute(
+        f"SELECT t.table_name FROM {meta}.ducklake_table t WHERE t.end_snapshot IS NULL AND NOT EXISTS "
+        f"(SELECT 1 FROM {meta}.ducklake_table_stats s WHERE s.table_id = t.table_id)").fetchall()]
+    for name in names:
+        table = f'{CATALOG}.main."{name}"'
+        if con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] == 0:
+            give_statistics(con, table)
+
+
 def _current_files_sql() -> str:
     """Every current data and delete file of the attached catalog: (table, path, size, footer
     size), paths resolved as DuckLake resolves them (data path, schema, table, file). One query

@@ -24,7 +24,7 @@ def export_tables(warehouse: Path, lake) -> dict[str, int]:
     store = open_store(lake)
     counts = {}
     with scratch("export") as work:
-        with connect(warehouse) as con:
+        with connect(warehouse, ours=True) as con:
             for table in ALL_TABLES:
                 target = work / table.name
                 cols = ", ".join(['"date"', '"project"'] + [f'"{c}"' for c in table.column_names])

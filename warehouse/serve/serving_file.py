@@ -65,7 +65,7 @@ def build_serving(warehouse: Path, target: Path, storage_version: str = DEFAULT_
         raise ServingError(f"cannot write the serving database {target}: {why}") from None
     counts = {}
     try:
-        with connect(warehouse, data_path) as con:
+        with connect(warehouse, data_path, ours=True) as con:
             quoted = str(tmp).replace("'", "''")
             con.execute(f"ATTACH '{quoted}' AS serving (STORAGE_VERSION '{storage_version}')")
             for mart in MARTS:
