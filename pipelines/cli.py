@@ -35,7 +35,7 @@ from pipelines.commands import (
     cmd_sql,
     use_demo_if_empty,
 )
-from pipelines.runner import LISTED_WARNINGS, DagsterStorageError
+from pipelines.summary import LISTED_WARNINGS
 from warehouse.lake.config import ConfigError
 from warehouse.lake.layout import NotACatalog
 from warehouse.lake.storage import LakeUnreachable
@@ -413,13 +413,15 @@ def main(argv=None) -> int:
     except (UsageError, NotACatalog) as exc:
         _err(f"error: {exc}")
         return 2
-    except (ConfigError, LakeUnreachable, DagsterStorageError) as exc:
-        _err(f"error: {exc}")
-        return 1
     except KeyboardInterrupt:
         _err("interrupted")
         return 130
     except Exception as exc:  # anything else is one `problem:` line, never a traceback (docs/CLI.md)
+        from pipelines.runner import DagsterStorageError  # here: `--help` and a usage error need not load it
+
+        if isinstance(exc, (ConfigError, LakeUnreachable, DagsterStorageError)):
+            _err(f"error: {exc}")
+            return 1
         if type(exc).__name__ == "InterruptException":  # DuckDB's Ctrl-C in a query
             _err("interrupted")
             return 130

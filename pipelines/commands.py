@@ -149,7 +149,8 @@ def cmd_sources(args) -> int:
 
 
 def cmd_ingest(args) -> int:
-    from pipelines.runner import run_ingest, print_summary
+    from pipelines.runner import run_ingest
+    from pipelines.summary import print_summary
 
     from transforms.crush.discover import global_data_dir
 
@@ -179,7 +180,8 @@ def _unredacted_share(args, layout: Layout) -> bool:
 
 
 def cmd_demo(args) -> int:
-    from pipelines.runner import print_summary, run_ingest
+    from pipelines.runner import run_ingest
+    from pipelines.summary import print_summary
     from transforms.synth.demo import HOMES, generate_demo
     from warehouse.land.demo_home import (
         DEMO_DATA, NotADemoHome, demo_made, describe, forget_demo_sources, refuse_real_data)

@@ -3,6 +3,7 @@ traceback (a new user's report: `serving` into a folder or a place it cannot wri
 `--storage-version`, `compact --keep-seconds -5`, `dashboard --port 99999`); and `agentlake dev
 --help` offers only what `dev` takes."""
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -124,3 +125,17 @@ def test_every_commands_help_says_what_it_does(capsys):
         said = out.split("\n\n")[1]  # after the usage lines
         assert exc.value.code == 0 and said[0].isupper() and said.rstrip().endswith("."), (name, said)
         assert not said.startswith(("positional arguments", "options")), (name, out)
+
+
+HEAVY = ("pyarrow", "duckdb", "dagster", "warehouse.land.ingest", "transforms.crush.normalise", "transforms.contract")
+
+
+@pytest.mark.parametrize("args", [["--help"], ["report", "--no-such-flag"], ["no-such-command"]])
+def test_help_and_a_usage_error_load_no_engine_and_no_agent(args):
+    """`--help` and a usage error answer at once: they load neither DuckDB, pyarrow nor Dagster,
+    and none of the agents' normalisers (the times are in docs/BENCHMARKS.md)."""
+    probe = ("import sys\nfrom pipelines.cli import main\n"
+             f"try:\n    main({args!r})\nexcept SystemExit:\n    pass\n"
+             f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
+    ran = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert ran.stdout.strip().splitlines()[-1] == "[]", ran.stdout + ran.stderr

@@ -6,7 +6,7 @@ real data lists its first warnings and counts the rest the same way."""
 import json
 import re
 
-from pipelines.runner import LISTED_WARNINGS, print_summary
+from pipelines.summary import LISTED_WARNINGS, print_summary
 from tests.conftest import run_cli
 from tests.support_homes import quickstart_with_a_typo
 from transforms.sources import Source

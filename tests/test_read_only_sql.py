@@ -193,6 +193,23 @@ def test_the_connection_itself_reaches_no_other_file_keeps_no_secret_and_changes
     assert not (duckdb_home / "stored_secrets").exists()
 
 
+def test_the_connection_loads_no_extension_an_unsigned_one_included(lake, tmp_path):
+    """The reader's connection loads agentlake's pinned DuckLake binary without DuckDB's second
+    check of its signature (it allows unsigned extensions, as the writer's does): the SQL it runs
+    next can load nothing at all, a copy of that binary included."""
+    from warehouse.lake.ducklake import pinned_binary
+
+    if pinned_binary() is None:
+        pytest.skip("no pinned ducklake binary on this platform: the reader keeps DuckDB's check")
+    unsigned = tmp_path / "copy.duckdb_extension"
+    unsigned.write_bytes(pinned_binary().read_bytes())
+    with _reader(lake) as con:
+        assert con.execute("SELECT current_setting('allow_unsigned_extensions')").fetchone() == (True,)
+        for sql in (f"LOAD '{unsigned}'", "LOAD httpfs"):  # (json and parquet are built in)
+            with pytest.raises(duckdb.PermissionException, match="Loading external extensions is disabled"):
+                con.execute(sql)
+
+
 # --- `agentlake sql`, end to end -----------------------------------------------------------
 
 

@@ -1,46 +1,73 @@
 """Every provider agentlake knows, by name. A new agent adds one line here.
 
 An agent that keeps a file per session is landed by project (`ByProject`, transforms.bundle).
+Each provider's module is imported when the provider is first asked for: a command that needs
+only the agents' names (the config's sections, `--help`, a usage error) loads none of the
+eighteen normalisers.
 """
 
-from transforms.aider.provider import AiderProvider
-from transforms.amp.provider import AmpProvider
-from transforms.antigravity.provider import AntigravityProvider
-from transforms.bundle import ByProject
-from transforms.claude.provider import ClaudeProvider
-from transforms.codebuff.provider import CodebuffProvider
-from transforms.codewhale.provider import CodeWhaleProvider
-from transforms.codex.provider import CodexProvider
-from transforms.copilot.provider import CopilotProvider
-from transforms.crush.provider import CrushProvider
-from transforms.cursor.provider import CursorProvider
-from transforms.droid.provider import DroidProvider
-from transforms.gemini.provider import GeminiProvider
-from transforms.kimi.provider import KimiProvider
-from transforms.goose.provider import GooseProvider
-from transforms.kilo.provider import KiloProvider
-from transforms.opencode.provider import OpenCodeProvider
-from transforms.pi.provider import PiProvider
-from transforms.provider import Provider
-from transforms.qwen.provider import QwenProvider
+from collections.abc import Iterator, MutableMapping
+from importlib import import_module
+from typing import TYPE_CHECKING
 
-PROVIDERS: dict[str, Provider] = {
-    "crush": CrushProvider(),
-    "codewhale": ByProject(CodeWhaleProvider()),
-    "claude": ClaudeProvider(),
-    "codex": ByProject(CodexProvider()),
-    "opencode": OpenCodeProvider(),
-    "copilot": ByProject(CopilotProvider()),
-    "amp": ByProject(AmpProvider()),
-    "droid": ByProject(DroidProvider()),
-    "goose": GooseProvider(),
-    "aider": AiderProvider(),
-    "cursor": CursorProvider(),
-    "pi": ByProject(PiProvider()),
-    "kilo": ByProject(KiloProvider()),
-    "codebuff": ByProject(CodebuffProvider()),
-    "antigravity": AntigravityProvider(),
-    "gemini": ByProject(GeminiProvider()),
-    "qwen": ByProject(QwenProvider()),
-    "kimi": KimiProvider(),
+if TYPE_CHECKING:
+    from transforms.provider import Provider
+
+# name -> (its folder under transforms/, its provider class, landed by project)
+_KNOWN: dict[str, tuple[str, str, bool]] = {
+    "crush": ("crush", "CrushProvider", False),
+    "codewhale": ("codewhale", "CodeWhaleProvider", True),
+    "claude": ("claude", "ClaudeProvider", False),
+    "codex": ("codex", "CodexProvider", True),
+    "opencode": ("opencode", "OpenCodeProvider", False),
+    "copilot": ("copilot", "CopilotProvider", True),
+    "amp": ("amp", "AmpProvider", True),
+    "droid": ("droid", "DroidProvider", True),
+    "goose": ("goose", "GooseProvider", False),
+    "aider": ("aider", "AiderProvider", False),
+    "cursor": ("cursor", "CursorProvider", False),
+    "pi": ("pi", "PiProvider", True),
+    "kilo": ("kilo", "KiloProvider", True),
+    "codebuff": ("codebuff", "CodebuffProvider", True),
+    "antigravity": ("antigravity", "AntigravityProvider", False),
+    "gemini": ("gemini", "GeminiProvider", True),
+    "qwen": ("qwen", "QwenProvider", True),
+    "kimi": ("kimi", "KimiProvider", False),
 }
+
+
+class _Providers(MutableMapping):
+    """The providers by name, in the order above, each made at its first use. Setting one
+    replaces it (a test standing in an older release's provider)."""
+
+    def __init__(self, known: dict[str, tuple[str, str, bool]]):
+        self._known = dict(known)
+        self._made: dict[str, Provider] = {}
+
+    def __getitem__(self, name: str) -> "Provider":
+        if name not in self._made:
+            folder, cls, by_project = self._known[name]  # an unknown name: KeyError, as a dict's
+            provider = getattr(import_module(f"transforms.{folder}.provider"), cls)()
+            if by_project:
+                from transforms.bundle import ByProject
+
+                provider = ByProject(provider)
+            self._made[name] = provider
+        return self._made[name]
+
+    def __setitem__(self, name: str, provider: "Provider") -> None:
+        self._known.setdefault(name, ("", "", False))
+        self._made[name] = provider
+
+    def __delitem__(self, name: str) -> None:
+        del self._known[name]
+        self._made.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._known)
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+
+PROVIDERS: MutableMapping[str, "Provider"] = _Providers(_KNOWN)

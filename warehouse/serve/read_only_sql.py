@@ -96,7 +96,10 @@ class NotOne(ValueError):
 def open_reader(catalog: Path, data_path: str | None = None):
     """A connection to the warehouse that can change nothing (see the module's docstring);
     `connect`'s arguments."""
-    con = connect(catalog, data_path, settings=AT_START)
+    # the pinned DuckLake binary is loaded by its path, without DuckDB's second check of it: the
+    # user's SQL runs only after external access is off and the configuration locked, where DuckDB
+    # refuses every LOAD and INSTALL, an unsigned binary's included
+    con = connect(catalog, data_path, settings=AT_START, ours=True)
     try:
         tables = con.execute(f"SELECT data_path FROM ducklake_settings({sql_string(CATALOG)})").fetchone()[0]
         con.execute(f"SET allowed_directories = [{sql_string(tables)}]")
