@@ -113,6 +113,8 @@ import os, sys
 from transforms.provider import DiscoverOptions
 from warehouse.land.ingest import discover_sources, ingest_all
 from warehouse.lake.layout import Layout
+from transforms.providers import PROVIDERS
+list(PROVIDERS.values())  # each agent's module (imported when first asked for)
 options = DiscoverOptions(env={}, extra_stores={"crush": (sys.argv[1],)}, use_default=False)
 os.setgid(65534); os.setuid(65534)  # nobody: file permissions apply again
 sources, _ = discover_sources(options)
@@ -185,6 +187,8 @@ from warehouse.lake.layout import Layout
 import importlib.metadata, transforms.claude.provider, transforms.claude.normalise, transforms.pricing  # noqa: F401,E401 (imported before dropping root)
 from transforms.pricing import input_rate
 input_rate("claude-sonnet-4-5", "anthropic", "2026-01-06")  # the price table loads lazily: while root may read it
+from transforms.providers import PROVIDERS
+list(PROVIDERS.values())  # each agent's module (imported when first asked for)
 options = DiscoverOptions(env={}, extra_roots={"claude": (sys.argv[1],)}, use_default=False)
 os.setgid(65534); os.setuid(65534)
 sources, _ = discover_sources(options)
