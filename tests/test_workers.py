@@ -61,6 +61,23 @@ def test_a_worker_killed_on_one_source_fails_that_source_only(layout, tmp_path):
         **{Path(r.source.path): "unchanged" for r in others}, culprit: "ok"}
 
 
+def test_a_source_landed_earlier_in_the_same_run_is_reported_with_its_rows_not_unchanged(layout, tmp_path):
+    """A pool that breaks after a worker landed a source loses that result; the source, tried
+    again in the same run, is read again and reported `ok` with its rows (it was "unchanged",
+    which the summary counted as not landed at all). In a later run it is unchanged."""
+    from warehouse.land.ingest import Run, ingest_source, new_run_id
+
+    store = generate_store(tmp_path / "crush", projects=1, sessions_per_project=3, seed=7)
+    source = discover_sources(options_for(roots=[store.global_dir]))[0][0]
+    run = Run(layout, new_run_id(), False)
+    first = ingest_source(source, run)
+    assert first.status == "ok" and first.rows["sessions"] == 3
+    again = ingest_source(source, run)  # as the retry after a broken pool does
+    assert (again.status, again.rows, again.files) == ("ok", first.rows, first.files) and again.reconciled
+    later = ingest_source(source, Run(layout, new_run_id(), False))
+    assert later.status == "unchanged" and later.files == first.files
+
+
 def test_a_script_without_the_main_guard_is_told_what_to_do(tmp_path):
     store = generate_store(tmp_path / "crush", projects=6, sessions_per_project=2, seed=6)
     script = tmp_path / "unguarded.py"

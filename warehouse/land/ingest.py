@@ -189,7 +189,10 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
     layout, store, states = run.layout, run.layout.store(), SourceStates(run.layout)
     previous = states.of(source.provider, source.source_id)
     fingerprint = provider.fingerprint(source)
-    verdict = Verdict.READ if run.full_refresh else states.verdict(source, previous, fingerprint)
+    # landed earlier in this run: a worker pool broke after the write, and its result (the rows,
+    # the checks) is had again by reading again, the same files written (ingest_many)
+    again = previous.run_id == run.run_id and previous.fingerprint is not None
+    verdict = Verdict.READ if run.full_refresh or again else states.verdict(source, previous, fingerprint)
     if verdict is Verdict.UNCHANGED:
         return SourceResult(source, "unchanged", fingerprint=fingerprint, files=sorted(previous.files))
     if verdict is Verdict.FAILED_BEFORE:
@@ -244,7 +247,8 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
         evicted = evict_moved(source, layout, states, store) if bundle else 0
         # a file that could not be read this time (permissions) changes neither size nor mtime
         # when it is fixed: the source is not settled, so the next run reads it again
-        states.record_landed(source, fingerprint if not extract.findings.unread else None, written.files, parts)
+        states.record_landed(source, fingerprint if not extract.findings.unread else None, written.files, parts,
+                             run.run_id)
     except OSError as exc:
         return SourceResult(source, "failed", error=f"cannot write the lake: {exc}", fingerprint=fingerprint)
     findings = extract.findings

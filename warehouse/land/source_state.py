@@ -43,6 +43,9 @@ class SourceState:
     # a digest of the configured project names a store that names its sessions' projects itself
     # was landed with (names_digest); the project of a source of one project is in its partition_key
     names: str | None = None
+    # the run that landed the files: within that run the source is read again, not called
+    # unchanged (a worker pool that broke after the write lost its result: warehouse.land.ingest)
+    run_id: str | None = None
 
 
 _FIELDS = {f.name for f in fields(SourceState)}
@@ -161,11 +164,12 @@ class SourceStates:
         self.save(source.provider, source.source_id,
                   SourceState(None, files, source.partition_key, source.path, parts=parts))
 
-    def record_landed(self, source: Source, fingerprint: str | None, files: dict[str, str], parts) -> None:
-        """After a write: `fingerprint` settles the source (None: read it again next run)."""
+    def record_landed(self, source: Source, fingerprint: str | None, files: dict[str, str], parts,
+                      run_id: str | None = None) -> None:
+        """After a write by run `run_id`: `fingerprint` settles the source (None: read it again next run)."""
         self.save(source.provider, source.source_id,
                   SourceState(fingerprint, files, source.partition_key, source.path, SCHEMA_VERSION,
-                              parts=parts, names=names_digest(source)))
+                              parts=parts, names=names_digest(source), run_id=run_id))
 
 
 def same_names(previous: SourceState, source: Source) -> bool:
