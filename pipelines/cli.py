@@ -417,14 +417,14 @@ def main(argv=None) -> int:
         _err("interrupted")
         return 130
     except Exception as exc:  # anything else is one `problem:` line, never a traceback (docs/CLI.md)
+        if type(exc).__name__ == "InterruptException":  # DuckDB's Ctrl-C in a query
+            _err("interrupted")
+            return 130
         from pipelines.runner import DagsterStorageError  # here: `--help` and a usage error need not load it
 
         if isinstance(exc, (ConfigError, LakeUnreachable, DagsterStorageError)):
             _err(f"error: {exc}")
             return 1
-        if type(exc).__name__ == "InterruptException":  # DuckDB's Ctrl-C in a query
-            _err("interrupted")
-            return 130
         from warehouse.lake.ducklake import damage_hint
 
         _err(f"problem: {_failed(args)}: {one_line(exc)}{damage_hint(exc)}")

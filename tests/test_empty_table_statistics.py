@@ -3,7 +3,8 @@ none for a table that never held a row and looks them up in the catalog again fo
 at every bind, so an empty `usage` (an agent that records no per-request usage) slowed every
 query and mart that reads it (docs/BENCHMARKS.md, "Figures behind the code's choices")."""
 
-from tests.conftest import ingest, query
+from tests.conftest import copy_home, ingest, query
+from warehouse.lake.layout import Layout
 from warehouse.lake import ducklake
 
 META = f"__ducklake_metadata_{ducklake.CATALOG}"
@@ -38,3 +39,20 @@ def test_a_catalog_made_before_gets_statistics_for_its_empty_tables_on_the_next_
     assert _without_stats(layout) == []
     assert query(layout, 'SELECT COUNT(*) FROM "older_empty"') == [(0,)]
     assert query(layout, "SELECT COUNT(*), SUM(cost_usd) FROM sessions") == rows
+
+
+def test_a_home_copied_elsewhere_with_an_empty_table_of_an_earlier_release_merges(lake, project, tmp_path):
+    """A copied home's next merge finds its lake under another name and partitions the tables
+    again (ensure_tables); an empty curated table without statistics, as an earlier release left
+    it, is given them after that, or DuckLake refuses the ALTER on it (a merge that failed ever after)."""
+    with ducklake.writing(lake.warehouse) as con:  # `usage` as before statistics were given: none
+        con.execute('CREATE OR REPLACE TABLE lake.main."usage" AS SELECT * FROM lake.main."usage" WHERE false')
+    assert _without_stats(lake) == ["usage"]
+    moved = Layout.resolve(home=tmp_path / "moved" / "home", machine="laptop", user="dev")
+    copy_home(lake.home, moved.home)
+    rows = query(moved, "SELECT COUNT(*), SUM(cost_usd) FROM sessions")
+    p = project("another")
+    p.close()
+    ingest(moved, p.db)
+    assert _without_stats(moved) == []
+    assert query(moved, "SELECT COUNT(*), SUM(cost_usd) FROM sessions") == rows

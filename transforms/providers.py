@@ -63,6 +63,9 @@ class _Providers(MutableMapping):
         del self._known[name]
         self._made.pop(name, None)
 
+    def __contains__(self, name: object) -> bool:  # a name known, without importing its provider
+        return name in self._known
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._known)
 

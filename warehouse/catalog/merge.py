@@ -440,8 +440,6 @@ def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, 
     store = open_store(lake)
     landed = store.versions(LANDING)
     recorded = None if LAKE_TABLE in broken else _recorded(con)
-    if recorded is not None:  # a catalog made before its new tables were given statistics
-        ducklake.give_missing_statistics(con)
     before = {} if MERGED in broken else _merged_files(con)
     if not full and recorded is not None and MERGED not in broken:
         _refuse_emptying(con, lake, catalog, landed, recorded[0])
@@ -463,6 +461,8 @@ def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, 
     for name in sorted(broken - BUILT):  # marts and their bookkeeping: made again, whole
         con.execute(f'DROP TABLE IF EXISTS "{name}"')
     ensure_tables(con, lake, None if full else recorded)
+    if recorded is not None:  # a catalog made before its new tables were given statistics (after
+        ducklake.give_missing_statistics(con)  # ensure_tables: an ALTER refuses a table given them)
     if full and kept:
         _restore(con, kept, {g for g in waiting if g in kept.groups})
     runs = [g for g in changed if _is_run_log(g)]

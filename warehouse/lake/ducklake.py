@@ -109,8 +109,9 @@ def pinned_binary(name: str = "ducklake") -> Path | None:
 # connection (docs/BENCHMARKS.md, "Figures behind the code's choices"), and a changed source's merge
 # opens three (the writer, the compaction probe, the checks). Connections that run agentlake's own
 # SQL only (`ours`) load the pinned binary by its path, whose SHA-256 was checked above (once per
-# file: _digest's cache), without DuckDB's second check. Connections that run a user's SQL
-# (`agentlake sql`, the notebooks) keep it: with it off, their SQL could LOAD any unsigned binary.
+# file: _digest's cache), without DuckDB's second check; so does `agentlake sql`, whose user's SQL
+# runs only once external access is off (warehouse.serve.read_only_sql). The notebooks and the
+# dashboard keep it: with it off, SQL they run could LOAD any unsigned binary.
 def _opened(ours: bool, settings: dict | None = None):
     """A new DuckDB connection (no progress bar) with DuckLake loaded; `settings` on top."""
     own = pinned_binary() if ours else None
@@ -357,19 +358,23 @@ def _relocated(con, data_path: str) -> bool:
 # (docs/BENCHMARKS.md, "Figures behind the code's choices"). A row inserted and deleted in one
 # transaction leaves statistics of 0 rows and no file: the row only ever lived inlined in the catalog.
 def give_statistics(con, table: str) -> None:
-    """Statistics for `table`, made empty in this transaction (a table with rows has its own)."""
+    """Statistics for `table`, made empty in the caller's transaction (a table with rows has its
+    own). Outside one, each statement would commit, and a snapshot would hold the row."""
     con.execute(f'INSERT INTO {table} DEFAULT VALUES')
     con.execute(f'DELETE FROM {table}')
 
 
 def give_missing_statistics(con) -> None:
     """Statistics for every empty table of the attached catalog without any (one made before
-    `give_statistics` was called on creation). Tables made in this transaction are not seen."""
+    `give_statistics` was called on creation), in the caller's transaction. The catalog's own
+    tables show what was committed: a table dropped in this transaction is left out."""
     meta = f"__ducklake_metadata_{CATALOG}"
     names = [r[0] for r in con.execute(
         f"SELECT t.table_name FROM {meta}.ducklake_table t WHERE t.end_snapshot IS NULL AND NOT EXISTS "
         f"(SELECT 1 FROM {meta}.ducklake_table_stats s WHERE s.table_id = t.table_id)").fetchall()]
-    for name in names:
+    here = {r[0] for r in con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main'", [CATALOG]).fetchall()}
+    for name in [n for n in names if n in here]:
         table = f'{CATALOG}.main."{name}"'
         if con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] == 0:
             give_statistics(con, table)
