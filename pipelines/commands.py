@@ -385,7 +385,7 @@ def cmd_report(args) -> int:
     from warehouse.lake.ducklake import connect
 
     # the report runs agentlake's own SQL only (the filters are parameters)
-    return _read_warehouse(args, answer, lambda catalog, data_path: connect(catalog, data_path, ours=True))
+    return _read_warehouse(args, answer, partial(connect, ours=True))
 
 
 def _report_name(args) -> str:
