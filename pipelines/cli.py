@@ -36,6 +36,7 @@ from pipelines.commands import (
     use_demo_if_empty,
 )
 from pipelines.summary import LISTED_WARNINGS
+from warehouse.serve.report_options import BREAKDOWNS
 from warehouse.lake.config import ConfigError
 from warehouse.lake.layout import NotACatalog
 from warehouse.lake.storage import LakeUnreachable
@@ -115,8 +116,47 @@ def _command(sub, name: str, help: str, description: str | None = None, **kw) ->
     return sub.add_parser(name, help=help, description=description or help[0].upper() + help[1:] + ".", **kw)
 
 
+class _Version(argparse.Action):
+    """`--version`: the installed package's version, looked up only when asked (start-up)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            said = version("agentlake")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            said = "(not installed)"
+        print(f"agentlake {said}")  # on stdout, as argparse's own version action
+        parser.exit()
+
+
+# old names a command still answers to, not listed (`views` was merge's first name)
+LEGACY_NAMES = {"views"}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a mistyped command answered by the closest one ("did you mean `report`?")
+    and the list of commands without the legacy names."""
+
+    def error(self, message):
+        import re
+
+        typo = re.match(r"argument COMMAND: invalid choice: '(.*)' \(choose from", message)
+        if typo:
+            import difflib
+
+            names = [n for n in self._subparsers._group_actions[0].choices if n not in LEGACY_NAMES]
+            close = difflib.get_close_matches(typo[1], names, n=1, cutoff=0.6)
+            message = (f"unknown command {typo[1]!r}" + (f": did you mean `{close[0]}`?" if close else "")
+                       + f" (the commands: {', '.join(names)})")
+        super().error(message)
+
+
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="agentlake", description=__doc__.split("\n")[0],
+    ap = _Parser(prog="agentlake", description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="Exit status: 0 ok; 1 some source failed, a place to look could not be read,\n"
                                         "or nothing is ingested yet (merge, serving, compact); 2 usage error, bad query or no\n"
@@ -124,6 +164,7 @@ def parser() -> argparse.ArgumentParser:
                                         "After a quickstart that found no agent data, the commands use its demo\n"
                                         "(<home>/demo) until <home> holds data of its own.\n"
                                         "Every option and exit status: agentlake COMMAND --help, docs/CLI.md.")
+    ap.add_argument("-V", "--version", action=_Version, help="print agentlake's version and exit")
     # not required here: argparse would then report a missing COMMAND before an unknown option
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -211,9 +252,13 @@ def parser() -> argparse.ArgumentParser:
                         "Exit status: 2 for a bad query, or no warehouse yet. The tables and marts:\n"
                         "docs/TABLES.md, docs/MARTS.md.")
     _common(p)
-    p.add_argument("query", help='one SQL statement, e.g. "SELECT * FROM sessions LIMIT 5"')
+    p.add_argument("query", nargs="?",
+                   help='the query: one SQL statement over the tables and marts, e.g. "SELECT * FROM sessions '
+                        'LIMIT 5"; - or none reads it from standard input (a pipe or a redirect)')
+    p.add_argument("-f", "--file", metavar="FILE", help="read the query from FILE (- for standard input)")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table",
-                   help="table (default), csv or json; no format changes a value")
+                   help="how the rows print: table (default; aligned, long cells cut), csv (a header, then a "
+                        "line per row) or json (a list of objects); no format changes a value")
     p.set_defaults(func=cmd_sql)
 
     p = _command(sub, "report", help="cost, models and tools in readable tables (or JSON/CSV)",
@@ -238,18 +283,31 @@ def parser() -> argparse.ArgumentParser:
                               "--by breakdown (a note on stderr names the other sections); --output DIR writes\n"
                               "a file per section. A ranking's cut is a note on stderr. --insights has no main\n"
                               "table: with --format csv it takes --section or --output.\n\n"
-                              "Exit status: 2 for an unknown --project, --provider or --section (named with\n"
-                              "the close or valid ones), a bad date, --since after --until, a negative --top,\n"
-                              "--output without --format csv or naming a file, --insights --format csv with\n"
-                              "neither --section nor --output, or no warehouse yet. Every column: docs/CLI.md.")
+                              "Exit status: 2 for an unknown --project, --agent or --section (named with the\n"
+                              "close or valid ones), a bad date or window, --since after --until, a window\n"
+                              "given with them or with another, a negative --top, --output without --format\n"
+                              "csv or naming a file, --insights --format csv with neither --section nor\n"
+                              "--output, or no warehouse yet. Every column: docs/CLI.md.")
     _common(p)
     p.add_argument("--since", type=_date, metavar="DATE", help="first day included (YYYY-MM-DD, UTC)")
     p.add_argument("--until", type=_date, metavar="DATE", help="last day included (YYYY-MM-DD, UTC)")
+    window = p.add_mutually_exclusive_group()
+    window.add_argument("--today", dest="window", action="store_const", const="today", help="today only (UTC)")
+    window.add_argument("--yesterday", dest="window", action="store_const", const="yesterday", help="yesterday only")
+    window.add_argument("--week", dest="window", action="store_const", const="week",
+                        help="the last 7 days, today included")
+    window.add_argument("--month", dest="window", action="store_const", const="month",
+                        help="this calendar month so far")
+    window.add_argument("--last", metavar="N{d,w,m}",
+                        help="the last N days, weeks or months, today included (7d, 2w, 3m)")
     p.add_argument("--project", help="one project (its slug); an unknown one is an error naming close ones")
-    p.add_argument("--provider", help="one agent, by the name `agentlake sources` shows (crush, claude, codex, "
-                                      "opencode, goose, ...); an unknown one is an error naming those present")
-    p.add_argument("--by", choices=("day", "project", "agent", "user", "model", "tool"), default="project",
-                   help="the main breakdown (default: project)")
+    p.add_argument("--agent", dest="provider", metavar="AGENT",
+                   help="one agent, by the name `agentlake sources` shows (crush, claude, codex, opencode, goose, "
+                        "...); an unknown one is an error naming those present")
+    p.add_argument("--provider", dest="provider", help=argparse.SUPPRESS)  # --agent's first name, still taken
+    p.add_argument("--by", choices=BREAKDOWNS, default="project",
+                   help="the main breakdown: a row per day, ISO week, month, project, agent, user, model or tool, "
+                        "and a total row under it in the table (default: project)")
     p.add_argument("--top", type=_top, default=None, metavar="N",
                    help="rows per ranking (default: 10, 3 with --insights; 0: all); a cut says how many rows it "
                         "left out")
@@ -328,6 +386,9 @@ def parser() -> argparse.ArgumentParser:
                               "lists no landing file: a wrong bucket, prefix or endpoint?), when a shared\n"
                               "lake lists no landing file while the warehouse holds sources (--full empties\n"
                               "it), or in a reader's home asked to merge its own lake.")
+    for listed in sub._choices_actions:  # the list of commands names merge alone (argparse adds its aliases)
+        if listed.dest == "merge":
+            listed.metavar = "merge"
     _common(p)
     p.add_argument("--full", action="store_true",
                    help="rebuild every table from the landing files (after a table file was lost; or to empty a warehouse whose shared lake lists nothing)")

@@ -337,6 +337,7 @@ def cmd_sql(args) -> int:
     from warehouse.serve.formatting import fetch_rows, render
     from warehouse.serve.read_only_sql import NotOne, Refused, check, open_reader
 
+    args.query = _query_text(args)
     if not args.query.strip():
         raise UsageError('empty query: give one SQL statement, e.g. agentlake sql "SELECT * FROM sessions LIMIT 5"')
 
@@ -358,13 +359,35 @@ def cmd_sql(args) -> int:
     return _read_warehouse(args, answer, open_reader)
 
 
+def _query_text(args) -> str:
+    """The query: the argument, else -f FILE, else standard input when it is a pipe or a file
+    (`-` as either says standard input)."""
+    if args.query is not None and args.file is not None:
+        raise UsageError("give the query once: as an argument or with -f FILE, not both")
+    where = args.file if args.file is not None else args.query if args.query == "-" else None
+    if args.query is not None and where is None:
+        return args.query
+    if where is None and (sys.stdin is None or sys.stdin.isatty()):
+        raise UsageError('no query: give one SQL statement, e.g. agentlake sql "SELECT * FROM sessions LIMIT 5", '
+                         "-f FILE, or pipe it in")
+    if where in (None, "-"):
+        if sys.stdin is None:
+            raise UsageError("no standard input to read the query from")
+        return sys.stdin.read()
+    try:
+        return Path(where).expanduser().read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read the query from {where}: {exc}") from None
+
+
 def cmd_report(args) -> int:
     from warehouse.serve.report import Filters, build, build_insights, render_report
 
     from warehouse.serve.report import unknown_filters
 
-    filters = Filters(args.since, args.until, args.project, args.provider)
-    if args.since and args.until and args.since > args.until:
+    since, until = _window(args)
+    filters = Filters(since, until, args.project, args.provider)
+    if since and until and since > until:
         raise UsageError(f"--since {args.since} is after --until {args.until}: no day is in between")
     _check_csv_report(args)
 
@@ -386,6 +409,23 @@ def cmd_report(args) -> int:
 
     # the report runs agentlake's own SQL only (the filters are parameters)
     return _read_warehouse(args, answer, partial(connect, ours=True))
+
+
+def _window(args):
+    """--since/--until, or the days a relative window (--today, --week, --last 7d, ...) names."""
+    from warehouse.serve.report_options import BadWindow, last_days, relative_days, utc_today
+
+    named = f"--{args.window}" if args.window else f"--last {args.last}" if args.last is not None else None
+    if named is None:
+        return args.since, args.until
+    if args.since or args.until:
+        raise UsageError(f"{named} names its own days: give it without --since and --until")
+    try:
+        since, until = relative_days(args.window, utc_today()) if args.window else last_days(args.last, utc_today())
+    except BadWindow as exc:
+        raise UsageError(str(exc)) from None
+    _err(f"note: {named}: {since} to {until} (UTC days)")
+    return since, until
 
 
 def _report_name(args) -> str:

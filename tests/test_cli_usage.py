@@ -130,7 +130,8 @@ def test_every_commands_help_says_what_it_does(capsys):
 HEAVY = ("pyarrow", "duckdb", "dagster", "warehouse.land.ingest", "transforms.crush.normalise", "transforms.contract")
 
 
-@pytest.mark.parametrize("args", [["--help"], ["report", "--no-such-flag"], ["no-such-command"]])
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["report", "--no-such-flag"], ["no-such-command"],
+                                  ["reprot"]])
 def test_help_and_a_usage_error_load_no_engine_and_no_agent(args):
     """`--help` and a usage error answer at once: they load neither DuckDB, pyarrow nor Dagster,
     and none of the agents' normalisers (the times are in docs/BENCHMARKS.md)."""

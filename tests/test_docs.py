@@ -59,6 +59,7 @@ def _command_section(name: str) -> str:
 
 OTHER_PROGRAMS = {"systemctl", "launchctl", "crontab", "dagster", "aws", "python", ".venv/bin/pip"}
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+OPTION_OR_SHORT = re.compile(r"(?<![\w-])(?:--[a-z][a-z0-9-]*|-[a-zA-Z](?![\w-]))")  # `-f FILE` too
 
 
 # -- the README -------------------------------------------------------------------------------
@@ -128,7 +129,7 @@ def test_every_command_has_a_section_naming_each_of_its_options():
     for name, (sub, aliases) in _commands().items():
         section = _command_section(name)
         bullets = re.findall(r"^- (.*(?:\n  .*)*)", section, flags=re.M)
-        named = {o for bullet in bullets for o in OPTION.findall(bullet.split(": ", 1)[0])}
+        named = {o for bullet in bullets for o in OPTION_OR_SHORT.findall(bullet.split(": ", 1)[0])}
         missing = _options(sub, hidden=False) - named
         assert not missing, f"docs/CLI.md, `agentlake {name}`: no bullet for {sorted(missing)}"
         for alias in aliases:
@@ -139,7 +140,7 @@ def test_the_cli_doc_names_no_option_the_commands_do_not_take():
     """In a command's section an option is that command's, unless a code span gives it to another
     (`agentlake merge --lake ...`, `` `merge --full` ``); elsewhere it is some command's."""
     commands = _commands()
-    every = set().union(*(_options(sub) for sub, _ in commands.values())) | {"--help"}
+    every = set().union(*(_options(sub) for sub, _ in commands.values())) | {"--help"} | _options(parser())
     by_name = {n: sub for name, (sub, aliases) in commands.items() for n in (name, *aliases)}
     for title, section in _sections(CLI_DOC).items():
         own = re.fullmatch(r"`agentlake (\w+)`", title)

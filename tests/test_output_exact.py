@@ -33,9 +33,11 @@ def _strict_json(text: str):
 
 
 def _table_rows(text: str) -> list[list[str]]:
+    """A table's rows, without a breakdown's total row under its second rule."""
     lines = text.splitlines()
     assert lines[-1].startswith("(") and set(lines[1]) <= {"-", " "}
-    return [line.split() for line in lines[2:-1]]
+    body = lines[2:-1]
+    return [line.split() for line in (body[:body.index(lines[1])] if lines[1] in body else body)]
 
 
 # --------------------------------------------------------------------------- agentlake sql
@@ -156,6 +158,8 @@ def test_report_by_day_is_each_days_exact_cost_and_the_table_rounds_it(lake, cap
     section = text.split("Cost and use by day\n", 1)[1].split("\n\n", 1)[0]
     shown = {cells[0]: Decimal(cells[1]) for cells in _table_rows(section)}
     assert shown == {day: cost.quantize(Decimal("0.0001"), ROUND_HALF_UP) for day, cost in truth.items()}
+    total = section.splitlines()[-2].split()  # the exact total, rounded once (not a sum of rounded days)
+    assert total[0] == "total" and Decimal(total[1]) == sum(truth.values()).quantize(Decimal("0.0001"), ROUND_HALF_UP)
 
 
 @pytest.fixture
@@ -296,7 +300,7 @@ def _column(text: str, name: str) -> list[str]:
     header, rule, *lines = text.splitlines()
     at = re.search(rf"(?<!\S){re.escape(name)}(?!\S)", header).start()
     start, end = next(m.span() for m in re.finditer(r"-+", rule) if m.start() <= at < m.end())
-    return [line[start:end].ljust(end - start) for line in lines[:-1]]
+    return [line[start:end].ljust(end - start) for line in lines[:-1] if line != rule]  # a total row's rule
 
 
 def test_a_money_column_has_one_number_of_decimals_right_aligned():

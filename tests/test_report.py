@@ -107,7 +107,9 @@ def test_a_model_that_is_none_is_said_in_words_in_the_table_only(lake, capsys):
     assert nameless and all(r["cost_usd"] is not None for r in nameless)
     text = _report(lake, capsys, "--by", "model", "--top", "0")
     section = text.split("Cost and use by model\n", 1)[1].split("\n\n", 1)[0]
-    rows = section.splitlines()[2:-1]
+    lines = section.splitlines()
+    rows = lines[2:lines.index(lines[1], 2)]  # down to the rule over the total row
+    assert lines[-2].startswith("total ")
     assert len(rows) == len(data["by_model"])
     assert sum(line.startswith(NO_MODEL + " ") for line in rows) == len(nameless)
     assert NO_MODEL in _report(lake, capsys, "--insights", "--provider", "crush")  # Q in the idle cost's models

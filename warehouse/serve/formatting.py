@@ -244,7 +244,9 @@ def _nested(start: str, end: str, items: list[str], indent: int | None, level: i
 
 
 def render(columns: list[str], rows: list[tuple], fmt: str = "table", max_width: int = 60,
-           places: dict[str, int] | None = None) -> str:
+           places: dict[str, int] | None = None, total: tuple | None = None) -> str:
+    """`total`: a table's last row, under a rule and not counted in its rows (JSON and CSV hold
+    the rows only)."""
     if fmt == "json":
         return json_text([dict(zip(columns, row)) for row in rows])
     if fmt == "csv":
@@ -255,12 +257,13 @@ def render(columns: list[str], rows: list[tuple], fmt: str = "table", max_width:
         return buf.getvalue().rstrip("\n")
     if fmt != "table":
         raise ValueError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
+    shown = rows + ([total] if total is not None and rows else [])  # aligned with the rows
     tail = [_is_path(c) for c in columns]
     cells = [[_cell(v) if _is_number(v) else _clip(_cell(v), max_width, t) for v, t in zip(row, tail)]
-             for row in rows]
+             for row in shown]
     numeric = [all(_is_number(r[i]) or r[i] is None for r in rows) and rows for i in range(len(columns))]
     for i in (i for i, n in enumerate(numeric) if n):
-        doubles = any(isinstance(r[i], float) for r in rows)
+        doubles = any(isinstance(r[i], float) for r in shown)
         for r, text in zip(cells, _aligned([r[i] for r in cells], doubles, (places or {}).get(columns[i]))):
             r[i] = text
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
@@ -268,8 +271,11 @@ def render(columns: list[str], rows: list[tuple], fmt: str = "table", max_width:
     def line(values):
         return "  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(values, widths, numeric)).rstrip()
 
-    out = [line(columns), "  ".join("-" * w for w in widths)]
-    out += [line(r) for r in cells]
+    rule = "  ".join("-" * w for w in widths)
+    out = [line(columns), rule]
+    out += [line(r) for r in cells[:len(rows)]]
+    if len(cells) > len(rows):
+        out += [rule, line(cells[-1])]
     out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
     return "\n".join(out)
 

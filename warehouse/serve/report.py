@@ -14,8 +14,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from warehouse.serve.formatting import fetch_rows, json_text, render
 from warehouse.serve.labels import label
 from warehouse.catalog.marts import create_block_views
-
-BREAKDOWNS = ("day", "project", "agent", "user", "model", "tool")
+from warehouse.serve.report_options import BREAKDOWNS, PERIODS
 
 
 @dataclass(frozen=True)
@@ -84,6 +83,7 @@ class Section:
     rows: list[tuple]
     more: int = 0  # rows past the --top cut, not shown
     sql: str | None = None  # the query that reproduces the rows (insights)
+    total: tuple | None = None  # a --by breakdown's total over all its rows, the cut ones too
 
 
 # Costs are summed exactly (DECIMAL(38,9), nano-dollars), never rounded in SQL: the JSON and CSV
@@ -116,7 +116,7 @@ def _cost_and_use(keys: list[str], use: list[str], order: str, agents: bool = Fa
     k = ", ".join(keys + (["provider"] if agents and "provider" not in keys else []))
     branches = [f"SELECT {k}, cost_usd, cost_source FROM daily_costs {{w}}"]
     branches += [_USE[m].format(k=k, w="{w}") for m in use]
-    out = ", ".join(keys)
+    out = ", ".join(key.rsplit(" AS ", 1)[-1] for key in keys)  # a key computed in the branches: its name
     # a count that found none is 0, as in Totals; tokens no row recorded stay NULL (Crush records none)
     measures = "".join(f", SUM({m}) AS {m}" if m == "tokens" else f", COALESCE(SUM({m}), 0) AS {m}" for m in use)
     return (f"SELECT {out}, {_COST} AS cost_usd{measures}"
@@ -130,6 +130,9 @@ _COUNTS = ["root_sessions", "messages", "tool_calls", "tokens"]
 
 BY_SQL = {
     "day": _cost_and_use(["date"], _COUNTS, "date"),
+    # ISO weeks (Monday first) and calendar months, each named by its first day
+    "week": _cost_and_use(["CAST(date_trunc('week', date) AS DATE) AS week"], _COUNTS, "week"),
+    "month": _cost_and_use(["CAST(date_trunc('month', date) AS DATE) AS month"], _COUNTS, "month"),
     "project": _cost_and_use(["project", "provider"], _COUNTS, "cost_usd DESC NULLS LAST, project, provider"),
     "model": _cost_and_use(["model", "llm_provider", "provider"], ["assistant_messages", "tokens"],
                            "cost_usd DESC NULLS LAST, model, llm_provider, provider"),
@@ -189,14 +192,15 @@ def build(con, filters: Filters, by: str = "project", top: int = 10) -> list[Sec
     if top < 0:
         raise ValueError("--top must be 0 (no limit) or more")
 
-    def add(name, title, sql, date_col="date", limit=None):
+    def add(name, title, sql, date_col="date", limit=None, total=False):
         columns, rows = run_query(con, sql, filters, date_col)
         cut = rows[:limit] if limit else rows
-        sections.append(Section(name, title, columns, cut, len(rows) - len(cut)))
+        sections.append(Section(name, title, columns, cut, len(rows) - len(cut),
+                                total=total_row(columns, rows) if total else None))
 
     create_block_views(con, ["_message_models"])
     sections.append(_totals(con, filters))
-    add(f"by_{by}", f"Cost and use by {by}", BY_SQL[by], limit=None if by == "day" else top)
+    add(f"by_{by}", f"Cost and use by {by}", BY_SQL[by], limit=None if by in PERIODS else top, total=True)
     if by != "project":
         add("top_projects", "Top projects", BY_SQL["project"], limit=top)
     if by != "model":
@@ -208,6 +212,26 @@ def build(con, filters: Filters, by: str = "project", top: int = 10) -> list[Sec
         "SUM(failed) AS failed, ROUND(SUM(failed) / SUM(calls), 3) AS failure_rate FROM tool_usage {w} "
         "GROUP BY ALL HAVING SUM(failed) > 0 ORDER BY failure_rate DESC, calls DESC, tool_name", limit=top)
     return sections
+
+
+# what a breakdown's total row adds up; a rate is taken again from the totals, and a column that
+# is a list or a name (cost_source, agents, llm_provider) is left empty
+_SUMMED = {"cost_usd", "root_sessions", "messages", "assistant_messages", "tool_calls", "tokens", "calls", "errors",
+           "nonzero_exits"}
+
+
+def total_row(columns: list[str], rows: list[tuple]) -> tuple:
+    """The total of a --by breakdown, over every row (those --top cut too): its first column says
+    `total`. A sum whose every value is NULL (tokens Crush never records, costs all unknown) stays
+    NULL, as in Totals."""
+    out = []
+    for i, column in enumerate(columns):
+        values = [r[i] for r in rows if r[i] is not None]
+        out.append("total" if i == 0 else sum(values) if column in _SUMMED and values else None)
+    named = dict(zip(columns, out))
+    if "error_rate" in named and named.get("calls"):
+        out[columns.index("error_rate")] = round(named["errors"] / named["calls"], 3)
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -320,6 +344,10 @@ def _display_rows(s: Section) -> list[tuple]:
             for r in s.rows]
 
 
+def _display_total(s: Section) -> tuple | None:
+    return None if s.total is None else _display_rows(Section(s.name, s.title, s.columns, [s.total]))[0]
+
+
 def _places(s: Section) -> dict[str, int]:
     """Every cost column of the table with DISPLAY_DECIMALS decimals, so that it lines up."""
     return {c: DISPLAY_DECIMALS for c in s.columns if _is_cost(c)}
@@ -336,7 +364,7 @@ def render_report(sections: list[Section], fmt: str = "table") -> str:
         sql = {s.name: s.sql for s in sections if s.sql}  # insights: the query behind each
         return json_text(data | ({"not_shown": cut} if cut else {}) | ({"sql": sql} if sql else {}),
                          ensure_ascii=True)
-    return "\n\n".join(f"{s.title}\n{render(s.columns, _display_rows(s), 'table', places=_places(s))}"
+    return "\n\n".join(f"{s.title}\n{render(s.columns, _display_rows(s), 'table', places=_places(s), total=_display_total(s))}"
                        + (f"\n{_not_shown(s)}" if s.more else "") + (f"\nSQL: {s.sql}" if s.sql else "")
                        for s in sections)
 

@@ -1,0 +1,197 @@
+"""The conventions terminal users know from ccusage, tokscale and codeburn: a version, relative
+windows, week and month grain, a total under each breakdown, one name (`agent`) for the agent
+filter, `sql -f FILE` and a query on standard input, and "did you mean" for a mistyped command."""
+
+import io
+import json
+from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
+from importlib.metadata import version
+
+import pytest
+
+from tests.conftest import run_cli
+from warehouse.lake.ducklake import connect
+from warehouse.serve.report import Filters, build
+from warehouse.serve.report_options import BREAKDOWNS, BadWindow, last_days, relative_days
+
+
+def _json(lake, *args):
+    ran = run_cli("report", "--home", lake.home, "--format", "json", *args)
+    assert ran.returncode == 0, ran.stderr
+    return json.loads(ran.stdout), ran.stderr
+
+
+# -- --version, did you mean, the list of commands --------------------------------------------
+
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_version_prints_the_installed_version(flag):
+    ran = run_cli(flag)
+    assert (ran.returncode, ran.stdout) == (0, f"agentlake {version('agentlake')}\n")
+
+
+def test_a_mistyped_command_is_answered_with_the_closest_one():
+    ran = run_cli("reprot")
+    assert ran.returncode == 2
+    assert "unknown command 'reprot': did you mean `report`?" in ran.stderr
+    listed = ran.stderr.split("(the commands: ")[1]
+    assert "merge" in listed and "views" not in listed  # the legacy name is not offered
+    far = run_cli("zzzzzz")
+    assert far.returncode == 2 and "unknown command 'zzzzzz' (the commands: quickstart" in far.stderr
+
+
+def test_the_list_of_commands_does_not_show_the_legacy_alias():
+    ran = run_cli("--help")
+    assert ran.returncode == 0 and "\n    merge  " in ran.stdout and "views" not in ran.stdout
+    assert "-V, --version" in ran.stdout
+
+
+# -- the agent filter: one name ---------------------------------------------------------------
+
+def test_report_agent_is_the_filter_and_provider_still_works(lake):
+    by_agent, _ = _json(lake, "--agent", "codewhale", "--by", "agent")
+    by_provider, _ = _json(lake, "--provider", "codewhale", "--by", "agent")
+    assert by_agent == by_provider
+    assert [r["provider"] for r in by_agent["by_agent"]] == ["codewhale"]
+    assert by_agent["totals"][0]["root_sessions"] == 3  # cw-native, cw-estimated, cw-unknown
+    wrong = run_cli("report", "--home", lake.home, "--agent", "codewhal")
+    assert wrong.returncode == 2 and "no agent 'codewhal' in the warehouse; close ones: codewhale" in wrong.stderr
+    helped = run_cli("report", "--help").stdout
+    assert "--agent AGENT" in helped and "--provider" not in helped
+
+
+# -- week and month grain, and the total row ---------------------------------------------------
+
+def test_by_week_and_month_add_up_the_days_of_each_period(lake):
+    days, _ = _json(lake, "--by", "day")
+    for grain, start in (("week", lambda d: d - timedelta(days=d.weekday())), ("month", lambda d: d.replace(day=1))):
+        got, _ = _json(lake, "--by", grain)
+        expected: dict[str, dict] = {}
+        for row in days["by_day"]:
+            period = expected.setdefault(start(date.fromisoformat(row["date"])).isoformat(),
+                                         {"cost_usd": Decimal(0), "root_sessions": 0, "messages": 0, "tool_calls": 0})
+            for k in period:
+                period[k] += Decimal(str(row[k])) if k == "cost_usd" else row[k]
+        rows = {r[grain]: {k: Decimal(str(r[k])) if k == "cost_usd" else r[k] for k in expected[r[grain]]}
+                for r in got[f"by_{grain}"]}
+        assert rows == expected, grain
+        assert got["totals"] == days["totals"]
+    # the known-totals lake: 2026-01-01 (a Thursday) to 01-07 spans two ISO weeks, one month
+    assert [r["week"] for r in _json(lake, "--by", "week")[0]["by_week"]] == ["2025-12-29", "2026-01-05"]
+    assert [r["month"] for r in _json(lake, "--by", "month")[0]["by_month"]] == ["2026-01-01"]
+
+
+@pytest.mark.parametrize("by", BREAKDOWNS)
+def test_the_total_row_of_each_breakdown_is_the_reports_totals(lake, by):
+    with connect(lake.warehouse, ours=True) as con:
+        sections = {s.name: s for s in build(con, Filters(), by=by, top=1)}  # a cut ranking: totals are of all
+    totals = dict(zip(sections["totals"].columns, sections["totals"].rows[0]))
+    main = sections[f"by_{by}"]
+    total = dict(zip(main.columns, main.total))
+    assert main.total[0] == "total"
+    if by == "tool":
+        assert (total["calls"], total["errors"], total["nonzero_exits"]) == (
+            totals["tool_calls"], totals["tool_errors"], totals["nonzero_exits"])
+        assert total["error_rate"] == round(totals["tool_errors"] / totals["tool_calls"], 3)
+        return
+    assert total["cost_usd"] == totals["cost_usd"] and totals["cost_usd"] > 0
+    for measure in ("root_sessions", "messages", "tool_calls"):
+        if measure in total:
+            assert total[measure] == totals[measure], measure
+
+
+def test_the_table_ends_each_breakdown_with_its_total_under_a_rule(lake):
+    ran = run_cli("report", "--home", lake.home, "--by", "tool", "--top", "1")
+    assert ran.returncode == 0, ran.stderr
+    block = ran.stdout.split("Cost and use by tool\n")[1].split("\n\n")[0].splitlines()
+    header, rule, first, rule_again, total, count = block[:6]
+    assert rule == rule_again and set(rule) == {"-", " "}
+    # every tool call (two bash, two edit, one write), not the one row shown: e1 failed, b2 exited 1
+    assert total.split() == ["total", "5", "1", "0.2", "1"]
+    assert count == "(1 row)"
+    csv_out = run_cli("report", "--home", lake.home, "--by", "tool", "--format", "csv").stdout
+    assert "total" not in csv_out  # CSV and JSON hold the rows; the totals are their own section
+
+
+# -- relative windows --------------------------------------------------------------------------
+
+def test_relative_windows_name_their_days():
+    today = date(2026, 3, 31)
+    assert relative_days("today", today) == (today, today)
+    assert relative_days("yesterday", today) == (date(2026, 3, 30),) * 2
+    assert relative_days("week", today) == (date(2026, 3, 25), today)
+    assert relative_days("month", today) == (date(2026, 3, 1), today)
+    assert last_days("1d", today) == (today, today)
+    assert last_days("7d", today) == relative_days("week", today)
+    assert last_days("2w", today) == (date(2026, 3, 18), today)
+    assert last_days("1m", today) == (date(2026, 3, 1), today)  # 28 February, the day after
+    assert last_days("1m", date(2024, 3, 31)) == (date(2024, 3, 1), date(2024, 3, 31))  # leap: 29 Feb + 1
+    assert last_days("3m", date(2026, 1, 15)) == (date(2025, 10, 16), date(2026, 1, 15))
+    for bad in ("7", "d", "0d", "-1d", "7y", "7 days", ""):
+        with pytest.raises(BadWindow):
+            last_days(bad, today)
+
+
+@pytest.mark.parametrize("flags, days", [
+    (["--today"], (0, 0)), (["--yesterday"], (1, 1)), (["--week"], (6, 0)), (["--last", "30d"], (29, 0)),
+    (["--last", "2w"], (13, 0)),
+])
+def test_a_relative_window_reports_as_its_dates_do(lake, flags, days):
+    today = datetime.now(timezone.utc).date()
+    since, until = (today - timedelta(days=n) for n in days)
+    relative, said = _json(lake, *flags)
+    explicit, _ = _json(lake, "--since", since.isoformat(), "--until", until.isoformat())
+    assert relative == explicit
+    assert f"note: {' '.join(flags)}: {since} to {until} (UTC days)" in said
+
+
+def test_a_window_reaching_the_data_counts_it(lake):
+    """The known-totals lake is of 2026-01-01 to 01-07: a long enough window holds all of it."""
+    days = (datetime.now(timezone.utc).date() - date(2026, 1, 1)).days + 1
+    everything, _ = _json(lake)
+    window, _ = _json(lake, "--last", f"{days}d")
+    assert window["totals"] == everything["totals"] and window["totals"][0]["root_sessions"] == 3 + 3
+
+
+@pytest.mark.parametrize("flags, said", [
+    (["--week", "--since", "2026-01-01"], "--week names its own days: give it without --since and --until"),
+    (["--last", "3x"], "--last wants a number and d, w or m (7d, 2w, 3m): '3x'"),
+    (["--today", "--month"], "argument --month: not allowed with argument --today"),
+])
+def test_a_window_given_twice_or_badly_is_a_usage_error(lake, flags, said):
+    ran = run_cli("report", "--home", lake.home, *flags)
+    assert ran.returncode == 2 and said in ran.stderr
+
+
+# -- sql: a file, standard input, and what its arguments are -----------------------------------
+
+QUERY = "SELECT COUNT(*) AS n FROM sessions WHERE is_root"
+
+
+def test_sql_reads_the_query_from_a_file_or_standard_input(lake, tmp_path, monkeypatch):
+    expected = run_cli("sql", "--home", lake.home, QUERY, "--format", "json")
+    assert expected.returncode == 0 and json.loads(expected.stdout) == [{"n": 6}]
+    query_file = tmp_path / "q.sql"
+    query_file.write_text(f"-- root sessions\n{QUERY};\n")
+    assert run_cli("sql", "--home", lake.home, "-f", query_file, "--format", "json").stdout == expected.stdout
+    for args in ([], ["-"], ["-f", "-"]):
+        monkeypatch.setattr("sys.stdin", io.StringIO(QUERY))
+        assert run_cli("sql", "--home", lake.home, *args, "--format", "json").stdout == expected.stdout, args
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_sql_without_a_query_or_with_two_says_what_it_wants(lake, tmp_path, monkeypatch):
+    monkeypatch.setattr("sys.stdin", _Terminal())
+    none = run_cli("sql", "--home", lake.home)
+    assert none.returncode == 2 and "no query: give one SQL statement" in none.stderr and "-f FILE" in none.stderr
+    (tmp_path / "q.sql").write_text(QUERY)
+    both = run_cli("sql", "--home", lake.home, QUERY, "-f", tmp_path / "q.sql")
+    assert both.returncode == 2 and "give the query once" in both.stderr
+    missing = run_cli("sql", "--home", lake.home, "-f", tmp_path / "nope.sql")
+    assert missing.returncode == 2 and f"cannot read the query from {tmp_path / 'nope.sql'}" in missing.stderr
+    helped = run_cli("sql", "--help").stdout
+    assert "the query: one SQL statement" in helped and "standard input" in helped and "json (a list of objects)" in helped
