@@ -2,8 +2,8 @@
 
 Exit status: 0 success; 1 the run finished but some source failed, or a place to look
 (a registry, an agent home, the config) could not be read, or there is nothing ingested to
-build from; 2 bad usage or nothing to query; 130 interrupted; 141 the output was closed early
-(a pipe into `head`).
+build from; 2 bad usage or nothing to query; 3 a budget is exceeded (report --budgets); 130
+interrupted; 141 the output was closed early (a pipe into `head`).
 
 After `agentlake quickstart` found no agent data, its demo lives in <home>/demo. Until <home>
 holds data of its own, every command that reads or ingests (sql, report, dashboard, serving,
@@ -160,7 +160,8 @@ def parser() -> argparse.ArgumentParser:
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="Exit status: 0 ok; 1 some source failed, a place to look could not be read,\n"
                                         "or nothing is ingested yet (merge, serving, compact); 2 usage error, bad query or no\n"
-                                        "warehouse yet; 130 interrupted; 141 output closed early (a pipe into head).\n"
+                                        "warehouse yet; 3 a budget exceeded (report --budgets); 130 interrupted; 141 output\n"
+                                        "closed early (a pipe into head).\n"
                                         "After a quickstart that found no agent data, the commands use its demo\n"
                                         "(<home>/demo) until <home> holds data of its own.\n"
                                         "Every option and exit status: agentlake COMMAND --help, docs/CLI.md.")
@@ -287,7 +288,8 @@ def parser() -> argparse.ArgumentParser:
                               "close or valid ones), a bad date or window, --since after --until, a window\n"
                               "given with them or with another, a negative --top, --output without --format\n"
                               "csv or naming a file, --insights --format csv with neither --section nor\n"
-                              "--output, or no warehouse yet. Every column: docs/CLI.md.")
+                              "--output, or no warehouse yet; 3 with --budgets when a budget is exceeded.\n"
+                              "Every column: docs/CLI.md.")
     _common(p)
     p.add_argument("--since", type=_date, metavar="DATE", help="first day included (YYYY-MM-DD, UTC)")
     p.add_argument("--until", type=_date, metavar="DATE", help="last day included (YYYY-MM-DD, UTC)")
@@ -305,12 +307,15 @@ def parser() -> argparse.ArgumentParser:
                    help="one agent, by the name `agentlake sources` shows (crush, claude, codex, opencode, goose, "
                         "...); an unknown one is an error naming those present")
     p.add_argument("--provider", dest="provider", help=argparse.SUPPRESS)  # --agent's first name, still taken
-    p.add_argument("--by", choices=BREAKDOWNS, default="project",
+    p.add_argument("--by", choices=BREAKDOWNS, default=None,
                    help="the main breakdown: a row per day, ISO week, month, project, agent, user, model or tool, "
                         "and a total row under it in the table (default: project)")
     p.add_argument("--top", type=_top, default=None, metavar="N",
                    help="rows per ranking (default: 10, 3 with --insights; 0: all); a cut says how many rows it "
                         "left out")
+    p.add_argument("--budgets", action="store_true",
+                   help="instead: this month's spend against each budget of config.toml, the share used and the "
+                        "month's end at the current pace; exit 3 when one is exceeded")
     p.add_argument("--insights", action="store_true",
                    help="instead: the top findings of each insight mart (money that buys nothing), each with "
                         "the SQL that gives them all (paste it into `agentlake sql`)")

@@ -124,6 +124,7 @@ def use_demo_if_empty(args) -> None:
     else:
         _err(f"note: {home} holds no ingested data yet: using the quickstart demo in {demo.home} "
              f"(`agentlake ingest` puts your agents' own data in {home})")
+    args.own_home = str(home)  # its config.toml still holds the user's settings (budgets)
     args.home = str(demo.home)
 
 
@@ -385,6 +386,9 @@ def cmd_report(args) -> int:
 
     from warehouse.serve.report import unknown_filters
 
+    if args.budgets:
+        return _report_budgets(args)
+    args.by = args.by or "project"
     since, until = _window(args)
     filters = Filters(since, until, args.project, args.provider)
     if since and until and since > until:
@@ -409,6 +413,51 @@ def cmd_report(args) -> int:
 
     # the report runs agentlake's own SQL only (the filters are parameters)
     return _read_warehouse(args, answer, partial(connect, ours=True))
+
+
+BUDGETS_EXCEEDED = 3  # `report --budgets`: a budget is exceeded (a cron job or CI step alerts on it)
+
+
+def _report_budgets(args) -> int:
+    """This month's spend against each budget of config.toml; exit 3 when one is exceeded."""
+    from warehouse.lake.ducklake import connect
+    from warehouse.serve.budgets import COLUMNS, OVER, PROJECTED_OVER, budget_statuses, rows, unknown_scopes
+    from warehouse.serve.report import Section, render_report
+    from warehouse.serve.report_csv import csv_text
+    from warehouse.serve.report_options import utc_today
+
+    given = [flag for flag, value in (("--insights", args.insights), ("--since", args.since), ("--until", args.until),
+                                      (f"--{args.window}", args.window), ("--last", args.last),
+                                      ("--project", args.project), ("--agent", args.provider), ("--by", args.by),
+                                      ("--top", args.top), ("--section", args.section), ("--output", args.output))
+             if value]
+    if given:
+        raise UsageError(f"--budgets is this month's spend against the budgets of config.toml: give it without "
+                         f"{', '.join(given)}")
+    config_file = load_layout(getattr(args, "own_home", None) or args.home).config_file
+    budgets = load_config(config_file).budgets
+    if not budgets:
+        raise UsageError(f"no budgets in {config_file}: add one, e.g. `[[budgets]]` with `monthly_usd = 500` "
+                         "(docs/CONFIG.md, Budgets)")
+    over, projected = [], []
+
+    def answer(con):
+        today = utc_today()
+        statuses = budget_statuses(con, budgets, today)
+        for note in unknown_scopes(con, budgets):
+            _err(f"note: {note}")
+        over.extend(s.budget.name for s in statuses if s.status == OVER)
+        projected.extend(s.budget.name for s in statuses if s.status == PROJECTED_OVER)
+        section = Section("budgets", f"Budgets, {today:%B %Y} to {today} (UTC)", COLUMNS, rows(statuses))
+        return csv_text(section).rstrip("\n") if args.format == "csv" else render_report([section], args.format)
+
+    code = _read_warehouse(args, answer, partial(connect, ours=True))
+    if code == 0 and projected:
+        _err(f"note: projected over budget by the month's end at this pace: {', '.join(projected)}")
+    if code == 0 and over:
+        _err(f"over budget: {', '.join(over)}")
+        return BUDGETS_EXCEEDED
+    return code
 
 
 def _window(args):

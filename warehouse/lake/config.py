@@ -24,11 +24,18 @@ wins over this file. Every agent has a section like the two below ([crush], [cod
     [projects]                                                # project names, by path, remote or name
     "/home/me/src/api" = "billing-api"
     "acme/webshop" = "shop"
+
+    [[budgets]]                                               # per calendar month (UTC), in USD
+    monthly_usd = 500                                         # the team's: no scope
+    [[budgets]]
+    monthly_usd = 120
+    user = "ana"                                              # or project = "...", or agent = "..."
 """
 
 import os
 import tomllib
 from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from difflib import get_close_matches
 from pathlib import Path
 
@@ -44,6 +51,22 @@ class ConfigError(ValueError):
     pass
 
 
+BUDGET_SCOPES = ("project", "user", "agent")  # a budget's scope: at most one, none for the team
+
+
+@dataclass(frozen=True)
+class Budget:
+    """An amount per calendar month (UTC) for the team, or one project, user or agent."""
+
+    monthly_usd: Decimal
+    scope: str = "team"  # "team" or one of BUDGET_SCOPES
+    value: str | None = None  # the project, user or agent it is for
+
+    @property
+    def name(self) -> str:
+        return "team" if self.scope == "team" else f"{self.scope} {self.value}"
+
+
 @dataclass(frozen=True)
 class Config:
     extra_stores: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -55,6 +78,7 @@ class Config:
     user: str | None = None
     team: bool | None = None  # None: on exactly when the lake is on object storage
     privacy: dict[str, str] = field(default_factory=dict)
+    budgets: tuple[Budget, ...] = ()
 
 
 def load_config(path: Path, providers=tuple(PROVIDERS)) -> Config:
@@ -68,6 +92,7 @@ def load_config(path: Path, providers=tuple(PROVIDERS)) -> Config:
     unknown = sorted(k for k, v in data.items() if isinstance(v, dict) and k not in sections)
     if unknown:
         raise ConfigError(f"{path}: unknown section [{unknown[0]}]; known: {', '.join(sections)}")
+    budgets = _budgets(path, data.pop("budgets", []))
     for key, value in data.items():
         if isinstance(value, dict):
             continue
@@ -99,7 +124,36 @@ def load_config(path: Path, providers=tuple(PROVIDERS)) -> Config:
         stores[provider] = _paths(path, provider, section, "extra_stores")
         roots[provider] = _paths(path, provider, section, "extra_roots")
     return Config(stores, roots, bool(data.get("use_default", True)), dict(names), data.get("lake"),
-                  data.get("machine"), data.get("user"), data.get("team"), dict(privacy))
+                  data.get("machine"), data.get("user"), data.get("team"), dict(privacy), budgets)
+
+
+def _budgets(path: Path, entries) -> tuple[Budget, ...]:
+    """`[[budgets]]`: each a `monthly_usd` above 0 and at most one of project, user, agent; one
+    budget per scope (two for one user would leave the reader guessing which holds)."""
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise ConfigError(f"{path}: budgets are [[budgets]] tables, each with monthly_usd")
+    out, seen = [], set()
+    for n, entry in enumerate(entries, 1):
+        where = f"{path}: budget {n}"
+        unknown = sorted(set(entry) - {"monthly_usd", *BUDGET_SCOPES})
+        if unknown:
+            raise ConfigError(f"{where}: unknown setting {unknown[0]!r}; known: monthly_usd, {', '.join(BUDGET_SCOPES)}")
+        amount = entry.get("monthly_usd")
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0 < amount < 1e12:
+            raise ConfigError(f"{where}: monthly_usd must be an amount in USD above 0 (e.g. 500 or 99.5)")
+        scopes = [k for k in BUDGET_SCOPES if k in entry]
+        if len(scopes) > 1:
+            raise ConfigError(f"{where}: one scope at most ({' or '.join(scopes)}), or none for the team")
+        scope = scopes[0] if scopes else "team"
+        value = entry.get(scope) if scopes else None
+        if scopes and (not isinstance(value, str) or not value):
+            raise ConfigError(f"{where}: {scope} must be a name (a string)")
+        budget = Budget(Decimal(str(amount)), scope, value)
+        if budget.name in seen:
+            raise ConfigError(f"{where}: a second budget for the {budget.name}")
+        seen.add(budget.name)
+        out.append(budget)
+    return tuple(out)
 
 
 def load_layout(home=None, lake=None, warehouse=None, *, machine=None, user=None, team=None,

@@ -1,0 +1,166 @@
+"""Budgets that warn: `[[budgets]]` in config.toml, `report --budgets` (exit 3 when one is
+exceeded) and the Dagster check on `daily_costs`, all from one computation."""
+
+import calendar
+import json
+from datetime import date, datetime, timezone
+from decimal import ROUND_HALF_UP, Decimal
+
+import dagster as dg
+import pytest
+
+from pipelines.defs.resources import AgentlakeResource
+from pipelines.defs.warehouse.assets import tables_and_marts
+from tests.conftest import Project, assistant, copy_home, ingest, query, run_cli
+from tests.support_dagster import agentlake_instance
+from transforms.synth.crush import add_session
+from warehouse.lake.config import Budget, ConfigError, load_config
+from warehouse.lake.ducklake import connect
+from warehouse.lake.layout import Layout
+from warehouse.serve.budgets import OK, OVER, PROJECTED_OVER, budget_statuses, unknown_scopes
+
+
+def _config(tmp_path, text: str):
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    return load_config(path)
+
+
+# -- config.toml --------------------------------------------------------------------------------
+
+def test_budgets_are_read_with_their_scopes(tmp_path):
+    config = _config(tmp_path, '[[budgets]]\nmonthly_usd = 500\n\n[[budgets]]\nmonthly_usd = 99.5\nuser = "ana"\n\n'
+                               '[[budgets]]\nmonthly_usd = 40\nproject = "shop"\n\n[[budgets]]\nmonthly_usd = 7\n'
+                               'agent = "claude"\n')
+    assert config.budgets == (Budget(Decimal("500")), Budget(Decimal("99.5"), "user", "ana"),
+                               Budget(Decimal("40"), "project", "shop"), Budget(Decimal("7"), "agent", "claude"))
+    assert [b.name for b in config.budgets] == ["team", "user ana", "project shop", "agent claude"]
+    assert _config(tmp_path, 'user = "ana"\n').budgets == ()
+
+
+@pytest.mark.parametrize("text, said", [
+    ("[[budgets]]\nuser = 'ana'\n", "budget 1: monthly_usd must be an amount in USD above 0"),
+    ("[[budgets]]\nmonthly_usd = 0\n", "budget 1: monthly_usd must be an amount in USD above 0"),
+    ("[[budgets]]\nmonthly_usd = '500'\n", "budget 1: monthly_usd must be an amount in USD above 0"),
+    ("[[budgets]]\nmonthly_usd = true\n", "budget 1: monthly_usd must be an amount in USD above 0"),
+    ("[[budgets]]\nmonthly_usd = 5\nuser = 'a'\nagent = 'b'\n", "budget 1: one scope at most (user or agent)"),
+    ("[[budgets]]\nmonthly_usd = 5\nteam = 'x'\n", "budget 1: unknown setting 'team'; known: monthly_usd, project"),
+    ("[[budgets]]\nmonthly_usd = 5\nuser = ''\n", "budget 1: user must be a name"),
+    ("[[budgets]]\nmonthly_usd = 5\n[[budgets]]\nmonthly_usd = 6\n", "budget 2: a second budget for the team"),
+    ("budgets = 5\n", "budgets are [[budgets]] tables, each with monthly_usd"),
+])
+def test_a_bad_budget_is_a_config_error_naming_it(tmp_path, text, said):
+    with pytest.raises(ConfigError, match=None) as exc:
+        _config(tmp_path, text)
+    assert said in str(exc.value)
+
+
+# -- the computation, on the known-totals lake (2026-01-01 to 01-07) ---------------------------
+
+def test_spend_share_and_projection_of_each_scope(lake):
+    today = date(2026, 1, 15)
+    month_cost = {scope: Decimal(query(lake, f"SELECT COALESCE(SUM(cost_usd), 0) FROM daily_costs WHERE {where}")[0][0])
+                  for scope, where in (("team", "true"), ("user dev", "\"user\" = 'dev'"),
+                                       ("agent codewhale", "provider = 'codewhale'"), ("project shop", "project = 'shop'"))}
+    assert month_cost["team"] > month_cost["agent codewhale"] > 0
+    team = month_cost["team"]
+    budgets = (Budget(team * 3),  # spends a third; at this pace 31/15 of it: ok
+               Budget(month_cost["user dev"] * 2, "user", "dev"),  # 31/15 > 2: projected over
+               Budget(month_cost["agent codewhale"] / 2, "agent", "codewhale"),  # over
+               Budget(team, "project", "shop"))  # exactly spent: not over, projected over
+    with connect(lake.warehouse, ours=True) as con:
+        statuses = budget_statuses(con, budgets, today)
+        assert unknown_scopes(con, budgets) == []
+        assert unknown_scopes(con, (Budget(Decimal(1), "user", "deb"),)) == [
+            "budget user deb: no user 'deb' in the warehouse; close ones: dev"]
+    by_name = {s.budget.name: s for s in statuses}
+    for name, cost in month_cost.items():
+        s = by_name[name]
+        assert s.spent_usd == cost and s.month == date(2026, 1, 1)
+        assert s.projected_usd == (cost * 31 / 15).quantize(Decimal("0.000000001"), ROUND_HALF_UP)
+        assert s.share_used == (cost / s.budget.monthly_usd).quantize(Decimal("0.0001"), ROUND_HALF_UP)
+    assert [by_name[n].status for n in month_cost] == [OK, PROJECTED_OVER, OVER, PROJECTED_OVER]
+    # the report's own count of root sessions of unknown cost (cw-unknown), the same way
+    assert by_name["team"].unknown_cost_sessions == query(
+        lake, "SELECT COUNT(*) FROM sessions WHERE is_root AND cost_source = 'unknown'")[0][0] == 1
+    # February holds nothing: nothing spent, nothing projected
+    with connect(lake.warehouse, ours=True) as con:
+        (feb,) = budget_statuses(con, (Budget(Decimal(1)),), date(2026, 2, 10))
+    assert (feb.spent_usd, feb.projected_usd, feb.status) == (0, 0, OK)
+
+
+# -- the CLI and Dagster, on a lake that spends this month --------------------------------------
+
+SPENT = Decimal("2.5")
+
+
+def _this_month(root):
+    """One root session of $2.50 started now (UTC), so that this month has spent it."""
+    layout = Layout.resolve(home=root / "home", machine="laptop", user="dev")
+    now = int(datetime.now(timezone.utc).timestamp())
+    p = Project(root / "projects", "shop")
+    add_session(p.conn, "now", title="today", created_at=now, cost=float(SPENT))
+    assistant(p.conn, "a1", "now", now)
+    p.close()
+    ingest(layout, p.db)
+    return layout, p.db
+
+
+@pytest.fixture
+def spending(layout, built_once):
+    template, db = built_once("this-month", _this_month)
+    copy_home(template.home, layout.home)
+    return layout, db
+
+
+def _budgets(layout, *lines):
+    layout.config_file.write_text("\n".join(lines) + "\n")
+
+
+def test_report_budgets_exits_3_when_one_is_exceeded(spending):
+    layout, _ = spending
+    today = datetime.now(timezone.utc).date()
+    days = calendar.monthrange(today.year, today.month)[1]
+    _budgets(layout, "[[budgets]]", "monthly_usd = 1000", "[[budgets]]", "monthly_usd = 2", 'user = "dev"')
+    ran = run_cli("report", "--home", layout.home, "--budgets", "--format", "json")
+    assert ran.returncode == 3 and "over budget: user dev" in ran.stderr
+    team, dev = json.loads(ran.stdout)["budgets"]
+    assert (team["budget"], team["spent_usd"], team["status"]) == ("team", 2.5, OK if SPENT * days / today.day <= 1000
+                                                                   else PROJECTED_OVER)
+    assert (dev["budget"], dev["monthly_usd"], dev["spent_usd"], dev["share_used"], dev["status"]) == (
+        "user dev", 2, 2.5, 1.25, OVER)
+    assert Decimal(str(dev["projected_usd"])) == (SPENT * days / today.day).quantize(Decimal("0.000000001"))
+    table = run_cli("report", "--home", layout.home, "--budgets")
+    assert table.returncode == 3 and f"Budgets, {today:%B %Y} to {today} (UTC)" in table.stdout
+    _budgets(layout, "[[budgets]]", f"monthly_usd = {days * 3}")  # $3 a day: 2.5 spent is within, whatever the day
+    ok = run_cli("report", "--home", layout.home, "--budgets", "--format", "csv")
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.splitlines()[0] == ("budget,monthly_usd,spent_usd,share_used,projected_usd,status,"
+                                         "unknown_cost_sessions,partial_cost_sessions")
+
+
+@pytest.mark.parametrize("args, said", [
+    ([], "no budgets in "),
+    (["--by", "day"], "give it without --by"),
+    (["--week", "--agent", "crush"], "give it without --week, --agent"),
+])
+def test_report_budgets_says_what_it_wants(spending, args, said):
+    layout, _ = spending
+    if args:
+        _budgets(layout, "[[budgets]]", "monthly_usd = 5")
+    ran = run_cli("report", "--home", layout.home, "--budgets", *args)
+    assert ran.returncode == 2 and said in ran.stderr
+
+
+def test_the_dagster_check_warns_when_a_budget_is_exceeded_or_projected_to_be(spending):
+    layout, db = spending
+    _budgets(layout, "[[budgets]]", "monthly_usd = 1", "[[budgets]]", "monthly_usd = 100000", 'project = "shop"')
+    resource = AgentlakeResource(home=str(layout.home), extra_stores={"crush": [str(db)]}, use_default=False)
+    with agentlake_instance() as instance:
+        result = dg.materialize([tables_and_marts], instance=instance, resources={"agentlake": resource})
+    assert result.success  # a warning, not a failed run
+    (check,) = [c for c in result.get_asset_check_evaluations() if c.check_name == "within_budgets"]
+    assert check.asset_key == dg.AssetKey(["daily_costs"]) and not check.passed
+    assert check.severity == dg.AssetCheckSeverity.WARN
+    assert check.description.startswith("team: over (spent $2.50 of $1.00")
+    assert check.metadata["project shop"].value["status"] == OK

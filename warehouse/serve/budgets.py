@@ -1,0 +1,84 @@
+"""Budgets (`[[budgets]]` in config.toml): this month's spend against each, the share used, and
+where the month ends at the current pace. Read by `agentlake report --budgets` and by the Dagster
+check on `daily_costs`, so that both say the same."""
+
+import calendar
+import difflib
+from dataclasses import dataclass
+from datetime import date
+from decimal import ROUND_HALF_UP, Decimal
+
+from warehouse.lake.config import Budget
+
+OVER, PROJECTED_OVER, OK = "over", "projected over", "ok"
+# the column of daily_costs each scope filters on
+_COLUMN = {"project": "project", "user": '"user"', "agent": "provider"}
+NANO = Decimal("0.000000001")  # costs carry nine decimals (DECIMAL(38,9))
+
+
+@dataclass(frozen=True)
+class BudgetStatus:
+    budget: Budget
+    month: date  # its first day
+    spent_usd: Decimal  # the known costs of the month's days so far
+    unknown_cost_sessions: int  # root sessions started this month whose cost is unknown: not in spent_usd
+    partial_cost_sessions: int  # and those priced in part: spent_usd is a floor while there are any
+    projected_usd: Decimal  # spent_usd / days so far * days in the month
+
+    @property
+    def share_used(self) -> Decimal:
+        return (self.spent_usd / self.budget.monthly_usd).quantize(Decimal("0.0001"), ROUND_HALF_UP)
+
+    @property
+    def status(self) -> str:
+        if self.spent_usd > self.budget.monthly_usd:
+            return OVER
+        return PROJECTED_OVER if self.projected_usd > self.budget.monthly_usd else OK
+
+
+COLUMNS = ["budget", "monthly_usd", "spent_usd", "share_used", "projected_usd", "status", "unknown_cost_sessions",
+           "partial_cost_sessions"]
+
+
+def budget_statuses(con, budgets: tuple[Budget, ...], today: date) -> list[BudgetStatus]:
+    """Each budget's month to `today` (UTC days, today included), from `daily_costs`: a cost is
+    on the days of its requests, so a month's spend is what its days cost."""
+    month = today.replace(day=1)
+    days_in_month = calendar.monthrange(today.year, today.month)[1]
+    out = []
+    for budget in budgets:
+        where, params = "date BETWEEN ? AND ?", [month, today]
+        if budget.scope != "team":
+            where += f" AND {_COLUMN[budget.scope]} = ?"
+            params.append(budget.value)
+        spent = Decimal(con.execute(f"SELECT COALESCE(SUM(cost_usd), 0) FROM daily_costs WHERE {where}",
+                                    params).fetchone()[0])
+        # counted as the report's totals count them: the root sessions started in the month
+        unknown, partial = con.execute(
+            "SELECT COUNT(*) FILTER (WHERE cost_source = 'unknown'), COUNT(*) FILTER (WHERE cost_source = 'partial') "
+            f"FROM sessions WHERE is_root AND {where}", params).fetchone()
+        projected = (spent * days_in_month / today.day).quantize(NANO, ROUND_HALF_UP)
+        out.append(BudgetStatus(budget, month, spent, unknown, partial, projected))
+    return out
+
+
+def rows(statuses: list[BudgetStatus]) -> list[tuple]:
+    return [(s.budget.name, s.budget.monthly_usd, s.spent_usd, s.share_used, s.projected_usd, s.status,
+             s.unknown_cost_sessions, s.partial_cost_sessions) for s in statuses]
+
+
+def unknown_scopes(con, budgets: tuple[Budget, ...]) -> list[str]:
+    """A budget for a project, user or agent the warehouse has never seen (a typo spends nothing
+    and never warns): said, with the close names it holds."""
+    out = []
+    for budget in budgets:
+        if budget.scope == "team":
+            continue
+        column = _COLUMN[budget.scope]
+        known = [r[0] for r in con.execute(f"SELECT DISTINCT {column} FROM sessions WHERE {column} IS NOT NULL "
+                                           "ORDER BY 1").fetchall()]
+        if budget.value not in known:
+            close = difflib.get_close_matches(budget.value, known, n=3, cutoff=0.5)
+            out.append(f"budget {budget.name}: no {budget.scope} {budget.value!r} in the warehouse"
+                       + (f"; close ones: {', '.join(close)}" if close else ""))
+    return out
