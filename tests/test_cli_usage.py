@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from pipelines.cli import main
-from tests.conftest import copy_home
+from tests.conftest import copy_home, run_cli
 from tests.support_homes import ONE_SESSION_COST, one_session_home
 
 
@@ -140,3 +140,17 @@ def test_help_and_a_usage_error_load_no_engine_and_no_agent(args):
              f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
     ran = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert ran.stdout.strip().splitlines()[-1] == "[]", ran.stdout + ran.stderr
+
+
+def test_a_query_in_a_home_with_a_config_loads_no_redaction_rules(lake):
+    """Every home the quickstart makes has a config.toml, and reading it imported the redaction
+    rules (detect-secrets, polars) to check a [privacy] table it did not have: most of a `sql`
+    call's start-up. They load only for a [privacy] table now."""
+    lake.config_file.write_text('machine = "laptop"\n')
+    probe = ("import sys\nfrom pipelines.cli import main\n"
+             f"code = main(['sql', '--home', {str(lake.home)!r}, 'SELECT COUNT(*) FROM sessions'])\n"
+             "print(code, sorted(m for m in ('transforms.redact', 'detect_secrets', 'polars') if m in sys.modules))")
+    ran = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert ran.stdout.strip().splitlines()[-1] == "0 []", ran.stdout + ran.stderr
+    lake.config_file.write_text('[privacy]\n"parts.text" = "bogus"\n')  # a policy is still checked
+    assert "unknown action 'bogus'" in run_cli("sql", "--home", lake.home, "SELECT 1").stderr

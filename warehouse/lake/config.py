@@ -102,9 +102,10 @@ def load_config(path: Path, providers=tuple(PROVIDERS)) -> Config:
             raise ConfigError(f"{path}: {key} must be a {TOP_LEVEL[key].__name__}")
     privacy = data.get("privacy", {})
     try:
-        from transforms.redact import Policy  # detect-secrets' rules load only when a policy is read
+        if privacy:  # detect-secrets' rules and polars load only when a policy is read: not on every command
+            from transforms.redact import Policy
 
-        Policy.from_mapping(privacy)
+            Policy.from_mapping(privacy)
     except (ValueError, TypeError, AttributeError) as exc:
         raise ConfigError(f"{path}: [privacy]: {exc}") from None
     names = data.get("projects", {})
