@@ -430,7 +430,7 @@ def _report_budgets(args) -> int:
                                       (f"--{args.window}", args.window), ("--last", args.last),
                                       ("--project", args.project), ("--agent", args.provider), ("--by", args.by),
                                       ("--top", args.top), ("--section", args.section), ("--output", args.output))
-             if value]
+             if value is not None and value is not False]  # --top 0 is given too (0 == False)
     if given:
         raise UsageError(f"--budgets is this month's spend against the budgets of config.toml: give it without "
                          f"{', '.join(given)}")

@@ -143,6 +143,7 @@ def test_report_budgets_exits_3_when_one_is_exceeded(spending):
     ([], "no budgets in "),
     (["--by", "day"], "give it without --by"),
     (["--week", "--agent", "crush"], "give it without --week, --agent"),
+    (["--top", "0"], "give it without --top"),
 ])
 def test_report_budgets_says_what_it_wants(spending, args, said):
     layout, _ = spending
