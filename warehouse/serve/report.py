@@ -23,6 +23,8 @@ class Filters:
     until: date | None = None
     project: str | None = None
     provider: str | None = None
+    user: str | None = None  # who and where the rows were ingested (the dashboard's filters)
+    machine: str | None = None
 
     def where(self, date_col: str = "date") -> tuple[str, list]:
         clauses, params = [], []
@@ -32,18 +34,25 @@ class Filters:
         if self.until:
             clauses.append(f"{date_col} <= ?")
             params.append(self.until)
-        if self.project:
-            clauses.append("project = ?")
-            params.append(self.project)
-        if self.provider:
-            clauses.append("provider = ?")
-            params.append(self.provider)
+        for column, value in self._scope():
+            clauses.append(f"{column} = ?")
+            params.append(value)
         return ("WHERE " + " AND ".join(clauses)) if clauses else "", params
 
-    def literal_where(self, date_col: str | None, scoped: bool = True) -> str:
+    def _scope(self, scoped: bool = True, people: tuple[str, ...] = ("user", "machine")) -> list[tuple[str, str]]:
+        """(SQL column, value) of the set filters on names the table has: project and provider
+        when `scoped`, and those of user and machine that `people` names."""
+        named = (("project", self.project if scoped else None), ("provider", self.provider if scoped else None),
+                 ('"user"', self.user if "user" in people else None),
+                 ("machine", self.machine if "machine" in people else None))
+        return [(column, value) for column, value in named if value]
+
+    def literal_where(self, date_col: str | None, scoped: bool = True,
+                      people: tuple[str, ...] = ("user", "machine")) -> str:
         """The same filters as SQL literals, for a query shown to the user to paste into
         `agentlake sql`. Only those the table can take: a date column (SESSION_DATE: the date of
-        the session a row is about, by its `session_key`), project and provider."""
+        the session a row is about, by its `session_key`), project and provider (`scoped`), user
+        and machine (those `people` names)."""
         clauses = []
         if date_col == SESSION_DATE:
             days = self._literal_days("date")  # sessions.date: from created_at, never NULL
@@ -52,9 +61,8 @@ class Filters:
                                + " AND ".join(days) + ")")
         elif date_col:
             clauses += self._literal_days(f"CAST({date_col} AS DATE)")
-        for column, value in (("project", self.project), ("provider", self.provider)):
-            if scoped and value is not None:
-                clauses.append(f"{column} = '" + value.replace("'", "''") + "'")
+        for column, value in self._scope(scoped, people):
+            clauses.append(f"{column} = '" + value.replace("'", "''") + "'")
         return (" WHERE " + " AND ".join(clauses)) if clauses else ""
 
     def _literal_days(self, day: str) -> list[str]:

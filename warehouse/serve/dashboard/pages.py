@@ -10,8 +10,8 @@ top N with an "others" row (warehouse.serve.dashboard.charts.top_with_others) an
 import html
 import math
 import re
-from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from dataclasses import dataclass, field, replace
+from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 from urllib.parse import parse_qs, urlencode
 
@@ -32,6 +32,16 @@ TEXT_LIMIT = 4000  # characters of one part shown in a transcript; the rest is c
 PARTS_LIMIT = 2000  # parts of one transcript page
 # a mart read as if it had a `date` column, so the same Filters apply to every table
 SESSIONS = "(SELECT *, CAST(started_at AS DATE) AS date FROM session_summary)"
+# tool_usage has no user or machine: filtered by either, the tool calls are counted from
+# tool_calls as tool_usage counts them
+TOOL_CALLS = ('(SELECT date, provider, project, "user", machine, tool_name, COUNT(*) AS calls, '
+              "COUNT(*) FILTER (WHERE is_error OR exit_code <> 0) AS failed FROM tool_calls WHERE has_call GROUP BY ALL)")
+
+
+def tool_calls(filters: Filters) -> str:
+    """The table of tool calls per day and tool the filters can be applied to: the mart unless
+    they name a user or a machine."""
+    return TOOL_CALLS if filters.user or filters.machine else "tool_usage"
 
 
 @dataclass
@@ -41,26 +51,31 @@ class Request:
     top: int = DEFAULT_TOP
     params: dict = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    people: dict = field(default_factory=dict)  # the lake's users and machines, for the form
+
 
     def link(self, path: str, **extra) -> str:
         """A link to `path` that keeps the valid filters (and `top`), with `extra` on top."""
-        keep = {"since": self.filters.since, "until": self.filters.until, "project": self.filters.project,
-                "agent": self.filters.provider, "top": None if self.top == DEFAULT_TOP else self.top}
+        f = self.filters
+        keep = {"since": f.since, "until": f.until, "project": f.project, "agent": f.provider, "user": f.user,
+                "machine": f.machine, "top": None if self.top == DEFAULT_TOP else self.top}
         keep.update(extra)
         query = urlencode({k: v for k, v in keep.items() if v is not None and v != ""})
         return path + (f"?{query}" if query else "")
 
 
-FILTERS = ("since", "until", "project", "agent", "top")  # the form's fields, named as it labels them
+FILTERS = ("since", "until", "project", "agent", "top", "user", "machine")  # the form's fields, as it labels them
 # what else a page reads: `provider` is the agent filter's older name (links and bookmarks made
-# before it was `agent`); `token` is the dashboard's own (warehouse.serve.dashboard.server)
-PAGE_PARAMS = {"/session": ("source", "id", "machine", "key"), "/insight": ("name",)}
+# before it was `agent`); `token` is the dashboard's own (warehouse.serve.dashboard.server). On a
+# session's page `machine` is the session's own (a store ingested on two machines), not a filter.
+PAGE_PARAMS = {"/session": ("source", "id", "key"), "/insight": ("name",)}
 OTHER_PARAMS = ("provider", "token")
 
 
-def parse_request(query: str, projects: list[str], providers: list[str], path: str = "/") -> Request:
-    """The query string, validated: a bad date, an unknown project or agent, a bad `top` or a
-    parameter the page does not read is left out of the filters and named in `errors`."""
+def parse_request(query: str, projects: list[str], providers: list[str], path: str = "/",
+                  users: list[str] = (), machines: list[str] = ()) -> Request:
+    """The query string, validated: a bad date, an unknown project, agent, user or machine, a bad
+    `top` or a parameter the page does not read is left out of the filters and named in `errors`."""
     params = {k: v[-1].strip() for k, v in parse_qs(query, keep_blank_values=True).items()}
     errors, days = [], {}
     known = FILTERS + PAGE_PARAMS.get(path, ()) + OTHER_PARAMS
@@ -83,10 +98,12 @@ def parse_request(query: str, projects: list[str], providers: list[str], path: s
                       f"name); agent used")
     params["agent"] = agent or old
     chosen = {}
-    for key, known_values, what in (("project", projects, "project"), ("agent", providers, "agent")):
+    choices = [("project", projects), ("agent", providers), ("user", users)]
+    choices += [("machine", machines)] if path != "/session" else []
+    for key, known_values in choices:
         value = params.get(key, "")
         if value and value not in known_values:
-            errors.append(f"unknown {what} {value!r} (not in this lake); ignored")
+            errors.append(f"unknown {key} {value!r} (not in this lake); ignored")
         elif value:
             chosen[key] = value
     top = DEFAULT_TOP
@@ -99,8 +116,9 @@ def parse_request(query: str, projects: list[str], providers: list[str], path: s
             errors.append(f"top: {text!r} is negative: rows per ranking must be 0 (all) or more; {DEFAULT_TOP} used")
         else:
             top = number
-    filters = Filters(days.get("since"), days.get("until"), chosen.get("project"), chosen.get("agent"))
-    return Request(filters, top, params, errors)
+    filters = Filters(days.get("since"), days.get("until"), chosen.get("project"), chosen.get("agent"),
+                      chosen.get("user"), chosen.get("machine"))
+    return Request(filters, top, params, errors, {"user": list(users), "machine": list(machines)})
 
 
 def _e(value) -> str:
@@ -234,6 +252,11 @@ pre { white-space: pre-wrap; word-break: break-word; background: #f7f7f7; paddin
 .about { font-size: 13px; color: #555; margin: 0 0 8px; }
 .about.demo { color: #222; background: #fff4d6; border: 1px solid #edc948; padding: 6px 10px; border-radius: 4px; }
 #session-facts { width: auto; } summary { font-size: 13px; cursor: pointer; }
+.tiles { display: grid; grid-template-columns: repeat(auto-fit, minmax(220px, 1fr)); gap: 12px; margin: 6px 0 12px; }
+.tile { border: 1px solid #e4e4e4; border-radius: 6px; padding: 10px 14px; background: #fbfbfb; }
+.tile-title { font-size: 13px; color: #555; } .tile-value { font-size: 26px; font-weight: 600; margin: 2px 0; }
+.change { font-size: 13px; margin-top: 4px; color: #555; } .change.worse { color: #b00020; }
+.change.better { color: #2e7d32; }
 """
 
 
@@ -257,6 +280,8 @@ def filter_form(req: Request, projects: list[str], providers: list[str], action:
   <label>until <input type="date" name="until" value="{shown('until', f.until)}"></label>
   <label>project <select name="project">{_options(projects, f.project)}</select></label>
   <label>agent <select name="agent">{_options(providers, f.provider)}</select></label>
+  <label>user <select name="user">{_options(req.people.get("user", []), f.user)}</select></label>
+  <label>machine <select name="machine">{_options(req.people.get("machine", []), f.machine)}</select></label>
   <label>rows per ranking <input type="number" name="top" min="0" value="{req.top}" style="width:6em"></label>
   <button type="submit">apply</button>
 </form>"""
@@ -311,6 +336,163 @@ def _totals(con, req: Request) -> str:
             "root sessions only, sub-agents included once</p>")
 
 
+# --- the headline: this window against the one before
+
+
+HEADLINE_DAYS = 30  # the window when none is given: the 30 days to the last day with data
+
+
+@dataclass(frozen=True)
+class Window:
+    first: date
+    last: date
+    said: str  # how it was chosen, when not exactly the page's dates
+
+    @property
+    def days(self) -> int:
+        return (self.last - self.first).days + 1
+
+    def before(self) -> "Window":
+        return Window(self.first - timedelta(days=self.days), self.first - timedelta(days=1), "")
+
+    def __str__(self) -> str:
+        return f"{self.first} – {self.last} ({self.days} day{'s' if self.days != 1 else ''})"
+
+
+def headline_window(con, filters: Filters) -> Window | None:
+    """The headline's window: the page's dates; an end not given is the last day the lake holds
+    data (any project or person: every filter compares the same days), a start not given is
+    HEADLINE_DAYS before the end. None for a lake without data."""
+    if filters.since and filters.until:
+        return Window(filters.since, filters.until, "")
+    last = filters.until or con.execute("SELECT MAX(date) FROM daily_costs").fetchone()[0]
+    if last is None:
+        return None
+    first = filters.since or last - timedelta(days=HEADLINE_DAYS - 1)
+    if filters.since:
+        said = f"from since to {last}, the last day with data" if last >= first else "no data on or after since"
+        last = max(last, first)
+    elif filters.until:
+        said = f"the {HEADLINE_DAYS} days to until (the page below: every day to {filters.until})"
+    else:
+        said = f"the {HEADLINE_DAYS} days to {last}, the last day with data (the page below: every day)"
+    return Window(first, last, said)
+
+
+# both windows in one query (each query on the lake costs a catalog lookup): the totals as
+# warehouse.serve.report.cost_and_sessions counts them, failed tool calls as the tool chart does,
+# and the cache share as insight_cache_efficiency takes it (of the requests that record a cache)
+_HEADLINE = """
+SELECT recent, SUM(cost_rows) AS cost_rows, SUM(cost) AS cost, SUM(sessions) AS sessions, SUM(unknown) AS unknown,
+       SUM(calls) AS calls, SUM(failed) AS failed, SUM(cache_read) AS cache_read, SUM(input) AS input,
+       SUM(requests) AS requests
+FROM ((SELECT date >= {start} AS recent, COUNT(*) AS cost_rows, SUM(cost_usd) AS cost FROM daily_costs {{w}} GROUP BY 1)
+      UNION ALL BY NAME
+      (SELECT date >= {start} AS recent, COUNT(*) AS sessions, COUNT(*) FILTER (WHERE cost_source = 'unknown') AS unknown
+       FROM (SELECT * FROM sessions WHERE is_root) {{w}} GROUP BY 1)
+      UNION ALL BY NAME
+      (SELECT date >= {start} AS recent, SUM(calls) AS calls, SUM(failed) AS failed FROM {tools} {{w}} GROUP BY 1)
+      UNION ALL BY NAME
+      (SELECT date >= {start} AS recent, SUM(COALESCE(cache_read_tokens, 0)) AS cache_read,
+              SUM(COALESCE(input_uncached_tokens, 0) + COALESCE(cache_read_tokens, 0)
+                  + COALESCE(cache_write_5m_tokens, 0) + COALESCE(cache_write_1h_tokens, 0)) AS input,
+              SUM(requests) AS requests
+       FROM (SELECT * FROM token_usage WHERE cache_read_tokens IS NOT NULL OR cache_write_5m_tokens IS NOT NULL
+             OR cache_write_1h_tokens IS NOT NULL) {{w}} GROUP BY 1))
+GROUP BY 1"""
+
+
+@dataclass
+class Figures:
+    """One window's headline figures; `cost` None when every cost in it is unknown."""
+    cost: Decimal | None = Decimal(0)
+    sessions: int = 0
+    unknown: int = 0
+    calls: int = 0
+    failed: int = 0
+    cache_read: int = 0
+    input: int = 0
+    requests: int = 0
+    empty: bool = True
+
+    @property
+    def share(self) -> float | None:
+        return self.cache_read / self.input if self.input else None
+
+
+def headline_figures(con, filters: Filters, window: Window) -> tuple[Figures, Figures]:
+    """(this window's figures, the previous window's), within the other filters."""
+    before = window.before()
+    span = replace(filters, since=before.first, until=window.last)
+    sql = _HEADLINE.format(start=f"DATE '{window.first.isoformat()}'", tools=tool_calls(filters))
+    found = {}
+    for recent, cost_rows, cost, sessions, unknown, calls, failed, cache_read, input_, requests in _query(con, sql, span):
+        # no cost row is $0 (nothing spent), as in the totals; rows whose costs are all unknown: unknown
+        found[recent] = Figures(cost if cost_rows else Decimal(0), int(sessions or 0), int(unknown or 0),
+                             int(calls or 0), int(failed or 0), int(cache_read or 0), int(input_ or 0),
+                             int(requests or 0), False)
+    return found.get(True, Figures()), found.get(False, Figures())
+
+
+def _change(now, then, text, worse_up: bool | None, step=None) -> str:
+    """`now` against `then` (None: no figure to compare with): up or down by how much (`step`
+    writes it, else `text`; and by what part of `then` when `step` is not given), coloured by
+    whether up is worse (None: neither)."""
+    if now is None:
+        return '<div class="change">nothing to compare</div>'
+    if then is None:
+        return '<div class="change">no previous figure to compare with</div>'
+    delta = now - then
+    if not delta:
+        return f'<div class="change">no change from {_e(text(then))}</div>'
+    up = delta > 0
+    mood = "" if worse_up is None else " worse" if up == worse_up else " better"
+    part = f" ({float(delta) / float(then):+.0%})" if then and step is None else ""
+    return (f'<div class="change{mood}">{"▲" if up else "▼"} {_e((step or text)(abs(delta)))}{part} '
+            f"from {_e(text(then))}</div>")
+
+
+def _tile(tile_id: str, title: str, value: str, detail: str, change: str) -> str:
+    return (f'<div class="tile" id="{tile_id}"><div class="tile-title">{_e(title)}</div>'
+            f'<div class="tile-value">{_e(value)}</div><div class="meta">{_e(detail)}</div>{change}</div>')
+
+
+def headline(con, req: Request) -> str:
+    """Tiles for cost, root sessions, failed tool calls and cache share over the window, each
+    against the previous window of the same length."""
+    window = headline_window(con, req.filters)
+    if window is None:
+        return '<div id="headline"><p class="meta">No data in this lake yet: no headline.</p></div>'
+    now, then = headline_figures(con, req.filters, window)
+    before = window.before()
+    against = (f"no data in the previous window, {before}, to compare with" if then.empty
+               else f"against the previous window, {before}")
+    said = " · ".join(t for t in (str(window), window.said, against) if t)
+    prior = None if then.empty else then  # nothing to compare with: said once, and on each tile
+    count = lambda v: f"{v:,}"  # noqa: E731
+    unknown = (f"{now.unknown:,} root session{'s' if now.unknown > 1 else ''} of unknown cost, not counted"
+               if now.unknown else "every cost known")
+    calls = (f"of {now.calls:,} tool calls ({now.failed / now.calls:.1%}): an error or a non-zero exit"
+             if now.calls else "no tool calls in the window")
+    tiles = [_tile("tile-cost", "Cost", usd(now.cost), unknown, _change(now.cost, prior and prior.cost, usd, True)),
+             _tile("tile-sessions", "Root sessions", count(now.sessions), "started in the window",
+                   _change(now.sessions, prior and prior.sessions, count, None)),
+             _tile("tile-failed", "Failed tool calls", count(now.failed), calls,
+                   _change(now.failed, prior and prior.failed, count, True))]
+    if now.share is None:  # never 0%: nothing recorded is not a share
+        tiles.append(_tile("tile-cache", "Cache share", "no tokens recorded",
+                           "no request in the window records its input tokens by cache (Crush and CodeWhale "
+                           "record no per-request tokens)", ""))
+    else:
+        share = lambda v: f"{v:.1%}"  # noqa: E731
+        tiles.append(_tile("tile-cache", "Cache share", share(now.share),
+                           f"cache reads of {now.input:,} input tokens ({now.requests:,} requests)",
+                           _change(round(now.share, 3), None if then.share is None else round(then.share, 3),
+                                   share, False, lambda v: f"{v * 100:.1f} points")))
+    return (f'<div id="headline"><p class="meta" id="headline-window">Headline: {_e(said)}</p>'
+            f'<div class="tiles">{"".join(tiles)}</div></div>')
+
+
 # --- pages
 
 
@@ -327,7 +509,7 @@ def overview(con, req: Request, projects: list[str], providers: list[str]) -> st
         con, req, f"SELECT {model_sql('model')} || ' · ' || provider, SUM(cost_usd) AS c "
                   "FROM daily_costs {w} GROUP BY ALL ORDER BY c DESC NULLS LAST, 1", lambda r: None)
     tools, tool_note = _tool_chart(con, req)
-    body = (_totals(con, req)
+    body = (headline(con, req) + _totals(con, req)
             + figure("cost-over-time", "Cost over time, by project", time_svg, time_note, wide=True)
             + '<div class="grid">'
             + figure("cost-by-project", "Cost by project and agent", by_project, project_note)
@@ -335,35 +517,51 @@ def overview(con, req: Request, projects: list[str], providers: list[str]) -> st
             + "</div>"
             + figure("tool-usage", "Tool calls (red: failed, by an error or a non-zero exit)", tools, tool_note)
             + "<h2>Projects</h2>" + _projects_table(con, req)
+            + "<h2>People</h2>" + _users_table(con, req)
             + insights_section(con, req))
     return layout("agentlake", [("overview", None)], body, req, filter_form(req, projects, providers), about_data(con))
 
 
 def _tool_chart(con, req: Request) -> tuple[str, str]:
     return _ranking_chart(con, req, "SELECT tool_name, SUM(calls) AS n, SUM(failed) "
-                                    "FROM tool_usage {w} GROUP BY ALL ORDER BY n DESC, 1",
+                                    f"FROM {tool_calls(req.filters)} {{w}} GROUP BY ALL ORDER BY n DESC, 1",
                           lambda r: None, unit="", value_title="calls", overlay_title="failed", width=900)
 
 
 def _projects_table(con, req: Request) -> str:
+    return _ranking_table(con, req, "projects", "project", ("agents", "provider"),
+                          lambda key: req.link("/project", project=key))
+
+
+def _users_table(con, req: Request) -> str:
+    # a user's row opens the overview of that user's sessions alone
+    return _ranking_table(con, req, "users", '"user"', ("machines", "machine"), lambda key: req.link("/", user=key))
+
+
+def _ranking_table(con, req: Request, table_id: str, key: str, listed: tuple[str, str], link) -> str:
+    """A ranking by `key` (a column) of cost and sessions: the sessions started in the window,
+    their messages and tool calls, the cost of its days; with the distinct values of a column
+    (`listed`: its title, its column) and the cost sources."""
+    title, column = listed
     rows = _query(con, f"""
-        WITH c AS (SELECT project, SUM(cost_usd) AS cost, {sorted_list('provider')} AS agents,
+        WITH c AS (SELECT {key} AS k, SUM(cost_usd) AS cost, {sorted_list(column)} AS listed,
                           {sorted_list('cost_source')} AS sources FROM daily_costs {{w}} GROUP BY 1),
-             s AS (SELECT project, COUNT(*) AS sessions, SUM(messages) AS messages, SUM(tool_calls) AS calls,
-                          SUM(failed_tool_calls) AS failed FROM {SESSIONS} {{w}} GROUP BY 1)
-        SELECT project, agents, COALESCE(sessions, 0), COALESCE(messages, 0), COALESCE(calls, 0),
+             s AS (SELECT {key} AS k, COUNT(*) AS sessions, SUM(messages) AS messages, SUM(tool_calls) AS calls,
+                          SUM(failed_tool_calls) AS failed, {sorted_list(column)} AS listed FROM {SESSIONS} {{w}}
+                   GROUP BY 1)
+        SELECT k, COALESCE(c.listed, s.listed), COALESCE(sessions, 0), COALESCE(messages, 0), COALESCE(calls, 0),
                COALESCE(failed, 0), cost, sources
-        FROM c FULL JOIN s USING (project) ORDER BY cost DESC NULLS LAST, project""", req.filters)
+        FROM c FULL JOIN s USING (k) ORDER BY cost DESC NULLS LAST, k""", req.filters)
     cut = charts.top_with_others([(r[0], *r[2:7]) for r in rows], req.top, "others")
     kept = rows[:len(cut.rows)]
     shown = [(r[0], r[1], r[2], r[3], r[4], r[5], usd(r[6]), r[7]) for r in kept]
     if cut.others:
         o = cut.others
-        cut.others = (o[0].replace(")", " projects)"), "", *(int(v or 0) for v in o[1:5]), usd(o[5]), "")
+        cut.others = (o[0].replace(")", f" {table_id})"), "", *(int(v or 0) for v in o[1:5]), usd(o[5]), "")
     # sessions and what they hold: those started in the window; cost: what was spent in it, by day
     # (`agentlake report` counts messages sent in the window: a session across midnight differs)
-    return table("projects", ["project", "agents", "sessions started", "their messages", "their tool calls",
-                              "their failed calls", "cost", "cost sources"], shown, [req.link("/project", project=r[0]) for r in kept], cut,
+    return table(table_id, [key.strip('"'), title, "sessions started", "their messages", "their tool calls",
+                            "their failed calls", "cost", "cost sources"], shown, [link(r[0]) for r in kept], cut,
                  req.link("/", top=0), numeric={2, 3, 4, 5, 6})
 
 
@@ -391,7 +589,7 @@ def project_page(con, req: Request, projects: list[str], providers: list[str]) -
     sessions = table("sessions", ["started (UTC)", "title", "agent", "duration", "messages", "tool calls",
                                   "failed calls", "sub-agents", "models", "cost", "cost source"], shown, links, cut,
                      req.link("/project", top=0), numeric={3, 4, 5, 6, 7, 9})
-    body = (_totals(con, req)
+    body = (headline(con, req) + _totals(con, req)
             + figure("cost-over-time", f"Cost over time in {name}, by model", time_svg, time_note, wide=True)
             + "<h2>Sessions (most expensive first)</h2>" + sessions
             + figure("tool-usage", "Tool calls (red: failed, by an error or a non-zero exit)", tools, tool_note)
@@ -569,24 +767,43 @@ def curated(name: str):
     return next((i for i in getattr(report, "INSIGHTS", ()) if i.mart == name), None)
 
 
+PEOPLE = ("user", "machine")
+
+
+def _people(con, name: str, filters: Filters, columns: list[str] | None = None) -> tuple[tuple[str, ...], str]:
+    """(of user and machine, the columns the mart has, a note for the filters it cannot take).
+    Looked up only when a filter names one of them."""
+    wanted = [c for c in PEOPLE if getattr(filters, c)]
+    if not wanted:
+        return PEOPLE, ""
+    if columns is None:
+        columns = [r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE "
+                                             "table_name = ?", [name]).fetchall()]
+    has = tuple(c for c in PEOPLE if c in columns)
+    missing = [c for c in wanted if c not in has]
+    return has, f" · every {' and '.join(missing)}: this insight has none" if missing else ""
+
+
 def insight_sql(con, name: str, filters: Filters) -> tuple[str, str]:
     """(title, SQL with the filters as literals) giving all of an insight's findings, worst first.
     Without a curated query: every row of the mart, by its first cost-like numeric column."""
     known = curated(name)
     if known is not None:
-        return known.title, known.sql.format(w=filters.literal_where(known.date_col, known.scoped))
+        people, note = _people(con, name, filters)
+        return known.title + note, known.sql.format(w=filters.literal_where(known.date_col, known.scoped, people))
     described = con.execute(f'DESCRIBE "{name}"').fetchall()
     columns = [r[0] for r in described]
+    people, note = _people(con, name, filters, columns)
     numeric = [r[0] for r in described if r[1].split("(")[0] in
                ("DOUBLE", "DECIMAL", "BIGINT", "INTEGER", "HUGEINT", "FLOAT", "UBIGINT", "SMALLINT")]
     preferred = [c for word in ("cost", "usd", "wasted", "tokens", "share", "ratio", "count", "calls") for c in numeric
                  if word in c.lower()]
     order = (preferred or numeric or columns)[0]
-    clauses = [f"{c} = '" + v.replace("'", "''") + "'" for c, v in (("project", filters.project),
-                                                                     ("provider", filters.provider))
-               if v is not None and c in columns]
+    named = (("project", filters.project), ("provider", filters.provider)) + tuple(
+        (f'"{c}"', getattr(filters, c)) for c in people)
+    clauses = [f"{c} = {sql_string(v)}" for c, v in named if v is not None and c.strip('"') in columns]
     where = " WHERE " + " AND ".join(clauses) if clauses else ""
-    title = name.removeprefix("insight_").replace("_", " ")
+    title = name.removeprefix("insight_").replace("_", " ") + note
     return title, f'SELECT * FROM "{name}"{where} ORDER BY "{order}" DESC NULLS LAST'
 
 

@@ -3,7 +3,7 @@
 Nothing is fetched by the browser but the page itself (no script, no CDN), so it works on a
 closed network and renders the same everywhere. Pages (warehouse.serve.dashboard.pages): the overview
 (`/`), a project (`/project?project=...`), a session's transcript (`/session?source=...&id=...&machine=...`)
-and an insight (`/insight?name=...`). Filters (dates, project, agent, rows per ranking) are a
+and an insight (`/insight?name=...`). Filters (dates, project, agent, user, machine, rows per ranking) are a
 plain GET form, validated: a bad value is named on the page, never silently dropped.
 """
 
@@ -27,10 +27,9 @@ def _e(value) -> str:
 
 def render(con, path: str, query: str) -> tuple[str, int]:
     """(HTML, status) of one page; a request with filter problems is answered 400, with the page."""
-    pairs = con.execute("SELECT DISTINCT project, provider FROM daily_costs").fetchall()
-    projects = sorted({p for p, _ in pairs if p is not None})
-    providers = sorted({a for _, a in pairs if a is not None})
-    req = pages.parse_request(query, projects, providers, path)
+    rows = con.execute('SELECT DISTINCT project, provider, "user", machine FROM daily_costs').fetchall()
+    projects, providers, users, machines = (sorted({r[i] for r in rows if r[i] is not None}) for i in range(4))
+    req = pages.parse_request(query, projects, providers, path, users, machines)
     if path == "/session":
         body, status = pages.session_page(con, req)
     elif path == "/insight":
