@@ -308,8 +308,9 @@ def parser() -> argparse.ArgumentParser:
                         "...); an unknown one is an error naming those present")
     p.add_argument("--provider", dest="provider", help=argparse.SUPPRESS)  # --agent's first name, still taken
     p.add_argument("--by", choices=BREAKDOWNS, default=None,
-                   help="the main breakdown: a row per day, ISO week, month, project, agent, user, model or tool, "
-                        "and a total row under it in the table (default: project)")
+                   help="the main breakdown: a row per day, ISO week, month, project, agent, user, model, tool or "
+                        "tool category (shell, read, edit, ...: each agent's names for it listed), and a total "
+                        "row under it in the table (default: project)")
     p.add_argument("--top", type=_top, default=None, metavar="N",
                    help="rows per ranking (default: 10, 3 with --insights; 0: all); a cut says how many rows it "
                         "left out")

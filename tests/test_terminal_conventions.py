@@ -89,7 +89,7 @@ def test_the_total_row_of_each_breakdown_is_the_reports_totals(lake, by):
     main = sections[f"by_{by}"]
     total = dict(zip(main.columns, main.total))
     assert main.total[0] == "total"
-    if by == "tool":
+    if by in ("tool", "category"):
         assert (total["calls"], total["errors"], total["nonzero_exits"]) == (
             totals["tool_calls"], totals["tool_errors"], totals["nonzero_exits"])
         assert total["error_rate"] == round(totals["tool_errors"] / totals["tool_calls"], 3)
@@ -111,6 +111,26 @@ def test_the_table_ends_each_breakdown_with_its_total_under_a_rule(lake):
     assert count == "(1 row)"
     csv_out = run_cli("report", "--home", lake.home, "--by", "tool", "--format", "csv").stdout
     assert "total" not in csv_out  # CSV and JSON hold the rows; the totals are their own section
+
+
+def test_by_category_groups_each_agents_names_of_a_tool(lake):
+    """bash, Bash and Shell are one kind of tool: `--by category` gives it one row, the agents'
+    own names listed, its counts the sum of theirs."""
+    tools, _ = _json(lake, "--by", "tool", "--top", "0")
+    grouped, _ = _json(lake, "--by", "category", "--top", "0")
+    expected: dict[str, dict] = {}
+    for row in tools["by_tool"]:
+        kind = expected.setdefault(row["tool_category"], {"names": set(), "calls": 0, "errors": 0, "nonzero_exits": 0})
+        kind["names"].add(row["tool_name"])
+        for k in ("calls", "errors", "nonzero_exits"):
+            kind[k] += row[k]
+    got = {r["tool_category"]: {"names": set(r["tool_names"].split(", ")), "calls": r["calls"], "errors": r["errors"],
+                                "nonzero_exits": r["nonzero_exits"]} for r in grouped["by_category"]}
+    assert got == expected and got["shell"]["names"] == {"bash"}
+    assert (got["edit"]["calls"], got["write"]["calls"]) == (2, 1)  # e1, e2; w1 is a write
+    failing = {r["tool_name"]: r["failed"] for r in tools["failing_tools"]}
+    assert {r["tool_category"]: r["failed"] for r in grouped["by_category"] if r["failed"]} == {
+        "shell": failing["bash"], "edit": failing["edit"]}
 
 
 # -- relative windows --------------------------------------------------------------------------

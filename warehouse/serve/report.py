@@ -149,6 +149,12 @@ BY_SQL = {
     "tool": "SELECT tool_name, tool_category, SUM(calls) AS calls, SUM(errors) AS errors, "
             "ROUND(SUM(errors) / SUM(calls), 3) AS error_rate, SUM(nonzero_exits) AS nonzero_exits "
             "FROM tool_usage {w} GROUP BY ALL ORDER BY calls DESC, tool_name",
+    # one row per kind of tool, whatever each agent calls it (bash, Bash, Shell, exec_command: shell)
+    "category": f"SELECT tool_category, {sorted_list('tool_name')} AS tool_names, SUM(calls) AS calls, "
+                "SUM(errors) AS errors, ROUND(SUM(errors) / SUM(calls), 3) AS error_rate, "
+                "SUM(nonzero_exits) AS nonzero_exits, SUM(failed) AS failed, "
+                "ROUND(SUM(failed) / SUM(calls), 3) AS failure_rate "
+                "FROM tool_usage {w} GROUP BY tool_category ORDER BY calls DESC, tool_category",
 }
 
 
@@ -225,6 +231,7 @@ def build(con, filters: Filters, by: str = "project", top: int = 10) -> list[Sec
 # what a breakdown's total row adds up; a rate is taken again from the totals, and a column that
 # is a list or a name (cost_source, agents, llm_provider) is left empty
 _SUMMED = {"cost_usd", "root_sessions", "messages", "assistant_messages", "tool_calls", "tokens", "calls", "errors",
+           "failed",
            "nonzero_exits"}
 
 
@@ -237,8 +244,9 @@ def total_row(columns: list[str], rows: list[tuple]) -> tuple:
         values = [r[i] for r in rows if r[i] is not None]
         out.append("total" if i == 0 else sum(values) if column in _SUMMED and values else None)
     named = dict(zip(columns, out))
-    if "error_rate" in named and named.get("calls"):
-        out[columns.index("error_rate")] = round(named["errors"] / named["calls"], 3)
+    for rate, part in (("error_rate", "errors"), ("failure_rate", "failed")):
+        if rate in named and named.get("calls"):
+            out[columns.index(rate)] = round(named[part] / named["calls"], 3)
     return tuple(out)
 
 

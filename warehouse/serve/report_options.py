@@ -6,7 +6,7 @@ columns are: "today" is today in UTC."""
 import re
 from datetime import date, datetime, timedelta, timezone
 
-BREAKDOWNS = ("day", "week", "month", "project", "agent", "user", "model", "tool")
+BREAKDOWNS = ("day", "week", "month", "project", "agent", "user", "model", "tool", "category")
 # the breakdowns over time: every period is shown, in order (never cut by --top)
 PERIODS = ("day", "week", "month")
 
