@@ -12,6 +12,7 @@ from datetime import datetime, timedelta, timezone
 
 import dagster as dg
 
+from pipelines.budget_check import DESCRIPTION as BUDGETS, budget_check_result, spend_of
 from warehouse.catalog import checks as lakewide
 from warehouse.lake.config import load_layout
 from warehouse.lake.layout import Layout
@@ -116,6 +117,14 @@ def machines_reporting(team_lake: TeamLake) -> dg.AssetCheckResult:
     )
 
 
+@dg.asset_check(asset=TEAM_WAREHOUSE, description=BUDGETS + " The budgets of the center's config.toml.")
+def within_budgets(team_lake: TeamLake) -> dg.AssetCheckResult:
+    layout = team_lake.layout()
+    with connect(layout.warehouse, ours=True) as con:
+        budgets, spend = spend_of(con, layout.config_file)
+    return budget_check_result(budgets, spend, layout.config_file)
+
+
 team_refresh = dg.define_asset_job(
     "team_refresh",
     selection=dg.AssetSelection.assets(TEAM_WAREHOUSE),  # its checks come with it
@@ -133,7 +142,7 @@ daily_team_refresh = dg.ScheduleDefinition(
 
 defs = dg.Definitions(
     assets=[team_warehouse],
-    asset_checks=[keys_unique_lakewide, no_orphans_lakewide, machines_reporting],
+    asset_checks=[keys_unique_lakewide, no_orphans_lakewide, machines_reporting, within_budgets],
     jobs=[team_refresh],
     schedules=[daily_team_refresh],
     resources={"team_lake": TeamLake()},

@@ -9,6 +9,7 @@ from decimal import ROUND_HALF_UP, Decimal
 import dagster as dg
 import pytest
 
+from pipelines.central import TeamLake, team_warehouse, within_budgets
 from pipelines.defs.resources import AgentlakeResource
 from pipelines.defs.warehouse.assets import tables_and_marts
 from tests.conftest import Project, assistant, copy_home, ingest, query, run_cli
@@ -165,3 +166,18 @@ def test_the_dagster_check_warns_when_a_budget_is_exceeded_or_projected_to_be(sp
     assert check.severity == dg.AssetCheckSeverity.WARN
     assert check.description.startswith("team: over (spent $2.50 of $1.00")
     assert check.metadata["project shop"].value["status"] == OK
+
+
+def test_the_centers_check_reads_the_centers_budgets(spending):
+    """The center's code location (pipelines.central) checks the same budgets on its rebuild of
+    the team warehouse, from its own config.toml."""
+    layout, _ = spending
+    _budgets(layout, "[[budgets]]", "monthly_usd = 2", 'user = "dev"', "[[budgets]]", "monthly_usd = 1", 'agent = "codex"')
+    with agentlake_instance() as instance:
+        result = dg.materialize([team_warehouse, within_budgets], instance=instance,
+                                resources={"team_lake": TeamLake(home=str(layout.home))})
+    assert result.success
+    (check,) = result.get_asset_check_evaluations()
+    assert (check.check_name, check.passed, check.severity) == ("within_budgets", False, dg.AssetCheckSeverity.WARN)
+    assert check.description.startswith("user dev: over (spent $2.50 of $2.00")
+    assert check.metadata["agent codex"].value["spent_usd"] == 0  # a Crush-only lake: nothing spent by Codex

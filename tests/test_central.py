@@ -237,7 +237,7 @@ def test_central_definitions_load():
     job = defs.resolve_job_def("team_refresh")
     assert job.tags == ROLE_TAG
     assert {k.name for k in job.asset_layer.asset_graph.asset_check_keys} == {
-        "keys_unique_lakewide", "no_orphans_lakewide", "machines_reporting"}
+        "keys_unique_lakewide", "no_orphans_lakewide", "machines_reporting", "within_budgets"}
     schedule = defs.resolve_schedule_def("daily_team_refresh")
     assert schedule.cron_schedule == "0 5 * * *" and schedule.job_name == "team_refresh"
     assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING

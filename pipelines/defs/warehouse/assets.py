@@ -8,9 +8,7 @@ from warehouse.catalog.marts import MARTS, depends_on, mart_sql
 from warehouse.catalog.merge import duck_type
 from warehouse.catalog.checks import checked
 from warehouse.catalog.build import refresh
-from warehouse.lake.config import load_config
-from warehouse.serve.budgets import OK, budget_statuses
-from warehouse.serve.report_options import utc_today
+from pipelines.budget_check import DESCRIPTION as BUDGETS, budget_check_result, spend_of
 
 # Runs launched from the UI or the sensor update what depends on them, not only the CLI's.
 EAGER = dg.AutomationCondition.eager()
@@ -31,24 +29,7 @@ TABLE_CHECKS = [dg.AssetCheckSpec("keys_unique", asset=key, description="No key 
 NOTHING_MERGED = "No source was merged in this run: nothing was checked."
 # a WARN check Dagster's alerting can route (docs/DAGSTER.md, "Budgets"): the marts' spend this month
 # against config.toml's [[budgets]]
-BUDGET_CHECK = dg.AssetCheckSpec(
-    "within_budgets", asset=dg.AssetKey(["daily_costs"]),
-    description="This month's spend (UTC) is within each budget of config.toml, and so is the month's end "
-                "at the current pace (a warning when not).")
-
-
-def budget_check_result(budgets, spend, config_file) -> dg.AssetCheckResult:
-    """The budgets' check: failed (a warning) when one is exceeded or projected to be."""
-    off = [s for s in spend if s.status != OK]
-    return dg.AssetCheckResult(
-        asset_key=BUDGET_CHECK.asset_key, check_name=BUDGET_CHECK.name, passed=not off,
-        severity=dg.AssetCheckSeverity.WARN,
-        description=(None if budgets else f"No budget is set in {config_file}: nothing to check.") or (
-            "; ".join(f"{s.budget.name}: {s.status} (spent ${s.spent_usd:.2f} of ${s.budget.monthly_usd:.2f}, "
-                      f"projected ${s.projected_usd:.2f})" for s in off) or None),
-        metadata={s.budget.name: {"status": s.status, "spent_usd": float(s.spent_usd),
-                                  "monthly_usd": float(s.budget.monthly_usd), "projected_usd": float(s.projected_usd)}
-                  for s in spend})
+BUDGET_CHECK = dg.AssetCheckSpec("within_budgets", asset=dg.AssetKey(["daily_costs"]), description=BUDGETS)
 
 
 def mart_description(name: str, sql: str) -> str:
@@ -101,12 +82,11 @@ def tables_and_marts(context: dg.AssetExecutionContext, agentlake: AgentlakeReso
     # Dagster to merge again, much slower: docs/BENCHMARKS.md, "Figures behind the code's choices")
     layout.pending_marker.unlink(missing_ok=True)
     merged = result.source_ids  # the sources this merge replaced
-    budgets = load_config(layout.config_file).budgets
-    counts, dupes, missing, spend = checked(layout.warehouse, lambda con: (
+    counts, dupes, missing, (budgets, spend) = checked(layout.warehouse, lambda con: (
         lakewide.count_rows(con, [t.name for t in ALL_TABLES] + list(MARTS), "lake.main"),  # one statement
         lakewide.duplicate_keys(con, merged) if merged else {},
         lakewide.orphans(con, merged) if merged else {},
-        budget_statuses(con, budgets, utc_today())))
+        spend_of(con, layout.config_file)))
     note = None if merged else NOTHING_MERGED  # a pass that checked nothing says so
     for table in ALL_TABLES:
         yield dg.MaterializeResult(asset_key=table.name, metadata={
@@ -122,7 +102,8 @@ def tables_and_marts(context: dg.AssetExecutionContext, agentlake: AgentlakeReso
                                   description=note, metadata={"orphans": str(found), "sources_checked": len(merged)})
     for name in MARTS:
         yield dg.MaterializeResult(asset_key=name, metadata={"rows": counts[name]})
-    yield budget_check_result(budgets, spend, layout.config_file)
+    yield budget_check_result(budgets, spend, layout.config_file, asset_key=BUDGET_CHECK.asset_key,
+                              check_name=BUDGET_CHECK.name)
     if result.waiting:
         context.log.warning(f"{len(result.waiting)} sources were being written and wait for the next merge")
     for problem in result.problems:  # in the run's log too (a run from the UI has no terminal to read)
