@@ -52,24 +52,48 @@ class Request:
     params: dict = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     people: dict = field(default_factory=dict)  # the lake's users and machines, for the form
-
+    grain: str | None = None  # the time chart's bars: day, week or month; None: by the span
+    sorts: dict = field(default_factory=dict)  # table -> (column, descending); a column checked when drawn
+    path: str = "/"
 
     def link(self, path: str, **extra) -> str:
-        """A link to `path` that keeps the valid filters (and `top`), with `extra` on top."""
+        """A link to `path` that keeps the valid filters (and `top`, the grain and the sorts), with `extra` on top."""
         f = self.filters
         keep = {"since": f.since, "until": f.until, "project": f.project, "agent": f.provider, "user": f.user,
-                "machine": f.machine, "top": None if self.top == DEFAULT_TOP else self.top}
+                "machine": f.machine, "top": None if self.top == DEFAULT_TOP else self.top, "grain": self.grain,
+                "sort": sort_values(self.sorts)}
         keep.update(extra)
-        query = urlencode({k: v for k, v in keep.items() if v is not None and v != ""})
+        query = urlencode({k: v for k, v in keep.items() if v is not None and v != "" and v != []}, doseq=True)
         return path + (f"?{query}" if query else "")
 
+    def here(self, **extra) -> str:
+        """`link` to this page (an insight's page keeps its name), with `extra` on top."""
+        own = {k: self.params[k] for k in PAGE_PARAMS.get(self.path, ()) if self.params.get(k)}
+        return self.link(self.path, **{**own, **extra})
 
-FILTERS = ("since", "until", "project", "agent", "top", "user", "machine")  # the form's fields, as it labels them
+    def sorted_by(self, table: str, column: str | None, descending: bool = False) -> str:
+        """This page with `table` sorted by `column` (None: its own order), the other tables' sorts kept."""
+        sorts = {t: s for t, s in self.sorts.items() if t != table}
+        if column is not None:
+            sorts[table] = (column, descending)
+        return self.here(sort=sort_values(sorts))
+
+
+def sort_values(sorts: dict) -> list[str]:
+    return [f"{t}:{c}:{'desc' if d else 'asc'}" for t, (c, d) in sorts.items()]
+
+
+GRAINS = ("day", "week", "month")
+# the tables that can be sorted and downloaded: the overview's rankings, a project's sessions, the insights
+TABLES = ("projects", "users", "sessions") + INSIGHTS
+
+
+FILTERS = ("since", "until", "project", "agent", "top", "user", "machine", "grain")  # the form's fields
 # what else a page reads: `provider` is the agent filter's older name (links and bookmarks made
-# before it was `agent`); `token` is the dashboard's own (warehouse.serve.dashboard.server). On a
+# before it was `agent`); `sort` a table's order (a column header's link); `token` is the dashboard's own (warehouse.serve.dashboard.server). On a
 # session's page `machine` is the session's own (a store ingested on two machines), not a filter.
-PAGE_PARAMS = {"/session": ("source", "id", "key"), "/insight": ("name",)}
-OTHER_PARAMS = ("provider", "token")
+PAGE_PARAMS = {"/session": ("source", "id", "key"), "/insight": ("name",), "/csv": ("table",)}
+OTHER_PARAMS = ("provider", "token", "sort")
 
 
 def parse_request(query: str, projects: list[str], providers: list[str], path: str = "/",
@@ -116,9 +140,35 @@ def parse_request(query: str, projects: list[str], providers: list[str], path: s
             errors.append(f"top: {text!r} is negative: rows per ranking must be 0 (all) or more; {DEFAULT_TOP} used")
         else:
             top = number
+    grain = params.get("grain", "") or None
+    if grain is not None and grain not in GRAINS:
+        errors.append(f"grain: {grain!r} is not one of {', '.join(GRAINS)}; the bars follow the span")
+        grain = None
     filters = Filters(days.get("since"), days.get("until"), chosen.get("project"), chosen.get("agent"),
                       chosen.get("user"), chosen.get("machine"))
-    return Request(filters, top, params, errors, {"user": list(users), "machine": list(machines)})
+    return Request(filters, top, params, errors, {"user": list(users), "machine": list(machines)}, grain,
+                   parse_sorts(parse_qs(query, keep_blank_values=True).get("sort", []), errors), path)
+
+
+def parse_sorts(values: list[str], errors: list[str]) -> dict:
+    """`sort=<table>:<column>[:asc|desc]` (asc when not said), one per table, the last one given
+    winning; the column is checked when the table is drawn (an insight's columns are its query's)."""
+    sorts = {}
+    for value in values:
+        parts = value.strip().split(":")
+        table, column, direction = (parts + ["asc"] if len(parts) == 2 else parts + ["", "", ""])[:3]
+        if len(parts) not in (2, 3) or not table or not column:
+            errors.append(f"sort: {value!r} is not <table>:<column>[:asc|desc]; ignored")
+        elif table not in TABLES:
+            errors.append(f"sort: unknown table {table!r} (the tables: {', '.join(TABLES)}); ignored")
+        elif direction not in ("asc", "desc"):
+            errors.append(f"sort: {direction!r} in {value!r} is neither asc nor desc; ignored")
+        elif table in SORT_KEYS and column not in SORT_KEYS[table]:  # an insight's: checked when drawn
+            errors.append(f"sort: {table} has no column {column!r} (its columns: {', '.join(SORT_KEYS[table])}); "
+                          "its own order kept")
+        else:
+            sorts[table] = (column, direction == "desc")
+    return sorts
 
 
 def _e(value) -> str:
@@ -187,10 +237,10 @@ def about_data(con) -> str:
 
 
 def table(table_id: str, columns: list[str], rows: list[tuple], links: list[str | None], cut: charts.Cut | None = None,
-          all_link: str | None = None, numeric: set[int] = frozenset(), link_col: int = 0) -> str:
+          all_link: str | None = None, numeric: set[int] = frozenset(), link_col: int = 0, head: str = "") -> str:
     """An HTML table whose rows link one level down (from cell `link_col`), with the others row
-    last and a caption saying how many rows are shown."""
-    head = "".join(f'<th{" class=num" if i in numeric else ""}>{_e(c)}</th>' for i, c in enumerate(columns))
+    last and a caption saying how many rows are shown. `head`: its header cells (`sortable_head`)."""
+    head = head or "".join(f'<th{" class=num" if i in numeric else ""}>{_e(c)}</th>' for i, c in enumerate(columns))
     body = []
     for row, link in zip(rows, links):
         cells = []
@@ -217,6 +267,109 @@ def figure(fig_id: str, title: str, svg: str, note: str = "", wide: bool = False
     note = f'<p class="cut">{_e(note)}</p>' if note else ""
     cls = ' class="wide"' if wide else ""
     return f'<figure id="{fig_id}"{cls}><figcaption>{_e(title)}</figcaption>{svg}{note}</figure>'
+
+
+def sort_rows(req: Request, name: str, keys: list[str], rows: list[tuple]) -> list[tuple]:
+    """`rows` (in the table's own order) as `sort` orders table `name`: by a column of `keys`,
+    a value that is none last either way, ties in the table's own order. An unknown column is
+    named on the page and the table keeps its own order."""
+    chosen = _sort_column(req, name, keys)
+    if chosen is None:
+        return rows
+    i, descending = keys.index(chosen[0]), chosen[1]
+    known = sorted((r for r in rows if r[i] is not None), key=lambda r: r[i], reverse=descending)
+    return known + [r for r in rows if r[i] is None]
+
+
+def _sort_column(req: Request, name: str, keys: list[str]) -> tuple[str, bool] | None:
+    chosen = req.sorts.get(name)
+    if chosen is not None and chosen[0] not in keys:
+        req.errors.append(f"sort: {name} has no column {chosen[0]!r} (its columns: {', '.join(keys)}); "
+                          "its own order kept")
+        del req.sorts[name]  # the page's links leave it out
+        return None
+    return chosen
+
+
+def sortable_head(req: Request, name: str, labels: list[str], keys: list[str], numeric: set[int]) -> str:
+    """Header cells that each link to the table sorted by its column: numbers largest first, text
+    from A, and the column it is sorted by the other way round."""
+    current = req.sorts.get(name)
+    cells = []
+    for i, (label, key) in enumerate(zip(labels, keys)):
+        on = current is not None and current[0] == key
+        descending = not current[1] if on else i in numeric
+        arrow = (" ▼" if current[1] else " ▲") if on else ""
+        aria = f' aria-sort="{"descending" if current[1] else "ascending"}"' if on else ""
+        cells.append(f'<th{" class=num" if i in numeric else ""}{aria}><a class="sort" href="'
+                     f'{_e(req.sorted_by(name, key, descending))}">{_e(label)}{arrow}</a></th>')
+    return "".join(cells)
+
+
+def takeaway(req: Request, name: str, rows: int) -> str:
+    """The line under a sortable table: its order, and its every row as CSV (the same filters and order)."""
+    chosen = req.sorts.get(name)
+    order = ""
+    if chosen is not None:
+        order = (f'sorted by {_e(chosen[0])}, {"descending" if chosen[1] else "ascending"} · '
+                 f'<a href="{_e(req.sorted_by(name, None))}">its own order</a> · ')
+    csv_link = req.link("/csv", table=name, top=None, grain=None)
+    return (f'<p class="cut takeaway" id="{_e(name)}-takeaway">{order}<a class="csv" href="{_e(csv_link)}">'
+            f"CSV of all {rows:,} row{'s' if rows != 1 else ''}</a></p>")
+
+
+def today() -> date:
+    """Today's UTC date: the presets' windows end on it."""
+    return datetime.now(timezone.utc).date()
+
+
+def presets(req: Request) -> str:
+    """Links that set since and until to a window ending today (UTC), the one shown marked."""
+    now = today()
+    windows = [(f"last {n} days", now - timedelta(days=n - 1), now) for n in (7, 30, 90)]
+    windows += [("this month", now.replace(day=1), now), ("all days", None, None)]
+    out = []
+    for label, since, until in windows:
+        if (req.filters.since, req.filters.until) == (since, until):
+            out.append(f'<b aria-current="true">{_e(label)}</b>')
+        else:
+            out.append(f'<a href="{_e(req.here(since=since or "", until=until or ""))}">{_e(label)}</a>')
+    return f'<p class="presets" id="presets">Window (UTC days, today is {now}): {" · ".join(out)}</p>'
+
+
+def grain_links(req: Request) -> str:
+    """Links that set the time chart's bars to a day, a week or a month each (or by the span)."""
+    out = []
+    for grain, label in ((None, "by the span"), *((g, g) for g in GRAINS)):
+        if grain == req.grain:
+            out.append(f'<b aria-current="true">{_e(label)}</b>')
+        else:
+            out.append(f'<a href="{_e(req.here(grain=grain or ""))}">{_e(label)}</a>')
+    return f'<p class="toggle" id="grain">Cost over time, bars per: {" · ".join(out)}</p>'
+
+
+def empty_window(con, req: Request) -> str:
+    """A line saying so when the dates hold no data for the other filters (a preset is relative
+    to today; the lake's data, the demo's, may lie in the past), with links to where data is."""
+    f = req.filters
+    if not f.since and not f.until:
+        return ""
+    inside = " AND ".join(([f"d >= DATE '{f.since.isoformat()}'"] if f.since else [])
+                          + ([f"d <= DATE '{f.until.isoformat()}'"] if f.until else []))
+    first, last, held = _query(con, f"SELECT MIN(d), MAX(d), COUNT(*) FILTER (WHERE {inside}) FROM "
+                                    f"(SELECT date AS d FROM daily_costs {{w}} UNION ALL "
+                                    f"SELECT date AS d FROM {SESSIONS} {{w}})", replace(f, since=None, until=None))[0]
+    if held:
+        return ""
+    window = f"{f.since or 'the first day'} – {f.until or 'the last day'}"
+    if first is None:
+        said = f"No data in {window}, nor on any other day, for these filters."
+    else:
+        recent = req.here(since=last - timedelta(days=HEADLINE_DAYS - 1), until=last)
+        said = (f"No data in {_e(window)} (UTC days) for these filters: their data runs from {first} to {last}. "
+                f'Show <a href="{_e(recent)}">the {HEADLINE_DAYS} days to {last}</a> · '
+                f'<a href="{_e(req.here(since="", until=""))}">all days</a>.')
+    return f'<p class="empty" id="empty-window">{said}</p>'
 
 
 def _options(values: list, selected: str | None) -> str:
@@ -257,6 +410,10 @@ pre { white-space: pre-wrap; word-break: break-word; background: #f7f7f7; paddin
 .tile-title { font-size: 13px; color: #555; } .tile-value { font-size: 26px; font-weight: 600; margin: 2px 0; }
 .change { font-size: 13px; margin-top: 4px; color: #555; } .change.worse { color: #b00020; }
 .change.better { color: #2e7d32; }
+.presets, .toggle { font-size: 13px; margin: 6px 0; } .presets b, .toggle b { color: #222; }
+.empty { background: #fff4d6; border: 1px solid #edc948; padding: 8px 12px; border-radius: 4px; }
+th a.sort { color: inherit; text-decoration: none; } th a.sort:hover { text-decoration: underline; }
+a.csv { font-weight: 600; }
 """
 
 
@@ -275,7 +432,8 @@ def layout(title: str, crumbs: list[tuple[str, str | None]], body: str, req: Req
 def filter_form(req: Request, projects: list[str], providers: list[str], action: str = "/") -> str:
     f = req.filters
     shown = lambda key, value: _e(value if value is not None else req.params.get(key, ""))  # noqa: E731
-    return f"""<form method="get" action="{_e(action)}">
+    sorts = "".join(f'<input type="hidden" name="sort" value="{_e(v)}">' for v in sort_values(req.sorts))
+    return presets(req) + f"""<form method="get" action="{_e(action)}">
   <label>since <input type="date" name="since" value="{shown('since', f.since)}"></label>
   <label>until <input type="date" name="until" value="{shown('until', f.until)}"></label>
   <label>project <select name="project">{_options(projects, f.project)}</select></label>
@@ -283,7 +441,8 @@ def filter_form(req: Request, projects: list[str], providers: list[str], action:
   <label>user <select name="user">{_options(req.people.get("user", []), f.user)}</select></label>
   <label>machine <select name="machine">{_options(req.people.get("machine", []), f.machine)}</select></label>
   <label>rows per ranking <input type="number" name="top" min="0" value="{req.top}" style="width:6em"></label>
-  <button type="submit">apply</button>
+  <label>bars per <select name="grain">{_options(list(GRAINS), req.grain).replace("(all)", "(by the span)")}</select></label>
+  {sorts}<button type="submit">apply</button>
 </form>"""
 
 
@@ -297,7 +456,7 @@ def _time_chart(con, req: Request, series: str, series_title: str, link) -> tupl
     days = _query(con, f"SELECT date, {series} AS s, SUM(cost_usd) FROM daily_costs {{w}} GROUP BY ALL", req.filters)
     if not days:
         return charts.cost_over_time([], "day", series_title, []), ""
-    period = charts.period_for(min(r[0] for r in days), max(r[0] for r in days))
+    period = req.grain or charts.period_for(min(r[0] for r in days), max(r[0] for r in days))
     totals: dict[str, float | None] = {}
     for _, s, c in days:  # a series whose every cost is unknown stays unknown (None), not $0
         totals[s] = totals.get(s) if c is None else (totals.get(s) or 0.0) + float(c)
@@ -312,7 +471,7 @@ def _time_chart(con, req: Request, series: str, series_title: str, link) -> tupl
         key = (charts.period_start(d, period), s if s in kept else others)
         merged[key] = merged.get(key, 0.0) + float(c)
     drawn = [(d, s, c, link(s) if s in kept else None) for (d, s), c in sorted(merged.items())]
-    note = f"{series_title}s: {cut.note}; one bar per {period}"
+    note = f"{series_title}s: {cut.note}; one bar per {period}" + ("" if req.grain else " (by the span)")
     order = [r[0] for r in cut.rows] + ([others] if others else [])
     return charts.cost_over_time(drawn, period, series_title, order), note
 
@@ -509,7 +668,8 @@ def overview(con, req: Request, projects: list[str], providers: list[str]) -> st
         con, req, f"SELECT {model_sql('model')} || ' · ' || provider, SUM(cost_usd) AS c "
                   "FROM daily_costs {w} GROUP BY ALL ORDER BY c DESC NULLS LAST, 1", lambda r: None)
     tools, tool_note = _tool_chart(con, req)
-    body = (headline(con, req) + _totals(con, req)
+    body = (empty_window(con, req) + headline(con, req) + _totals(con, req)
+            + grain_links(req)  # beside the chart, not in it: a chart's links are its marks'
             + figure("cost-over-time", "Cost over time, by project", time_svg, time_note, wide=True)
             + '<div class="grid">'
             + figure("cost-by-project", "Cost by project and agent", by_project, project_note)
@@ -529,20 +689,26 @@ def _tool_chart(con, req: Request) -> tuple[str, str]:
 
 
 def _projects_table(con, req: Request) -> str:
-    return _ranking_table(con, req, "projects", "project", ("agents", "provider"),
-                          lambda key: req.link("/project", project=key))
+    return _ranking_table(con, req, "projects", lambda key: req.link("/project", project=key))
 
 
 def _users_table(con, req: Request) -> str:
     # a user's row opens the overview of that user's sessions alone
-    return _ranking_table(con, req, "users", '"user"', ("machines", "machine"), lambda key: req.link("/", user=key))
+    return _ranking_table(con, req, "users", lambda key: req.link("/", user=key))
 
 
-def _ranking_table(con, req: Request, table_id: str, key: str, listed: tuple[str, str], link) -> str:
-    """A ranking by `key` (a column) of cost and sessions: the sessions started in the window,
-    their messages and tool calls, the cost of its days; with the distinct values of a column
-    (`listed`: its title, its column) and the cost sources."""
-    title, column = listed
+# a ranking's key (a column) and the distinct values of a column listed beside it (its title, its column)
+RANKINGS = {"projects": ("project", ("agents", "provider")), "users": ('"user"', ("machines", "machine"))}
+RANKING_LABELS = ("sessions started", "their messages", "their tool calls", "their failed calls", "cost",
+                  "cost sources")
+RANKING_KEYS = ("sessions_started", "messages", "tool_calls", "failed_calls", "cost_usd", "cost_sources")
+
+
+def ranking_rows(con, req: Request, name: str) -> tuple[list[str], list[tuple]]:
+    """(columns, every row) of a ranking by a column (RANKINGS) of cost and sessions: the sessions
+    started in the window, their messages and tool calls, the cost of its days; with the distinct
+    values of a column and the cost sources. Costliest first, unless `sort` says otherwise."""
+    key, (_, column) = RANKINGS[name]
     rows = _query(con, f"""
         WITH c AS (SELECT {key} AS k, SUM(cost_usd) AS cost, {sorted_list(column)} AS listed,
                           {sorted_list('cost_source')} AS sources FROM daily_costs {{w}} GROUP BY 1),
@@ -552,17 +718,42 @@ def _ranking_table(con, req: Request, table_id: str, key: str, listed: tuple[str
         SELECT k, COALESCE(c.listed, s.listed), COALESCE(sessions, 0), COALESCE(messages, 0), COALESCE(calls, 0),
                COALESCE(failed, 0), cost, sources
         FROM c FULL JOIN s USING (k) ORDER BY cost DESC NULLS LAST, k""", req.filters)
+    keys = list(SORT_KEYS[name])
+    return keys, sort_rows(req, name, keys, rows)
+
+
+def _ranking_table(con, req: Request, name: str, link) -> str:
+    keys, rows = ranking_rows(con, req, name)
     cut = charts.top_with_others([(r[0], *r[2:7]) for r in rows], req.top, "others")
     kept = rows[:len(cut.rows)]
     shown = [(r[0], r[1], r[2], r[3], r[4], r[5], usd(r[6]), r[7]) for r in kept]
     if cut.others:
         o = cut.others
-        cut.others = (o[0].replace(")", f" {table_id})"), "", *(int(v or 0) for v in o[1:5]), usd(o[5]), "")
+        cut.others = (o[0].replace(")", f" {name})"), "", *(int(v or 0) for v in o[1:5]), usd(o[5]), "")
     # sessions and what they hold: those started in the window; cost: what was spent in it, by day
     # (`agentlake report` counts messages sent in the window: a session across midnight differs)
-    return table(table_id, [key.strip('"'), title, "sessions started", "their messages", "their tool calls",
-                            "their failed calls", "cost", "cost sources"], shown, [link(r[0]) for r in kept], cut,
-                 req.link("/", top=0), numeric={2, 3, 4, 5, 6})
+    numeric = {2, 3, 4, 5, 6}
+    head = sortable_head(req, name, [*keys[:2], *RANKING_LABELS], keys, numeric)
+    return (table(name, keys, shown, [link(r[0]) for r in kept], cut, req.link("/", top=0), numeric=numeric, head=head)
+            + takeaway(req, name, len(rows)))
+
+
+# the columns of the tables whose columns are known before a query (an insight's are its query's)
+SORT_KEYS = {name: (RANKINGS[name][0].strip('"'), RANKINGS[name][1][0], *RANKING_KEYS) for name in RANKINGS}
+SORT_KEYS["sessions"] = SESSION_KEYS = (
+    "started_at", "title", "agent", "duration_s", "messages", "tool_calls", "failed_calls", "subagents", "models",
+    "cost_usd", "cost_source", "source_id", "session_id", "machine")  # the CSV's: the table's, then the session's names
+SESSION_LABELS = ("started (UTC)", "title", "agent", "duration", "messages", "tool calls", "failed calls",
+                  "sub-agents", "models", "cost", "cost source")
+
+
+def session_rows(con, req: Request) -> tuple[list[str], list[tuple]]:
+    """(columns, every row) of a project's sessions: most expensive first, unless `sort` says otherwise."""
+    rows = _query(con, f"""SELECT started_at, COALESCE(title, '(untitled)'), provider, duration_s, messages,
+                                  tool_calls, failed_tool_calls, subagents, models, cost_usd, cost_source,
+                                  source_id, session_id, machine
+                           FROM {SESSIONS} {{w}} ORDER BY cost_usd DESC NULLS LAST, started_at DESC""", req.filters)
+    return list(SESSION_KEYS), sort_rows(req, "sessions", list(SESSION_KEYS), rows)
 
 
 def project_page(con, req: Request, projects: list[str], providers: list[str]) -> str:
@@ -573,25 +764,24 @@ def project_page(con, req: Request, projects: list[str], providers: list[str]) -
     time_svg, time_note = _time_chart(con, req, f"{model_sql('model')} || ' · ' || provider", "model",
                                       lambda s: None)
     tools, tool_note = _tool_chart(con, req)
-    rows = _query(con, f"""SELECT strftime(started_at, '%Y-%m-%d %H:%M'), COALESCE(title, '(untitled)'), provider,
-                                  duration_s, messages, tool_calls, failed_tool_calls, subagents, models,
-                                  cost_usd, cost_source, source_id, session_id, machine
-                           FROM {SESSIONS} {{w}} ORDER BY cost_usd DESC NULLS LAST, started_at DESC""", req.filters)
+    _, rows = session_rows(con, req)
     cut = charts.top_with_others([(r[0], *r[3:8], r[9]) for r in rows], req.top or None, "others")
     kept = rows[:len(cut.rows)]
-    shown = [(r[0], r[1], r[2], _duration(r[3]), r[4], r[5], r[6], r[7], models_label(r[8]), usd(r[9]), r[10])
-             for r in kept]
+    shown = [(r[0].strftime("%Y-%m-%d %H:%M") if r[0] else "", r[1], r[2], _duration(r[3]), r[4], r[5], r[6], r[7],
+              models_label(r[8]), usd(r[9]), r[10]) for r in kept]
     if cut.others:
         o = cut.others
         cut.others = (o[0].replace(")", " sessions)"), "", "", _duration(o[1]), *(int(v or 0) for v in o[2:6]), "",
                       usd(o[6]), "")
     links = [req.link("/session", source=r[11], id=r[12], machine=r[13]) for r in kept]
-    sessions = table("sessions", ["started (UTC)", "title", "agent", "duration", "messages", "tool calls",
-                                  "failed calls", "sub-agents", "models", "cost", "cost source"], shown, links, cut,
-                     req.link("/project", top=0), numeric={3, 4, 5, 6, 7, 9})
-    body = (headline(con, req) + _totals(con, req)
+    numeric = {3, 4, 5, 6, 7, 9}
+    head = sortable_head(req, "sessions", list(SESSION_LABELS), list(SESSION_KEYS), numeric)
+    sessions = (table("sessions", list(SESSION_LABELS), shown, links, cut, req.link("/project", top=0),
+                      numeric=numeric, head=head) + takeaway(req, "sessions", len(rows)))
+    body = (empty_window(con, req) + headline(con, req) + _totals(con, req)
+            + grain_links(req)
             + figure("cost-over-time", f"Cost over time in {name}, by model", time_svg, time_note, wide=True)
-            + "<h2>Sessions (most expensive first)</h2>" + sessions
+            + f"<h2>Sessions{'' if 'sessions' in req.sorts else ' (most expensive first)'}</h2>" + sessions
             + figure("tool-usage", "Tool calls (red: failed, by an error or a non-zero exit)", tools, tool_note)
             + insights_section(con, req))
     crumbs = [("overview", req.link("/", project="")), (name, None)]
@@ -813,6 +1003,7 @@ HIDDEN = ("source_id", "machine", "user")  # kept for the links, too wide to sho
 def _insight_table(con, req: Request, name: str, limit: int | None) -> tuple[str, str, str, bool]:
     """(title, HTML table of the top findings with their note, SQL giving all of them, whether cut)."""
     title, sql = insight_sql(con, name, req.filters)
+    sql = insight_order(con, req, name, sql)
     # the top rows by a LIMIT (DuckDB's top-N, not a sort of 100k findings), and the count apart
     cur = con.execute(f"{sql} LIMIT {int(limit)}" if limit else sql)
     columns = [d[0] for d in cur.description]
@@ -836,9 +1027,42 @@ def _insight_table(con, req: Request, name: str, limit: int | None) -> tuple[str
     names = [columns[i] for i in keep]
     # a finding about a session links from its session cell, else from the first
     link_col = next((names.index(c) for c in ("session_id", "session_key") if c in names), 0)
-    body = (table(f"{name}-table", names, shown, links, numeric=numeric, link_col=link_col)
-            + f'<p class="cut">{_e(note)}</p>')
+    head = sortable_head(req, name, names, names, numeric)
+    body = (table(f"{name}-table", names, shown, links, numeric=numeric, link_col=link_col, head=head)
+            + f'<p class="cut">{_e(note)}</p>' + takeaway(req, name, found))
     return title, body, sql, len(rows) < found
+
+
+def insight_order(con, req: Request, name: str, sql: str) -> str:
+    """The insight's query in the order `sort` asks for: by its column, a value that is none last
+    either way, ties by the other columns (so the page and its CSV agree)."""
+    if name not in req.sorts:
+        return sql
+    columns = [d[0] for d in con.execute(f"SELECT * FROM ({sql}) LIMIT 0").description]
+    chosen = _sort_column(req, name, columns)
+    if chosen is None:
+        return sql
+    quoted = lambda c: '"' + c.replace('"', '""') + '"'  # noqa: E731
+    ties = "".join(f", {quoted(c)}" for c in columns if c != chosen[0])
+    return f"SELECT * FROM ({sql}) ORDER BY {quoted(chosen[0])} {'DESC' if chosen[1] else 'ASC'} NULLS LAST{ties}"
+
+
+def check_sorts(con, req: Request) -> None:
+    """An insight's sort checked before the page is drawn, so that no link carries a bad one
+    (its columns are its query's; a mart not in this lake shows no table to sort)."""
+    for name in [n for n in req.sorts if n in INSIGHTS]:
+        try:
+            insight_order(con, req, name, insight_sql(con, name, req.filters)[1])
+        except duckdb.CatalogException:
+            del req.sorts[name]
+
+
+def insight_rows(con, req: Request, name: str) -> tuple[list[str], list[tuple]]:
+    """(columns, every finding) of an insight, in the page's order, with the columns the table hides."""
+    from warehouse.serve.formatting import fetch_rows
+
+    cur = con.execute(insight_order(con, req, name, insight_sql(con, name, req.filters)[1]))
+    return [d[0] for d in cur.description], fetch_rows(cur)
 
 
 def _is_number(value) -> bool:
@@ -907,3 +1131,50 @@ def insight_page(con, req: Request) -> tuple[str, int]:
         body += f"<details><summary>how {_e(name)} is computed</summary><pre>{_e(definition)}</pre></details>"
     crumbs = [("overview", req.link("/", project="")), (name, None)]
     return layout(name, crumbs, body, req, about=about_data(con)), 200
+
+
+# --- a table's every row as CSV
+
+
+def download(con, req: Request) -> tuple[str, int, list[tuple[str, str]]]:
+    """(CSV, 200, its headers) of a table's every row (`table=`), with the page's filters and
+    order: figures exact, as `agentlake report --format csv` writes them. A bad table or filter
+    gets a page that names it instead (a CSV of other rows than asked for would go unnoticed)."""
+    from warehouse.serve.report import Section
+    from warehouse.serve.report_csv import csv_text
+
+    name = req.params.get("table", "")
+    back = [("overview", req.link("/"))]
+    if name not in TABLES:
+        req.errors.append(f"table: {name!r} is not one of the dashboard's tables ({', '.join(TABLES)})")
+        return layout("no such table", back, "", req), 404, []
+    if name == "sessions" and not req.filters.project:
+        req.errors.append("table sessions: a project's sessions; choose the project (project=...)")
+    columns, rows = [], []
+    if not req.errors:
+        if name in RANKINGS:
+            columns, rows = ranking_rows(con, req, name)
+        elif name == "sessions":
+            columns, rows = session_rows(con, req)
+        else:
+            try:
+                columns, rows = insight_rows(con, req, name)
+            except duckdb.CatalogException as exc:
+                if name not in str(exc):
+                    raise
+                req.errors.append(f"no insight {name!r} in this lake (yet)")
+                return layout("no such table", back, "", req), 404, []
+    if req.errors:
+        body = "<p>No CSV is written while a parameter is wrong: fix it, or follow the page's own link.</p>"
+        return layout(f"CSV of {name}", back, body, req), 400, []
+    return csv_text(Section(name, name, columns, rows)), 200, [
+        ("Content-Type", "text/csv; charset=utf-8"),
+        ("Content-Disposition", f'attachment; filename="{csv_filename(name, req.filters)}"')]
+
+
+def csv_filename(name: str, filters: Filters) -> str:
+    """agentlake-<table>[-<since>][-to-<until>][-<project>...].csv, safe in a header and on any disk."""
+    parts = ["agentlake", name, *([str(filters.since)] if filters.since else []),
+             *([f"to-{filters.until}"] if filters.until else []),
+             *(v for v in (filters.project, filters.provider, filters.user, filters.machine) if v)]
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", "-".join(parts)) + ".csv"

@@ -3,8 +3,9 @@
 Nothing is fetched by the browser but the page itself (no script, no CDN), so it works on a
 closed network and renders the same everywhere. Pages (warehouse.serve.dashboard.pages): the overview
 (`/`), a project (`/project?project=...`), a session's transcript (`/session?source=...&id=...&machine=...`)
-and an insight (`/insight?name=...`). Filters (dates, project, agent, user, machine, rows per ranking) are a
-plain GET form, validated: a bad value is named on the page, never silently dropped.
+and an insight (`/insight?name=...`); a table's every row as CSV (`/csv?table=...`, with the page's
+filters and `sort`). Filters (dates, project, agent, user, machine, rows per ranking, the time chart's
+grain) are a plain GET form, validated: a bad value is named on the page, never silently dropped.
 """
 
 import html
@@ -18,18 +19,22 @@ from http.server import HTTPServer
 from warehouse.lake.ducklake import damage_hint
 from warehouse.serve.dashboard import pages as pages
 
-PATHS = ("/", "/index.html", "/project", "/session", "/insight")
+PATHS = ("/", "/index.html", "/project", "/session", "/insight", "/csv")
 
 
 def _e(value) -> str:
     return html.escape("" if value is None else str(value))
 
 
-def render(con, path: str, query: str) -> tuple[str, int]:
-    """(HTML, status) of one page; a request with filter problems is answered 400, with the page."""
+def render(con, path: str, query: str) -> tuple:
+    """(HTML, status) of one page; a request with filter problems is answered 400, with the page.
+    A CSV (`/csv`) is (text, status, its headers: its type and file name)."""
     rows = con.execute('SELECT DISTINCT project, provider, "user", machine FROM daily_costs').fetchall()
     projects, providers, users, machines = (sorted({r[i] for r in rows if r[i] is not None}) for i in range(4))
     req = pages.parse_request(query, projects, providers, path, users, machines)
+    pages.check_sorts(con, req)
+    if path == "/csv":
+        return pages.download(con, req)
     if path == "/session":
         body, status = pages.session_page(con, req)
     elif path == "/insight":
@@ -130,6 +135,19 @@ class PageCache:
                 drawer[1] -= 1
                 if not drawer[1]:
                     del self.drawers[key]
+
+
+@contextmanager
+def running(warehouse, **kwargs):
+    """The dashboard served from a thread of this process (`make_server`'s arguments), its URL
+    while the block runs: for a notebook or a test, where `agentlake dashboard` would block."""
+    server = make_server(warehouse, **kwargs)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.url
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 BACKLOG = 1024  # connections the kernel holds while every worker is busy (Linux caps it at net.core.somaxconn)
@@ -307,7 +325,8 @@ def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: 
 
         def _send(self, status: int, body: bytes, headers=()):
             self.send_response(status)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
+            if not any(name == "Content-Type" for name, _ in headers):
+                self.send_header("Content-Type", "text/html; charset=utf-8")
             self.send_header("Content-Length", str(len(body)))
             # the page needs nothing from elsewhere, may not be framed, and leaks no URL onwards
             self.send_header("Content-Security-Policy",
@@ -358,19 +377,20 @@ def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: 
                 return
             try:
                 key = PageCache.key(warehouse, url.path, url.query)
-                body, status = cache.get(key) or (None, None)
+                body, status, headers = cache.get(key) or (None, None, ())
                 if body is None:
                     with cache.drawing(key):
-                        body, status = cache.get(key) or (None, None)  # drawn by a request waited for
+                        body, status, headers = cache.get(key) or (None, None, ())  # drawn by a request waited for
                         if body is None:
                             with reader.cursor() as con:
-                                text, status = render(con, url.path, url.query)
-                            body = text.encode()
-                            cache.put(key, (body, status))
+                                text, status, *more = render(con, url.path, url.query)
+                            body, headers = text.encode(), tuple(more[0]) if more else ()
+                            cache.put(key, (body, status, headers))
             except Exception as exc:  # shown to the user, not a stack trace in the terminal
                 said = f"{exc}{damage_hint(exc)}"  # a table file lost: what repairs it
                 body, status = f"<h1>agentlake</h1><p>cannot read {_e(warehouse)}: {_e(said)}</p>".encode(), 500
-            self._send(status, body)
+                headers = ()
+            self._send(status, body, headers)
 
         def log_message(self, format, *args):  # quiet: one line per request is noise here
             pass
