@@ -7,7 +7,7 @@ from pathlib import Path
 import dagster as dg
 
 from warehouse.lake.config import load_config
-from warehouse.serve.budgets import OK, budget_statuses
+from warehouse.serve.budgets import OK, budget_statuses, unknown_scopes
 from warehouse.serve.report_options import utc_today
 
 DESCRIPTION = ("This month's spend (UTC) is within each budget of config.toml, and so is the month's end at the "
@@ -15,19 +15,21 @@ DESCRIPTION = ("This month's spend (UTC) is within each budget of config.toml, a
 
 
 def spend_of(con, config_file: Path):
-    """The home's budgets and this month's figures for each, on an open warehouse."""
+    """The home's budgets, this month's figures for each, and what they name that the warehouse
+    does not hold, on an open warehouse."""
     budgets = load_config(config_file).budgets
-    return budgets, budget_statuses(con, budgets, utc_today())
+    return budgets, budget_statuses(con, budgets, utc_today()), unknown_scopes(con, budgets)
 
 
-def budget_check_result(budgets, spend, config_file: Path, **key) -> dg.AssetCheckResult:
-    """Failed (a warning, never a failed run) when a budget is exceeded or projected to be; `key`:
-    the check's asset_key and check_name where Dagster cannot infer them."""
+def budget_check_result(budgets, spend, unknown: list[str], config_file: Path, **key) -> dg.AssetCheckResult:
+    """Failed (a warning, never a failed run) when a budget is exceeded or projected to be, or
+    names a project, user or agent the warehouse does not hold (a typo would pass forever at $0);
+    `key`: the check's asset_key and check_name where Dagster cannot infer them."""
     off = [s for s in spend if s.status != OK]
-    said = "; ".join(f"{s.budget.name}: {s.status} (spent ${s.spent_usd:.2f} of ${s.budget.monthly_usd:.2f}, "
-                     f"projected ${s.projected_usd:.2f})" for s in off)
+    said = "; ".join([f"{s.budget.name}: {s.status} (spent ${s.spent_usd:.2f} of ${s.budget.monthly_usd:.2f}, "
+                      f"projected ${s.projected_usd:.2f})" for s in off] + unknown)
     return dg.AssetCheckResult(
-        passed=not off, severity=dg.AssetCheckSeverity.WARN,
+        passed=not off and not unknown, severity=dg.AssetCheckSeverity.WARN,
         description=said or (None if budgets else f"No budget is set in {config_file}: nothing to check."),
         metadata={s.budget.name: {"status": s.status, "spent_usd": float(s.spent_usd),
                                   "monthly_usd": float(s.budget.monthly_usd), "projected_usd": float(s.projected_usd)}

@@ -121,8 +121,8 @@ def machines_reporting(team_lake: TeamLake) -> dg.AssetCheckResult:
 def within_budgets(team_lake: TeamLake) -> dg.AssetCheckResult:
     layout = team_lake.layout()
     with connect(layout.warehouse, ours=True) as con:
-        budgets, spend = spend_of(con, layout.config_file)
-    return budget_check_result(budgets, spend, layout.config_file)
+        budgets, spend, unknown = spend_of(con, layout.config_file)
+    return budget_check_result(budgets, spend, unknown, layout.config_file)
 
 
 team_refresh = dg.define_asset_job(

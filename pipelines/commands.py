@@ -335,12 +335,12 @@ def _read_warehouse(args, answer, opener=None) -> int:
 
 
 def cmd_sql(args) -> int:
+    args.query, source = _query_text(args)  # a usage error here loads no DuckDB
+    if not args.query.strip():
+        raise UsageError(f'empty query{source}: give one SQL statement, e.g. agentlake sql "SELECT * FROM sessions '
+                         'LIMIT 5"')
     from warehouse.serve.formatting import fetch_rows, render
     from warehouse.serve.read_only_sql import NotOne, Refused, check, open_reader
-
-    args.query = _query_text(args)
-    if not args.query.strip():
-        raise UsageError('empty query: give one SQL statement, e.g. agentlake sql "SELECT * FROM sessions LIMIT 5"')
 
     def answer(con):
         try:
@@ -360,40 +360,47 @@ def cmd_sql(args) -> int:
     return _read_warehouse(args, answer, open_reader)
 
 
-def _query_text(args) -> str:
-    """The query: the argument, else -f FILE, else standard input when it is a pipe or a file
-    (`-` as either says standard input)."""
+def _query_text(args) -> tuple[str, str]:
+    """The query and where it came from (for a message): the argument, else -f FILE, else
+    standard input when it is a pipe or a file (`-` as either says standard input)."""
     if args.query is not None and args.file is not None:
         raise UsageError("give the query once: as an argument or with -f FILE, not both")
     where = args.file if args.file is not None else args.query if args.query == "-" else None
     if args.query is not None and where is None:
-        return args.query
-    if where is None and (sys.stdin is None or sys.stdin.isatty()):
+        text, source = args.query, ""
+    elif where is None and (sys.stdin is None or sys.stdin.isatty()):
         raise UsageError('no query: give one SQL statement, e.g. agentlake sql "SELECT * FROM sessions LIMIT 5", '
                          "-f FILE, or pipe it in")
-    if where in (None, "-"):
+    elif where in (None, "-"):
         if sys.stdin is None:
             raise UsageError("no standard input to read the query from")
-        return sys.stdin.read()
+        try:
+            text, source = sys.stdin.read(), " on standard input"
+        except UnicodeDecodeError:
+            raise UsageError("the query on standard input is not UTF-8 text") from None
+    else:
+        try:
+            text, source = Path(where).expanduser().read_text(encoding="utf-8"), f" in {where}"
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read the query from {where}: {exc}") from None
     try:
-        return Path(where).expanduser().read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read the query from {where}: {exc}") from None
+        text.encode("utf-8")  # an argument's undecodable bytes arrive as lone surrogates
+    except UnicodeEncodeError:
+        raise UsageError(f"the query{source} is not UTF-8 text") from None
+    return text, source
 
 
 def cmd_report(args) -> int:
-    from warehouse.serve.report import Filters, build, build_insights, render_report
-
-    from warehouse.serve.report import unknown_filters
-
     if args.budgets:
         return _report_budgets(args)
     args.by = args.by or "project"
-    since, until = _window(args)
-    filters = Filters(since, until, args.project, args.provider)
+    since, until = _window(args)  # the usage errors first: they load no DuckDB
     if since and until and since > until:
         raise UsageError(f"--since {args.since} is after --until {args.until}: no day is in between")
     _check_csv_report(args)
+    from warehouse.serve.report import Filters, build, build_insights, render_report, unknown_filters
+
+    filters = Filters(since, until, args.project, args.provider)
 
     def answer(con):
         unknown = unknown_filters(con, filters)
@@ -420,12 +427,6 @@ BUDGETS_EXCEEDED = 3  # `report --budgets`: a budget is exceeded (a cron job or 
 
 def _report_budgets(args) -> int:
     """This month's spend against each budget of config.toml; exit 3 when one is exceeded."""
-    from warehouse.lake.ducklake import connect
-    from warehouse.serve.budgets import COLUMNS, OVER, PROJECTED_OVER, budget_statuses, rows, unknown_scopes
-    from warehouse.serve.report import Section, render_report
-    from warehouse.serve.report_csv import csv_text
-    from warehouse.serve.report_options import utc_today
-
     given = [flag for flag, value in (("--insights", args.insights), ("--since", args.since), ("--until", args.until),
                                       (f"--{args.window}", args.window), ("--last", args.last),
                                       ("--project", args.project), ("--agent", args.provider), ("--by", args.by),
@@ -439,6 +440,11 @@ def _report_budgets(args) -> int:
     if not budgets:
         raise UsageError(f"no budgets in {config_file}: add one, e.g. `[[budgets]]` with `monthly_usd = 500` "
                          "(docs/CONFIG.md, Budgets)")
+    from warehouse.lake.ducklake import connect
+    from warehouse.serve.budgets import COLUMNS, OVER, PROJECTED_OVER, budget_statuses, rows, unknown_scopes
+    from warehouse.serve.report import Section, render_report
+    from warehouse.serve.report_csv import csv_text
+    from warehouse.serve.report_options import utc_today
     over, projected = [], []
 
     def answer(con):
@@ -483,13 +489,13 @@ def _report_name(args) -> str:
 
 def _check_csv_report(args) -> None:
     """What a CSV report cannot be, said before the warehouse is opened."""
-    from warehouse.serve.report_csv import INSIGHT_SECTIONS
-
     if args.output is not None and args.format != "csv":
         raise UsageError("--output writes a CSV file per section: give --format csv with it")
     if args.output is not None and Path(args.output).exists() and not Path(args.output).is_dir():
         raise UsageError(f"--output {args.output} is a file: give a folder (made if missing) for the CSV files")
     if args.insights and args.format == "csv" and not (args.section or args.output):
+        from warehouse.serve.report_csv import INSIGHT_SECTIONS
+
         raise UsageError("`report --insights --format csv` has a table per insight, with columns of its own: name one "
                          f"with --section ({', '.join(INSIGHT_SECTIONS)}), or write each to its own file with "
                          "--output DIR")

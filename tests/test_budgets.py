@@ -48,7 +48,8 @@ def test_budgets_are_read_with_their_scopes(tmp_path):
     ("[[budgets]]\nmonthly_usd = 5\nteam = 'x'\n", "budget 1: unknown setting 'team'; known: monthly_usd, project"),
     ("[[budgets]]\nmonthly_usd = 5\nuser = ''\n", "budget 1: user must be a name"),
     ("[[budgets]]\nmonthly_usd = 5\n[[budgets]]\nmonthly_usd = 6\n", "budget 2: a second budget for the team"),
-    ("budgets = 5\n", "budgets are [[budgets]] tables, each with monthly_usd"),
+    ("budgets = 5\n", "budgets are [[budgets]] tables (double brackets: one per budget), each with monthly_usd"),
+    ("[budgets]\nmonthly_usd = 500\n", "budgets are [[budgets]] tables (double brackets: one per budget)"),
 ])
 def test_a_bad_budget_is_a_config_error_naming_it(tmp_path, text, said):
     with pytest.raises(ConfigError, match=None) as exc:
@@ -181,3 +182,5 @@ def test_the_centers_check_reads_the_centers_budgets(spending):
     assert (check.check_name, check.passed, check.severity) == ("within_budgets", False, dg.AssetCheckSeverity.WARN)
     assert check.description.startswith("user dev: over (spent $2.50 of $2.00")
     assert check.metadata["agent codex"].value["spent_usd"] == 0  # a Crush-only lake: nothing spent by Codex
+    # a budget for an agent the warehouse never saw is said (a typo would pass at $0 forever)
+    assert "; budget agent codex: no agent 'codex' in the warehouse" in check.description

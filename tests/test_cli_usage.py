@@ -130,8 +130,12 @@ def test_every_commands_help_says_what_it_does(capsys):
 HEAVY = ("pyarrow", "duckdb", "dagster", "warehouse.land.ingest", "transforms.crush.normalise", "transforms.contract")
 
 
-@pytest.mark.parametrize("args", [["--help"], ["--version"], ["report", "--no-such-flag"], ["no-such-command"],
-                                  ["reprot"]])
+@pytest.mark.parametrize("args", [
+    ["--help"], ["--version"], ["report", "--no-such-flag"], ["no-such-command"], ["reprot"],
+    # usage errors the commands find after parsing, before they open anything
+    ["report", "--last", "0d"], ["report", "--week", "--since", "2026-01-01"], ["report", "--budgets", "--by", "day"],
+    ["report", "--since", "2026-02-01", "--until", "2026-01-01"], ["report", "--output", "x"],
+    ["sql", "SELECT 1", "-f", "q.sql"], ["sql", "SELECT 1 \udcff"]])
 def test_help_and_a_usage_error_load_no_engine_and_no_agent(args):
     """`--help` and a usage error answer at once: they load neither DuckDB, pyarrow nor Dagster,
     and none of the agents' normalisers (the times are in docs/BENCHMARKS.md)."""

@@ -157,9 +157,12 @@ def test_relative_windows_name_their_days():
     (["--last", "2w"], (13, 0)),
 ])
 def test_a_relative_window_reports_as_its_dates_do(lake, flags, days):
-    today = datetime.now(timezone.utc).date()
+    for _ in range(2):  # once more if UTC midnight passed between the test's today and the command's
+        today = datetime.now(timezone.utc).date()
+        relative, said = _json(lake, *flags)
+        if datetime.now(timezone.utc).date() == today:
+            break
     since, until = (today - timedelta(days=n) for n in days)
-    relative, said = _json(lake, *flags)
     explicit, _ = _json(lake, "--since", since.isoformat(), "--until", until.isoformat())
     assert relative == explicit
     assert f"note: {' '.join(flags)}: {since} to {until} (UTC days)" in said
@@ -197,6 +200,16 @@ def test_sql_reads_the_query_from_a_file_or_standard_input(lake, tmp_path, monke
     for args in ([], ["-"], ["-f", "-"]):
         monkeypatch.setattr("sys.stdin", io.StringIO(QUERY))
         assert run_cli("sql", "--home", lake.home, *args, "--format", "json").stdout == expected.stdout, args
+
+
+def test_sql_names_standard_input_when_what_it_read_there_is_no_query(lake, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))  # a cron job's closed input
+    empty = run_cli("sql", "--home", lake.home)
+    assert empty.returncode == 2 and "empty query on standard input" in empty.stderr
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"SELECT 1 \xff"), encoding="utf-8"))
+    binary = run_cli("sql", "--home", lake.home)
+    assert binary.returncode == 2 and "the query on standard input is not UTF-8 text" in binary.stderr
+    assert "is not UTF-8 text" in run_cli("sql", "--home", lake.home, "SELECT 1 \udcff").stderr  # argv's bad byte
 
 
 class _Terminal(io.StringIO):

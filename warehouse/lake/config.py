@@ -88,11 +88,11 @@ def load_config(path: Path, providers=tuple(PROVIDERS)) -> Config:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}") from None
+    budgets = _budgets(path, data.pop("budgets", []))  # first: `[budgets]` is a section by mistake
     sections = (*providers, "projects", "privacy")
     unknown = sorted(k for k, v in data.items() if isinstance(v, dict) and k not in sections)
     if unknown:
-        raise ConfigError(f"{path}: unknown section [{unknown[0]}]; known: {', '.join(sections)}")
-    budgets = _budgets(path, data.pop("budgets", []))
+        raise ConfigError(f"{path}: unknown section [{unknown[0]}]; known: {', '.join(sections)}, [[budgets]]")
     for key, value in data.items():
         if isinstance(value, dict):
             continue
@@ -132,7 +132,8 @@ def _budgets(path: Path, entries) -> tuple[Budget, ...]:
     """`[[budgets]]`: each a `monthly_usd` above 0 and at most one of project, user, agent; one
     budget per scope (two for one user would leave the reader guessing which holds)."""
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise ConfigError(f"{path}: budgets are [[budgets]] tables, each with monthly_usd")
+        raise ConfigError(f"{path}: budgets are [[budgets]] tables (double brackets: one per budget), each with "
+                          "monthly_usd")
     out, seen = [], set()
     for n, entry in enumerate(entries, 1):
         where = f"{path}: budget {n}"

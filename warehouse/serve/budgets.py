@@ -3,7 +3,6 @@ where the month ends at the current pace. Read by `agentlake report --budgets` a
 check on `daily_costs`, so that both say the same."""
 
 import calendar
-import difflib
 from dataclasses import dataclass
 from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
@@ -69,16 +68,8 @@ def rows(statuses: list[BudgetStatus]) -> list[tuple]:
 
 def unknown_scopes(con, budgets: tuple[Budget, ...]) -> list[str]:
     """A budget for a project, user or agent the warehouse has never seen (a typo spends nothing
-    and never warns): said, with the close names it holds."""
-    out = []
-    for budget in budgets:
-        if budget.scope == "team":
-            continue
-        column = _COLUMN[budget.scope]
-        known = [r[0] for r in con.execute(f"SELECT DISTINCT {column} FROM sessions WHERE {column} IS NOT NULL "
-                                           "ORDER BY 1").fetchall()]
-        if budget.value not in known:
-            close = difflib.get_close_matches(budget.value, known, n=3, cutoff=0.5)
-            out.append(f"budget {budget.name}: no {budget.scope} {budget.value!r} in the warehouse"
-                       + (f"; close ones: {', '.join(close)}" if close else ""))
-    return out
+    and never warns): said, with the close names it holds, as the report's filters say it."""
+    from warehouse.serve.report import unknown_name
+
+    said = ((b, unknown_name(con, b.scope, b.value, _COLUMN[b.scope])) for b in budgets if b.scope != "team")
+    return [f"budget {b.name}: {s}" for b, s in said if s]

@@ -388,21 +388,24 @@ def render_report(sections: list[Section], fmt: str = "table") -> str:
 def unknown_filters(con, filters: Filters, limit: int = 8) -> list[str]:
     """What a --project or --provider filter names that the warehouse does not hold, with the
     closest names it does hold (a typo would otherwise print empty tables without a word)."""
-    out = []
-    for flag, value, column in (("project", filters.project, "project"), ("agent", filters.provider, "provider")):
-        if value is None:
-            continue
-        known = [r[0] for r in con.execute(f"SELECT DISTINCT {column} FROM sessions WHERE {column} IS NOT NULL "
-                                           f"ORDER BY 1").fetchall()]
-        if value in known:
-            continue
-        close = [k for k in known if k and (value.lower() in k.lower() or k.lower() in value.lower())]
-        close += [k for k in difflib.get_close_matches(value, known, n=limit, cutoff=0.5) if k not in close]
-        if close:
-            hint = f"close ones: {', '.join(close[:limit])}"
-        elif known:
-            hint = f"it holds {len(known)}: {', '.join(known[:limit])}" + (", ..." if len(known) > limit else "")
-        else:
-            hint = "it holds none yet"
-        out.append(f"no {flag} {value!r} in the warehouse; {hint}")
-    return out
+    said = (unknown_name(con, what, value, column, limit) for what, value, column in
+            (("project", filters.project, "project"), ("agent", filters.provider, "provider")) if value is not None)
+    return [s for s in said if s]
+
+
+def unknown_name(con, what: str, value: str, column: str, limit: int = 8) -> str | None:
+    """`value` of `sessions.<column>` (a project, agent or user) if the warehouse does not hold
+    it, said with the close names it holds, else None."""
+    known = [r[0] for r in con.execute(f"SELECT DISTINCT {column} FROM sessions WHERE {column} IS NOT NULL "
+                                       f"ORDER BY 1").fetchall()]
+    if value in known:
+        return None
+    close = [k for k in known if k and (value.lower() in k.lower() or k.lower() in value.lower())]
+    close += [k for k in difflib.get_close_matches(value, known, n=limit, cutoff=0.5) if k not in close]
+    if close:
+        hint = f"close ones: {', '.join(close[:limit])}"
+    elif known:
+        hint = f"it holds {len(known)}: {', '.join(known[:limit])}" + (", ..." if len(known) > limit else "")
+    else:
+        hint = "it holds none yet"
+    return f"no {what} {value!r} in the warehouse; {hint}"

@@ -82,7 +82,7 @@ def tables_and_marts(context: dg.AssetExecutionContext, agentlake: AgentlakeReso
     # Dagster to merge again, much slower: docs/BENCHMARKS.md, "Figures behind the code's choices")
     layout.pending_marker.unlink(missing_ok=True)
     merged = result.source_ids  # the sources this merge replaced
-    counts, dupes, missing, (budgets, spend) = checked(layout.warehouse, lambda con: (
+    counts, dupes, missing, (budgets, spend, unknown) = checked(layout.warehouse, lambda con: (
         lakewide.count_rows(con, [t.name for t in ALL_TABLES] + list(MARTS), "lake.main"),  # one statement
         lakewide.duplicate_keys(con, merged) if merged else {},
         lakewide.orphans(con, merged) if merged else {},
@@ -102,7 +102,7 @@ def tables_and_marts(context: dg.AssetExecutionContext, agentlake: AgentlakeReso
                                   description=note, metadata={"orphans": str(found), "sources_checked": len(merged)})
     for name in MARTS:
         yield dg.MaterializeResult(asset_key=name, metadata={"rows": counts[name]})
-    yield budget_check_result(budgets, spend, layout.config_file, asset_key=BUDGET_CHECK.asset_key,
+    yield budget_check_result(budgets, spend, unknown, layout.config_file, asset_key=BUDGET_CHECK.asset_key,
                               check_name=BUDGET_CHECK.name)
     if result.waiting:
         context.log.warning(f"{len(result.waiting)} sources were being written and wait for the next merge")
