@@ -306,7 +306,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--agent", dest="provider", metavar="AGENT",
                    help="one agent, by the name `agentlake sources` shows (crush, claude, codex, opencode, goose, "
                         "...); an unknown one is an error naming those present")
-    p.add_argument("--provider", dest="provider", help=argparse.SUPPRESS)  # --agent's first name, still taken
+    p.add_argument("--provider", dest="provider_old", help=argparse.SUPPRESS)  # --agent's first name, still taken
     p.add_argument("--by", choices=BREAKDOWNS, default=None,
                    help="the main breakdown: a row per day, ISO week, month, project, agent, user, model, tool or "
                         "tool category (shell, read, edit, ...: each agent's names for it listed), and a total "

@@ -391,6 +391,11 @@ def _query_text(args) -> tuple[str, str]:
 
 
 def cmd_report(args) -> int:
+    if args.provider_old is not None:  # --agent's first name
+        if args.provider is not None and args.provider != args.provider_old:
+            raise UsageError(f"--agent {args.provider} and --provider {args.provider_old} name different agents "
+                             "(--provider is --agent's older name): give one")
+        args.provider = args.provider_old
     if args.budgets:
         return _report_budgets(args)
     args.by = args.by or "project"

@@ -289,3 +289,15 @@ def test_the_overview_filtered_by_a_user_in_a_real_browser(dashboard, people, tm
         tab.close()
     finally:
         browser.close()
+
+
+@pytest.mark.parametrize("dates", ["since=0001-01-01&until=2026-01-31", "until=0001-01-10", "since=0001-02-01"])
+def test_a_window_at_the_first_days_a_date_can_have_still_answers(dashboard, people, dates):
+    """The previous window of one starting in year 1 reached before the first date: the page
+    answered 500 ("cannot read the warehouse"). It answers, the headline cut at that first day."""
+    status, page = get(dashboard + "?" + dates)
+    assert status == 200, page
+    said = text(re.search(r'<p class="meta" id="headline-window">(.*?)</p>', page, re.S).group(1))
+    if dates.startswith("since=0001-01-01"):  # every day of the data is in the window: its total is the lake's
+        assert f"Total cost: {usd(scalar(people, 'SELECT SUM(cost_usd) FROM daily_costs'))}" in page
+        assert "0001-01-01 – 2026-01-31" in said

@@ -54,6 +54,8 @@ def test_report_agent_is_the_filter_and_provider_still_works(lake):
     assert by_agent == by_provider
     assert [r["provider"] for r in by_agent["by_agent"]] == ["codewhale"]
     assert by_agent["totals"][0]["root_sessions"] == 3  # cw-native, cw-estimated, cw-unknown
+    both = run_cli("report", "--home", lake.home, "--agent", "codewhale", "--provider", "crush")
+    assert both.returncode == 2 and "--agent codewhale and --provider crush name different agents" in both.stderr
     wrong = run_cli("report", "--home", lake.home, "--agent", "codewhal")
     assert wrong.returncode == 2 and "no agent 'codewhal' in the warehouse; close ones: codewhale" in wrong.stderr
     helped = run_cli("report", "--help").stdout

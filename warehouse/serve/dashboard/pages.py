@@ -501,6 +501,11 @@ def _totals(con, req: Request) -> str:
 HEADLINE_DAYS = 30  # the window when none is given: the 30 days to the last day with data
 
 
+def _back(day: date, days: int) -> date:
+    """`days` before `day`, or the first day a date can have (a page asked for year 1)."""
+    return day - timedelta(days=days) if (day - date.min).days >= days else date.min
+
+
 @dataclass(frozen=True)
 class Window:
     first: date
@@ -512,7 +517,10 @@ class Window:
         return (self.last - self.first).days + 1
 
     def before(self) -> "Window":
-        return Window(self.first - timedelta(days=self.days), self.first - timedelta(days=1), "")
+        """The window of the same length just before, cut at the first day a date can have
+        (`since=0001-01-01` has none before it: an empty one, first after last)."""
+        return Window(_back(self.first, self.days), _back(self.first, 1), "") if self.first > date.min else \
+            Window(date.min + timedelta(days=1), date.min, "")
 
     def __str__(self) -> str:
         return f"{self.first} – {self.last} ({self.days} day{'s' if self.days != 1 else ''})"
@@ -527,7 +535,7 @@ def headline_window(con, filters: Filters) -> Window | None:
     last = filters.until or con.execute("SELECT MAX(date) FROM daily_costs").fetchone()[0]
     if last is None:
         return None
-    first = filters.since or last - timedelta(days=HEADLINE_DAYS - 1)
+    first = filters.since or _back(last, HEADLINE_DAYS - 1)
     if filters.since:
         said = f"from since to {last}, the last day with data" if last >= first else "no data on or after since"
         last = max(last, first)
@@ -582,7 +590,7 @@ class Figures:
 def headline_figures(con, filters: Filters, window: Window) -> tuple[Figures, Figures]:
     """(this window's figures, the previous window's), within the other filters."""
     before = window.before()
-    span = replace(filters, since=before.first, until=window.last)
+    span = replace(filters, since=min(before.first, window.first), until=window.last)
     sql = _HEADLINE.format(start=f"DATE '{window.first.isoformat()}'", tools=tool_calls(filters))
     found = {}
     for recent, cost_rows, cost, sessions, unknown, calls, failed, cache_read, input_, requests in _query(con, sql, span):
