@@ -9,7 +9,7 @@ A cost that is unknown (NULL) is never drawn as $0: bars leave it out and say "u
 import copy
 import json
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, time, timedelta
 from functools import lru_cache
 
 import altair as alt
@@ -206,3 +206,56 @@ def warm_up() -> None:
     page (docs/BENCHMARKS.md, "Figures behind the code's choices"): pay it at start."""
     hbars([("x", 1.0, None)])
     _svg.cache_clear()
+
+
+def period_label(start: date, period: str) -> str:
+    """A bar's or point's period in words: its day, `week from` its Monday, its month."""
+    return {"day": start.isoformat(), "week": f"week from {start.isoformat()}"}.get(period, start.strftime("%Y-%m"))
+
+
+def _datetime(d: date) -> dict:
+    return {"year": d.year, "month": d.month, "date": d.day, "utc": True}
+
+
+@lru_cache(maxsize=32)
+def _trend_spec(period: str, value_title: str, axis_format: str, value_format: str, legend: bool, width: int) -> dict:
+    fmt = "%b %d" if period != "month" else "%b %Y"
+    axis_title = "week from Monday (UTC)" if period == "week" else f"{period} (UTC)"
+    base = alt.Chart(alt.Data(values=[])).encode(
+        x=alt.X("at:T", scale=alt.Scale(type="utc"), title=axis_title,
+                axis=alt.Axis(format=fmt, labelOverlap="greedy", labelSeparation=6, tickCount=6, grid=False)),
+        y=alt.Y("value:Q", title=value_title, axis=alt.Axis(format=axis_format, tickCount=4)),
+        color=alt.Color("series:N", title=None,
+                        legend=alt.Legend(orient="top", labelFontSize=12, symbolType="stroke") if legend else None))
+    # a period without a figure (value null) breaks the line: a gap, not a point drawn at 0
+    line = base.mark_line(strokeWidth=2, invalid="break-paths-show-domains", aria=False)
+    points = base.mark_point(filled=True, size=36, opacity=1).encode(
+        # also each point's accessible label (aria-label): the exact figures, for screen readers and tests
+        tooltip=[alt.Tooltip("from:N", title="from"), alt.Tooltip("series:N", title="series"),
+                 alt.Tooltip("value:Q", title="value", format=value_format)])
+    chart = alt.layer(line, points).properties(width=width, height=150, padding=PADDING)
+    return chart.configure(font=FONT).configure_view(strokeWidth=0).configure_axis(
+        labelFontSize=12, titleFontSize=12).to_dict()
+
+
+def trend(rows: list[tuple], period: str, first: date, last: date, series: list[tuple[str, str]], value_title: str,
+          axis_format: str, value_format: str, width: int = 400) -> str:
+    """Lines with a point per period on a UTC time axis from `first` to `last` (period starts):
+    rows (period_start, series, value or None), `series` (name, colour) in the legend's order. A
+    None is a period with nothing recorded: no point, and the line broken there (never a 0)."""
+    if not any(r[2] is not None for r in rows):
+        return _empty(width)
+    values = [{"at": (_midpoint(r[0], period)), "from": period_label(r[0], period), "series": r[1],
+               "value": None if r[2] is None else float(r[2])} for r in rows]
+    spec = _with_data(_trend_spec(period, value_title, axis_format, value_format, len(series) > 1, width), values)
+    domain = [_datetime(first), _datetime(period_end(last, period))]
+    for layer in spec["layer"]:
+        layer["encoding"]["x"]["scale"]["domain"] = domain
+        layer["encoding"]["color"]["scale"] = {"domain": [s for s, _ in series], "range": [c for _, c in series]}
+    return render(spec)
+
+
+def _midpoint(start: date, period: str) -> str:
+    """The middle of a period, where its point stands (the cost chart's bar spans the period)."""
+    begin = datetime.combine(start, time())
+    return (begin + (datetime.combine(period_end(start, period), time()) - begin) / 2).isoformat() + "Z"

@@ -192,45 +192,83 @@ def _query(con, sql: str, filters: Filters, *extra) -> list[tuple]:
 COMPACTION = ("compacted_table", "merge_adjacent", "rewrite_delete", "flushed_inlined", "inline_flush")
 
 
-def last_merged(con) -> tuple[datetime | None, bool]:
-    """(when, exactly) the last merge changed the warehouse: the time of the catalog's last snapshot
-    that is not a compaction's. A compaction expires older snapshots: where no merge's is left,
-    the first one kept, which came after the last merge (`exactly` False); (None, False) for a
-    catalog with no snapshot."""
-    snapshots = f"ducklake_snapshots({sql_string(CATALOG)})"
+STALE = timedelta(hours=72)  # the central deployment's default (pipelines.central): a weekend is not yet late
+
+
+# One query for the whole line (each query on the lake costs a catalog lookup): the last merge as
+# DuckLake's snapshots say it, each machine's last run as warehouse.catalog.checks.last_runs takes
+# it from the run log (`sources`), and the stores read, to tell the demo's.
+_FRESHNESS = """
+WITH snapshots AS (SELECT snapshot_time, changes FROM ducklake_snapshots({catalog})),
+     merged AS (SELECT (SELECT MAX(snapshot_time) FROM snapshots
+                        WHERE len(list_filter(map_keys(changes), k -> k NOT IN ({kinds}))) > 0) AS merged,
+                       (SELECT MIN(snapshot_time) FROM snapshots) AS first_kept),
+     runs AS (SELECT machine, MAX(run_at) AS last_run, LIST(DISTINCT db_path) FILTER (WHERE status = 'ok') AS paths
+              FROM sources GROUP BY machine)
+SELECT merged, first_kept, machine, last_run, paths FROM merged LEFT JOIN runs ON true ORDER BY machine"""
+
+
+@dataclass
+class Freshness:
+    """When the warehouse was last merged, each machine's last run, and how many of the stores
+    read into it are the demo's."""
+    merged: datetime | None = None  # None: a catalog with no snapshot
+    exactly: bool = False  # False: a compaction expired the merge's snapshot; `merged` is the first one kept
+    runs: dict = field(default_factory=dict)  # machine -> its last run (naive UTC)
+    demo: int = 0
+    stores: int = 0
+
+
+def freshness(con) -> Freshness:
+    """The last merge: the time of the catalog's last snapshot that is not a compaction's. A
+    compaction expires older snapshots: where no merge's is left, the first one kept, which came
+    after the last merge (`exactly` False). A store `agentlake demo` generated is one under a
+    `demo-data` folder (warehouse.land.demo_home)."""
     kinds = ", ".join(sql_string(k) for k in COMPACTION)
-    merged = con.execute(f"SELECT MAX(snapshot_time) FROM {snapshots} "
-                         f"WHERE len(list_filter(map_keys(changes), k -> k NOT IN ({kinds}))) > 0").fetchone()[0]
-    if merged is not None:
-        return merged, True
-    return con.execute(f"SELECT MIN(snapshot_time) FROM {snapshots}").fetchone()[0], False
+    rows = con.execute(_FRESHNESS.format(catalog=sql_string(CATALOG), kinds=kinds)).fetchall()
+    merged, first_kept = rows[0][:2]
+    paths = {p for r in rows for p in (r[4] or ())}
+    return Freshness(merged if merged is not None else first_kept, merged is not None,
+                     {r[2]: r[3] for r in rows if r[2] is not None}, sum(is_demos(p) for p in paths), len(paths))
 
 
-def demo_stores(con) -> tuple[int, int]:
-    """(of them the demo's, stores) of the stores read into the warehouse (the run log's paths): a
-    store `agentlake demo` generated is one under a `demo-data` folder (warehouse.land.demo_home)."""
-    paths = [p for (p,) in con.execute("SELECT DISTINCT db_path FROM sources WHERE status = 'ok'").fetchall()]
-    return sum(is_demos(p) for p in paths), len(paths)
+def _utc(at: datetime, seconds: bool = True) -> str:
+    at = at.astimezone(timezone.utc) if at.tzinfo else at  # run_at is naive UTC already
+    return at.strftime("%Y-%m-%d %H:%M:%S UTC" if seconds else "%Y-%m-%d %H:%M UTC")
 
 
 def about_data(con) -> str:
-    """The line under a page's title: whether its sessions are the demo's, and the last merge."""
-    demo, stores = demo_stores(con)
-    merged, exactly = last_merged(con)
+    """The line under every page's title: whether its sessions are the demo's, when the warehouse
+    was last merged and each machine's last run, a machine more than STALE behind the newest run
+    marked (behind the lake's own newest run, not today: the page is kept until the next merge)."""
+    from warehouse.catalog.checks import stale_machines
+
+    fresh = freshness(con)
     when = ""
-    if merged is not None:
-        at = merged.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-        when = f"last merged {at}" if exactly else f"last merged before {at} (compacted since)"
-    if demo and demo == stores:
+    if fresh.merged is not None:
+        at = _utc(fresh.merged)
+        when = f"last merged {at}" if fresh.exactly else f"last merged before {at} (compacted since)"
+    runs = ""
+    if fresh.runs:
+        newest = max(fresh.runs.values())
+        behind = stale_machines(fresh.runs, newest, STALE)
+        said = []
+        for machine, at in sorted(fresh.runs.items()):
+            late = (f' <b class="bad">{(newest - at).days} days behind the newest run</b>'
+                    if machine in behind else "")
+            said.append(f"{_e(machine)} {_e(_utc(at, False))}{late}")
+        runs = f'<span id="machine-runs">last run per machine: {", ".join(said)}</span>'
+    if fresh.demo and fresh.demo == fresh.stores:
         what = ("<b>Demo data</b>: every session here was generated by agentlake demo (the quickstart's "
                 "demo, when it found no agent data), none is your agents'")
-    elif demo:
-        what = (f"<b>Partly demo data</b>: {demo} of the {stores} stores read here were generated by "
+    elif fresh.demo:
+        what = (f"<b>Partly demo data</b>: {fresh.demo} of the {fresh.stores} stores read here were generated by "
                 "agentlake demo")
     else:
         what = ""
-    text = " · ".join(t for t in (what, _e(when)) if t)
-    return f'<p class="about{" demo" if demo else ""}" id="about-data">{text}</p>' if text else ""
+    text = " · ".join(t for t in (what, _e(when), runs) if t)
+    cls = "about demo" if fresh.demo else "about"
+    return f'<p class="{cls}" id="about-data">{text}</p>' if text else ""
 
 
 # --- pieces of a page
@@ -345,7 +383,7 @@ def grain_links(req: Request) -> str:
             out.append(f'<b aria-current="true">{_e(label)}</b>')
         else:
             out.append(f'<a href="{_e(req.here(grain=grain or ""))}">{_e(label)}</a>')
-    return f'<p class="toggle" id="grain">Cost over time, bars per: {" · ".join(out)}</p>'
+    return f'<p class="toggle" id="grain">Cost and trends over time, one bar or point per: {" · ".join(out)}</p>'
 
 
 def empty_window(con, req: Request) -> str:
@@ -389,6 +427,7 @@ label { display: flex; flex-direction: column; font-size: 12px; }
 figure { margin: 12px 0; } figcaption { font-weight: 600; margin-bottom: 6px; }
 figure svg { max-width: 100%; height: auto; } figure.wide svg { width: 100%; }
 .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(480px, 1fr)); gap: 24px; }
+.trends { display: grid; grid-template-columns: repeat(auto-fit, minmax(360px, 1fr)); gap: 18px; }
 table { border-collapse: collapse; width: 100%; font-size: 13px; }
 th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid #e4e4e4; vertical-align: top; }
 th { background: #f4f4f4; position: sticky; top: 0; } .num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -449,14 +488,16 @@ def filter_form(req: Request, projects: list[str], providers: list[str], action:
 # --- the charts shared by the overview and the project page
 
 
-def _time_chart(con, req: Request, series: str, series_title: str, link) -> tuple[str, str]:
-    """Cost over time stacked by `series` (a SQL expression), its top N plus others. One query
-    by day; the period, the ranking and the cut are worked out here (each query on the lake
-    costs a catalog lookup)."""
+def _time_chart(con, req: Request, series: str, series_title: str, link) -> tuple[str, str, tuple | None]:
+    """Cost over time stacked by `series` (a SQL expression), its top N plus others, and its span
+    (period, first day, last day; None without data) for the trends beside it. One query by day;
+    the period, the ranking and the cut are worked out here (each query on the lake costs a
+    catalog lookup)."""
     days = _query(con, f"SELECT date, {series} AS s, SUM(cost_usd) FROM daily_costs {{w}} GROUP BY ALL", req.filters)
     if not days:
-        return charts.cost_over_time([], "day", series_title, []), ""
-    period = req.grain or charts.period_for(min(r[0] for r in days), max(r[0] for r in days))
+        return charts.cost_over_time([], "day", series_title, []), "", None
+    first, last = min(r[0] for r in days), max(r[0] for r in days)
+    period = req.grain or charts.period_for(first, last)
     totals: dict[str, float | None] = {}
     for _, s, c in days:  # a series whose every cost is unknown stays unknown (None), not $0
         totals[s] = totals.get(s) if c is None else (totals.get(s) or 0.0) + float(c)
@@ -473,7 +514,7 @@ def _time_chart(con, req: Request, series: str, series_title: str, link) -> tupl
     drawn = [(d, s, c, link(s) if s in kept else None) for (d, s), c in sorted(merged.items())]
     note = f"{series_title}s: {cut.note}; one bar per {period}" + ("" if req.grain else " (by the span)")
     order = [r[0] for r in cut.rows] + ([others] if others else [])
-    return charts.cost_over_time(drawn, period, series_title, order), note
+    return charts.cost_over_time(drawn, period, series_title, order), note, (period, first, last)
 
 
 def _ranking_chart(con, req: Request, sql: str, link, **kw) -> tuple[str, str]:
@@ -546,9 +587,18 @@ def headline_window(con, filters: Filters) -> Window | None:
     return Window(first, last, said)
 
 
+# the cache share as insight_cache_efficiency takes it: cache reads of all input tokens, of the
+# requests that record a cache (an agent that records none has no share, never 0%)
+INPUT_TOKENS = ("COALESCE(input_uncached_tokens, 0) + COALESCE(cache_read_tokens, 0) "
+                "+ COALESCE(cache_write_5m_tokens, 0) + COALESCE(cache_write_1h_tokens, 0)")
+CACHE_SHARE = (f"SUM(COALESCE(cache_read_tokens, 0)) AS cache_read, SUM({INPUT_TOKENS}) AS input, "
+               "SUM(requests) AS requests FROM (SELECT * FROM token_usage WHERE cache_read_tokens IS NOT NULL "
+               "OR cache_write_5m_tokens IS NOT NULL OR cache_write_1h_tokens IS NOT NULL)")
+# failed tool calls as the tool chart counts them, from `tool_calls(filters)`
+FAILED_CALLS = "SUM(calls) AS calls, SUM(failed) AS failed FROM {tools}"
+
 # both windows in one query (each query on the lake costs a catalog lookup): the totals as
-# warehouse.serve.report.cost_and_sessions counts them, failed tool calls as the tool chart does,
-# and the cache share as insight_cache_efficiency takes it (of the requests that record a cache)
+# warehouse.serve.report.cost_and_sessions counts them, failed tool calls and the cache share
 _HEADLINE = """
 SELECT recent, SUM(cost_rows) AS cost_rows, SUM(cost) AS cost, SUM(sessions) AS sessions, SUM(unknown) AS unknown,
        SUM(calls) AS calls, SUM(failed) AS failed, SUM(cache_read) AS cache_read, SUM(input) AS input,
@@ -558,14 +608,9 @@ FROM ((SELECT date >= {start} AS recent, COUNT(*) AS cost_rows, SUM(cost_usd) AS
       (SELECT date >= {start} AS recent, COUNT(*) AS sessions, COUNT(*) FILTER (WHERE cost_source = 'unknown') AS unknown
        FROM (SELECT * FROM sessions WHERE is_root) {{w}} GROUP BY 1)
       UNION ALL BY NAME
-      (SELECT date >= {start} AS recent, SUM(calls) AS calls, SUM(failed) AS failed FROM {tools} {{w}} GROUP BY 1)
+      (SELECT date >= {start} AS recent, """ + FAILED_CALLS + """ {{w}} GROUP BY 1)
       UNION ALL BY NAME
-      (SELECT date >= {start} AS recent, SUM(COALESCE(cache_read_tokens, 0)) AS cache_read,
-              SUM(COALESCE(input_uncached_tokens, 0) + COALESCE(cache_read_tokens, 0)
-                  + COALESCE(cache_write_5m_tokens, 0) + COALESCE(cache_write_1h_tokens, 0)) AS input,
-              SUM(requests) AS requests
-       FROM (SELECT * FROM token_usage WHERE cache_read_tokens IS NOT NULL OR cache_write_5m_tokens IS NOT NULL
-             OR cache_write_1h_tokens IS NOT NULL) {{w}} GROUP BY 1))
+      (SELECT date >= {start} AS recent, """ + CACHE_SHARE + """ {{w}} GROUP BY 1))
 GROUP BY 1"""
 
 
@@ -660,6 +705,101 @@ def headline(con, req: Request) -> str:
             f'<div class="tiles">{"".join(tiles)}</div></div>')
 
 
+# --- trends beside cost: tokens, the tool-call failure rate and the cache share, per period
+
+# per day, in one query: tokens (input with cache reads and writes; a day whose requests record
+# none stays NULL, a gap), failed tool calls as the headline counts them, and its cache share
+_TRENDS = """
+SELECT date, SUM(all_input) AS all_input, SUM(output) AS output, SUM(calls) AS calls, SUM(failed) AS failed,
+       SUM(cache_read) AS cache_read, SUM(input) AS input
+FROM ((SELECT date, SUM(CASE WHEN COALESCE(input_uncached_tokens, cache_read_tokens, cache_write_5m_tokens,
+                                           cache_write_1h_tokens) IS NOT NULL THEN """ + INPUT_TOKENS + """ END) AS all_input,
+              SUM(output_tokens) AS output FROM token_usage {{w}} GROUP BY 1)
+      UNION ALL BY NAME (SELECT date, """ + FAILED_CALLS + """ {{w}} GROUP BY 1)
+      UNION ALL BY NAME (SELECT date, """ + CACHE_SHARE + """ {{w}} GROUP BY 1))
+GROUP BY 1"""
+TREND_FIGURES = ("all_input", "output", "calls", "failed", "cache_read", "input")
+
+
+def _plus(a, b):
+    """A sum in which nothing recorded (None) stays None, never 0."""
+    return a if b is None else b if a is None else a + b
+
+
+def trend_periods(con, req: Request, span: tuple | None) -> tuple[str, date, date, dict]:
+    """(period, first period, last period, figures by period start) of the trends: the cost
+    chart's period (`span`: its period and days), over its days and the trends' own."""
+    days = _query(con, _TRENDS.format(tools=tool_calls(req.filters)), req.filters)
+    ends = [r[0] for r in days] + (list(span[1:]) if span else [])
+    if not ends:
+        return req.grain or "day", None, None, {}
+    period = span[0] if span else req.grain or charts.period_for(min(ends), max(ends))
+    figures: dict[date, dict] = {}
+    for day, *values in days:
+        bucket = figures.setdefault(charts.period_start(day, period), {})
+        for name, value in zip(TREND_FIGURES, values):
+            bucket[name] = _plus(bucket.get(name), value)
+    first, last = charts.period_start(min(ends), period), charts.period_start(max(ends), period)
+    return period, first, last, figures
+
+
+def _every(first: date, last: date, period: str) -> list[date]:
+    starts = [first]
+    while starts[-1] < last:
+        starts.append(charts.period_end(starts[-1], period))
+    return starts
+
+
+def _ratio(part, whole):
+    return float(part) / float(whole) if whole else None
+
+
+def _gaps(starts: list[date], missing: list[date], period: str, what: str) -> str:
+    """A chart's note on the periods it has no figure for (shown as gaps)."""
+    if not missing:
+        return ""
+    named = ", ".join(charts.period_label(d, period) for d in missing[:4]) + (", ..." if len(missing) > 4 else "")
+    return f"; {what} in {len(missing)} of {len(starts)} {period}s ({named}): a gap, not 0"
+
+
+def trends(con, req: Request, span: tuple | None) -> str:
+    """Tokens, the tool-call failure rate and the cache share over time, one point per period of
+    the cost chart, every filter applied; a period with nothing recorded is a gap."""
+    period, first, last, figures = trend_periods(con, req, span)
+    if first is None:
+        return ""
+    starts = _every(first, last, period)
+    got = lambda d, name: figures.get(d, {}).get(name)  # noqa: E731
+    tokens = [(d, s, got(d, name)) for d in starts for s, name in (("input (with cache)", "all_input"),
+                                                                  ("output", "output"))]
+    rates = [(d, "failed", _ratio(got(d, "failed"), got(d, "calls"))) for d in starts]
+    shares = [(d, "cache share", _ratio(got(d, "cache_read"), got(d, "input"))) for d in starts]
+    total = lambda name: sum(v.get(name) or 0 for v in figures.values())  # noqa: E731
+    no_tokens = [d for d in starts if got(d, "all_input") is None and got(d, "output") is None]
+    token_note = (f"{total('all_input'):,} input tokens (uncached, cache reads and writes) and "
+                  f"{total('output'):,} output in all" + _gaps(starts, no_tokens, period, "no tokens recorded"))
+    calls, failed = total("calls"), total("failed")
+    rate_note = ((f"{failed:,} of {calls:,} tool calls failed ({failed / calls:.1%}), by an error or a non-zero exit"
+                  if calls else "no tool calls")
+                 + _gaps(starts, [d for d in starts if not got(d, "calls")], period, "no tool calls"))
+    share = _ratio(total("cache_read"), total("input"))
+    share_note = (("no request records its cache" if share is None else
+                   f"{share:.1%} of {total('input'):,} input tokens read from cache, of the requests that record one")
+                  + _gaps(starts, [d for d in starts if not got(d, "input")], period, "no cache recorded"))
+    draw = lambda rows, series, title, axis, value: charts.trend(rows, period, first, last, series, title,  # noqa: E731
+                                                                  axis, value)
+    return ('<div class="trends" id="trends">'
+            + figure("tokens-over-time", "Tokens", draw(tokens, [("input (with cache)", charts.PALETTE[0]),
+                                                               ("output", charts.PALETTE[1])], "tokens", "~s", ",d"),
+                     token_note)
+            + figure("failure-rate-over-time", "Tool-call failure rate",
+                     draw(rates, [("failed", charts.ERROR_COLOR)], "failed of calls", ".0%", ".1%"), rate_note)
+            + figure("cache-share-over-time", "Cache share of input tokens",
+                     draw(shares, [("cache share", charts.PALETTE[3])], "cache reads of input", ".0%", ".1%"),
+                     share_note)
+            + "</div>")
+
+
 # --- pages
 
 
@@ -667,7 +807,7 @@ def overview(con, req: Request, projects: list[str], providers: list[str]) -> st
     if req.filters.project:
         return project_page(con, req, projects, providers)
     project_link = lambda p: req.link("/project", project=p)  # noqa: E731
-    time_svg, time_note = _time_chart(con, req, "project", "project", project_link)
+    time_svg, time_note, span = _time_chart(con, req, "project", "project", project_link)
     by_project, project_note = _ranking_chart(
         con, req, "SELECT project || ' · ' || provider, SUM(cost_usd) AS c, project, provider FROM daily_costs {w} "
                   "GROUP BY ALL ORDER BY c DESC NULLS LAST, 1",
@@ -679,6 +819,7 @@ def overview(con, req: Request, projects: list[str], providers: list[str]) -> st
     body = (empty_window(con, req) + headline(con, req) + _totals(con, req)
             + grain_links(req)  # beside the chart, not in it: a chart's links are its marks'
             + figure("cost-over-time", "Cost over time, by project", time_svg, time_note, wide=True)
+            + trends(con, req, span)
             + '<div class="grid">'
             + figure("cost-by-project", "Cost by project and agent", by_project, project_note)
             + figure("cost-by-model", "Cost by model and agent", by_model, model_note)
@@ -769,7 +910,7 @@ def project_page(con, req: Request, projects: list[str], providers: list[str]) -
     if not name:
         req.errors.append("no project chosen: pick one in the form")
         return overview(con, req, projects, providers)
-    time_svg, time_note = _time_chart(con, req, f"{model_sql('model')} || ' · ' || provider", "model",
+    time_svg, time_note, span = _time_chart(con, req, f"{model_sql('model')} || ' · ' || provider", "model",
                                       lambda s: None)
     tools, tool_note = _tool_chart(con, req)
     _, rows = session_rows(con, req)
@@ -789,6 +930,7 @@ def project_page(con, req: Request, projects: list[str], providers: list[str]) -
     body = (empty_window(con, req) + headline(con, req) + _totals(con, req)
             + grain_links(req)
             + figure("cost-over-time", f"Cost over time in {name}, by model", time_svg, time_note, wide=True)
+            + trends(con, req, span)
             + f"<h2>Sessions{'' if 'sessions' in req.sorts else ' (most expensive first)'}</h2>" + sessions
             + figure("tool-usage", "Tool calls (red: failed, by an error or a non-zero exit)", tools, tool_note)
             + insights_section(con, req))
@@ -832,7 +974,7 @@ def session_page(con, req: Request) -> tuple[str, int]:
     if found is None:
         req.errors.append("no such session in this lake: " + (f"key {p['key']!r}" if p.get("key")
                                                                else f"source {p.get('source')!r}, id {p.get('id')!r}"))
-        return layout("session not found", [("overview", req.link("/"))], "", req), 404
+        return layout("session not found", [("overview", req.link("/"))], "", req, about=about_data(con)), 404
     (provider, project, source, sid, title, started, ended, cost, cost_source, models, subagents, root,
      duration, messages, calls, errors, exits, machine) = found
     # the messages' days bound what DuckLake reads (partitions by year and project, min/max `date`)
@@ -1125,7 +1267,7 @@ def insight_page(con, req: Request) -> tuple[str, int]:
     found = _insight_or_none(con, req, name, req.top or None) if name in INSIGHTS else None
     if found is None:
         req.errors.append(f"no insight {name!r} in this lake")
-        return layout("insight not found", [("overview", req.link("/"))], "", req), 404
+        return layout("insight not found", [("overview", req.link("/"))], "", req, about=about_data(con)), 404
     title, body, sql, cut = found
     if cut:
         body += f'<p class="cut"><a href="{_e(req.link("/insight", name=name, top=0))}">show all</a></p>'
