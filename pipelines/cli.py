@@ -332,11 +332,14 @@ def parser() -> argparse.ArgumentParser:
                         "<section>.sql), DIR made if missing, and print the files written")
     p.set_defaults(func=cmd_report)
 
-    p = _command(sub, "dashboard", help="serve the team dashboard (cost over time, by project and model, tools, "
-                                         "insights; drill down project -> session -> transcript)",
-                 description="Serve the team dashboard: cost over time, by project and model, tool calls and\n"
-                             "errors, the projects and the insights; drill down project -> session ->\n"
-                             "transcript.",
+    p = _command(sub, "dashboard", help="serve the team dashboard (headline, budgets, cost and trends over time, "
+                                         "by project, model and person, tools, insights, CSV; filters by "
+                                         "person and machine; drill down project -> session -> transcript)",
+                 description="Serve the team dashboard: the headline, this month's budgets, cost over time\n"
+                             "with its trends (tokens, tool-call failure rate, cache share), cost by project\n"
+                             "and model, tool calls and errors, the projects and people, the insights, every\n"
+                             "table as CSV; filters by date, project, agent, person and machine; drill down\n"
+                             "project -> session -> transcript.",
                  epilog="Filters: dates (or a window a click sets: the last 7, 30, 90 days, this month,\n"
                         "to today in UTC), project, agent, user, machine, rows per ranking and the time\n"
                         "chart's bars (grain=day, week or month); a bad one is named on the page. The\n"
@@ -345,7 +348,11 @@ def parser() -> argparse.ArgumentParser:
                         "data). Beside cost over time, per the same day, week or month: tokens (input\n"
                         "with cache, output), the tool-call failure rate and the cache share; a period\n"
                         "with nothing recorded is a gap, never a 0. Every page says when the warehouse\n"
-                        "was last merged and each machine's last run. Every ranking shows its top 15\n"
+                        "was last merged and each machine's last run. Budgets ([[budgets]] in the\n"
+                        "home's config.toml, read at start): the overview's table gives this month's\n"
+                        "spend, share used, projection and status as report --budgets does, over in\n"
+                        "red, projected over in amber; the monthly cost chart (grain=month) draws the\n"
+                        "budget's line and marks this month. Every ranking shows its top 15\n"
                         "and one \"others\" row (rows per ranking\n"
                         "0 shows all). Every table sorts by a column (its header's link) and links its\n"
                         "every row as CSV (/csv?table=..., the page's filters and sort, exact figures).\n"
@@ -358,7 +365,8 @@ def parser() -> argparse.ArgumentParser:
                         "random one printed with the URL. Open http://HOST:PORT/?token=... once; a\n"
                         "cookie carries it afterwards. Setting $AGENTLAKE_DASHBOARD_TOKEN requires the\n"
                         "token on loopback too.\n\n"
-                        "Exit status: 2 with no warehouse yet, or an address it cannot listen on.")
+                        "Exit status: 2 with no warehouse yet, or an address it cannot listen on; 1\n"
+                        "with a bad config.toml (its error said).")
     _common(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=_port, default=8765, help="port (default: 8765; 0 picks a free one)")

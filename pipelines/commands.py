@@ -569,9 +569,12 @@ def cmd_dashboard(args) -> int:
         _err(f"error: {_no_warehouse(layout)}")
         return 2
     connect(layout.warehouse, ours=True).close()  # a file that is not a catalog: a usage error now, not a page's 500
+    # the budgets of the user's own config.toml (also on the demo), read once: a bad one stops here
+    config_file = load_layout(getattr(args, "own_home", None) or args.home).config_file
     try:
         server = make_server(layout.warehouse, args.host, args.port, allowed_hosts=args.allow_host,
-                             data_path=layout.tables_path)
+                             data_path=layout.tables_path, budgets=load_config(config_file).budgets,
+                             config_file=config_file)
     except OSError as exc:
         _err(f"error: cannot listen on {args.host}:{args.port}: {exc}")
         return 2

@@ -125,7 +125,9 @@ def _time_spec(period: str, series_title: str, width: int) -> dict:
         # the dates are UTC days: drawn and labelled in UTC, not in the server's time zone (a
         # dashboard started west of UTC put each day's bar on the day before)
         x=alt.X("start:T", timeUnit="utcyearmonthdate", scale=alt.Scale(type="utc"), title=axis_title,
-                axis=alt.Axis(title=axis_title, format=fmt, labelOverlap=True, tickCount=12, grid=False)),
+                axis=alt.Axis(title=axis_title, format=fmt, labelOverlap=True, grid=False,
+                              # months: a tick per month at most (a few months had a label per tick, all alike)
+                              tickCount={"interval": "month", "step": 1} if period == "month" else 12)),
         x2=alt.X2("end:T", timeUnit="utcyearmonthdate", title="end"),
         y=alt.Y("sum(cost):Q", title="cost (USD)", axis=alt.Axis(format=USD)),
         color=alt.Color("series:N", title=series_title,
@@ -141,9 +143,11 @@ def _time_spec(period: str, series_title: str, width: int) -> dict:
         labelFontSize=12, titleFontSize=12).to_dict()
 
 
-def cost_over_time(rows: list[tuple], period: str, series_title: str, order: list[str], width: int = 1150) -> str:
+def cost_over_time(rows: list[tuple], period: str, series_title: str, order: list[str], width: int = 1150,
+                   budget: "BudgetLine | None" = None) -> str:
     """Stacked bars on a real time axis: rows (period_start, series, cost, href or None). `order` is the
-    series, largest first, already cut to the top N plus "others ..." (drawn grey, on top)."""
+    series, largest first, already cut to the top N plus "others ..." (drawn grey, on top). A
+    `budget` draws its monthly line (for a chart of months: the caller's to say)."""
     rows = [r for r in rows if r[2] is not None]
     if not rows:
         return _empty(width)
@@ -153,7 +157,62 @@ def cost_over_time(rows: list[tuple], period: str, series_title: str, order: lis
                "rank": order.index(r[1]), "href": r[3]} for r in rows]
     spec = _with_data(_time_spec(period, series_title, width), values)
     spec["encoding"]["color"].update(sort=order, scale={"domain": order, "range": colors})
+    if budget is not None:
+        spec = _with_budget(spec, budget, rows, period)
     return render(spec)
+
+
+BUDGET_COLORS = {"over": "#b00020", "projected over": "#c77700", "ok": "#333333"}  # red, amber, ink
+
+
+@dataclass(frozen=True)
+class BudgetLine:
+    """A monthly budget drawn across a chart of months, and how its month stands (warehouse.serve.budgets)."""
+    amount: float
+    label: str  # e.g. "team budget $500.00 a month"
+    status: str  # ok, projected over, over
+    month: date  # the current month's first day: its bar is marked unless ok
+    projected: float  # where that month ends at this pace
+
+
+def _with_budget(spec: dict, budget: BudgetLine, rows: list[tuple], period: str) -> dict:
+    """The bars as one layer of a layered spec, with the budget's rule and label on the same y
+    scale (so the line shows even far above the bars) and, when its month is not ok, that month's
+    bar outlined, its projection dashed above it, and said over or projected over."""
+    color = BUDGET_COLORS.get(budget.status, BUDGET_COLORS["ok"])
+    x, x2 = spec["encoding"]["x"], spec["encoding"]["x2"]
+    y_at = lambda field: {"field": field, "type": "quantitative", "title": "cost (USD)",  # noqa: E731
+                          "axis": {"format": USD}}
+    text = {"type": "text", "baseline": "bottom", "fontSize": 12, "fontWeight": "bold"}
+    halo = {"stroke": "white", "strokeWidth": 4, "strokeJoin": "round"}  # readable over the bars
+    line = {"values": [{"amount": budget.amount, "label": budget.label}]}
+    label = {"y": y_at("amount"), "text": {"field": "label", "type": "nominal"}}
+    at = {**text, "align": "left", "x": 4, "dy": -3}
+    layers = [{"mark": spec.pop("mark"), "encoding": spec.pop("encoding")},
+              {"data": line, "mark": {"type": "rule", "color": color, "strokeWidth": 2, "strokeDash": [7, 4]},
+               "encoding": {"y": y_at("amount"),
+                            "tooltip": [{"field": "label", "type": "nominal", "title": "budget"}]}},
+              {"data": line, "mark": {**at, **halo}, "encoding": label},
+              {"data": line, "mark": {**at, "color": color}, "encoding": label}]
+    if period == "month" and budget.status != "ok" and any(r[0] == budget.month for r in rows):
+        spent = sum(r[2] for r in rows if r[0] == budget.month)  # the bar as drawn: the page's filters
+        projected = f"${budget.projected:,.2f} projected at this pace"
+        said = f"over budget · {projected}" if budget.status == "over" else f"projected over: {projected}"
+        mark = {"values": [{"start": _iso(budget.month), "end": _iso(period_end(budget.month, period)),
+                            "mid": _iso(budget.month + timedelta(days=14)), "zero": 0, "spent": spent,
+                            "top": max(spent, budget.projected), "said": said}]}
+        box = {"type": "rect", "stroke": color, "strokeWidth": 2.5}
+        tip = [{"field": "said", "type": "nominal", "title": "this month"}]
+        words = {"x": {**x, "field": "mid"}, "y": y_at("top"), "text": {"field": "said", "type": "nominal"}}
+        layers += [{"data": mark, "mark": {**box, "fillOpacity": 0},  # this month's bar, outlined
+                    "encoding": {"x": x, "x2": x2, "y": y_at("zero"), "y2": {"field": "spent"}, "tooltip": tip}},
+                   {"data": mark, "mark": {**box, "fill": color, "fillOpacity": 0.07, "strokeDash": [5, 4],
+                                           "strokeWidth": 1.5},  # where it ends at this pace
+                    "encoding": {"x": x, "x2": x2, "y": y_at("spent"), "y2": {"field": "top"}, "tooltip": tip}},
+                   {"data": mark, "mark": {**text, "dy": -4, **halo}, "encoding": words},
+                   {"data": mark, "mark": {**text, "dy": -4, "color": color}, "encoding": words}]
+    spec["layer"] = layers
+    return spec
 
 
 @lru_cache(maxsize=16)

@@ -19,6 +19,7 @@ import duckdb
 
 from warehouse.lake.ducklake import CATALOG, sql_string
 from warehouse.land.demo_home import is_demos
+from warehouse.serve import budgets as budgeting
 from warehouse.serve.dashboard import charts
 from warehouse.serve.labels import MODEL_COLUMNS, label, model_label, model_sql, models_label
 from warehouse.serve.report import Filters, cost_and_sessions, session_key, sorted_list
@@ -55,6 +56,8 @@ class Request:
     grain: str | None = None  # the time chart's bars: day, week or month; None: by the span
     sorts: dict = field(default_factory=dict)  # table -> (column, descending); a column checked when drawn
     path: str = "/"
+    budgets: tuple = ()  # config.toml's [[budgets]] (warehouse.lake.config.Budget), given to the server
+    config_file: str | None = None  # where they are set, for the line saying how to set one
 
     def link(self, path: str, **extra) -> str:
         """A link to `path` that keeps the valid filters (and `top`, the grain and the sorts), with `extra` on top."""
@@ -301,10 +304,11 @@ def table(table_id: str, columns: list[str], rows: list[tuple], links: list[str 
     return (f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>{note}')
 
 
-def figure(fig_id: str, title: str, svg: str, note: str = "", wide: bool = False) -> str:
+def figure(fig_id: str, title: str, svg: str, note: str = "", wide: bool = False, more: str = "") -> str:
+    """A chart with its caption and note; `more`: HTML under the note (a line with a link)."""
     note = f'<p class="cut">{_e(note)}</p>' if note else ""
     cls = ' class="wide"' if wide else ""
-    return f'<figure id="{fig_id}"{cls}><figcaption>{_e(title)}</figcaption>{svg}{note}</figure>'
+    return f'<figure id="{fig_id}"{cls}><figcaption>{_e(title)}</figcaption>{svg}{note}{more}</figure>'
 
 
 def sort_rows(req: Request, name: str, keys: list[str], rows: list[tuple]) -> list[tuple]:
@@ -453,6 +457,9 @@ pre { white-space: pre-wrap; word-break: break-word; background: #f7f7f7; paddin
 .empty { background: #fff4d6; border: 1px solid #edc948; padding: 8px 12px; border-radius: 4px; }
 th a.sort { color: inherit; text-decoration: none; } th a.sort:hover { text-decoration: underline; }
 a.csv { font-weight: 600; }
+#budgets { width: auto; } #budgets td.status { font-weight: 600; }
+tr.budget-over td, .budget-over b { color: #b00020; } tr.budget-over { background: #fde8e8; }
+tr.budget-projected td, .budget-projected b { color: #8a5300; } tr.budget-projected { background: #fff4d6; }
 """
 
 
@@ -488,14 +495,16 @@ def filter_form(req: Request, projects: list[str], providers: list[str], action:
 # --- the charts shared by the overview and the project page
 
 
-def _time_chart(con, req: Request, series: str, series_title: str, link) -> tuple[str, str, tuple | None]:
-    """Cost over time stacked by `series` (a SQL expression), its top N plus others, and its span
-    (period, first day, last day; None without data) for the trends beside it. One query by day;
+def _time_chart(con, req: Request, series: str, series_title: str, link,
+                statuses: list = ()) -> tuple[str, str, tuple | None, str]:
+    """Cost over time stacked by `series` (a SQL expression), its top N plus others, its span
+    (period, first day, last day; None without data) for the trends beside it, and the line
+    under it on the budget drawn (`budget_line`, from this month's `statuses`). One query by day;
     the period, the ranking and the cut are worked out here (each query on the lake costs a
     catalog lookup)."""
     days = _query(con, f"SELECT date, {series} AS s, SUM(cost_usd) FROM daily_costs {{w}} GROUP BY ALL", req.filters)
     if not days:
-        return charts.cost_over_time([], "day", series_title, []), "", None
+        return charts.cost_over_time([], "day", series_title, []), "", None, ""
     first, last = min(r[0] for r in days), max(r[0] for r in days)
     period = req.grain or charts.period_for(first, last)
     totals: dict[str, float | None] = {}
@@ -514,7 +523,8 @@ def _time_chart(con, req: Request, series: str, series_title: str, link) -> tupl
     drawn = [(d, s, c, link(s) if s in kept else None) for (d, s), c in sorted(merged.items())]
     note = f"{series_title}s: {cut.note}; one bar per {period}" + ("" if req.grain else " (by the span)")
     order = [r[0] for r in cut.rows] + ([others] if others else [])
-    return charts.cost_over_time(drawn, period, series_title, order), note, (period, first, last)
+    line, said = budget_line(req, statuses, period)
+    return charts.cost_over_time(drawn, period, series_title, order, budget=line), note, (period, first, last), said
 
 
 def _ranking_chart(con, req: Request, sql: str, link, **kw) -> tuple[str, str]:
@@ -534,6 +544,98 @@ def _totals(con, req: Request) -> str:
     note += f" · {partial:,} priced in part (their unpriced requests not counted)" if partial else ""
     return (f'<p id="total">Total cost: {usd(cost)} · {sessions:,} root sessions started{_e(note)} · '
             "root sessions only, sub-agents included once</p>")
+
+
+# --- budgets (config.toml's [[budgets]]): this month's spend, as `report --budgets` gives it
+
+BUDGET_LABELS = ("budget", "monthly", "spent this month", "share used", "projected", "status")
+BUDGET_CLASS = {budgeting.OVER: "budget-over", budgeting.PROJECTED_OVER: "budget-projected", budgeting.OK: "budget-ok"}
+
+
+def this_months_budgets(con, req: Request) -> list:
+    """warehouse.serve.budgets' statuses of the server's budgets, this month to today (UTC):
+    whatever the page's filters, as the report and the Dagster check say them."""
+    return budgeting.budget_statuses(con, req.budgets, today()) if req.budgets else []
+
+
+def _amount(value) -> str:
+    return f"${float(value):,.2f}"
+
+
+def chart_budget(req: Request, statuses: list):
+    """The budget the cost chart draws: that of the project, user or agent the page is filtered
+    to when it has its own (in that order), else the team's; None when neither is set."""
+    f = req.filters
+    for scope, value in (("project", f.project), ("user", f.user), ("agent", f.provider)):
+        own = [s for s in statuses if value and (s.budget.scope, s.budget.value) == (scope, value)]
+        if own:
+            return own[0]
+    return next((s for s in statuses if s.budget.scope == "team"), None)
+
+
+def budget_line(req: Request, statuses: list, period: str) -> tuple:
+    """(the line to draw on the cost chart or None, the HTML line under the chart saying it). A
+    monthly budget means something against bars of a month only: on days or weeks it links there."""
+    if not statuses:
+        return None, ""
+    chosen = chart_budget(req, statuses)
+    if chosen is None:
+        names = ", ".join(s.budget.name for s in statuses)
+        return None, (f'<p class="cut" id="budget-line">No budget line: no team budget, and the page is not '
+                      f"filtered to a project, user or agent with its own (budgets: {_e(names)}).</p>")
+    b = chosen.budget
+    label = f"{b.name} budget {_amount(b.monthly_usd)} a month"
+    if period != "month":
+        return None, (f'<p class="cut" id="budget-line">The {_e(label)} is drawn on the '
+                      f'<a href="{_e(req.here(grain="month"))}">monthly view</a> (one bar per month).</p>')
+    line = charts.BudgetLine(float(b.monthly_usd), label, chosen.status, chosen.month, float(chosen.projected_usd))
+    return line, (f'<p class="cut {BUDGET_CLASS[chosen.status]}" id="budget-line">Dashed line: the {_e(label)}. '
+                  f"{chosen.month:%B %Y}: {_amount(chosen.spent_usd)} spent, {_amount(chosen.projected_usd)} "
+                  f"projected at this pace: <b>{_e(chosen.status)}</b>.</p>")
+
+
+def budgets_section(con, req: Request, statuses: list, projects: list[str], providers: list[str]) -> str:
+    """The budgets with this month's spend, share used and projection; the ones over (red) or
+    projected over (amber) marked and named first; a budget for a scope the warehouse does not
+    hold said. With none set, how to set one."""
+    if not statuses:
+        where = _e(req.config_file or "the home's config.toml")
+        return ('<p class="meta" id="budgets-none">No budgets set: add <code>[[budgets]]</code> with '
+                f"<code>monthly_usd = 500</code> (and <code>project</code>, <code>user</code> or <code>agent</code> "
+                f"for one of them) to {where} to see this month's spend against it here (docs/CONFIG.md, "
+                "Budgets).</p>")
+    known = {"project": projects, "agent": providers, "user": req.people.get("user", [])}
+    everyone = {"project": "", "agent": "", "user": "", "machine": "", "grain": "month"}
+    body = []
+    for s in statuses:
+        b = s.budget
+        name = _e(b.name)
+        if b.scope == "team" or b.value in known[b.scope]:  # its costs, a month per bar
+            scope = {} if b.scope == "team" else {b.scope: b.value}
+            link = req.link("/project" if b.scope == "project" else "/", **{**everyone, **scope})
+            name = f'<a href="{_e(link)}">{name}</a>'
+        cells = [usd(s.budget.monthly_usd), usd(s.spent_usd), f"{s.share_used:.2%}", usd(s.projected_usd)]
+        body.append(f'<tr class="{BUDGET_CLASS[s.status]}"><td>{name}</td>'
+                    + "".join(f"<td class=num>{c}</td>" for c in cells)
+                    + f'<td class="status">{_e(s.status)}</td></tr>')
+    head = "".join(f'<th{" class=num" if 0 < i < 5 else ""}>{_e(c)}</th>' for i, c in enumerate(BUDGET_LABELS))
+    warn = [f"{label}: {', '.join(s.budget.name for s in statuses if s.status == status)}"
+            for status, label in ((budgeting.OVER, "over budget"), (budgeting.PROJECTED_OVER,
+                                                                    "projected over by the month's end"))
+            if any(s.status == status for s in statuses)]
+    notes = [f"{s.budget.name}: spent is a floor, {s.unknown_cost_sessions:,} root sessions of unknown cost and "
+             f"{s.partial_cost_sessions:,} priced in part this month" for s in statuses
+             if s.unknown_cost_sessions or s.partial_cost_sessions]
+    said = "".join(f'<p class="bad" id="budgets-unknown">{_e(n)}</p>' for n in
+                   budgeting.unknown_scopes(con, req.budgets))
+    month, day = statuses[0].month, today()
+    return (f'<h2 id="budgets-title">Budgets, {month:%B %Y} to {day} (UTC)</h2>'
+            + (f'<p class="bad" id="budgets-warn">{_e("; ".join(warn))}</p>' if warn else "")
+            + f'<table id="budgets"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+            + said
+            + f'<p class="cut">This month\'s spend whatever the filters above, as <code>agentlake report '
+              f"--budgets</code> gives it; projected: at the pace of the month's days so far"
+            + "".join(f"; {_e(n)}" for n in notes) + "</p>")
 
 
 # --- the headline: this window against the one before
@@ -807,7 +909,8 @@ def overview(con, req: Request, projects: list[str], providers: list[str]) -> st
     if req.filters.project:
         return project_page(con, req, projects, providers)
     project_link = lambda p: req.link("/project", project=p)  # noqa: E731
-    time_svg, time_note, span = _time_chart(con, req, "project", "project", project_link)
+    statuses = this_months_budgets(con, req)
+    time_svg, time_note, span, budget_said = _time_chart(con, req, "project", "project", project_link, statuses)
     by_project, project_note = _ranking_chart(
         con, req, "SELECT project || ' · ' || provider, SUM(cost_usd) AS c, project, provider FROM daily_costs {w} "
                   "GROUP BY ALL ORDER BY c DESC NULLS LAST, 1",
@@ -817,8 +920,10 @@ def overview(con, req: Request, projects: list[str], providers: list[str]) -> st
                   "FROM daily_costs {w} GROUP BY ALL ORDER BY c DESC NULLS LAST, 1", lambda r: None)
     tools, tool_note = _tool_chart(con, req)
     body = (empty_window(con, req) + headline(con, req) + _totals(con, req)
+            + budgets_section(con, req, statuses, projects, providers)
             + grain_links(req)  # beside the chart, not in it: a chart's links are its marks'
-            + figure("cost-over-time", "Cost over time, by project", time_svg, time_note, wide=True)
+            + figure("cost-over-time", "Cost over time, by project", time_svg, time_note, wide=True,
+                     more=budget_said)
             + trends(con, req, span)
             + '<div class="grid">'
             + figure("cost-by-project", "Cost by project and agent", by_project, project_note)
@@ -910,8 +1015,8 @@ def project_page(con, req: Request, projects: list[str], providers: list[str]) -
     if not name:
         req.errors.append("no project chosen: pick one in the form")
         return overview(con, req, projects, providers)
-    time_svg, time_note, span = _time_chart(con, req, f"{model_sql('model')} || ' · ' || provider", "model",
-                                      lambda s: None)
+    time_svg, time_note, span, budget_said = _time_chart(con, req, f"{model_sql('model')} || ' · ' || provider",
+                                                         "model", lambda s: None, this_months_budgets(con, req))
     tools, tool_note = _tool_chart(con, req)
     _, rows = session_rows(con, req)
     cut = charts.top_with_others([(r[0], *r[3:8], r[9]) for r in rows], req.top or None, "others")
@@ -929,7 +1034,8 @@ def project_page(con, req: Request, projects: list[str], providers: list[str]) -
                       numeric=numeric, head=head) + takeaway(req, "sessions", len(rows)))
     body = (empty_window(con, req) + headline(con, req) + _totals(con, req)
             + grain_links(req)
-            + figure("cost-over-time", f"Cost over time in {name}, by model", time_svg, time_note, wide=True)
+            + figure("cost-over-time", f"Cost over time in {name}, by model", time_svg, time_note, wide=True,
+                     more=budget_said)
             + trends(con, req, span)
             + f"<h2>Sessions{'' if 'sessions' in req.sorts else ' (most expensive first)'}</h2>" + sessions
             + figure("tool-usage", "Tool calls (red: failed, by an error or a non-zero exit)", tools, tool_note)

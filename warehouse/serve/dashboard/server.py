@@ -26,12 +26,14 @@ def _e(value) -> str:
     return html.escape("" if value is None else str(value))
 
 
-def render(con, path: str, query: str) -> tuple:
+def render(con, path: str, query: str, budgets=(), config_file=None) -> tuple:
     """(HTML, status) of one page; a request with filter problems is answered 400, with the page.
-    A CSV (`/csv`) is (text, status, its headers: its type and file name)."""
+    A CSV (`/csv`) is (text, status, its headers: its type and file name). `budgets`: config.toml's
+    (`config_file`), shown against this month's spend."""
     rows = con.execute('SELECT DISTINCT project, provider, "user", machine FROM daily_costs').fetchall()
     projects, providers, users, machines = (sorted({r[i] for r in rows if r[i] is not None}) for i in range(4))
     req = pages.parse_request(query, projects, providers, path, users, machines)
+    req.budgets, req.config_file = tuple(budgets), None if config_file is None else str(config_file)
     pages.check_sorts(con, req)
     if path == "/csv":
         return pages.download(con, req)
@@ -97,7 +99,8 @@ class PageCache:
     @staticmethod
     def key(warehouse, path: str, query: str):
         identity = catalog_identity(warehouse)  # None: no warehouse (yet), nothing to cache
-        return None if identity is None else (*identity, path, query)
+        # and the UTC day: the windows a click sets and this month's budgets end today
+        return None if identity is None else (*identity, pages.today(), path, query)
 
     def get(self, key):
         if key is None:
@@ -272,7 +275,8 @@ def host_allowed(header: str | None, loopback: bool, allowed: frozenset[str]) ->
 
 
 def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: str | None = None,
-                allowed_hosts=(), log=None, data_path: str | None = None, workers: int = WORKERS):
+                allowed_hosts=(), log=None, data_path: str | None = None, workers: int = WORKERS, budgets=(),
+                config_file=None):
     """An HTTP server for the pages. Requests read the published catalog read-only through one
     connection per catalog file (`Reader`), and a page seen before is served again until a merge
     publishes a new catalog (`PageCache`): a rebuilt warehouse shows up on the next reload.
@@ -287,6 +291,9 @@ def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: 
     A burst (a link the whole team opens at once) waits in the listen backlog and is served by
     `workers` threads (`PooledHTTPServer`); a page is drawn once for the requests that ask for it
     together (`PageCache.drawing`).
+
+    `budgets` (warehouse.lake.config.Budget, read from `config_file` by the caller: a bad file
+    stops it at start, not a page) are shown on the overview and drawn on the monthly cost chart.
     """
     import hashlib
     import hmac
@@ -319,6 +326,8 @@ def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: 
         return given is not None and hmac.compare_digest(given.encode(), cookie_value.encode())
 
     cache, reader = PageCache(), Reader(warehouse, data_path)
+    # given only when set: render(con, path, query) stays the whole call without them
+    settings = {k: v for k, v in (("budgets", tuple(budgets)), ("config_file", config_file)) if v}
 
     class Handler(BaseHTTPRequestHandler):
         timeout = IDLE_TIMEOUT  # a stalled connection frees its worker
@@ -383,7 +392,7 @@ def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: 
                         body, status, headers = cache.get(key) or (None, None, ())  # drawn by a request waited for
                         if body is None:
                             with reader.cursor() as con:
-                                text, status, *more = render(con, url.path, url.query)
+                                text, status, *more = render(con, url.path, url.query, **settings)
                             body, headers = text.encode(), tuple(more[0]) if more else ()
                             cache.put(key, (body, status, headers))
             except Exception as exc:  # shown to the user, not a stack trace in the terminal

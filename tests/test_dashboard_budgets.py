@@ -1,0 +1,167 @@
+"""Budgets on the dashboard (issue 34): the overview's Budgets table gives the figures of
+warehouse.serve.budgets (those of `report --budgets`), the ones over or projected over marked; the
+cost chart of months draws the budget's line and marks this month; days and weeks say where the
+line is. On a lake that spends $2.50 today (tests.test_budgets)."""
+
+import calendar
+import html
+import re
+from contextlib import closing
+from datetime import datetime, timezone
+from decimal import Decimal
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.test_budgets import SPENT, _budgets, spending  # noqa: F401  (spending: the lake, built once)
+from tests.test_dashboard_people import figure, get, links, rows
+from tests.test_dashboard_trends import text  # tags taken out, no space put for them
+from warehouse.lake.config import load_config
+from warehouse.lake.ducklake import connect
+from warehouse.serve.budgets import OK, OVER, PROJECTED_OVER, budget_statuses
+from warehouse.serve.dashboard.server import running
+
+
+def _today():
+    return datetime.now(timezone.utc).date()
+
+
+def _between() -> Decimal | None:
+    """A monthly amount above this month's spend but below its projection: projected over (none on
+    a month's last day, when the projection is the spend)."""
+    today = _today()
+    projected = SPENT * calendar.monthrange(today.year, today.month)[1] / today.day
+    return None if projected == SPENT else ((SPENT + projected) / 2).quantize(Decimal("0.01"))
+
+
+def _page(layout, query: str = "", config=True) -> str:
+    budgets = load_config(layout.config_file).budgets if config else ()
+    with running(layout.warehouse, port=0, data_path=layout.tables_path, budgets=budgets,
+                 config_file=layout.config_file if config else None) as url:
+        status, page = get(url + query)
+    assert status == 200, page
+    return page
+
+
+def _statuses(layout):
+    with connect(layout.warehouse, ours=True, data_path=layout.tables_path) as con:
+        return budget_statuses(con, load_config(layout.config_file).budgets, _today())
+
+
+def _usd(value) -> str:
+    return f"${float(value):,.4f}"
+
+
+def test_the_budgets_table_gives_the_reports_figures_and_marks_the_ones_over(spending):  # noqa: F811
+    layout, _ = spending
+    between = _between()
+    _budgets(layout, "[[budgets]]", "monthly_usd = 100000", "[[budgets]]", "monthly_usd = 2", 'user = "dev"',
+             *(["[[budgets]]", f"monthly_usd = {between}", 'project = "shop"'] if between else []))
+    page = _page(layout)
+    statuses = _statuses(layout)
+    assert [s.status for s in statuses] == [OK, OVER] + ([PROJECTED_OVER] if between else [])
+    today = _today()
+    assert f"Budgets, {today:%B %Y} to {today} (UTC)" in text(page)
+    assert rows(page, "budgets") == [[s.budget.name, _usd(s.budget.monthly_usd), _usd(s.spent_usd),
+                                      f"{s.share_used:.2%}", _usd(s.projected_usd), s.status] for s in statuses]
+    assert rows(page, "budgets")[1][1:4] == ["$2.0000", "$2.5000", "125.00%"]
+    marks = re.findall(r'<tr class="([^"]+)"><td>', re.search(r'<table id="budgets">.*?</table>', page, re.S)[0])
+    assert marks == ["budget-ok", "budget-over"] + (["budget-projected"] if between else [])
+    warned = text(re.search(r'<p class="bad" id="budgets-warn">(.*?)</p>', page, re.S)[1])
+    assert warned.startswith("over budget: user dev")
+    assert ("; projected over by the month's end: project shop" in warned) == bool(between)
+    # each row opens its costs a month per bar
+    assert links(page, "budgets")["user dev"] == "/?user=dev&grain=month"
+    assert links(page, "budgets")["team"] == "/?grain=month"
+    if between:
+        assert links(page, "budgets")["project shop"] == "/project?project=shop&grain=month"
+
+
+def test_the_monthly_chart_draws_the_line_and_marks_this_month(spending):  # noqa: F811
+    layout, _ = spending
+    _budgets(layout, "[[budgets]]", "monthly_usd = 2", "[[budgets]]", "monthly_usd = 40", 'user = "dev"')
+    page = _page(layout, "?grain=month")
+    chart = figure(page, "cost-over-time")
+    assert "team budget $2.00 a month" in html.unescape(chart)  # the line's label, drawn
+    assert ">over budget · $" in chart  # this month's bar, marked, with where it ends
+    said = text(re.search(r'<p class="cut budget-over" id="budget-line">(.*?)</p>', chart, re.S)[1])
+    assert said == (f"Dashed line: the team budget $2.00 a month. {_today():%B %Y}: $2.50 spent, "
+                    f"${_statuses(layout)[0].projected_usd:,.2f} projected at this pace: over.")
+    # filtered to a user with a budget of its own: that one's line, and how it stands
+    mine = figure(_page(layout, "?grain=month&user=dev"), "cost-over-time")
+    assert "user dev budget $40.00 a month" in html.unescape(mine) and "team budget" not in html.unescape(mine)
+    assert ">over budget" not in mine
+    # days or weeks: no line (a monthly amount against a day's bar means nothing), a link to months
+    daily = figure(_page(layout, "?grain=day"), "cost-over-time")
+    assert "budget $2.00 a month" not in re.sub(r'<p class="cut[^"]*" id="budget-line">.*?</p>', "", daily, flags=re.S)
+    note = re.search(r'<p class="cut" id="budget-line">(.*?)</p>', daily, re.S)[1]
+    assert text(note) == "The team budget $2.00 a month is drawn on the monthly view (one bar per month)."
+    assert html.unescape(re.search(r'href="([^"]+)"', note)[1]) == "/?grain=month"
+    weekly = figure(_page(layout, "?grain=week&user=dev"), "cost-over-time")
+    assert "/?user=dev&amp;grain=month" in weekly
+
+
+def test_a_projected_over_month_is_marked_amber(spending):  # noqa: F811
+    layout, _ = spending
+    between = _between()
+    if between is None:
+        pytest.skip("the month's last day: nothing is projected beyond what is spent")
+    _budgets(layout, "[[budgets]]", f"monthly_usd = {between}")
+    chart = figure(_page(layout, "?grain=month"), "cost-over-time")
+    assert ">projected over: $" in chart and 'id="budget-line"' in chart and "cut budget-projected" in chart
+
+
+def test_without_budgets_one_line_says_how_to_set_one(spending):  # noqa: F811
+    layout, _ = spending
+    page = _page(layout, "?grain=month")
+    said = text(re.search(r'<p class="meta" id="budgets-none">(.*?)</p>', page, re.S)[1])
+    assert said.startswith("No budgets set: add [[budgets]] with monthly_usd = 500")
+    assert str(layout.config_file) in said and "docs/CONFIG.md" in said
+    assert 'id="budgets"' not in page and 'id="budget-line"' not in page
+    # a server started without them (a notebook, a test) says the same of the home's config.toml
+    assert "to the home's config.toml" in text(_page(layout, config=False))
+
+
+def test_a_budget_for_a_scope_the_warehouse_does_not_hold_is_said(spending):  # noqa: F811
+    layout, _ = spending
+    _budgets(layout, "[[budgets]]", "monthly_usd = 5", 'user = "deb"')
+    page = _page(layout, "?grain=month")
+    assert text(re.search(r'<p class="bad" id="budgets-unknown">(.*?)</p>', page, re.S)[1]) == (
+        "budget user deb: no user 'deb' in the warehouse; close ones: dev")
+    assert "user deb" not in links(page, "budgets")  # no link to a filter the page would refuse
+    # no team budget and the page not filtered to deb: no line, and why
+    assert "No budget line: no team budget" in text(figure(page, "cost-over-time"))
+
+
+def test_a_bad_budget_stops_the_dashboard_at_start(spending):  # noqa: F811
+    layout, _ = spending
+    _budgets(layout, "[[budgets]]", "monthly_usd = 0")
+    ran = run_cli("dashboard", "--home", layout.home, "--port", "0")
+    assert ran.returncode == 1 and "error: " in ran.stderr
+    assert "monthly_usd must be an amount in USD above 0" in ran.stderr
+
+
+def test_the_overview_over_budget_in_a_real_browser(spending, tmp_path):  # noqa: F811
+    """Chromium lays out the Budgets table above the cost chart, its over row red; the monthly
+    chart draws the line. The screenshot is kept in the test's tmp dir."""
+    from tests.support_browser import CHROMIUM, Browser
+
+    if not CHROMIUM:
+        pytest.skip("no chromium on this machine: apt-get install chromium")
+    layout, _ = spending
+    _budgets(layout, "[[budgets]]", "monthly_usd = 2", "[[budgets]]", "monthly_usd = 40", 'user = "dev"')
+    budgets = load_config(layout.config_file).budgets
+    with running(layout.warehouse, port=0, data_path=layout.tables_path, budgets=budgets,
+                 config_file=layout.config_file) as url, closing(Browser()) as browser, \
+            closing(browser.context()) as tab:
+        url += "?grain=month"
+        tab.call("Emulation.setDeviceMetricsOverride", width=1440, height=1300, deviceScaleFactor=1, mobile=False)
+        assert tab.load(url) is None
+        found = tab.call("Runtime.evaluate", returnByValue=True, expression="""
+            [...['budgets', 'cost-over-time'].map(id => document.getElementById(id).getBoundingClientRect().top),
+             getComputedStyle(document.querySelector('#budgets tr.budget-over td')).color,
+             document.querySelector('#cost-over-time svg').getBoundingClientRect().height]""")["result"]["value"]
+        assert found[0] < found[1] and found[2] == "rgb(176, 0, 32)" and found[3] > 200
+        tab.screenshot(url, tmp_path / "overview-budgets.png", width=1440, height=1300)
+        shot = (tmp_path / "overview-budgets.png").read_bytes()
+        assert shot.startswith(b"\x89PNG\r\n\x1a\n") and len(shot) > 20_000
