@@ -280,7 +280,7 @@ def _first_look(layout: Layout, demo: str | None = None) -> None:
               "unknown = no price, never $0):")
         print(render([d[0] for d in cur.description], cur.fetchall()))
     command = partial(_command_for, layout)
-    print(f"\nNext: {command('report')}                 (cost and use by project; --by agent|day|model|tool)")
+    print(f"\nNext: {command('report')}                 (cost and use by project; --by agent|day|week|model|category; --week)")
     print(f"      {command('report')} --insights      (money that buys nothing, with the SQL behind it)")
     print(f"      {command('dashboard')}              (the team dashboard in a browser)")
     print(f"      {command('sql')} \"SELECT tool_name, COUNT(*) AS calls FROM tool_calls GROUP BY 1 ORDER BY 2 DESC\"")

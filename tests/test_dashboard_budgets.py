@@ -101,6 +101,19 @@ def test_the_monthly_chart_draws_the_line_and_marks_this_month(spending):  # noq
     assert "/?user=dev&amp;grain=month" in weekly
 
 
+def test_a_budget_far_above_every_month_is_said_not_drawn(spending):  # noqa: F811
+    """$10,000 a month over bars of $2.50 scaled the axis to the line: every bar lay flat on it
+    (the quickstart's demo with a $500 budget showed no bar at all). It is said under the chart."""
+    layout, _ = spending
+    _budgets(layout, "[[budgets]]", "monthly_usd = 10000")
+    chart = figure(_page(layout, "?grain=month"), "cost-over-time")
+    said = text(re.search(r'<p class="cut budget-ok" id="budget-line">(.*?)</p>', chart, re.S)[1])
+    assert said.startswith("The team budget $10,000.00 a month is far above every month here (the highest $2.50): "
+                           "not drawn, so that the bars stay readable.")
+    assert "budget $10,000.00 a month" not in html.unescape(re.sub(r'<p class="cut[^"]*" id="budget-line">.*?</p>',
+                                                                   "", chart, flags=re.S))
+
+
 def test_a_projected_over_month_is_marked_amber(spending):  # noqa: F811
     layout, _ = spending
     between = _between()

@@ -523,7 +523,10 @@ def _time_chart(con, req: Request, series: str, series_title: str, link,
     drawn = [(d, s, c, link(s) if s in kept else None) for (d, s), c in sorted(merged.items())]
     note = f"{series_title}s: {cut.note}; one bar per {period}" + ("" if req.grain else " (by the span)")
     order = [r[0] for r in cut.rows] + ([others] if others else [])
-    line, said = budget_line(req, statuses, period)
+    highest = {}
+    for d, _, c, _ in drawn:
+        highest[d] = highest.get(d, 0.0) + c
+    line, said = budget_line(req, statuses, period, max(highest.values(), default=0.0))
     return charts.cost_over_time(drawn, period, series_title, order, budget=line), note, (period, first, last), said
 
 
@@ -573,9 +576,15 @@ def chart_budget(req: Request, statuses: list):
     return next((s for s in statuses if s.budget.scope == "team"), None)
 
 
-def budget_line(req: Request, statuses: list, period: str) -> tuple:
+# a budget line this many times above the highest bar (and the month's projection) would flatten
+# every bar to the axis: it is said under the chart instead of drawn
+FLATTENS = 4
+
+
+def budget_line(req: Request, statuses: list, period: str, highest: float = 0.0) -> tuple:
     """(the line to draw on the cost chart or None, the HTML line under the chart saying it). A
-    monthly budget means something against bars of a month only: on days or weeks it links there."""
+    monthly budget means something against bars of a month only: on days or weeks it links there.
+    `highest`: the chart's highest bar."""
     if not statuses:
         return None, ""
     chosen = chart_budget(req, statuses)
@@ -588,6 +597,11 @@ def budget_line(req: Request, statuses: list, period: str) -> tuple:
     if period != "month":
         return None, (f'<p class="cut" id="budget-line">The {_e(label)} is drawn on the '
                       f'<a href="{_e(req.here(grain="month"))}">monthly view</a> (one bar per month).</p>')
+    if float(b.monthly_usd) > FLATTENS * max(highest, float(chosen.projected_usd)):
+        return None, (f'<p class="cut {BUDGET_CLASS[chosen.status]}" id="budget-line">The {_e(label)} is far above '
+                      f"every month here (the highest {_amount(highest)}): not drawn, so that the bars stay "
+                      f"readable. {chosen.month:%B %Y}: {_amount(chosen.spent_usd)} spent, "
+                      f"{_amount(chosen.projected_usd)} projected at this pace: <b>{_e(chosen.status)}</b>.</p>")
     line = charts.BudgetLine(float(b.monthly_usd), label, chosen.status, chosen.month, float(chosen.projected_usd))
     return line, (f'<p class="cut {BUDGET_CLASS[chosen.status]}" id="budget-line">Dashed line: the {_e(label)}. '
                   f"{chosen.month:%B %Y}: {_amount(chosen.spent_usd)} spent, {_amount(chosen.projected_usd)} "
