@@ -30,6 +30,14 @@ def _resource(layout, *stores) -> AgentlakeResource:
                              use_default=False)
 
 
+def _tick(instance, resource, cursor=None):
+    """One evaluation of the sensor, its context closed after, as Dagster's docs use it: it holds the
+    resources it built in an exit stack nothing else closes (the likely cause of "Attempted to
+    resolve undefined DagsterInstance weakref" in a later materialisation, once in a full run)."""
+    with dg.build_sensor_context(instance=instance, cursor=cursor, resources={"agentlake": resource}) as context:
+        return discover_sources(context)
+
+
 def _partitions(resource) -> list[str]:
     return sorted({s.dagster_partition for s in resource.discover()[0].values()})
 
@@ -67,8 +75,7 @@ def test_definitions_load():
 def test_sensor_adds_partitions_and_requests_only_changed_sources(layout, project, instance):
     a, b = _store(project, "alpha"), _store(project, "beta")
     resource = _resource(layout, a.db, b.db)
-    ctx = dg.build_sensor_context(instance=instance, resources={"agentlake": resource})
-    result = discover_sources(ctx)
+    result = _tick(instance, resource)
     keys = list(result.dynamic_partitions_requests[0].partition_keys)
     assert keys == ["crush-alpha", "crush-beta"]  # a partition per agent and project
     (both,) = result.run_requests  # neighbours share one run, over the range
@@ -78,15 +85,13 @@ def test_sensor_adds_partitions_and_requests_only_changed_sources(layout, projec
     instance.add_dynamic_partitions("sources", keys)
 
     # nothing changed: no run; then one db changes: one run, for it only
-    again = discover_sources(dg.build_sensor_context(instance=instance, cursor=result.cursor,
-                                                     resources={"agentlake": resource}))
+    again = _tick(instance, resource, result.cursor)
     assert again.run_requests == [] and again.dynamic_partitions_requests == []
     conn = sqlite3.connect(a.db)
     conn.execute("UPDATE sessions SET cost = 0.9")
     conn.commit()
     conn.close()
-    third = discover_sources(dg.build_sensor_context(instance=instance, cursor=again.cursor,
-                                                     resources={"agentlake": resource}))
+    third = _tick(instance, resource, again.cursor)
     assert [r.partition_key for r in third.run_requests] == ["crush-alpha"]
     assert third.run_requests[0].run_key.startswith("crush-alpha:")
     # the run reads the changed source only, not every source of its partition
@@ -103,7 +108,7 @@ def test_the_sensor_drops_the_per_source_partitions_of_an_older_version(layout, 
     resource = _resource(layout, a.db)
     (old_key,) = resource.discover()[0]
     instance.add_dynamic_partitions("sources", [old_key, "crush-gone-12345678"])
-    result = discover_sources(dg.build_sensor_context(instance=instance, resources={"agentlake": resource}))
+    result = _tick(instance, resource)
     add, delete = result.dynamic_partitions_requests
     assert list(add.partition_keys) == ["crush-alpha"]
     assert list(delete.partition_keys) == sorted([old_key, "crush-gone-12345678"])  # found or not
@@ -266,7 +271,7 @@ def test_one_partition_set_and_sensor_for_every_provider(layout, project, instan
     generate_home(tmp_path / "cw", sessions=2, workspaces=(str(crush.path),))
     resource = AgentlakeResource(home=str(layout.home), extra_stores={"crush": [str(crush.db)]},
                                  extra_roots={"codewhale": [str(tmp_path / "cw")]}, use_default=False)
-    result = discover_sources(dg.build_sensor_context(instance=instance, resources={"agentlake": resource}))
+    result = _tick(instance, resource)
     keys = list(result.dynamic_partitions_requests[0].partition_keys)
     assert keys == ["codewhale-alpha", "crush-alpha"]  # two sessions of one project: one source
     assert len(result.run_requests) == 1  # the two new partitions: neighbours, one run
