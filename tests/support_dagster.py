@@ -21,3 +21,14 @@ def agentlake_storage() -> dict:
 def agentlake_instance(overrides: dict | None = None):
     with dg.instance_for_test(overrides={**agentlake_storage(), **(overrides or {})}) as instance:
         yield instance
+
+
+def sensor_tick(instance, resource, cursor=None):
+    """One evaluation of agentlake's sensor, its context closed after, as Dagster's docs use it: it
+    holds the resources it built in an exit stack nothing else closes (the likely cause of
+    "Attempted to resolve undefined DagsterInstance weakref" in a later materialisation of the
+    same test, once in a full run)."""
+    from pipelines.defs.sensors import discover_sources
+
+    with dg.build_sensor_context(instance=instance, cursor=cursor, resources={"agentlake": resource}) as context:
+        return discover_sources(context)

@@ -11,10 +11,9 @@ import pytest
 from pipelines.defs.lake.assets import landing
 from pipelines.defs.resources import AgentlakeResource, Reporter
 from pipelines.defs.schedules import daily_full_refresh
-from pipelines.defs.sensors import discover_sources
 from pipelines.defs.warehouse.assets import tables_and_marts
 from tests.conftest import T0, query, scalar
-from tests.support_dagster import agentlake_instance
+from tests.support_dagster import agentlake_instance, sensor_tick
 from transforms.synth.crush import add_message, add_session
 from transforms.synth.crush_parts import text_part
 
@@ -28,14 +27,6 @@ def instance():
 def _resource(layout, *stores) -> AgentlakeResource:
     return AgentlakeResource(home=str(layout.home), extra_stores={"crush": [str(s) for s in stores]},
                              use_default=False)
-
-
-def _tick(instance, resource, cursor=None):
-    """One evaluation of the sensor, its context closed after, as Dagster's docs use it: it holds the
-    resources it built in an exit stack nothing else closes (the likely cause of "Attempted to
-    resolve undefined DagsterInstance weakref" in a later materialisation, once in a full run)."""
-    with dg.build_sensor_context(instance=instance, cursor=cursor, resources={"agentlake": resource}) as context:
-        return discover_sources(context)
 
 
 def _partitions(resource) -> list[str]:
@@ -75,7 +66,7 @@ def test_definitions_load():
 def test_sensor_adds_partitions_and_requests_only_changed_sources(layout, project, instance):
     a, b = _store(project, "alpha"), _store(project, "beta")
     resource = _resource(layout, a.db, b.db)
-    result = _tick(instance, resource)
+    result = sensor_tick(instance, resource)
     keys = list(result.dynamic_partitions_requests[0].partition_keys)
     assert keys == ["crush-alpha", "crush-beta"]  # a partition per agent and project
     (both,) = result.run_requests  # neighbours share one run, over the range
@@ -85,13 +76,13 @@ def test_sensor_adds_partitions_and_requests_only_changed_sources(layout, projec
     instance.add_dynamic_partitions("sources", keys)
 
     # nothing changed: no run; then one db changes: one run, for it only
-    again = _tick(instance, resource, result.cursor)
+    again = sensor_tick(instance, resource, result.cursor)
     assert again.run_requests == [] and again.dynamic_partitions_requests == []
     conn = sqlite3.connect(a.db)
     conn.execute("UPDATE sessions SET cost = 0.9")
     conn.commit()
     conn.close()
-    third = _tick(instance, resource, again.cursor)
+    third = sensor_tick(instance, resource, again.cursor)
     assert [r.partition_key for r in third.run_requests] == ["crush-alpha"]
     assert third.run_requests[0].run_key.startswith("crush-alpha:")
     # the run reads the changed source only, not every source of its partition
@@ -108,7 +99,7 @@ def test_the_sensor_drops_the_per_source_partitions_of_an_older_version(layout, 
     resource = _resource(layout, a.db)
     (old_key,) = resource.discover()[0]
     instance.add_dynamic_partitions("sources", [old_key, "crush-gone-12345678"])
-    result = _tick(instance, resource)
+    result = sensor_tick(instance, resource)
     add, delete = result.dynamic_partitions_requests
     assert list(add.partition_keys) == ["crush-alpha"]
     assert list(delete.partition_keys) == sorted([old_key, "crush-gone-12345678"])  # found or not
@@ -271,7 +262,7 @@ def test_one_partition_set_and_sensor_for_every_provider(layout, project, instan
     generate_home(tmp_path / "cw", sessions=2, workspaces=(str(crush.path),))
     resource = AgentlakeResource(home=str(layout.home), extra_stores={"crush": [str(crush.db)]},
                                  extra_roots={"codewhale": [str(tmp_path / "cw")]}, use_default=False)
-    result = _tick(instance, resource)
+    result = sensor_tick(instance, resource)
     keys = list(result.dynamic_partitions_requests[0].partition_keys)
     assert keys == ["codewhale-alpha", "crush-alpha"]  # two sessions of one project: one source
     assert len(result.run_requests) == 1  # the two new partitions: neighbours, one run

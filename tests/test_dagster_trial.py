@@ -21,13 +21,12 @@ from pipelines.defs.lake.assets import GONE, landing
 from pipelines.defs.partitions import sources_partitions
 from pipelines.defs.resources import AgentlakeResource, Reporter
 from pipelines.defs.schedules import daily_full_refresh
-from pipelines.defs.sensors import discover_sources
 from pipelines.defs.warehouse.assets import NOTHING_MERGED, mart_description, tables_and_marts
 from pipelines.runner import contiguous_batches
 from warehouse.land.ingest import mark_pending
 from transforms.contract import ALL_TABLES
 from tests.conftest import T0
-from tests.support_dagster import agentlake_instance
+from tests.support_dagster import agentlake_instance, sensor_tick
 from transforms.synth.crush import add_session, generate_store
 from warehouse.catalog.marts import MARTS, mart_sql
 from warehouse.lake.ducklake import connect
@@ -141,7 +140,7 @@ def test_a_single_partition_that_fails_is_not_materialised(tmp_path, store, inst
 
 def test_the_sensor_requests_changed_partitions_as_contiguous_ranges(tmp_path, store, instance, project):
     resource = _home(tmp_path, store)
-    first = discover_sources(dg.build_sensor_context(instance=instance, resources={"agentlake": resource}))
+    first = sensor_tick(instance, resource)
     (added,) = first.dynamic_partitions_requests
     keys = list(added.partition_keys)
     (cold,) = first.run_requests  # every partition new: one run, not one per partition
@@ -158,8 +157,7 @@ def test_the_sensor_requests_changed_partitions_as_contiguous_ranges(tmp_path, s
     add_session(more.conn, "s", title="t", created_at=T0, cost=0.5)
     more.close()
     resource = _home(tmp_path, store, more.db)
-    tick = discover_sources(dg.build_sensor_context(instance=instance, cursor=first.cursor,
-                                                    resources={"agentlake": resource}))
+    tick = sensor_tick(instance, resource, first.cursor)
     new = [k for r in tick.dynamic_partitions_requests for k in r.partition_keys]
     assert new == ["crush-api-gateway"]
     order = keys + new
@@ -198,7 +196,7 @@ def test_a_sensor_run_of_what_the_cli_landed_is_settled_without_workers(tmp_path
     # what it landed waits for a merge (an ingest killed before it, say): the sensor asks for a run,
     # whose landing has the merge done; with nothing waiting it asks for none (test_dev_opens_as_is)
     mark_pending(layout)
-    tick = discover_sources(dg.build_sensor_context(instance=instance, resources={"agentlake": resource}))
+    tick = sensor_tick(instance, resource)
     instance.add_dynamic_partitions("sources", list(tick.dynamic_partitions_requests[0].partition_keys))
     handed = []
     real = assets.ingest_many

@@ -11,10 +11,9 @@ from importlib import resources
 import dagster as dg
 
 from pipelines.defs.resources import AgentlakeResource
-from pipelines.defs.sensors import discover_sources
 from pipelines.runner import dagster_config, dagster_env
 from tests.conftest import T0, ingest
-from tests.support_dagster import agentlake_instance
+from tests.support_dagster import agentlake_instance, sensor_tick
 from tests.support_homes import small_demo_home
 from tests.test_dagster_storage import EARLIER
 from transforms.synth.crush import add_message, add_session
@@ -36,7 +35,7 @@ def test_dev_on_a_home_the_cli_ingested_launches_no_run(built_once, monkeypatch)
     found = {key for key, s in resource.discover()[0].items() if not s.skip_reason}
     assert len({key.split("-")[0] for key in found}) > 10  # the demo's agents, each its own way
     with dg.DagsterInstance.from_config(str(built.dagster)) as instance:
-        tick = discover_sources(dg.build_sensor_context(instance=instance, resources={"agentlake": resource}))
+        tick = sensor_tick(instance, resource)
         assert tick.run_requests == [] and tick.dynamic_partitions_requests == []
         assert set(json.loads(tick.cursor)) == found  # each source's fingerprint kept: the next tick too
         assert dg.evaluate_automation_conditions(defs=defs, instance=instance).total_requested == 0
@@ -61,7 +60,7 @@ def test_the_sensor_still_asks_for_what_the_lake_does_not_hold_as_it_is(layout, 
                                  extra_stores={"crush": [str(a.db), str(b.db)]}, use_default=False)
     with agentlake_instance() as instance:
         def tick():
-            return discover_sources(dg.build_sensor_context(instance=instance, resources={"agentlake": resource}))
+            return sensor_tick(instance, resource)
 
         first = tick()
         instance.add_dynamic_partitions("sources", list(first.dynamic_partitions_requests[0].partition_keys))
