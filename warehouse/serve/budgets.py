@@ -8,9 +8,11 @@ from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
 
 from warehouse.lake.config import Budget
+from warehouse.serve.report import Filters, cost_and_sessions, unknown_name
 
 OVER, PROJECTED_OVER, OK = "over", "projected over", "ok"
-# the column of daily_costs each scope filters on
+# each scope's filter of the report (warehouse.serve.report.Filters) and column of `sessions`
+_FILTER = {"project": "project", "user": "user", "agent": "provider"}
 _COLUMN = {"project": "project", "user": '"user"', "agent": "provider"}
 NANO = Decimal("0.000000001")  # costs carry nine decimals (DECIMAL(38,9))
 
@@ -46,18 +48,14 @@ def budget_statuses(con, budgets: tuple[Budget, ...], today: date) -> list[Budge
     days_in_month = calendar.monthrange(today.year, today.month)[1]
     out = []
     for budget in budgets:
-        where, params = "date BETWEEN ? AND ?", [month, today]
-        if budget.scope != "team":
-            where += f" AND {_COLUMN[budget.scope]} = ?"
-            params.append(budget.value)
-        spent = Decimal(con.execute(f"SELECT COALESCE(SUM(cost_usd), 0) FROM daily_costs WHERE {where}",
-                                    params).fetchone()[0])
-        # counted as the report's totals count them: the root sessions started in the month
-        unknown, partial = con.execute(
-            "SELECT COUNT(*) FILTER (WHERE cost_source = 'unknown'), COUNT(*) FILTER (WHERE cost_source = 'partial') "
-            f"FROM sessions WHERE is_root AND {where}", params).fetchone()
+        # the report's totals, in this month and the budget's scope: the same figures as `report`
+        scope = {_FILTER[budget.scope]: budget.value} if budget.scope != "team" else {}
+        columns, values = cost_and_sessions(con, Filters(since=month, until=today, **scope))
+        totals = dict(zip(columns, values))
+        spent = Decimal(totals["cost_usd"] or 0)  # every cost unknown: nothing known spent
         projected = (spent * days_in_month / today.day).quantize(NANO, ROUND_HALF_UP)
-        out.append(BudgetStatus(budget, month, spent, unknown, partial, projected))
+        out.append(BudgetStatus(budget, month, spent, totals["root_sessions_with_unknown_cost"],
+                                totals["root_sessions_with_partial_cost"], projected))
     return out
 
 
@@ -69,7 +67,5 @@ def rows(statuses: list[BudgetStatus]) -> list[tuple]:
 def unknown_scopes(con, budgets: tuple[Budget, ...]) -> list[str]:
     """A budget for a project, user or agent the warehouse has never seen (a typo spends nothing
     and never warns): said, with the close names it holds, as the report's filters say it."""
-    from warehouse.serve.report import unknown_name
-
     said = ((b, unknown_name(con, b.scope, b.value, _COLUMN[b.scope])) for b in budgets if b.scope != "team")
     return [f"budget {b.name}: {s}" for b, s in said if s]
