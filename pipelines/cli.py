@@ -507,7 +507,9 @@ def main(argv=None) -> int:
             return 130
         from pipelines.runner import DagsterStorageError  # here: `--help` and a usage error need not load it
 
-        if isinstance(exc, (ConfigError, LakeUnreachable, DagsterStorageError)):
+        from warehouse.lake.duckdb_settings import BadThreads
+
+        if isinstance(exc, (ConfigError, BadThreads, LakeUnreachable, DagsterStorageError)):
             _err(f"error: {exc}")
             return 1
         from warehouse.lake.ducklake import damage_hint

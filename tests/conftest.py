@@ -8,6 +8,7 @@ import contextlib
 import io
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -56,6 +57,13 @@ def _memory_temp_root() -> Path | None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
+    # DuckDB's threads on the tests' small lakes cost more than they give, and the suite's workers
+    # already use every core: one each (docs/TESTING.md). A test of the default unsets it.
+    os.environ.setdefault("AGENTLAKE_THREADS", "1")
+    # each worker, and every `python -m pipelines.cli` a test starts, imports the project: with
+    # PYTHONDONTWRITEBYTECODE set (as some sandboxes and images set it) each compiled it all again
+    if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+        sys.dont_write_bytecode = False
     root = _memory_temp_root()
     if root is None or os.environ.get("PYTEST_XDIST_WORKER"):  # a worker has its parent's
         return

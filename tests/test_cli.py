@@ -1,11 +1,12 @@
 """The agentlake command, run in-process as a user would, on real stores."""
 
 import json
+import os
 
 import pytest
 
 from pipelines.cli import main
-from tests.conftest import T0, copy_home
+from tests.conftest import T0, copy_home, run_cli
 from tests.support_homes import ONE_SESSION_COST, one_session_home
 from transforms.synth.crush import add_message, add_session, write_registry
 from transforms.synth.crush_parts import text_part
@@ -345,3 +346,20 @@ def test_sources_keeps_one_line_per_source_whatever_the_path(home, project, caps
     (line,) = capsys.readouterr().out.splitlines()
     key, path, state = line.split("\t")
     assert path == str(store.db).replace("\t", "\\t").replace("\n", "\\n") and state == "ok"
+
+
+def test_agentlake_threads_caps_duckdbs_threads_and_a_bad_value_is_said(lake, monkeypatch):
+    """$AGENTLAKE_THREADS caps every connection's threads (a cron job beside a person's work);
+    unset, DuckDB takes one per core; a value that is not a count is one clear error."""
+    def threads(value):
+        ran = run_cli("sql", "--home", lake.home, "--format", "csv", "SELECT current_setting('threads')",
+                      env={"AGENTLAKE_THREADS": value})
+        return ran.returncode, ran.stdout.split(), ran.stderr
+
+    assert threads("3")[:2] == (0, ["current_setting('threads')", "3"])
+    monkeypatch.delenv("AGENTLAKE_THREADS")
+    assert threads("")[1][-1] == str(os.cpu_count())
+    code, out, err = threads("two")
+    assert (code, out) == (1, [])
+    assert "error: AGENTLAKE_THREADS='two': give a whole number of threads, at least 1" in err
+    assert "Traceback" not in err

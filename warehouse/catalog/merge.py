@@ -543,10 +543,10 @@ def _reading(paths: list[Path]):
 
 def _unreadable_files(paths: list[Path]) -> dict[Path, str]:
     """Of these files, those DuckDB cannot read whole, with its reason."""
-    from warehouse.lake.duckdb_settings import NO_DOWNLOADS
+    from warehouse.lake.duckdb_settings import connection_config
 
     found = {}
-    with duckdb.connect(config=NO_DOWNLOADS) as probe:
+    with duckdb.connect(config=connection_config()) as probe:
         for path in paths:
             try:
                 for _ in probe.execute("SELECT * FROM read_parquet(?)", [str(path)]).to_arrow_reader():

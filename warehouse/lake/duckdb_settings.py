@@ -14,6 +14,25 @@ from urllib.parse import parse_qs
 
 # fail at once instead of trying to download an extension when something asks for one
 NO_DOWNLOADS = {"autoinstall_known_extensions": "false", "autoload_known_extensions": "false"}
+THREADS_VARIABLE = "AGENTLAKE_THREADS"
+
+
+class BadThreads(ValueError):
+    """AGENTLAKE_THREADS is not a whole number of at least 1."""
+
+
+def connection_config(env=os.environ) -> dict:
+    """The settings every agentlake connection opens with: no downloads, and at most
+    $AGENTLAKE_THREADS threads when it is set (a server shared with people's work, a cron job
+    that should stay in the background, the test suite's workers on a small machine); DuckDB's
+    default, one per core, otherwise."""
+    wanted = (env.get(THREADS_VARIABLE) or "").strip()
+    if not wanted:
+        return dict(NO_DOWNLOADS)
+    if not wanted.isdigit() or int(wanted) < 1:
+        raise BadThreads(f"{THREADS_VARIABLE}={wanted!r}: give a whole number of threads, at least 1, "
+                         "or unset it for one per core")
+    return {**NO_DOWNLOADS, "threads": wanted}
 
 
 def endpoint(lake: str, env=os.environ) -> tuple[str | None, str | None]:

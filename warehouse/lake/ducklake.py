@@ -30,7 +30,7 @@ from pathlib import Path
 import duckdb
 
 from transforms.atomic import replace_file
-from warehouse.lake.duckdb_settings import NO_DOWNLOADS
+from warehouse.lake.duckdb_settings import connection_config
 from warehouse.lake.layout import NotACatalog, check_catalog
 from warehouse.lake.locks import held
 
@@ -116,7 +116,7 @@ def _opened(ours: bool, settings: dict | None = None):
     """A new DuckDB connection (no progress bar) with DuckLake loaded; `settings` on top."""
     own = pinned_binary() if ours else None
     unsigned = {"allow_unsigned_extensions": "true"} if own else {}
-    con = _quiet(duckdb.connect(config={**NO_DOWNLOADS, **unsigned, **(settings or {})}))
+    con = _quiet(duckdb.connect(config={**connection_config(), **unsigned, **(settings or {})}))
     try:
         # the tables' timestamps are UTC wall-clock values and their dates UTC days: in the
         # machine's own zone `current_date`, `now() - INTERVAL ...` and a cast to TIMESTAMPTZ
@@ -187,7 +187,7 @@ def _check(catalog: Path) -> None:
     check_catalog(catalog)
     if not catalog.exists():
         return
-    with duckdb.connect(config=NO_DOWNLOADS) as con:
+    with duckdb.connect(config=connection_config()) as con:
         try:
             con.execute(f"ATTACH {sql_string(str(catalog))} AS probe (READ_ONLY)")
         except duckdb.Error as exc:
