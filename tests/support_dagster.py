@@ -23,12 +23,25 @@ def agentlake_instance(overrides: dict | None = None):
         yield instance
 
 
+# A schedule's or sensor's test context opens an instance of its own from the given one's ref,
+# on first use of `context.instance`, and enters it: that sets Dagster's "current" state storage
+# (a context variable). A context left unclosed is closed whenever the garbage collector gets to
+# it, in a later test, and putting the variable back then restores the storage of an instance
+# that is gone: "Attempted to resolve undefined DagsterInstance weakref" in that test's next
+# materialisation. So every evaluation here closes its context.
+
 def sensor_tick(instance, resource, cursor=None):
-    """One evaluation of agentlake's sensor, its context closed after, as Dagster's docs use it: it
-    holds the resources it built in an exit stack nothing else closes (the likely cause of
-    "Attempted to resolve undefined DagsterInstance weakref" in a later materialisation of the
-    same test, once in a full run)."""
+    """One evaluation of agentlake's sensor, its context closed after."""
     from pipelines.defs.sensors import discover_sources
 
     with dg.build_sensor_context(instance=instance, cursor=cursor, resources={"agentlake": resource}) as context:
         return discover_sources(context)
+
+
+def schedule_tick(instance, resource, when):
+    """One evaluation of the nightly full refresh at `when`, its context closed after."""
+    from pipelines.defs.schedules import daily_full_refresh
+
+    with dg.build_schedule_context(instance, scheduled_execution_time=when,
+                                   resources={"agentlake": resource}) as context:
+        return daily_full_refresh(context)

@@ -10,10 +10,9 @@ import pytest
 
 from pipelines.defs.lake.assets import landing
 from pipelines.defs.resources import AgentlakeResource, Reporter
-from pipelines.defs.schedules import daily_full_refresh
 from pipelines.defs.warehouse.assets import tables_and_marts
 from tests.conftest import T0, query, scalar
-from tests.support_dagster import agentlake_instance, sensor_tick
+from tests.support_dagster import agentlake_instance, schedule_tick, sensor_tick
 from transforms.synth.crush import add_message, add_session
 from transforms.synth.crush_parts import text_part
 
@@ -198,11 +197,9 @@ def test_daily_schedule_requests_a_full_refresh_of_every_source(layout, project,
     stores = [_store(project, n) for n in ("a", "b", "c")]
     resource = _resource(layout, *(s.db for s in stores))
     when = datetime(2026, 3, 1, 3, tzinfo=timezone.utc)
-    context = dg.build_schedule_context(instance, scheduled_execution_time=when, resources={"agentlake": resource})
-    assert isinstance(daily_full_refresh(context), dg.SkipReason)
+    assert isinstance(schedule_tick(instance, resource, when), dg.SkipReason)
     instance.add_dynamic_partitions("sources", ["crush-a", "crush-b", "crush-c"])
-    context = dg.build_schedule_context(instance, scheduled_execution_time=when, resources={"agentlake": resource})
-    (request,) = daily_full_refresh(context)
+    (request,) = schedule_tick(instance, resource, when)
     assert request.run_key == "full-refresh-2026-03-01-crush-a"
     assert request.tags["dagster/asset_partition_range_start"] == "crush-a"
     assert request.tags["dagster/asset_partition_range_end"] == "crush-c"

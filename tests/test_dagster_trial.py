@@ -26,7 +26,7 @@ from pipelines.runner import contiguous_batches
 from warehouse.land.ingest import mark_pending
 from transforms.contract import ALL_TABLES
 from tests.conftest import T0
-from tests.support_dagster import agentlake_instance, sensor_tick
+from tests.support_dagster import agentlake_instance, schedule_tick, sensor_tick
 from transforms.synth.crush import add_session, generate_store
 from warehouse.catalog.marts import MARTS, mart_sql
 from warehouse.lake.ducklake import connect
@@ -275,8 +275,7 @@ def test_the_schedule_refreshes_the_partitions_found_now_in_ranges(tmp_path, sto
     # a project whose store is gone stays registered, between two that are found
     instance.add_dynamic_partitions("sources", keys[:2] + ["crush-gone"] + keys[2:])
     when = datetime(2026, 3, 1, 3, tzinfo=timezone.utc)
-    requests = daily_full_refresh(dg.build_schedule_context(instance, scheduled_execution_time=when,
-                                                            resources={"agentlake": resource}))
+    requests = schedule_tick(instance, resource, when)
     assert [r.tags for r in requests] == [_range(keys[:2]), _range(keys[2:])]
     assert len({r.run_key for r in requests}) == 2
     assert all(r.run_key.startswith("full-refresh-2026-03-01") for r in requests)
