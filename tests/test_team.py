@@ -18,14 +18,15 @@ from warehouse.lake.ducklake import connect
 
 def machine_ingest(home, lake, machine, user, crush_root, env) -> subprocess.Popen:
     """One engineer's scheduled run: the real CLI, in its own process, with its own home (for
-    machines that run at once, or with credentials of their own)."""
+    machines that run at once)."""
     argv = [sys.executable, "-m", "pipelines.cli", "ingest", "--quiet", "--no-default", "--home", str(home),
             "--lake", lake, "--machine", machine, "--user", user, "--crush-root", str(crush_root)]
     return subprocess.Popen(argv, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def ingest_here(home, lake, machine, user, crush_root, env):
-    """The same run in this process, for one machine's runs one after another."""
+    """The same run in this process, for machines' runs one after another (with the credentials
+    in `env`: the object stores an earlier run made are forgotten)."""
     return run_cli_fresh("ingest", "--quiet", "--no-default", "--home", home, "--lake", lake, "--machine", machine,
                          "--user", user, "--crush-root", crush_root, env=env)
 
@@ -380,10 +381,9 @@ def test_the_permissions_docs_deployment_gives_a_machine(s3, tmp_path, monkeypat
     stores = {name: generate_store(tmp_path / name, projects=1, sessions_per_project=2, seed=n)
               for n, name in enumerate(["ana", "ben", "cleo", "dev"], 1)}
 
-    def ingest(name, machine_name, env):
-        run = machine_ingest(tmp_path / f"{name}-home", lake, machine_name, name, stores[name].global_dir, env)
-        out, err = run.communicate(timeout=300)
-        return run.returncode, out + err
+    def ingest(name, machine_name, env):  # each with its own credentials, as a new process has them
+        ran = ingest_here(tmp_path / f"{name}-home", lake, machine_name, name, stores[name].global_dir, env)
+        return ran.returncode, ran.stdout + ran.stderr
 
     assert ingest("ana", "ana-laptop", admin)[0] == 0
     code, said = ingest("ben", "ben-desktop", machine)
