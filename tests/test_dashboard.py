@@ -20,7 +20,7 @@ if not CHROMIUM and not os.environ.get("CI"):  # CI installs it (.ci/run); a lap
 
 def serve(warehouse, **kwargs):
     server = make_server(warehouse, port=0, **kwargs)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     return server
 
 

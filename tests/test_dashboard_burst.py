@@ -34,7 +34,7 @@ def serve(lake):
         return server
 
     def start(server):
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         started.append(server)
 
     yield make, start

@@ -41,7 +41,7 @@ def people(built_once):
 @pytest.fixture(scope="module")
 def dashboard(people):
     server = make_server(people.warehouse, port=0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}/"
     server.shutdown()
     server.server_close()

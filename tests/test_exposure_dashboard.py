@@ -16,7 +16,7 @@ def serve(lake):
 
     def start(host="127.0.0.1", **kwargs):
         server = make_server(lake.warehouse, host, 0, **kwargs)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         started.append(server)
         return server
 

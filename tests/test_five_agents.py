@@ -111,7 +111,7 @@ def test_report_by_agent(layout, five, capsys):
 
 def test_dashboard_offers_and_draws_every_agent(layout, five):
     server = make_server(layout.warehouse, port=0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         base = f"http://127.0.0.1:{server.server_address[1]}/"
         page = urllib.request.urlopen(base, timeout=30).read().decode()

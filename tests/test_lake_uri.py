@@ -141,7 +141,7 @@ def test_an_endpoint_that_is_a_web_server_not_s3_is_said_as_that(tmp_path):
 
     handler = functools.partial(Quiet, directory=str(tmp_path))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         endpoint = f"127.0.0.1:{server.server_address[1]}"
         lake = f"s3://team-lake/lake?endpoint_override={endpoint}&scheme=http&region=us-east-1"

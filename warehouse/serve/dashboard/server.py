@@ -145,7 +145,8 @@ def running(warehouse, **kwargs):
     """The dashboard served from a thread of this process (`make_server`'s arguments), its URL
     while the block runs: for a notebook or a test, where `agentlake dashboard` would block."""
     server = make_server(warehouse, **kwargs)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # a short poll: the block's end (shutdown) waits for the loop to look, 0.5 s by default
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         yield server.url
     finally:
