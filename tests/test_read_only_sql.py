@@ -168,14 +168,24 @@ def _everything(*roots) -> dict:
     return {p: (p.stat().st_size, p.stat().st_mtime_ns) for root in roots for p in Path(root).rglob("*") if p.is_file()}
 
 
-def test_the_connection_itself_reaches_no_other_file_keeps_no_secret_and_changes_no_setting(lake, tmp_path):
-    """Below the check: what a statement that got past it would meet. DuckDB refuses these itself."""
+def _dashboards_reader(layout):
+    """A cursor of the dashboard's reader, as each of its requests gets one."""
+    from warehouse.serve.dashboard.server import Reader
+
+    return Reader(layout.warehouse, layout.tables_path).cursor()
+
+
+@pytest.mark.parametrize("reader", [_reader, _dashboards_reader], ids=["agentlake sql", "dashboard"])
+def test_the_connection_itself_reaches_no_other_file_keeps_no_secret_and_changes_no_setting(lake, tmp_path, reader):
+    """Below the check: what a statement that got past it would meet. DuckDB refuses these itself.
+    The dashboard runs its own SQL (with filter values quoted into its insight tables) on the same
+    kind of connection."""
     tmp_path = tmp_path / "elsewhere"
     tmp_path.mkdir()
     (tmp_path / "in.csv").write_text("a\n1\n")
     duckdb_home = Path.home() / ".duckdb"
     before = _everything(lake.home, duckdb_home)
-    with _reader(lake) as con:
+    with reader(lake) as con:
         assert con.execute("SELECT COUNT(*) FROM sessions").fetchone() == (scalar(lake, "SELECT COUNT(*) FROM sessions"),)
         for sql in (f"COPY (SELECT 1) TO '{tmp_path / 'out.csv'}'", f"SELECT * FROM read_csv('{tmp_path / 'in.csv'}')",
                     f"ATTACH '{tmp_path / 'other.duckdb'}' AS other", f"EXPORT DATABASE '{tmp_path / 'export'}'",

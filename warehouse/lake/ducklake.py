@@ -109,9 +109,9 @@ def pinned_binary(name: str = "ducklake") -> Path | None:
 # connection (docs/BENCHMARKS.md, "Figures behind the code's choices"), and a changed source's merge
 # opens three (the writer, the compaction probe, the checks). Connections that run agentlake's own
 # SQL only (`ours`) load the pinned binary by its path, whose SHA-256 was checked above (once per
-# file: _digest's cache), without DuckDB's second check; so does `agentlake sql`, whose user's SQL
-# runs only once external access is off (warehouse.serve.read_only_sql). The notebooks and the
-# dashboard keep it: with it off, SQL they run could LOAD any unsigned binary.
+# file: _digest's cache), without DuckDB's second check; so do `agentlake sql` and the dashboard,
+# whose SQL runs only once external access is off (warehouse.serve.read_only_sql). The notebooks
+# keep it: with it off, SQL they run could LOAD any unsigned binary.
 def _opened(ours: bool, settings: dict | None = None):
     """A new DuckDB connection (no progress bar) with DuckLake loaded; `settings` on top."""
     own = pinned_binary() if ours else None

@@ -1,5 +1,5 @@
-"""SQL that a reader did not write, run so that it can change nothing: `agentlake sql` now, an MCP
-server and the dashboard's own queries later.
+"""SQL that a reader did not write, run so that it can change nothing: `agentlake sql`, the
+dashboard's readers (their connection; their SQL is the dashboard's own), an MCP server later.
 
 Two walls, as SQLite's `mode=ro` or a PostgreSQL read-only transaction refuse every write:
 

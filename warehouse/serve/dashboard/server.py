@@ -70,15 +70,16 @@ class Reader:
 
     def cursor(self):
         from warehouse.lake.ducklake import CATALOG
-        from warehouse.lake.ducklake import connect
+        from warehouse.serve.read_only_sql import open_reader
 
+        # `agentlake sql`'s connection: no file reachable but the tables', the configuration locked
         if os.name == "nt":  # Windows cannot rename a new catalog over a file held open: none kept
-            return connect(self.warehouse, self.data_path)
+            return open_reader(self.warehouse, self.data_path)
         identity = catalog_identity(self.warehouse)
         with self.lock:
             if self.con is None or identity is None or identity != self.identity:
                 # the old connection is left to the requests still using it (their cursors keep it)
-                self.con, self.identity = connect(self.warehouse, self.data_path), identity
+                self.con, self.identity = open_reader(self.warehouse, self.data_path), identity
             cur = self.con.cursor()
         cur.execute(f"USE {CATALOG}")
         return cur
