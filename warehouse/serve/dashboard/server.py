@@ -29,7 +29,18 @@ def _e(value) -> str:
 def render(con, path: str, query: str, budgets=(), config_file=None) -> tuple:
     """(HTML, status) of one page; a request with filter problems is answered 400, with the page.
     A CSV (`/csv`) is (text, status, its headers: its type and file name). `budgets`: config.toml's
-    (`config_file`), shown against this month's spend."""
+    (`config_file`), shown against this month's spend. Every figure of a page is read in one read
+    transaction, from one snapshot of the catalog: a merge committed meanwhile (a central catalog's)
+    shows on the next page, never on half of this one; and DuckLake loads the snapshot once, not
+    for each of the page's queries."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        return _render(con, path, query, budgets, config_file)
+    finally:
+        con.execute("ROLLBACK")  # it only read
+
+
+def _render(con, path: str, query: str, budgets, config_file) -> tuple:
     rows = con.execute('SELECT DISTINCT project, provider, "user", machine FROM daily_costs').fetchall()
     projects, providers, users, machines = (sorted({r[i] for r in rows if r[i] is not None}) for i in range(4))
     req = pages.parse_request(query, projects, providers, path, users, machines)
