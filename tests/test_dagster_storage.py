@@ -56,6 +56,31 @@ def test_the_shipped_config_keeps_dagsters_files_where_its_default_puts_them(tmp
         assert [r.user_message for r in instance.all_logs("a-run")] == ["hello"]
 
 
+def _schema(path: Path) -> tuple:
+    import sqlite3
+
+    with sqlite3.connect(path) as con:
+        return (sorted(con.execute("SELECT type, name, sql FROM sqlite_master").fetchall()),
+                con.execute("SELECT version_num FROM alembic_version").fetchall())
+
+
+def test_a_runs_file_is_made_as_dagsters_own_set_up_makes_it(tmp_path, monkeypatch):
+    """A new run's file is set up with Dagster's migrations read once per process (Dagster read
+    them twice for each): the same tables, indexes and migration stamp as Dagster's own set-up
+    gives it, so `dagster instance migrate` and the UI find what they expect."""
+    with _instance(tmp_path / "ours", monkeypatch) as instance:
+        for run in ("one", "two"):
+            instance.event_log_storage.store_event(_entry(run, "hello"))
+    default = tmp_path / "default"
+    default.mkdir()
+    with dg.DagsterInstance.from_config(str(default)) as instance:
+        instance.event_log_storage.store_event(_entry("one", "hello"))
+    ours = [_schema(tmp_path / "ours" / "history" / "runs" / f"{run}.db") for run in ("one", "two")]
+    theirs = _schema(default / "history" / "runs" / "one.db")
+    assert ours[0] == ours[1] == theirs
+    assert theirs[1] and len(theirs[0]) > 5  # a stamp, and the tables with their indexes
+
+
 def test_a_watcher_sees_each_event_of_a_run_as_it_is_written(tmp_path, monkeypatch):
     """The UI follows a running run with a watchdog on the run's file; the writer keeps its
     connection open, so it checkpoints the file after each event, as Dagster's closing did."""
