@@ -10,6 +10,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -34,7 +35,7 @@ from transforms.provider import DiscoverOptions
 from warehouse.land.ingest import discover_sources, ingest_all
 from warehouse.lake.layout import Layout
 from warehouse.catalog.build import refresh
-from warehouse.lake.ducklake import connect
+from warehouse.lake.ducklake import CATALOG, connect
 
 # Every commit of SQLite, DuckDB and DuckLake syncs its file to disk, and the suite commits
 # thousands of times: on a virtual disk a sync is milliseconds, on a memory file system nothing.
@@ -283,12 +284,39 @@ def ingest_tables(layout: Layout, *stores, **where):
     return ingest(layout, *stores, marts=False, **where)
 
 
+# The tests' readers, one per published catalog file, as the dashboard keeps them
+# (warehouse.serve.dashboard.server.Reader): a merge publishes a new file, whose identity is new,
+# so a query after it opens a new reader. Opening one (DuckDB, DuckLake, ATTACH) cost more than
+# most of the queries run on it; the suite ran over a thousand.
+_READERS: OrderedDict = OrderedDict()
+KEPT_READERS = 4
+
+
 def query(layout: Layout, sql: str, *params):
     """The tests' own SQL, on a reader's read-only connection. `ours`, as agentlake's own queries:
-    DuckDB's second check of the pinned DuckLake binary hashes it at every connection, and the
-    tests open over a thousand (warehouse.lake.ducklake._opened)."""
-    with connect(layout.warehouse, ours=True) as con:
-        return con.execute(sql, list(params)).fetchall()
+    DuckDB's second check of the pinned DuckLake binary hashes it at every connection
+    (warehouse.lake.ducklake._opened)."""
+    from warehouse.serve.dashboard.server import catalog_identity
+
+    identity = catalog_identity(layout.warehouse)
+    if identity is None:  # no warehouse: connect says so
+        with connect(layout.warehouse, ours=True) as con:
+            return con.execute(sql, list(params)).fetchall()
+    key = (str(layout.warehouse), identity)
+    con = _READERS.pop(key, None) or connect(layout.warehouse, ours=True)
+    _READERS[key] = con
+    while len(_READERS) > KEPT_READERS:
+        _READERS.popitem(last=False)[1].close()
+    with con.cursor() as cursor:
+        cursor.execute(f"USE {CATALOG}")
+        return cursor.execute(sql, list(params)).fetchall()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _readers_closed():
+    yield
+    while _READERS:
+        _READERS.popitem()[1].close()
 
 
 def scalar(layout: Layout, sql: str, *params):
