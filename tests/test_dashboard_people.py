@@ -114,10 +114,11 @@ def test_every_figure_honours_the_user_and_machine_filters(dashboard, people, wh
     assert set(axis.split(", ")) == models  # an unknown cost's row too (written, not drawn)
     # tool calls: counted from tool_calls, which has the user and machine tool_usage lacks
     tools = figure(page, "tool-usage")
-    for tool, calls, failed in query(people, f"SELECT tool_name, COUNT(*), COUNT(*) FILTER (WHERE is_error OR "
-                                             f"exit_code <> 0) FROM tool_calls WHERE has_call AND {where} "
-                                             "GROUP BY 1", *args):
-        label = f"label: {tool}; value: {calls:,}" + (f" ({failed:,} failed)" if failed else "")
+    for category, names, calls, failed in query(
+            people, "SELECT tool_category, STRING_AGG(DISTINCT tool_name, ', ' ORDER BY tool_name), COUNT(*), "
+                    f"COUNT(*) FILTER (WHERE is_error OR exit_code <> 0) FROM tool_calls WHERE has_call AND {where} "
+                    "GROUP BY 1", *args):
+        label = f"label: {category}: {names}; value: {calls:,}" + (f" ({failed:,} failed)" if failed else "")
         assert label in html.unescape(tools), label
     # the insights: their findings are those of these rows (context growth: one a session)
     count = scalar(people, f"SELECT COUNT(*) FROM insight_context_growth WHERE {where}", *args)

@@ -35,7 +35,7 @@ PARTS_LIMIT = 2000  # parts of one transcript page
 SESSIONS = "(SELECT *, CAST(started_at AS DATE) AS date FROM session_summary)"
 # tool_usage has no user or machine: filtered by either, the tool calls are counted from
 # tool_calls as tool_usage counts them
-TOOL_CALLS = ('(SELECT date, provider, project, "user", machine, tool_name, COUNT(*) AS calls, '
+TOOL_CALLS = ('(SELECT date, provider, project, "user", machine, tool_name, tool_category, COUNT(*) AS calls, '
               "COUNT(*) FILTER (WHERE is_error OR exit_code <> 0) AS failed FROM tool_calls WHERE has_call GROUP BY ALL)")
 
 
@@ -943,16 +943,26 @@ def overview(con, req: Request, projects: list[str], providers: list[str]) -> st
             + figure("cost-by-project", "Cost by project and agent", by_project, project_note)
             + figure("cost-by-model", "Cost by model and agent", by_model, model_note)
             + "</div>"
-            + figure("tool-usage", "Tool calls (red: failed, by an error or a non-zero exit)", tools, tool_note)
+            + figure("tool-usage", TOOL_FIGURE, tools, tool_note)
             + "<h2>Projects</h2>" + _projects_table(con, req)
             + "<h2>People</h2>" + _users_table(con, req)
             + insights_section(con, req))
     return layout("agentlake", [("overview", None)], body, req, filter_form(req, projects, providers), about_data(con))
 
 
+TOOL_FIGURE = "Tool calls by category, as each agent names its tools (red: failed, by an error or a non-zero exit)"
+# the tools of a category as the agents name them (`bash`, `Bash`, `Shell`), the first few of them
+TOOL_NAMES_SHOWN = 4
+_TOOL_NAMES = ("array_to_string(list_slice(list_sort(list_distinct(list(tool_name))), 1, {n}), ', ') || "
+               "CASE WHEN COUNT(DISTINCT tool_name) > {n} "
+               "THEN ' +' || (COUNT(DISTINCT tool_name) - {n}) || ' more' ELSE '' END").format(n=TOOL_NAMES_SHOWN)
+
+
 def _tool_chart(con, req: Request) -> tuple[str, str]:
-    return _ranking_chart(con, req, "SELECT tool_name, SUM(calls) AS n, SUM(failed) "
-                                    f"FROM {tool_calls(req.filters)} {{w}} GROUP BY ALL ORDER BY n DESC, 1",
+    """Tool calls by category (shell, read, edit, ...): one agent's `bash` and another's `Shell`
+    are one bar, labelled with the names the agents gave them, as `report --by category` lists them."""
+    return _ranking_chart(con, req, f"SELECT tool_category || ': ' || {_TOOL_NAMES}, SUM(calls) AS n, SUM(failed) "
+                                    f"FROM {tool_calls(req.filters)} {{w}} GROUP BY tool_category ORDER BY n DESC, 1",
                           lambda r: None, unit="", value_title="calls", overlay_title="failed", width=900)
 
 
@@ -1052,7 +1062,7 @@ def project_page(con, req: Request, projects: list[str], providers: list[str]) -
                      more=budget_said)
             + trends(con, req, span)
             + f"<h2>Sessions{'' if 'sessions' in req.sorts else ' (most expensive first)'}</h2>" + sessions
-            + figure("tool-usage", "Tool calls (red: failed, by an error or a non-zero exit)", tools, tool_note)
+            + figure("tool-usage", TOOL_FIGURE, tools, tool_note)
             + insights_section(con, req))
     crumbs = [("overview", req.link("/", project="")), (name, None)]
     return layout(f"project {name}", crumbs, body, req, filter_form(req, projects, providers, "/project"),
