@@ -50,7 +50,7 @@ def test_definitions_load():
     from warehouse.catalog.marts import MARTS
 
     assert keys == {"landing", "sessions", "messages", "parts", "tool_calls", "file_versions", "read_files",
-                    "usage", "quarantine", "sources"} | set(MARTS)
+                    "usage", "quarantine", "sources", "model_names"} | set(MARTS)
     assert {"daily_costs", "session_summary", "tool_usage", "shell_commands", "file_activity", "model_usage",
             "token_usage"} <= set(MARTS)
     marts = repo.asset_graph.get(dg.AssetKey("daily_costs"))

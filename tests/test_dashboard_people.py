@@ -14,6 +14,7 @@ from urllib.parse import urljoin
 import pytest
 
 from tests.conftest import query, scalar
+from tests.support_dashboard import tool_bar_labels
 from warehouse.serve.labels import model_label
 from warehouse.serve.dashboard.server import make_server
 
@@ -106,19 +107,15 @@ def test_every_figure_honours_the_user_and_machine_filters(dashboard, people, wh
     assert len(bars) == len(days)
     for day, project, spent in days:
         assert any(f"project: {project};" in b and f"from: {day}; cost: {usd(spent)}" in b for b in bars), (day, project)
-    # cost by model: a bar for each model and agent of these rows, and no other
+    # cost by model: a bar for each model (the name it groups under) and agent of these rows, and no other
     models = {f"{model_label(m)} · {a}" for m, a in query(
-        people, f"SELECT DISTINCT model, provider FROM daily_costs WHERE {where}", *args)}
+        people, f"SELECT DISTINCT model_name, provider FROM daily_costs WHERE {where}", *args)}
     chart = html.unescape(figure(page, "cost-by-model"))
     axis = re.search(r"Y-axis for a discrete scale with \d+ values: ([^\"]*)", chart).group(1)
     assert set(axis.split(", ")) == models  # an unknown cost's row too (written, not drawn)
     # tool calls: counted from tool_calls, which has the user and machine tool_usage lacks
     tools = figure(page, "tool-usage")
-    for category, names, calls, failed in query(
-            people, "SELECT tool_category, STRING_AGG(DISTINCT tool_name, ', ' ORDER BY tool_name), COUNT(*), "
-                    f"COUNT(*) FILTER (WHERE is_error OR exit_code <> 0) FROM tool_calls WHERE has_call AND {where} "
-                    "GROUP BY 1", *args):
-        label = f"label: {category}: {names}; value: {calls:,}" + (f" ({failed:,} failed)" if failed else "")
+    for label in tool_bar_labels(people, where, *args).values():
         assert label in html.unescape(tools), label
     # the insights: their findings are those of these rows (context growth: one a session)
     count = scalar(people, f"SELECT COUNT(*) FROM insight_context_growth WHERE {where}", *args)

@@ -8,19 +8,21 @@ import dagster as dg
 import duckdb
 
 from transforms.contract import ALL_TABLES
+from warehouse.catalog import model_names
 from warehouse.catalog.marts import MARTS, depends_on, mart_sql, reads
 
 TABLES = {t.name for t in ALL_TABLES}
+NAMES = model_names.NAME  # the catalog's table of the names models group under, filled by the merge
 # the marts' parents: the tables and marts each reads, its building blocks resolved
 STEPS = {"messages", "sessions", "tool_calls", "usage"}  # _step_costs' tables (and _file_calls')
 PARENTS = {
-    "daily_costs": {"messages", "sessions", "usage"},
+    "daily_costs": {"messages", "sessions", "usage", NAMES},
     "session_summary": {"messages", "sessions", "tool_calls"},
     "tool_usage": {"tool_calls"},
     "shell_commands": {"tool_calls"},
     "file_activity": {"file_versions", "tool_calls"},
-    "model_usage": {"daily_costs", "messages", "sessions", "usage"},
-    "token_usage": {"usage"},
+    "model_usage": {"daily_costs", "messages", "sessions", "usage", NAMES},
+    "token_usage": {"usage", NAMES},
     "insight_duplicate_reads": STEPS,
     "insight_unused_reads": STEPS,
     "insight_read_edit_ratio": STEPS,
@@ -72,7 +74,7 @@ def test_every_file_declares_what_its_sql_reads():
 def test_a_file_reads_only_tables_and_what_is_defined_before_it():
     defined = set()
     for name, sql in mart_sql():
-        assert set(reads(sql)) <= TABLES | defined, name
+        assert set(reads(sql)) <= TABLES | {NAMES} | defined, name
         defined.add(name)
 
 
@@ -101,3 +103,7 @@ def test_the_asset_graph_draws_what_the_marts_read():
     assert not any(k.to_user_string().startswith("_") for k in graph.get_all_asset_keys())
     unread = {"parts", "read_files", "quarantine", "sources"}
     assert not any(graph.get(dg.AssetKey(t)).child_keys for t in unread)
+    # the names' table is drawn from the tables that record a model, and feeds the marts that group by it
+    names = graph.get(dg.AssetKey(NAMES))
+    assert {k.to_user_string() for k in names.parent_keys} == {"messages", "sessions", "usage"}
+    assert {k.to_user_string() for k in names.child_keys} == {"daily_costs", "model_usage", "token_usage"}

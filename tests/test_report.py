@@ -26,9 +26,9 @@ def test_json_totals_and_filters(lake, capsys):
 
 def test_unknown_costs_are_counted_not_zeroed(lake, capsys):
     data = json.loads(_report(lake, capsys, "--provider", "codewhale", "--by", "model", "--format", "json"))
-    glm = [r for r in data["by_model"] if r["model"] == "glm-4.6"]
-    assert glm == [{"model": "glm-4.6", "llm_provider": "custom", "provider": "codewhale", "cost_usd": None,
-                    "assistant_messages": 1, "tokens": None, "cost_source": "unknown"}]
+    glm = [r for r in data["by_model"] if r["model_name"] == "glm-4.6"]
+    assert glm == [{"model_name": "glm-4.6", "cost_usd": None, "assistant_messages": 1, "tokens": None,
+                    "models": "glm-4.6", "agents": "codewhale", "cost_source": "unknown"}]
     # root sessions, as the totals count them, whose cost is unknown: cw-unknown's
     unknown = scalar(lake, "SELECT COUNT(*) FROM sessions WHERE is_root AND provider = 'codewhale' "
                            "AND cost_source = 'unknown'")
@@ -103,7 +103,7 @@ def test_a_model_that_is_none_is_said_in_words_in_the_table_only(lake, capsys):
     from warehouse.serve.labels import NO_MODEL
 
     data = json.loads(_report(lake, capsys, "--by", "model", "--top", "0", "--format", "json"))
-    nameless = [r for r in data["by_model"] if r["model"] is None]
+    nameless = [r for r in data["by_model"] if r["model_name"] is None]
     assert nameless and all(r["cost_usd"] is not None for r in nameless)
     text = _report(lake, capsys, "--by", "model", "--top", "0")
     section = text.split("Cost and use by model\n", 1)[1].split("\n\n", 1)[0]

@@ -115,3 +115,35 @@ def price_buckets(buckets: Buckets, model: str | None, provider: str | None, at:
         return priced
     return Priced(float(round(Decimal(price.total_price), 9)), "estimated",
                   f"{price.provider.id}/{price.model.id}")
+
+
+# Ways to ask genai-prices for a recorded model, in order: the name alone (the library finds the
+# provider from it, so the maker's own id answers whoever served it), the library's own reading of
+# a name that starts with its provider (`anthropic/claude-sonnet-4.5`, as it reads LiteLLM's
+# names), then the agent's provider (a name that does not say its maker's: `glm-4.6` under `zai`).
+_PREFIXED = "litellm"
+
+
+@lru_cache(maxsize=4096)
+def model_name(model: str, provider: str | None) -> str:
+    """The name a recorded model groups under: the id of the model genai-prices resolves it to
+    (`claude-sonnet-4-5-20250929`, `claude-sonnet-4.5` and `anthropic/claude-sonnet-4.5` are
+    `claude-sonnet-4-5`), else the recorded name lower-cased, as the library compares names."""
+    from genai_prices.data_snapshot import get_snapshot  # imported on first use: it loads a large table
+
+    snapshot = get_snapshot()
+    asked = [None] + ([_PREFIXED] if "/" in model else []) + (
+        [provider] if provider not in (None, "", "custom") else [])
+    for provider_id in asked:
+        try:
+            return snapshot.find_provider_model(model, None, provider_id, None)[1].id
+        except (LookupError, ValueError):
+            continue
+    return model.lower()
+
+
+def prices_version() -> str:
+    """The genai-prices release whose table resolves the names (`model_name`)."""
+    from importlib.metadata import version
+
+    return version("genai-prices")

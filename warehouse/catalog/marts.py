@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from warehouse.catalog import model_names
 from warehouse.lake.ducklake import give_statistics
 
 SQL_DIR = Path(__file__).parent / "sql"
@@ -194,6 +195,10 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None) 
     con.execute("SET preserve_insertion_order = false")
     ensure_bookkeeping(con)
     pending = {r[0] for r in con.execute(f"SELECT DISTINCT project FROM lake.main.{PENDING}").fetchall()}
+    # the names the marts group models under, for the rows they are about to read: the pending
+    # projects' (every other project's names are in it since its own refresh), or all
+    scoped = not whole and len(pending) <= MAX_PROJECTS
+    whole = model_names.update(con, _project_filter(pending) if scoped else None) or whole
     written = dict(con.execute(f"SELECT name, sql_sha FROM lake.main.{WRITTEN}").fetchall())
     have = {r[0] for r in con.execute(
         "SELECT table_name FROM duckdb_tables() WHERE database_name = 'lake' AND schema_name = 'main'").fetchall()}

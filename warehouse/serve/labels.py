@@ -11,7 +11,8 @@ NO_MODEL = "no model recorded"
 # what agents write where a model's name belongs for replies no model gave: Claude Code's
 # `<synthetic>` (an API error, an interrupted turn; never billed, docs/FORMATS.md)
 NOT_MODELS = {"<synthetic>": "synthetic (not a model)"}
-MODEL_COLUMNS = ("model", "models")  # a model, or models comma-separated (session_summary.models)
+# a model, the name it groups under (model_names), or models comma-separated (session_summary.models)
+MODEL_COLUMNS = ("model", "model_name", "models")
 SEPARATOR = ", "
 
 
@@ -31,7 +32,7 @@ def models_label(models: str | None) -> str:
 
 def label(column: str, value):
     """`value` of a column as people read it: a model column's labelled, any other as it is."""
-    if column == "model":
+    if column in ("model", "model_name"):
         return model_label(value)
     if column == "models":
         return models_label(value)

@@ -118,17 +118,18 @@ _USE = {
 }
 
 
-def _cost_and_use(keys: list[str], use: list[str], order: str, agents: bool = False) -> str:
+def _cost_and_use(keys: list[str], use: list[str], order: str, listed: tuple[tuple[str, str], ...] = ()) -> str:
     """One row per key: the cost (daily_costs) and each measure of `use`, summed per key over
-    one union of per-table aggregates (a key with use but no cost row still shows)."""
-    k = ", ".join(keys + (["provider"] if agents and "provider" not in keys else []))
+    one union of per-table aggregates (a key with use but no cost row still shows). `listed`:
+    (column, name) of the values of a column each row gathers, listed (`sorted_list`)."""
+    k = ", ".join(keys + [column for column, _ in listed if column not in keys])
     branches = [f"SELECT {k}, cost_usd, cost_source FROM daily_costs {{w}}"]
     branches += [_USE[m].format(k=k, w="{w}") for m in use]
     out = ", ".join(key.rsplit(" AS ", 1)[-1] for key in keys)  # a key computed in the branches: its name
     # a count that found none is 0, as in Totals; tokens no row recorded stay NULL (Crush records none)
     measures = "".join(f", SUM({m}) AS {m}" if m == "tokens" else f", COALESCE(SUM({m}), 0) AS {m}" for m in use)
     return (f"SELECT {out}, {_COST} AS cost_usd{measures}"
-            + (f", {sorted_list('provider')} AS agents" if agents else "")
+            + "".join(f", {sorted_list(column)} AS {name}" for column, name in listed)
             + f", {sorted_list('cost_source')} AS cost_source "
             + "FROM (" + " UNION ALL BY NAME ".join(f"({b})" for b in branches) + ") "
             + f"GROUP BY ALL ORDER BY {order}")
@@ -142,10 +143,13 @@ BY_SQL = {
     "week": _cost_and_use(["CAST(date_trunc('week', date) AS DATE) AS week"], _COUNTS, "week"),
     "month": _cost_and_use(["CAST(date_trunc('month', date) AS DATE) AS month"], _COUNTS, "month"),
     "project": _cost_and_use(["project", "provider"], _COUNTS, "cost_usd DESC NULLS LAST, project, provider"),
-    "model": _cost_and_use(["model", "llm_provider", "provider"], ["assistant_messages", "tokens"],
-                           "cost_usd DESC NULLS LAST, model, llm_provider, provider"),
+    # one row per name a model groups under (model_names), whatever each agent recorded: the
+    # recorded names listed
+    "model": _cost_and_use(["model_name"], ["assistant_messages", "tokens"], "cost_usd DESC NULLS LAST, model_name",
+                           listed=(("model", "models"), ("provider", "agents"))),
     "agent": _cost_and_use(["provider"], _COUNTS, "cost_usd DESC NULLS LAST, provider"),
-    "user": _cost_and_use(['"user"', "machine"], _COUNTS, 'cost_usd DESC NULLS LAST, "user", machine', agents=True),
+    "user": _cost_and_use(['"user"', "machine"], _COUNTS, 'cost_usd DESC NULLS LAST, "user", machine',
+                           listed=(("provider", "agents"),)),
     "tool": "SELECT tool_name, tool_category, SUM(calls) AS calls, SUM(errors) AS errors, "
             "ROUND(SUM(errors) / SUM(calls), 3) AS error_rate, SUM(nonzero_exits) AS nonzero_exits "
             "FROM tool_usage {w} GROUP BY ALL ORDER BY calls DESC, tool_name",

@@ -4,6 +4,7 @@ from pipelines.defs.lake.assets import LANDING
 from pipelines.defs.resources import AgentlakeResource
 from transforms.contract import ALL_TABLES
 from warehouse.catalog import checks as lakewide
+from warehouse.catalog import model_names
 from warehouse.catalog.marts import MARTS, depends_on, mart_sql
 from warehouse.catalog.merge import duck_type
 from warehouse.catalog.checks import checked
@@ -54,6 +55,12 @@ def column_schema(table) -> dg.TableSchema:
 
 
 MART_DOCS = {name: mart_description(name, sql) for name, sql in mart_sql() if name in MARTS}
+# the names models group under: a table of the catalog the merge fills from the tables' names,
+# read by the marts that group by model (their `-- reads:` lines)
+MODEL_NAMES = dg.AssetSpec(
+    model_names.NAME, deps=[dg.AssetKey([t]) for t in model_names.READS], group_name="tables", kinds={"ducklake"},
+    automation_condition=EAGER, description=" ".join(model_names.__doc__.split("\n\n")[0].split()),
+    metadata={"dagster/column_schema": dg.TableSchema(columns=[dg.TableColumn(c, t) for c, t in model_names.COLUMNS])})
 
 
 @dg.multi_asset(
@@ -61,6 +68,7 @@ MART_DOCS = {name: mart_description(name, sql) for name, sql in mart_sql() if na
                         automation_condition=EAGER, description=t.doc,
                         metadata={"dagster/column_schema": column_schema(t)})
            for key, t in zip(TABLES, ALL_TABLES)]
+    + [MODEL_NAMES]
     # each its own description: without one, Dagster gives every spec the op's docstring; its
     # parents the tables and marts its SQL reads (its `-- reads:` line, blocks resolved)
     + [dg.AssetSpec(key, deps=[dg.AssetKey([d]) for d in depends_on(name)], group_name="marts",
@@ -83,7 +91,8 @@ def tables_and_marts(context: dg.AssetExecutionContext, agentlake: AgentlakeReso
     layout.pending_marker.unlink(missing_ok=True)
     merged = result.source_ids  # the sources this merge replaced
     counts, dupes, missing, (budgets, spend, unknown) = checked(layout.warehouse, lambda con: (
-        lakewide.count_rows(con, [t.name for t in ALL_TABLES] + list(MARTS), "lake.main"),  # one statement
+        lakewide.count_rows(con, [t.name for t in ALL_TABLES] + [model_names.NAME] + list(MARTS),
+                            "lake.main"),  # one statement
         lakewide.duplicate_keys(con, merged) if merged else {},
         lakewide.orphans(con, merged) if merged else {},
         spend_of(con, layout.config_file)))
@@ -100,7 +109,7 @@ def tables_and_marts(context: dg.AssetExecutionContext, agentlake: AgentlakeReso
         found = {ref: n for ref, n in missing.items() if ref.startswith(f"{child}.")}
         yield dg.AssetCheckResult(asset_key=key, check_name="no_orphans", passed=not any(found.values()),
                                   description=note, metadata={"orphans": str(found), "sources_checked": len(merged)})
-    for name in MARTS:
+    for name in (model_names.NAME, *MARTS):
         yield dg.MaterializeResult(asset_key=name, metadata={"rows": counts[name]})
     yield budget_check_result(budgets, spend, unknown, layout.config_file, asset_key=BUDGET_CHECK.asset_key,
                               check_name=BUDGET_CHECK.name)

@@ -930,7 +930,7 @@ def overview(con, req: Request, projects: list[str], providers: list[str]) -> st
                   "GROUP BY ALL ORDER BY c DESC NULLS LAST, 1",
         lambda r: req.link("/project", project=r[2], agent=r[3]))
     by_model, model_note = _ranking_chart(
-        con, req, f"SELECT {model_sql('model')} || ' · ' || provider, SUM(cost_usd) AS c "
+        con, req, f"SELECT {model_sql('model_name')} || ' · ' || provider, SUM(cost_usd) AS c "
                   "FROM daily_costs {w} GROUP BY ALL ORDER BY c DESC NULLS LAST, 1", lambda r: None)
     tools, tool_note = _tool_chart(con, req)
     body = (empty_window(con, req) + headline(con, req) + _totals(con, req)
@@ -1039,7 +1039,7 @@ def project_page(con, req: Request, projects: list[str], providers: list[str]) -
     if not name:
         req.errors.append("no project chosen: pick one in the form")
         return overview(con, req, projects, providers)
-    time_svg, time_note, span, budget_said = _time_chart(con, req, f"{model_sql('model')} || ' · ' || provider",
+    time_svg, time_note, span, budget_said = _time_chart(con, req, f"{model_sql('model_name')} || ' · ' || provider",
                                                          "model", lambda s: None, this_months_budgets(con, req))
     tools, tool_note = _tool_chart(con, req)
     _, rows = session_rows(con, req)

@@ -1,12 +1,13 @@
 -- refresh: by project
--- reads: usage, messages
+-- reads: usage, messages, model_names
 -- _message_models: the model each assistant message counts under, counted per session, day and
 -- model. Internal building block of model_usage; `agentlake report` reads it too (its messages
 -- by model, with its filters), so both count a message under the same model.
 -- A message counts under the model of the request it holds (`usage.message_id`; the latest, if
 -- it holds several), else its own, else the model most of its session's requests name (agents
 -- that record the model per request only: Aider, Droid, Goose, Kilo): the model daily_costs puts
--- their cost on. `holds`: the message is one a request names.
+-- their cost on. `holds`: the message is one a request names. `model_name`: the name the model
+-- groups under (model_names; the recorded one where it has none).
 CREATE OR REPLACE VIEW _message_models AS
 WITH held AS (  -- the model of the requests a message holds (of the latest, if they name several)
     SELECT machine, source_id, session_id, message_id,
@@ -21,17 +22,22 @@ session_model AS (  -- the model most of a session's requests name
     GROUP BY machine, source_id, session_id, model, llm_provider
     QUALIFY ROW_NUMBER() OVER (PARTITION BY machine, source_id, session_id
                                ORDER BY model IS NULL, COUNT(*) DESC, model, llm_provider NULLS LAST) = 1
+),
+counted AS (
+    SELECT m.provider, m.project, m.machine, m."user", m.source_id, m.session_id, m.date,
+           h.message_id IS NOT NULL AS holds,
+           CASE WHEN h.message_id IS NOT NULL THEN h.key.model WHEN m.model IS NOT NULL THEN m.model
+                WHEN s.session_id IS NOT NULL THEN s.model END AS model,
+           CASE WHEN h.message_id IS NOT NULL THEN h.key.llm_provider WHEN m.model IS NOT NULL THEN m.llm_provider
+                WHEN s.session_id IS NOT NULL THEN s.llm_provider ELSE m.llm_provider END AS llm_provider,
+           COUNT(*) AS messages
+    FROM messages AS m
+    LEFT JOIN held AS h ON h.machine = m.machine AND h.source_id = m.source_id AND h.session_id = m.session_id
+        AND h.message_id = m.message_id
+    LEFT JOIN session_model AS s ON s.machine = m.machine AND s.source_id = m.source_id AND s.session_id = m.session_id
+    WHERE m.role = 'assistant'
+    GROUP BY ALL
 )
-SELECT m.provider, m.project, m.machine, m."user", m.source_id, m.session_id, m.date,
-       h.message_id IS NOT NULL AS holds,
-       CASE WHEN h.message_id IS NOT NULL THEN h.key.model WHEN m.model IS NOT NULL THEN m.model
-            WHEN s.session_id IS NOT NULL THEN s.model END AS model,
-       CASE WHEN h.message_id IS NOT NULL THEN h.key.llm_provider WHEN m.model IS NOT NULL THEN m.llm_provider
-            WHEN s.session_id IS NOT NULL THEN s.llm_provider ELSE m.llm_provider END AS llm_provider,
-       COUNT(*) AS messages
-FROM messages AS m
-LEFT JOIN held AS h ON h.machine = m.machine AND h.source_id = m.source_id AND h.session_id = m.session_id
-    AND h.message_id = m.message_id
-LEFT JOIN session_model AS s ON s.machine = m.machine AND s.source_id = m.source_id AND s.session_id = m.session_id
-WHERE m.role = 'assistant'
-GROUP BY ALL
+SELECT c.*, COALESCE(n.model_name, c.model) AS model_name
+FROM counted AS c
+LEFT JOIN model_names AS n ON n.model = c.model AND n.llm_provider IS NOT DISTINCT FROM c.llm_provider

@@ -1,5 +1,5 @@
 -- refresh: by project
--- reads: _in_tree, sessions, usage, messages
+-- reads: _in_tree, sessions, usage, messages, model_names
 -- daily_costs: root-session cost spread over days and models.
 -- Rule: a root session's cost (which already includes its sub-agents') is split over the
 -- (day, model, llm_provider) of the session and its sub-agents: in proportion to the requests'
@@ -9,7 +9,8 @@
 -- Kilo); else to the counts of assistant messages (Crush, CodeWhale, Cursor). Shares are computed in whole nano-dollars (integers: exact), each
 -- but the last rounded half up; the last takes the remainder, so one session's shares sum
 -- exactly to its cost. A session with no assistant
--- message puts its whole cost on the day it was created. Unknown costs stay NULL.
+-- message puts its whole cost on the day it was created. Unknown costs stay NULL. `model_name`:
+-- the name the model groups under (model_names; the recorded one where it has none).
 CREATE OR REPLACE VIEW daily_costs AS
 WITH roots AS (
     SELECT s.provider, s.project, s.machine, s."user", s.source_id, s.session_id, s.session_key, s.created_at, s.date,
@@ -74,10 +75,12 @@ SELECT
     project,
     machine,
     "user",
-    model,
-    llm_provider,
+    a.model,
+    COALESCE(n.model_name, a.model) AS model_name,
+    a.llm_provider,
     cost_source,
     COUNT(DISTINCT session_key) AS sessions,
     CAST(SUM(amount_nanos) AS DECIMAL(38, 0)) * CAST(0.000000001 AS DECIMAL(18, 9)) AS cost_usd
-FROM amounts
+FROM amounts AS a
+LEFT JOIN model_names AS n ON n.model = a.model AND n.llm_provider IS NOT DISTINCT FROM a.llm_provider
 GROUP BY ALL

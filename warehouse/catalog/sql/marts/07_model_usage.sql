@@ -1,5 +1,5 @@
 -- refresh: whole (rows are per model, across projects)
--- reads: _in_tree, usage, _message_models, daily_costs
+-- reads: _in_tree, usage, _message_models, daily_costs, model_names
 -- model_usage: assistant messages, root sessions and cost per agent and model, one row per model.
 -- A message counts under the model _message_models gives it: the model daily_costs puts its
 -- cost on. The cost is what daily_costs attributes to the model (the two marts' totals
@@ -8,7 +8,8 @@
 -- its messages may have made an unrecorded one (no request names it, in a session whose
 -- requests name no message), else a known 0: its messages made no billed request (Claude Code's
 -- `<synthetic>` API-error replies, `estimated` as the ingest counts a session without one) or
--- its requests cost 0.
+-- its requests cost 0. `model_name`: the name the model groups under (model_names; the recorded
+-- one where it has none).
 CREATE OR REPLACE VIEW model_usage AS
 WITH requests AS (
     SELECT u.provider, u.model, u.llm_provider, u.cost_usd, u.cost_source, u.root_session_key
@@ -48,6 +49,7 @@ costs AS (
 SELECT
     COALESCE(u.provider, c.provider) AS provider,
     COALESCE(u.model, c.model) AS model,
+    COALESCE(n.model_name, u.model, c.model) AS model_name,
     COALESCE(u.llm_provider, c.llm_provider) AS llm_provider,
     COALESCE(u.messages, 0) AS messages,
     COALESCE(u.sessions, 0) AS sessions,
@@ -63,4 +65,6 @@ FROM uses AS u
 FULL OUTER JOIN costs AS c
     ON c.provider = u.provider AND c.model IS NOT DISTINCT FROM u.model
     AND c.llm_provider IS NOT DISTINCT FROM u.llm_provider
+LEFT JOIN model_names AS n ON n.model = COALESCE(u.model, c.model)
+    AND n.llm_provider IS NOT DISTINCT FROM COALESCE(u.llm_provider, c.llm_provider)
 WHERE u.messages > 0 OR c.provider IS NOT NULL

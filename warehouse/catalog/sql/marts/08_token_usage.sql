@@ -1,9 +1,10 @@
 -- refresh: by project
--- reads: usage
+-- reads: usage, model_names
 -- token_usage: tokens in disjoint buckets and their cost, per day, agent, project, person and
 -- model, from the per-request `usage` table (agents that record per-request usage: Claude Code,
 -- Codex, OpenCode). Sums of null buckets stay null: an agent that does not record a bucket shows
--- no number for it, never 0. Costs are summed exactly (in nano-dollars).
+-- no number for it, never 0. Costs are summed exactly (in nano-dollars). `model_name`: the name
+-- the model groups under (model_names; the recorded one where it has none).
 CREATE OR REPLACE VIEW token_usage AS
 -- by cost source first, then per group: an aggregate with DISTINCT and ORDER BY keeps every
 -- request of its group in memory (30M requests in 359k groups did not fit 200 MB; this did)
@@ -29,8 +30,9 @@ SELECT
     project,
     machine,
     "user",
-    model,
-    llm_provider,
+    b.model,
+    COALESCE(n.model_name, b.model) AS model_name,
+    b.llm_provider,
     CAST(SUM(requests) AS BIGINT) AS requests,
     SUM(input_uncached_tokens) AS input_uncached_tokens,
     SUM(cache_read_tokens) AS cache_read_tokens,
@@ -42,5 +44,6 @@ SELECT
     CAST(SUM(cost_nanos) AS DECIMAL(38, 0)) * CAST(0.000000001 AS DECIMAL(18, 9)) AS cost_usd,
     CAST(SUM(unpriced_requests) AS BIGINT) AS unpriced_requests,
     STRING_AGG(cost_source, ', ' ORDER BY cost_source) AS cost_sources
-FROM by_source
-GROUP BY date, provider, project, machine, "user", model, llm_provider
+FROM by_source AS b
+LEFT JOIN model_names AS n ON n.model = b.model AND n.llm_provider IS NOT DISTINCT FROM b.llm_provider
+GROUP BY date, provider, project, machine, "user", b.model, n.model_name, b.llm_provider
