@@ -198,10 +198,11 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None) 
     # the names the marts group models under, for the rows they are about to read: the pending
     # projects' (every other project's names are in it since its own refresh), or all
     scoped = not whole and len(pending) <= MAX_PROJECTS
-    whole = model_names.update(con, _project_filter(pending) if scoped else None) or whole
-    written = dict(con.execute(f"SELECT name, sql_sha FROM lake.main.{WRITTEN}").fetchall())
     have = {r[0] for r in con.execute(
         "SELECT table_name FROM duckdb_tables() WHERE database_name = 'lake' AND schema_name = 'main'").fetchall()}
+    whole = model_names.update(con, _project_filter(pending) if scoped else None, have) or whole
+    have.add(model_names.NAME)
+    written = dict(con.execute(f"SELECT name, sql_sha FROM lake.main.{WRITTEN}").fetchall())
     scope = None  # the cut-down curated tables' filter, found once
     internals, cut = _Internals(con), _Cut(con)
     plan = [(name, sql, "whole" if whole or written.get(name) != _sha(name) or name not in have

@@ -20,14 +20,13 @@ READS = ("messages", "sessions", "usage")
 COLUMNS = (("model", "VARCHAR"), ("llm_provider", "VARCHAR"), ("model_name", "VARCHAR"), ("resolved_by", "VARCHAR"))
 
 
-def update(con, where: str | None = None) -> bool:
+def update(con, where: str | None, have: set[str]) -> bool:
     """Add the (model, llm_provider) pairs the tables hold, in the rows `where` selects (all when
     None), that the table lacks; look every name up again when another genai-prices release
-    resolved it. True when a name recorded before now groups under another `model_name`."""
+    resolved it. `have`: the catalog's tables now. True when a name recorded before now groups
+    under another `model_name`."""
     from transforms.pricing import model_name, prices_version
 
-    have = {r[0] for r in con.execute(
-        "SELECT table_name FROM duckdb_tables() WHERE database_name = 'lake' AND schema_name = 'main'").fetchall()}
     if NAME not in have:
         con.execute(f"CREATE TABLE lake.main.{NAME} ({', '.join(f'{c} {t}' for c, t in COLUMNS)})")
         give_statistics(con, f"lake.main.{NAME}")
