@@ -115,6 +115,18 @@ def test_the_table_ends_each_breakdown_with_its_total_under_a_rule(lake):
     assert "total" not in csv_out  # CSV and JSON hold the rows; the totals are their own section
 
 
+def test_a_total_row_leaves_empty_what_it_does_not_sum(lake):
+    """Under `--by model` the total row sums cost, messages and tokens; its models and agents
+    columns are empty, not a model's label ("no model recorded") under every row's names."""
+    ran = run_cli("report", "--home", lake.home, "--by", "model")
+    assert ran.returncode == 0, ran.stderr
+    block = ran.stdout.split("Cost and use by model\n")[1].split("\n\n")[0].splitlines()
+    total = next(line for line in block if line.startswith("total "))
+    assert "no model recorded" not in total and "sonnet" not in total and "crush" not in total
+    word, *figures = total.split()  # the known-totals lake's: a cost and its messages (Crush records no tokens)
+    assert word == "total" and figures and all(f.replace(".", "").replace(",", "").isdigit() for f in figures)
+
+
 def test_by_category_groups_each_agents_names_of_a_tool(lake):
     """bash, Bash and Shell are one kind of tool: `--by category` gives it one row, the agents'
     own names listed, its counts the sum of theirs."""

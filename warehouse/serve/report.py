@@ -356,16 +356,18 @@ def _for_display(value):
     return value
 
 
-def _display_rows(s: Section) -> list[tuple]:
+def _display_rows(s: Section, labelled: bool = True) -> list[tuple]:
     """The rows as the table shows them: costs rounded, a model that is none said in words
-    (warehouse.serve.labels, as the dashboard says it)."""
+    (warehouse.serve.labels, as the dashboard says it), unless not `labelled`."""
     costs = [_is_cost(c) for c in s.columns]
-    return [tuple(_for_display(v) if cost else label(c, v) for v, c, cost in zip(r, s.columns, costs))
+    return [tuple(_for_display(v) if cost else label(c, v) if labelled else v for v, c, cost in zip(r, s.columns, costs))
             for r in s.rows]
 
 
 def _display_total(s: Section) -> tuple | None:
-    return None if s.total is None else _display_rows(Section(s.name, s.title, s.columns, [s.total]))[0]
+    """The total row as the table shows it: costs rounded; a column it does not sum stays empty
+    (not "no model recorded" under the models of every row)."""
+    return None if s.total is None else _display_rows(Section(s.name, s.title, s.columns, [s.total]), labelled=False)[0]
 
 
 def _places(s: Section) -> dict[str, int]:
