@@ -103,6 +103,19 @@ def pytest_runtest_teardown(item, nextitem):
         raise AssertionError(f"{item.nodeid} left the environment changed: {', '.join(changed)}")
 
 
+# The modules of long scenarios (seconds a test: processes killed or run side by side, Spark,
+# a demo built and replaced), run first: the workers then end on short tests, and finish together
+# instead of one waiting for the other's last long one (docs/TESTING.md). Each module's tests stay
+# together, in their own order, so its module-scoped fixtures are built once.
+LONG_FIRST = ("test_crash", "test_demo_args", "test_shared_dagster_home", "test_spark", "test_dagster_trial",
+              "test_newuser_quickstart", "test_notebooks", "test_interrupts", "test_team", "test_central")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: at for at, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: the rest as collected
+
+
 def _forget_dagster_state_storage() -> None:
     """Dagster keeps the storage of the instance entered last in a context variable, put back as
     each `with instance` ends: instances ended out of order leave a later test an instance that is
