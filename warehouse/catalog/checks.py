@@ -142,8 +142,5 @@ def _capped(warehouse, check, memory_limit: str | None):
     with scratch("merge") as spill, ducklake.connect(warehouse, ours=True) as con:
         con.execute(f"SET memory_limit = '{memory_limit or ducklake.WRITER_SETTINGS['memory_limit']}'")
         con.execute(f"SET temp_directory = {ducklake.sql_string(spill)}")
-        con.execute("BEGIN TRANSACTION")  # one snapshot for every check, loaded once
-        try:
+        with ducklake.one_snapshot(con):  # every check sees the same catalog
             return check(con)
-        finally:
-            con.execute("ROLLBACK")

@@ -234,6 +234,17 @@ def connect(catalog: Path, data_path: str | None = None, *, ours: bool = False, 
 
 
 @contextmanager
+def one_snapshot(con):
+    """A read transaction on `con`: every query in the block reads the same snapshot of the
+    catalog, which DuckLake loads once instead of at each query. Rolled back: it only reads."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
+    finally:
+        con.execute("ROLLBACK")
+
+
+@contextmanager
 def writing(catalog: Path, data_path: str | None = None, memory_limit: str | None = None, *,
             rebuilds: bool = True, on_rebuild=None):
     """The one writer's connection, on its own copy of the catalog, under a lock; on a clean

@@ -16,7 +16,7 @@ import threading
 from contextlib import contextmanager
 from http.server import HTTPServer
 
-from warehouse.lake.ducklake import damage_hint
+from warehouse.lake.ducklake import damage_hint, one_snapshot
 from warehouse.serve.dashboard import pages as pages
 
 PATHS = ("/", "/index.html", "/project", "/session", "/insight", "/csv")
@@ -33,11 +33,8 @@ def render(con, path: str, query: str, budgets=(), config_file=None) -> tuple:
     transaction, from one snapshot of the catalog: a merge committed meanwhile (a central catalog's)
     shows on the next page, never on half of this one; and DuckLake loads the snapshot once, not
     for each of the page's queries."""
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with one_snapshot(con):
         return _render(con, path, query, budgets, config_file)
-    finally:
-        con.execute("ROLLBACK")  # it only read
 
 
 def _render(con, path: str, query: str, budgets, config_file) -> tuple:
