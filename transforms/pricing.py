@@ -142,8 +142,10 @@ def model_name(model: str, provider: str | None) -> str:
     return model.lower()
 
 
+@lru_cache(maxsize=1)
 def prices_version() -> str:
-    """The genai-prices release whose table resolves the names (`model_name`)."""
+    """The genai-prices release whose table resolves the names (`model_name`): read once per
+    process (a search of the installed packages' metadata, at every merge otherwise)."""
     from importlib.metadata import version
 
     return version("genai-prices")
