@@ -14,6 +14,8 @@ only how a file is opened:
   that before, by checkpointing it; a checkpoint after each event kept that but synced the file each
   time, which slowed every event (docs/BENCHMARKS.md, "Figures behind the code's choices"), and the
   UI reads the WAL's commits anyway.
+- Dagster's migration scripts are read once per process: its storages read the same folder of 89
+  scripts again at every check and stamp of a file (seven times for a new home).
 Schedules and sensor ticks, written rarely, keep Dagster's own storage. `pipelines/runner.py`
 names these in agentlake's own Dagster home only (`pipelines/dagster_storage.yaml`).
 """
@@ -23,7 +25,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import lru_cache
 
 from dagster import StringSource
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME, SqliteEventLogStorage
@@ -81,6 +82,7 @@ class _KeptOpen:
     place: tuple[str, ...]  # under the Dagster home, as Dagster's default instance puts it
 
     def __init__(self, *args, **kwargs):
+        read_migrations_once()  # before Dagster's own set-up, which checks and stamps the file
         self.engines = Engines()  # before Dagster's own set-up, which may write already
         super().__init__(*args, **kwargs)
 
@@ -97,14 +99,36 @@ class _KeptOpen:
         self.engines.dispose()
 
 
-@lru_cache(maxsize=1)
+def read_migrations_once() -> None:
+    """Alembic's `ScriptDirectory.from_config` keeps the folder it reads for Dagster's own migrations
+    (runs, event logs and schedules share one), so Dagster's checks and stamps in this process read
+    its scripts once. Another folder (another project's) is read as alembic does."""
+    from alembic.script import ScriptDirectory
+    from dagster._core.storage.sql import ALEMBIC_SCRIPTS_LOCATION
+
+    read = ScriptDirectory.from_config
+    if getattr(read, "keeps_dagsters", False):
+        return
+    kept: list = []
+
+    def from_config(config):
+        if config.get_alembic_option("script_location") != ALEMBIC_SCRIPTS_LOCATION:
+            return read(config)
+        if not kept:  # two threads at once would read it twice, and keep the first
+            kept.append(read(config))
+        return kept[0]
+
+    from_config.keeps_dagsters = True
+    ScriptDirectory.from_config = staticmethod(from_config)
+
+
 def _event_log_migrations():
-    """Dagster's migrations of the event log, read once per process. Dagster reads them again for
-    each new file (each run has one): its 89 scripts loaded twice, about 0.15 s of every run."""
+    """Dagster's migrations of the event log (each new run's file is stamped with the newest)."""
     from alembic.script import ScriptDirectory
     from dagster._core.storage.event_log.sqlite import sqlite_event_log
     from dagster._core.storage.sql import get_alembic_config
 
+    read_migrations_once()
     return ScriptDirectory.from_config(get_alembic_config(sqlite_event_log.__file__))
 
 

@@ -81,6 +81,33 @@ def test_a_runs_file_is_made_as_dagsters_own_set_up_makes_it(tmp_path, monkeypat
     assert theirs[1] and len(theirs[0]) > 5  # a stamp, and the tables with their indexes
 
 
+def test_dagsters_migrations_are_read_once_and_another_projects_as_alembic_reads_them(tmp_path, monkeypatch):
+    """Every file of a new home is checked and stamped against Dagster's one folder of migrations:
+    read once per process (a new home read it seven times). A folder of another project's is not
+    kept: a change to it is seen."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+    from dagster._core.storage.runs.sqlite import sqlite_run_storage
+    from dagster._core.storage.sql import get_alembic_config
+
+    loads = []
+    monkeypatch.setattr(ScriptDirectory, "_load_revisions",
+                        lambda self, _load=ScriptDirectory._load_revisions: loads.append(self) or _load(self))
+    with _instance(tmp_path / "one", monkeypatch):
+        pass
+    with _instance(tmp_path / "two", monkeypatch) as instance:
+        instance.event_log_storage.store_event(_entry("a-run", "hello"))
+        assert _schema(tmp_path / "two" / "history" / "runs.db")[1]  # stamped, with the kept scripts
+    dagsters = ScriptDirectory.from_config(get_alembic_config(sqlite_run_storage.__file__))
+    assert {id(s) for s in loads} <= {id(dagsters)} and len(loads) <= 1  # none, or the first read of all
+    other = tmp_path / "migrations"
+    (other / "versions").mkdir(parents=True)
+    (other / "env.py").write_text("")
+    theirs = Config()
+    theirs.set_main_option("script_location", str(other))
+    assert ScriptDirectory.from_config(theirs) is not ScriptDirectory.from_config(theirs)
+
+
 def test_a_watcher_sees_each_event_of_a_run_as_it_is_written(tmp_path, monkeypatch):
     """The UI follows a running run with a watchdog on the run's file; the writer keeps its
     connection open, so it checkpoints the file after each event, as Dagster's closing did."""
