@@ -17,7 +17,7 @@ from warehouse.catalog import checks as lakewide
 from warehouse.lake.config import load_layout
 from warehouse.lake.layout import Layout
 from warehouse.serve.hive_export import export_tables
-from warehouse.catalog.build import build_warehouse, lake_of
+from warehouse.catalog.build import build_warehouse, configured_prices, lake_of
 from warehouse.catalog.checks import checked
 from warehouse.lake.ducklake import connect
 
@@ -58,7 +58,7 @@ class TeamLake(dg.ConfigurableResource):
 def team_warehouse(context: dg.AssetExecutionContext, team_lake: TeamLake) -> dg.MaterializeResult:
     """The views and marts over the whole team lake, in one DuckDB file (views only; open it read_only)."""
     layout = team_lake.layout()
-    views = build_warehouse(layout.lake, layout.warehouse)
+    views = build_warehouse(layout.lake, layout.warehouse, prices=configured_prices(layout))
     exported = export_tables(layout.warehouse, layout.lake)  # for Spark and Trino (no DuckLake reader)
     context.log.info(f"exported {sum(exported.values())} files under {layout.lake}/export for Spark and Trino")
     with connect(layout.warehouse, ours=True) as con:

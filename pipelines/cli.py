@@ -284,17 +284,24 @@ def parser() -> argparse.ArgumentParser:
                               "--by breakdown (a note on stderr names the other sections); --output DIR writes\n"
                               "a file per section. A ranking's cut is a note on stderr. --insights has no main\n"
                               "table: with --format csv it takes --section or --output.\n\n"
-                              "Exit status: 2 for an unknown --project, --agent or --section (named with the\n"
-                              "close or valid ones), a bad date or window, --since after --until, a window\n"
+                              "Days are UTC unless --tz names a zone: then every section counts that zone's\n"
+                              "days, and each session's cost is split over them exactly.\n\n"
+                              "Exit status: 2 for an unknown --project, --agent, --section or --tz (named with\n"
+                              "the close or valid ones), a bad date or window, --since after --until, a window\n"
                               "given with them or with another, a negative --top, --output without --format\n"
                               "csv or naming a file, --insights --format csv with neither --section nor\n"
                               "--output, or no warehouse yet; 3 with --budgets when a budget is exceeded.\n"
                               "Every column: docs/CLI.md.")
     _common(p)
-    p.add_argument("--since", type=_date, metavar="DATE", help="first day included (YYYY-MM-DD, UTC)")
-    p.add_argument("--until", type=_date, metavar="DATE", help="last day included (YYYY-MM-DD, UTC)")
+    p.add_argument("--since", type=_date, metavar="DATE", help="first day included (YYYY-MM-DD, a day of --tz)")
+    p.add_argument("--until", type=_date, metavar="DATE", help="last day included (YYYY-MM-DD, a day of --tz)")
+    p.add_argument("--tz", metavar="ZONE",
+                   help="count the days of this time zone, an IANA name (Europe/Berlin, America/New_York, "
+                        "Asia/Kolkata, UTC): the days, weeks and months of --by, the windows and --since/--until, "
+                        "the budgets' month (default: $AGENTLAKE_TZ, else tz in config.toml, else UTC)")
     window = p.add_mutually_exclusive_group()
-    window.add_argument("--today", dest="window", action="store_const", const="today", help="today only (UTC)")
+    window.add_argument("--today", dest="window", action="store_const", const="today",
+                        help="today only (in --tz)")
     window.add_argument("--yesterday", dest="window", action="store_const", const="yesterday", help="yesterday only")
     window.add_argument("--week", dest="window", action="store_const", const="week",
                         help="the last 7 days, today included")

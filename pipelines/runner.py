@@ -151,10 +151,10 @@ def run_ingest(layout: Layout, options: DiscoverOptions, *, full_refresh: bool =
 def _merge_alone(layout: Layout, summary: RunSummary) -> None:
     """The merge of a run with nothing to land: one that fails is a `problem:` line of the run, as
     the merge in Dagster's run is (a lake that cannot be reached or is refused stays an error)."""
-    from warehouse.catalog.build import refresh
+    from warehouse.catalog.build import configured_prices, refresh
 
     try:
-        refresh(layout.lake, layout.warehouse)
+        refresh(layout.lake, layout.warehouse, prices=configured_prices(layout))
     except (LakeUnreachable, NotACatalog, KeyboardInterrupt):  # said as errors by the CLI
         raise
     except Exception as exc:

@@ -103,7 +103,9 @@ SESSIONS = Table(
             "cost_source",
             pa.string(),
             "`native` (the agent recorded it; a recorded 0 is a real 0), `estimated` (priced by us from "
-            "tokens with the bundled price table), `partial` (the sum of the priced requests in `usage`; "
+            "tokens with the bundled price table), `configured` (some of its requests in `usage` were "
+            "priced by config.toml's `[[prices]]` at the merge, none is unpriced; docs/CONFIG.md, "
+            "\"Prices\"), `partial` (the sum of the priced requests in `usage`; "
             "some requests are unpriced) or `unknown` (no cost recorded and the model is unpriced, or the "
             "stored cost is not a number: text where a number belongs is reported as a warning, never a "
             "null `native`). A session that made no billed request (a probe, a `<synthetic>` error reply, "
@@ -310,8 +312,8 @@ USAGE = Table(
         _c("reasoning_tokens", pa.int64(), "The reasoning part of `output_tokens` (informational, never added); null where not recorded.", TOKENS),
         _c("total_tokens", pa.int64(), "Sum of the five disjoint buckets (null buckets count as 0; null when all are null).", TOKENS),
         _c("cost_usd", pa.float64(), "Cost of the request in USD; null when unknown, never 0 for unknown.", COST),
-        _c("cost_source", pa.string(), "`native` (the agent recorded it), `estimated` (priced offline from the bundled table with the provider's cache multipliers) or `unknown` (unpriced model)."),
-        _c("pricing_note", pa.string(), "How the cost was found: the matched price-table model, or why there is none."),
+        _c("cost_source", pa.string(), "`native` (the agent recorded it), `estimated` (priced offline from the bundled table with the provider's cache multipliers), `configured` (priced at the merge by config.toml's `[[prices]]`, which replace `estimated` and `unknown` costs, never `native` ones; docs/CONFIG.md, \"Prices\") or `unknown` (unpriced model)."),
+        _c("pricing_note", pa.string(), "How the cost was found: the matched price-table model, the configured price (`configured price for MODEL since DATE`), or why there is none."),
     ),
 )
 

@@ -7,19 +7,30 @@ from pathlib import Path
 from transforms.contract import ALL_TABLES
 from warehouse.catalog.marts import MARTS
 from warehouse.catalog.merge import LAKE_TABLE, MergeResult, compact, merge
+from warehouse.lake.prices import Prices
 
 
-def build_warehouse(lake, warehouse: Path, tables=ALL_TABLES, *, full: bool = False) -> list[str]:
+def build_warehouse(lake, warehouse: Path, tables=ALL_TABLES, *, full: bool = False,
+                    prices: Prices = Prices()) -> list[str]:
     """Merge what landed, rebuild the marts, compact now and then; returns the public table names."""
-    refresh(lake, warehouse, full=full)
+    refresh(lake, warehouse, full=full, prices=prices)
     return [t.name for t in tables] + list(MARTS)
 
 
-def refresh(lake, warehouse: Path, *, full: bool = False, marts: bool = True) -> MergeResult:
-    result = merge(lake, Path(warehouse), full=full, marts=marts)
+def refresh(lake, warehouse: Path, *, full: bool = False, marts: bool = True,
+            prices: Prices = Prices()) -> MergeResult:
+    """`prices`: config.toml's (`load_config(layout.config_file).prices`), applied by the merge."""
+    result = merge(lake, Path(warehouse), full=full, marts=marts, prices=prices)
     if result.crowded:
         compact(Path(warehouse))
     return result
+
+
+def configured_prices(layout) -> Prices:
+    """The prices in the config.toml of the home whose warehouse is merged."""
+    from warehouse.lake.config import load_config
+
+    return load_config(layout.config_file).prices
 
 
 def lake_of(con) -> str | None:

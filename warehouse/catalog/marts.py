@@ -124,14 +124,21 @@ def create_mart_views(con) -> None:
         con.execute(temporary(sql))
 
 
-def create_block_views(con, names: list[str]) -> None:
-    """Internal building blocks, and the blocks they read, as temporary views of a reader's
-    connection, computed when read (`agentlake report` counts messages by model with
-    `_message_models`, as model_usage does)."""
-    wanted = set(names).union(*(_reached(name) for name in names))
-    for name, sql in _blocks().items():
+def create_block_views(con, names: list[str], edit=lambda sql: sql) -> None:
+    """Internal building blocks or marts, and the blocks and marts they read, as temporary views
+    of a reader's connection, computed when read (`agentlake report` counts messages by model with
+    `_message_models`, as model_usage does; in a time zone other than UTC it computes its marts
+    again over that zone's days, each temporary statement through `edit`: warehouse.serve.local_days)."""
+    wanted = set(names) | read_by(names)
+    for name, sql in mart_sql():
         if name in wanted:
-            con.execute(temporary(sql))
+            con.execute(edit(temporary(sql)))
+
+
+def read_by(names) -> frozenset[str]:
+    """What the named marts and blocks read, directly or through the blocks and marts they read:
+    curated tables among them."""
+    return frozenset().union(*(_reached(name, through_marts=True) for name in names))
 
 
 def temporary(sql: str) -> str:

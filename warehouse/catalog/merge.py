@@ -33,6 +33,8 @@ from warehouse.lake.layout import LANDING, RUNS, damage_note, own_lake, same_lak
 from warehouse.catalog.marts import current as marts_current
 from warehouse.catalog.marts import forget as forget_marts
 from warehouse.catalog.marts import mark_pending, refresh_marts
+from warehouse.catalog.prices import FINGERPRINT_TABLE, apply_prices, record_fingerprint, recorded_fingerprint
+from warehouse.lake.prices import Prices
 from warehouse.lake.scratch_dirs import scratch
 from warehouse.lake.storage import EmptyLake, LakeUnreachable, ReadFromAnotherLake, masked, open_store
 from warehouse.land.landing_files import BOUNDS_CHECKED, CHECKED, LANDING_ID, ROW_KEYS, parquet_bytes
@@ -352,21 +354,24 @@ def _out_of_range(con, store, files: list[tuple[str, Path]], footers: "_Footers"
 
 
 def merge(lake, catalog: Path, *, data_path: str | None = None, marts: bool = True,
-          full: bool = False) -> MergeResult:
+          full: bool = False, prices: Prices = Prices()) -> MergeResult:
     """Merge the lake's landing files into the catalog's tables. `full` rebuilds every table.
+    `prices`: config.toml's (warehouse.catalog.prices); other prices than the last merge's
+    rebuild every table.
 
     The writer's small memory limits keep a merge under 1 GB; an operator that cannot spill
     within them (a window or a join over a team's history) fails its transaction, which is run
     again once with most of the machine's memory: the whole merge for the inserts, the marts
     alone for theirs."""
     result = ducklake.retried_with_more_memory(
-        lambda limit: _merge(lake, catalog, data_path=data_path, marts=marts, full=full, memory_limit=limit))
+        lambda limit: _merge(lake, catalog, data_path=data_path, marts=marts, full=full, prices=prices,
+                             memory_limit=limit))
     for problem in result.problems:  # every caller's output (ingest, merge, the center's run log)
         print(f"warning: {problem}", file=sys.stderr, flush=True)
     return result
 
 
-def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: bool,
+def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: bool, prices: Prices,
            memory_limit: str | None = None) -> MergeResult:
     from warehouse.lake.layout import tables_path
 
@@ -381,7 +386,7 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
             try:
                 with _transaction(con):
                     build = _merge_tables(con, lake, catalog, workdir, result, full, footers, damaged, kept,
-                                          set(broken))
+                                          set(broken), prices)
                 break
             except _Again as again:
                 damaged.update(again.damaged)
@@ -430,20 +435,24 @@ BUILT = frozenset([t.name for t in ALL_TABLES] + [MERGED, LAKE_TABLE])
 
 
 def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, full: bool, footers: "_Footers",
-                  damaged: dict[Path, str], kept: "_Kept | None", broken: set[str]) -> str | None:
+                  damaged: dict[Path, str], kept: "_Kept | None", broken: set[str],
+                  prices: Prices = Prices()) -> str | None:
     """The tables' part of a merge, in its transaction. Returns "whole" or "some" when the marts
     are to be built after it, else None. `damaged`: the landing files an earlier round found
     unreadable (by their path here), left out as those without a footer are; `kept`: the rows a
     full merge keeps of the sources it cannot read (`_keep`); `broken`: the tables with a file
     lost or cut short (ducklake.damaged_files), never read: one the merge builds is built in full
-    (every table), a mart or the marts' bookkeeping is made again whole."""
+    (every table), a mart or the marts' bookkeeping is made again whole. `prices`: config.toml's,
+    applied to the inserted sources; other prices than the recorded ones build every table."""
     store = open_store(lake)
     landed = store.versions(LANDING)
     recorded = None if LAKE_TABLE in broken else _recorded(con)
     before = {} if MERGED in broken else _merged_files(con)
     if not full and recorded is not None and MERGED not in broken:
         _refuse_emptying(con, lake, catalog, landed, recorded[0])
-    full = full or _older_layout(recorded) or bool(broken & BUILT)
+    recorded_prices = "" if FINGERPRINT_TABLE in broken else recorded_fingerprint(con)
+    repriced = prices.fingerprint() != recorded_prices  # the whole history is priced again
+    full = full or _older_layout(recorded) or bool(broken & BUILT) or repriced
     merged = {} if full else before
     changed, removed = plan(landed, merged)
     local = _local_copies(store, [f for files in changed.values() for f in files], workdir)
@@ -495,6 +504,11 @@ def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, 
         files = [local[f] for files in sources.values() for f in files if f.endswith(f"/{table.name}.parquet")]
         result.rows[table.name] = _insert(con, table, files, footers)
         touched |= _landed_projects(con, files, footers)
+    if sources and prices:
+        with _replaced(con, set(sources)):
+            apply_prices(con, prices, _OF_REPLACED)
+    if repriced:
+        record_fingerprint(con, prices.fingerprint())
     mark_pending(con, touched)
     result.problems += _out_of_range(con, store, [(f, local[f]) for files in sources.values() for f in files], footers)
     result.rows[SOURCES.name] = _insert(con, SOURCES, [local[g] for g in runs], footers,

@@ -5,6 +5,7 @@
     user = "ana"                           # default: the login name
     team = true                            # redact before writing (default: on for an s3:// lake)
     use_default = true                     # also read each agent's default location
+    tz = "Europe/Berlin"                   # the days `agentlake report` counts (default: UTC)
 
     [privacy]                              # per column: keep, redact, hash or drop (team mode)
     "parts.text" = "hash"
@@ -41,9 +42,10 @@ from pathlib import Path
 
 from transforms.providers import PROVIDERS
 from warehouse.lake.layout import LANDING, RUNS, Layout
+from warehouse.lake.prices import PriceError, Prices, parse_prices
 from warehouse.lake.storage import CredentialsInURI
 
-TOP_LEVEL = {"lake": str, "machine": str, "user": str, "team": bool, "use_default": bool}
+TOP_LEVEL = {"lake": str, "machine": str, "user": str, "team": bool, "use_default": bool, "tz": str}
 AGENT_KEYS = ("extra_stores", "extra_roots")  # an agent's section: [crush], [claude], ...
 
 
@@ -79,6 +81,8 @@ class Config:
     team: bool | None = None  # None: on exactly when the lake is on object storage
     privacy: dict[str, str] = field(default_factory=dict)
     budgets: tuple[Budget, ...] = ()
+    tz: str | None = None  # the report's days (an IANA zone); None: UTC
+    prices: Prices = Prices()  # [[prices]] and [model_aliases] (warehouse.lake.prices)
 
 
 def load_config(path: Path, providers=tuple(PROVIDERS)) -> Config:
@@ -89,10 +93,15 @@ def load_config(path: Path, providers=tuple(PROVIDERS)) -> Config:
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}") from None
     budgets = _budgets(path, data.pop("budgets", []))  # first: `[budgets]` is a section by mistake
+    try:
+        prices = parse_prices(path, data.pop("prices", []), data.pop("model_aliases", {}))
+    except PriceError as exc:
+        raise ConfigError(str(exc)) from None
     sections = (*providers, "projects", "privacy")
     unknown = sorted(k for k, v in data.items() if isinstance(v, dict) and k not in sections)
     if unknown:
-        raise ConfigError(f"{path}: unknown section [{unknown[0]}]; known: {', '.join(sections)}, [[budgets]]")
+        raise ConfigError(f"{path}: unknown section [{unknown[0]}]; known: {', '.join(sections)}, [[budgets]], "
+                          "[[prices]], [model_aliases]")
     for key, value in data.items():
         if isinstance(value, dict):
             continue
@@ -125,7 +134,18 @@ def load_config(path: Path, providers=tuple(PROVIDERS)) -> Config:
         stores[provider] = _paths(path, provider, section, "extra_stores")
         roots[provider] = _paths(path, provider, section, "extra_roots")
     return Config(stores, roots, bool(data.get("use_default", True)), dict(names), data.get("lake"),
-                  data.get("machine"), data.get("user"), data.get("team"), dict(privacy), budgets)
+                  data.get("machine"), data.get("user"), data.get("team"), dict(privacy), budgets,
+                  prices=prices, tz=_zone(path, data.get("tz")))
+
+
+def _zone(path: Path, name: str | None) -> str | None:
+    """`tz`: an IANA time zone, or an error naming it and the close ones."""
+    from warehouse.lake.zones import BadZone, check_zone
+
+    try:
+        return None if name is None else check_zone(name, f"{path}: tz =")
+    except BadZone as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _budgets(path: Path, entries) -> tuple[Budget, ...]:

@@ -42,8 +42,9 @@ COLUMNS = ["budget", "monthly_usd", "spent_usd", "share_used", "projected_usd", 
 
 
 def budget_statuses(con, budgets: tuple[Budget, ...], today: date) -> list[BudgetStatus]:
-    """Each budget's month to `today` (UTC days, today included), from `daily_costs`: a cost is
-    on the days of its requests, so a month's spend is what its days cost."""
+    """Each budget's month to `today` (today included), from `daily_costs`: a cost is on the days
+    of its requests, so a month's spend is what its days cost. UTC days, unless `con` reads
+    another zone's (warehouse.serve.local_days) and `today` is today there."""
     month = today.replace(day=1)
     days_in_month = calendar.monthrange(today.year, today.month)[1]
     out = []

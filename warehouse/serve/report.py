@@ -14,6 +14,8 @@ from decimal import ROUND_HALF_UP, Decimal
 from warehouse.serve.formatting import fetch_rows, json_text, render
 from warehouse.serve.labels import label
 from warehouse.catalog.marts import create_block_views
+from warehouse.serve.local_days import local_date
+from warehouse.lake.zones import UTC
 from warehouse.serve.report_options import BREAKDOWNS, PERIODS
 
 
@@ -25,6 +27,7 @@ class Filters:
     provider: str | None = None
     user: str | None = None  # who and where the rows were ingested (the dashboard's filters)
     machine: str | None = None
+    zone: str = UTC  # whose days since and until are (the insights' SQL; the report's tables: local_days)
 
     def where(self, date_col: str = "date") -> tuple[str, list]:
         clauses, params = [], []
@@ -54,13 +57,14 @@ class Filters:
         the session a row is about, by its `session_key`), project and provider (`scoped`), user
         and machine (those `people` names)."""
         clauses = []
-        if date_col == SESSION_DATE:
-            days = self._literal_days("date")  # sessions.date: from created_at, never NULL
+        if date_col == SESSION_DATE:  # sessions.date: from created_at, never NULL
+            day = "date" if self.zone == UTC else f"COALESCE({local_date('created_at', self.zone)}, date)"
+            days = self._literal_days(day)
             if days:
                 clauses.append(f"session_key IN (SELECT {session_key()} FROM sessions WHERE "
                                + " AND ".join(days) + ")")
         elif date_col:
-            clauses += self._literal_days(f"CAST({date_col} AS DATE)")
+            clauses += self._literal_days(local_date(date_col, self.zone))
         for column, value in self._scope(scoped, people):
             clauses.append(f"{column} = '" + value.replace("'", "''") + "'")
         return (" WHERE " + " AND ".join(clauses)) if clauses else ""

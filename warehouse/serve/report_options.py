@@ -1,7 +1,7 @@
 """What the report's options mean, importable without DuckDB (`--help` loads nothing more): its
 breakdowns, and its relative windows (`--today`, `--yesterday`, `--week`, `--month`, `--last 7d`)
 as the first and last day they include, today included. Days are UTC, as the lake's `date`
-columns are: "today" is today in UTC."""
+columns are, unless `--tz` names a zone (warehouse.lake.zones): then "today" is today there."""
 
 import re
 from datetime import date, datetime, timedelta, timezone

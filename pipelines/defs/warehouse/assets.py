@@ -8,7 +8,7 @@ from warehouse.catalog import model_names
 from warehouse.catalog.marts import MARTS, depends_on, mart_sql
 from warehouse.catalog.merge import duck_type
 from warehouse.catalog.checks import checked
-from warehouse.catalog.build import refresh
+from warehouse.catalog.build import configured_prices, refresh
 from pipelines.budget_check import DESCRIPTION as BUDGETS, budget_check_result, spend_of
 
 # Runs launched from the UI or the sensor update what depends on them, not only the CLI's.
@@ -84,7 +84,8 @@ def tables_and_marts(context: dg.AssetExecutionContext, agentlake: AgentlakeReso
     marts: the second cost Dagster's step events and a connection of its own, for counts
     (docs/BENCHMARKS.md)."""
     layout = agentlake.layout()
-    result = refresh(layout.lake, layout.warehouse)  # the marts too, if anything changed or was pending
+    # the marts too, if anything changed or was pending
+    result = refresh(layout.lake, layout.warehouse, prices=configured_prices(layout))
     # what landed is merged: the marker goes, as the CLI takes it away after its runs (left by a run
     # from the UI or the sensor, it sent the next `agentlake ingest` with nothing changed through
     # Dagster to merge again, much slower: docs/BENCHMARKS.md, "Figures behind the code's choices")

@@ -1,0 +1,194 @@
+"""Prices a team sets in config.toml (`[[prices]]`, `[model_aliases]`), applied at the merge: the
+merged `usage` rows, their sessions, `daily_costs` and `agentlake report` agree, a changed price
+re-prices the history at the next merge, an unchanged one rebuilds nothing, bad ones are refused.
+
+On a copy of the small demo (every agent, one session each): Qwen Code's model
+(`qwen3-coder-plus`) and OpenCode's local `qwen3-coder:30b` are unpriced by the bundled table."""
+
+import json
+from datetime import date
+from decimal import ROUND_HALF_UP, Decimal
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import query, run_cli
+from tests.support_homes import copy_demo_home, small_demo_home
+from warehouse.lake.config import ConfigError, load_config
+from warehouse.lake.layout import Layout
+from warehouse.lake.prices import Price, Prices
+
+MODEL, LOCAL = "qwen3-coder-plus", "qwen3-coder:30b"  # unknown to the bundled table; LOCAL an alias of MODEL
+BUCKETS = {"input_uncached_tokens": "input", "cache_read_tokens": "cache_read",
+           "cache_write_5m_tokens": "cache_write", "cache_write_1h_tokens": "cache_write", "output_tokens": "output"}
+NANO = Decimal("0.000000001")
+
+
+def _landed(home, table: str, provider: str) -> list[dict]:
+    """The rows as the agent recorded them: the lake's landing files, which the merge never changes."""
+    return [row for path in sorted((home / "lake" / "_landing").glob(f"*/*/{provider}/*/{table}.parquet"))
+            for row in pq.read_table(path).to_pylist()]
+
+
+def _cost(row: dict, rates: dict) -> Decimal:
+    """tokens x USD per million tokens, to the nano-dollar."""
+    usd = sum(Decimal(row[col] or 0) * Decimal(str(rates[rate])) for col, rate in BUCKETS.items()) / 1_000_000
+    return usd.quantize(NANO, ROUND_HALF_UP)
+
+
+def _toml(prices: list[dict], aliases: dict) -> str:
+    out = []
+    for price in prices:
+        out.append("[[prices]]\n" + "".join(f"{k} = {v.isoformat() if isinstance(v, date) else json.dumps(v)}\n"
+                                             for k, v in price.items()))
+    return "\n".join(out) + "\n[model_aliases]\n" + "".join(f'"{k}" = "{v}"\n' for k, v in aliases.items())
+
+
+def _merge(home) -> str:
+    ran = run_cli("merge", "--home", home)
+    assert ran.returncode == 0, ran.stderr
+    return ran.stdout
+
+
+def _usage(layout, provider: str) -> list[tuple]:
+    return query(layout, "SELECT source_rowid, request_id, cost_usd, cost_source, pricing_note FROM usage "
+                         "WHERE provider = ? ORDER BY ALL", provider)
+
+
+def _by_key(rows: list[dict]) -> dict:
+    return {(r["source_rowid"], r["request_id"]): r for r in rows}
+
+
+def _dec(value) -> Decimal | None:
+    return None if value is None else Decimal(str(value)).quantize(NANO)
+
+
+@pytest.fixture
+def demo(tmp_path, built_once):
+    built = small_demo_home(built_once)
+    assert built.code == 0, built.err
+    home = copy_demo_home(built.home, tmp_path / "home")
+    return home, Layout.resolve(home=home)
+
+
+def test_configured_prices_reprice_usage_sessions_marts_and_report(demo):
+    home, layout = demo
+    config = home / "config.toml"
+    original = config.read_text()
+    qwen, local = _landed(home, "usage", "qwen"), [r for r in _landed(home, "usage", "opencode") if r["model"] == LOCAL]
+    assert qwen and local and {r["cost_source"] for r in qwen + local} == {"unknown"}
+    since = min(r["date"] for r in local)  # the second price holds from the local model's day on
+    assert max(r["date"] for r in qwen) < since
+    first = {"input": 1, "output": 5, "cache_read": 0.1, "cache_write": 1.25}
+    second = {"input": 2, "output": 8, "cache_read": 0.2, "cache_write": 2}
+    config.write_text(original + "\n" + _toml([{"model": MODEL, **first}, {"model": MODEL, "since": since, **second}],
+                                              {LOCAL: MODEL}))
+    assert _merge(home).startswith("merged ")
+
+    # usage: each re-priced request at the price in force on its day; native rows as landed
+    want = {**{k: _cost(r, first) for k, r in _by_key(qwen).items()},
+            **{k: _cost(r, second) for k, r in _by_key(local).items()}}
+    got = {(rowid, rid): (_dec(cost), source, note) for provider in ("qwen", "opencode")
+           for rowid, rid, cost, source, note in _usage(layout, provider) if source == "configured"}
+    assert {k: v[0] for k, v in got.items()} == want
+    assert {v[2] for v in got.values()} == {f"configured price for {MODEL}",
+                                            f"configured price for {MODEL} since {since.isoformat()}"}
+    native = [r for r in _landed(home, "usage", "opencode") if r["model"] != LOCAL]
+    assert {(r["source_rowid"], r["request_id"]): _dec(r["cost_usd"]) for r in native} == {
+        (rowid, rid): _dec(cost) for rowid, rid, cost, source, _ in _usage(layout, "opencode") if source != "configured"}
+
+    # sessions: Qwen's root was unknown (every request unpriced): now the sum of its tree's requests;
+    # OpenCode's root was partial: its recorded cost plus the local model's request
+    qwen_cost = sum(_cost(r, first) for r in qwen)
+    local_cost = sum(_cost(r, second) for r in local)
+    root = next(s for s in _landed(home, "sessions", "opencode") if s["is_root"])
+    assert root["cost_source"] == "partial" and root["cost_includes_subagents"]
+    opencode_cost = _dec(root["cost_usd"]) + local_cost
+    roots = dict(((p, src), (_dec(c), src2)) for p, src, c, src2 in query(
+        layout, "SELECT provider, session_id, cost_usd, cost_source FROM sessions WHERE is_root AND provider IN "
+                "('qwen', 'opencode')"))
+    assert sorted(roots.values()) == sorted([(qwen_cost, "configured"), (opencode_cost, "configured")])
+
+    # daily_costs and the report: the same figures, to the nano-dollar
+    daily = dict(query(layout, "SELECT provider, SUM(cost_usd) FROM daily_costs WHERE provider IN ('qwen', 'opencode') "
+                               "GROUP BY ALL"))
+    assert daily == {"qwen": qwen_cost, "opencode": opencode_cost}
+    ran = run_cli("report", "--home", home, "--by", "agent", "--top", "0", "--format", "json",
+                 "--section", "by_agent")
+    assert ran.returncode == 0, ran.stderr
+    report = {r["provider"]: r for r in json.loads(ran.stdout)["by_agent"]}
+    assert (_dec(report["qwen"]["cost_usd"]), report["qwen"]["cost_source"]) == (qwen_cost, "configured")
+    assert _dec(report["opencode"]["cost_usd"]) == opencode_cost
+
+    # an unchanged config.toml merges nothing again
+    assert _merge(home).startswith("merged 0 sources")
+
+    # a changed price re-prices the history at the next merge
+    first["output"] = 6
+    config.write_text(original + "\n" + _toml([{"model": MODEL, **first}, {"model": MODEL, "since": since, **second}],
+                                              {LOCAL: MODEL}))
+    _merge(home)
+    assert {(r, i): _dec(c) for r, i, c, *_ in _usage(layout, "qwen")} == {k: _cost(r, first)
+                                                                          for k, r in _by_key(qwen).items()}
+    assert query(layout, "SELECT SUM(cost_usd) FROM daily_costs WHERE provider = 'qwen'")[0][0] == sum(
+        _cost(r, first) for r in qwen)
+
+    # prices gone: the requests and sessions are as the agents recorded them
+    config.write_text(original)
+    _merge(home)
+    assert {s for *_, s, _ in _usage(layout, "qwen")} == {"unknown"}
+    assert query(layout, "SELECT cost_usd, cost_source FROM sessions WHERE is_root AND provider = 'qwen'") == [
+        (None, "unknown")]
+
+
+def _prices(tmp_path, text: str) -> Prices:
+    """The prices of a config.toml holding this text."""
+    (tmp_path / "config.toml").write_text(text)
+    return load_config(tmp_path / "config.toml").prices
+
+
+def test_prices_are_read_with_their_defaults(tmp_path):
+    prices = _prices(tmp_path, '[[prices]]\nmodel = "m"\ninput = 2\noutput = 8\n\n[[prices]]\nmodel = "m"\n'
+                               'since = 2026-03-01\ninput = 1\noutput = 4\ncache_read = 0.1\ncache_write = 1.5\n'
+                               'cache_write_1h = 3\n\n[model_aliases]\n"a" = "b"\n"b" = "M"\n')
+    d = Decimal
+    assert prices.prices == (Price("m", None, d(2), d(8), d(2), d(2), d(2)),
+                             Price("m", date(2026, 3, 1), d(1), d(4), d("0.1"), d("1.5"), d(3)))
+    assert sorted(m for m, _ in prices.by_recorded_model()) == ["a", "a", "b", "b", "m", "m"]
+    # the fingerprint the merge compares: the same prices in another order are the same, a rate is not
+    reordered = _prices(tmp_path, '[[prices]]\nmodel = "m"\nsince = 2026-03-01\ninput = 1\noutput = 4\n'
+                                  'cache_read = 0.1\ncache_write = 1.5\ncache_write_1h = 3\n\n[[prices]]\n'
+                                  'model = "m"\ninput = 2\noutput = 8\n[model_aliases]\n"b" = "M"\n"a" = "b"\n')
+    assert reordered.fingerprint() == prices.fingerprint()
+    changed = (tmp_path / "config.toml").read_text().replace("output = 8", "output = 8.5")
+    assert _prices(tmp_path, changed).fingerprint() not in ("", prices.fingerprint())
+    assert _prices(tmp_path, 'user = "ana"\n').fingerprint() == ""
+
+
+@pytest.mark.parametrize("text, said", [
+    ('[[prices]]\nmodel = "m"\ninput = 1\noutput = 2\nouput = 3\n', "price 1 (m): unknown setting 'ouput'; known: model"),
+    ('[[prices]]\nmodel = "m"\ninput = -1\noutput = 2\n', "price 1 (m): input must be a number of USD per million"),
+    ('[[prices]]\nmodel = "m"\ninput = "1"\noutput = 2\n', "price 1 (m): input must be a number of USD per million"),
+    ('[[prices]]\nmodel = "m"\ninput = 1\noutput = true\n', "price 1 (m): output must be a number of USD per million"),
+    ('[[prices]]\nmodel = "m"\ninput = 1\n', "price 1 (m): output is required (USD per million tokens)"),
+    ('[[prices]]\ninput = 1\noutput = 2\n', "price 1: model must be a model name"),
+    ('[[prices]]\nmodel = "m"\nsince = "2026-01-01"\ninput = 1\noutput = 2\n', "price 1 (m): since must be a date"),
+    ('[[prices]]\nmodel = "m"\nsince = 2026-01-01\ninput = 1\noutput = 2\n[[prices]]\nmodel = "M"\n'
+     'since = 2026-01-01\ninput = 3\noutput = 4\n', "price 2: a second price for M from 2026-01-01 (price 1)"),
+    ('[[prices]]\nmodel = "m"\ninput = 1\noutput = 2\n[[prices]]\nmodel = "m"\ninput = 3\noutput = 4\n',
+     "price 2: a second price for m without a since date (price 1)"),
+    ('[prices]\nmodel = "m"\n', "prices are [[prices]] tables (double brackets"),
+    ('[[prices]]\nmodel = "m"\ninput = 1\noutput = 2\n[model_aliases]\n"x" = "x"\n',
+     "[model_aliases] 'x': an alias to itself (x -> x)"),
+    ('[[prices]]\nmodel = "m"\ninput = 1\noutput = 2\n[model_aliases]\n"x" = "y"\n"y" = "x"\n',
+     "[model_aliases] 'x': aliases in a cycle (x -> y -> x)"),
+    ('[[prices]]\nmodel = "m"\ninput = 1\noutput = 2\n[model_aliases]\n"x" = "claude-sonnet-4-5"\n',
+     "[model_aliases] 'x': 'claude-sonnet-4-5' has no [[prices]] entry"),
+    ('[[prices]]\nmodel = "m"\ninput = 1\noutput = 2\n[model_aliases]\n"M" = "m"\n',
+     "[model_aliases] 'M': the model has a price of its own"),
+    ('[model_aliases]\n"x" = 3\n', "[model_aliases] maps a recorded model name to a model priced in [[prices]]"),
+])
+def test_a_bad_price_is_a_config_error_naming_it(tmp_path, text, said):
+    with pytest.raises(ConfigError) as exc:
+        _prices(tmp_path, text)
+    assert said in str(exc.value)

@@ -1,0 +1,32 @@
+"""Time zones, by IANA name: whose days `agentlake report` counts (`--tz`, $AGENTLAKE_TZ, `tz` in
+config.toml). The lake itself keeps UTC. Importable without DuckDB (`--help` loads nothing more)."""
+
+from datetime import date, datetime
+from difflib import get_close_matches
+from zoneinfo import ZoneInfo, available_timezones
+
+UTC = "UTC"  # the lake's own days: the report reads them as stored
+TZ_VARIABLE = "AGENTLAKE_TZ"
+
+
+class BadZone(ValueError):
+    pass
+
+
+def check_zone(name: str, where: str = "--tz") -> str:
+    """`name` if it is an IANA time zone (`Europe/Berlin`, `Asia/Kolkata`, `UTC`), else BadZone
+    naming it and the close names. Checked against the names Python knows: DuckDB's (ICU's)
+    are the same database."""
+    if name == UTC:
+        return name
+    known = available_timezones()
+    if name not in known:
+        close = get_close_matches(name, sorted(known), 3, 0.6)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise BadZone(f"{where} {name!r} is not a time zone{hint}: give an IANA name such as Europe/Berlin, "
+                      "America/New_York, Asia/Kolkata or UTC")
+    return name
+
+
+def today_in(zone: str) -> date:
+    return datetime.now(ZoneInfo(zone)).date()
