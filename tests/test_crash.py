@@ -5,13 +5,12 @@ no staging left over."""
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 
 import pyarrow.parquet as pq
 import pytest
 
+from tests import support_forked as forked
 from tests.conftest import ingest, query, scalar
 from transforms.synth.crush import generate_store
 from warehouse.lake.layout import Layout
@@ -51,10 +50,8 @@ def _kill_and_converge(tmp_path, kills: int, seed: int):
     rng = random.Random(seed)
     killed_mid_run = 0
     for _ in range(kills):
-        proc = subprocess.Popen([sys.executable, "-c", INGEST, str(store.global_dir), str(crashed.home)],
-                                env={**os.environ, "TMPDIR": str(tmp)})
-        # python start-up takes part of that (docs/BENCHMARKS.md, "Figures behind the code's choices")
-        time.sleep(rng.uniform(0.4, 1.4))
+        proc = forked.code(INGEST, store.global_dir, crashed.home, env={**os.environ, "TMPDIR": str(tmp)})
+        time.sleep(rng.uniform(0.4, 1.4))  # forked with its imports done: the whole wait is the ingest's
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             killed_mid_run += 1

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import support_forked as forked
 from tests.conftest import run_cli
 from transforms.synth.crush import generate_store
 
@@ -66,9 +67,7 @@ def big_store(built_once):
 def test_ctrl_c_stops_the_run_with_130_and_leaves_no_process(tmp_path, big_store):
     store = big_store
     env = {**os.environ, "AGENTLAKE_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "home" / "dagster")}
-    argv = [sys.executable, "-m", "pipelines.cli", "ingest", "--no-default", "--crush-root", str(store.global_dir)]
-    proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = forked.cli("ingest", "--no-default", "--crush-root", store.global_dir, env=env, cwd=REPO, new_session=True)
     workers = _wait_for_workers(proc)
     assert workers, "the run ended before its workers started: use a bigger corpus"
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
@@ -85,8 +84,7 @@ def test_a_killed_run_leaves_no_worker_behind(tmp_path, big_store):
             "from warehouse.lake.layout import Layout\n"
             "sources, _ = discover_sources(options_for(roots=[sys.argv[1]]))\n"
             "ingest_all(sources, Layout.resolve(home=sys.argv[2]), workers=2)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(store.global_dir), str(tmp_path / "home")], cwd=REPO,
-                            start_new_session=True)
+    proc = forked.code(code, store.global_dir, tmp_path / "home", cwd=REPO, new_session=True)
     workers = _wait_for_workers(proc)
     assert workers, "the run ended before its workers started: use a bigger corpus"
     proc.kill()  # SIGKILL: the parent cannot stop its pool
@@ -115,9 +113,8 @@ def test_a_signal_during_the_merge_ends_the_run_as_interrupted(tmp_path, how, bu
                                                                        sessions_per_project=25, seed=23))
     home = tmp_path / "home"
     env = {**os.environ, "AGENTLAKE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster")}
-    argv = [sys.executable, "-m", "pipelines.cli", "ingest", "--no-default", "--crush-root", str(store.global_dir)]
-    proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    argv = ["ingest", "--no-default", "--crush-root", str(store.global_dir)]
+    proc = forked.cli(*argv, env=env, cwd=REPO, new_session=True)
     assert _wait_for(home / "warehouse.writer.lock", proc), "the run ended before its merge: use a bigger corpus"
     time.sleep(delay)
     sent = proc.poll() is None  # (a late one may find the run ended: nothing to say then)
@@ -131,7 +128,7 @@ def test_a_signal_during_the_merge_ends_the_run_as_interrupted(tmp_path, how, bu
         assert "sources:" not in out
     # the next run and the count need no process of their own
     homes = {"AGENTLAKE_HOME": home, "DAGSTER_HOME": home / "dagster"}
-    again = run_cli(*argv[3:], "--quiet", env=homes, cwd=REPO)
+    again = run_cli(*argv, "--quiet", env=homes, cwd=REPO)
     assert again.returncode == 0, again.stderr[-3000:]
     counted = run_cli("sql", "--format", "csv", "SELECT COUNT(*), COUNT(DISTINCT session_id) FROM sessions",
                       env=homes, cwd=REPO)

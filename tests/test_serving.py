@@ -1,11 +1,10 @@
 """BI access: a serving database of the marts, and readers that keep working during ingestion."""
 
-import subprocess
-import sys
 import time
 
 import duckdb
 
+from tests import support_forked as forked
 from tests.conftest import ingest
 from transforms.synth.crush import generate_store
 from warehouse.serve.serving_file import build_serving
@@ -43,7 +42,7 @@ def test_readers_query_while_an_ingestion_runs(layout, tmp_path):
     store = generate_store(tmp_path / "crush", projects=6, sessions_per_project=12, seed=5)
     ingest(layout, roots=[store.global_dir])  # a first lake and warehouse to read from
     held = connect(layout.warehouse)  # a BI tool that stays connected
-    writer = subprocess.Popen([sys.executable, "-c", INGEST, str(store.global_dir), str(layout.home)])
+    writer = forked.code(INGEST, store.global_dir, layout.home)  # a process of its own, as a scheduled run
     queries = 0
     while writer.poll() is None or queries == 0:
         with connect(layout.warehouse) as reader:  # a new reader each time

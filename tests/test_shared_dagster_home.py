@@ -4,16 +4,14 @@ its partition add reads then inserts, so unguarded, one of them failed with "tab
 exists" or a UNIQUE constraint. And a first run killed while Dagster made its tables: every later
 run failed on the missing partitions table."""
 
-import multiprocessing
 import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import dagster as dg
 
 from pipelines.runner import _instance_with_partitions, dagster_env
+from tests import support_forked as forked
 from tests.conftest import run_cli
 from transforms.synth.crush import generate_store
 from warehouse.lake.layout import Layout
@@ -45,7 +43,7 @@ def test_processes_setting_up_one_fresh_dagster_home_at_once_all_succeed(tmp_pat
     layout = Layout(home=tmp_path / "home", lake=tmp_path / "lake", warehouse=tmp_path / "wh.ducklake")
     home = dagster_env(layout)["DAGSTER_HOME"]  # agentlake's own config, no tables yet
     assert not any(name.endswith(".db") for _, _, files in os.walk(home) for name in files)
-    context = multiprocessing.get_context("spawn")
+    context = forked.context()  # processes of their own, with Dagster imported already
     start, failures = context.Barrier(PROCESSES), context.Queue()
     workers = [context.Process(target=_register_rounds, args=(home, start, failures)) for _ in range(PROCESSES)]
     for worker in workers:
@@ -70,11 +68,9 @@ def test_two_ingests_with_one_dagster_home_both_land(tmp_path):
     for name, seed in (("ana", 1), ("ben", 2)):
         store = generate_store(tmp_path / name / "crush", projects=2, sessions_per_project=3, seed=seed)
         stores.append(store)
-        argv = [sys.executable, "-m", "pipelines.cli", "ingest", "--quiet", "--no-default",
-                "--home", str(tmp_path / name / "home"), "--lake", str(tmp_path / name / "lake"),
-                "--crush-root", str(store.global_dir)]
         env = {**os.environ, "DAGSTER_HOME": str(dagster_home)}
-        runs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        runs.append(forked.cli("ingest", "--quiet", "--no-default", "--home", tmp_path / name / "home",
+                               "--lake", tmp_path / name / "lake", "--crush-root", store.global_dir, env=env))
     for run in runs:
         out, err = run.communicate(timeout=300)
         assert run.returncode == 0, f"{err[-4000:]}\n{out[-2000:]}"

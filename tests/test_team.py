@@ -4,11 +4,10 @@ loopback), and the views show exactly the union of what each machine holds."""
 import logging
 import os
 import sqlite3
-import subprocess
-import sys
 
 import pytest
 
+from tests import support_forked as forked
 from tests.support_s3 import BUCKET, run_cli_fresh, s3, s3_client, s3_server  # noqa: F401  (the moto fixtures)
 from transforms.synth.crush import generate_store
 from warehouse.lake.config import load_layout
@@ -16,12 +15,11 @@ from warehouse.catalog.build import build_warehouse
 from warehouse.lake.ducklake import connect
 
 
-def machine_ingest(home, lake, machine, user, crush_root, env) -> subprocess.Popen:
+def machine_ingest(home, lake, machine, user, crush_root, env) -> forked.Forked:
     """One engineer's scheduled run: the real CLI, in its own process, with its own home (for
     machines that run at once)."""
-    argv = [sys.executable, "-m", "pipelines.cli", "ingest", "--quiet", "--no-default", "--home", str(home),
-            "--lake", lake, "--machine", machine, "--user", user, "--crush-root", str(crush_root)]
-    return subprocess.Popen(argv, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return forked.cli("ingest", "--quiet", "--no-default", "--home", home, "--lake", lake, "--machine", machine,
+                      "--user", user, "--crush-root", crush_root, env={**os.environ, **env})
 
 
 def ingest_here(home, lake, machine, user, crush_root, env):
@@ -189,10 +187,9 @@ def test_a_dead_endpoint_fails_once_and_fast_naming_it(tmp_path):
     store = generate_store(tmp_path / "crush", projects=2, sessions_per_project=2, seed=4)
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
            "AWS_EC2_METADATA_DISABLED": "true", "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
-    argv = [sys.executable, "-m", "pipelines.cli", "ingest", "--no-default", "--home", str(tmp_path / "home"),
-            "--lake", f"s3://{BUCKET}/dead", "--crush-root", str(store.global_dir)]
     started = time.monotonic()
-    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    out = forked.run_cli("ingest", "--no-default", "--home", tmp_path / "home", "--lake", f"s3://{BUCKET}/dead",
+                         "--crush-root", store.global_dir, env=env, timeout=120)
     assert time.monotonic() - started < 60
     assert out.returncode == 1 and f"127.0.0.1:{port}" in out.stderr and "cannot reach the lake" in out.stderr
     assert "Traceback" not in out.stderr
@@ -208,8 +205,7 @@ def cli(*args, env, home):
 
 def cli_in_its_own_process(*args, env, home):
     """A command whose whole output is checked, native libraries' included: its own process."""
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args, "--home", str(home)],
-                          env={**os.environ, **env}, capture_output=True, text=True, timeout=300)
+    return forked.run_cli(*args, "--home", home, env={**os.environ, **env})
 
 
 def count(home, sql, env):
