@@ -10,7 +10,7 @@ status, as `python -m pipelines.cli` does. Tests where the interpreter's own sta
 `context()` is that forkserver's multiprocessing context, for a test's own processes;
 `cli(ARGS, env=..., cwd=...)` stands for `subprocess.Popen([sys.executable, "-m", "pipelines.cli",
 *ARGS], stdout=PIPE, stderr=PIPE, text=True, ...)`, `code(CODE, ARGS, ...)` for `python -c CODE
-ARGS`, and `run_cli(...)` for `subprocess.run(..., capture_output=True, text=True)`. A command's
+ARGS`, and `run_cli(...)` and `finished(...)` for `subprocess.run(..., capture_output=True, text=True)`. A command's
 output goes to files (read when it ends): there is no pipe to read while it runs."""
 
 import multiprocessing
@@ -140,12 +140,16 @@ def code(source: str, *args, env: dict | None = None, cwd=None, new_session: boo
     return Forked(list(args), source, env, cwd, new_session)
 
 
-def run_cli(*args, env: dict | None = None, cwd=None, timeout: float = 300) -> subprocess.CompletedProcess:
-    """`cli`, waited for: what `subprocess.run(..., capture_output=True, text=True)` returns."""
-    forked = cli(*args, env=env, cwd=cwd)
+def finished(forked: Forked, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`forked` waited for: what `subprocess.run(..., capture_output=True, text=True)` returns."""
     try:
         out, err = forked.communicate(timeout)
     except subprocess.TimeoutExpired:
         forked.kill()
         raise
     return subprocess.CompletedProcess(forked.args, forked.returncode, out, err)
+
+
+def run_cli(*args, env: dict | None = None, cwd=None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`cli`, waited for."""
+    return finished(cli(*args, env=env, cwd=cwd), timeout)

@@ -7,8 +7,6 @@ log shows each source as it is done."""
 import json
 import logging
 import os
-import subprocess
-import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,6 +23,7 @@ from pipelines.defs.warehouse.assets import NOTHING_MERGED, mart_description, ta
 from pipelines.runner import contiguous_batches
 from warehouse.land.ingest import mark_pending
 from transforms.contract import ALL_TABLES
+from tests import support_forked as forked
 from tests.conftest import T0
 from tests.support_dagster import agentlake_instance, schedule_tick, sensor_tick
 from transforms.synth.crush import add_session, generate_store
@@ -32,6 +31,7 @@ from warehouse.catalog.marts import MARTS, mart_sql
 from warehouse.lake.ducklake import connect
 
 LANDING = dg.AssetKey("landing")
+DAGSTER_CLI = "import sys\nfrom dagster._cli import main\nsys.argv[0] = 'dagster'\nsys.exit(main())\n"
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -223,10 +223,10 @@ def test_dagster_cli_materialises_a_partition_range(tmp_path, store):
     env = {**os.environ, "DAGSTER_HOME": str(dagster_home), "AGENTLAKE_HOME": resource.home}
     with dg.DagsterInstance.from_config(str(dagster_home)) as inst:
         inst.add_dynamic_partitions("sources", sorted({s.dagster_partition for s in resource.discover()[0].values()}))
-    done = subprocess.run([str(Path(sys.executable).with_name("dagster")), "asset", "materialize", "-m",
-                           "pipelines.definitions", "--select", "landing",
-                           "--partition-range", "crush-infra-tools...crush-webshop"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    # the `dagster` command's own main, in a process of its own that imported Dagster already
+    done = forked.finished(forked.code(DAGSTER_CLI, "asset", "materialize", "-m", "pipelines.definitions",
+                                       "--select", "landing", "--partition-range", "crush-infra-tools...crush-webshop",
+                                       cwd=ROOT, env=env))
     assert done.returncode == 0, done.stderr[-3000:]
     assert "crush-ml-pipeline: ok" in done.stderr  # the progress lines
     with dg.DagsterInstance.from_config(str(dagster_home)) as inst:
