@@ -26,10 +26,12 @@ from pipelines.commands import (
     cmd_demo,
     cmd_dev,
     cmd_ingest,
+    cmd_mcp,
     cmd_merge,
     cmd_quickstart,
     cmd_report,
     cmd_schedule,
+    cmd_search,
     cmd_serving,
     cmd_sources,
     cmd_sql,
@@ -71,6 +73,19 @@ _seconds = _whole(0, None, "0 or a positive whole number of seconds")
 
 
 # -- parser ---------------------------------------------------------------------------------
+
+def _windows(p, today: str) -> None:
+    """The relative windows, one at most: --today, --yesterday, --week, --month, --last N{d,w,m}."""
+    window = p.add_mutually_exclusive_group()
+    window.add_argument("--today", dest="window", action="store_const", const="today", help=today)
+    window.add_argument("--yesterday", dest="window", action="store_const", const="yesterday", help="yesterday only")
+    window.add_argument("--week", dest="window", action="store_const", const="week",
+                        help="the last 7 days, today included")
+    window.add_argument("--month", dest="window", action="store_const", const="month",
+                        help="this calendar month so far")
+    window.add_argument("--last", metavar="N{d,w,m}",
+                        help="the last N days, weeks or months, today included (7d, 2w, 3m)")
+
 
 def _common(p: argparse.ArgumentParser, discovery: bool = False, places: bool = True) -> None:
     """`places=False`: --lake and --warehouse are not advertised (`agentlake dev`, which takes the
@@ -299,16 +314,7 @@ def parser() -> argparse.ArgumentParser:
                    help="count the days of this time zone, an IANA name (Europe/Berlin, America/New_York, "
                         "Asia/Kolkata, UTC): the days, weeks and months of --by, the windows and --since/--until, "
                         "the budgets' month (default: $AGENTLAKE_TZ, else tz in config.toml, else UTC)")
-    window = p.add_mutually_exclusive_group()
-    window.add_argument("--today", dest="window", action="store_const", const="today",
-                        help="today only (in --tz)")
-    window.add_argument("--yesterday", dest="window", action="store_const", const="yesterday", help="yesterday only")
-    window.add_argument("--week", dest="window", action="store_const", const="week",
-                        help="the last 7 days, today included")
-    window.add_argument("--month", dest="window", action="store_const", const="month",
-                        help="this calendar month so far")
-    window.add_argument("--last", metavar="N{d,w,m}",
-                        help="the last N days, weeks or months, today included (7d, 2w, 3m)")
+    _windows(p, today="today only (in --tz)")
     p.add_argument("--project", help="one project (its slug); an unknown one is an error naming close ones")
     p.add_argument("--agent", dest="provider", metavar="AGENT",
                    help="one agent, by the name `agentlake sources` shows (crush, claude, codex, opencode, goose, "
@@ -339,6 +345,44 @@ def parser() -> argparse.ArgumentParser:
                         "<section>.sql), DIR made if missing, and print the files written")
     p.set_defaults(func=cmd_report)
 
+    p = _command(sub, "search", help="find messages and tool calls by their words, best first (BM25), across "
+                                      "every agent, machine and user",
+                 description="Rank the messages (text, reasoning) and tool calls (command or input, file path,\n"
+                             "result) of every agent, machine and user by relevance (BM25), and print per hit\n"
+                             "the session, its agent, when, a snippet with the matches **marked**, and the\n"
+                             "`agentlake sql` command that prints the whole session.",
+                 epilog="The query: words that must all appear, stemmed (migrations finds migrate), case and\n"
+                        "accents ignored; what is not a letter or a digit splits words (src/auth.py is src,\n"
+                        "auth and py); a \"quoted phrase\" must also appear as written; -word must not\n"
+                        "appear. English stop words (the, a, of, ...) are ignored. E.g.\n"
+                        "  agentlake search 'stripe webhook -test' --agent claude --last 30d\n"
+                        "  agentlake search '\"connection refused\" postgres' --tool shell\n\n"
+                        "The index is a file beside the warehouse (warehouse.search.duckdb) that every\n"
+                        "merge keeps current; in a team lake it holds the redacted text only. Days are UTC.\n\n"
+                        "Exit status: 2 for an empty query, one of stop words only, an unclosed quote, an\n"
+                        "unknown --project, --agent, --user or --machine (named with the close ones), a bad\n"
+                        "date or window, or no warehouse or search index yet.")
+    _common(p)
+    p.add_argument("query", help="what to find (the syntax: below)")
+    p.add_argument("--since", type=_date, metavar="DATE", help="first day included (YYYY-MM-DD, UTC)")
+    p.add_argument("--until", type=_date, metavar="DATE", help="last day included (YYYY-MM-DD, UTC)")
+    _windows(p, today="today only (UTC)")
+    p.add_argument("--project", help="one project (its slug)")
+    p.add_argument("--agent", dest="provider", metavar="AGENT", help="one agent (crush, claude, codex, ...)")
+    p.add_argument("--provider", dest="provider_old", help=argparse.SUPPRESS)  # --agent's first name, still taken
+    p.add_argument("--user", help="one user, as ingested")
+    p.add_argument("--machine", help="one machine, as ingested")
+    p.add_argument("--role", choices=("user", "assistant", "system", "developer", "tool"),
+                   help="messages of this role only (tool: tool calls)")
+    p.add_argument("--tool", metavar="NAME", help="tool calls of this tool only: its native name (bash, Edit, "
+                                                  "shell_command, ...) or its category (shell, read, edit, ...)")
+    p.add_argument("--kind", choices=("message", "tool_call"), help="messages only, or tool calls only")
+    p.add_argument("--limit", type=_whole(1, 1000, "a number of hits from 1 to 1000"), default=10, metavar="N",
+                   help="hits to print (default: 10)")
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="table (default: a block per hit) or json (a list of objects, each with its open_sql)")
+    p.set_defaults(func=cmd_search)
+
     p = _command(sub, "dashboard", help="serve the team dashboard (headline, budgets, cost and trends over time, "
                                          "by project, model and person, tools, insights, CSV; filters by "
                                          "person and machine; drill down project -> session -> transcript)",
@@ -348,8 +392,10 @@ def parser() -> argparse.ArgumentParser:
                              "table as CSV; filters by date, project, agent, person and machine; drill down\n"
                              "project -> session -> transcript.",
                  epilog="Filters: dates (or a window a click sets: the last 7, 30, 90 days, this month,\n"
-                        "to today in UTC), project, agent, user, machine, rows per ranking and the time\n"
-                        "chart's bars (grain=day, week or month); a bad one is named on the page. The\n"
+                        "to today in --tz), project, agent, user, machine, rows per ranking, the time\n"
+                        "chart's bars (grain=day, week or month) and the time zone (tz=Europe/Berlin:\n"
+                        "whose days every figure counts, --tz's unless given); a bad one is named on\n"
+                        "the page. The\n"
                         "headline tiles (cost, root sessions, failed tool calls, cache share) compare\n"
                         "the window with the one before it (no dates: the 30 days to the last day with\n"
                         "data). Beside cost over time, per the same day, week or month: tokens (input\n"
@@ -372,15 +418,41 @@ def parser() -> argparse.ArgumentParser:
                         "random one printed with the URL. Open http://HOST:PORT/?token=... once; a\n"
                         "cookie carries it afterwards. Setting $AGENTLAKE_DASHBOARD_TOKEN requires the\n"
                         "token on loopback too.\n\n"
-                        "Exit status: 2 with no warehouse yet, or an address it cannot listen on; 1\n"
-                        "with a bad config.toml (its error said).")
+                        "Exit status: 2 with no warehouse yet, an address it cannot listen on, or a\n"
+                        "--tz or $AGENTLAKE_TZ that is not a time zone; 1 with a bad config.toml (its\n"
+                        "error said).")
     _common(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=_port, default=8765, help="port (default: 8765; 0 picks a free one)")
     p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
                    help="also answer requests for this host name (repeatable; e.g. a reverse proxy's name); "
                         "beyond loopback a token is required: $AGENTLAKE_DASHBOARD_TOKEN, else one is printed")
+    p.add_argument("--tz", metavar="ZONE",
+                   help="count the days of this time zone, an IANA name (Europe/Berlin): every page's days, "
+                        "windows, bars and budgets' month, as report --tz (default: $AGENTLAKE_TZ, else tz in "
+                        "config.toml, else UTC; a page's tz= overrides it)")
     p.set_defaults(func=cmd_dashboard)
+
+    p = _command(sub, "mcp", help="serve the history to the agents themselves over MCP (stdio; --http on loopback), "
+                                   "read-only: search, sessions, the report, insights, SQL",
+                 epilog="Tools: search_history, open_session, usage_report (report --by --format json's\n"
+                        "numbers), insights (report --insights'), run_sql (under `agentlake sql`'s guard:\n"
+                        "a write, ATTACH, COPY or another file is refused). Every answer's first line\n"
+                        "says what it shows of how much: at most 500 rows, 20,000 characters, and a query\n"
+                        "is interrupted after 30 seconds. Registering it with Claude Code, Codex, Gemini\n"
+                        "CLI and OpenCode: docs/MCP.md.\n\n"
+                        "--http serves streamable HTTP at http://HOST:PORT/mcp on loopback only; every\n"
+                        "request needs `Authorization: Bearer TOKEN`: $AGENTLAKE_MCP_TOKEN, else a random\n"
+                        "one printed at start.\n\n"
+                        "Exit status: 2 with no warehouse yet, a --host beyond loopback, or an address\n"
+                        "it cannot listen on.")
+    _common(p)
+    p.add_argument("--http", action="store_true",
+                   help="serve streamable HTTP on loopback, with a token, instead of stdio")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="with --http: a loopback address to listen on (default: 127.0.0.1)")
+    p.add_argument("--port", type=_port, default=8766, help="with --http: the port (default: 8766)")
+    p.set_defaults(func=cmd_mcp)
 
     p = _command(sub, "serving", help="write the marts as tables into a small serving database for BI tools",
                  epilog="Prints the file and each mart's row count. With nothing ingested in a local lake\n"
@@ -515,8 +587,9 @@ def main(argv=None) -> int:
         from pipelines.runner import DagsterStorageError  # here: `--help` and a usage error need not load it
 
         from warehouse.lake.duckdb_settings import BadThreads
+        from warehouse.lake.pg_catalog import CatalogUnreachable
 
-        if isinstance(exc, (ConfigError, BadThreads, LakeUnreachable, DagsterStorageError)):
+        if isinstance(exc, (ConfigError, BadThreads, LakeUnreachable, DagsterStorageError, CatalogUnreachable)):
             _err(f"error: {exc}")
             return 1
         from warehouse.lake.ducklake import damage_hint

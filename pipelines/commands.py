@@ -99,8 +99,8 @@ def use_demo_if_empty(args) -> None:
     they use the demo in <home>/demo until <home> holds data of its own (see the module doc).
     `ingest`, `sources` and `dev` do so only when discovery finds no store of the agents at all
     (`dev` then finds the demo's stores in the demo home's config.toml)."""
-    if args.command not in ("sql", "report", "dashboard", "serving", "views", "merge", "compact", "sources", "ingest",
-                            "dev"):
+    if args.command not in ("sql", "report", "dashboard", "mcp", "serving", "views", "merge", "compact", "sources",
+                            "ingest", "dev"):
         return
     demo = _demo_instead(args)
     if demo is None:
@@ -150,12 +150,17 @@ def cmd_sources(args) -> int:
 
 
 def cmd_ingest(args) -> int:
+    from dataclasses import replace
+
     from pipelines.runner import run_ingest
+    from warehouse.lake.pg_catalog import is_postgres
     from pipelines.summary import print_summary
 
     from transforms.crush.discover import global_data_dir
 
     layout = _layout(args)
+    if is_postgres(layout.warehouse):  # a reader of the team's catalog: the center alone writes it
+        layout = replace(layout, warehouse=layout.home / "warehouse.ducklake")
     check_catalog(layout.warehouse)  # a folder or a file not DuckDB's: said before any source is read
     options = _options(args, layout)
     if _unredacted_share(args, layout):
@@ -486,7 +491,7 @@ def _own_config_file(args) -> Path:
 
 
 def _report_zone(args) -> str:
-    """Whose days the report counts: --tz, else $AGENTLAKE_TZ, else `tz` in config.toml (checked
+    """Whose days the report and the dashboard count: --tz, else $AGENTLAKE_TZ, else `tz` in config.toml (checked
     when read), else UTC."""
     from warehouse.lake.zones import TZ_VARIABLE, UTC, BadZone, check_zone
 
@@ -572,6 +577,41 @@ def _report_csv(sections, args) -> str:
     return csv_text(sections[0]).rstrip("\n")
 
 
+def cmd_search(args) -> int:
+    if args.provider_old is not None:  # --agent's first name
+        args.provider = args.provider or args.provider_old
+    since, until = _window(args, "UTC")  # the usage errors first: they load no DuckDB
+    if since and until and since > until:
+        raise UsageError(f"--since {args.since} is after --until {args.until}: no day is in between")
+    from warehouse.serve.search import BadQuery, NoIndex, SearchFilters, parse, render, search, shell_quoted
+
+    try:
+        parse(args.query)
+    except BadQuery as exc:
+        raise UsageError(str(exc)) from None
+    layout = _layout(args)
+    if not layout.warehouse.exists():
+        _err(f"error: {_no_warehouse(layout)}")
+        return 2
+    filters = SearchFilters(since, until, args.project, args.provider, args.user, args.machine,
+                            role=args.role, tool=args.tool, kind=args.kind)
+    try:
+        hits = search(layout.warehouse, args.query, filters, args.limit)
+    except BadQuery as exc:
+        raise UsageError(str(exc)) from None
+    except NoIndex as exc:
+        _err(f"error: {exc}")
+        return 2
+    opener = _command_for(layout, "sql")
+    for hit in hits:
+        hit.open_command = f"{opener} {shell_quoted(hit.open_sql)}"
+    if not hits and args.format == "table":
+        _err(f"note: nothing matches {args.query!r} with these filters")
+        return 0
+    print(render(hits, args.format))
+    return 0
+
+
 def cmd_serving(args) -> int:
     from warehouse.serve.serving_file import ServingError, build_serving, check_storage_version, check_target
 
@@ -600,20 +640,49 @@ def cmd_dashboard(args) -> int:
         _err(f"error: {_no_warehouse(layout)}")
         return 2
     connect(layout.warehouse, ours=True).close()  # a file that is not a catalog: a usage error now, not a page's 500
-    # the budgets of the user's own config.toml (also on the demo), read once: a bad one stops here
+    # the budgets and zone of the user's own config.toml (also on the demo), read once: a bad one stops here
     config_file = _own_config_file(args)
+    zone = _report_zone(args)
     try:
         server = make_server(layout.warehouse, args.host, args.port, allowed_hosts=args.allow_host,
                              data_path=layout.tables_path, budgets=load_config(config_file).budgets,
-                             config_file=config_file)
+                             config_file=config_file, zone=zone)
     except OSError as exc:
         _err(f"error: cannot listen on {args.host}:{args.port}: {exc}")
         return 2
-    _err(f"dashboard on {server.url} (warehouse {layout.warehouse}); Ctrl-C stops it")
+    _err(f"dashboard on {server.url} (warehouse {layout.warehouse}, {zone} days); Ctrl-C stops it")
     with server:
         server.serve_forever()
     return 0
 
+
+
+def cmd_mcp(args) -> int:
+    from warehouse.lake.ducklake import connect
+    from warehouse.serve.dashboard.server import Reader, is_loopback, new_token
+
+    if args.http and not is_loopback(args.host):
+        raise UsageError(f"--host {args.host} is beyond this machine: `agentlake mcp --http` serves on loopback "
+                         "only (127.0.0.1, ::1 or localhost)")
+    layout = _layout(args)
+    if not layout.warehouse.exists():
+        _err(f"error: {_no_warehouse(layout)}")
+        return 2
+    connect(layout.warehouse, ours=True).close()  # a file that is not a catalog: a usage error now, not a call's
+    # the SDK only now: `agentlake --help` and every other command never load it
+    from warehouse.serve.mcp_server import TOKEN_ENV, serve_http, serve_stdio
+    from warehouse.serve.mcp_tools import Tools
+
+    tools = Tools(Reader(layout.warehouse, layout.tables_path))
+    if not args.http:
+        serve_stdio(tools)  # stdout is the protocol's: every note goes to stderr
+        return 0
+    try:
+        serve_http(tools, args.host, args.port, os.environ.get(TOKEN_ENV) or new_token(), _err)
+    except OSError as exc:
+        _err(f"error: cannot listen on {args.host}:{args.port}: {exc}")
+        return 2
+    return 0
 
 
 def cmd_merge(args) -> int:

@@ -67,9 +67,9 @@ def test_a_burst_is_held_in_the_backlog_then_answered_in_full(serve, monkeypatch
     drawn = []
     real_render = dashboard.render
 
-    def render(con, path, query):
+    def render(con, path, query, **settings):
         drawn.append(path)
-        return real_render(con, path, query)
+        return real_render(con, path, query, **settings)
 
     monkeypatch.setattr(dashboard, "render", render)
     make, start = serve

@@ -163,7 +163,7 @@ def test_the_presets_end_today_utc_and_an_empty_window_says_so(dashboard, lake_r
 
 
 def test_a_preset_relative_to_a_today_within_the_data(dashboard, lake_ro, monkeypatch):
-    monkeypatch.setattr(pages, "today", lambda: DATA_LAST)
+    monkeypatch.setattr(pages, "today", lambda zone="UTC": DATA_LAST)
     _, page, _ = get(dashboard)
     week = anchors(part(page, r'<p class="presets" id="presets">(.*?)</p>'))["last 7 days"]
     assert window_of(week) == (str(DATA_FIRST), str(DATA_LAST))
@@ -324,7 +324,7 @@ def test_the_overview_with_a_preset_and_a_grain_in_a_real_browser(dashboard, mon
 
     if not CHROMIUM:
         pytest.skip("no chromium on this machine: apt-get install chromium")
-    monkeypatch.setattr(pages, "today", lambda: date(2026, 1, 20))  # the last 30 days hold the data
+    monkeypatch.setattr(pages, "today", lambda zone="UTC": date(2026, 1, 20))  # the last 30 days hold the data
     _, page, _ = get(dashboard)
     url = urljoin(dashboard, anchors(part(page, r'<p class="presets" id="presets">(.*?)</p>'))["last 30 days"])
     url += "&grain=week&sort=projects:cost_usd:desc"

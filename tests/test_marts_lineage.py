@@ -99,9 +99,11 @@ def test_the_asset_graph_draws_what_the_marts_read():
     assert sorted(e for e in edges if e[1] in MARTS) == [
         ("insight_idle_cost", "session_summary"), ("insight_subagent_share", "session_summary"),
         ("model_usage", "daily_costs")]
-    # the building blocks are no assets; no mart reads the parts, read_files, quarantine or sources
+    # the building blocks are no assets; no mart reads the parts (the search index alone does),
+    # read_files, quarantine or sources
     assert not any(k.to_user_string().startswith("_") for k in graph.get_all_asset_keys())
-    unread = {"parts", "read_files", "quarantine", "sources"}
+    assert {k.to_user_string() for k in graph.get(dg.AssetKey("parts")).child_keys} == {"search_index"}
+    unread = {"read_files", "quarantine", "sources"}
     assert not any(graph.get(dg.AssetKey(t)).child_keys for t in unread)
     # the names' table is drawn from the tables that record a model, and feeds the marts that group by it
     names = graph.get(dg.AssetKey(NAMES))

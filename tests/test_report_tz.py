@@ -11,52 +11,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tests.conftest import T0, Project, assistant, copy_home, ingest, query, run_cli
+from tests.conftest import T0, copy_home, ingest, query, run_cli
+from tests.support_tz import COST, CREATED, STRADDLING, day_of, split_cost, straddling  # noqa: F401  (the fixture)
 from transforms.synth.claude import generate_home
-from transforms.synth.crush import add_message, add_session
-from transforms.synth.crush_parts import text_part
 from warehouse.lake.layout import Layout
-
-HOUR = 3600
-COST = Decimal("1.0")
-# R's assistant messages around midnight UTC of 2026-01-01: half an hour each side of it, a
-# minute each side of midnight in Kolkata (UTC+5:30), and ten hours after
-STRADDLING = (T0 - 1800, T0 + 1800, T0 - 19800 - 60, T0 - 19800 + 60, T0 + 10 * HOUR)
-CREATED = T0 - 6 * HOUR  # 2025-12-31 18:00 UTC: 2026-01-01 in Tokyo, 23:30 on the 31st in Kolkata
-
-
-def _day(seconds: int, zone: str):
-    return datetime.fromtimestamp(seconds, ZoneInfo(zone)).date()
-
-
-def _split(cost: Decimal, weights: dict) -> dict:
-    """daily_costs' rule: a cost over keys in proportion to their weights, in whole nano-dollars,
-    each share but the last (in key order) rounded half up, the last the remainder."""
-    nanos, total, out = int(cost * 10**9), sum(weights.values()), {}
-    for i, key in enumerate(sorted(weights)):
-        if i == len(weights) - 1:
-            out[key] = nanos - sum(out.values())
-        else:
-            out[key] = int((Decimal(nanos) * weights[key] / total).quantize(Decimal(1), ROUND_HALF_UP))
-    return {key: Decimal(n).scaleb(-9) for key, n in out.items()}
-
-
-def _straddling(root):
-    layout = Layout.resolve(home=root / "home", machine="laptop", user="dev")
-    p = Project(root / "projects", "shop")
-    add_session(p.conn, "R", title="around midnight", created_at=CREATED, cost=float(COST))
-    for i, t in enumerate(STRADDLING):
-        assistant(p.conn, f"a{i}", "R", t)
-    add_message(p.conn, "u0", "R", "user", [text_part("go")], created_at=CREATED)
-    p.close()
-    ingest(layout, p.db)
-    return layout
-
-
-@pytest.fixture
-def straddling(layout, built_once):
-    copy_home(built_once("report-tz-straddling", _straddling).home, layout.home)
-    return layout
 
 
 def _report(home, *args, env=None):
@@ -73,22 +31,22 @@ def _by_day(home, *args, env=None) -> dict:
 @pytest.mark.parametrize("zone", ["Asia/Tokyo", "America/Los_Angeles", "Asia/Kolkata", "UTC"])
 def test_costs_and_counts_move_to_the_zones_days(straddling, zone):
     rows = _by_day(straddling.home, "--tz", zone)
-    days = Counter(_day(t, zone) for t in STRADDLING)
-    costs = _split(COST, days)
-    messages = days + Counter([_day(CREATED, zone)])  # the user message, sent as R was created
+    days = Counter(day_of(t, zone) for t in STRADDLING)
+    costs = split_cost(COST, days)
+    messages = days + Counter([day_of(CREATED, zone)])  # the user message, sent as R was created
     assert {d: Decimal(str(r["cost_usd"])) for d, r in rows.items()} == {str(d): c for d, c in costs.items()}
     assert {d: r["messages"] for d, r in rows.items()} == {str(d): n for d, n in messages.items()}
     started = [d for d, r in rows.items() if r["root_sessions"]]
-    assert started == [str(_day(CREATED, zone))]
+    assert started == [str(day_of(CREATED, zone))]
     assert sum(Decimal(str(r["cost_usd"])) for r in rows.values()) == COST
 
 
 def test_kolkatas_half_hour_splits_what_a_whole_hour_keeps_on_one_day(straddling):
     a_minute_before, a_minute_after = STRADDLING[2], STRADDLING[3]  # midnight in Kolkata, 23:29 and 23:31 at UTC+5
-    assert _day(a_minute_before, "Asia/Karachi") == _day(a_minute_after, "Asia/Karachi")
-    assert _day(a_minute_before, "Asia/Kolkata") != _day(a_minute_after, "Asia/Kolkata")
+    assert day_of(a_minute_before, "Asia/Karachi") == day_of(a_minute_after, "Asia/Karachi")
+    assert day_of(a_minute_before, "Asia/Kolkata") != day_of(a_minute_after, "Asia/Kolkata")
     kolkata, karachi = (_by_day(straddling.home, "--tz", z) for z in ("Asia/Kolkata", "Asia/Karachi"))
-    before = str(_day(a_minute_before, "Asia/Kolkata"))
+    before = str(day_of(a_minute_before, "Asia/Kolkata"))
     assert kolkata[before]["messages"] == karachi[before]["messages"] - 1
 
 
@@ -111,10 +69,10 @@ def test_every_section_agrees_with_utc_on_the_whole(lake, zone="America/Los_Ange
 
 def test_since_and_until_name_the_zones_days(straddling):
     zone = "America/Los_Angeles"
-    first = min(_day(t, zone) for t in STRADDLING)
+    first = min(day_of(t, zone) for t in STRADDLING)
     data, _ = _report(straddling.home, "--tz", zone, "--since", first, "--until", first)
-    on_it = Counter(_day(t, zone) for t in STRADDLING)
-    assert Decimal(str(data["totals"][0]["cost_usd"])) == _split(COST, on_it)[first]
+    on_it = Counter(day_of(t, zone) for t in STRADDLING)
+    assert Decimal(str(data["totals"][0]["cost_usd"])) == split_cost(COST, on_it)[first]
 
 
 class _HalfPastMidnight(datetime):
@@ -130,21 +88,21 @@ def test_today_is_today_in_the_zone(straddling, monkeypatch):
 
     monkeypatch.setattr(zones, "datetime", _HalfPastMidnight)
     zone = "America/Los_Angeles"
-    today = _day(T0 + 1800, zone)
-    assert today != _day(T0 + 1800, "UTC")
+    today = day_of(T0 + 1800, zone)
+    assert today != day_of(T0 + 1800, "UTC")
     data, err = _report(straddling.home, "--today", "--tz", zone)
     assert f"--today: {today} to {today} ({zone} days)" in err
-    days = Counter(_day(t, zone) for t in STRADDLING)
-    assert Decimal(str(data["totals"][0]["cost_usd"])) == _split(COST, days)[today]
-    assert data["totals"][0]["messages"] == days[today] + (_day(CREATED, zone) == today)
+    days = Counter(day_of(t, zone) for t in STRADDLING)
+    assert Decimal(str(data["totals"][0]["cost_usd"])) == split_cost(COST, days)[today]
+    assert data["totals"][0]["messages"] == days[today] + (day_of(CREATED, zone) == today)
 
 
 def test_the_config_sets_the_zone_the_variable_and_the_flag_win(straddling):
     (straddling.home / "config.toml").write_text('tz = "Asia/Tokyo"\n')
-    utc = [str(d) for d in sorted(set(_day(t, "UTC") for t in STRADDLING))]
-    assert list(_by_day(straddling.home)) == sorted({str(_day(t, "Asia/Tokyo")) for t in STRADDLING})
+    utc = [str(d) for d in sorted(set(day_of(t, "UTC") for t in STRADDLING))]
+    assert list(_by_day(straddling.home)) == sorted({str(day_of(t, "Asia/Tokyo")) for t in STRADDLING})
     via_env = _by_day(straddling.home, env={"AGENTLAKE_TZ": "America/Los_Angeles"})
-    assert list(via_env) == sorted({str(_day(t, "America/Los_Angeles")) for t in STRADDLING})
+    assert list(via_env) == sorted({str(day_of(t, "America/Los_Angeles")) for t in STRADDLING})
     assert list(_by_day(straddling.home, "--tz", "UTC", env={"AGENTLAKE_TZ": "America/Los_Angeles"})) == utc
 
 
@@ -195,7 +153,7 @@ def _expected_costs(layout, zone: str) -> dict:
     weights = {}  # root -> {(day, model, llm_provider): (priced nanos, requests)}
     for m, src, sid, at, model, llm, cost in query(
             layout, "SELECT machine, source_id, session_id, requested_at, model, llm_provider, cost_usd FROM usage"):
-        key = (_day(int(at.replace(tzinfo=timezone.utc).timestamp()), zone), model or "", llm or "")
+        key = (day_of(int(at.replace(tzinfo=timezone.utc).timestamp()), zone), model or "", llm or "")
         nanos, n = weights.setdefault(roots[m, src, sid], {}).get(key, (0, 0))
         priced = int(Decimal(str(cost)).scaleb(9).quantize(Decimal(1), ROUND_HALF_UP)) if cost and cost > 0 else 0
         weights[roots[m, src, sid]][key] = (nanos + priced, n + 1)
@@ -204,7 +162,7 @@ def _expected_costs(layout, zone: str) -> dict:
         if costs.get(root) is None:
             continue
         priced = any(nanos for nanos, _ in keys.values())
-        split = _split(costs[root], {k: nanos if priced else n for k, (nanos, n) in keys.items() if nanos or not priced})
+        split = split_cost(costs[root], {k: nanos if priced else n for k, (nanos, n) in keys.items() if nanos or not priced})
         for (day, _, _), amount in split.items():
             out[str(day)] += amount
     return dict(out)

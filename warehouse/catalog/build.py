@@ -5,8 +5,11 @@ for readers (warehouse.lake.ducklake)."""
 from pathlib import Path
 
 from transforms.contract import ALL_TABLES
+from warehouse.catalog import search_index
 from warehouse.catalog.marts import MARTS
 from warehouse.catalog.merge import LAKE_TABLE, MergeResult, compact, merge
+from warehouse.lake.layout import tables_path
+from warehouse.lake.pg_catalog import is_postgres
 from warehouse.lake.prices import Prices
 
 
@@ -19,10 +22,25 @@ def build_warehouse(lake, warehouse: Path, tables=ALL_TABLES, *, full: bool = Fa
 
 def refresh(lake, warehouse: Path, *, full: bool = False, marts: bool = True,
             prices: Prices = Prices()) -> MergeResult:
-    """`prices`: config.toml's (`load_config(layout.config_file).prices`), applied by the merge."""
+    """`prices`: config.toml's (`load_config(layout.config_file).prices`), applied by the merge.
+    The search index follows the published tables: updated when the merge replaced or removed a
+    source, when it is missing, or when a merge before was cut off before updating it."""
+    if is_postgres(warehouse):  # the team's catalog: its tables in the lake (no local search index yet)
+        result = merge(lake, warehouse, full=full, marts=marts, prices=prices)
+        if result.crowded:
+            compact(warehouse)
+        return result
+    marker = search_index.due_marker(warehouse)
+    owed = marker.exists()
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.touch()  # a merge killed from here on leaves it: the next one updates the index
     result = merge(lake, Path(warehouse), full=full, marts=marts, prices=prices)
     if result.crowded:
         compact(Path(warehouse))
+    if owed or full or result.merged or result.removed or not search_index.search_path(warehouse).exists():
+        if Path(warehouse).exists():  # a merge of an empty lake publishes nothing
+            result.search = search_index.update(Path(warehouse), tables_path(lake, warehouse), full=full)
+    marker.unlink(missing_ok=True)
     return result
 
 

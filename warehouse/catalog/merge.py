@@ -72,6 +72,7 @@ class MergeResult:
     crowded: bool = False  # more data files than partitions warrant: a compaction is due
     unreadable: list[str] = field(default_factory=list)  # landing files that are not Parquet: skipped
     problems: list[str] = field(default_factory=list)  # what the merge skipped, each a line to print
+    search: object = None  # the search index's update after it (warehouse.catalog.search_index.IndexResult)
 
     @property
     def changed(self) -> bool:

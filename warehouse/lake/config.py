@@ -1,6 +1,8 @@
 """`<AGENTLAKE_HOME>/config.toml`: this machine's place in the team, and where to look for stores.
 
     lake = "s3://team-agentlake/lake"      # a shared lake (default: <home>/lake)
+    warehouse = "postgres:dbname=agentlake host=db.internal user=reader"   # the team's catalog
+                                           # (default: <home>/warehouse.ducklake; docs/TEAM.md)
     machine = "ana-laptop"                 # default: the host's short name
     user = "ana"                           # default: the login name
     team = true                            # redact before writing (default: on for an s3:// lake)
@@ -43,9 +45,10 @@ from pathlib import Path
 from transforms.providers import PROVIDERS
 from warehouse.lake.layout import LANDING, RUNS, Layout
 from warehouse.lake.prices import PriceError, Prices, parse_prices
+from warehouse.lake.pg_catalog import PostgresCatalogError
 from warehouse.lake.storage import CredentialsInURI
 
-TOP_LEVEL = {"lake": str, "machine": str, "user": str, "team": bool, "use_default": bool, "tz": str}
+TOP_LEVEL = {"lake": str, "warehouse": str, "machine": str, "user": str, "team": bool, "use_default": bool, "tz": str}
 AGENT_KEYS = ("extra_stores", "extra_roots")  # an agent's section: [crush], [claude], ...
 
 
@@ -83,6 +86,7 @@ class Config:
     budgets: tuple[Budget, ...] = ()
     tz: str | None = None  # the report's days (an IANA zone); None: UTC
     prices: Prices = Prices()  # [[prices]] and [model_aliases] (warehouse.lake.prices)
+    warehouse: str | None = None  # the catalog: a DuckDB file, or `postgres:...` (warehouse.lake.pg_catalog)
 
 
 def load_config(path: Path, providers=tuple(PROVIDERS)) -> Config:
@@ -135,7 +139,7 @@ def load_config(path: Path, providers=tuple(PROVIDERS)) -> Config:
         roots[provider] = _paths(path, provider, section, "extra_roots")
     return Config(stores, roots, bool(data.get("use_default", True)), dict(names), data.get("lake"),
                   data.get("machine"), data.get("user"), data.get("team"), dict(privacy), budgets,
-                  prices=prices, tz=_zone(path, data.get("tz")))
+                  prices=prices, tz=_zone(path, data.get("tz")), warehouse=data.get("warehouse"))
 
 
 def _zone(path: Path, name: str | None) -> str | None:
@@ -185,10 +189,11 @@ def load_layout(home=None, lake=None, warehouse=None, *, machine=None, user=None
     try:
         layout = Layout.resolve(home, lake, warehouse, env)
         config = load_config(layout.config_file)
+        warehouse = warehouse or (None if home else env.get("AGENTLAKE_WAREHOUSE")) or config.warehouse
         layout = Layout.resolve(home, lake or env.get("AGENTLAKE_LAKE") or config.lake, warehouse, env,
                                 machine=machine or env.get("AGENTLAKE_MACHINE") or config.machine,
                                 user=user or env.get("AGENTLAKE_USER") or config.user)
-    except CredentialsInURI as exc:
+    except (CredentialsInURI, PostgresCatalogError) as exc:
         raise ConfigError(str(exc)) from None
     team = team if team is not None else config.team
     team = layout.remote if team is None else team

@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -33,6 +34,8 @@ from transforms.atomic import replace_file
 from warehouse.lake.duckdb_settings import connection_config
 from warehouse.lake.layout import NotACatalog, check_catalog
 from warehouse.lake.locks import held
+from warehouse.lake import pg_catalog
+from warehouse.lake.pg_catalog import is_postgres
 
 CATALOG = "lake"  # the attached catalog's name in every connection
 # A merge writes a file per partition at once. By default DuckDB buffers 512k rows per open file,
@@ -47,8 +50,15 @@ CATALOG = "lake"  # the attached catalog's name in every connection
 WRITER_SETTINGS = {"memory_limit": "512MB", "partitioned_write_flush_threshold": "20000",
                    "partitioned_write_max_open_files": "8", "enable_external_file_cache": "false"}
 
-# extension -> SHA-256 of the binary shipped for DuckDB 1.5.5 (linux x86_64)
-PINNED = {"ducklake": "e51bf9e8d933d0e83780ae096455501b542cf962569a2ce5613532d702c08302"}
+# extension -> SHA-256 of the binary shipped for DuckDB 1.5.5 (linux x86_64); fts: the search index
+# (warehouse.catalog.search_index), from `duckdb-extension-fts`, the same third party's package
+PINNED = {"ducklake": "e51bf9e8d933d0e83780ae096455501b542cf962569a2ce5613532d702c08302",
+          "fts": "cd7e87ea9623b8c6985a4ea05910d8a4acf6e50d474869d12f55cb4f200ebf70"}
+# a catalog in PostgreSQL (warehouse.lake.pg_catalog), its tables on S3: `duckdb-extension-postgres-scanner`
+# (the binary is named as DuckDB names the extension, so it loads by its path; libpq is linked in)
+# and `duckdb-extension-httpfs`, the same third party's packages
+PINNED.update({"postgres_scanner": "b1ced4cfc6311313e117c2afb3eac76508718778dde0716421503c7dbfb5605c",
+               "httpfs": "887c392b1e49128d11667c81e3698d8b00dfdeb456771acf66d05a0f74f7b7d8"})
 
 
 class ExtensionError(RuntimeError):
@@ -112,8 +122,9 @@ def pinned_binary(name: str = "ducklake") -> Path | None:
 # file: _digest's cache), without DuckDB's second check; so do `agentlake sql` and the dashboard,
 # whose SQL runs only once external access is off (warehouse.serve.read_only_sql). The notebooks
 # keep it: with it off, SQL they run could LOAD any unsigned binary.
-def _opened(ours: bool, settings: dict | None = None):
-    """A new DuckDB connection (no progress bar) with DuckLake loaded; `settings` on top."""
+def _opened(ours: bool, settings: dict | None = None, extra: tuple[str, ...] = ()):
+    """A new DuckDB connection (no progress bar) with DuckLake loaded, and the `extra` extensions;
+    `settings` on top."""
     own = pinned_binary() if ours else None
     unsigned = {"allow_unsigned_extensions": "true"} if own else {}
     con = _quiet(duckdb.connect(config={**connection_config(), **unsigned, **(settings or {})}))
@@ -123,6 +134,8 @@ def _opened(ours: bool, settings: dict | None = None):
         # disagreed with them by its offset
         con.execute("SET TimeZone = 'UTC'")
         load_extensions(con, own)
+        for name in extra:
+            load_packaged(con, name, pinned_binary(name) if own else None)
     except BaseException:
         con.close()
         raise
@@ -132,18 +145,25 @@ def _opened(ours: bool, settings: dict | None = None):
 def load_extensions(con, own: Path | None = None) -> None:
     """DuckLake from the packaged binary, or from DuckDB's own install; `own`: the pinned binary,
     loaded by its path (the connection allows unsigned extensions: _opened)."""
-    path = packaged_extension("ducklake")
+    load_packaged(con, "ducklake", own)
+
+
+def load_packaged(con, name: str, own: Path | None = None) -> None:
+    """DuckDB's extension `name` offline: `own` (its pinned binary, by its path, on a connection
+    that allows unsigned extensions), else installed from its checked package, else DuckDB's own
+    install of it."""
+    path = packaged_extension(name)
     try:
         if own is not None:
             con.execute(f"LOAD {sql_string(own)}")
             return
         if path is not None:
-            con.execute(f"INSTALL '{path}'")
-        con.execute("LOAD ducklake")
+            con.execute(f"INSTALL {sql_string(path)}")
+        con.execute(f"LOAD {name}")
     except duckdb.Error as exc:
         raise ExtensionError(
-            f"cannot load DuckDB's ducklake extension ({exc}); install agentlake's pinned "
-            "duckdb-extension-ducklake, or run `INSTALL ducklake` in DuckDB once while online") from exc
+            f"cannot load DuckDB's {name} extension ({exc}); install agentlake's pinned "
+            f"duckdb-extension-{name}, or run `INSTALL {name}` in DuckDB once while online") from exc
 
 
 def sql_string(text) -> str:
@@ -215,6 +235,8 @@ def connect(catalog: Path, data_path: str | None = None, *, ours: bool = False, 
     `settings`: DuckDB's, from the start (a few are taken only then: warehouse.serve.read_only_sql).
     A read-only attach changes nothing, so a file that is not a catalog is looked into only when
     the attach fails (the probe is a second connection)."""
+    if is_postgres(catalog):  # the team's catalog: the last commit, read-only (its own data path)
+        return open_catalog(catalog, None, read_only=True, ours=ours, settings=settings)
     catalog = Path(catalog)
     if not catalog.exists():
         raise FileNotFoundError(f"no warehouse at {catalog}: {FIRST_STEP}")
@@ -253,6 +275,16 @@ def writing(catalog: Path, data_path: str | None = None, memory_limit: str | Non
     `rebuilds`: the writer builds every table (a merge), so a catalog whose files are not under
     `data_path` starts anew, once `on_rebuild(con)` on the old one has not raised; else (a
     compaction) that is an error."""
+    if is_postgres(catalog):  # PostgreSQL's transactions: nothing to copy, lock or publish
+        spill = Path(tempfile.gettempdir()) / f"agentlake-writer-{os.getpid()}.spill"  # no home of its own
+        settings = {**WRITER_SETTINGS, **({"memory_limit": memory_limit} if memory_limit else {}),
+                    "temp_directory": str(spill)}
+        con = open_catalog(catalog, data_path, read_only=False, ours=True, settings=settings)
+        try:
+            yield con
+        finally:
+            con.close()
+        return
     catalog = Path(catalog)
     own = writer_path(catalog)
     if not rebuilds and data_path and not os.path.isdir(data_path):
@@ -508,3 +540,34 @@ def publish(own: Path, catalog: Path) -> None:
     with open(tmp, "rb+") as fh:
         os.fsync(fh.fileno())
     os.replace(tmp, catalog)  # readers opening now get the new file; open ones keep theirs
+
+
+def open_catalog(catalog: "pg_catalog.PostgresCatalog", data_path: str | None, *, read_only: bool, ours: bool,
+                 settings: dict | None = None):
+    """A connection with the catalog attached as `lake` (the default database): read-only for a
+    reader, which needs only SELECT on the catalog's tables; `data_path` for the writer (where a
+    new catalog puts its tables; an existing one keeps its own). Nothing to copy or publish: each
+    commit is PostgreSQL's, and a reader attaching sees the last one."""
+    # the postgres extension looks its secrets up in DuckDB's persistent storage, and fails when that
+    # is off (a reader's AT_START): a reader's CREATE SECRET is refused by its statement check anyway
+    settings = {k: v for k, v in (settings or {}).items() if k != "allow_persistent_secrets"}
+    con = _opened(ours, settings, extra=("postgres_scanner", "httpfs"))
+    try:
+        secret = pg_catalog.s3_secret_sql()
+        if secret:
+            con.execute(secret)
+        options = ["READ_ONLY"] if read_only else []
+        if data_path and not read_only:
+            options.append(f"DATA_PATH {sql_string(data_path)}")
+        opts = f" ({', '.join(options)})" if options else ""
+        try:
+            con.execute(f"ATTACH {sql_string(catalog.attach_target)} AS {CATALOG}{opts}")
+        except duckdb.Error as exc:
+            if "Postgres" in str(exc) or "postgres" in str(exc):
+                raise pg_catalog.unreachable(catalog, exc) from None
+            raise
+        con.execute(f"USE {CATALOG}")
+    except BaseException:
+        con.close()
+        raise
+    return con

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from transforms.sources import slugify
+from warehouse.lake.pg_catalog import PostgresCatalog, data_path, is_postgres
 from warehouse.lake.storage import is_remote, refuse_credentials, refuse_other_scheme
 
 
@@ -55,6 +56,8 @@ class NotACatalog(ValueError):
 
 def check_catalog(path) -> None:
     """Refuse a warehouse path that cannot be a catalog before anything opens or copies it."""
+    if is_postgres(path):  # the server says what is wrong when it is attached
+        return
     path = Path(path)
     if path.is_dir():
         raise NotACatalog(f"the warehouse {path} is a folder; give the DuckLake catalog's file "
@@ -72,7 +75,7 @@ def check_catalog(path) -> None:
 class Layout:
     home: Path
     lake: Path | str  # a directory, or an object-storage URI (`s3://bucket/prefix`)
-    warehouse: Path
+    warehouse: Path | PostgresCatalog  # a DuckDB file, or the team's catalog in PostgreSQL
     machine: str = "host"
     user: str = "user"
     team: bool = False  # redact secrets before any row leaves the machine (transforms.redact, docs/PRIVACY.md)
@@ -92,9 +95,11 @@ class Layout:
             lake = (Path(lake).expanduser() if lake else home / "lake").absolute()
         # $AGENTLAKE_WAREHOUSE names the file unless a home or a warehouse was given explicitly
         warehouse = warehouse or (None if explicit_home else env.get("AGENTLAKE_WAREHOUSE"))
-        warehouse = Path(warehouse).expanduser() if warehouse else home / "warehouse.ducklake"
-        # absolute paths: views embed them, and readers run from any directory
-        return cls(home.absolute(), lake, warehouse.absolute(),
+        if is_postgres(warehouse):
+            warehouse = PostgresCatalog.parse(str(warehouse))
+        else:  # absolute paths: views embed them, and readers run from any directory
+            warehouse = (Path(warehouse).expanduser() if warehouse else home / "warehouse.ducklake").absolute()
+        return cls(home.absolute(), lake, warehouse,
                    slugify(machine, "host") if machine else default_machine(env),
                    slugify(user, "user") if user else default_user(env))
 
@@ -195,6 +200,8 @@ def tables_path(lake, warehouse: Path) -> str:
     A remote lake, or a folder other machines land into too, is shared by several catalogs, each
     the one writer of its own tables: in the lake, one catalog's files would be another's orphans
     (`compact --orphans`), and the lake would hold a copy of the tables per machine."""
+    if is_postgres(warehouse):  # the team's catalog: its tables in the lake, which it alone writes
+        return data_path(lake)
     warehouse = Path(warehouse)
     if own_lake(lake, warehouse):
         return str(Path(lake)) + "/"
@@ -209,4 +216,4 @@ def same_lake(a: str, b: str) -> bool:
 def own_lake(lake, warehouse) -> bool:
     """The lake is the catalog's own (the `lake` folder beside it, a home's default), not one
     other machines land into too (`s3://...`, a shared folder)."""
-    return not is_remote(lake) and os.path.normpath(lake) == os.path.normpath(Path(warehouse).parent / "lake")
+    return not is_remote(lake) and not is_postgres(warehouse) and os.path.normpath(lake) == os.path.normpath(Path(warehouse).parent / "lake")

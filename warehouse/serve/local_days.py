@@ -1,6 +1,6 @@
-"""A reader's days in a time zone other than UTC (`agentlake report --tz`). Nothing stored changes:
-the lake's `date` columns stay UTC days. The reader's connection gets temporary objects of the
-same names that shadow them: a view of each curated table the report reads, its `date` the local
+"""A reader's days in a time zone other than UTC (`agentlake report --tz`, `agentlake dashboard
+--tz`: warehouse.serve.dashboard.zoned). Nothing stored changes: the lake's `date` columns stay
+UTC days. The reader's connection gets temporary objects of the same names that shadow them: a view of each curated table the report reads, its `date` the local
 day of the row's own timestamp, and the marts over them computed again from their own SQL (once:
 temporary tables), so that daily_costs splits each root session's cost over the zone's days in
 whole nano-dollars, as the merge splits it over UTC days.
@@ -35,11 +35,17 @@ def local_date(column: str, zone: str) -> str:
 def use_zone(con, zone: str, marts=REPORT_MARTS) -> None:
     """Shadows, on `con`, the tables that `marts` and the report read, and the marts themselves,
     with their rows on the days of `zone`."""
+    use_local_tables(con, zone, marts)
+    create_block_views(con, list(marts), edit=lambda sql: _local_table(sql, zone))
+
+
+def use_local_tables(con, zone: str, marts=REPORT_MARTS) -> None:
+    """Only the tables of `use_zone`: views, cheap to make on each connection (the dashboard's
+    cursors, which share marts computed once: warehouse.serve.dashboard.zoned)."""
     read = set(REPORT_TABLES) | read_by(marts)
     for table in DATA_TABLES:
         if table.name in read:
             con.execute(f'CREATE OR REPLACE TEMP VIEW "{table.name}" AS {_local_rows(table, zone)}')
-    create_block_views(con, list(marts), edit=lambda sql: _local_table(sql, zone))
 
 
 def _local_table(statement: str, zone: str) -> str:

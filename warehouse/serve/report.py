@@ -403,10 +403,10 @@ def unknown_filters(con, filters: Filters, limit: int = 8) -> list[str]:
     return [s for s in said if s]
 
 
-def unknown_name(con, what: str, value: str, column: str, limit: int = 8) -> str | None:
-    """`value` of `sessions.<column>` (a project, agent or user) if the warehouse does not hold
+def unknown_name(con, what: str, value: str, column: str, limit: int = 8, table: str = "sessions") -> str | None:
+    """`value` of `<table>.<column>` (a project, agent or user) if the warehouse does not hold
     it, said with the close names it holds, else None."""
-    known = [r[0] for r in con.execute(f"SELECT DISTINCT {column} FROM sessions WHERE {column} IS NOT NULL "
+    known = [r[0] for r in con.execute(f"SELECT DISTINCT {column} FROM {table} WHERE {column} IS NOT NULL "
                                        f"ORDER BY 1").fetchall()]
     if value in known:
         return None

@@ -4,7 +4,7 @@ from pipelines.defs.lake.assets import LANDING
 from pipelines.defs.resources import AgentlakeResource
 from transforms.contract import ALL_TABLES
 from warehouse.catalog import checks as lakewide
-from warehouse.catalog import model_names
+from warehouse.catalog import model_names, search_index
 from warehouse.catalog.marts import MARTS, depends_on, mart_sql
 from warehouse.catalog.merge import duck_type
 from warehouse.catalog.checks import checked
@@ -62,13 +62,18 @@ MODEL_NAMES = dg.AssetSpec(
     automation_condition=EAGER, description=" ".join(model_names.__doc__.split("\n\n")[0].split()),
     metadata={"dagster/column_schema": dg.TableSchema(columns=[dg.TableColumn(c, t) for c, t in model_names.COLUMNS])})
 
+# the BM25 index of `agentlake search`, a DuckDB file beside the catalog that the merge keeps
+SEARCH_INDEX = dg.AssetSpec(
+    "search_index", deps=[dg.AssetKey([t]) for t in search_index.READS], group_name="search", kinds={"duckdb"},
+    automation_condition=EAGER, description=" ".join(search_index.__doc__.split("\n\n")[0].split()))
+
 
 @dg.multi_asset(
     specs=[dg.AssetSpec(key, deps=[LANDING], group_name="tables", kinds={"ducklake", "parquet"},
                         automation_condition=EAGER, description=t.doc,
                         metadata={"dagster/column_schema": column_schema(t)})
            for key, t in zip(TABLES, ALL_TABLES)]
-    + [MODEL_NAMES]
+    + [MODEL_NAMES, SEARCH_INDEX]
     # each its own description: without one, Dagster gives every spec the op's docstring; its
     # parents the tables and marts its SQL reads (its `-- reads:` line, blocks resolved)
     + [dg.AssetSpec(key, deps=[dg.AssetKey([d]) for d in depends_on(name)], group_name="marts",
@@ -112,6 +117,10 @@ def tables_and_marts(context: dg.AssetExecutionContext, agentlake: AgentlakeReso
                                   description=note, metadata={"orphans": str(found), "sources_checked": len(merged)})
     for name in (model_names.NAME, *MARTS):
         yield dg.MaterializeResult(asset_key=name, metadata={"rows": counts[name]})
+    index = result.search  # None: the merge changed no source, the index was current
+    yield dg.MaterializeResult(asset_key=SEARCH_INDEX.key, metadata={
+        "documents": index.documents if index else "unchanged", "rebuilt": bool(index and index.rebuilt),
+        "sources_read": index.sources_read if index else 0, "sources_removed": index.sources_removed if index else 0})
     yield budget_check_result(budgets, spend, unknown, layout.config_file, asset_key=BUDGET_CHECK.asset_key,
                               check_name=BUDGET_CHECK.name)
     if result.waiting:

@@ -117,13 +117,18 @@ def _with_data(template: dict, values: list[dict]) -> dict:
     return spec
 
 
+def period_title(period: str, zone: str) -> str:
+    """The time axis' title: whose days its dates are (`day (Europe/Berlin)`)."""
+    return f"week from Monday ({zone})" if period == "week" else f"{period} ({zone})"
+
+
 @lru_cache(maxsize=16)
-def _time_spec(period: str, series_title: str, width: int) -> dict:
+def _time_spec(period: str, series_title: str, width: int, zone: str) -> dict:
     fmt = "%b %d" if period != "month" else "%b %Y"
-    axis_title = "week from Monday (UTC)" if period == "week" else f"{period} (UTC)"
+    axis_title = period_title(period, zone)
     chart = alt.Chart(alt.Data(values=[])).mark_bar(stroke="white", strokeWidth=0.3).encode(
-        # the dates are UTC days: drawn and labelled in UTC, not in the server's time zone (a
-        # dashboard started west of UTC put each day's bar on the day before)
+        # the dates are days (UTC's, or the page's zone's): drawn as UTC dates, not in the server's
+        # time zone (a dashboard started west of UTC put each day's bar on the day before)
         x=alt.X("start:T", timeUnit="utcyearmonthdate", scale=alt.Scale(type="utc"), title=axis_title,
                 axis=alt.Axis(title=axis_title, format=fmt, labelOverlap=True, grid=False,
                               # months: a tick per month at most (a few months had a label per tick, all alike)
@@ -144,7 +149,7 @@ def _time_spec(period: str, series_title: str, width: int) -> dict:
 
 
 def cost_over_time(rows: list[tuple], period: str, series_title: str, order: list[str], width: int = 1150,
-                   budget: "BudgetLine | None" = None) -> str:
+                   budget: "BudgetLine | None" = None, zone: str = "UTC") -> str:
     """Stacked bars on a real time axis: rows (period_start, series, cost, href or None). `order` is the
     series, largest first, already cut to the top N plus "others ..." (drawn grey, on top). A
     `budget` draws its monthly line (for a chart of months: the caller's to say)."""
@@ -155,7 +160,7 @@ def cost_over_time(rows: list[tuple], period: str, series_title: str, order: lis
     colors = [OTHERS_COLOR if s.startswith("others (") else PALETTE[i % len(PALETTE)] for i, s in enumerate(order)]
     values = [{"start": _iso(r[0]), "end": _iso(period_end(r[0], period)), "series": r[1], "cost": float(r[2]),
                "rank": order.index(r[1]), "href": r[3]} for r in rows]
-    spec = _with_data(_time_spec(period, series_title, width), values)
+    spec = _with_data(_time_spec(period, series_title, width, zone), values)
     spec["encoding"]["color"].update(sort=order, scale={"domain": order, "range": colors})
     if budget is not None:
         spec = _with_budget(spec, budget, rows, period)
@@ -277,9 +282,10 @@ def _datetime(d: date) -> dict:
 
 
 @lru_cache(maxsize=32)
-def _trend_spec(period: str, value_title: str, axis_format: str, value_format: str, legend: bool, width: int) -> dict:
+def _trend_spec(period: str, value_title: str, axis_format: str, value_format: str, legend: bool, width: int,
+                zone: str) -> dict:
     fmt = "%b %d" if period != "month" else "%b %Y"
-    axis_title = "week from Monday (UTC)" if period == "week" else f"{period} (UTC)"
+    axis_title = period_title(period, zone)
     base = alt.Chart(alt.Data(values=[])).encode(
         x=alt.X("at:T", scale=alt.Scale(type="utc"), title=axis_title,
                 axis=alt.Axis(format=fmt, labelOverlap="greedy", labelSeparation=6, tickCount=6, grid=False)),
@@ -298,15 +304,16 @@ def _trend_spec(period: str, value_title: str, axis_format: str, value_format: s
 
 
 def trend(rows: list[tuple], period: str, first: date, last: date, series: list[tuple[str, str]], value_title: str,
-          axis_format: str, value_format: str, width: int = 400) -> str:
-    """Lines with a point per period on a UTC time axis from `first` to `last` (period starts):
+          axis_format: str, value_format: str, width: int = 400, zone: str = "UTC") -> str:
+    """Lines with a point per period on a time axis of `zone`'s days from `first` to `last` (period starts):
     rows (period_start, series, value or None), `series` (name, colour) in the legend's order. A
     None is a period with nothing recorded: no point, and the line broken there (never a 0)."""
     if not any(r[2] is not None for r in rows):
         return _empty(width)
     values = [{"at": (_midpoint(r[0], period)), "from": period_label(r[0], period), "series": r[1],
                "value": None if r[2] is None else float(r[2])} for r in rows]
-    spec = _with_data(_trend_spec(period, value_title, axis_format, value_format, len(series) > 1, width), values)
+    spec = _with_data(_trend_spec(period, value_title, axis_format, value_format, len(series) > 1, width, zone),
+                      values)
     domain = [_datetime(first), _datetime(period_end(last, period))]
     for layer in spec["layer"]:
         layer["encoding"]["x"]["scale"]["domain"] = domain

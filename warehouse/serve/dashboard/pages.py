@@ -18,10 +18,12 @@ from urllib.parse import parse_qs, urlencode
 import duckdb
 
 from warehouse.lake.ducklake import CATALOG, sql_string
+from warehouse.lake.zones import UTC, BadZone, check_zone, today_in
 from warehouse.land.demo_home import is_demos
 from warehouse.serve import budgets as budgeting
 from warehouse.serve.dashboard import charts
 from warehouse.serve.labels import MODEL_COLUMNS, label, model_label, model_sql, models_label
+from warehouse.serve.local_days import local_date
 from warehouse.serve.report import Filters, cost_and_sessions, session_key, sorted_list
 
 DEFAULT_TOP = 15
@@ -31,8 +33,13 @@ INSIGHTS = ("insight_duplicate_reads", "insight_unused_reads", "insight_read_edi
 INSIGHT_ROWS = 5  # findings per insight on the overview; its own page shows more
 TEXT_LIMIT = 4000  # characters of one part shown in a transcript; the rest is counted, not shown
 PARTS_LIMIT = 2000  # parts of one transcript page
-# a mart read as if it had a `date` column, so the same Filters apply to every table
-SESSIONS = "(SELECT *, CAST(started_at AS DATE) AS date FROM session_summary)"
+
+
+def sessions(filters: Filters) -> str:
+    """session_summary read as if it had a `date` column (the day it started, in the filters'
+    zone), so the same Filters apply to every table."""
+    return f"(SELECT *, {local_date('started_at', filters.zone)} AS date FROM session_summary)"
+
 # tool_usage has no user or machine: filtered by either, the tool calls are counted from
 # tool_calls as tool_usage counts them
 TOOL_CALLS = ('(SELECT date, provider, project, "user", machine, tool_name, tool_category, COUNT(*) AS calls, '
@@ -58,13 +65,14 @@ class Request:
     path: str = "/"
     budgets: tuple = ()  # config.toml's [[budgets]] (warehouse.lake.config.Budget), given to the server
     config_file: str | None = None  # where they are set, for the line saying how to set one
+    tz: str | None = None  # the zone the page names (`tz=`), kept by its links; filters.zone: the one used
 
     def link(self, path: str, **extra) -> str:
         """A link to `path` that keeps the valid filters (and `top`, the grain and the sorts), with `extra` on top."""
         f = self.filters
         keep = {"since": f.since, "until": f.until, "project": f.project, "agent": f.provider, "user": f.user,
                 "machine": f.machine, "top": None if self.top == DEFAULT_TOP else self.top, "grain": self.grain,
-                "sort": sort_values(self.sorts)}
+                "sort": sort_values(self.sorts), "tz": self.tz}
         keep.update(extra)
         query = urlencode({k: v for k, v in keep.items() if v is not None and v != "" and v != []}, doseq=True)
         return path + (f"?{query}" if query else "")
@@ -91,7 +99,8 @@ GRAINS = ("day", "week", "month")
 TABLES = ("projects", "users", "sessions") + INSIGHTS
 
 
-FILTERS = ("since", "until", "project", "agent", "top", "user", "machine", "grain")  # the form's fields
+# the form's fields
+FILTERS = ("since", "until", "project", "agent", "top", "user", "machine", "grain", "tz")
 # what else a page reads: `provider` is the agent filter's older name (links and bookmarks made
 # before it was `agent`); `sort` a table's order (a column header's link); `token` is the dashboard's own (warehouse.serve.dashboard.server). On a
 # session's page `machine` is the session's own (a store ingested on two machines), not a filter.
@@ -100,11 +109,19 @@ OTHER_PARAMS = ("provider", "token", "sort")
 
 
 def parse_request(query: str, projects: list[str], providers: list[str], path: str = "/",
-                  users: list[str] = (), machines: list[str] = ()) -> Request:
+                  users: list[str] = (), machines: list[str] = (), zone: str = UTC) -> Request:
     """The query string, validated: a bad date, an unknown project, agent, user or machine, a bad
-    `top` or a parameter the page does not read is left out of the filters and named in `errors`."""
+    `top`, a bad time zone (`tz`; else `zone`, the server's) or a parameter the page does not read
+    is left out of the filters and named in `errors`."""
     params = {k: v[-1].strip() for k, v in parse_qs(query, keep_blank_values=True).items()}
     errors, days = [], {}
+    tz = params.get("tz") or None
+    if tz is not None:
+        try:
+            zone = check_zone(tz, "tz")
+        except BadZone as exc:
+            errors.append(f"{exc}; {zone} days used")
+            tz = None
     known = FILTERS + PAGE_PARAMS.get(path, ()) + OTHER_PARAMS
     for key in params:
         if key not in known:
@@ -148,9 +165,9 @@ def parse_request(query: str, projects: list[str], providers: list[str], path: s
         errors.append(f"grain: {grain!r} is not one of {', '.join(GRAINS)}; the bars follow the span")
         grain = None
     filters = Filters(days.get("since"), days.get("until"), chosen.get("project"), chosen.get("agent"),
-                      chosen.get("user"), chosen.get("machine"))
+                      chosen.get("user"), chosen.get("machine"), zone)
     return Request(filters, top, params, errors, {"user": list(users), "machine": list(machines)}, grain,
-                   parse_sorts(parse_qs(query, keep_blank_values=True).get("sort", []), errors), path)
+                   parse_sorts(parse_qs(query, keep_blank_values=True).get("sort", []), errors), path, tz=tz)
 
 
 def parse_sorts(values: list[str], errors: list[str]) -> dict:
@@ -360,14 +377,23 @@ def takeaway(req: Request, name: str, rows: int) -> str:
             f"CSV of all {rows:,} row{'s' if rows != 1 else ''}</a></p>")
 
 
-def today() -> date:
-    """Today's UTC date: the presets' windows end on it."""
-    return datetime.now(timezone.utc).date()
+def today(zone: str = UTC) -> date:
+    """Today's date in `zone`: the presets' windows end on it."""
+    return today_in(zone)
+
+
+def page_zone(query: str, zone: str) -> str:
+    """The zone a page's query names (`tz=`) when it is one, else `zone`: whose today it is."""
+    named = (parse_qs(query).get("tz") or [""])[-1].strip()
+    try:
+        return check_zone(named) if named else zone
+    except BadZone:
+        return zone
 
 
 def presets(req: Request) -> str:
-    """Links that set since and until to a window ending today (UTC), the one shown marked."""
-    now = today()
+    """Links that set since and until to a window ending today (in the page's zone), the one shown marked."""
+    now = today(req.filters.zone)
     windows = [(f"last {n} days", now - timedelta(days=n - 1), now) for n in (7, 30, 90)]
     windows += [("this month", now.replace(day=1), now), ("all days", None, None)]
     out = []
@@ -376,7 +402,8 @@ def presets(req: Request) -> str:
             out.append(f'<b aria-current="true">{_e(label)}</b>')
         else:
             out.append(f'<a href="{_e(req.here(since=since or "", until=until or ""))}">{_e(label)}</a>')
-    return f'<p class="presets" id="presets">Window (UTC days, today is {now}): {" · ".join(out)}</p>'
+    return (f'<p class="presets" id="presets">Window ({_e(req.filters.zone)} days, today is {now}): '
+            f'{" · ".join(out)}</p>')
 
 
 def grain_links(req: Request) -> str:
@@ -400,7 +427,7 @@ def empty_window(con, req: Request) -> str:
                           + ([f"d <= DATE '{f.until.isoformat()}'"] if f.until else []))
     first, last, held = _query(con, f"SELECT MIN(d), MAX(d), COUNT(*) FILTER (WHERE {inside}) FROM "
                                     f"(SELECT date AS d FROM daily_costs {{w}} UNION ALL "
-                                    f"SELECT date AS d FROM {SESSIONS} {{w}})", replace(f, since=None, until=None))[0]
+                                    f"SELECT date AS d FROM {sessions(f)} {{w}})", replace(f, since=None, until=None))[0]
     if held:
         return ""
     window = f"{f.since or 'the first day'} – {f.until or 'the last day'}"
@@ -408,7 +435,7 @@ def empty_window(con, req: Request) -> str:
         said = f"No data in {window}, nor on any other day, for these filters."
     else:
         recent = req.here(since=last - timedelta(days=HEADLINE_DAYS - 1), until=last)
-        said = (f"No data in {_e(window)} (UTC days) for these filters: their data runs from {first} to {last}. "
+        said = (f"No data in {_e(window)} ({_e(f.zone)} days) for these filters: their data runs from {first} to {last}. "
                 f'Show <a href="{_e(recent)}">the {HEADLINE_DAYS} days to {last}</a> · '
                 f'<a href="{_e(req.here(since="", until=""))}">all days</a>.')
     return f'<p class="empty" id="empty-window">{said}</p>'
@@ -488,6 +515,8 @@ def filter_form(req: Request, projects: list[str], providers: list[str], action:
   <label>machine <select name="machine">{_options(req.people.get("machine", []), f.machine)}</select></label>
   <label>rows per ranking <input type="number" name="top" min="0" value="{req.top}" style="width:6em"></label>
   <label>bars per <select name="grain">{_options(list(GRAINS), req.grain).replace("(all)", "(by the span)")}</select></label>
+  <label>time zone <input type="text" name="tz" value="{shown('tz', req.tz)}" placeholder="{_e(f.zone)}"
+    style="width:10em"></label>
   {sorts}<button type="submit">apply</button>
 </form>"""
 
@@ -504,7 +533,7 @@ def _time_chart(con, req: Request, series: str, series_title: str, link,
     catalog lookup)."""
     days = _query(con, f"SELECT date, {series} AS s, SUM(cost_usd) FROM daily_costs {{w}} GROUP BY ALL", req.filters)
     if not days:
-        return charts.cost_over_time([], "day", series_title, []), "", None, ""
+        return charts.cost_over_time([], "day", series_title, [], zone=req.filters.zone), "", None, ""
     first, last = min(r[0] for r in days), max(r[0] for r in days)
     period = req.grain or charts.period_for(first, last)
     totals: dict[str, float | None] = {}
@@ -527,7 +556,8 @@ def _time_chart(con, req: Request, series: str, series_title: str, link,
     for d, _, c, _ in drawn:
         highest[d] = highest.get(d, 0.0) + c
     line, said = budget_line(req, statuses, period, max(highest.values(), default=0.0))
-    return charts.cost_over_time(drawn, period, series_title, order, budget=line), note, (period, first, last), said
+    chart = charts.cost_over_time(drawn, period, series_title, order, budget=line, zone=req.filters.zone)
+    return chart, note, (period, first, last), said
 
 
 def _ranking_chart(con, req: Request, sql: str, link, **kw) -> tuple[str, str]:
@@ -556,9 +586,9 @@ BUDGET_CLASS = {budgeting.OVER: "budget-over", budgeting.PROJECTED_OVER: "budget
 
 
 def this_months_budgets(con, req: Request) -> list:
-    """warehouse.serve.budgets' statuses of the server's budgets, this month to today (UTC):
+    """warehouse.serve.budgets' statuses of the server's budgets, this month to today (the page's zone):
     whatever the page's filters, as the report and the Dagster check say them."""
-    return budgeting.budget_statuses(con, req.budgets, today()) if req.budgets else []
+    return budgeting.budget_statuses(con, req.budgets, today(req.filters.zone)) if req.budgets else []
 
 
 def _amount(value) -> str:
@@ -642,8 +672,8 @@ def budgets_section(con, req: Request, statuses: list, projects: list[str], prov
              if s.unknown_cost_sessions or s.partial_cost_sessions]
     said = "".join(f'<p class="bad" id="budgets-unknown">{_e(n)}</p>' for n in
                    budgeting.unknown_scopes(con, req.budgets))
-    month, day = statuses[0].month, today()
-    return (f'<h2 id="budgets-title">Budgets, {month:%B %Y} to {day} (UTC)</h2>'
+    month, day = statuses[0].month, today(req.filters.zone)
+    return (f'<h2 id="budgets-title">Budgets, {month:%B %Y} to {day} ({_e(req.filters.zone)})</h2>'
             + (f'<p class="bad" id="budgets-warn">{_e("; ".join(warn))}</p>' if warn else "")
             + f'<table id="budgets"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
             + said
@@ -903,7 +933,7 @@ def trends(con, req: Request, span: tuple | None) -> str:
                    f"{share:.1%} of {total('input'):,} input tokens read from cache, of the requests that record one")
                   + _gaps(starts, [d for d in starts if not got(d, "input")], period, "no cache recorded"))
     draw = lambda rows, series, title, axis, value: charts.trend(rows, period, first, last, series, title,  # noqa: E731
-                                                                  axis, value)
+                                                                  axis, value, zone=req.filters.zone)
     return ('<div class="trends" id="trends">'
             + figure("tokens-over-time", "Tokens", draw(tokens, [("input (with cache)", charts.PALETTE[0]),
                                                                ("output", charts.PALETTE[1])], "tokens", "~s", ",d"),
@@ -991,7 +1021,7 @@ def ranking_rows(con, req: Request, name: str) -> tuple[list[str], list[tuple]]:
         WITH c AS (SELECT {key} AS k, SUM(cost_usd) AS cost, {sorted_list(column)} AS listed,
                           {sorted_list('cost_source')} AS sources FROM daily_costs {{w}} GROUP BY 1),
              s AS (SELECT {key} AS k, COUNT(*) AS sessions, SUM(messages) AS messages, SUM(tool_calls) AS calls,
-                          SUM(failed_tool_calls) AS failed, {sorted_list(column)} AS listed FROM {SESSIONS} {{w}}
+                          SUM(failed_tool_calls) AS failed, {sorted_list(column)} AS listed FROM {sessions(req.filters)} {{w}}
                    GROUP BY 1)
         SELECT k, COALESCE(c.listed, s.listed), COALESCE(sessions, 0), COALESCE(messages, 0), COALESCE(calls, 0),
                COALESCE(failed, 0), cost, sources
@@ -1030,7 +1060,7 @@ def session_rows(con, req: Request) -> tuple[list[str], list[tuple]]:
     rows = _query(con, f"""SELECT started_at, COALESCE(title, '(untitled)'), provider, duration_s, messages,
                                   tool_calls, failed_tool_calls, subagents, models, cost_usd, cost_source,
                                   source_id, session_id, machine
-                           FROM {SESSIONS} {{w}} ORDER BY cost_usd DESC NULLS LAST, started_at DESC""", req.filters)
+                           FROM {sessions(req.filters)} {{w}} ORDER BY cost_usd DESC NULLS LAST, started_at DESC""", req.filters)
     return list(SESSION_KEYS), sort_rows(req, "sessions", list(SESSION_KEYS), rows)
 
 
@@ -1110,6 +1140,8 @@ def session_page(con, req: Request) -> tuple[str, int]:
     # the messages' days bound what DuckLake reads (partitions by year and project, min/max `date`)
     first = started.date() if started else None
     last = ended.date() if ended else None
+    if first and last and req.filters.zone != UTC:  # the tables' dates are the zone's: a day either side
+        first, last = first - timedelta(days=1), last + timedelta(days=1)
     span = "AND date BETWEEN ? AND ? " if first and last and first <= last else ""
     bounds = [first, last] if span else []
     # machine too: a team lake may hold the same store path (so source id) from several machines

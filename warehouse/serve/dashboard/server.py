@@ -17,7 +17,9 @@ from contextlib import contextmanager
 from http.server import HTTPServer
 
 from warehouse.lake.ducklake import damage_hint, one_snapshot
+from warehouse.lake.zones import UTC
 from warehouse.serve.dashboard import pages as pages
+from warehouse.serve.dashboard.zoned import LocalMarts
 
 PATHS = ("/", "/index.html", "/project", "/session", "/insight", "/csv")
 
@@ -26,21 +28,24 @@ def _e(value) -> str:
     return html.escape("" if value is None else str(value))
 
 
-def render(con, path: str, query: str, budgets=(), config_file=None) -> tuple:
+def render(con, path: str, query: str, budgets=(), config_file=None, zone: str = UTC, local=None) -> tuple:
     """(HTML, status) of one page; a request with filter problems is answered 400, with the page.
     A CSV (`/csv`) is (text, status, its headers: its type and file name). `budgets`: config.toml's
     (`config_file`), shown against this month's spend. Every figure of a page is read in one read
     transaction, from one snapshot of the catalog: a merge committed meanwhile (a central catalog's)
     shows on the next page, never on half of this one; and DuckLake loads the snapshot once, not
-    for each of the page's queries."""
+    for each of the page's queries. `zone`: whose days the pages count, unless the page names its
+    own (`tz=`); `local` (zoned.LocalMarts) keeps a zone's marts for the connection's next pages."""
     with one_snapshot(con):
-        return _render(con, path, query, budgets, config_file)
+        return _render(con, path, query, budgets, config_file, zone, local)
 
 
-def _render(con, path: str, query: str, budgets, config_file) -> tuple:
+def _render(con, path: str, query: str, budgets, config_file, zone, local) -> tuple:
     rows = con.execute('SELECT DISTINCT project, provider, "user", machine FROM daily_costs').fetchall()
     projects, providers, users, machines = (sorted({r[i] for r in rows if r[i] is not None}) for i in range(4))
-    req = pages.parse_request(query, projects, providers, path, users, machines)
+    req = pages.parse_request(query, projects, providers, path, users, machines, zone)
+    if req.filters.zone != UTC:
+        (local or LocalMarts()).use(con, req.filters.zone)
     req.budgets, req.config_file = tuple(budgets), None if config_file is None else str(config_file)
     pages.check_sorts(con, req)
     if path == "/csv":
@@ -58,7 +63,12 @@ def _render(con, path: str, query: str, budgets, config_file) -> tuple:
 
 def catalog_identity(warehouse):
     """What changes when a merge publishes a new catalog (warehouse.lake.ducklake.publish renames a
-    new file over it: a new inode); None when there is no warehouse (yet)."""
+    new file over it: a new inode); None when there is no warehouse (yet), and for the team's
+    catalog in PostgreSQL, which each request attaches anew: its last commit, at once."""
+    from warehouse.lake.pg_catalog import is_postgres
+
+    if is_postgres(warehouse):
+        return None
     try:
         st = os.stat(warehouse)
     except OSError:
@@ -75,22 +85,28 @@ class Reader:
     def __init__(self, warehouse, data_path: str | None = None):
         self.warehouse, self.lock, self.identity, self.con = warehouse, threading.Lock(), None, None
         self.data_path = data_path  # the layout's, for a home moved or copied (warehouse.lake.ducklake.connect)
+        self.local = LocalMarts()  # the marts over other zones' days, of `con`'s snapshot
 
     def cursor(self):
+        return self.opened()[0]
+
+    def opened(self) -> tuple:
+        """(a cursor, the LocalMarts of its connection)."""
         from warehouse.lake.ducklake import CATALOG
         from warehouse.serve.read_only_sql import open_reader
 
         # `agentlake sql`'s connection: no file reachable but the tables', the configuration locked
         if os.name == "nt":  # Windows cannot rename a new catalog over a file held open: none kept
-            return open_reader(self.warehouse, self.data_path)
+            return open_reader(self.warehouse, self.data_path), LocalMarts()
         identity = catalog_identity(self.warehouse)
         with self.lock:
             if self.con is None or identity is None or identity != self.identity:
                 # the old connection is left to the requests still using it (their cursors keep it)
                 self.con, self.identity = open_reader(self.warehouse, self.data_path), identity
-            cur = self.con.cursor()
+                self.local = LocalMarts()
+            cur, local = self.con.cursor(), self.local
         cur.execute(f"USE {CATALOG}")
-        return cur
+        return cur, local
 
 
 class PageCache:
@@ -106,10 +122,10 @@ class PageCache:
         self.drawers = {}  # key -> [its lock, requests holding or waiting for it]
 
     @staticmethod
-    def key(warehouse, path: str, query: str):
+    def key(warehouse, path: str, query: str, zone: str = UTC):
         identity = catalog_identity(warehouse)  # None: no warehouse (yet), nothing to cache
-        # and the UTC day: the windows a click sets and this month's budgets end today
-        return None if identity is None else (*identity, pages.today(), path, query)
+        # and the page's day: the windows a click sets and this month's budgets end today
+        return None if identity is None else (*identity, pages.today(pages.page_zone(query, zone)), path, query)
 
     def get(self, key):
         if key is None:
@@ -284,9 +300,23 @@ def host_allowed(header: str | None, loopback: bool, allowed: frozenset[str]) ->
     return not loopback and ip is not None
 
 
+def new_token() -> str:
+    """A token to require when none is given (the dashboard beyond loopback, `agentlake mcp --http`)."""
+    import secrets
+
+    return secrets.token_urlsafe(24)
+
+
+def token_matches(given: str | None, expected: bytes) -> bool:
+    """Whether `given` is the token, compared in constant time (no timing tells its prefix)."""
+    import hmac
+
+    return given is not None and hmac.compare_digest(given.encode(), expected)
+
+
 def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: str | None = None,
                 allowed_hosts=(), log=None, data_path: str | None = None, workers: int = WORKERS, budgets=(),
-                config_file=None):
+                config_file=None, zone: str = UTC):
     """An HTTP server for the pages. Requests read the published catalog read-only through one
     connection per catalog file (`Reader`), and a page seen before is served again until a merge
     publishes a new catalog (`PageCache`): a rebuilt warehouse shows up on the next reload.
@@ -304,10 +334,9 @@ def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: 
 
     `budgets` (warehouse.lake.config.Budget, read from `config_file` by the caller: a bad file
     stops it at start, not a page) are shown on the overview and drawn on the monthly cost chart.
+    `zone` (an IANA name, checked by the caller): whose days the pages count unless one names its own.
     """
     import hashlib
-    import hmac
-    import secrets
     import sys
     from http.cookies import SimpleCookie
     from http.server import BaseHTTPRequestHandler
@@ -317,7 +346,7 @@ def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: 
     token = token if token is not None else (os.environ.get(TOKEN_ENV) or None)
     loopback = is_loopback(host)
     if not loopback and not token:
-        token = secrets.token_urlsafe(24)
+        token = new_token()
     allowed = {_host_name(h) for h in allowed_hosts} - {None}
     if not loopback:
         for name in (socket.gethostname(), socket.getfqdn()):
@@ -330,14 +359,15 @@ def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: 
     cookie_value = hashlib.sha256(b"agentlake-dashboard:" + expected).hexdigest() if expected else None
 
     def token_ok(given: str | None) -> bool:
-        return given is not None and hmac.compare_digest(given.encode(), expected)
+        return token_matches(given, expected)
 
     def cookie_ok(given: str | None) -> bool:
-        return given is not None and hmac.compare_digest(given.encode(), cookie_value.encode())
+        return token_matches(given, cookie_value.encode())
 
     cache, reader = PageCache(), Reader(warehouse, data_path)
     # given only when set: render(con, path, query) stays the whole call without them
-    settings = {k: v for k, v in (("budgets", tuple(budgets)), ("config_file", config_file)) if v}
+    settings = {k: v for k, v in (("budgets", tuple(budgets)), ("config_file", config_file), ("zone", zone))
+                if v}
 
     class Handler(BaseHTTPRequestHandler):
         timeout = IDLE_TIMEOUT  # a stalled connection frees its worker
@@ -395,14 +425,15 @@ def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: 
                 self.send_error(404)
                 return
             try:
-                key = PageCache.key(warehouse, url.path, url.query)
+                key = PageCache.key(warehouse, url.path, url.query, zone)
                 body, status, headers = cache.get(key) or (None, None, ())
                 if body is None:
                     with cache.drawing(key):
                         body, status, headers = cache.get(key) or (None, None, ())  # drawn by a request waited for
                         if body is None:
-                            with reader.cursor() as con:
-                                text, status, *more = render(con, url.path, url.query, **settings)
+                            con, local = reader.opened()
+                            with con:
+                                text, status, *more = render(con, url.path, url.query, local=local, **settings)
                             body, headers = text.encode(), tuple(more[0]) if more else ()
                             cache.put(key, (body, status, headers))
             except Exception as exc:  # shown to the user, not a stack trace in the terminal

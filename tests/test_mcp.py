@@ -1,0 +1,177 @@
+"""`agentlake mcp`, end to end: a real `python -m pipelines.cli mcp` process over stdio, driven by
+the MCP SDK's own client, on a demo home; each tool's answer checked against `agentlake report
+--format json` and `agentlake sql` run independently. One server process serves the module
+(starting Python and its imports costs seconds); the HTTP transport gets one of its own."""
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from anyio.from_thread import start_blocking_portal
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
+
+from tests.conftest import run_cli
+from tests.support_homes import Built, small_demo_home
+
+ROOT = Path(__file__).resolve().parents[1]
+KEY = "concat_ws('/', machine, \"user\", provider, source_id, session_id)"
+
+
+@dataclass
+class Served:
+    call: object  # call(tool, **arguments) -> (first line, rest, is_error)
+    built: Built
+
+
+def _user_env(tmp_path_factory, shared_duckdb_dir) -> dict:
+    """A HOME of its own (the machine's agents unread), with the suite's DuckDB extensions."""
+    home = tmp_path_factory.mktemp("mcp-user")
+    (home / ".duckdb").symlink_to(shared_duckdb_dir, target_is_directory=True)
+    return {"HOME": str(home), "AGENTLAKE_HOME": str(home / "agentlake"), "PYTHONPATH": str(ROOT)}
+
+
+@pytest.fixture(scope="module")
+def served(built_once, tmp_path_factory, shared_duckdb_dir):
+    built = small_demo_home(built_once)
+    assert built.code == 0, built.err
+    params = StdioServerParameters(command=sys.executable, cwd=ROOT,
+                                   args=["-m", "pipelines.cli", "mcp", "--home", str(built.home)],
+                                   env=_user_env(tmp_path_factory, shared_duckdb_dir))
+    with start_blocking_portal() as portal, portal.wrap_async_context_manager(Client(params)) as client:
+        def call(tool: str, **arguments):
+            result = portal.call(client.call_tool, tool, arguments)
+            text = result.content[0].text
+            first, _, rest = text.partition("\n")
+            return first, rest, result.is_error
+
+        yield Served(call, built)
+
+
+def _cli_json(built: Built, *args):
+    ran = run_cli(*args, "--home", built.home, "--format", "json")
+    assert ran.returncode == 0, ran.stderr
+    return ran.stdout.rstrip("\n")
+
+
+def test_usage_report_is_the_reports_json(served):
+    first, body, error = served.call("usage_report", by="agent", top=5)
+    assert not error and first.startswith("agentlake report --by agent --format json, UTC days; top 5 rows")
+    assert body == _cli_json(served.built, "report", "--by", "agent", "--top", "5")
+    filtered = served.call("usage_report", by="day", project="webshop", agent="claude", top=3)[1]
+    assert filtered == _cli_json(served.built, "report", "--by", "day", "--project", "webshop", "--agent", "claude",
+                                 "--top", "3")
+    first, body, error = served.call("usage_report", project="websop")
+    assert error and "no project 'websop'" in first and "webshop" in first
+
+
+def test_insights_are_the_reports(served):
+    first, body, error = served.call("insights", top=2)
+    assert not error and "report --insights" in first
+    assert body == _cli_json(served.built, "report", "--insights", "--top", "2")
+
+
+def test_run_sql_answers_as_agentlake_sql_and_states_its_bounds(served):
+    first, body, error = served.call("run_sql", query="SELECT provider, COUNT(*) AS n FROM sessions GROUP BY 1 ORDER BY 1")
+    expected = json.loads(_cli_json(served.built, "sql", "SELECT provider, COUNT(*) AS n FROM sessions GROUP BY 1 "
+                                                         "ORDER BY 1"))
+    assert not error and json.loads(body)["rows"] == [[r["provider"], r["n"]] for r in expected]
+    assert first.startswith(f"showing {len(expected)} of {len(expected)} rows")
+
+    first, body, _ = served.call("run_sql", query="SELECT range AS i FROM range(1234)", limit=50)
+    assert first.startswith("showing 50 of 1,234 rows (limit 50; at most 500)")
+    assert len(json.loads(body)["rows"]) == 50
+
+    first, body, _ = served.call("run_sql", query="SELECT repeat('x', 5000) AS long FROM range(30)")
+    rows = json.loads(body)["rows"]
+    assert "cut to stay under 20,000 characters" in first and f"showing {len(rows)} of 30 rows" in first
+    assert rows[0][0] == "x" * 2000 + "… [3,000 more characters]"
+    assert len(first) + len(body) < 20_000
+
+
+@pytest.mark.parametrize("query, refused", [
+    ("INSERT INTO sessions SELECT * FROM sessions", "INSERT statements are refused"),
+    ("COPY (SELECT * FROM sessions) TO '/tmp/agentlake-mcp-leak.csv'", "COPY statements are refused"),
+    ("ATTACH '/tmp/agentlake-mcp.duckdb' AS other", "ATTACH statements are refused"),
+    ("SELECT * FROM read_text('/etc/hostname')", "file system operations are disabled"),
+    ("SELECT 1; DROP TABLE sessions", "2 statements"),
+])
+def test_run_sql_refuses_what_agentlake_sql_refuses(served, query, refused):
+    first, _, error = served.call("run_sql", query=query)
+    assert error and refused in first
+    assert not Path("/tmp/agentlake-mcp-leak.csv").exists() and not Path("/tmp/agentlake-mcp.duckdb").exists()
+
+
+def test_open_session_shows_the_transcript(served):
+    row = json.loads(_cli_json(served.built, "sql", f"SELECT {KEY} AS k, session_id, (SELECT COUNT(*) FROM messages m "
+                                                    "WHERE m.source_id = s.source_id AND m.session_id = s.session_id) "
+                                                    "AS n, (SELECT text FROM parts p WHERE p.source_id = s.source_id "
+                                                    "AND p.session_id = s.session_id AND p.role = 'user' AND text "
+                                                    "IS NOT NULL ORDER BY created_at LIMIT 1) AS said FROM sessions s "
+                                                    "WHERE provider = 'claude' AND is_root"))[0]
+    first, body, error = served.call("open_session", session=row["k"])
+    assert not error and first.startswith(f"showing messages #0 to #{row['n'] - 1}: {row['n']} of {row['n']}")
+    assert f"session {row['k']}\n" in body and "agent: claude" in body and row["said"] in body
+    first, _, error = served.call("open_session", session=row["session_id"])  # the demo's agents share ids
+    assert error and "several sessions have the id" in first and row["k"] in first
+    first, _, _ = served.call("open_session", session=row["k"], offset=row["n"] - 1)
+    assert f"1 of {row['n']}, from offset {row['n'] - 1}" in first
+
+
+def test_a_search_hit_opens_its_session(served):
+    first, body, error = served.call("search_history", query="login", limit=3)
+    # the demo's Claude sub-agent looks for the login handler
+    assert not error and first.startswith("showing 3 hits"), first
+    best = json.loads(body)["rows"][0]
+    assert "**login**" in best[7]
+    assert not served.call("open_session", session=best[0])[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _post(url: str, token: str) -> int:
+    request = urllib.request.Request(url, method="POST", headers={
+        "Authorization": f"Bearer {token}", "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream"}, data=json.dumps({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "test", "version": "0"}}}).encode())
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_http_needs_its_token(served, tmp_path_factory, shared_duckdb_dir):
+    port = _free_port()
+    env = _user_env(tmp_path_factory, shared_duckdb_dir) | {"AGENTLAKE_MCP_TOKEN": "right-token", "PATH": "/usr/bin:/bin"}
+    server = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "mcp", "--http", "--port", str(port),
+                               "--home", str(served.built.home)], cwd=ROOT, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        url, deadline = f"http://127.0.0.1:{port}/mcp", time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, server.stderr.read()
+                time.sleep(0.1)
+        assert _post(url, "wrong-token") == 401
+        assert _post(url, "") == 401
+        assert _post(url, "right-token") == 200
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

@@ -1,0 +1,159 @@
+"""The team's DuckLake catalog in PostgreSQL (a real server, tests/support_postgres.py) with its
+tables on S3 (moto, tests/support_s3.py): two machines land, the center merges into the
+catalog, and readers attach it read-only with their own role, seeing each merge at once."""
+
+import json
+import sqlite3
+from contextlib import contextmanager
+
+import pytest
+
+from tests.support_postgres import READER, READER_PASSWORD, WRITER, WRITER_PASSWORD, Server, postgres  # noqa: F401
+from tests.support_s3 import BUCKET, run_cli_fresh, s3, s3_client, s3_server  # noqa: F401  (the moto fixtures)
+from tests.test_team import ingest_here, ok
+from transforms.synth.crush import generate_store
+
+
+def center(server: Server, s3env: dict, home, *args):
+    """The center's command: the writer role, its password from libpq's variable."""
+    env = {**s3env, **server.env(WRITER, WRITER_PASSWORD), "AGENTLAKE_HOME": str(home)}
+    return run_cli_fresh(*args, "--warehouse", server.warehouse(WRITER), env=env)
+
+
+def reader(server: Server, s3env: dict, home, *args, password=READER_PASSWORD):
+    """A reader's command: the read-only role, with no lake named (the catalog knows where its
+    tables are)."""
+    env = {**s3env, **server.env(READER, password), "AGENTLAKE_HOME": str(home)}
+    return run_cli_fresh(*args, "--warehouse", server.warehouse(READER), env=env)
+
+
+@contextmanager
+def as_reader(server: Server):
+    """This process with the reader role's libpq variables, for the calls made in it."""
+    with pytest.MonkeyPatch.context() as env:
+        for key, value in server.env(READER, READER_PASSWORD).items():
+            env.setenv(key, value)
+        yield
+
+
+def sql(server, s3env, home, query):
+    ran = reader(server, s3env, home, "sql", "--format", "json", query)
+    assert ok(ran)
+    return json.loads(ran.stdout)
+
+
+def test_the_center_merges_into_postgres_and_readers_see_each_merge_at_once(postgres, s3, tmp_path):  # noqa: F811
+    lake = f"s3://{BUCKET}/pg-team"
+    a = generate_store(tmp_path / "a" / "crush", projects=1, sessions_per_project=4, seed=11)
+    b = generate_store(tmp_path / "b" / "crush", projects=2, sessions_per_project=3, seed=12)
+    assert ok(ingest_here(tmp_path / "a" / "home", lake, "ana-laptop", "ana", a.global_dir, s3))
+    # ben reads the team's catalog too (config.toml): his ingest lands, and needs no database
+    (tmp_path / "b" / "home").mkdir(parents=True)
+    (tmp_path / "b" / "home" / "config.toml").write_text(f'warehouse = "{postgres.warehouse(READER)}"\n')
+    assert ok(ingest_here(tmp_path / "b" / "home", lake, "ben-desktop", "ben", b.global_dir, s3))
+
+    assert ok(center(postgres, s3, tmp_path / "center", "merge", "--lake", lake))
+    # the tables' files are in the lake, beside the landing files: nothing on the center's disk
+    keys = [o["Key"] for o in s3_client(s3).list_objects_v2(Bucket=BUCKET, Prefix="pg-team/main/")["Contents"]]
+    assert keys and all(k.endswith(".parquet") for k in keys)
+    assert not list((tmp_path / "center").glob("*.ducklake"))
+
+    home = tmp_path / "reader"  # a reader's home holds no warehouse and merges nothing
+    rows = sql(postgres, s3, home, "SELECT machine, COUNT(*) AS n, SUM(cost_usd) FILTER (WHERE is_root) AS cost "
+                                   "FROM sessions GROUP BY 1 ORDER BY 1")
+    assert [(r["machine"], r["n"]) for r in rows] == [("ana-laptop", a.sessions), ("ben-desktop", b.sessions)]
+    assert sum(float(r["cost"]) for r in rows) == pytest.approx(a.root_cost + b.root_cost, abs=1e-9)
+    assert sql(postgres, s3, home, "SELECT COUNT(*) AS n FROM messages") == [{"n": a.messages + b.messages}]
+    report = reader(postgres, s3, home, "report", "--format", "json")
+    assert ok(report)
+    totals = json.loads(report.stdout)["totals"][0]
+    assert float(totals["cost_usd"]) == pytest.approx(a.root_cost + b.root_cost, abs=1e-9)
+    assert not list(home.glob("**/*.ducklake"))
+
+    refused = reader(postgres, s3, home, "sql", "DELETE FROM sessions")
+    assert refused.returncode == 2 and "DELETE statements are refused" in refused.stderr
+    # below agentlake's own guard, the role and the read-only attach refuse too
+    from warehouse.lake.ducklake import connect
+    from warehouse.lake.pg_catalog import PostgresCatalog
+
+    with as_reader(postgres):
+        with connect(PostgresCatalog.parse(postgres.warehouse(READER))) as con:
+            with pytest.raises(Exception, match="read-only"):
+                con.execute("DELETE FROM sessions")
+
+    # machine A's agent ends a session: the next merge takes A's changed source only
+    with sqlite3.connect(a.dbs[0].path) as db:
+        db.execute("PRAGMA foreign_keys = ON")
+        (gone,) = db.execute("SELECT id FROM sessions WHERE parent_session_id IS NULL LIMIT 1").fetchone()
+        db.execute("DELETE FROM sessions WHERE id = ?", (gone,))
+        db.execute("UPDATE sessions SET cost = cost + 1.5 WHERE id = "
+                   "(SELECT id FROM sessions WHERE parent_session_id IS NULL LIMIT 1)")
+    assert ok(ingest_here(tmp_path / "a" / "home", lake, "ana-laptop", "ana", a.global_dir, s3))
+    again = center(postgres, s3, tmp_path / "center", "merge", "--lake", lake)
+    assert ok(again) and "1 source" in again.stdout + again.stderr, again.stdout + again.stderr
+    after = sql(postgres, s3, home, "SELECT SUM(cost_usd) FILTER (WHERE is_root) AS cost FROM sessions")
+    assert float(after[0]["cost"]) == pytest.approx(a.root_cost + b.root_cost + 1.5, abs=1e-9)
+    assert sql(postgres, s3, home, "SELECT COUNT(*) AS n FROM sessions WHERE session_id = "
+                                   f"'{gone}'") == [{"n": 1}]  # history kept, as in a file catalog
+    with as_reader(postgres):
+        assert _through_sqlalchemy(postgres.warehouse(READER)) == a.sessions + b.sessions
+        assert _through_the_dashboard(postgres.warehouse(READER)) == a.sessions + b.sessions
+
+
+def _through_sqlalchemy(setting: str) -> int:
+    """docs/BI.md's duckdb-engine connection, as written there."""
+    from sqlalchemy import create_engine, event, text
+    from sqlalchemy.pool import NullPool
+
+    from warehouse.lake.ducklake import load_packaged
+    from warehouse.lake.pg_catalog import s3_secret_sql
+
+    engine = create_engine("duckdb:///:memory:", poolclass=NullPool)
+
+    @event.listens_for(engine, "connect")
+    def attach(dbapi_con, _):
+        for name in ("ducklake", "postgres_scanner", "httpfs"):
+            load_packaged(dbapi_con, name)
+        dbapi_con.execute(s3_secret_sql())
+        dbapi_con.execute(f"ATTACH 'ducklake:{setting}' AS lake (READ_ONLY)")
+        dbapi_con.execute("USE lake")
+
+    with engine.connect() as con:
+        return con.execute(text("SELECT COUNT(*) FROM sessions")).scalar()
+
+
+def _through_the_dashboard(setting: str) -> int:
+    from warehouse.lake.pg_catalog import PostgresCatalog
+    from warehouse.serve.dashboard.server import Reader
+
+    return Reader(PostgresCatalog.parse(setting)).cursor().execute("SELECT COUNT(*) FROM sessions").fetchone()[0]
+
+
+@pytest.mark.parametrize("case", ["wrong password", "no server"])
+def test_a_catalog_that_cannot_be_opened_is_one_clear_error(postgres, s3, tmp_path, case):  # noqa: F811
+    server = postgres if case == "wrong password" else Server("127.0.0.1", 9)  # nothing listens on port 9
+    ran = reader(server, s3, tmp_path / "reader", "sql", "SELECT 1", password="not-the-password")
+    assert ran.returncode == 1
+    assert ran.stderr.startswith(f"error: cannot open the PostgreSQL catalog at 127.0.0.1:{server.port}")
+    assert "Traceback" not in ran.stderr and "not-the-password" not in ran.stderr + ran.stdout
+    assert ("password authentication failed" if case == "wrong password" else "refused") in ran.stderr
+
+
+@pytest.mark.parametrize("setting", ["postgres:dbname=agentlake host=db password=hunter2",
+                                     "postgresql://center:hunter2@db/agentlake",
+                                     "postgresql://center@db/agentlake?password=hunter2"])
+def test_a_password_in_the_setting_is_refused_unprinted(tmp_path, setting):
+    ran = run_cli_fresh("sql", "--warehouse", setting, "SELECT 1", env={"AGENTLAKE_HOME": str(tmp_path)})
+    assert ran.returncode == 1 and "$PGPASSWORD" in ran.stderr and "hunter2" not in ran.stderr + ran.stdout
+
+
+def test_the_setting_is_duckdbs_spelling_and_names_its_server():
+    from warehouse.lake.config import load_layout
+
+    layout = load_layout("/tmp/home", "s3://team/lake?endpoint_override=127.0.0.1:9000",
+                         "postgres:dbname=agentlake host=db.internal port=6432 user=reader")
+    assert layout.warehouse.attach_target == "ducklake:postgres:dbname=agentlake host=db.internal port=6432 user=reader"
+    assert layout.warehouse.host == "db.internal:6432"
+    assert layout.tables_path == "s3://team/lake/"  # the lake's own storage, the endpoint the connection's
+    uri = load_layout("/tmp/home", None, "postgresql://reader@db.internal:6432/agentlake").warehouse
+    assert (str(uri), uri.host) == ("postgresql://reader@db.internal:6432/agentlake", "db.internal:6432")

@@ -1,0 +1,306 @@
+"""The search index behind `agentlake search`: BM25 over messages and tool calls (DuckDB's `fts`).
+
+fts keeps its index as tables and macros in a schema of the indexed table's database, and a
+DuckLake catalog refuses them (its commit fails on the macros' NULL-typed columns), so the index
+is a DuckDB file of its own beside the catalog, `<stem>.search.duckdb` (`search_path`). It holds:
+
+- `docs`: one row per searchable document with the keys of its session (provider, machine,
+  user, source_id, session_id), its project, day and time, role, kind and tool, and its text:
+  a message's text, reasoning and bang-mode shell commands and output (its tool calls are
+  documents of their own); a tool call's name, command or input, file path and result. A body is
+  cut at BODY_CHARS (a file read back whole would outweigh every other word of its session).
+- `indexed`: per source (machine/user/provider/source_id), the signature of the landing files
+  its documents were read from, as the catalog's `_agentlake_merged` records them.
+- fts's schema `fts_main_docs`: the BM25 index over `docs.body` (Porter stems, English stop
+  words, letters and digits; accents folded, case ignored).
+
+The merge keeps it current (`warehouse.catalog.build.refresh`), on a copy of the file renamed over
+it (a reader opens the old index or the new one, whole, and never meets the writer's lock). Only
+the sources whose landing files changed, or that are gone, are read again: their documents are
+deleted and read anew, and fts's own tables are updated for those documents alone as
+`create_fts_index` would have built them (`_unindex_deleted`, `_index_new`, `_recount`), so fts's
+`match_bm25` scores as over a new index. The index is built whole, in a new file, when there is
+none, for `merge --full`, for another FORMAT, when it is small (WHOLE_BELOW) or when the changed
+sources held more than WHOLE_SHARE of it (docs/BENCHMARKS.md, "Search"). `indexed` tells a
+merge with nothing new to index from one with. The tables hold what was landed, so in team mode
+the index holds the redacted text only.
+"""
+
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from warehouse.lake import ducklake
+from warehouse.lake.locks import held
+from warehouse.catalog.merge import MERGED
+
+FORMAT = "1"  # what `meta.format` records: another value is rebuilt whole
+BODY_CHARS = 20_000
+# the tables a document is read from: a source whose files of these changed is read again
+READS = ("messages", "parts", "tool_calls")
+# fts's tokenizer: what is not a letter or a digit splits words (its default drops digits too)
+IGNORE = r"[^a-z0-9]+"
+SOURCE_KEY = "concat_ws('/', machine, \"user\", provider, source_id)"
+STEMMER = "porter"
+FTS = "search.fts_main_docs"  # fts's tables and macros, in the index file attached as `search`
+# when the changed and removed sources held more than this share of the documents, the index is
+# built whole, in a new file: updating fts's tables cost as much from there (docs/BENCHMARKS.md)
+WHOLE_SHARE = 1 / 2
+# an index of fewer documents is built whole: the update's own statements cost more than that
+WHOLE_BELOW = 1_000
+
+
+def search_path(catalog: Path) -> Path:
+    """The index's file: `<home>/warehouse.search.duckdb` for `<home>/warehouse.ducklake`."""
+    catalog = Path(catalog)
+    return catalog.with_name(catalog.stem + ".search.duckdb")
+
+
+def due_marker(catalog: Path) -> Path:
+    """Present while a merge's index update is owed: one cut off is done by the next merge."""
+    return search_path(catalog).with_name("." + search_path(catalog).name + ".due")
+
+
+@dataclass
+class IndexResult:
+    documents: int = 0  # documents in the index now
+    sources_read: int = 0  # sources whose documents were read from the tables again
+    sources_removed: int = 0
+    rebuilt: bool = False  # built whole (False: updated for the changed sources, or nothing had changed)
+    seconds: float = 0.0
+
+
+def open_fts(path: Path, read_only: bool = True):
+    """A connection to an index file with fts loaded (offline, its binary checked)."""
+    own = ducklake.pinned_binary("fts")
+    con = duckdb.connect(str(path), read_only=read_only,
+                         config={"allow_unsigned_extensions": "true"} if own else {})
+    try:
+        ducklake.load_packaged(con, "fts", own)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def update(catalog: Path, data_path: str | None = None, *, full: bool = False) -> IndexResult:
+    """Bring the index of `catalog` up to date with its published tables (see the module);
+    `full`: every source read again (`agentlake merge --full`)."""
+    start = time.perf_counter()
+    target = search_path(catalog)
+    with held(target.with_name("." + target.name + ".lock")):
+        result = _update(Path(catalog), target, data_path, full)
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _update(catalog: Path, target: Path, data_path: str | None, full: bool) -> IndexResult:
+    result = IndexResult()
+    with ducklake.connect(catalog, data_path, ours=True) as lake:
+        # by its path only where the connection allows that (the pinned ducklake: ducklake._opened)
+        ducklake.load_packaged(lake, "fts", ducklake.pinned_binary("fts") if ducklake.pinned_binary() else None)
+        now = _signatures(lake)
+        old = {} if full else _indexed(target)
+        changed = {k for k, sig in now.items() if old.get(k) != sig}
+        gone = set(old) - set(now)
+        if not changed and not gone and target.exists():
+            result.documents = _count(target)
+            return result
+        result.sources_read, result.sources_removed = len(changed), len(gone)
+        # the update is written to a copy renamed over the index: a reader opens the old index or
+        # the new one, whole, and never waits on the writer's lock of the file
+        result.rebuilt = not old or _worth_building_whole(target, changed | gone)
+        work = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        work.unlink(missing_ok=True)
+        try:
+            if not result.rebuilt:
+                shutil.copyfile(target, work)
+            lake.execute(f"ATTACH {ducklake.sql_string(work)} AS search")
+            if result.rebuilt:
+                _build_whole(lake, now)
+            else:
+                _update_sources(lake, changed, gone)
+            lake.execute("DELETE FROM search.indexed")
+            lake.execute("INSERT INTO search.indexed SELECT unnest(?), unnest(?)", [list(now), list(now.values())])
+            result.documents = _documents(lake)
+            lake.execute("DETACH search")  # checkpointed: the file is whole on its own
+            os.replace(work, target)
+        finally:
+            work.unlink(missing_ok=True)
+    return result
+
+
+def _build_whole(lake, now: dict[str, str]) -> None:
+    """Every source's documents read into a new file, and fts's index built over them."""
+    _prepare(lake)
+    _insert_sources(lake, set(now))
+    _create_fts(lake)
+
+
+def _update_sources(lake, changed: set[str], gone: set[str]) -> None:
+    """In a copy of the index: the documents of `changed` and `gone` taken out, those of `changed`
+    read again, and fts's tables updated for those documents only."""
+    (last,) = lake.execute("SELECT COALESCE(MAX(doc_id), 0) FROM search.docs").fetchone()
+    _delete_sources(lake, changed | gone)
+    # numbered after every doc_id fts holds: a new document never takes a deleted one's
+    _insert_sources(lake, changed, after=last)
+    _unindex_deleted(lake)
+    _index_new(lake)
+    _recount(lake)
+
+
+def _worth_building_whole(target: Path, sources: set[str]) -> bool:
+    """The index is small (WHOLE_BELOW), or `sources` held more than WHOLE_SHARE of its documents."""
+    with duckdb.connect(str(target), read_only=True) as con:
+        documents, replaced = con.execute("SELECT COUNT(*), COUNT(*) FILTER (WHERE source IN (SELECT unnest(?))) "
+                                          "FROM docs", [sorted(sources)]).fetchone()
+    return documents < WHOLE_BELOW or replaced > WHOLE_SHARE * documents
+
+
+def _documents(lake) -> int:
+    return lake.execute("SELECT COUNT(*) FROM search.docs").fetchone()[0]
+
+
+def _create_fts(lake) -> None:
+    lake.execute("USE search")
+    try:
+        lake.execute(f"PRAGMA create_fts_index('docs', 'doc_id', 'body', stemmer = '{STEMMER}', "
+                     f"stopwords = 'english', ignore = {ducklake.sql_string(IGNORE)}, strip_accents = 1, "
+                     f"lower = 1, overwrite = 1)")
+    finally:
+        lake.execute(f"USE {ducklake.CATALOG}")
+
+
+def _signatures(lake) -> dict[str, str]:
+    """Per source, its landing files of READS with their versions, as the catalog merged them."""
+    files = " OR ".join(f"path LIKE '%/{t}.parquet'" for t in READS)
+    rows = lake.execute(
+        f"SELECT regexp_extract(path, '^_landing/(.*)/[^/]+$', 1) AS source, "
+        f"string_agg(regexp_extract(path, '[^/]+$') || '=' || version, ',' ORDER BY path) "
+        f"FROM {MERGED} WHERE ({files}) AND path NOT LIKE '%/_runs/%' GROUP BY ALL").fetchall()
+    return dict(rows)
+
+
+def _indexed(target: Path) -> dict[str, str]:
+    """What the index was read from; empty for no index, or one of another format (rebuilt whole)."""
+    if not target.exists():
+        return {}
+    try:
+        with duckdb.connect(str(target), read_only=True) as con:
+            if con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() != (FORMAT,):
+                return {}
+            return dict(con.execute("SELECT source, signature FROM indexed").fetchall())
+    except duckdb.Error:  # damaged or cut short: made again
+        return {}
+
+
+def _count(target: Path) -> int:
+    with duckdb.connect(str(target), read_only=True) as con:
+        return con.execute("SELECT COUNT(*) FROM docs").fetchone()[0]
+
+
+def _prepare(lake) -> None:
+    lake.execute(f"""CREATE TABLE search.docs (
+        doc_id BIGINT, source VARCHAR, kind VARCHAR, provider VARCHAR, machine VARCHAR, "user" VARCHAR,
+        source_id VARCHAR, session_id VARCHAR, message_id VARCHAR, tool_call_id VARCHAR, project VARCHAR,
+        "date" DATE, "at" TIMESTAMP, role VARCHAR, tool_name VARCHAR, tool_category VARCHAR, file_path VARCHAR,
+        body VARCHAR)""")
+    lake.execute("CREATE TABLE search.indexed (source VARCHAR, signature VARCHAR)")
+    lake.execute("CREATE TABLE search.meta (key VARCHAR, value VARCHAR)")
+    lake.execute("INSERT INTO search.meta VALUES ('format', ?)", [FORMAT])
+
+
+def _pick_sources(lake, sources: set[str]) -> None:
+    lake.execute("CREATE OR REPLACE TEMP TABLE search_keys (source VARCHAR)")
+    lake.execute("INSERT INTO search_keys SELECT unnest(?)", [sorted(sources)])
+
+
+def _delete_sources(lake, sources: set[str]) -> None:
+    _pick_sources(lake, sources)
+    lake.execute("DELETE FROM search.docs WHERE source IN (SELECT source FROM search_keys)")
+
+
+def _insert_sources(lake, sources: set[str], after: int = 0) -> None:
+    """The documents of `sources` read from the tables, numbered from `after` + 1."""
+    _pick_sources(lake, sources)
+    # their source_ids as constants too: a filter the scan can prune the tables' files by
+    ids = ", ".join(ducklake.sql_string(key.rsplit("/", 1)[-1]) for key in sorted(sources)) or "NULL"
+    lake.execute(f"INSERT INTO search.docs SELECT {after} + row_number() OVER () AS doc_id, * "
+                 f"FROM ({_DOCS.replace('{ids}', ids)})")
+
+
+# fts's index over search.docs: `docs` (docid, name: our doc_id, len: terms kept), `terms` (one row
+# per term kept of a document), `dict` (termid, term, df: documents holding it), `stats`
+# (num_docs, avgdl). match_bm25 reads those only, so updating them as create_fts_index would have
+# built them scores as a new index does. A term kept: a word of fts's `tokenize` macro, not empty,
+# not a stop word, stemmed (fts 1.5.5's create_fts_index).
+def _unindex_deleted(lake) -> None:
+    """fts's rows of the documents no longer in search.docs removed, their terms' df lowered."""
+    lake.execute(f"""CREATE OR REPLACE TEMP TABLE fts_deleted AS
+        SELECT docid FROM {FTS}.docs WHERE name NOT IN (SELECT doc_id FROM search.docs)""")
+    lake.execute(f"""UPDATE {FTS}.dict SET df = df - held.documents
+        FROM (SELECT termid, COUNT(DISTINCT docid) AS documents FROM {FTS}.terms
+              WHERE docid IN (SELECT docid FROM fts_deleted) GROUP BY termid) AS held
+        WHERE dict.termid = held.termid""")
+    lake.execute(f"DELETE FROM {FTS}.terms WHERE docid IN (SELECT docid FROM fts_deleted)")
+    lake.execute(f"DELETE FROM {FTS}.docs WHERE docid IN (SELECT docid FROM fts_deleted)")
+    lake.execute(f"DELETE FROM {FTS}.dict WHERE df = 0")  # as a new index, which has no such term
+
+
+def _index_new(lake) -> None:
+    """The documents of search.docs that fts does not hold yet tokenized and added to its tables."""
+    lake.execute(f"""CREATE OR REPLACE TEMP TABLE fts_new_docs AS
+        SELECT (SELECT COALESCE(MAX(docid) + 1, 0) FROM {FTS}.docs) + row_number() OVER (ORDER BY doc_id) - 1
+               AS docid, doc_id AS name, body
+        FROM search.docs WHERE doc_id NOT IN (SELECT name FROM {FTS}.docs)""")
+    lake.execute(f"""CREATE OR REPLACE TEMP TABLE fts_new_terms AS
+        WITH words AS (SELECT docid, unnest({FTS}.tokenize(body)) AS w FROM fts_new_docs)
+        SELECT docid, stem(w, '{STEMMER}') AS term FROM words
+        WHERE w IS NOT NULL AND w <> '' AND w NOT IN (SELECT sw FROM {FTS}.stopwords)""")
+    lake.execute(f"""INSERT INTO {FTS}.docs (docid, name, len)
+        SELECT d.docid, d.name, COALESCE(n.len, 0) FROM fts_new_docs AS d
+        LEFT JOIN (SELECT docid, COUNT(*) AS len FROM fts_new_terms GROUP BY docid) AS n USING (docid)""")
+    lake.execute(f"""INSERT INTO {FTS}.dict (termid, term, df)
+        SELECT (SELECT COALESCE(MAX(termid) + 1, 0) FROM {FTS}.dict) + row_number() OVER (ORDER BY term) - 1,
+               term, 0
+        FROM (SELECT DISTINCT term FROM fts_new_terms WHERE term NOT IN (SELECT term FROM {FTS}.dict))""")
+    lake.execute(f"""UPDATE {FTS}.dict SET df = df + held.documents
+        FROM (SELECT term, COUNT(DISTINCT docid) AS documents FROM fts_new_terms GROUP BY term) AS held
+        WHERE dict.term = held.term""")
+    lake.execute(f"""INSERT INTO {FTS}.terms (docid, fieldid, termid)
+        SELECT t.docid, 0, dict.termid FROM fts_new_terms AS t JOIN {FTS}.dict AS dict USING (term)""")
+
+
+def _recount(lake) -> None:
+    """fts's stats as create_fts_index computes them."""
+    lake.execute(f"DELETE FROM {FTS}.stats")
+    lake.execute(f"INSERT INTO {FTS}.stats SELECT COUNT(docid), SUM(len) / COUNT(len) FROM {FTS}.docs")
+
+
+_PICK = f"source_id IN ({{ids}}) AND {SOURCE_KEY} IN (SELECT source FROM search_keys)"
+# a message's own words: its text, reasoning and bang-mode commands, in order (tool calls and
+# their results are documents of their own)
+_DOCS = f"""
+    SELECT {SOURCE_KEY} AS source, 'message' AS kind, provider, machine, "user", source_id, session_id,
+           message_id, NULL AS tool_call_id, project, min("date") AS "date", min(created_at) AS "at",
+           any_value(role) AS role, NULL AS tool_name, NULL AS tool_category, NULL AS file_path,
+           left(string_agg(concat_ws(' ', text, reasoning, shell_command, shell_output), chr(10)
+                           ORDER BY part_index), {BODY_CHARS}) AS body
+    FROM parts
+    WHERE {_PICK} AND part_type IN ('text', 'reasoning', 'shell_command')
+      AND COALESCE(text, reasoning, shell_command, shell_output) IS NOT NULL
+    GROUP BY provider, machine, "user", source_id, session_id, message_id, project
+    UNION ALL
+    SELECT {SOURCE_KEY}, 'tool_call', provider, machine, "user", source_id, session_id,
+           COALESCE(message_id, result_message_id), tool_call_id, project, "date", called_at, 'tool',
+           tool_name, tool_category, file_path,
+           left(concat_ws(chr(10), tool_name, COALESCE(command, input, input_raw),
+                          CASE WHEN strpos(COALESCE(command, input, input_raw, ''), file_path) = 0
+                               THEN file_path END,
+                          result_text), {BODY_CHARS})
+    FROM tool_calls
+    WHERE {_PICK}"""

@@ -1,0 +1,131 @@
+"""`agentlake mcp`: the tools of warehouse.serve.mcp_tools served by the MCP Python SDK, over
+stdio or, with a token, streamable HTTP on loopback. Imported by the command only: the SDK is
+not loaded for `agentlake --help` or any other command."""
+
+import functools
+from datetime import date
+from typing import Annotated, Literal
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError as SaidToAgent
+from mcp_types import ToolAnnotations
+from pydantic import Field
+
+from warehouse.serve.mcp_tools import Tools, ToolError
+from warehouse.serve.report_options import BREAKDOWNS
+
+TOKEN_ENV = "AGENTLAKE_MCP_TOKEN"
+PATH = "/mcp"
+
+INSTRUCTIONS = (
+    "The history of this machine's (or team's) AI coding-agent sessions, as agentlake's warehouse "
+    "holds it: sessions, messages, parts, tool_calls, usage and the marts (docs/TABLES.md, docs/MARTS.md). "
+    "Read-only. Every answer's first line says how much of the result it shows. A session is named by its "
+    "session_key (machine/user/agent/source_id/session_id), or by its session_id when only one has it. "
+    "Root sessions' cost includes their sub-agents': sum `cost_usd` over `sessions WHERE is_root`.")
+
+Day = Annotated[date | None, Field(description="first or last day included, YYYY-MM-DD (UTC)")]
+Project = Annotated[str | None, Field(description="one project, by its slug")]
+Agent = Annotated[str | None, Field(description="one agent: claude, codex, crush, opencode, gemini, ...")]
+User = Annotated[str | None, Field(description="the user whose machine ingested the sessions")]
+Rows = Annotated[int | None, Field(description="rows to show (default 50, at most 500)")]
+
+
+def build_server(tools: Tools) -> MCPServer:
+    server = MCPServer("agentlake", instructions=INSTRUCTIONS)
+    reads = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
+                            open_world_hint=False)
+
+    def tool(fn):
+        @functools.wraps(fn)
+        def answered(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except ToolError as exc:  # a refusal or a caller's mistake: said to the agent as it is
+                raise SaidToAgent(str(exc)) from None
+
+        server.add_tool(answered, annotations=reads, structured_output=False)
+        return fn
+
+    @tool
+    def search_history(query: Annotated[str, Field(description="words to find in messages, tool calls and results")],
+                       since: Day = None, until: Day = None, project: Project = None, agent: Agent = None,
+                       user: User = None, limit: Rows = None) -> str:
+        """Find where past sessions spoke of something: the best matching messages and tool calls,
+        each with its session_key (open it with open_session)."""
+        return tools.search_history(query, since, until, project, agent, user, limit)
+
+    @tool
+    def open_session(session: Annotated[str, Field(description="a session_key, or a session_id")],
+                     offset: Annotated[int, Field(description="the first message index shown", ge=0)] = 0) -> str:
+        """A session's transcript: its facts (agent, project, times, cost, models), then each
+        message's text, reasoning, tool calls and results, and cost, from message `offset` on."""
+        return tools.open_session(session, offset)
+
+    @tool
+    def usage_report(since: Day = None, until: Day = None, project: Project = None, agent: Agent = None,
+                     user: User = None,
+                     by: Annotated[Literal[BREAKDOWNS], Field(description="the main breakdown")] = "project",
+                     top: Annotated[int, Field(description="rows per ranking (at most 500)", ge=1)] = 10) -> str:
+        """Cost and use: totals, cost and use by the breakdown, top projects, models, tools and
+        failing tools, exactly as `agentlake report --by BY --format json`."""
+        return tools.usage_report(since, until, project, agent, user, by, top)
+
+    @tool
+    def insights(since: Day = None, until: Day = None, project: Project = None, agent: Agent = None,
+                 user: User = None,
+                 top: Annotated[int, Field(description="findings per insight (at most 500)", ge=1)] = 3) -> str:
+        """Money that buys nothing (duplicate and unused reads, idle sessions, retry loops, context
+        growth, cache, sub-agents, usage blocks): each insight's top findings and the SQL giving
+        them all, as `agentlake report --insights --format json`."""
+        return tools.insights(since, until, project, agent, user, top)
+
+    @tool
+    def run_sql(query: Annotated[str, Field(description="one SELECT (or EXPLAIN, CALL) over the tables and marts")],
+                limit: Rows = None) -> str:
+        """One read-only SQL statement (DuckDB) over the warehouse, as `agentlake sql` runs it: a
+        write, ATTACH, COPY, or reading another file is refused."""
+        return tools.run_sql(query, limit)
+
+    return server
+
+
+def serve_stdio(tools: Tools) -> None:
+    build_server(tools).run("stdio")
+
+
+def serve_http(tools: Tools, host: str, port: int, token: str, log) -> None:
+    """Streamable HTTP at http://HOST:PORT/mcp, every request carrying `Authorization: Bearer
+    TOKEN` (else 401). The SDK's own check of the Host and Origin headers (DNS rebinding) is on
+    for a loopback host, the only kind the command takes."""
+    import uvicorn
+
+    app = _with_token(build_server(tools).streamable_http_app(streamable_http_path=PATH, host=host), token)
+    shown = f"[{host}]" if ":" in host else host
+    log(f"MCP over streamable HTTP on http://{shown}:{port}{PATH}; send `Authorization: Bearer {token}`; "
+        "Ctrl-C stops it")
+    uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run()
+
+
+def _with_token(app, token: str):
+    """`app` answering only requests that carry the token (warehouse.serve.dashboard.server's
+    comparison, in constant time)."""
+    from warehouse.serve.dashboard.server import token_matches
+
+    expected = token.encode()
+
+    async def guarded(scope, receive, send):
+        if scope["type"] == "http":
+            given = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
+            scheme, _, value = given.partition(" ")
+            if scheme.lower() != "bearer" or not token_matches(value.strip(), expected):
+                body = b'{"error": "agentlake mcp needs its token: Authorization: Bearer TOKEN"}'
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"www-authenticate", b"Bearer"),
+                                        (b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return guarded

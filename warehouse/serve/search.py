@@ -1,0 +1,221 @@
+"""`agentlake search`: messages and tool calls ranked by BM25 over the search index.
+
+The index (warehouse.catalog.search_index) is a DuckDB file beside the catalog, kept by the
+merge; a search opens it read-only and reads nothing else. `search` is the one entry point, for
+the CLI and the MCP server alike.
+
+Query syntax (QUERY_HELP): words, all of which a document must hold (stemmed: `migrations`
+finds `migrate`; case and accents ignored; what is not a letter or a digit splits words, so
+`src/auth.py` is the words src, auth and py); a "quoted phrase" must also appear as written
+(case ignored); a -word must not appear. English stop words (the, a, of, ...) are ignored.
+"""
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+
+from warehouse.catalog.search_index import open_fts, search_path
+from warehouse.serve.report import Filters, unknown_name
+
+QUERY_HELP = ("words that must all appear (stemmed, so migrations finds migrate; case ignored; what is not a "
+              "letter or digit splits words); a \"quoted phrase\" that must appear as written; -word that must "
+              "not appear. English stop words (the, a, of) are ignored")
+KINDS = ("message", "tool_call")
+SNIPPET_CHARS = 220
+MARK = "**"  # around each match in a snippet (Markdown's bold: terminals and the MCP client read it)
+
+
+class BadQuery(ValueError):
+    """A query or a filter that cannot be searched: said to the user (the CLI's exit 2)."""
+
+
+class NoIndex(FileNotFoundError):
+    """No search index beside the warehouse yet."""
+
+
+@dataclass(frozen=True)
+class SearchFilters(Filters):
+    """The report's filters (days of `date`, UTC; project, provider, user, machine), and:"""
+
+    role: str | None = None  # user, assistant, system, developer; tool calls are role `tool`
+    tool: str | None = None  # a tool's native name or its category (shell, read, edit, ...)
+    kind: str | None = None  # message or tool_call
+
+
+@dataclass
+class Hit:
+    provider: str  # the agent
+    machine: str
+    user: str
+    source_id: str
+    session_id: str  # with provider, machine and source_id: the session (an id is unique within its source)
+    project: str | None
+    at: datetime | None  # when the message was sent or the tool called (UTC)
+    role: str | None
+    kind: str  # message or tool_call
+    tool_name: str | None
+    file_path: str | None
+    snippet: str  # the text around the first match, each match between MARK
+    score: float  # BM25; higher is better, comparable within one search only
+    open_sql: str = ""  # the session's transcript as SQL (`agentlake sql`)
+    open_command: str = ""  # that query as a command line
+    dashboard_path: str = ""  # the session's page on `agentlake dashboard`
+    message_id: str | None = None
+    tool_call_id: str | None = None
+
+
+@dataclass
+class Query:
+    words: list[str] = field(default_factory=list)  # ranked, all required
+    phrases: list[str] = field(default_factory=list)
+    excluded: list[str] = field(default_factory=list)
+
+
+def parse(text: str) -> Query:
+    """QUERY_HELP's syntax; BadQuery for an empty query, an unclosed quote or nothing to look for."""
+    if text.count('"') % 2:
+        raise BadQuery(f"unclosed quote in {text!r}: a phrase is \"between two quotes\"")
+    q = Query()
+    for phrase, word in re.findall(r'"([^"]*)"|(\S+)', text):
+        if phrase.strip():
+            q.phrases.append(" ".join(phrase.split()))
+            q.words += _words(phrase)
+        elif word.startswith("-") and len(word) > 1:
+            q.excluded += _words(word[1:])
+        elif word:
+            q.words += _words(word)
+    if not q.words:
+        raise BadQuery(f"nothing to search for in {text!r}: give a word (" + QUERY_HELP + ")")
+    return q
+
+
+def _words(text: str) -> list[str]:
+    return [w for w in re.split(r"[^0-9a-z]+", text.lower()) if w]
+
+
+def search(con_or_paths, query: str, filters: SearchFilters | None = None, limit: int = 20) -> list[Hit]:
+    """The `limit` best documents for `query` (QUERY_HELP), best first, among those `filters` keep.
+
+    `con_or_paths`: the warehouse's catalog (`<home>/warehouse.ducklake`: its index is the
+    `warehouse.search.duckdb` beside it), the index file itself, or a connection from
+    `warehouse.catalog.search_index.open_fts` (left open). Each Hit names its session (provider,
+    machine, source_id, session_id), when and who, a snippet with the matches marked, its BM25
+    score, and how to open the whole session (`open_sql`, `open_command`, `dashboard_path`).
+    Raises BadQuery for a query or filter that cannot be searched (an unknown project or agent is
+    said with the close names the index holds), NoIndex when there is no index yet. Reads only."""
+    q = parse(query)
+    filters = filters or SearchFilters()
+    if limit < 1:
+        raise BadQuery(f"--limit must be 1 or more, not {limit}")
+    if filters.kind is not None and filters.kind not in KINDS:
+        raise BadQuery(f"no kind {filters.kind!r}: message or tool_call")
+    if isinstance(con_or_paths, duckdb.DuckDBPyConnection):
+        return _search(con_or_paths, q, filters, limit)
+    path = Path(con_or_paths)
+    if path.suffix == ".ducklake":
+        path = search_path(path)
+    if not path.exists():
+        raise NoIndex(f"no search index at {path}: `agentlake merge` builds it")
+    with open_fts(path) as con:
+        return _search(con, q, filters, limit)
+
+
+def _search(con, q: Query, filters: SearchFilters, limit: int) -> list[Hit]:
+    unknown = [s for s in (unknown_name(con, what, value, column, table="docs") for what, value, column in
+                           (("project", filters.project, "project"), ("agent", filters.provider, "provider"),
+                            ("user", filters.user, '"user"'), ("machine", filters.machine, "machine"))
+                           if value is not None) if s]
+    if unknown:
+        raise BadQuery("; ".join(unknown))
+    where, params = filters.where()
+    clauses = [where.removeprefix("WHERE ")] if where else []
+    for column, value in (("role", filters.role), ("kind", filters.kind)):
+        if value is not None:
+            clauses.append(f"{column} = ?")
+            params.append(value)
+    if filters.tool is not None:
+        clauses.append("(tool_name = ? OR tool_category = ?)")
+        params += [filters.tool, filters.tool]
+    for phrase in q.phrases:
+        clauses.append("strpos(lower(body), ?) > 0")
+        params.append(phrase.lower())
+    for word in q.excluded:
+        clauses.append("NOT regexp_matches(lower(body), ?)")
+        params.append(rf"\b{re.escape(word)}")
+    extra = (" AND " + " AND ".join(clauses)) if clauses else ""
+    stop = {w for (w,) in con.execute("SELECT sw FROM fts_main_docs.stopwords").fetchall()}
+    words = list(dict.fromkeys(w for w in q.words if w not in stop))  # all required: each once
+    if not words:
+        raise BadQuery(f"only stop words to search for ({', '.join(q.words)}): give another word")
+    rows = con.execute(f"""
+        SELECT provider, machine, "user", source_id, session_id, project, "at", role, kind, tool_name,
+               file_path, body, score, message_id, tool_call_id
+        FROM (SELECT *, fts_main_docs.match_bm25(doc_id, ?, conjunctive := 1) AS score FROM docs)
+        WHERE score IS NOT NULL{extra}
+        ORDER BY score DESC, "at" DESC, doc_id LIMIT ?""", [" ".join(words), *params, limit]).fetchall()
+    stems = [s for (s,) in con.execute("SELECT DISTINCT stem(unnest(?), 'porter')", [words]).fetchall()]
+    return [_hit(row, stems, q.phrases) for row in rows]
+
+
+def _hit(row, stems: list[str], phrases: list[str]) -> Hit:
+    (provider, machine, user, source_id, session_id, project, at, role, kind, tool_name, file_path, body, score,
+     message_id, tool_call_id) = row
+    sql = transcript_sql(provider, machine, source_id, session_id)
+    return Hit(provider, machine, user, source_id, session_id, project, at, role, kind, tool_name, file_path,
+               snippet(body, stems, phrases), round(score, 4), sql, f"agentlake sql {shell_quoted(sql)}",
+               dashboard_path(machine, source_id, session_id), message_id, tool_call_id)
+
+
+def snippet(body: str, stems: list[str], phrases: list[str] = (), width: int = SNIPPET_CHARS) -> str:
+    """About `width` characters of `body` around its first match, on one line, each word that
+    starts with a query word's stem (and each phrase) between MARK."""
+    alternatives = [re.escape(p).replace(r"\ ", r"\s+") for p in phrases] + [rf"\b{re.escape(s)}\w*" for s in stems]
+    pattern = re.compile("|".join(sorted(alternatives, key=len, reverse=True)), re.IGNORECASE)
+    first = pattern.search(body)
+    start = max(0, (first.start() if first else 0) - width // 3)
+    text = " ".join(body[start:start + width].split())
+    text = pattern.sub(lambda m: f"{MARK}{m.group(0)}{MARK}", text)
+    return ("..." if start else "") + text + ("..." if start + width < len(body) else "")
+
+
+def transcript_sql(provider: str, machine: str, source_id: str, session_id: str) -> str:
+    """The session's messages and parts in order (docs/LAKE.md, "Some questions, answered in SQL")."""
+    def lit(value: str) -> str:
+        return "'" + value.replace("'", "''") + "'"
+
+    return ("SELECT m.message_index, m.role, p.part_type, COALESCE(p.text, p.reasoning, p.tool_name, "
+            "p.finish_reason) AS what FROM messages m JOIN parts p USING (provider, machine, source_id, "
+            f"session_id, message_id) WHERE m.provider = {lit(provider)} AND m.machine = {lit(machine)} "
+            f"AND m.source_id = {lit(source_id)} AND m.session_id = {lit(session_id)} "
+            "ORDER BY m.message_index, p.part_index")
+
+
+def shell_quoted(text: str) -> str:
+    """`text` in double quotes for a POSIX shell (the SQL's own quotes are single)."""
+    return '"' + re.sub(r'(["\\$`])', r"\\\1", text) + '"'
+
+
+def dashboard_path(machine: str, source_id: str, session_id: str) -> str:
+    from urllib.parse import urlencode
+
+    return "/session?" + urlencode({"source": source_id, "id": session_id, "machine": machine})
+
+
+def render(hits: list[Hit], fmt: str = "table") -> str:
+    """Hits as a block each (table) or as a JSON list of objects, times in UTC."""
+    if fmt == "json":
+        import json
+        from dataclasses import asdict
+
+        return json.dumps([{**asdict(h), "at": h.at.isoformat() + "Z" if h.at else None} for h in hits], indent=2)
+    blocks = []
+    for n, h in enumerate(hits, 1):
+        what = f"{h.tool_name or 'tool'} call" if h.kind == "tool_call" else f"{h.role} message"
+        when = f"{h.at:%Y-%m-%d %H:%M} UTC" if h.at else "no time"
+        blocks.append(f"{n}. {h.provider} | {h.project} | {when} | {what} | {h.user}@{h.machine} | score {h.score}\n"
+                      f"   {h.snippet}\n"
+                      f"   open: {h.open_command}")
+    return "\n\n".join(blocks)

@@ -1,0 +1,96 @@
+"""A session's transcript as plain text, bounded, for an agent to read (`agentlake mcp`'s
+open_session): its facts as the dashboard's session page gives them (pages.find_session), then
+its messages in order, each with its text, reasoning, tool calls and results, and its cost."""
+
+from warehouse.serve.dashboard.pages import find_session
+from warehouse.serve.labels import model_label, models_label
+
+PARTS = ("part_type, text, reasoning, tool_call_id, tool_name, tool_input, tool_result, is_error, "
+         "shell_command, shell_output, shell_exit_code")
+
+
+def _where(found) -> tuple[str, list]:
+    """The rows of the session `found` (find_session's row), by the columns that pick them (machine
+    too: a team lake may hold the same store, so source id, from several machines), and by the
+    days it spans, which bound what DuckLake reads (its partitions and min/max `date`)."""
+    project, source, sid, started, ended, machine = found[1], found[2], found[3], found[5], found[6], found[17]
+    first, last = (started.date() if started else None), (ended.date() if ended else None)
+    span = " AND date BETWEEN ? AND ?" if first and last and first <= last else ""
+    return ("WHERE project IS NOT DISTINCT FROM ? AND machine = ? AND source_id = ? AND session_id = ?" + span,
+            [project, machine, source, sid] + ([first, last] if span else []))
+
+
+def _money(value) -> str:
+    return "unknown" if value is None else f"${value:.4f}"
+
+
+def _facts(key: str, found) -> list[str]:
+    (provider, project, _source, _sid, title, started, ended, cost, cost_source, models, subagents, root,
+     duration, messages, calls, errors, exits, machine) = found
+    lines = [f"session {key}", f"title: {title or '(none)'}",
+             f"agent: {provider}; project: {project or '(no project)'}; machine: {machine}",
+             f"started {started} UTC; last activity {ended} UTC; duration {duration} s",
+             f"cost {_money(cost)} ({cost_source}; with its sub-agents'); models: {models_label(models)}",
+             f"with its sub-agents: messages {messages}, tool calls {calls}, tool errors {errors}, non-zero exits {exits}; "
+             f"sub-agents {subagents}"]
+    if root and root != found[3]:
+        lines.append(f"a sub-agent of the session {root} (same machine, user, agent and source)")
+    return lines
+
+
+def _part(row, clip) -> str | None:
+    kind, text, reasoning, call_id, tool, tool_input, result, is_error, shell, shell_out, shell_exit = row
+    if kind == "text" and text:
+        return clip(text)
+    if kind == "reasoning" and reasoning:
+        return "(reasoning) " + clip(reasoning)
+    if kind == "tool_call":
+        return f"-> {tool} call {call_id}: {clip(tool_input or '')}"
+    if kind == "tool_result":
+        return f"<- {tool} {'error' if is_error else 'result'} {call_id}: {clip(result or '')}"
+    if kind == "shell_command":
+        return f"$ {shell} (exit {shell_exit})\n{clip(shell_out or '')}"
+    return None
+
+
+def transcript(cur, key: str, offset: int, limits) -> str:
+    """The session of `key` (a session_key) from message index `offset` on, within `limits`
+    (warehouse.serve.mcp_tools.Limits): messages stop where the characters run out, and the first
+    line says which were shown and how to read on."""
+    found = find_session(cur, None, None, key)
+    where, args = _where(found)
+    total, from_offset = cur.execute(f"SELECT COUNT(*), COUNT(*) FILTER (WHERE message_index >= ?) FROM messages {where}",
+                                     [offset] + args).fetchone()
+    messages = cur.execute(f"SELECT message_id, message_index, role, model, created_at FROM messages {where} "
+                           f"AND message_index >= ? ORDER BY message_index LIMIT {int(limits.max_rows)}",
+                           args + [offset]).fetchall()
+    ids = [m[0] for m in messages]
+    parts: dict[str, list] = {}
+    for row in cur.execute(f"SELECT message_id, {PARTS} FROM parts {where} AND list_contains(?, message_id) "
+                           "ORDER BY message_id, part_index", args + [ids]).fetchall():
+        parts.setdefault(row[0], []).append(row[1:])
+    costs = dict(cur.execute(f"SELECT message_id, SUM(cost_usd) FROM usage {where} GROUP BY 1", args).fetchall())
+
+    def clip(text: str) -> str:
+        cut = len(text) - limits.cell_chars
+        return text if cut <= 0 else text[:limits.cell_chars] + f"… [{cut:,} more characters]"
+
+    facts = "\n".join(_facts(key, found))
+    room = limits.chars - len(facts) - 300  # the first line and the facts
+    blocks = []
+    for message_id, index, role, model, created in messages:
+        head = f"[#{index} {role} {created}" + (f" {model_label(model)}" if model else "") + (
+            f" cost {_money(costs[message_id])}" if costs.get(message_id) is not None else "") + "]"
+        block = "\n".join([head] + [t for p in parts.get(message_id, []) if (t := _part(p, clip))])
+        if blocks and len(block) + 1 > room:
+            break
+        blocks.append(block[:room])
+        room -= len(blocks[-1]) + 1
+    first = f"#{messages[0][1]}" if messages else "none"
+    last = f"#{messages[len(blocks) - 1][1]}" if blocks else "none"
+    line = (f"showing messages {first} to {last}: {len(blocks):,} of {total:,}, from offset {offset}; "
+            f"values cut at {limits.cell_chars:,} characters, the answer at {limits.chars:,}")
+    if len(blocks) < from_offset:
+        after = messages[len(blocks)][1] if len(blocks) < len(messages) else messages[-1][1] + 1
+        line += f"; more: open_session with offset {after}"
+    return "\n".join([line, facts, ""] + blocks)
