@@ -101,3 +101,26 @@ def test_a_script_without_the_main_guard_is_told_what_to_do(tmp_path):
     # the script's top level ran again in the first pool's workers and the isolated suspects
     # only (spawn re-runs it), not once per source
     assert 2 <= done.stdout.splitlines().count("top level") <= 1 + 2 + 3
+
+
+def test_a_run_with_little_to_read_reads_it_in_its_own_process(tmp_path, monkeypatch):
+    """Starting a pool's processes took longer than they saved on small stores: below
+    POOL_FROM_BYTES a run (workers unset, as the CLI and Dagster leave it) reads its sources in
+    its own process; above it, in the pool. The same rows either way."""
+    from warehouse.land import ingest as ingesting
+    from warehouse.land.ingest import POOL_FROM_BYTES, store_bytes
+    from warehouse.lake.layout import Layout
+
+    store = generate_store(tmp_path / "crush", projects=3, sessions_per_project=2, seed=8)
+    sources, _ = discover_sources(options_for(roots=[store.global_dir]))
+    size = sum(os.path.getsize(s.path) for s in sources)
+    assert store_bytes(sources) == size < POOL_FROM_BYTES and store_bytes(sources, enough=1) <= size
+    rounds = []
+    real_round = ingesting._pool_round
+    monkeypatch.setattr(ingesting, "_pool_round", lambda *a: rounds.append(len(a[0])) or real_round(*a))
+    small = ingest_all(sources, Layout.resolve(home=tmp_path / "small"))
+    assert rounds == [] and {r.status for r in small.results} == {"ok"}
+    monkeypatch.setattr(ingesting, "POOL_FROM_BYTES", size)  # as much as it holds: the pool's
+    pooled = ingest_all(sources, Layout.resolve(home=tmp_path / "pooled"))
+    assert rounds == [len(sources)] and {r.status for r in pooled.results} == {"ok"}
+    assert [r.rows for r in small.results] == [r.rows for r in pooled.results]

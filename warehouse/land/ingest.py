@@ -25,7 +25,7 @@ from transforms.bundle import Bundle, forget_cached
 from transforms.contract import DATA_TABLES, SCHEMA_VERSION, SOURCES
 from transforms.provider import DiscoverOptions, Provider, SourceError, environmental
 from transforms.providers import PROVIDERS
-from transforms.sources import Source, as_text
+from transforms.sources import Source, as_text, members
 from warehouse.lake.layout import DAMAGED, Layout, damaged_file, landing_dir, run_log_path
 from warehouse.lake.scratch_dirs import scratch
 from warehouse.land.bundle_folders import evict_moved, taken_over
@@ -420,11 +420,37 @@ def default_workers() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
 
+# Below this many bytes of stores, a run reads its sources in its own process: starting a pool's
+# processes took longer than they saved (docs/BENCHMARKS.md, "Figures behind the code's choices").
+POOL_FROM_BYTES = 16 * 2**20
+
+
+def store_bytes(sources, enough: int = POOL_FROM_BYTES) -> int:
+    """The size of the sources' files (a bundle's: its sessions'), counted up to `enough`."""
+    total = 0
+    for source in sources:
+        parts = getattr(source, "parts", ())
+        total += store_bytes(parts, enough - total) if parts else sum(_size(path) for path in members(source))
+        if total >= enough:
+            break
+    return total
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:  # gone since discovery: its ingest says so
+        return 0
+
+
 def ingest_many(sources, run: Run, workers: int | None = None):
-    """Ingest sources, in parallel processes when there are several; yields each result as it
-    is done. Memory grows with the number of workers times the largest source, never with the
-    corpus. A worker that dies (killed, out of memory, crashed) fails its own source only: the
-    sources its broken pool left undone are tried again, the suspects one process each."""
+    """Ingest sources, in parallel processes when there are several and enough to read (`workers`
+    unset: POOL_FROM_BYTES); yields each result as it is done. Memory grows with the number of
+    workers times the largest source, never with the corpus. A worker that dies (killed, out of
+    memory, crashed) fails its own source only: the sources its broken pool left undone are tried
+    again, the suspects one process each."""
+    if workers is None and store_bytes(sources) < POOL_FROM_BYTES:
+        workers = 1
     workers = min(workers or default_workers(), len(sources))
     if workers <= 1:
         for source in sources:
