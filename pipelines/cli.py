@@ -449,9 +449,8 @@ def parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("--http", action="store_true",
                    help="serve streamable HTTP on loopback, with a token, instead of stdio")
-    p.add_argument("--host", default="127.0.0.1",
-                   help="with --http: a loopback address to listen on (default: 127.0.0.1)")
-    p.add_argument("--port", type=_port, default=8766, help="with --http: the port (default: 8766)")
+    p.add_argument("--host", help="with --http: a loopback address to listen on (default: 127.0.0.1)")
+    p.add_argument("--port", type=_port, help="with --http: the port (default: 8766)")
     p.set_defaults(func=cmd_mcp)
 
     p = _command(sub, "serving", help="write the marts as tables into a small serving database for BI tools",

@@ -4,6 +4,7 @@ arguments, the demo a home without data reads instead, and a function per comman
 
 import json
 import os
+import shlex
 import shutil
 import sys
 from functools import partial
@@ -220,7 +221,8 @@ def cmd_demo(args) -> int:
     # own agents' data goes to later, which `use_default = false` would hide)
     if (layout.home.name == DEMO or args.home) and not layout.config_file.exists():
         _write_demo_config(layout, options)
-        _err(f"wrote {layout.config_file}: the demo's stores, for `agentlake dev --home {layout.home}`")
+        home = shlex.quote(str(layout.home))
+        _err(f"wrote {layout.config_file}: the demo's stores, for `agentlake dev --home {home}`")
     summary = run_ingest(layout, options, full_refresh=False, quiet=args.quiet)
     print_summary(summary, layout, verbose=args.verbose, demo=True, sql=_command_for(layout, "sql"))
     _first_look(layout, demo=describe(wanted))
@@ -229,7 +231,7 @@ def cmd_demo(args) -> int:
 
 def _write_demo_config(layout, options) -> None:
     lines = ["# written by `agentlake quickstart`: the demo's stores, so the Dagster UI",
-             "# (`agentlake dev --home " + str(layout.home) + "`) materialises them too", "use_default = false"]
+             "# (`agentlake dev --home " + shlex.quote(str(layout.home)) + "`) materialises them too", "use_default = false"]
     for provider, roots in sorted(options.extra_roots.items()):
         lines += ["", f"[{provider}]", "extra_roots = [" + ", ".join(json.dumps(r) for r in roots) + "]"]
     layout.config_file.parent.mkdir(parents=True, exist_ok=True)
@@ -298,8 +300,8 @@ def _command_for(layout: Layout, command: str) -> str:
     home = layout.home
     if home.name == DEMO and not has_data(load_layout(str(home.parent), env={})):
         home = home.parent
-    flag = f" --home {home}" if home != Layout.resolve().home else ""
-    exe = "agentlake" if shutil.which("agentlake") else sys.argv[0]  # a venv not on PATH
+    flag = f" --home {shlex.quote(str(home))}" if home != Layout.resolve().home else ""
+    exe = "agentlake" if shutil.which("agentlake") else shlex.quote(sys.argv[0])  # a venv not on PATH
     return f"{exe} {command}{flag}"
 
 
@@ -415,6 +417,8 @@ def cmd_report(args) -> int:
     from warehouse.lake.zones import UTC
 
     filters = Filters(since, until, args.project, args.provider, zone=zone)
+    if zone != UTC:  # the tables look the same in any zone: say whose days they count
+        _err(f"note: days of {zone} (the lake keeps UTC)")
 
     def answer(con):
         unknown = unknown_filters(con, filters)
@@ -495,6 +499,8 @@ def _report_zone(args) -> str:
     when read), else UTC."""
     from warehouse.lake.zones import TZ_VARIABLE, UTC, BadZone, check_zone
 
+    if args.tz is not None and not args.tz.strip():
+        raise UsageError("--tz is empty: give an IANA name such as Europe/Berlin, or UTC")
     for name, where in ((args.tz, "--tz"), (os.environ.get(TZ_VARIABLE), f"${TZ_VARIABLE} =")):
         if name:
             try:
@@ -661,6 +667,10 @@ def cmd_mcp(args) -> int:
     from warehouse.lake.ducklake import connect
     from warehouse.serve.dashboard.server import Reader, is_loopback, new_token
 
+    if not args.http and (args.host is not None or args.port is not None):
+        raise UsageError("--host and --port are where `agentlake mcp --http` listens: give them with --http "
+                         "(stdio has neither)")
+    args.host, args.port = args.host or "127.0.0.1", args.port or 8766
     if args.http and not is_loopback(args.host):
         raise UsageError(f"--host {args.host} is beyond this machine: `agentlake mcp --http` serves on loopback "
                          "only (127.0.0.1, ::1 or localhost)")

@@ -69,8 +69,10 @@ def _sql(bindir: Path, port: int, user: str, database: str, statements: list[str
 ROLES_SQL = [f"CREATE ROLE {WRITER} LOGIN PASSWORD '{WRITER_PASSWORD}'",
              f"CREATE ROLE {READER} LOGIN PASSWORD '{READER_PASSWORD}'",
              f"CREATE DATABASE {DATABASE} OWNER {WRITER}"]
-# run in the database: the readers may read whatever the center makes there, and nothing more
-READER_SQL = ["REVOKE CREATE ON SCHEMA public FROM PUBLIC", f"GRANT USAGE ON SCHEMA public TO {READER}",
+# run in the database, as docs/TEAM.md: the center owns `public` (before PostgreSQL 15 the superuser
+# did), the readers may read whatever the center makes there, and nothing more
+READER_SQL = [f"ALTER SCHEMA public OWNER TO {WRITER}", "REVOKE CREATE ON SCHEMA public FROM PUBLIC",
+              f"GRANT USAGE ON SCHEMA public TO {READER}",
               f"ALTER DEFAULT PRIVILEGES FOR ROLE {WRITER} IN SCHEMA public GRANT SELECT ON TABLES TO {READER}"]
 
 

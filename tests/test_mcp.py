@@ -125,6 +125,17 @@ def test_open_session_shows_the_transcript(served):
     assert f"1 of {row['n']}, from offset {row['n'] - 1}" in first
 
 
+def test_a_sub_agents_session_gives_its_own_figures(served):
+    """The tree's figures are a root session's: a sub-agent's transcript says its cost is its own
+    requests', names its root, and prints no empty figure."""
+    row = json.loads(_cli_json(served.built, "sql", f"SELECT {KEY} AS k, root_session_id AS root FROM sessions s "
+                                                    "WHERE NOT is_root ORDER BY k LIMIT 1"))[0]
+    first, body, error = served.call("open_session", session=row["k"])
+    assert not error, first
+    assert "its own requests" in body and f"a sub-agent of the session {row['root']}" in body
+    assert "None" not in body.split("\n\n")[0]
+
+
 def test_a_search_hit_opens_its_session(served):
     first, body, error = served.call("search_history", query="login", limit=3)
     # the demo's Claude sub-agent looks for the login handler
@@ -175,3 +186,10 @@ def test_http_needs_its_token(served, tmp_path_factory, shared_duckdb_dir):
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def test_host_or_port_without_http_is_a_usage_error(tmp_path):
+    from tests.conftest import run_cli
+
+    ran = run_cli("mcp", "--home", tmp_path / "home", "--host", "0.0.0.0")
+    assert ran.returncode == 2 and "give them with --http" in ran.stderr

@@ -124,6 +124,15 @@ def test_a_zone_nothing_is_close_to_is_named(straddling):
     assert mars.returncode == 2 and "--tz 'Mars/Base' is not a time zone: give an IANA name" in mars.stderr
 
 
+def test_the_report_says_whose_days_it_counts_and_an_empty_zone_is_refused(straddling):
+    zoned = run_cli("report", "--home", straddling.home, "--by", "day", "--tz", "Asia/Tokyo")
+    assert zoned.returncode == 0 and "note: days of Asia/Tokyo (the lake keeps UTC)" in zoned.stderr
+    utc = run_cli("report", "--home", straddling.home, "--by", "day")
+    assert utc.returncode == 0 and "days of" not in utc.stderr
+    empty = run_cli("report", "--home", straddling.home, "--tz", "")
+    assert empty.returncode == 2 and "--tz is empty" in empty.stderr
+
+
 def test_the_insights_sql_names_the_zones_days(straddling):
     data, _ = _report(straddling.home, "--insights", "--tz", "Asia/Kolkata", "--since", "2026-01-01")
     assert all("timezone('Asia/Kolkata'" in sql for sql in data["sql"].values())

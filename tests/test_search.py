@@ -116,6 +116,7 @@ def test_filters_stems_phrases_and_exclusions(home):
     db = home / "warehouse.ducklake"
     assert {h.project for h in search(db, "test", SearchFilters(project="shop"))} == {"shop"}
     assert all(h.kind == "tool_call" and h.tool_name == "bash" for h in search(db, "pytest", SearchFilters(tool="shell")))
+    assert search(db, "pytest", SearchFilters(tool="BASH")) == search(db, "pytest", SearchFilters(tool="bash"))
     assert [h.role for h in search(db, "compiler", SearchFilters(role="assistant"))] == ["assistant"]
     assert search(db, "migrations", SearchFilters(role="user"))[0].session_id == "s-migrate"  # stemmed
     assert search(db, "rotating", SearchFilters(kind="message"))  # reasoning is searched: "rotates"
@@ -135,10 +136,20 @@ def test_json_format_and_no_hits(home):
     assert json.loads(_search(home, "zebra", "--format", "json").stdout) == []
 
 
+def test_the_open_command_pastes_whole_in_a_home_with_a_space(home, tmp_path):
+    import shlex
+
+    spaced = copy_home(home, tmp_path / "my home")
+    hit = json.loads(_search(spaced, "docker", "--format", "json", "--limit", "1").stdout)[0]
+    argv = shlex.split(hit["open_command"])
+    assert argv[1:4] == ["sql", "--home", str(spaced)] and argv[4] == hit["open_sql"]
+
+
 @pytest.mark.parametrize("args, said", [
     (("",), "nothing to search for"), (('"open',), "unclosed quote"), (("the of",), "stop words"),
     (("docker", "--project", "shpo"), "close ones: shop"), (("docker", "--limit", "0"), "--limit"),
     (("docker", "--since", "2026-02-01", "--until", "2026-01-01"), "after --until"),
+    (("pytest", "--tool", "shel"), "no tool 'shel' in the index (close ones: shell)"),
 ])
 def test_bad_queries_and_filters_are_usage_errors(home, args, said):
     ran = _search(home, *args)

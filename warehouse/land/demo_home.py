@@ -8,6 +8,7 @@ longer holds (warehouse.land.retention). Pure: no Dagster.
 """
 
 import os
+import shlex
 import shutil
 from pathlib import Path
 
@@ -52,9 +53,9 @@ def is_demos(path: str | None) -> bool:
 def refuse_real_data(layout: Layout) -> None:
     """NotADemoHome, saying where to run the demo instead, when the lake holds anything but a demo."""
     suggestion = layout.home / DEMO
-    flags = f"--home {suggestion}"
+    flags = f"--home {shlex.quote(str(suggestion))}"
     if layout.remote or Path(layout.lake) != layout.home / "lake":  # a flag's, $AGENTLAKE_LAKE, config.toml's
-        flags += f" --lake {suggestion / 'lake'}"
+        flags += f" --lake {shlex.quote(str(suggestion / 'lake'))}"
     how = (f"run it in a home of its own: `agentlake demo {flags}` (where quickstart keeps its demo), "
            "or another --home")
     if layout.remote:

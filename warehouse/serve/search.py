@@ -123,11 +123,27 @@ def search(con_or_paths, query: str, filters: SearchFilters | None = None, limit
         return _search(con, q, filters, limit)
 
 
+def _unknown_tool(con, tool: str) -> str | None:
+    """A --tool no tool call in the index has, named with the close names (native or category)."""
+    from difflib import get_close_matches
+
+    names = {n for (n,) in con.execute("SELECT DISTINCT lower(tool_name) FROM docs WHERE tool_name IS NOT NULL "
+                                       "UNION SELECT DISTINCT tool_category FROM docs WHERE tool_category IS NOT NULL"
+                                       ).fetchall()}
+    if tool.lower() in names:
+        return None
+    close = get_close_matches(tool.lower(), sorted(names), 3, 0.6)
+    return f"no tool {tool!r} in the index" + (f" (close ones: {', '.join(close)})" if close else
+                                               f"; its categories and names: {', '.join(sorted(names)[:12])}, ...")
+
+
 def _search(con, q: Query, filters: SearchFilters, limit: int) -> list[Hit]:
     unknown = [s for s in (unknown_name(con, what, value, column, table="docs") for what, value, column in
                            (("project", filters.project, "project"), ("agent", filters.provider, "provider"),
                             ("user", filters.user, '"user"'), ("machine", filters.machine, "machine"))
                            if value is not None) if s]
+    if filters.tool is not None:
+        unknown += [s for s in [_unknown_tool(con, filters.tool)] if s]
     if unknown:
         raise BadQuery("; ".join(unknown))
     where, params = filters.where()
@@ -136,8 +152,8 @@ def _search(con, q: Query, filters: SearchFilters, limit: int) -> list[Hit]:
         if value is not None:
             clauses.append(f"{column} = ?")
             params.append(value)
-    if filters.tool is not None:
-        clauses.append("(tool_name = ? OR tool_category = ?)")
+    if filters.tool is not None:  # as --agent and the rest: any case (Bash is bash)
+        clauses.append("(lower(tool_name) = lower(?) OR tool_category = lower(?))")
         params += [filters.tool, filters.tool]
     for phrase in q.phrases:
         clauses.append("strpos(lower(body), ?) > 0")

@@ -27,13 +27,18 @@ def _money(value) -> str:
 def _facts(key: str, found) -> list[str]:
     (provider, project, _source, _sid, title, started, ended, cost, cost_source, models, subagents, root,
      duration, messages, calls, errors, exits, machine) = found
+    sub_agent = bool(root and root != found[3])
+    # the tree's figures (session_summary) are a root session's: a sub-agent's cost is its own
     lines = [f"session {key}", f"title: {title or '(none)'}",
              f"agent: {provider}; project: {project or '(no project)'}; machine: {machine}",
-             f"started {started} UTC; last activity {ended} UTC; duration {duration} s",
-             f"cost {_money(cost)} ({cost_source}; with its sub-agents'); models: {models_label(models)}",
-             f"with its sub-agents: messages {messages}, tool calls {calls}, tool errors {errors}, non-zero exits {exits}; "
-             f"sub-agents {subagents}"]
-    if root and root != found[3]:
+             f"started {started} UTC; last activity {ended} UTC"
+             + (f"; duration {duration} s" if duration is not None else ""),
+             f"cost {_money(cost)} ({cost_source}; {'its own requests' if sub_agent else 'with its sub-agents'}); "
+             f"models: {models_label(models)}"]
+    if not sub_agent:
+        lines.append(f"with its sub-agents: messages {messages}, tool calls {calls}, tool errors {errors}, "
+                     f"non-zero exits {exits}; sub-agents {subagents}")
+    else:
         lines.append(f"a sub-agent of the session {root} (same machine, user, agent and source)")
     return lines
 
