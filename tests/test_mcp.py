@@ -70,6 +70,10 @@ def test_usage_report_is_the_reports_json(served):
                                  "--top", "3")
     first, body, error = served.call("usage_report", project="websop")
     assert error and "no project 'websop'" in first and "webshop" in first
+    windowed = served.call("usage_report", by="day", since="2026-01-05", until="2026-01-06")[1]
+    assert windowed == _cli_json(served.built, "report", "--by", "day", "--since", "2026-01-05", "--until", "2026-01-06")
+    first, _, error = served.call("usage_report", since="2026-13-01")  # said as the report says it
+    assert error and "since wants a date, YYYY-MM-DD: '2026-13-01'" in first and "pydantic" not in first
 
 
 def test_insights_are_the_reports(served):

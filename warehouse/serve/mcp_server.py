@@ -3,7 +3,6 @@ stdio or, with a token, streamable HTTP on loopback. Imported by the command onl
 not loaded for `agentlake --help` or any other command."""
 
 import functools
-from datetime import date
 from typing import Annotated, Literal
 
 from mcp.server.mcpserver import MCPServer
@@ -24,7 +23,8 @@ INSTRUCTIONS = (
     "session_key (machine/user/agent/source_id/session_id), or by its session_id when only one has it. "
     "Root sessions' cost includes their sub-agents': sum `cost_usd` over `sessions WHERE is_root`.")
 
-Day = Annotated[date | None, Field(description="first or last day included, YYYY-MM-DD (UTC)")]
+# a day as text: a bad one is said as `agentlake report` says it, not as the SDK's validation does
+Day = Annotated[str | None, Field(description="first or last day included, YYYY-MM-DD (UTC)")]
 Project = Annotated[str | None, Field(description="one project, by its slug")]
 Agent = Annotated[str | None, Field(description="one agent: claude, codex, crush, opencode, gemini, ...")]
 User = Annotated[str | None, Field(description="the user whose machine ingested the sessions")]
