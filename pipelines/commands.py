@@ -100,8 +100,8 @@ def use_demo_if_empty(args) -> None:
     they use the demo in <home>/demo until <home> holds data of its own (see the module doc).
     `ingest`, `sources` and `dev` do so only when discovery finds no store of the agents at all
     (`dev` then finds the demo's stores in the demo home's config.toml)."""
-    if args.command not in ("sql", "report", "dashboard", "mcp", "serving", "views", "merge", "compact", "sources",
-                            "ingest", "dev"):
+    if args.command not in ("sql", "report", "search", "dashboard", "mcp", "serving", "views", "merge", "compact",
+                            "sources", "ingest", "dev"):
         return
     demo = _demo_instead(args)
     if demo is None:

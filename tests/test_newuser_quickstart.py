@@ -40,6 +40,9 @@ def test_the_readme_commands_work_after_a_quickstart_demo_then_own_data_takes_ov
     assert main(["sql", "SELECT COUNT(*) AS n FROM sessions", "--format", "csv"]) == 0
     assert int(capsys.readouterr().out.splitlines()[1]) > 0
 
+    assert main(["search", "login handler", "--agent", "claude", "--format", "json"]) == 0  # the README's
+    assert "**login**" in json.loads(capsys.readouterr().out)[0]["snippet"]
+
     assert main(["sources"]) == 0
     out, err = capsys.readouterr()
     assert "crush-" in out and "codex-" in out and "no sources found" not in err
