@@ -240,12 +240,10 @@ def test_an_index_kept_by_merges_ranks_as_one_built_whole(tmp_path, monkeypatch)
     assert refresh(layout.lake, catalog).removed == 1
     assert [(u.sources_read, u.sources_removed, u.rebuilt) for u in updates] == [(1, 0, False), (1, 0, False),
                                                                                  (0, 1, False)]
-    print("index updates:", ", ".join(f"{u.seconds * 1000:.0f} ms" for u in updates))
     kept, kept_statistics = _ranked(catalog), _statistics(search_path(catalog))
     assert kept["refunds captures"] and kept["rollback deploy"] and not kept["deadlock compaction"]
 
     whole = search_index.update(catalog, layout.tables_path, full=True)
-    print(f"index built whole: {whole.seconds * 1000:.0f} ms")
     assert whole.rebuilt
     assert _statistics(search_path(catalog)) == kept_statistics
     assert _ranked(catalog) == kept
