@@ -704,6 +704,8 @@ def cmd_merge(args) -> int:
     result = refresh(layout.lake, layout.warehouse, full=args.full, prices=configured_prices(layout))
     print(f"merged {result.merged} sources ({result.removed} removed, {result.runs} run logs) from {layout.lake} "
           f"into {layout.warehouse}")
+    if result.repriced:
+        print(f"the prices in {layout.config_file} changed: the history was priced again with them")
     if result.waiting:
         print(f"{len(result.waiting)} sources were being written and wait for the next merge", file=sys.stderr)
     return 0

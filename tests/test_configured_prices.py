@@ -120,14 +120,18 @@ def test_configured_prices_reprice_usage_sessions_marts_and_report(demo):
     assert (_dec(report["qwen"]["cost_usd"]), report["qwen"]["cost_source"]) == (qwen_cost, "configured")
     assert _dec(report["opencode"]["cost_usd"]) == opencode_cost
 
-    # an unchanged config.toml merges nothing again
-    assert _merge(home).startswith("merged 0 sources")
+    # an unchanged config.toml merges nothing again, and says nothing of prices
+    again = _merge(home)
+    assert again.startswith("merged 0 sources") and "priced again" not in again
 
     # a changed price re-prices the history at the next merge
     first["output"] = 6
     config.write_text(original + "\n" + _toml([{"model": MODEL, **first}, {"model": MODEL, "since": since, **second}],
-                                              {LOCAL: MODEL}))
-    _merge(home)
+                                              {LOCAL: MODEL, "qwen3-codr": MODEL}))  # and an alias of a typo
+    ran = run_cli("merge", "--home", home)
+    assert ran.returncode == 0 and "changed: the history was priced again with them" in ran.stdout
+    assert "config.toml prices the model 'qwen3-codr', which no request in `usage` names" in ran.stderr
+    assert ran.stderr.count("which no request") == 1  # the priced and aliased names are recorded ones
     assert {(r, i): _dec(c) for r, i, c, *_ in _usage(layout, "qwen")} == {k: _cost(r, first)
                                                                           for k, r in _by_key(qwen).items()}
     assert query(layout, "SELECT SUM(cost_usd) FROM daily_costs WHERE provider = 'qwen'")[0][0] == sum(

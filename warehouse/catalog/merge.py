@@ -33,7 +33,8 @@ from warehouse.lake.layout import LANDING, RUNS, damage_note, own_lake, same_lak
 from warehouse.catalog.marts import current as marts_current
 from warehouse.catalog.marts import forget as forget_marts
 from warehouse.catalog.marts import mark_pending, refresh_marts
-from warehouse.catalog.prices import FINGERPRINT_TABLE, apply_prices, record_fingerprint, recorded_fingerprint
+from warehouse.catalog.prices import (FINGERPRINT_TABLE, apply_prices, record_fingerprint, recorded_fingerprint,
+                                       unmatched_prices)
 from warehouse.lake.prices import Prices
 from warehouse.lake.scratch_dirs import scratch
 from warehouse.lake.storage import EmptyLake, LakeUnreachable, ReadFromAnotherLake, masked, open_store
@@ -73,6 +74,7 @@ class MergeResult:
     unreadable: list[str] = field(default_factory=list)  # landing files that are not Parquet: skipped
     problems: list[str] = field(default_factory=list)  # what the merge skipped, each a line to print
     search: object = None  # the search index's update after it (warehouse.catalog.search_index.IndexResult)
+    repriced: bool = False  # config.toml's prices changed: every table was built again with them
 
     @property
     def changed(self) -> bool:
@@ -510,6 +512,8 @@ def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, 
             apply_prices(con, prices, _OF_REPLACED)
     if repriced:
         record_fingerprint(con, prices.fingerprint())
+        result.repriced = True
+        result.problems += unmatched_prices(con, prices)
     mark_pending(con, touched)
     result.problems += _out_of_range(con, store, [(f, local[f]) for files in sources.values() for f in files], footers)
     result.rows[SOURCES.name] = _insert(con, SOURCES, [local[g] for g in runs], footers,

@@ -125,3 +125,14 @@ def _reprice_sessions(con, scope: str) -> None:
                     WHERE {scope} AND machine = c.of_machine AND source_id = c.of_source
                       AND session_id = c.of_session""")
     con.execute("DROP TABLE temp._session_costs")
+
+
+def unmatched_prices(con, prices: Prices) -> list[str]:
+    """A line for each configured model or alias that no request in `usage` names (a typo prices
+    nothing, and would otherwise say nothing)."""
+    if not prices:
+        return []
+    recorded = {m for (m,) in con.execute("SELECT DISTINCT lower(model) FROM usage WHERE model IS NOT NULL").fetchall()}
+    return [f"config.toml prices the model {name!r}, which no request in `usage` names (a typo? "
+            "`agentlake sql \"SELECT DISTINCT model FROM usage\"` lists them)"
+            for name in sorted({name for name, _ in prices.by_recorded_model()} - recorded)]
