@@ -148,6 +148,22 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+def _unrecognised(ap: argparse.ArgumentParser, command: str | None, extra: list[str]) -> None:
+    """argparse's "unrecognized arguments", said by the command's own parser (its usage, not the
+    top level's), with the closest of its options for a mistyped one (`--agnet`: `--agent`)."""
+    import difflib
+
+    sub = ap._subparsers._group_actions[0].choices.get(command) if command else None
+    owner = sub or ap
+    options = [o for action in owner._actions for o in action.option_strings if o.startswith("--")]
+    hints = []
+    for given in (e for e in extra if e.startswith("--")):
+        close = difflib.get_close_matches(given.split("=", 1)[0], options, n=1, cutoff=0.6)
+        if close:
+            hints.append(f"did you mean {close[0]}?")
+    owner.error(f"unrecognized arguments: {' '.join(extra)}" + (f" ({'; '.join(hints)})" if hints else ""))
+
+
 # old names a command still answers to, not listed (`views` was merge's first name)
 LEGACY_NAMES = {"views"}
 
@@ -557,7 +573,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     ap = parser()
-    args = ap.parse_args(argv)  # an unknown option: its name and the usage, exit 2
+    args, extra = ap.parse_known_args(argv)
+    if extra:  # an unknown option: its name, the closest of the command's, and the command's usage (exit 2)
+        _unrecognised(ap, args.command, extra)
     if args.command is None:
         ap.error("a COMMAND is required (`agentlake --help` lists them)")
     try:

@@ -96,6 +96,11 @@ def test_an_unknown_option_is_named_with_the_usage(capsys):
         main(["--bogus"])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "usage: agentlake" in err and "unrecognized arguments: --bogus" in err
+    with pytest.raises(SystemExit) as exc:  # a command's own option mistyped: its usage, and the close one
+        main(["search", "test", "--agnet", "claude"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "usage: agentlake search" in err
+    assert "agentlake search: error: unrecognized arguments: --agnet claude (did you mean --agent?)" in err
     with pytest.raises(SystemExit) as exc:
         main([])
     assert exc.value.code == 2 and "COMMAND is required" in capsys.readouterr().err
