@@ -8,7 +8,7 @@ import dagster as dg
 
 from warehouse.lake.config import load_config
 from warehouse.serve.budgets import OK, budget_statuses, unknown_scopes
-from warehouse.serve.report_options import utc_today
+from warehouse.lake.zones import UTC, today_in
 
 DESCRIPTION = ("This month's spend (UTC) is within each budget of config.toml, and so is the month's end at the "
                "current pace (a warning when not).")
@@ -18,7 +18,7 @@ def spend_of(con, config_file: Path):
     """The home's budgets, this month's figures for each, and what they name that the warehouse
     does not hold, on an open warehouse."""
     budgets = load_config(config_file).budgets
-    return budgets, budget_statuses(con, budgets, utc_today()), unknown_scopes(con, budgets)
+    return budgets, budget_statuses(con, budgets, today_in(UTC)), unknown_scopes(con, budgets)
 
 
 def budget_check_result(budgets, spend, unknown: list[str], config_file: Path, **key) -> dg.AssetCheckResult:

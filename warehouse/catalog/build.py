@@ -2,6 +2,7 @@
 when the merge left many small files (warehouse.catalog.merge). The catalog is then published
 for readers (warehouse.lake.ducklake)."""
 
+from contextlib import contextmanager
 from pathlib import Path
 
 from transforms.contract import ALL_TABLES
@@ -24,24 +25,34 @@ def refresh(lake, warehouse: Path, *, full: bool = False, marts: bool = True,
             prices: Prices = Prices()) -> MergeResult:
     """`prices`: config.toml's (`load_config(layout.config_file).prices`), applied by the merge.
     The search index follows the published tables: updated when the merge replaced or removed a
-    source, when it is missing, or when a merge before was cut off before updating it."""
-    if is_postgres(warehouse):  # the team's catalog: its tables in the lake (no local search index yet)
-        result = merge(lake, warehouse, full=full, marts=marts, prices=prices)
+    source, when it is missing, or when a merge before was cut off before updating it. The team's
+    catalog in PostgreSQL has no local search index (yet)."""
+    indexed = not is_postgres(warehouse)
+    catalog = Path(warehouse) if indexed else warehouse
+    with _index_owed(catalog, indexed) as owed:
+        result = merge(lake, catalog, full=full, marts=marts, prices=prices)
         if result.crowded:
-            compact(warehouse)
-        return result
+            compact(catalog)
+        # a merge of an empty lake publishes nothing: no catalog to index
+        if indexed and catalog.exists() and (owed or full or result.merged or result.removed
+                                             or not search_index.search_path(catalog).exists()):
+            result.search = search_index.update(catalog, tables_path(lake, catalog), full=full)
+    return result
+
+
+@contextmanager
+def _index_owed(warehouse, indexed: bool):
+    """Whether an earlier merge was cut off before it updated the index; a marker stays from here
+    until this one's update is done (a merge killed meanwhile leaves it for the next)."""
+    if not indexed:
+        yield False
+        return
     marker = search_index.due_marker(warehouse)
     owed = marker.exists()
     marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.touch()  # a merge killed from here on leaves it: the next one updates the index
-    result = merge(lake, Path(warehouse), full=full, marts=marts, prices=prices)
-    if result.crowded:
-        compact(Path(warehouse))
-    if owed or full or result.merged or result.removed or not search_index.search_path(warehouse).exists():
-        if Path(warehouse).exists():  # a merge of an empty lake publishes nothing
-            result.search = search_index.update(Path(warehouse), tables_path(lake, warehouse), full=full)
+    marker.touch()
+    yield owed
     marker.unlink(missing_ok=True)
-    return result
 
 
 def configured_prices(layout) -> Prices:

@@ -453,8 +453,8 @@ def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, 
     before = {} if MERGED in broken else _merged_files(con)
     if not full and recorded is not None and MERGED not in broken:
         _refuse_emptying(con, lake, catalog, landed, recorded[0])
-    recorded_prices = "" if FINGERPRINT_TABLE in broken else recorded_fingerprint(con)
-    repriced = prices.fingerprint() != recorded_prices  # the whole history is priced again
+    fingerprint = prices.fingerprint()
+    repriced = fingerprint != ("" if FINGERPRINT_TABLE in broken else recorded_fingerprint(con))  # all priced again
     full = full or _older_layout(recorded) or bool(broken & BUILT) or repriced
     merged = {} if full else before
     changed, removed = plan(landed, merged)
@@ -511,7 +511,7 @@ def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, 
         with _replaced(con, set(sources)):
             apply_prices(con, prices, _OF_REPLACED)
     if repriced:
-        record_fingerprint(con, prices.fingerprint())
+        record_fingerprint(con, fingerprint)
         result.repriced = True
         result.problems += unmatched_prices(con, prices)
     mark_pending(con, touched)

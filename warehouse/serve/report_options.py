@@ -4,7 +4,7 @@ as the first and last day they include, today included. Days are UTC, as the lak
 columns are, unless `--tz` names a zone (warehouse.lake.zones): then "today" is today there."""
 
 import re
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, timedelta
 
 BREAKDOWNS = ("day", "week", "month", "project", "agent", "user", "model", "tool", "category")
 # the breakdowns over time: every period is shown, in order (never cut by --top)
@@ -16,10 +16,6 @@ _LAST = re.compile(r"\s*([1-9][0-9]{0,4})\s*([dwm])\s*")
 
 class BadWindow(ValueError):
     pass
-
-
-def utc_today() -> date:
-    return datetime.now(timezone.utc).date()
 
 
 def relative_days(name: str, today: date) -> tuple[date, date]:
