@@ -159,9 +159,19 @@ def _unrecognised(ap: argparse.ArgumentParser, command: str | None, extra: list[
     hints = []
     for given in (e for e in extra if e.startswith("--")):
         close = difflib.get_close_matches(given.split("=", 1)[0], options, n=1, cutoff=0.6)
-        if close:
+        if close and close[0] == given.split("=", 1)[0]:  # an option of its own, given after `--`
+            hints.append(f"{close[0]} goes before --: what follows -- is the query")
+        elif close:
             hints.append(f"did you mean {close[0]}?")
+    if command == "search" and any(e.startswith("-") and not e.startswith("--") for e in extra):
+        hints.append(NEGATION_FIRST)
+    elif command == "search" and not any(e.startswith("-") for e in extra):  # words only: an unquoted query
+        hints.append("the query is one argument: quote its words, agentlake search 'login handler'")
     owner.error(f"unrecognized arguments: {' '.join(extra)}" + (f" ({'; '.join(hints)})" if hints else ""))
+
+
+# argparse takes a leading -word for an option: `--` ends the options
+NEGATION_FIRST = 'a query that starts with -word goes after --: agentlake search -- "-test login"'
 
 
 # old names a command still answers to, not listed (`views` was merge's first name)
@@ -183,6 +193,8 @@ class _Parser(argparse.ArgumentParser):
             close = difflib.get_close_matches(typo[1], names, n=1, cutoff=0.6)
             message = (f"unknown command {typo[1]!r}" + (f": did you mean `{close[0]}`?" if close else "")
                        + f" (the commands: {', '.join(names)})")
+        elif self.prog.endswith(" search") and message.endswith("required: query"):
+            message += f" ({NEGATION_FIRST})"
         super().error(message)
 
 
@@ -372,7 +384,8 @@ def parser() -> argparse.ArgumentParser:
                         "auth and py); a \"quoted phrase\" must also appear as written; -word must not\n"
                         "appear. English stop words (the, a, of, ...) are ignored. E.g.\n"
                         "  agentlake search 'stripe webhook -test' --agent claude --last 30d\n"
-                        "  agentlake search '\"connection refused\" postgres' --tool shell\n\n"
+                        "  agentlake search '\"connection refused\" postgres' --tool shell\n"
+                        "  agentlake search -- '-test login'   (a -word first: after --, not an option)\n\n"
                         "The index is a file beside the warehouse (warehouse.search.duckdb) that every\n"
                         "merge keeps current; in a team lake it holds the redacted text only. Days are UTC.\n\n"
                         "Exit status: 2 for an empty query, one of stop words only, an unclosed quote, an\n"

@@ -615,6 +615,8 @@ def cmd_search(args) -> int:
         _err(f"note: nothing matches {args.query!r} with these filters")
         return 0
     print(render(hits, args.format))
+    if hits.total > len(hits):
+        _err(f"note: {hits.counted()} shown, best first; --limit N shows more (up to 1000)")
     return 0
 
 

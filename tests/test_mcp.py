@@ -29,6 +29,8 @@ KEY = "concat_ws('/', machine, \"user\", provider, source_id, session_id)"
 class Served:
     call: object  # call(tool, **arguments) -> (first line, rest, is_error)
     built: Built
+    server_info: object = None  # what the server said of itself at start (its name and version)
+    tools: list = ()  # the tools it lists
 
 
 def _user_env(tmp_path_factory, shared_duckdb_dir) -> dict:
@@ -52,7 +54,7 @@ def served(built_once, tmp_path_factory, shared_duckdb_dir):
             first, _, rest = text.partition("\n")
             return first, rest, result.is_error
 
-        yield Served(call, built)
+        yield Served(call, built, client.server_info, portal.call(client.list_tools).tools)
 
 
 def _cli_json(built: Built, *args):
@@ -143,10 +145,25 @@ def test_a_sub_agents_session_gives_its_own_figures(served):
 def test_a_search_hit_opens_its_session(served):
     first, body, error = served.call("search_history", query="login", limit=3)
     # the demo's Claude sub-agent looks for the login handler
-    assert not error and first.startswith("showing 3 hits"), first
+    assert not error and first.startswith("showing 3 of 3 hits;"), first
     best = json.loads(body)["rows"][0]
     assert "**login**" in best[7]
     assert not served.call("open_session", session=best[0])[2]
+    # a limit that cuts: the first line counts every hit, as the CLI finds them
+    total = len(json.loads(_cli_json(served.built, "search", "test", "--limit", "1000")))
+    first = served.call("search_history", query="test", limit=2)[0]
+    assert total > 2 and first.startswith(f"showing 2 of {total:,} hits (limit 2; at most 500)"), first
+
+
+def test_the_server_says_its_version_and_describes_its_tools_without_indentation(served):
+    from importlib.metadata import version
+
+    assert served.server_info.name == "agentlake" and served.server_info.version == version("agentlake")
+    described = {t.name: t.description for t in served.tools}
+    assert set(described) == {"search_history", "open_session", "usage_report", "insights", "run_sql"}
+    for name, text in described.items():
+        assert text and not any(line.startswith(" ") for line in text.splitlines()), (name, text)
+    assert "\neach with its session_key" in described["search_history"]  # a docstring's second line, dedented
 
 
 def _free_port() -> int:

@@ -38,7 +38,7 @@ TOPICS = [
     ("s-auth", "infra", 8, "Rotate the JWT signing keys", "a grace period keeps old tokens valid", "make rotate",
      "rotated 2 keys"),
     ("s-css", "shop", 9, "The checkout button overlaps the footer on mobile", "flexbox wrap on narrow screens",
-     "npm run lint", "no problems"),
+     "npm run lint", '<script>alert("lint")</script> no problems'),  # markup a page must escape
     ("s-deadlock", "tools", 10, "Deadlock between the writer and the compaction", "take the locks in one order",
      "go test -race ./...", "WARNING: DATA RACE"),
 ]
@@ -247,3 +247,25 @@ def test_an_index_kept_by_merges_ranks_as_one_built_whole(tmp_path, monkeypatch)
     assert whole.rebuilt
     assert _statistics(search_path(catalog)) == kept_statistics
     assert _ranked(catalog) == kept
+
+
+def test_a_query_that_starts_with_a_negation_and_the_count_of_hits_cut(home):
+    ran = _search(home, "--limit", "1", "--", "-flaky test")  # after --: the query, not an option
+    assert ran.returncode == 0 and "s-flaky" not in ran.stdout and ran.stdout.startswith("1. "), ran.stderr
+    total = len(json.loads(_search(home, "--limit", "1000", "--format", "json", "--", "-flaky test").stdout))
+    assert total > 1 and f"note: 1 of {total} hits shown, best first" in ran.stderr
+    for args in (("-flaky", "test"), ("-flaky",)):  # taken for an option: said how to give it
+        ran = _search(home, *args)
+        assert ran.returncode == 2 and 'agentlake search -- "-test login"' in ran.stderr, ran.stderr
+    assert "note:" not in _search(home, "OOMKilled", "--limit", "10").stderr  # nothing cut, nothing said
+
+
+def test_a_hit_links_its_message_and_a_zone_moves_the_days(home):
+    db = home / "warehouse.ducklake"
+    hit = json.loads(_search(home, "docker", "--format", "json", "--limit", "1").stdout)[0]
+    assert hit["dashboard_path"].endswith(f"&machine=laptop#m-{hit['message_id']}")
+    # s-webhook is at 2026-01-02 00:00 UTC: still 2026-01-01 in New York
+    new_year = dict(since=date(2026, 1, 1), until=date(2026, 1, 1))
+    assert not search(db, "stripe", SearchFilters(**new_year))
+    assert search(db, "stripe", SearchFilters(**new_year, zone="America/New_York"))[0].session_id == "s-webhook"
+    assert search(db, "test", limit=2).total == len(search(db, "test", limit=1000)) > 2

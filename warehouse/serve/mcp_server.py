@@ -3,6 +3,7 @@ stdio or, with a token, streamable HTTP on loopback. Imported by the command onl
 not loaded for `agentlake --help` or any other command."""
 
 import functools
+import inspect
 from typing import Annotated, Literal
 
 from mcp.server.mcpserver import MCPServer
@@ -31,8 +32,18 @@ User = Annotated[str | None, Field(description="the user whose machine ingested 
 Rows = Annotated[int | None, Field(description="rows to show (default 50, at most 500)")]
 
 
+def agentlake_version() -> str:
+    """The installed package's version, which the server reports to its clients."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("agentlake")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
+
+
 def build_server(tools: Tools) -> MCPServer:
-    server = MCPServer("agentlake", instructions=INSTRUCTIONS)
+    server = MCPServer("agentlake", instructions=INSTRUCTIONS, version=agentlake_version())
     reads = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
                             open_world_hint=False)
 
@@ -44,7 +55,9 @@ def build_server(tools: Tools) -> MCPServer:
             except ToolError as exc:  # a refusal or a caller's mistake: said to the agent as it is
                 raise SaidToAgent(str(exc)) from None
 
-        server.add_tool(answered, annotations=reads, structured_output=False)
+        # the docstring without its indentation: the agent reads it as the tool's description
+        server.add_tool(answered, description=inspect.cleandoc(fn.__doc__), annotations=reads,
+                        structured_output=False)
         return fn
 
     @tool

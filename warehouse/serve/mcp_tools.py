@@ -210,16 +210,18 @@ class Tools:
             raise ToolError(f"no search index at {index} yet: `agentlake merge` (or the next ingest) builds it")
         with open_fts(index) as con, _deadline(con, self.limits.seconds):
             try:
-                hits = search(con, query, SearchFilters(f.since, f.until, f.project, f.provider, f.user), wanted + 1)
+                hits = search(con, query, SearchFilters(f.since, f.until, f.project, f.provider, f.user), wanted)
             except BadQuery as exc:
                 raise ToolError(str(exc)) from None
         columns = ["session_key", "project", "at", "role", "kind", "tool_name", "file_path", "snippet", "score"]
         rows = [(_key(h), h.project, h.at, h.role, h.kind, h.tool_name, h.file_path,
-                 _clip(h.snippet, self.limits.cell_chars), h.score) for h in hits[:wanted]]
+                 _clip(h.snippet, self.limits.cell_chars), h.score) for h in hits]
         body, shown = _fit_rows(columns, rows, self.limits.chars - 200)
-        head = f"showing {shown:,} hit{'' if shown == 1 else 's'}" + (
-            f" (limit {wanted:,}: there are more)" if len(hits) > wanted else "") + (
-            f" (cut to stay under {self.limits.chars:,} characters)" if shown < len(rows) else "")
+        head = f"showing {shown:,} of {hits.total:,} hit{'' if hits.total == 1 else 's'}"
+        if shown < len(rows):
+            head += f" (cut to stay under {self.limits.chars:,} characters)"
+        elif shown < hits.total:
+            head += f" (limit {wanted:,}; at most {self.limits.max_rows:,})"
         return self._answer(head + "; open one with open_session(session_key)", body)
 
     def open_session(self, session: str, offset: int = 0) -> str:

@@ -2,7 +2,7 @@
 
 The index (warehouse.catalog.search_index) is a DuckDB file beside the catalog, kept by the
 merge; a search opens it read-only and reads nothing else. `search` is the one entry point, for
-the CLI and the MCP server alike.
+the CLI, the MCP server and the dashboard's search page alike.
 
 Query syntax (QUERY_HELP): words, all of which a document must hold (stemmed: `migrations`
 finds `migrate`; case and accents ignored; what is not a letter or a digit splits words, so
@@ -18,6 +18,7 @@ from pathlib import Path
 import duckdb
 
 from warehouse.catalog.search_index import open_fts, search_path
+from warehouse.lake.zones import UTC
 from warehouse.serve.report import Filters, unknown_name
 
 QUERY_HELP = ("words that must all appear (stemmed, so migrations finds migrate; case ignored; what is not a "
@@ -34,6 +35,19 @@ class BadQuery(ValueError):
 
 class NoIndex(FileNotFoundError):
     """No search index beside the warehouse yet."""
+
+
+class Hits(list):
+    """The hits shown, best first, and `total`: how many matched in all (a limit cuts the list)."""
+
+    def __init__(self, hits=(), total: int = 0):
+        super().__init__(hits)
+        self.total = max(total, len(self))
+
+    def counted(self) -> str:
+        """`3 hits`, or `10 of 1,234 hits` when the limit cut them."""
+        noun = "hit" if self.total == 1 else "hits"
+        return f"{len(self):,} {noun}" if len(self) == self.total else f"{len(self):,} of {self.total:,} {noun}"
 
 
 @dataclass(frozen=True)
@@ -58,11 +72,11 @@ class Hit:
     kind: str  # message or tool_call
     tool_name: str | None
     file_path: str | None
-    snippet: str  # the text around the first match, each match between MARK
+    snippet: str  # the text around the first match, each match between MARK (or as search's `mark` wrote it)
     score: float  # BM25; higher is better, comparable within one search only
     open_sql: str = ""  # the session's transcript as SQL (`agentlake sql`)
     open_command: str = ""  # that query as a command line
-    dashboard_path: str = ""  # the session's page on `agentlake dashboard`
+    dashboard_path: str = ""  # the session's page on `agentlake dashboard`, at the message
     message_id: str | None = None
     tool_call_id: str | None = None
 
@@ -96,14 +110,17 @@ def _words(text: str) -> list[str]:
     return [w for w in re.split(r"[^0-9a-z]+", text.lower()) if w]
 
 
-def search(con_or_paths, query: str, filters: SearchFilters | None = None, limit: int = 20) -> list[Hit]:
-    """The `limit` best documents for `query` (QUERY_HELP), best first, among those `filters` keep.
+def search(con_or_paths, query: str, filters: SearchFilters | None = None, limit: int = 20,
+           mark=None) -> Hits:
+    """The `limit` best documents for `query` (QUERY_HELP), best first, among those `filters` keep
+    (their days are those of `filters.zone`), and how many matched in all (`Hits.total`).
 
     `con_or_paths`: the warehouse's catalog (`<home>/warehouse.ducklake`: its index is the
     `warehouse.search.duckdb` beside it), the index file itself, or a connection from
     `warehouse.catalog.search_index.open_fts` (left open). Each Hit names its session (provider,
     machine, source_id, session_id), when and who, a snippet with the matches marked, its BM25
     score, and how to open the whole session (`open_sql`, `open_command`, `dashboard_path`).
+    `mark(piece, matched)` writes each piece of a snippet (default: each match between MARK).
     Raises BadQuery for a query or filter that cannot be searched (an unknown project or agent is
     said with the close names the index holds), NoIndex when there is no index yet. Reads only."""
     q = parse(query)
@@ -113,14 +130,14 @@ def search(con_or_paths, query: str, filters: SearchFilters | None = None, limit
     if filters.kind is not None and filters.kind not in KINDS:
         raise BadQuery(f"no kind {filters.kind!r}: message or tool_call")
     if isinstance(con_or_paths, duckdb.DuckDBPyConnection):
-        return _search(con_or_paths, q, filters, limit)
+        return _search(con_or_paths, q, filters, limit, mark)
     path = Path(con_or_paths)
     if path.suffix == ".ducklake":
         path = search_path(path)
     if not path.exists():
         raise NoIndex(f"no search index at {path}: `agentlake merge` builds it")
     with open_fts(path) as con:
-        return _search(con, q, filters, limit)
+        return _search(con, q, filters, limit, mark)
 
 
 def _unknown_tool(con, tool: str) -> str | None:
@@ -137,7 +154,15 @@ def _unknown_tool(con, tool: str) -> str | None:
                                                f"; its categories and names: {', '.join(sorted(names)[:12])}, ...")
 
 
-def _search(con, q: Query, filters: SearchFilters, limit: int) -> list[Hit]:
+def _day(zone: str) -> str:
+    """A document's day in `zone`: the index's `date` is the UTC day of its time (`at`, naive UTC)."""
+    if zone == UTC:
+        return "date"
+    name = zone.replace("'", "''")
+    return f"""COALESCE(CAST(timezone('{name}', timezone('UTC', "at")) AS DATE), date)"""
+
+
+def _search(con, q: Query, filters: SearchFilters, limit: int, mark=None) -> Hits:
     unknown = [s for s in (unknown_name(con, what, value, column, table="docs") for what, value, column in
                            (("project", filters.project, "project"), ("agent", filters.provider, "provider"),
                             ("user", filters.user, '"user"'), ("machine", filters.machine, "machine"))
@@ -146,7 +171,7 @@ def _search(con, q: Query, filters: SearchFilters, limit: int) -> list[Hit]:
         unknown += [s for s in [_unknown_tool(con, filters.tool)] if s]
     if unknown:
         raise BadQuery("; ".join(unknown))
-    where, params = filters.where()
+    where, params = filters.where(_day(filters.zone))
     clauses = [where.removeprefix("WHERE ")] if where else []
     for column, value in (("role", filters.role), ("kind", filters.kind)):
         if value is not None:
@@ -168,33 +193,44 @@ def _search(con, q: Query, filters: SearchFilters, limit: int) -> list[Hit]:
         raise BadQuery(f"only stop words to search for ({', '.join(q.words)}): give another word")
     rows = con.execute(f"""
         SELECT provider, machine, "user", source_id, session_id, project, "at", role, kind, tool_name,
-               file_path, body, score, message_id, tool_call_id
+               file_path, body, score, message_id, tool_call_id, COUNT(*) OVER () AS total
         FROM (SELECT *, fts_main_docs.match_bm25(doc_id, ?, conjunctive := 1) AS score FROM docs)
         WHERE score IS NOT NULL{extra}
         ORDER BY score DESC, "at" DESC, doc_id LIMIT ?""", [" ".join(words), *params, limit]).fetchall()
     stems = [s for (s,) in con.execute("SELECT DISTINCT stem(unnest(?), 'porter')", [words]).fetchall()]
-    return [_hit(row, stems, q.phrases) for row in rows]
+    return Hits([_hit(row[:-1], stems, q.phrases, mark) for row in rows], rows[0][-1] if rows else 0)
 
 
-def _hit(row, stems: list[str], phrases: list[str]) -> Hit:
+def _hit(row, stems: list[str], phrases: list[str], mark=None) -> Hit:
     (provider, machine, user, source_id, session_id, project, at, role, kind, tool_name, file_path, body, score,
      message_id, tool_call_id) = row
     sql = transcript_sql(provider, machine, source_id, session_id)
     return Hit(provider, machine, user, source_id, session_id, project, at, role, kind, tool_name, file_path,
-               snippet(body, stems, phrases), round(score, 4), sql, f"agentlake sql {shell_quoted(sql)}",
-               dashboard_path(machine, source_id, session_id), message_id, tool_call_id)
+               snippet(body, stems, phrases, mark=mark), round(score, 4), sql, f"agentlake sql {shell_quoted(sql)}",
+               dashboard_path(machine, source_id, session_id, message_id), message_id, tool_call_id)
 
 
-def snippet(body: str, stems: list[str], phrases: list[str] = (), width: int = SNIPPET_CHARS) -> str:
+def marked(piece: str, matched: bool) -> str:
+    """A snippet's piece as the terminal and the MCP client read it: a match between MARK."""
+    return f"{MARK}{piece}{MARK}" if matched else piece
+
+
+def snippet(body: str, stems: list[str], phrases: list[str] = (), width: int = SNIPPET_CHARS, mark=None) -> str:
     """About `width` characters of `body` around its first match, on one line, each word that
-    starts with a query word's stem (and each phrase) between MARK."""
+    starts with a query word's stem (and each phrase) marked: `mark(piece, matched)` writes each
+    piece, matched or not (default `marked`; the dashboard's escapes every piece as HTML)."""
+    mark = mark or marked
     alternatives = [re.escape(p).replace(r"\ ", r"\s+") for p in phrases] + [rf"\b{re.escape(s)}\w*" for s in stems]
     pattern = re.compile("|".join(sorted(alternatives, key=len, reverse=True)), re.IGNORECASE)
     first = pattern.search(body)
     start = max(0, (first.start() if first else 0) - width // 3)
     text = " ".join(body[start:start + width].split())
-    text = pattern.sub(lambda m: f"{MARK}{m.group(0)}{MARK}", text)
-    return ("..." if start else "") + text + ("..." if start + width < len(body) else "")
+    pieces, done = ["..."] if start else [], 0
+    for match in pattern.finditer(text):
+        pieces += [mark(text[done:match.start()], False), mark(match.group(0), True)]
+        done = match.end()
+    pieces.append(mark(text[done:], False))
+    return "".join(pieces) + ("..." if start + width < len(body) else "")
 
 
 def transcript_sql(provider: str, machine: str, source_id: str, session_id: str) -> str:
@@ -214,10 +250,24 @@ def shell_quoted(text: str) -> str:
     return '"' + re.sub(r'(["\\$`])', r"\\\1", text) + '"'
 
 
-def dashboard_path(machine: str, source_id: str, session_id: str) -> str:
+def dashboard_path(machine: str, source_id: str, session_id: str, message_id: str | None = None) -> str:
+    """The session's transcript page, at the message when one is given."""
     from urllib.parse import urlencode
 
-    return "/session?" + urlencode({"source": source_id, "id": session_id, "machine": machine})
+    path = "/session?" + urlencode({"source": source_id, "id": session_id, "machine": machine})
+    return path + (f"#{anchor_fragment(message_id)}" if message_id else "")
+
+
+def message_anchor(message_id: str) -> str:
+    """The id of a message's element on the transcript page (a search hit links to it)."""
+    return f"m-{message_id}"
+
+
+def anchor_fragment(message_id: str) -> str:
+    """message_anchor as a URL's fragment: percent-encoded (a browser decodes it to find the id)."""
+    from urllib.parse import quote
+
+    return quote(message_anchor(message_id), safe="")
 
 
 def render(hits: list[Hit], fmt: str = "table") -> str:

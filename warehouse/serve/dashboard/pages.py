@@ -25,6 +25,7 @@ from warehouse.serve.dashboard import charts
 from warehouse.serve.labels import MODEL_COLUMNS, label, model_label, model_sql, models_label
 from warehouse.serve.local_days import local_date
 from warehouse.serve.report import Filters, cost_and_sessions, session_key, sorted_list
+from warehouse.serve.search import message_anchor
 
 DEFAULT_TOP = 15
 INSIGHTS = ("insight_duplicate_reads", "insight_unused_reads", "insight_read_edit_ratio", "insight_idle_cost",
@@ -104,7 +105,8 @@ FILTERS = ("since", "until", "project", "agent", "top", "user", "machine", "grai
 # what else a page reads: `provider` is the agent filter's older name (links and bookmarks made
 # before it was `agent`); `sort` a table's order (a column header's link); `token` is the dashboard's own (warehouse.serve.dashboard.server). On a
 # session's page `machine` is the session's own (a store ingested on two machines), not a filter.
-PAGE_PARAMS = {"/session": ("source", "id", "key"), "/insight": ("name",), "/csv": ("table",)}
+PAGE_PARAMS = {"/session": ("source", "id", "key"), "/insight": ("name",), "/csv": ("table",),
+               "/search": ("q", "role", "tool", "kind")}
 OTHER_PARAMS = ("provider", "token", "sort")
 
 
@@ -465,6 +467,7 @@ th { background: #f4f4f4; position: sticky; top: 0; } .num { text-align: right; 
 tr.others td { color: #666; font-style: italic; background: #fafafa; }
 .cut { font-size: 12px; color: #555; margin: 4px 0 12px; }
 .msg { border-left: 3px solid #ccc; margin: 10px 0; padding: 4px 10px; }
+.anchor:target > .msg { background: #fff8d6; }
 .msg.user { border-color: #4e79a7; } .msg.assistant { border-color: #59a14f; } .msg.tool { border-color: #edc948; }
 .meta { font-size: 12px; color: #666; }
 pre { white-space: pre-wrap; word-break: break-word; background: #f7f7f7; padding: 6px 8px; margin: 4px 0;
@@ -487,6 +490,11 @@ a.csv { font-weight: 600; }
 #budgets { width: auto; } #budgets td.status { font-weight: 600; }
 tr.budget-over td, .budget-over b { color: #b00020; } tr.budget-over { background: #fde8e8; }
 tr.budget-projected td, .budget-projected b { color: #8a5300; } tr.budget-projected { background: #fff4d6; }
+header { display: flex; justify-content: space-between; align-items: center; gap: 12px; flex-wrap: wrap; }
+form.search-box { margin: 0; gap: 6px; align-items: center; } form.search-box input { width: 22em; }
+#search-results { padding-left: 24px; } .hit { margin: 10px 0 14px; } .hit-head { font-size: 13px; color: #555; }
+.hit-head a { font-size: 15px; font-weight: 600; color: #1f5fa8; }
+.snippet { margin: 4px 0 0; font-size: 13px; line-height: 1.45; } mark { background: #ffe066; padding: 0 1px; }
 """
 
 
@@ -497,26 +505,59 @@ def layout(title: str, crumbs: list[tuple[str, str | None]], body: str, req: Req
     if req is not None and req.errors:
         errors = ('<div class="errors" id="filter-errors"><b>Filter problems:</b><ul>'
                   + "".join(f"<li>{_e(e)}</li>" for e in req.errors) + "</ul></div>")
+    box = "" if req is not None and req.path == "/search" else search_box(req)  # the search page has its own
     return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{_e(title if title == "agentlake" else f"{title} · agentlake")}</title>'
-            f"<style>{STYLE}</style></head><body><nav>{nav}</nav><h1>{_e(title)}</h1>{about}{errors}{form}{body}"
-            "</body></html>")
+            f'<style>{STYLE}</style></head><body><header><nav>{nav}</nav>{box}</header><h1>{_e(title)}</h1>'
+            f"{about}{errors}{form}{body}</body></html>")
 
 
-def filter_form(req: Request, projects: list[str], providers: list[str], action: str = "/") -> str:
+def page_filters(req: Request | None) -> dict:
+    """The filters a page was drawn with, as the query names them (a search from it keeps them)."""
+    if req is None:
+        return {}
     f = req.filters
-    shown = lambda key, value: _e(value if value is not None else req.params.get(key, ""))  # noqa: E731
-    sorts = "".join(f'<input type="hidden" name="sort" value="{_e(v)}">' for v in sort_values(req.sorts))
-    return presets(req) + f"""<form method="get" action="{_e(action)}">
-  <label>since <input type="date" name="since" value="{shown('since', f.since)}"></label>
-  <label>until <input type="date" name="until" value="{shown('until', f.until)}"></label>
+    named = {"since": f.since, "until": f.until, "project": f.project, "agent": f.provider, "user": f.user,
+             "machine": f.machine, "tz": req.tz}
+    return {k: str(v) for k, v in named.items() if v}
+
+
+def search_box(req: Request | None) -> str:
+    """The header's search form on every page, the page's filters kept: a search from a
+    project's page searches that project (its page says so, and links to all of them)."""
+    kept = "".join(f'<input type="hidden" name="{k}" value="{_e(v)}">' for k, v in page_filters(req).items())
+    return ('<form class="search-box" role="search" method="get" action="/search">'
+            '<input type="search" name="q" placeholder="search messages and tool calls" aria-label="search" '
+            f'required>{kept}<button type="submit">search</button></form>')
+
+
+def filter_fields(req: Request, projects: list[str], providers: list[str]) -> str:
+    """The fields of the filters every page takes: the days, project, agent, user and machine."""
+    f = req.filters
+    return f"""<label>since <input type="date" name="since" value="{_shown(req, 'since', f.since)}"></label>
+  <label>until <input type="date" name="until" value="{_shown(req, 'until', f.until)}"></label>
   <label>project <select name="project">{_options(projects, f.project)}</select></label>
   <label>agent <select name="agent">{_options(providers, f.provider)}</select></label>
   <label>user <select name="user">{_options(req.people.get("user", []), f.user)}</select></label>
-  <label>machine <select name="machine">{_options(req.people.get("machine", []), f.machine)}</select></label>
+  <label>machine <select name="machine">{_options(req.people.get("machine", []), f.machine)}</select></label>"""
+
+
+def zone_field(req: Request) -> str:
+    return (f'<label>time zone <input type="text" name="tz" value="{_shown(req, "tz", req.tz)}" '
+            f'placeholder="{_e(req.filters.zone)}" style="width:10em"></label>')
+
+
+def _shown(req: Request, key: str, value) -> str:
+    """A field's value: the valid one, else what was given (named in the page's errors)."""
+    return _e(value if value is not None else req.params.get(key, ""))
+
+
+def filter_form(req: Request, projects: list[str], providers: list[str], action: str = "/") -> str:
+    sorts = "".join(f'<input type="hidden" name="sort" value="{_e(v)}">' for v in sort_values(req.sorts))
+    return presets(req) + f"""<form method="get" action="{_e(action)}">
+  {filter_fields(req, projects, providers)}
   <label>rows per ranking <input type="number" name="top" min="0" value="{req.top}" style="width:6em"></label>
   <label>bars per <select name="grain">{_options(list(GRAINS), req.grain).replace("(all)", "(by the span)")}</select></label>
-  <label>time zone <input type="text" name="tz" value="{shown('tz', req.tz)}" placeholder="{_e(f.zone)}"
-    style="width:10em"></label>
+  {zone_field(req)}
   {sorts}<button type="submit">apply</button>
 </form>"""
 
@@ -1221,7 +1262,9 @@ def _message(m, parts, calls_by_id, cost, spawned) -> str:
             inner.append(f'<div class="call">$ {_e(shell)}</div><pre>{_clip(shell_out)}</pre>')
         elif ptype == "finish" and finish and role == "assistant":
             inner.append(f'<span class="meta">finish: {_e(finish)}</span>')
-    return (f'<div class="msg {_e(role)}" id="m{_e(index)}"><div class="meta">{meta}</div>{"".join(inner)}</div>')
+    # wrapped in the message's anchor (a search hit links to it); the message keeps its index's id
+    return (f'<div class="anchor" id="{_e(message_anchor(message_id))}"><div class="msg {_e(role)}" id="m{_e(index)}">'
+            f'<div class="meta">{meta}</div>{"".join(inner)}</div></div>')
 
 
 def _tool_call(call_id, tool_name, call, subagent_link: str | None) -> str:

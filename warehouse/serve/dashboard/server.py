@@ -2,9 +2,9 @@
 
 Nothing is fetched by the browser but the page itself (no script, no CDN), so it works on a
 closed network and renders the same everywhere. Pages (warehouse.serve.dashboard.pages): the overview
-(`/`), a project (`/project?project=...`), a session's transcript (`/session?source=...&id=...&machine=...`)
-and an insight (`/insight?name=...`); a table's every row as CSV (`/csv?table=...`, with the page's
-filters and `sort`). Filters (dates, project, agent, user, machine, rows per ranking, the time chart's
+(`/`), a project (`/project?project=...`), a session's transcript (`/session?source=...&id=...&machine=...`),
+an insight (`/insight?name=...`) and a search (`/search?q=...`, warehouse.serve.dashboard.search_page);
+a table's every row as CSV (`/csv?table=...`, with the page's filters and `sort`). Filters (dates, project, agent, user, machine, rows per ranking, the time chart's
 grain) are a plain GET form, validated: a bad value is named on the page, never silently dropped.
 """
 
@@ -16,31 +16,36 @@ import threading
 from contextlib import contextmanager
 from http.server import HTTPServer
 
+from warehouse.catalog.search_index import search_path
 from warehouse.lake.ducklake import damage_hint, one_snapshot
+from warehouse.lake.pg_catalog import is_postgres
 from warehouse.lake.zones import UTC
 from warehouse.serve.dashboard import pages as pages
+from warehouse.serve.dashboard.search_page import search_page
 from warehouse.serve.dashboard.zoned import LocalMarts
 
-PATHS = ("/", "/index.html", "/project", "/session", "/insight", "/csv")
+PATHS = ("/", "/index.html", "/project", "/session", "/insight", "/csv", "/search")
 
 
 def _e(value) -> str:
     return html.escape("" if value is None else str(value))
 
 
-def render(con, path: str, query: str, budgets=(), config_file=None, zone: str = UTC, local=None) -> tuple:
+def render(con, path: str, query: str, budgets=(), config_file=None, zone: str = UTC, local=None,
+           index=None) -> tuple:
     """(HTML, status) of one page; a request with filter problems is answered 400, with the page.
     A CSV (`/csv`) is (text, status, its headers: its type and file name). `budgets`: config.toml's
     (`config_file`), shown against this month's spend. Every figure of a page is read in one read
     transaction, from one snapshot of the catalog: a merge committed meanwhile (a central catalog's)
     shows on the next page, never on half of this one; and DuckLake loads the snapshot once, not
     for each of the page's queries. `zone`: whose days the pages count, unless the page names its
-    own (`tz=`); `local` (zoned.LocalMarts) keeps a zone's marts for the connection's next pages."""
+    own (`tz=`); `local` (zoned.LocalMarts) keeps a zone's marts for the connection's next pages.
+    `index`: the search index's file (`/search`), None where the catalog has none (PostgreSQL)."""
     with one_snapshot(con):
-        return _render(con, path, query, budgets, config_file, zone, local)
+        return _render(con, path, query, budgets, config_file, zone, local, index)
 
 
-def _render(con, path: str, query: str, budgets, config_file, zone, local) -> tuple:
+def _render(con, path: str, query: str, budgets, config_file, zone, local, index=None) -> tuple:
     rows = con.execute('SELECT DISTINCT project, provider, "user", machine FROM daily_costs').fetchall()
     projects, providers, users, machines = (sorted({r[i] for r in rows if r[i] is not None}) for i in range(4))
     req = pages.parse_request(query, projects, providers, path, users, machines, zone)
@@ -54,6 +59,8 @@ def _render(con, path: str, query: str, budgets, config_file, zone, local) -> tu
         body, status = pages.session_page(con, req)
     elif path == "/insight":
         body, status = pages.insight_page(con, req)
+    elif path == "/search":
+        body, status = search_page(con, req, index, projects, providers)
     elif path == "/project":
         body, status = pages.project_page(con, req, projects, providers), 200
     else:
@@ -65,8 +72,6 @@ def catalog_identity(warehouse):
     """What changes when a merge publishes a new catalog (warehouse.lake.ducklake.publish renames a
     new file over it: a new inode); None when there is no warehouse (yet), and for the team's
     catalog in PostgreSQL, which each request attaches anew: its last commit, at once."""
-    from warehouse.lake.pg_catalog import is_postgres
-
     if is_postgres(warehouse):
         return None
     try:
@@ -124,6 +129,9 @@ class PageCache:
     @staticmethod
     def key(warehouse, path: str, query: str, zone: str = UTC):
         identity = catalog_identity(warehouse)  # None: no warehouse (yet), nothing to cache
+        if identity is not None and path == "/search":  # the merge updates the index after it publishes
+            index = catalog_identity(search_path(warehouse))
+            identity = None if index is None else identity + index
         # and the page's day: the windows a click sets and this month's budgets end today
         return None if identity is None else (*identity, pages.today(pages.page_zone(query, zone)), path, query)
 
@@ -366,8 +374,8 @@ def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: 
 
     cache, reader = PageCache(), Reader(warehouse, data_path)
     # given only when set: render(con, path, query) stays the whole call without them
-    settings = {k: v for k, v in (("budgets", tuple(budgets)), ("config_file", config_file), ("zone", zone))
-                if v}
+    settings = {k: v for k, v in (("budgets", tuple(budgets)), ("config_file", config_file), ("zone", zone),
+                                  ("index", None if is_postgres(warehouse) else search_path(warehouse))) if v}
 
     class Handler(BaseHTTPRequestHandler):
         timeout = IDLE_TIMEOUT  # a stalled connection frees its worker
