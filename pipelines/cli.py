@@ -387,15 +387,19 @@ def parser() -> argparse.ArgumentParser:
                         "  agentlake search '\"connection refused\" postgres' --tool shell\n"
                         "  agentlake search -- '-test login'   (a -word first: after --, not an option)\n\n"
                         "The index is a file beside the warehouse (warehouse.search.duckdb) that every\n"
-                        "merge keeps current; in a team lake it holds the redacted text only. Days are UTC.\n\n"
+                        "merge keeps current; in a team lake it holds the redacted text only. Days and times\n"
+                        "are UTC unless --tz names a zone (as report --tz).\n\n"
                         "Exit status: 2 for an empty query, one of stop words only, an unclosed quote, an\n"
                         "unknown --project, --agent, --user or --machine (named with the close ones), a bad\n"
                         "date or window, or no warehouse or search index yet.")
     _common(p)
     p.add_argument("query", help="what to find (the syntax: below)")
-    p.add_argument("--since", type=_date, metavar="DATE", help="first day included (YYYY-MM-DD, UTC)")
-    p.add_argument("--until", type=_date, metavar="DATE", help="last day included (YYYY-MM-DD, UTC)")
-    _windows(p, today="today only (UTC)")
+    p.add_argument("--since", type=_date, metavar="DATE", help="first day included (YYYY-MM-DD, a day of --tz)")
+    p.add_argument("--until", type=_date, metavar="DATE", help="last day included (YYYY-MM-DD, a day of --tz)")
+    p.add_argument("--tz", metavar="ZONE",
+                   help="the days and hit times of this time zone, an IANA name (Europe/Berlin), as report --tz "
+                        "(default: $AGENTLAKE_TZ, else tz in config.toml, else UTC)")
+    _windows(p, today="today only (in --tz)")
     p.add_argument("--project", help="one project (its slug)")
     p.add_argument("--agent", dest="provider", metavar="AGENT", help="one agent (crush, claude, codex, ...)")
     p.add_argument("--provider", dest="provider_old", help=argparse.SUPPRESS)  # --agent's first name, still taken

@@ -586,7 +586,8 @@ def _report_csv(sections, args) -> str:
 def cmd_search(args) -> int:
     if args.provider_old is not None:  # --agent's first name
         args.provider = args.provider or args.provider_old
-    since, until = _window(args, "UTC")  # the usage errors first: they load no DuckDB
+    zone = _report_zone(args)
+    since, until = _window(args, zone)  # the usage errors first: they load no DuckDB
     if since and until and since > until:
         raise UsageError(f"--since {args.since} is after --until {args.until}: no day is in between")
     from warehouse.serve.search import BadQuery, NoIndex, SearchFilters, parse, render, search, shell_quoted
@@ -600,7 +601,7 @@ def cmd_search(args) -> int:
         _err(f"error: {_no_warehouse(layout)}")
         return 2
     filters = SearchFilters(since, until, args.project, args.provider, args.user, args.machine,
-                            role=args.role, tool=args.tool, kind=args.kind)
+                            zone=zone, role=args.role, tool=args.tool, kind=args.kind)
     try:
         hits = search(layout.warehouse, args.query, filters, args.limit)
     except BadQuery as exc:
@@ -614,7 +615,7 @@ def cmd_search(args) -> int:
     if not hits and args.format == "table":
         _err(f"note: nothing matches {args.query!r} with these filters")
         return 0
-    print(render(hits, args.format))
+    print(render(hits, args.format, zone))
     if hits.total > len(hits):
         _err(f"note: {hits.counted()} shown, best first; --limit N shows more (up to 1000)")
     return 0

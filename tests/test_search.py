@@ -269,3 +269,16 @@ def test_a_hit_links_its_message_and_a_zone_moves_the_days(home):
     assert not search(db, "stripe", SearchFilters(**new_year))
     assert search(db, "stripe", SearchFilters(**new_year, zone="America/New_York"))[0].session_id == "s-webhook"
     assert search(db, "test", limit=2).total == len(search(db, "test", limit=1000)) > 2
+
+
+def test_the_cli_counts_the_days_and_prints_the_times_of_tz(home, monkeypatch):
+    # s-webhook is at 2026-01-02 00:00 UTC: 2026-01-01 19:00 in New York
+    utc = _search(home, "stripe", "--since", "2026-01-01", "--until", "2026-01-01")
+    assert utc.returncode == 0 and utc.stdout == "" and "nothing matches" in utc.stderr
+    ran = _search(home, "stripe", "--since", "2026-01-01", "--until", "2026-01-01", "--tz", "America/New_York")
+    assert ran.returncode == 0, ran.stderr
+    assert "| 2026-01-01 19:00 America/New_York |" in ran.stdout.split("\n\n")[0]
+    monkeypatch.setenv("AGENTLAKE_TZ", "Asia/Kolkata")  # the variable, as for report: +05:30
+    assert "| 2026-01-02 05:30 Asia/Kolkata |" in _search(home, "stripe").stdout
+    bad = _search(home, "stripe", "--tz", "Mars/Olympus")
+    assert bad.returncode == 2 and "Mars/Olympus" in bad.stderr

@@ -12,8 +12,9 @@ finds `migrate`; case and accents ignored; what is not a letter or a digit split
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import duckdb
 
@@ -270,8 +271,16 @@ def anchor_fragment(message_id: str) -> str:
     return quote(message_anchor(message_id), safe="")
 
 
-def render(hits: list[Hit], fmt: str = "table") -> str:
-    """Hits as a block each (table) or as a JSON list of objects, times in UTC."""
+def local_time(at: datetime | None, zone: str = UTC) -> str:
+    """A hit's time (naive UTC) in `zone`, the zone named."""
+    if at is None:
+        return "no time"
+    local = at.replace(tzinfo=timezone.utc).astimezone(ZoneInfo(zone)) if zone != UTC else at
+    return f"{local:%Y-%m-%d %H:%M} {zone}"
+
+
+def render(hits: list[Hit], fmt: str = "table", zone: str = UTC) -> str:
+    """Hits as a block each (table, times in `zone`) or as a JSON list of objects (times in UTC)."""
     if fmt == "json":
         import json
         from dataclasses import asdict
@@ -280,8 +289,7 @@ def render(hits: list[Hit], fmt: str = "table") -> str:
     blocks = []
     for n, h in enumerate(hits, 1):
         what = f"{h.tool_name or 'tool'} call" if h.kind == "tool_call" else f"{h.role} message"
-        when = f"{h.at:%Y-%m-%d %H:%M} UTC" if h.at else "no time"
-        blocks.append(f"{n}. {h.provider} | {h.project} | {when} | {what} | {h.user}@{h.machine} | score {h.score}\n"
+        blocks.append(f"{n}. {h.provider} | {h.project} | {local_time(h.at, zone)} | {what} | {h.user}@{h.machine} | score {h.score}\n"
                       f"   {h.snippet}\n"
                       f"   open: {h.open_command}")
     return "\n\n".join(blocks)

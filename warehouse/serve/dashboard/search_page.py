@@ -6,14 +6,10 @@ project, agent, user, machine) and the search's own (role, tool, kind).
 A snippet is the text of a user's transcript: every piece of it is escaped, and the matches are
 marked with <mark> around escaped text, never by markup the text could carry itself."""
 
-from datetime import datetime, timezone
-from zoneinfo import ZoneInfo
-
-from warehouse.lake.zones import UTC
 from warehouse.serve.dashboard.pages import (
     Request, _e, _options, about_data, filter_fields, layout, page_filters, zone_field)
 from warehouse.serve.search import (
-    KINDS, QUERY_HELP, BadQuery, Hits, NoIndex, SearchFilters, anchor_fragment, search)
+    KINDS, QUERY_HELP, BadQuery, Hits, NoIndex, SearchFilters, anchor_fragment, local_time, search)
 
 SEARCH_LIMIT = 50  # hits a page shows, best first; it says how many matched in all
 ROLES = ("user", "assistant", "system", "developer", "tool")
@@ -119,15 +115,9 @@ def _hit(req: Request, h, title: str | None) -> str:
     if h.message_id:
         link += "#" + anchor_fragment(h.message_id)
     what = f"{h.tool_name or 'tool'} call" if h.kind == "tool_call" else f"{h.role} message"
-    facts = " · ".join(_e(v) for v in (h.provider, h.project or "(no project)", _when(h.at, req.filters.zone), what,
+    facts = " · ".join(_e(v) for v in (h.provider, h.project or "(no project)", local_time(h.at, req.filters.zone), what,
                                        f"{h.user}@{h.machine}"))
     return (f'<li class="hit"><div class="hit-head"><a class="hit-link" href="{_e(link)}">{_e(title or h.session_id)}'
             f'</a> · {facts}</div><p class="snippet">{h.snippet}</p></li>')
 
 
-def _when(at: datetime | None, zone: str) -> str:
-    """A hit's time (naive UTC) in the page's zone, the zone named."""
-    if at is None:
-        return "no time"
-    local = at.replace(tzinfo=timezone.utc).astimezone(ZoneInfo(zone)) if zone != UTC else at
-    return f"{local:%Y-%m-%d %H:%M} {zone}"
