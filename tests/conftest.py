@@ -283,8 +283,8 @@ def ingest(layout: Layout, *stores, roots=(), full_refresh=False, codewhale_home
            marts=True):
     """Ingest the named stores (see options_for), then merge. One worker by default, so that
     monkeypatched code is the code that runs. `marts=False` merges the tables only, for tests that
-    read nothing else (the marts stay pending, as after a merge stopped between the two: the next
-    merge with marts builds them)."""
+    read nothing else (the marts and the search index stay pending, as after a merge stopped between
+    the two: the next merge with marts builds them)."""
     sources, problems = discover_only(*stores, roots=roots, codewhale_homes=codewhale_homes, homes=homes)
     summary = ingest_all(sources, layout, full_refresh=full_refresh, problems=problems, workers=workers)
     refresh(layout.lake, layout.warehouse, marts=marts)

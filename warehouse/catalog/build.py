@@ -26,7 +26,8 @@ def refresh(lake, warehouse: Path, *, full: bool = False, marts: bool = True,
     """`prices`: config.toml's (`load_config(layout.config_file).prices`), applied by the merge.
     The search index follows the published tables: updated when the merge replaced or removed a
     source, when it is missing, or when a merge before was cut off before updating it. The team's
-    catalog in PostgreSQL has no local search index (yet)."""
+    catalog in PostgreSQL has no local search index (yet). Without `marts` (the tables only), the
+    index is left owed with the marts: the next merge with them brings both up to date."""
     indexed = not is_postgres(warehouse)
     catalog = Path(warehouse) if indexed else warehouse
     with _index_owed(catalog, indexed) as owed:
@@ -34,25 +35,34 @@ def refresh(lake, warehouse: Path, *, full: bool = False, marts: bool = True,
         if result.crowded:
             compact(catalog)
         # a merge of an empty lake publishes nothing: no catalog to index
-        if indexed and catalog.exists() and (owed or full or result.merged or result.removed
-                                             or not search_index.search_path(catalog).exists()):
+        if indexed and marts and catalog.exists() and (owed.before or full or result.merged or result.removed
+                                                       or not search_index.search_path(catalog).exists()):
             result.search = search_index.update(catalog, tables_path(lake, catalog), full=full)
+        owed.paid = marts
     return result
+
+
+class _Owed:
+    before: bool = False  # an earlier merge left the index owed
+    paid: bool = False  # this merge brought it up to date (else the marker stays for the next)
 
 
 @contextmanager
 def _index_owed(warehouse, indexed: bool):
-    """Whether an earlier merge was cut off before it updated the index; a marker stays from here
-    until this one's update is done (a merge killed meanwhile leaves it for the next)."""
+    """Whether an earlier merge was cut off before it updated the index, or left it owed (a merge
+    of the tables only); a marker stays from here until a merge's update is done (a merge killed
+    meanwhile leaves it for the next)."""
+    owed = _Owed()
     if not indexed:
-        yield False
+        yield owed
         return
     marker = search_index.due_marker(warehouse)
-    owed = marker.exists()
+    owed.before = marker.exists()
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.touch()
     yield owed
-    marker.unlink(missing_ok=True)
+    if owed.paid:
+        marker.unlink(missing_ok=True)
 
 
 def configured_prices(layout) -> Prices:
