@@ -60,7 +60,9 @@ def team_warehouse(context: dg.AssetExecutionContext, team_lake: TeamLake) -> dg
     layout = team_lake.layout()
     views = build_warehouse(layout.lake, layout.warehouse, prices=configured_prices(layout))
     exported = export_tables(layout.warehouse, layout.lake)  # for Spark and Trino (no DuckLake reader)
-    context.log.info(f"exported {sum(exported.values())} files under {layout.lake}/export for Spark and Trino")
+    context.log.info(f"exported {layout.lake}/export/{exported.version} for Spark and Trino: "
+                     f"{sum(exported.written.values())} files written, {exported.carried} carried over; "
+                     f"{len(exported.removed)} versions past their grace removed")
     with connect(layout.warehouse, ours=True) as con:
         facts = lakewide.lake_facts(con)
         lake = lake_of(con)  # the lake URI as stored: never credentials written into it
@@ -146,4 +148,8 @@ defs = dg.Definitions(
     jobs=[team_refresh],
     schedules=[daily_team_refresh],
     resources={"team_lake": TeamLake()},
+    # the rebuild and its four checks one after another in the run's process: the default executor
+    # started a process per step (agentlake imported five times), and ran the checks at once, each
+    # capped at the merge's memory (warehouse/catalog/checks.py), on one catalog
+    executor=dg.in_process_executor,
 )

@@ -1,12 +1,12 @@
 """The central deployment: lake-wide checks on a real two-machine lake, the `pipelines.central`
 code location materialised in-process, and the deploy/ configuration validated as far as it can
-be without Postgres, Docker, Kubernetes, Spark or Trino."""
+be without Docker, Kubernetes, Spark or Trino (the instance on PostgreSQL runs in
+tests/test_dagster_postgres.py)."""
 
 import ast
 import dataclasses
 import importlib
 import importlib.util
-import os
 import re
 import shutil
 from datetime import datetime, timedelta, timezone
@@ -305,19 +305,23 @@ def test_trino_ddl_is_current_and_matches_the_files_written(team):
     ddl = _load(DEPLOY / "trino" / "ddl.py", "trino_ddl")
     assert (DEPLOY / "trino" / "tables.sql").read_text() == ddl.render(), \
         "regenerate: python deploy/trino/ddl.py > deploy/trino/tables.sql"
-    sql = ddl.render("s3://bucket/prefix?endpoint_override=minio:9000")
-    for table in ALL_TABLES:
-        assert f"external_location = 's3://bucket/prefix/export/{table.name}'" in sql
-        assert f"sync_partition_metadata('agentlake', '{table.name}', 'FULL')" in sql
+    sql = ddl.render("s3://bucket/prefix?endpoint_override=minio:9000", "v20261204T050000000000Z", ["v1", "v2"])
+    for table in ALL_TABLES:  # one version's tables, the views re-pointed at them, the versions before dropped
+        assert f"external_location = 's3://bucket/prefix/export/v20261204T050000000000Z/{table.name}'" in sql
+        assert f"sync_partition_metadata('v20261204t050000000000z', '{table.name}', 'FULL')" in sql
+        assert (f'VIEW agentlake.agentlake."{table.name}" SECURITY INVOKER AS '
+                f'SELECT * FROM agentlake.v20261204t050000000000z."{table.name}"') in sql
+        assert f'DROP TABLE IF EXISTS agentlake.v1."{table.name}"' in sql
+    assert "agentlake.v2." not in sql  # the version just replaced stays for the queries planned on it
     # what Trino will map by name: every column of every written file, in the DDL's types
     column = re.compile(r'^  "(\w+)" (\S+?),?$', re.MULTILINE)
-    declared = {t.name: column.findall(ddl.table_ddl(t, "s3://b/l")) for t in ALL_TABLES}
+    declared = {t.name: column.findall(ddl.table_ddl(t, "s3://b/l", "v1")) for t in ALL_TABLES}
     assert all(cols[-2:] == [("date", "date"), ("project", "varchar")] for cols in declared.values())
     checked = set()
     team.rebuild().close()
-    export_tables(team.warehouse, team.lake)
+    version = export_tables(team.warehouse, team.lake).version
     for table in ALL_TABLES:
-        for path in sorted((team.lake / "export" / table.name).glob("date=*/project=*/*.parquet")):
+        for path in sorted((team.lake / "export" / version / table.name).glob("date=*/project=*/*.parquet")):
             schema = pq.read_schema(path)
             assert [(f.name, ddl.TRINO_TYPES[f.type]) for f in schema] == declared[table.name][:-2], path
             checked.add(table.name)
@@ -340,8 +344,8 @@ def test_hive_partition_discovery_outside_duckdb_sees_what_duckdb_sees(team):
     spark = _load(DEPLOY / "spark" / "read_lake.py", "read_lake")
     assert spark.TABLES == tuple(t.name for t in ALL_TABLES)
     team.rebuild().close()
-    export_tables(team.warehouse, team.lake)
-    path = spark.table_path(str(team.lake), "sessions")
+    version = export_tables(team.warehouse, team.lake).version
+    path = spark.table_path(str(team.lake), "sessions", version)
     dataset = ds.dataset(path, format="parquet", partitioning="hive")
     assert {"date", "project"} <= set(dataset.schema.names)
     arrow = dataset.to_table(columns=["date", "project"]).group_by(["date", "project"]).aggregate([([], "count_all")])
@@ -356,7 +360,7 @@ def test_spark_reads_s3_through_s3a_with_agentlakes_endpoint_settings():
     spark = _load(DEPLOY / "spark" / "read_lake.py", "read_lake")
     ast.parse((DEPLOY / "spark" / "read_lake.py").read_text())
     lake = "s3://team-lake/agentlake?endpoint_override=minio:9000&scheme=http&region=eu-west-1"
-    assert spark.table_path(lake, "messages") == "s3a://team-lake/agentlake/export/messages"
+    assert spark.table_path(lake, "messages", "v1") == "s3a://team-lake/agentlake/export/v1/messages"
     conf = spark.spark_conf(lake, env={})
     assert conf["spark.hadoop.fs.s3a.endpoint"] == "minio:9000"
     assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
@@ -395,38 +399,6 @@ def test_instance_yaml_passes_dagsters_own_schema(tmp_path):
     docker = _yaml("dagster-docker.yaml")
     assert docker.pop("run_launcher")["class"] == "DockerRunLauncher"
     assert docker == _yaml("dagster.yaml")
-
-
-def test_the_instance_keeps_the_team_job_in_postgres(team, tmp_path, monkeypatch):
-    """Opt-in, where the deployment's libraries are: dagster-postgres importable and DAGSTER_PG_HOST,
-    _USERNAME, _PASSWORD, _DB (and DAGSTER_PG_PORT off 5432) naming a server to use."""
-    pytest.importorskip("dagster_postgres")  # in the deployment image, not in agentlake's deps
-    if not os.environ.get("DAGSTER_PG_HOST"):
-        pytest.skip("no Postgres named by DAGSTER_PG_HOST")
-    text = (DEPLOY / "dagster.yaml").read_text()
-    text = text.replace("port: 5432", f"port: {os.environ.get('DAGSTER_PG_PORT', '5432')}")
-    text = text.replace("base_dir: /opt/dagster/logs", f"base_dir: {tmp_path / 'logs'}")
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text(text)
-    for var, value in (("AGENTLAKE_HOME", team.warehouse.parent), ("AGENTLAKE_LAKE", team.lake),
-                       ("AGENTLAKE_WAREHOUSE", team.warehouse)):
-        monkeypatch.setenv(var, str(value))
-    with dg.DagsterInstance.from_config(str(home)) as instance:
-        storages = (instance.run_storage, instance.event_log_storage, instance.schedule_storage)
-        assert [type(s).__name__ for s in storages] == [
-            "PostgresRunStorage", "PostgresEventLogStorage", "PostgresScheduleStorage"]
-        queue = instance.get_concurrency_config().run_queue_config
-        assert queue.max_concurrent_runs == 4 and queue.tag_concurrency_limits[0]["key"] == "agentlake/role"
-        result = defs.resolve_job_def("team_refresh").execute_in_process(instance=instance)
-        try:
-            assert result.success
-            event = instance.get_latest_materialization_event(TEAM_WAREHOUSE)
-            assert event.run_id == result.run_id
-            rows = event.asset_materialization.metadata["rows_sessions"].value
-            assert rows == team.laptop.sessions + team.desktop.sessions
-        finally:
-            instance.delete_run(result.run_id)
 
 
 def test_docker_launcher_config_fits_dagster_docker():
@@ -493,9 +465,17 @@ def test_compose_and_dockerfile_reference_files_that_exist():
 def test_deployment_libraries_match_dagster_and_stay_out_of_agentlakes_deps():
     patch = dg.__version__.split(".")[2]  # dagster 1.13.N goes with its libraries 0.29.N
     pins = dict(re.findall(r"^(dagster-[\w-]+)==(\S+)", (DEPLOY / "requirements.txt").read_text(), re.MULTILINE))
-    assert pins == {name: f"0.29.{patch}" for name in ("dagster-postgres", "dagster-docker", "dagster-k8s")}
+    assert pins == {name: f"0.29.{patch}" for name in ("dagster-docker", "dagster-k8s")}
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert not any(name in pyproject for name in pins)
+    # the instance's storage is the `central` extra (and the tests'), so it is in the lock: the
+    # tests run the instance on it (tests/test_dagster_postgres.py)
+    import tomllib
+
+    extras = tomllib.loads(pyproject)["project"]["optional-dependencies"]
+    assert f"dagster-postgres==0.29.{patch}" in set(extras["central"]) & set(extras["test"])
+    assert f"dagster-postgres==0.29.{patch}" in (ROOT / "requirements.lock").read_text().split()
+    assert '".[central]"' in (DEPLOY / "Dockerfile").read_text()
 
 
 def test_helm_values_run_pipelines_central_with_the_k8s_launcher():
