@@ -10,8 +10,12 @@ agentlake names it, in the lake URI (`?endpoint_override=host:9000&scheme=http`)
 AWS_ENDPOINT_URL.
 
 The curated tables are DuckLake tables, which Spark has no reader for; the central deployment
-exports them (warehouse/serve/hive_export.py) as `<lake>/export/<table>/date=YYYY-MM-DD/project=<slug>/*.parquet`,
-one file per partition, and Spark discovers the two hive keys from the directory names.
+exports them (warehouse/serve/hive_export.py) as versions,
+`<lake>/export/<version>/<table>/date=YYYY-MM-DD/project=<slug>/*.parquet`, one file per
+partition, and names the published one in `<lake>/export/CURRENT`. The job reads that name once
+and every table from that one version: one snapshot of the catalog, whatever the center exports
+meanwhile (a replaced version stays for the export's grace, an hour by default). Spark discovers
+the two hive keys from the directory names.
 """
 
 import argparse
@@ -28,12 +32,22 @@ FROM sessions WHERE is_root GROUP BY date, project, provider ORDER BY date, proj
 """
 
 
-def table_path(lake: str, table: str) -> str:
-    """Where Spark reads a table: its export under the lake URI (no query string), over s3a."""
+def export_root(lake: str) -> str:
+    """The export under the lake URI (no query string), over s3a."""
     root = lake.split("?", 1)[0].rstrip("/")
     if root.startswith("s3://"):
         root = "s3a://" + root[len("s3://"):]
-    return f"{root}/export/{table}"
+    return f"{root}/export"
+
+
+def table_path(lake: str, table: str, version: str) -> str:
+    """Where Spark reads a table: its folder in one version of the export."""
+    return f"{export_root(lake)}/{version}/{table}"
+
+
+def current_version(spark, lake: str) -> str:
+    """The version the export's pointer names, read through Spark's own file system (S3A too)."""
+    return spark.read.text(f"{export_root(lake)}/CURRENT").first()[0].strip()
 
 
 def spark_conf(lake: str, env=os.environ) -> dict[str, str]:
@@ -57,14 +71,16 @@ def spark_conf(lake: str, env=os.environ) -> dict[str, str]:
     return conf
 
 
-def register_tables(spark, lake: str, merge_schema: bool = False) -> list[str]:
-    """A temporary view per table that has files, with `date` as a DATE like DuckDB's views."""
+def register_tables(spark, lake: str, merge_schema: bool = False, version: str | None = None) -> list[str]:
+    """A temporary view per table that has files, with `date` as a DATE like DuckDB's views, all
+    from one version of the export (`version`, else the one published now)."""
     from pyspark.sql import functions as F
     from pyspark.sql.utils import AnalysisException
 
+    version = version or current_version(spark, lake)
     registered = []
     for table in TABLES:
-        path = table_path(lake, table)
+        path = table_path(lake, table, version)
         try:
             # mergeSchema only while old and new files of a contract change sit side by side
             frame = spark.read.option("basePath", path).option("mergeSchema", str(merge_schema).lower()).parquet(path)
@@ -88,7 +104,8 @@ def main(argv=None) -> None:
     for key, value in spark_conf(args.lake).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    print("tables:", ", ".join(register_tables(spark, args.lake, args.merge_schema)))
+    version = current_version(spark, args.lake)
+    print(f"export {version}, tables:", ", ".join(register_tables(spark, args.lake, args.merge_schema, version)))
     spark.sql(args.sql).show(50, truncate=False)
     spark.stop()
 

@@ -13,6 +13,7 @@ next merge takes: the lake converges.
 The changed sources are inserted 250 landing files per statement, each statement writing a
 file per (table, year, project) it touches; `compact` then merges adjacent files and removes
 what no snapshot needs (`warehouse.catalog.build.refresh` runs it when files outnumber partitions).
+Each merge and compaction also deletes the files that have waited out the readers' grace (`sweep`).
 """
 
 import os
@@ -53,6 +54,7 @@ PARTITION_BY_TABLE = {SOURCES.name: 'year("date"), month("date")'}
 LAYOUT_VERSION = f"{SCHEMA_VERSION}/3"
 MERGED = "_agentlake_merged"  # (path, version) of every landing file merged
 LAKE_TABLE = "_agentlake_lake"  # one row: the lake whose landing files this catalog merges
+GRACE_SECONDS = 600  # how long a reader's snapshot keeps its files once a newer one replaced it (`sweep`)
 
 _DUCK_TYPES = {"string": "VARCHAR", "int64": "BIGINT", "double": "DOUBLE", "bool": "BOOLEAN",
                "timestamp[us]": "TIMESTAMP"}
@@ -357,10 +359,11 @@ def _out_of_range(con, store, files: list[tuple[str, Path]], footers: "_Footers"
 
 
 def merge(lake, catalog: Path, *, data_path: str | None = None, marts: bool = True,
-          full: bool = False, prices: Prices = Prices()) -> MergeResult:
+          full: bool = False, prices: Prices = Prices(), keep_seconds: int = GRACE_SECONDS) -> MergeResult:
     """Merge the lake's landing files into the catalog's tables. `full` rebuilds every table.
     `prices`: config.toml's (warehouse.catalog.prices); other prices than the last merge's
-    rebuild every table.
+    rebuild every table. `keep_seconds`: the readers' grace (see `sweep`), then the files no
+    reader needs any more are deleted.
 
     The writer's small memory limits keep a merge under 1 GB; an operator that cannot spill
     within them (a window or a join over a team's history) fails its transaction, which is run
@@ -368,14 +371,14 @@ def merge(lake, catalog: Path, *, data_path: str | None = None, marts: bool = Tr
     alone for theirs."""
     result = ducklake.retried_with_more_memory(
         lambda limit: _merge(lake, catalog, data_path=data_path, marts=marts, full=full, prices=prices,
-                             memory_limit=limit))
+                             memory_limit=limit, keep_seconds=keep_seconds))
     for problem in result.problems:  # every caller's output (ingest, merge, the center's run log)
         print(f"warning: {problem}", file=sys.stderr, flush=True)
     return result
 
 
 def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: bool, prices: Prices,
-           memory_limit: str | None = None) -> MergeResult:
+           memory_limit: str | None = None, keep_seconds: int = 0) -> MergeResult:
     from warehouse.lake.layout import tables_path
 
     with scratch("merge") as workdir, \
@@ -406,6 +409,7 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
         if marts and build:
             _refresh_marts(con, whole=build == "whole", memory_limit=memory_limit)
         result.crowded = bool(result.merged or result.removed) and crowded(con)
+        sweep(con, keep_seconds)
     return result
 
 
@@ -834,7 +838,7 @@ class DamagedTables(RuntimeError):
     """A file of the tables is lost or cut short: compaction leaves it to the merge to build."""
 
 
-def compact(catalog: Path, *, keep_seconds: int = 600, orphans: bool = False,
+def compact(catalog: Path, *, keep_seconds: int = GRACE_SECONDS, orphans: bool = False,
             data_path: str | None = None) -> dict[str, int]:
     """Write the rows small merges kept inline in the catalog out to Parquet, merge adjacent small files, rewrite files with many deleted rows, and remove the files no
     snapshot younger than `keep_seconds` needs (a reader holding an older snapshot keeps its
@@ -855,13 +859,11 @@ def _compact(catalog: Path, keep_seconds: int, orphans: bool, memory_limit: str 
                                 f"{f' (and {more} more)' if more else ''}: nothing was compacted; `agentlake merge` "
                                 "builds the tables again from the landing files")
         before = _file_count(con)
+        sweep(con, keep_seconds)  # first, so what the compaction replaces below is not taken for expired
         con.execute(f"CALL ducklake_flush_inlined_data('{ducklake.CATALOG}')")  # small writes kept in the catalog
         con.execute(f"CALL ducklake_rewrite_data_files('{ducklake.CATALOG}')")
         con.execute(f"CALL ducklake_merge_adjacent_files('{ducklake.CATALOG}')")
-        con.execute(f"CALL ducklake_expire_snapshots('{ducklake.CATALOG}', "
-                    f"older_than => now() - INTERVAL {int(keep_seconds)} SECOND)")
-        con.execute(f"CALL ducklake_cleanup_old_files('{ducklake.CATALOG}', "
-                    f"older_than => now() - INTERVAL {int(keep_seconds)} SECOND)")
+        sweep(con, keep_seconds)  # with no grace, what the compaction replaced goes too
         if orphans:
             _delete_orphans(con, keep_seconds)
         after = _file_count(con)
@@ -889,3 +891,45 @@ def _delete_orphans(con, keep_seconds: int) -> int:
 def _file_count(con) -> int:
     return sum(len(con.execute(f"FROM ducklake_list_files('{ducklake.CATALOG}', ?)", [t.name]).fetchall())
                for t in ALL_TABLES)
+
+
+# --- the files no reader needs any more: deleted by each merge and compaction (`sweep`) ---------
+
+def sweep(con, keep_seconds: int) -> None:
+    """Expire the snapshots a newer one replaced more than `keep_seconds` ago, and delete the
+    files no snapshot needs any more once they have waited out the same grace.
+
+    DuckLake's own `older_than` counts from a snapshot's creation: yesterday's last snapshot,
+    current until a minute ago, would go at once. Counted from its replacement instead, a file
+    that only expired snapshots needed is safe to delete as soon as it is scheduled: it is,
+    unless files that a compaction scheduled in the last `keep_seconds` (its readers' grace
+    counts from then) are waiting too; then the expired ones wait for the next sweep."""
+    meta = f"__ducklake_metadata_{ducklake.CATALOG}"
+    keep = f"INTERVAL {int(keep_seconds)} SECOND"
+    expired = [r[0] for r in con.execute(f"""
+        SELECT snapshot_id FROM (SELECT snapshot_id, lead(snapshot_time) OVER (ORDER BY snapshot_id) AS replaced
+                                 FROM {meta}.ducklake_snapshot)
+        WHERE replaced < now() - {keep}""").fetchall()]
+    if expired:
+        started = con.execute("SELECT now()").fetchone()[0]  # what expiring schedules is scheduled from here on
+        con.execute(f"CALL ducklake_expire_snapshots('{ducklake.CATALOG}', versions => ?)", [expired])
+    con.execute(f"CALL ducklake_cleanup_old_files('{ducklake.CATALOG}', older_than => now() - {keep})")
+    if expired and not con.execute(f"SELECT COUNT(*) FROM {meta}.ducklake_files_scheduled_for_deletion "
+                                   "WHERE schedule_start < ?", [started]).fetchone()[0]:
+        con.execute(f"CALL ducklake_cleanup_old_files('{ducklake.CATALOG}', older_than => now())")
+
+
+def file_counts(catalog: Path, data_path: str | None = None) -> dict[str, int]:
+    """The tables' files the catalog's current snapshot reads (`live`, data and delete files),
+    and the Parquet files under its data path's tables folder (`on_disk`): the difference is
+    what readers of older snapshots still have, and what a sweep has yet to delete."""
+    from warehouse.lake.storage import open_store
+
+    meta = f"__ducklake_metadata_{ducklake.CATALOG}"
+    with ducklake.connect(catalog, data_path, ours=True) as con:
+        live = sum(con.execute(f"SELECT COUNT(*) FROM {meta}.{kind} f JOIN {meta}.ducklake_table t USING (table_id) "
+                               "WHERE f.end_snapshot IS NULL AND t.end_snapshot IS NULL").fetchone()[0]
+                   for kind in ("ducklake_data_file", "ducklake_delete_file"))
+        stored = data_path or con.execute(f"SELECT value FROM {meta}.ducklake_metadata WHERE key = 'data_path'"
+                                          ).fetchone()[0]
+    return {"live": live, "on_disk": len(open_store(stored.rstrip("/")).list("main"))}

@@ -16,6 +16,7 @@ from __future__ import annotations  # `list` is also a method name below
 
 import os
 import re
+import shutil
 import time
 import uuid
 from contextlib import contextmanager
@@ -279,6 +280,22 @@ class LocalStore:
     def uri(self, rel: str) -> str:
         return str(self.root / rel)
 
+    def copy(self, src: str, dst: str) -> None:
+        """`dst` made the same file as `src` without copying its bytes (a hard link), where the
+        file system allows it; files here are replaced, never changed in place."""
+        target = self.root / dst
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(self.root / src, target)
+        except FileExistsError:
+            target.unlink()
+            os.link(self.root / src, target)
+        except OSError:  # no hard links on this file system
+            self.put_all({dst: self.read(src)})
+
+    def delete_tree(self, prefix: str) -> None:
+        shutil.rmtree(self.root / prefix, ignore_errors=True)
+
     def versions(self, prefix: str) -> dict[str, str]:
         """Every Parquet file under `prefix` with its version (size and mtime), in one walk."""
         out = {}
@@ -381,6 +398,20 @@ class ObjectStore:
 
     def uri(self, rel: str) -> str:
         return f"{self.uri_root}/{rel}"
+
+    def copy(self, src: str, dst: str) -> None:
+        """A server-side copy (S3's CopyObject): the bytes never leave the store."""
+        with self._request():
+            self.fs.copy_file(self._key(src), self._key(dst))
+
+    def delete_tree(self, prefix: str) -> None:
+        """Every object under `prefix`, in batches (deleting them one by one left a directory
+        marker object behind each last one)."""
+        try:
+            with self._request():
+                self.fs.delete_dir(self._key(prefix))
+        except FileNotFoundError:
+            pass
 
     def versions(self, prefix: str) -> dict[str, str]:
         """Every Parquet object under `prefix` with its version (size and mtime): one listing."""

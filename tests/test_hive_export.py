@@ -1,0 +1,129 @@
+"""The hive export for Spark and Trino (warehouse/serve/hive_export.py): versions published by a
+pointer, only changed partitions written, the rest carried over without their bytes moving, old
+versions swept after their grace; and the merge's own sweep of the DuckLake files no reader needs
+(warehouse/catalog/merge.py `sweep`). Real lakes, catalogs and files; S3 on a loopback moto server."""
+
+import os
+from pathlib import Path
+
+import duckdb
+
+from tests.conftest import Project, add_message, add_session, assistant, ingest_tables, T0, DAY
+from tests.support_s3 import BUCKET, s3, s3_client, s3_server  # noqa: F401  (the moto fixtures)
+from transforms.contract import ALL_TABLES
+from warehouse.catalog.merge import compact, file_counts, merge
+from warehouse.lake.ducklake import connect
+from warehouse.serve.hive_export import EXPORT, current_version, export_tables
+
+
+def _columns(table) -> str:
+    return ", ".join(f'"{c}"' for c in table.column_names)
+
+
+def _catalog_rows(layout) -> dict[str, list]:
+    """Every table's rows as the catalog has them, sorted."""
+    with connect(layout.warehouse, ours=True) as con:
+        return {t.name: sorted(con.execute(f'SELECT "date", "project", {_columns(t)} FROM "{t.name}"').fetchall(),
+                               key=repr) for t in ALL_TABLES}
+
+
+def _version_rows(root: Path) -> dict[str, list]:
+    """Every table's rows as one version of the export holds them, keys from the directory names."""
+    out = {}
+    with duckdb.connect() as con:
+        con.execute("SET TimeZone = 'UTC'")
+        for t in ALL_TABLES:
+            files = sorted((root / t.name).rglob("*.parquet"))
+            sql = (f'SELECT "date"::DATE, "project", {_columns(t)} '
+                   "FROM read_parquet(?, hive_partitioning = true, hive_types_autocast = false)")
+            out[t.name] = sorted(con.execute(sql, [list(map(str, files))]).fetchall(), key=repr) if files else []
+    return out
+
+
+def _files(root: Path) -> dict[str, os.stat_result]:
+    return {str(p.relative_to(root)): p.stat() for p in root.rglob("*.parquet")}
+
+
+def _new_session(layout, tmp_path) -> None:
+    """One new Crush store with one session, in a project of its own, ingested and merged."""
+    p = Project(tmp_path / "more", "newproj")
+    add_session(p.conn, "N1", title="new", created_at=T0 + 3 * DAY, cost=0.5)
+    assistant(p.conn, "n1", "N1", T0 + 3 * DAY + 5)
+    add_message(p.conn, "n0", "N1", "user", [], created_at=T0 + 3 * DAY)
+    p.close()
+    ingest_tables(layout, p.db)
+
+
+def test_an_export_writes_only_what_changed_and_readers_keep_their_version(lake, tmp_path):
+    first = export_tables(lake.warehouse, lake.lake)
+    export = Path(lake.lake) / EXPORT
+    assert current_version(lake.lake) == first.version and first.carried == 0
+    old_rows = _catalog_rows(lake)
+    assert _version_rows(export / first.version) == old_rows  # the export's rows are the catalog's
+    old_files = _files(export / first.version)
+    assert first.files == sum(first.written.values()) == len(old_files) - 1  # and the state file
+
+    _new_session(lake, tmp_path)
+    second = export_tables(lake.warehouse, lake.lake)
+    new_files = _files(export / second.version)
+    # the new session's partitions only: in the new project, and the run log's row of its run
+    written = {rel for rel, st in new_files.items() if rel not in old_files or st.st_ino != old_files[rel].st_ino}
+    assert written - {"_partitions.parquet"} == {rel for rel in new_files if "project=newproj" in rel}
+    assert sum(second.written.values()) == len(written) - 1 > 0 and second.carried == first.files
+    assert {rel.split("/")[0] for rel in written} >= {"sessions", "messages", "parts", "sources"}
+    # every partition not written is the old version's file itself: a hard link, no byte copied
+    assert all(new_files[rel].st_ino == st.st_ino for rel, st in old_files.items() if rel != "_partitions.parquet")
+
+    # the pointer names the new version, written last; the old one is whole, for its readers
+    pointer = export / "CURRENT"
+    assert current_version(lake.lake) == second.version
+    assert pointer.stat().st_mtime_ns >= max(st.st_mtime_ns for st in new_files.values())
+    new_rows = _catalog_rows(lake)
+    assert _version_rows(export / second.version) == new_rows != old_rows
+    assert _version_rows(export / first.version) == old_rows
+
+    # nothing new: no version; past the grace, the replaced version goes, the current stays
+    again = export_tables(lake.warehouse, lake.lake)
+    assert again.version == second.version and not again.written and again.removed == []
+    swept = export_tables(lake.warehouse, lake.lake, keep_seconds=0)
+    assert swept.removed == [first.version]
+    assert sorted(p.name for p in export.iterdir()) == ["CURRENT", second.version]
+    assert _version_rows(export / second.version) == new_rows
+
+
+def test_merges_past_the_grace_leave_the_live_files_and_an_export_to_s3_copies_what_did_not_change(lake, s3):
+    """Files a merge or compaction replaced stay on disk for the readers' grace, and the next merge
+    past it deletes them: then the files on disk are the ones the catalog reads. The export made
+    before them (to S3) has its snapshot expired: every pair is fingerprinted, none differs, no
+    file is written and every one is carried over by a copy in the store; the versions before,
+    and the flat layout of before versions, go once their grace has passed."""
+    uri = f"s3://{BUCKET}/hive-export"
+    client = s3_client(s3)
+    client.put_object(Bucket=BUCKET, Key="hive-export/export/sessions/date=2026-01-01/project=x/data_0.parquet",
+                      Body=b"the flat layout before versions")
+
+    def sizes(version):
+        listed = client.list_objects_v2(Bucket=BUCKET, Prefix=f"hive-export/export/{version}/")["Contents"]
+        return {o["Key"].split("/", 3)[3]: o["Size"] for o in listed if not o["Key"].endswith("_partitions.parquet")}
+
+    first = export_tables(lake.warehouse, uri)
+    before = sizes(first.version)
+    compact(lake.warehouse, keep_seconds=0, data_path=lake.tables_path)  # the rows kept inline, to files
+    landing = sorted((Path(lake.lake) / "_landing").rglob("sessions.parquet"))[0]
+    for _ in range(2):  # its rows replaced twice (the same rows): the first's files and deletes unneeded
+        os.utime(landing, ns=(landing.stat().st_mtime_ns + 10**9,) * 2)
+        merge(lake.lake, lake.warehouse, marts=False)
+    counts = file_counts(lake.warehouse)
+    assert counts["on_disk"] > counts["live"]
+    merge(lake.lake, lake.warehouse, marts=False, keep_seconds=0)  # nothing to merge; the grace is over
+    counts = file_counts(lake.warehouse)
+    assert counts["on_disk"] == counts["live"] > 0
+
+    second = export_tables(lake.warehouse, uri, keep_seconds=0)
+    assert sum(second.written.values()) == 0 and second.carried == first.files == len(before) > 0
+    assert second.removed == ["", first.version]  # the flat layout, then the replaced version
+    assert sizes(second.version) == before and current_version(uri) == second.version
+    keys = {o["Key"] for o in client.list_objects_v2(Bucket=BUCKET, Prefix="hive-export/")["Contents"]}
+    # what is left: the version, the pointer, and the export folder's own marker (pyarrow's)
+    assert {k for k in keys if not k.startswith(f"hive-export/export/{second.version}/")} <= \
+        {"hive-export/export/CURRENT", "hive-export/export/"}
