@@ -77,6 +77,7 @@ class MergeResult:
     problems: list[str] = field(default_factory=list)  # what the merge skipped, each a line to print
     search: object = None  # the search index's update after it (warehouse.catalog.search_index.IndexResult)
     repriced: bool = False  # config.toml's prices changed: every table was built again with them
+    machines: int = 0  # machines with landing files in the lake
 
     @property
     def changed(self) -> bool:
@@ -404,7 +405,7 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
         # the marts in a transaction of their own: the inserts, committed, no longer hold memory
         # there (ten machines' marts ran out of 600 MB after them in one transaction, and fit
         # alone). Readers still see both at once: the catalog is published when the writer ends.
-        if result.merged:
+        if result.merged and result.machines > 1:  # one machine's lake holds no copy of another's
             result.problems += _copies_said(con, result.source_ids)
         if marts and build:
             _refresh_marts(con, whole=build == "whole", memory_limit=memory_limit)
@@ -453,6 +454,7 @@ def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, 
     applied to the inserted sources; other prices than the recorded ones build every table."""
     store = open_store(lake)
     landed = store.versions(LANDING)
+    result.machines = len({rel.split("/", 2)[1] for rel in landed if rel.count("/") > 1})
     recorded = None if LAKE_TABLE in broken else _recorded(con)
     before = {} if MERGED in broken else _merged_files(con)
     if not full and recorded is not None and MERGED not in broken:
