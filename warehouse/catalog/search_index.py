@@ -171,8 +171,18 @@ def _create_fts(lake) -> None:
         lake.execute(f"PRAGMA create_fts_index('docs', 'doc_id', 'body', stemmer = '{STEMMER}', "
                      f"stopwords = 'english', ignore = {ducklake.sql_string(IGNORE)}, strip_accents = 1, "
                      f"lower = 1, overwrite = 1)")
+        _sort_terms(lake)
     finally:
         lake.execute(f"USE {ducklake.CATALOG}")
+
+
+def _sort_terms(lake) -> None:
+    """fts's `terms` (a row per word of every document) in term order: a search reads the rows of
+    its own terms, and DuckDB skips the row groups whose term ids are not among them
+    (warehouse.serve.search.bm25_sql). An update appends its documents' rows after them."""
+    lake.execute(f"CREATE TABLE {FTS}.terms_sorted AS SELECT * FROM {FTS}.terms ORDER BY termid, docid")
+    lake.execute(f"DROP TABLE {FTS}.terms")
+    lake.execute(f"ALTER TABLE {FTS}.terms_sorted RENAME TO terms")
 
 
 def _signatures(lake) -> dict[str, str]:

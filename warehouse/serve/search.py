@@ -192,14 +192,42 @@ def _search(con, q: Query, filters: SearchFilters, limit: int, mark=None) -> Hit
     words = list(dict.fromkeys(w for w in q.words if w not in stop))  # all required: each once
     if not words:
         raise BadQuery(f"only stop words to search for ({', '.join(q.words)}): give another word")
+    stems = [s for (s,) in con.execute("SELECT DISTINCT stem(unnest(?), 'porter')", [words]).fetchall()]
+    terms = con.execute("SELECT termid, df FROM fts_main_docs.dict WHERE term IN (SELECT unnest(?))",
+                        [stems]).fetchall()
+    if len(terms) < len(stems):  # a word no document holds: every word is required
+        return Hits()
     rows = con.execute(f"""
         SELECT provider, machine, "user", source_id, session_id, project, "at", role, kind, tool_name,
                file_path, body, score, message_id, tool_call_id, COUNT(*) OVER () AS total
-        FROM (SELECT *, fts_main_docs.match_bm25(doc_id, ?, conjunctive := 1) AS score FROM docs)
-        WHERE score IS NOT NULL{extra}
-        ORDER BY score DESC, "at" DESC, doc_id LIMIT ?""", [" ".join(words), *params, limit]).fetchall()
-    stems = [s for (s,) in con.execute("SELECT DISTINCT stem(unnest(?), 'porter')", [words]).fetchall()]
+        FROM ({bm25_sql(terms)}) AS scores JOIN (SELECT docid, "name" FROM fts_main_docs.docs) AS fd USING (docid)
+             JOIN docs ON docs.doc_id = fd."name"
+        WHERE true{extra}
+        ORDER BY score DESC, "at" DESC, doc_id LIMIT ?""", [*params, limit]).fetchall()
     return Hits([_hit(row[:-1], stems, q.phrases, mark) for row in rows], rows[0][-1] if rows else 0)
+
+
+# fts's BM25 parameters (match_bm25's defaults)
+BM25_K, BM25_B = 1.2, 0.75
+
+
+def bm25_sql(terms: list[tuple[int, int]]) -> str:
+    """(docid, score) of the documents holding every one of `terms` ((termid, df) from fts's
+    `dict`), scored as fts's `match_bm25(..., conjunctive := 1)` scores them. The term ids are
+    written into the query: fts's macro looks them up in a subquery, so its scan of `terms` (a row
+    per word of every document) reads every row, where constants let DuckDB skip the row groups
+    of other terms (the index keeps `terms` sorted by term: warehouse.catalog.search_index)."""
+    ids = ", ".join(str(int(termid)) for termid, _ in terms)
+    dfs = " UNION ALL ".join(f"SELECT {int(termid)} AS termid, {int(df)} AS df" for termid, df in terms)
+    k, b = BM25_K, BM25_B
+    return f"""
+        WITH tf AS (SELECT docid, termid, COUNT(*) AS tf FROM fts_main_docs.terms WHERE termid IN ({ids}) GROUP BY ALL),
+             every AS (SELECT docid FROM tf GROUP BY docid HAVING COUNT(*) = {len(terms)})
+        SELECT tf.docid, SUM(log(((s.num_docs - dfs.df) + 0.5) / (dfs.df + 0.5) + 1)
+                             * ((tf.tf * ({k} + 1)) / (tf.tf + {k} * ((1 - {b}) + {b} * (d.len / s.avgdl))))) AS score
+        FROM tf JOIN every USING (docid) JOIN fts_main_docs.docs AS d USING (docid) JOIN ({dfs}) AS dfs USING (termid),
+             fts_main_docs.stats AS s
+        GROUP BY tf.docid"""
 
 
 def _hit(row, stems: list[str], phrases: list[str], mark=None) -> Hit:
