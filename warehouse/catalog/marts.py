@@ -31,7 +31,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from warehouse.catalog import model_names
-from warehouse.lake.ducklake import give_statistics
+from warehouse.lake.ducklake import CATALOG, give_statistics
 
 SQL_DIR = Path(__file__).parent / "sql"
 FOLDERS = ("intermediate", "marts")  # the blocks, then the marts; each folder's files numbered in dependency order
@@ -205,8 +205,7 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None) 
     # the names the marts group models under, for the rows they are about to read: the pending
     # projects' (every other project's names are in it since its own refresh), or all
     scoped = not whole and len(pending) <= MAX_PROJECTS
-    have = {r[0] for r in con.execute(
-        "SELECT table_name FROM duckdb_tables() WHERE database_name = 'lake' AND schema_name = 'main'").fetchall()}
+    have = committed_tables(con)
     whole = model_names.update(con, _project_filter(pending) if scoped else None, have) or whole
     have.add(model_names.NAME)
     written = dict(con.execute(f"SELECT name, sql_sha FROM lake.main.{WRITTEN}").fetchall())
@@ -244,6 +243,17 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None) 
     con.register("_written", pa.table({"name": list(written), "sql_sha": list(written.values())}))
     con.execute(f"INSERT INTO lake.main.{WRITTEN} SELECT name, sql_sha FROM _written")
     con.unregister("_written")
+
+
+def committed_tables(con) -> set[str]:
+    """The catalog's tables in `main` as its last commit left them, from DuckLake's own metadata
+    (a mart or `model_names` is made later in the refresh's transaction, if at all):
+    `duckdb_tables()` loads every table's statistics first, tens of milliseconds in a writer's
+    transaction."""
+    meta = f"__ducklake_metadata_{CATALOG}"
+    return {r[0] for r in con.execute(
+        f"SELECT t.table_name FROM {meta}.ducklake_table t JOIN {meta}.ducklake_schema s USING (schema_id) "
+        "WHERE s.schema_name = 'main' AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL").fetchall()}
 
 
 def _view(con, sql: str) -> None:
