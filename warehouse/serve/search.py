@@ -24,7 +24,7 @@ from warehouse.serve.report import Filters, unknown_name
 
 QUERY_HELP = ("words that must all appear (stemmed, so migrations finds migrate; case ignored; what is not a "
               "letter or digit splits words); a \"quoted phrase\" that must appear as written; -word that must "
-              "not appear. English stop words (the, a, of) are ignored")
+              "not appear (nor a word of its stem). English stop words (the, a, of) are ignored")
 KINDS = ("message", "tool_call")
 SNIPPET_CHARS = 220
 MARK = "**"  # around each match in a snippet (Markdown's bold: terminals and the MCP client read it)
@@ -184,9 +184,6 @@ def _search(con, q: Query, filters: SearchFilters, limit: int, mark=None) -> Hit
     for phrase in q.phrases:
         clauses.append("strpos(lower(body), ?) > 0")
         params.append(phrase.lower())
-    for word in q.excluded:
-        clauses.append("NOT regexp_matches(lower(body), ?)")
-        params.append(rf"\b{re.escape(word)}")
     extra = (" AND " + " AND ".join(clauses)) if clauses else ""
     stop = {w for (w,) in con.execute("SELECT sw FROM fts_main_docs.stopwords").fetchall()}
     words = list(dict.fromkeys(w for w in q.words if w not in stop))  # all required: each once
@@ -197,13 +194,23 @@ def _search(con, q: Query, filters: SearchFilters, limit: int, mark=None) -> Hit
                         [stems]).fetchall()
     if len(terms) < len(stems):  # a word no document holds: every word is required
         return Hits()
+    # -word: the documents holding a word of its stem are left out, as a word is found by its stem
+    excluded = [t for (t,) in con.execute(
+        "SELECT termid FROM fts_main_docs.dict WHERE term IN (SELECT stem(unnest(?), 'porter'))",
+        [q.excluded]).fetchall()] if q.excluded else []
+    # the best `limit` ranked on their keys alone, then their texts read: ordered with every
+    # column, all the matches' bodies were read and held (a common word matches 100,000s)
     rows = con.execute(f"""
+        WITH matched AS (
+            SELECT docs.doc_id, scores.score, docs."at"
+            FROM ({bm25_sql(terms, excluded)}) AS scores JOIN (SELECT docid, "name" FROM fts_main_docs.docs) AS fd USING (docid)
+                 JOIN docs ON docs.doc_id = fd."name"
+            WHERE true{extra}),
+        best AS (SELECT doc_id, score FROM matched ORDER BY score DESC, "at" DESC, doc_id LIMIT ?)
         SELECT provider, machine, "user", source_id, session_id, project, "at", role, kind, tool_name,
-               file_path, body, score, message_id, tool_call_id, COUNT(*) OVER () AS total
-        FROM ({bm25_sql(terms)}) AS scores JOIN (SELECT docid, "name" FROM fts_main_docs.docs) AS fd USING (docid)
-             JOIN docs ON docs.doc_id = fd."name"
-        WHERE true{extra}
-        ORDER BY score DESC, "at" DESC, doc_id LIMIT ?""", [*params, limit]).fetchall()
+               file_path, body, score, message_id, tool_call_id, (SELECT COUNT(*) FROM matched) AS total
+        FROM best JOIN docs USING (doc_id)
+        ORDER BY score DESC, "at" DESC, doc_id""", [*params, limit]).fetchall()
     return Hits([_hit(row[:-1], stems, q.phrases, mark) for row in rows], rows[0][-1] if rows else 0)
 
 
@@ -211,18 +218,23 @@ def _search(con, q: Query, filters: SearchFilters, limit: int, mark=None) -> Hit
 BM25_K, BM25_B = 1.2, 0.75
 
 
-def bm25_sql(terms: list[tuple[int, int]]) -> str:
+def bm25_sql(terms: list[tuple[int, int]], excluded: list[int] = ()) -> str:
     """(docid, score) of the documents holding every one of `terms` ((termid, df) from fts's
-    `dict`), scored as fts's `match_bm25(..., conjunctive := 1)` scores them. The term ids are
+    `dict`) and none of `excluded` (term ids), scored as fts's `match_bm25(..., conjunctive := 1)`
+    scores them. The term ids are
     written into the query: fts's macro looks them up in a subquery, so its scan of `terms` (a row
     per word of every document) reads every row, where constants let DuckDB skip the row groups
     of other terms (the index keeps `terms` sorted by term: warehouse.catalog.search_index)."""
+    def without(ids: list[int]) -> str:
+        listed = ", ".join(str(int(t)) for t in ids)
+        return f" AND docid NOT IN (SELECT docid FROM fts_main_docs.terms WHERE termid IN ({listed}))" if ids else ""
+
     ids = ", ".join(str(int(termid)) for termid, _ in terms)
     dfs = " UNION ALL ".join(f"SELECT {int(termid)} AS termid, {int(df)} AS df" for termid, df in terms)
     k, b = BM25_K, BM25_B
     return f"""
         WITH tf AS (SELECT docid, termid, COUNT(*) AS tf FROM fts_main_docs.terms WHERE termid IN ({ids}) GROUP BY ALL),
-             every AS (SELECT docid FROM tf GROUP BY docid HAVING COUNT(*) = {len(terms)})
+             every AS (SELECT docid FROM tf GROUP BY docid HAVING COUNT(*) = {len(terms)}{without(excluded)})
         SELECT tf.docid, SUM(log(((s.num_docs - dfs.df) + 0.5) / (dfs.df + 0.5) + 1)
                              * ((tf.tf * ({k} + 1)) / (tf.tf + {k} * ((1 - {b}) + {b} * (d.len / s.avgdl))))) AS score
         FROM tf JOIN every USING (docid) JOIN fts_main_docs.docs AS d USING (docid) JOIN ({dfs}) AS dfs USING (termid),
