@@ -111,6 +111,10 @@ class Forked:
             raise subprocess.TimeoutExpired(self.args, timeout)
         return self._process.exitcode
 
+    def stderr_so_far(self) -> str:
+        """What the process has written to stderr until now (it may still be running)."""
+        return Path(self._err).read_text(errors="replace")
+
     def communicate(self, timeout: float | None = None) -> tuple[str, str]:
         self.wait(timeout)
         texts = []

@@ -108,3 +108,29 @@ def postgres():
     finally:
         _as_owner([str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], cwd=root)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def create_database(server: Server, name: str, owner: str, password: str) -> None:
+    """Another database on the worker's server, owned by a login role of its own (as a deployment
+    gives Dagster's storage one: docs/DEPLOYMENT.md), made by the superuser."""
+    _sql(binaries(), server.port, OS_USER, "postgres",
+         [f"CREATE ROLE {owner} LOGIN PASSWORD '{password}'", f"CREATE DATABASE {name} OWNER {owner}"])
+
+
+@dataclass(frozen=True)
+class Database(Server):
+    """A database of its own on the worker's server, for a test whose catalog must start empty."""
+
+    name: str = DATABASE
+
+    def warehouse(self, user: str) -> str:
+        return f"postgres:dbname={self.name} host={self.host} port={self.port} user={user}"
+
+
+def new_database(server: Server, name: str) -> Database:
+    """A new empty database on `server`, set up as docs/TEAM.md sets up the team's (the center
+    owns it, the readers may read whatever it makes there)."""
+    bindir = binaries()
+    _sql(bindir, server.port, OS_USER, "postgres", [f"CREATE DATABASE {name} OWNER {WRITER}"])
+    _sql(bindir, server.port, OS_USER, name, READER_SQL)  # as the superuser: the roles log in with passwords by now
+    return Database(server.host, server.port, name)

@@ -105,18 +105,14 @@ def _through_sqlalchemy(setting: str) -> int:
     from sqlalchemy import create_engine, event, text
     from sqlalchemy.pool import NullPool
 
-    from warehouse.lake.ducklake import load_packaged
-    from warehouse.lake.pg_catalog import s3_secret_sql
+    from warehouse.lake.ducklake import attach_team_catalog
 
     engine = create_engine("duckdb:///:memory:", poolclass=NullPool)
 
     @event.listens_for(engine, "connect")
     def attach(dbapi_con, _):
-        for name in ("ducklake", "postgres_scanner", "httpfs"):
-            load_packaged(dbapi_con, name)
-        dbapi_con.execute(s3_secret_sql())
-        dbapi_con.execute(f"ATTACH 'ducklake:{setting}' AS lake (READ_ONLY)")
-        dbapi_con.execute("USE lake")
+        attach_team_catalog(dbapi_con, setting)
+        dbapi_con.execute("SET TimeZone = 'UTC'")
 
     with engine.connect() as con:
         return con.execute(text("SELECT COUNT(*) FROM sessions")).scalar()

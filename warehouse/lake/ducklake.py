@@ -269,21 +269,16 @@ def one_snapshot(con):
 @contextmanager
 def writing(catalog: Path, data_path: str | None = None, memory_limit: str | None = None, *,
             rebuilds: bool = True, on_rebuild=None):
-    """The one writer's connection, on its own copy of the catalog, under a lock; on a clean
-    exit the copy is published to `catalog` atomically. A writer that dies publishes nothing:
-    readers keep the last good catalog, and the next writer starts from its own copy.
+    """The one writer's connection, on its own copy of the catalog, under a lock (a second
+    writer waits for it, said once on stderr); on a clean exit the copy is published to
+    `catalog` atomically. A writer that dies publishes nothing: readers keep the last good
+    catalog, and the next writer starts from its own copy. A catalog in PostgreSQL: _pg_writing.
     `rebuilds`: the writer builds every table (a merge), so a catalog whose files are not under
     `data_path` starts anew, once `on_rebuild(con)` on the old one has not raised; else (a
     compaction) that is an error."""
-    if is_postgres(catalog):  # PostgreSQL's transactions: nothing to copy, lock or publish
-        spill = Path(tempfile.gettempdir()) / f"agentlake-writer-{os.getpid()}.spill"  # no home of its own
-        settings = {**WRITER_SETTINGS, **({"memory_limit": memory_limit} if memory_limit else {}),
-                    "temp_directory": str(spill)}
-        con = open_catalog(catalog, data_path, read_only=False, ours=True, settings=settings)
-        try:
+    if is_postgres(catalog):
+        with _pg_writing(catalog, data_path, memory_limit) as con:
             yield con
-        finally:
-            con.close()
         return
     catalog = Path(catalog)
     own = writer_path(catalog)
@@ -296,7 +291,7 @@ def writing(catalog: Path, data_path: str | None = None, memory_limit: str | Non
     else:
         _check(catalog)
     catalog.parent.mkdir(parents=True, exist_ok=True)
-    with held(own.with_suffix(".lock")):
+    with held(own.with_suffix(".lock"), waiting=lambda holder: _say_waiting(catalog, holder)):
         if not own.exists() and catalog.exists():  # a home copied without its writer file
             shutil.copyfile(catalog, own)
         spill = own.with_name(f".{own.name}.spill")
@@ -324,6 +319,29 @@ def writing(catalog: Path, data_path: str | None = None, memory_limit: str | Non
         finally:
             con.close()
         publish(own, catalog)
+
+
+def _say_waiting(catalog: Path, holder: str | None) -> None:
+    print(f"waiting for another merge into {catalog} to end ({holder or 'its holder unknown'})",
+          file=sys.stderr, flush=True)
+
+
+@contextmanager
+def _pg_writing(catalog: "pg_catalog.PostgresCatalog", data_path: str | None, memory_limit: str | None):
+    """`writing` for the team's catalog in PostgreSQL: under the writer lock that lives there
+    (a second center waits, then gives up), on the catalog itself (each commit is PostgreSQL's);
+    on a clean exit, readers move to the last commit (pg_catalog.publish)."""
+    spill = Path(tempfile.gettempdir()) / f"agentlake-writer-{os.getpid()}.spill"  # no home of its own
+    settings = {**WRITER_SETTINGS, **({"memory_limit": memory_limit} if memory_limit else {}),
+                "temp_directory": str(spill)}
+    with pg_catalog.writer_lock(catalog, _opened(True, extra=("postgres_scanner",))):
+        con = open_catalog(catalog, data_path, read_only=False, ours=True, settings=settings)
+        try:
+            pg_catalog.publish(con, f"__ducklake_metadata_{CATALOG}", unless_published=True)
+            yield con
+            pg_catalog.publish(con, f"__ducklake_metadata_{CATALOG}")
+        finally:
+            con.close()
 
 
 # What an attach that failed may say without the file being damaged: it is left alone then.
@@ -546,8 +564,8 @@ def open_catalog(catalog: "pg_catalog.PostgresCatalog", data_path: str | None, *
                  settings: dict | None = None):
     """A connection with the catalog attached as `lake` (the default database): read-only for a
     reader, which needs only SELECT on the catalog's tables; `data_path` for the writer (where a
-    new catalog puts its tables; an existing one keeps its own). Nothing to copy or publish: each
-    commit is PostgreSQL's, and a reader attaching sees the last one."""
+    new catalog puts its tables; an existing one keeps its own). Nothing to copy: each commit is
+    PostgreSQL's, and a reader attaching sees the snapshot the last writer published as it ended."""
     # the postgres extension looks its secrets up in DuckDB's persistent storage, and fails when that
     # is off (a reader's AT_START): a reader's CREATE SECRET is refused by its statement check anyway
     settings = {k: v for k, v in (settings or {}).items() if k != "allow_persistent_secrets"}
@@ -556,18 +574,42 @@ def open_catalog(catalog: "pg_catalog.PostgresCatalog", data_path: str | None, *
         secret = pg_catalog.s3_secret_sql()
         if secret:
             con.execute(secret)
-        options = ["READ_ONLY"] if read_only else []
-        if data_path and not read_only:
-            options.append(f"DATA_PATH {sql_string(data_path)}")
-        opts = f" ({', '.join(options)})" if options else ""
-        try:
-            con.execute(f"ATTACH {sql_string(catalog.attach_target)} AS {CATALOG}{opts}")
-        except duckdb.Error as exc:
-            if "Postgres" in str(exc) or "postgres" in str(exc):
-                raise pg_catalog.unreachable(catalog, exc) from None
-            raise
+        if read_only:
+            attach_published(con, catalog)
+        else:
+            options = f"DATA_PATH {sql_string(data_path)}" if data_path else ""
+            pg_catalog.attach(con, catalog, catalog.attach_target, CATALOG, options)
         con.execute(f"USE {CATALOG}")
     except BaseException:
         con.close()
         raise
     return con
+
+
+def attach_team_catalog(con, setting: str) -> None:
+    """The team's catalog in PostgreSQL on a connection of another tool's making (a BI engine's,
+    docs/BI.md): the pinned extensions loaded, the lake's S3 credentials from the AWS_* variables,
+    the catalog attached read-only as `lake` at the snapshot its last writer published, and used."""
+    for name in ("ducklake", "postgres_scanner", "httpfs"):
+        load_packaged(con, name)
+    secret = pg_catalog.s3_secret_sql()
+    if secret:
+        con.execute(secret)
+    attach_published(con, pg_catalog.PostgresCatalog.parse(setting))
+    con.execute(f"USE {CATALOG}")
+
+
+def attach_published(con, catalog: "pg_catalog.PostgresCatalog") -> None:
+    """The catalog read-only at the snapshot its last writer published: every query on `con`
+    sees that one, never a merge between its commits. A snapshot expired since (a compaction
+    after a writer died between its commits) leaves the last commit."""
+    version = pg_catalog.published_snapshot(con, catalog)
+    if version is not None:
+        try:
+            pinned = f"READ_ONLY, SNAPSHOT_VERSION {int(version)}"
+            pg_catalog.attach(con, catalog, catalog.attach_target, CATALOG, pinned)
+            return
+        except duckdb.Error as exc:
+            if "No snapshot found" not in str(exc):
+                raise
+    pg_catalog.attach(con, catalog, catalog.attach_target, CATALOG, "READ_ONLY")

@@ -17,25 +17,52 @@ LOCKS = fcntl is not None
 
 
 @contextmanager
-def held(path: Path, *, required: bool = True):
+def held(path: Path, *, required: bool = True, waiting=None):
     """Hold an exclusive lock on `path` (created if missing), waiting for it if need be. Not
-    `required`: a file system that refuses locks (some NFS mounts) leaves it unlocked."""
+    `required`: a file system that refuses locks (some NFS mounts) leaves it unlocked.
+    `waiting(holder)`: called once before waiting, when another process holds the lock; `holder`
+    is what that process wrote into the file (`holder_note()`: every caller with `waiting`
+    writes its own once it holds the lock), or None."""
     if fcntl is None:
         yield
         return
     with _open(path) as fh:
         try:
-            fcntl.flock(fh, fcntl.LOCK_EX)
+            _lock(fh, waiting)
             locked = True
         except OSError:
             if required:
                 raise
             locked = False
+        if locked and waiting is not None:
+            fh.truncate(0)
+            fh.write(holder_note())
+            fh.flush()
         try:
             yield
         finally:
             if locked:
                 fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _lock(fh, waiting) -> None:
+    """`fh` locked, `waiting` told first when that means waiting."""
+    if waiting is not None:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            waiting(os.pread(fh.fileno(), 512, 0).decode(errors="replace").strip() or None)
+    fcntl.flock(fh, fcntl.LOCK_EX)
+
+
+def holder_note(since: bool = True) -> str:
+    """Who holds a lock, for whoever waits for it: this process and machine, and since when."""
+    import socket
+    from datetime import datetime, timezone
+
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"pid {os.getpid()} on {socket.gethostname()}" + (f" since {now}" if since else "")
 
 
 @contextmanager
@@ -66,5 +93,5 @@ def taken_if_free(path: Path):
 def _open(path: Path):
     """The lock file, opened without following a symlink (a folder in a shared temp folder may
     have been planted by another user)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    return os.fdopen(fd, "a")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    return os.fdopen(fd, "a+")

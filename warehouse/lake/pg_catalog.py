@@ -7,11 +7,23 @@ storage (DuckLake's DATA_PATH: `<lake>/main/<table>/...`).
 The spelling is DuckLake's own (`ATTACH 'ducklake:postgres:<libpq words>'`). Credentials come
 from libpq's environment (PGPASSWORD, PGPASSFILE or ~/.pgpass, PGUSER, PGSSLMODE...), never from
 the setting: a `password=` in it is refused before anything opens, prints or stores it.
+
+One writer at a time, on any machine: the writer holds a lock that lives in PostgreSQL itself
+(`writer_lock`). Readers never wait for it, and attach the snapshot the last writer published as
+it ended (`publish`, `published_snapshot`): a merge commits its tables and then its marts, and a
+reader between the two commits would otherwise see new tables beside old marts.
 """
 
 import os
 import re
+import sys
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
+
+import duckdb
+
+from warehouse.lake.locks import holder_note
 
 PREFIX = "postgres:"
 # libpq words that hold a secret: refused in the setting (the environment or ~/.pgpass has them)
@@ -24,6 +36,10 @@ class PostgresCatalogError(ValueError):
 
 class CatalogUnreachable(OSError):
     """The PostgreSQL server did not answer, or refused this role: said once, naming the host."""
+
+
+class CatalogBusy(CatalogUnreachable):
+    """Another writer (a second center) held the catalog for longer than this one waits."""
 
 
 def is_postgres(warehouse) -> bool:
@@ -94,9 +110,6 @@ def s3_secret_sql(env=os.environ) -> str | None:
     httpfs extension's own defaults). Temporary: DuckDB writes persistent ones to disk."""
     from warehouse.lake.duckdb_settings import endpoint
 
-    def literal(text):
-        return "'" + str(text).replace("'", "''") + "'"
-
     url, region = endpoint("", env)
     parts = ["TYPE s3"]
     if env.get("AWS_ACCESS_KEY_ID"):
@@ -110,3 +123,134 @@ def s3_secret_sql(env=os.environ) -> str | None:
         parts += [f"ENDPOINT {literal(host.rstrip('/'))}", "URL_STYLE 'path'",
                   f"USE_SSL {'false' if scheme == 'http' else 'true'}"]
     return f"CREATE OR REPLACE TEMPORARY SECRET agentlake_s3 ({', '.join(parts)})"
+
+
+def literal(text) -> str:
+    return "'" + str(text).replace("'", "''") + "'"
+
+
+def attach(con, catalog: PostgresCatalog, target: str, name: str, options: str = "") -> None:
+    """`ATTACH target AS name (options)`; a server that cannot be reached is one clear error."""
+    try:
+        con.execute(f"ATTACH {literal(target)} AS {name}{f' ({options})' if options else ''}")
+    except duckdb.Error as exc:
+        if "postgres" in str(exc).lower():
+            raise unreachable(catalog, exc) from None
+        raise
+
+
+def _query(con, db: str, sql: str) -> list[tuple]:
+    """`sql` run by PostgreSQL itself, on the attached `db`'s connection."""
+    return con.execute(f"SELECT * FROM postgres_query({literal(db)}, {literal(sql)})").fetchall()
+
+
+# The writer's lock: an advisory lock in the catalog's database (these two numbers: "aglk", the
+# writer), which every center asks for, whatever machine it runs on. A transaction-level lock,
+# on a connection of its own whose transaction stays open while the writer works: the postgres
+# extension resets each pooled connection it takes back (DISCARD ALL, which drops session-level
+# locks), but leaves a transaction's connection to it. PostgreSQL drops the lock when that
+# transaction or its connection ends: the writer's end, or its process's death however it dies.
+LOCK_KEYS = (1634167915, 1)
+LOCK_DB = "agentlake_writer_lock"
+WAIT_ENV = "AGENTLAKE_WRITER_WAIT"  # seconds a second writer waits before it gives up
+WAIT_S = 600.0
+POLL_S = 0.25
+# the lock's session: an idle-in-transaction timeout set on the server would end it mid-merge,
+# and a center that vanished (no FIN) is noticed after keepalives, not the system's two hours
+_SESSION = {"idle_in_transaction_session_timeout": "0", "tcp_keepalives_idle": "30",
+            "tcp_keepalives_interval": "10", "tcp_keepalives_count": "3"}
+
+
+def wait_s(env=os.environ) -> float:
+    try:
+        return max(0.0, float(env.get(WAIT_ENV) or WAIT_S))
+    except ValueError:
+        raise PostgresCatalogError(f"${WAIT_ENV} is {env[WAIT_ENV]!r}: give the seconds a second writer "
+                                   "waits for the first, a number") from None
+
+
+@contextmanager
+def writer_lock(catalog: PostgresCatalog, con):
+    """Hold the catalog's writer lock on `con` (a DuckDB connection with the postgres extension
+    loaded, closed at the end). Another writer holding it is waited for, said once on stderr,
+    for at most `wait_s()`: then CatalogBusy, naming who holds it."""
+    try:
+        attach(con, catalog, catalog.words, LOCK_DB, "TYPE postgres, READ_ONLY")
+        con.execute("BEGIN")  # the lock's transaction: rolled back when `con` closes
+        _take(con, catalog, wait_s())
+        yield
+    finally:
+        con.close()
+
+
+def _take(con, catalog: PostgresCatalog, wait: float) -> None:
+    deadline, said = time.monotonic() + wait, False
+    while not _query(con, LOCK_DB, "SELECT pg_try_advisory_xact_lock({}, {})".format(*LOCK_KEYS))[0][0]:
+        if time.monotonic() >= deadline:
+            raise CatalogBusy(f"another merge into {catalog} is running (held by {_holder(con)}): it holds the "
+                              f"catalog's writer lock, which this merge waits for at most {wait:g} s (${WAIT_ENV}). "
+                              "Run it again once that one has ended; if that one is stuck, end its process, or "
+                              "its PostgreSQL session (pg_terminate_backend)")
+        if not said:
+            _name(con, f"agentlake writer waiting, {holder_note(since=False)}")
+            print(f"waiting for another merge into {catalog} to end (held by {_holder(con)}), "
+                  f"at most {wait:g} s (${WAIT_ENV})", file=sys.stderr, flush=True)
+            said = True
+        time.sleep(POLL_S)
+    _name(con, f"agentlake writer, {holder_note(since=False)}")
+
+
+def _name(con, name: str) -> None:
+    """This session's settings, and its name as pg_stat_activity shows it to a waiting writer."""
+    settings = {**_SESSION, "application_name": name}
+    _query(con, LOCK_DB, "SELECT " + ", ".join(f"set_config({literal(k)}, {literal(v)}, false) AS s{i}"
+                                              for i, (k, v) in enumerate(settings.items())))
+
+
+def _holder(con) -> str:
+    """Who holds the writer lock, as PostgreSQL knows it: its name, address and session start."""
+    _query(con, LOCK_DB, "SELECT pg_stat_clear_snapshot() IS NULL")  # this transaction's view is cached
+    rows = _query(con, LOCK_DB, f"""
+        SELECT a.application_name AS name, coalesce(host(a.client_addr), 'a local socket') AS address,
+               to_char(a.backend_start AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS "UTC"') AS since, a.pid
+        FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+        WHERE l.locktype = 'advisory' AND l.granted AND l.classid = {LOCK_KEYS[0]}
+          AND l.objid = {LOCK_KEYS[1]} AND l.objsubid = 2
+          AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())""")
+    if not rows:
+        return "a session this role may not see"
+    name, address, since, pid = rows[0]
+    return f"{name or 'a session'} from {address}, PostgreSQL pid {pid}, connected since {since}"
+
+
+# the snapshot readers attach: the last writer's, as it ended (a table beside DuckLake's own)
+PUBLISHED = "agentlake_published"
+_LAST_COMMIT = "SELECT last, now() FROM (SELECT max(snapshot_id) AS last FROM ducklake_snapshot) s"
+
+
+def publish(con, metadata_db: str, *, unless_published: bool = False) -> None:
+    """Readers see the catalog's last commit from now on: run by the writer, holding the lock,
+    on its connection (`metadata_db`: DuckLake's attached metadata), once it has committed
+    everything. `unless_published`: at a writer's start, for a catalog nothing was published
+    in yet (a new one, or one of an earlier release), so that its readers stay on its last
+    commit (a new catalog's: empty) while this writer commits."""
+    replace = (f"INSERT INTO {PUBLISHED} {_LAST_COMMIT} WHERE NOT EXISTS (SELECT FROM {PUBLISHED})"
+               if unless_published else f"DELETE FROM {PUBLISHED}; INSERT INTO {PUBLISHED} {_LAST_COMMIT}")
+    sql = (f"CREATE TABLE IF NOT EXISTS {PUBLISHED} (snapshot_id bigint NOT NULL, "
+           f"published_at timestamptz NOT NULL); {replace}")
+    con.execute(f"CALL postgres_execute({literal(metadata_db)}, {literal(sql)})")  # one transaction
+
+
+PROBE_DB = "agentlake_published_probe"
+
+
+def published_snapshot(con, catalog: PostgresCatalog) -> int | None:
+    """The snapshot the last writer published; None for a catalog no writer of this release has
+    written to yet (its readers see its last commit)."""
+    attach(con, catalog, catalog.words, PROBE_DB, "TYPE postgres, READ_ONLY")
+    try:
+        if _query(con, PROBE_DB, f"SELECT to_regclass({literal(PUBLISHED)}) IS NULL AS missing")[0][0]:
+            return None
+        return _query(con, PROBE_DB, f"SELECT max(snapshot_id) FROM {PUBLISHED}")[0][0]
+    finally:
+        con.execute(f"DETACH {PROBE_DB}")
