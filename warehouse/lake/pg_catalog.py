@@ -21,8 +21,6 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-import duckdb
-
 from warehouse.lake.locks import holder_note
 
 PREFIX = "postgres:"
@@ -131,6 +129,8 @@ def literal(text) -> str:
 
 def attach(con, catalog: PostgresCatalog, target: str, name: str, options: str = "") -> None:
     """`ATTACH target AS name (options)`; a server that cannot be reached is one clear error."""
+    import duckdb  # here: the layout imports this module, and `agentlake --help` loads no engine
+
     try:
         con.execute(f"ATTACH {literal(target)} AS {name}{f' ({options})' if options else ''}")
     except duckdb.Error as exc:

@@ -7,7 +7,12 @@ the CLI, the MCP server and the dashboard's search page alike.
 Query syntax (QUERY_HELP): words, all of which a document must hold (stemmed: `migrations`
 finds `migrate`; case and accents ignored; what is not a letter or a digit splits words, so
 `src/auth.py` is the words src, auth and py); a "quoted phrase" must also appear as written
-(case ignored); a -word must not appear. English stop words (the, a, of, ...) are ignored.
+(case ignored); a -word must not appear, nor another word of its stem. English stop words (the,
+a, of, ...) are ignored.
+
+The scores are fts's BM25 (`match_bm25`'s formula and parameters), computed from the index's
+own tables for the query's terms alone (`bm25_sql`); the best are ranked before their texts are
+read (docs/BENCHMARKS.md, "Search").
 """
 
 import re
