@@ -36,6 +36,7 @@ import duckdb
 
 from warehouse.lake import ducklake
 from warehouse.lake.locks import held
+from warehouse.lake.scratch_dirs import scratch
 from warehouse.catalog.merge import MERGED
 
 FORMAT = "1"  # what `meta.format` records: another value is rebuilt whole
@@ -93,14 +94,21 @@ def update(catalog: Path, data_path: str | None = None, *, full: bool = False) -
     start = time.perf_counter()
     target = search_path(catalog)
     with held(target.with_name("." + target.name + ".lock")):
-        result = _update(Path(catalog), target, data_path, full)
+        result = ducklake.retried_with_more_memory(
+            lambda limit: _update(Path(catalog), target, data_path, full, limit))
     result.seconds = time.perf_counter() - start
     return result
 
 
-def _update(catalog: Path, target: Path, data_path: str | None, full: bool) -> IndexResult:
+def _update(catalog: Path, target: Path, data_path: str | None, full: bool,
+            memory_limit: str | None = None) -> IndexResult:
     result = IndexResult()
-    with ducklake.connect(catalog, data_path, ours=True) as lake:
+    # under the writer's cap, spilling to a scratch folder: uncapped, a whole build over a team's
+    # history grew the process past the merge itself (docs/BENCHMARKS.md, "A team of 10, 30 and
+    # 100 machines"); one that runs out anyway is run again with most of the machine's memory
+    with scratch("search") as spill, ducklake.connect(catalog, data_path, ours=True, settings={
+            "memory_limit": memory_limit or ducklake.WRITER_SETTINGS["memory_limit"],
+            "temp_directory": str(spill)}) as lake:
         # by its path only where the connection allows that (the pinned ducklake: ducklake._opened)
         ducklake.load_packaged(lake, "fts", ducklake.pinned_binary("fts") if ducklake.pinned_binary() else None)
         now = _signatures(lake)
