@@ -109,7 +109,7 @@ def pytest_runtest_teardown(item, nextitem):
 # together, in their own order, so its module-scoped fixtures are built once.
 LONG_FIRST = ("test_crash", "test_demo_args", "test_shared_dagster_home", "test_spark", "test_dagster_trial",
               "test_newuser_quickstart", "test_notebooks", "test_interrupts", "test_team", "test_central",
-              "test_concurrency")
+              "test_concurrency", "test_team_postgres", "test_dagster_postgres")
 
 
 def pytest_collection_modifyitems(config, items):
