@@ -7,6 +7,7 @@ import os
 import shlex
 import shutil
 import sys
+from datetime import date
 from functools import partial
 from pathlib import Path
 
@@ -430,6 +431,7 @@ def cmd_report(args) -> int:
             sections = build_insights(con, filters, top=3 if args.top is None else args.top)
         else:
             sections = build(con, filters, by=args.by, top=10 if args.top is None else args.top)
+        _say_if_the_window_is_empty(con, filters)
         if args.section:
             sections = _section(sections, args)
         if args.format != "csv":
@@ -440,6 +442,23 @@ def cmd_report(args) -> int:
 
     # the report runs agentlake's own SQL only (the filters are parameters)
     return _read_warehouse(args, answer, partial(connect, ours=True))
+
+
+def _say_if_the_window_is_empty(con, filters) -> None:
+    """A window with no session where the warehouse holds some elsewhere: the days it does hold
+    (a demo's January looked like an empty warehouse to `report --week` in December)."""
+    if filters.since is None and filters.until is None:
+        return
+    scope = [(column, value) for column, value in (("project", filters.project), ("provider", filters.provider))
+             if value is not None]
+    where = "".join(f" AND {column} = ?" for column, _ in scope)
+    first, last, inside = con.execute(
+        f'SELECT MIN("date"), MAX("date"), COUNT(*) FILTER (WHERE "date" BETWEEN ? AND ?) FROM sessions '
+        f"WHERE true{where}", [filters.since or date.min, filters.until or date.max, *[v for _, v in scope]]).fetchone()
+    if first is not None and not inside:
+        _err(f"note: no session from {filters.since or 'the first day'} to {filters.until or 'today'}; "
+             f"the sessions{' of these filters' if scope else ''} are from {first} to {last} "
+             f"(--since {first} --until {last})")
 
 
 BUDGETS_EXCEEDED = 3  # `report --budgets`: a budget is exceeded (a cron job or CI step alerts on it)

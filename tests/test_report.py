@@ -113,3 +113,15 @@ def test_a_model_that_is_none_is_said_in_words_in_the_table_only(lake, capsys):
     assert len(rows) == len(data["by_model"])
     assert sum(line.startswith(NO_MODEL + " ") for line in rows) == len(nameless)
     assert NO_MODEL in _report(lake, capsys, "--insights", "--provider", "crush")  # Q in the idle cost's models
+
+
+def test_a_window_without_sessions_says_which_days_hold_them(lake, capsys):
+    first = scalar(lake, 'SELECT MIN("date") FROM sessions')
+    last = scalar(lake, 'SELECT MAX("date") FROM sessions')
+    assert main(["report", "--home", str(lake.home), "--since", "2030-01-01"]) == 0
+    said = capsys.readouterr().err
+    assert f"note: no session from 2030-01-01 to today; the sessions are from {first} to {last}" in said
+    assert main(["report", "--home", str(lake.home), "--agent", "crush", "--until", "2020-01-01"]) == 0
+    assert "the sessions of these filters are from" in capsys.readouterr().err
+    assert main(["report", "--home", str(lake.home), "--since", str(first)]) == 0
+    assert "note: no session" not in capsys.readouterr().err  # sessions in the window: nothing said
