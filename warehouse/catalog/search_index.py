@@ -157,7 +157,7 @@ def _update_sources(lake, changed: set[str], gone: set[str]) -> None:
     # numbered after every doc_id fts holds: a new document never takes a deleted one's
     _insert_sources(lake, changed, after=last)
     _unindex_deleted(lake)
-    _index_new(lake)
+    _index_new(lake, after=last)
     _recount(lake)
 
 
@@ -238,8 +238,11 @@ def _pick_sources(lake, sources: set[str]) -> None:
 
 
 def _delete_sources(lake, sources: set[str]) -> None:
+    """The documents of `sources` deleted, their doc_ids kept in `deleted_docs` (_unindex_deleted)."""
     _pick_sources(lake, sources)
-    lake.execute("DELETE FROM search.docs WHERE source IN (SELECT source FROM search_keys)")
+    lake.execute("CREATE OR REPLACE TEMP TABLE deleted_docs AS "
+                 "SELECT doc_id FROM search.docs WHERE source IN (SELECT source FROM search_keys)")
+    lake.execute("DELETE FROM search.docs WHERE doc_id IN (SELECT doc_id FROM deleted_docs)")
 
 
 def _insert_sources(lake, sources: set[str], after: int = 0) -> None:
@@ -257,9 +260,10 @@ def _insert_sources(lake, sources: set[str], after: int = 0) -> None:
 # built them scores as a new index does. A term kept: a word of fts's `tokenize` macro, not empty,
 # not a stop word, stemmed (fts 1.5.5's create_fts_index).
 def _unindex_deleted(lake) -> None:
-    """fts's rows of the documents no longer in search.docs removed, their terms' df lowered."""
+    """fts's rows of the documents _delete_sources took out of search.docs removed, their terms'
+    df lowered (found by their ids: an anti-join against every document cost more with the index)."""
     lake.execute(f"""CREATE OR REPLACE TEMP TABLE fts_deleted AS
-        SELECT docid FROM {FTS}.docs WHERE name NOT IN (SELECT doc_id FROM search.docs)""")
+        SELECT docid FROM {FTS}.docs WHERE name IN (SELECT doc_id FROM deleted_docs)""")
     lake.execute(f"""UPDATE {FTS}.dict SET df = df - held.documents
         FROM (SELECT termid, COUNT(DISTINCT docid) AS documents FROM {FTS}.terms
               WHERE docid IN (SELECT docid FROM fts_deleted) GROUP BY termid) AS held
@@ -269,12 +273,13 @@ def _unindex_deleted(lake) -> None:
     lake.execute(f"DELETE FROM {FTS}.dict WHERE df = 0")  # as a new index, which has no such term
 
 
-def _index_new(lake) -> None:
-    """The documents of search.docs that fts does not hold yet tokenized and added to its tables."""
+def _index_new(lake, after: int) -> None:
+    """The documents of search.docs that fts does not hold yet (those numbered after `after`, the
+    largest doc_id before the update: fts held every one up to it) tokenized and added to its tables."""
     lake.execute(f"""CREATE OR REPLACE TEMP TABLE fts_new_docs AS
         SELECT (SELECT COALESCE(MAX(docid) + 1, 0) FROM {FTS}.docs) + row_number() OVER (ORDER BY doc_id) - 1
                AS docid, doc_id AS name, body
-        FROM search.docs WHERE doc_id NOT IN (SELECT name FROM {FTS}.docs)""")
+        FROM search.docs WHERE doc_id > {int(after)}""")
     lake.execute(f"""CREATE OR REPLACE TEMP TABLE fts_new_terms AS
         WITH words AS (SELECT docid, unnest({FTS}.tokenize(body)) AS w FROM fts_new_docs)
         SELECT docid, stem(w, '{STEMMER}') AS term FROM words
