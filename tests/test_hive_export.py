@@ -127,3 +127,30 @@ def test_merges_past_the_grace_leave_the_live_files_and_an_export_to_s3_copies_w
     # what is left: the version, the pointer, and the export folder's own marker (pyarrow's)
     assert {k for k in keys if not k.startswith(f"hive-export/export/{second.version}/")} <= \
         {"hive-export/export/CURRENT", "hive-export/export/"}
+
+
+def test_a_sweep_keeps_the_snapshot_readers_hold_after_a_writer_died_before_publishing(lake):
+    """A writer that committed to its own copy and died never published: readers stay on the
+    published snapshot, however long ago the dead writer's commit replaced it in that copy. The
+    next merge's sweep keeps it (and its files) until that merge publishes."""
+    import pytest
+
+    from warehouse.lake.ducklake import writing
+    from warehouse.lake.layout import tables_path
+
+    data_path = tables_path(lake.lake, lake.warehouse)
+    merge(lake.lake, lake.warehouse)  # the copied home's first write: its catalog reads its own files from now on
+    count = "SELECT COUNT(*), COUNT(DISTINCT message_id) FROM parts"
+    with connect(lake.warehouse, ours=True) as con:
+        before = con.execute(count).fetchone()
+        assert con.execute("FROM ducklake_list_files('lake', 'parts')").fetchall()  # a file, not rows inlined
+    # on the published snapshot, kept open as a dashboard's is (its file not read yet: not cached)
+    reader = connect(lake.warehouse, ours=True)
+    with pytest.raises(RuntimeError), writing(lake.warehouse, data_path) as con:
+        con.execute("CREATE OR REPLACE TABLE parts AS SELECT * FROM parts LIMIT 0")  # its file: the published snapshot's only
+        con.execute("UPDATE __ducklake_metadata_lake.ducklake_snapshot SET snapshot_time = snapshot_time - "
+                    "INTERVAL 2 HOUR")  # that commit, hours ago
+        raise RuntimeError("the writer dies before publishing")
+    merge(lake.lake, lake.warehouse, keep_seconds=600)  # nothing landed since: a sweep, then a publish
+    assert reader.execute(count).fetchone() == before  # its file is still there
+    reader.close()

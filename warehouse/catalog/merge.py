@@ -410,7 +410,7 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
         if marts and build:
             _refresh_marts(con, whole=build == "whole", memory_limit=memory_limit)
         result.crowded = bool(result.merged or result.removed) and crowded(con)
-        sweep(con, keep_seconds)
+        sweep(con, keep_seconds, catalog)
     return result
 
 
@@ -861,11 +861,11 @@ def _compact(catalog: Path, keep_seconds: int, orphans: bool, memory_limit: str 
                                 f"{f' (and {more} more)' if more else ''}: nothing was compacted; `agentlake merge` "
                                 "builds the tables again from the landing files")
         before = _file_count(con)
-        sweep(con, keep_seconds)  # first, so what the compaction replaces below is not taken for expired
+        sweep(con, keep_seconds, catalog)  # first, so what the compaction replaces below is not taken for expired
         con.execute(f"CALL ducklake_flush_inlined_data('{ducklake.CATALOG}')")  # small writes kept in the catalog
         con.execute(f"CALL ducklake_rewrite_data_files('{ducklake.CATALOG}')")
         con.execute(f"CALL ducklake_merge_adjacent_files('{ducklake.CATALOG}')")
-        sweep(con, keep_seconds)  # with no grace, what the compaction replaced goes too
+        sweep(con, keep_seconds, catalog)  # with no grace, what the compaction replaced goes too
         if orphans:
             _delete_orphans(con, keep_seconds)
         after = _file_count(con)
@@ -897,9 +897,12 @@ def _file_count(con) -> int:
 
 # --- the files no reader needs any more: deleted by each merge and compaction (`sweep`) ---------
 
-def sweep(con, keep_seconds: int) -> None:
+def sweep(con, keep_seconds: int, catalog=None) -> None:
     """Expire the snapshots a newer one replaced more than `keep_seconds` ago, and delete the
-    files no snapshot needs any more once they have waited out the same grace.
+    files no snapshot needs any more once they have waited out the same grace. The snapshot the
+    readers of `catalog` attach now is kept whatever replaced it: after a writer died between its
+    commit and its publishing, readers stay on an older snapshot than the writer's copy holds
+    (ducklake.readers_snapshot), until this writer publishes.
 
     DuckLake's own `older_than` counts from a snapshot's creation: yesterday's last snapshot,
     current until a minute ago, would go at once. Counted from its replacement instead, a file
@@ -912,6 +915,9 @@ def sweep(con, keep_seconds: int) -> None:
         SELECT snapshot_id FROM (SELECT snapshot_id, lead(snapshot_time) OVER (ORDER BY snapshot_id) AS replaced
                                  FROM {meta}.ducklake_snapshot)
         WHERE replaced < now() - {keep}""").fetchall()]
+    if expired and catalog is not None and keep_seconds > 0:  # no grace: the readers are not waited for
+        held = ducklake.readers_snapshot(con, catalog)
+        expired = [snapshot for snapshot in expired if snapshot != held]
     if expired:
         started = con.execute("SELECT now()").fetchone()[0]  # what expiring schedules is scheduled from here on
         con.execute(f"CALL ducklake_expire_snapshots('{ducklake.CATALOG}', versions => ?)", [expired])

@@ -588,6 +588,21 @@ def open_catalog(catalog: "pg_catalog.PostgresCatalog", data_path: str | None, *
     return con
 
 
+def readers_snapshot(con, catalog) -> int | None:
+    """The snapshot readers of `catalog` attach now, asked on a writer's connection `con`: a
+    PostgreSQL catalog's published one; a file catalog's published file's last (the writer's own
+    copy is ahead of it only after a writer died before publishing). None when there is none."""
+    if is_postgres(catalog):
+        return pg_catalog.published_snapshot(con, catalog)
+    if not Path(catalog).exists():
+        return None
+    con.execute(f"ATTACH {sql_string(str(catalog))} AS agentlake_published_file (READ_ONLY)")
+    try:
+        return con.execute("SELECT max(snapshot_id) FROM agentlake_published_file.ducklake_snapshot").fetchone()[0]
+    finally:
+        con.execute("DETACH agentlake_published_file")
+
+
 def attach_team_catalog(con, setting: str) -> None:
     """The team's catalog in PostgreSQL on a connection of another tool's making (a BI engine's,
     docs/BI.md): the pinned extensions loaded, the lake's S3 credentials from the AWS_* variables,
