@@ -452,8 +452,13 @@ def _say_if_the_window_is_empty(con, filters) -> None:
     scope = [(column, value) for column, value in (("project", filters.project), ("provider", filters.provider))
              if value is not None]
     where = "".join(f" AND {column} = ?" for column, _ in scope)
+    from warehouse.lake.zones import UTC
+    from warehouse.serve.local_days import local_date
+
+    # the zone's day whether or not `sessions` is shadowed with it (the insights read UTC tables)
+    day = '"date"' if filters.zone == UTC else f'COALESCE({local_date("created_at", filters.zone)}, "date")'
     first, last, inside = con.execute(
-        f'SELECT MIN("date"), MAX("date"), COUNT(*) FILTER (WHERE "date" BETWEEN ? AND ?) FROM sessions '
+        f"SELECT MIN({day}), MAX({day}), COUNT(*) FILTER (WHERE {day} BETWEEN ? AND ?) FROM sessions "
         f"WHERE true{where}", [filters.since or date.min, filters.until or date.max, *[v for _, v in scope]]).fetchone()
     if first is not None and not inside:
         _err(f"note: no session from {filters.since or 'the first day'} to {filters.until or 'today'}; "

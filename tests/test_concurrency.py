@@ -119,7 +119,7 @@ def _stopped_merge(reader_catalog, merge_args: list[str], env: dict, tmp_path: P
 def _killed_while_another_waits(first, second, reader_catalog, before: tuple):
     """`second` waits for `first`, which is killed; readers meanwhile see the catalog before or
     after, and after is what one merge of both machines makes. Returns what `second` printed."""
-    _until(lambda: _said(second, "waiting for another merge into"), second, "the second merge waited")
+    _until(lambda: _said(second, "waiting for another merge"), second, "the second merge waited")
     readers = Readers(reader_catalog)
     readers.start()
     first.send_signal(signal.SIGKILL)  # its lock goes with it (the kernel's flock, PostgreSQL's session)

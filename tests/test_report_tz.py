@@ -70,9 +70,15 @@ def test_every_section_agrees_with_utc_on_the_whole(lake, zone="America/Los_Ange
 def test_since_and_until_name_the_zones_days(straddling):
     zone = "America/Los_Angeles"
     first = min(day_of(t, zone) for t in STRADDLING)
-    data, _ = _report(straddling.home, "--tz", zone, "--since", first, "--until", first)
+    data, said = _report(straddling.home, "--tz", zone, "--since", first, "--until", first)
     on_it = Counter(day_of(t, zone) for t in STRADDLING)
     assert Decimal(str(data["totals"][0]["cost_usd"])) == split_cost(COST, on_it)[first]
+    assert "no session" not in said
+    _, said = _report(straddling.home, "--insights", "--tz", zone, "--since", first, "--until", first)
+    assert "no session" not in said  # the zone's day, though the insights read the UTC tables
+    tokyo = sorted({day_of(t, "Asia/Tokyo") for t in STRADDLING})  # every one a day after some UTC day
+    _, said = _report(straddling.home, "--insights", "--tz", "Asia/Tokyo", "--until", str(tokyo[0] - timedelta(days=1)))
+    assert f"the sessions are from {tokyo[0]} to {tokyo[-1]}" in said
 
 
 class _HalfPastMidnight(datetime):

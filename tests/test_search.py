@@ -287,3 +287,15 @@ def test_the_cli_counts_the_days_and_prints_the_times_of_tz(home, monkeypatch):
     assert "| 2026-01-02 05:30 Asia/Kolkata |" in _search(home, "stripe").stdout
     bad = _search(home, "stripe", "--tz", "Mars/Olympus")
     assert bad.returncode == 2 and "Mars/Olympus" in bad.stderr
+
+
+def test_an_excluded_word_leaves_out_the_documents_holding_a_word_of_its_stem(home):
+    db = home / "warehouse.ducklake"
+    upload = search(db, "upload", limit=1000)
+    asked = [h for h in upload if h.session_id == "s-flaky" and h.role == "user"]
+    assert len(asked) == 1 and "flaky" in asked[0].snippet  # "The upload test is flaky in CI"
+    for excluded in ("-flaky", "-FLAKINESS"):  # one stem (flaki), any case
+        kept = search(db, f"upload {excluded}", limit=1000)
+        assert kept and not [h for h in kept if "flak" in h.snippet.lower()]
+        assert sorted(h.score for h in kept) == sorted(h.score for h in upload if h not in asked)
+    assert len(search(db, "upload -the", limit=1000)) == len(upload)  # a stop word is no word to leave out

@@ -36,7 +36,6 @@ import duckdb
 
 from warehouse.lake import ducklake
 from warehouse.lake.locks import held
-from warehouse.lake.scratch_dirs import scratch
 from warehouse.catalog.merge import MERGED
 
 FORMAT = "1"  # what `meta.format` records: another value is rebuilt whole
@@ -103,10 +102,12 @@ def update(catalog: Path, data_path: str | None = None, *, full: bool = False) -
 def _update(catalog: Path, target: Path, data_path: str | None, full: bool,
             memory_limit: str | None = None) -> IndexResult:
     result = IndexResult()
-    # under the writer's cap, spilling to a scratch folder: uncapped, a whole build over a team's
-    # history grew the process past the merge itself (docs/BENCHMARKS.md, "A team of 10, 30 and
-    # 100 machines"); one that runs out anyway is run again with most of the machine's memory
-    with scratch("search") as spill, ducklake.connect(catalog, data_path, ours=True, settings={
+    # under the writer's cap, spilling beside the index as the writer does beside the catalog (a
+    # temporary folder may be memory itself): uncapped, a whole build over a team's history grew
+    # the process past the merge itself (docs/BENCHMARKS.md, "A team of 10, 30 and 100 machines");
+    # one that runs out anyway is run again with most of the machine's memory
+    spill = target.with_name(f".{target.name}.spill")
+    with ducklake.connect(catalog, data_path, ours=True, settings={
             "memory_limit": memory_limit or ducklake.WRITER_SETTINGS["memory_limit"],
             "temp_directory": str(spill)}) as lake:
         # by its path only where the connection allows that (the pinned ducklake: ducklake._opened)

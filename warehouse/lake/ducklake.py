@@ -235,7 +235,7 @@ def connect(catalog: Path, data_path: str | None = None, *, ours: bool = False, 
     `settings`: DuckDB's, from the start (a few are taken only then: warehouse.serve.read_only_sql).
     A read-only attach changes nothing, so a file that is not a catalog is looked into only when
     the attach fails (the probe is a second connection)."""
-    if is_postgres(catalog):  # the team's catalog: the last commit, read-only (its own data path)
+    if is_postgres(catalog):  # the team's catalog: the published snapshot, read-only (its own data path)
         return open_catalog(catalog, None, read_only=True, ours=ours, settings=settings)
     catalog = Path(catalog)
     if not catalog.exists():
@@ -322,7 +322,7 @@ def writing(catalog: Path, data_path: str | None = None, memory_limit: str | Non
 
 
 def _say_waiting(catalog: Path, holder: str | None) -> None:
-    print(f"waiting for another merge into {catalog} to end ({holder or 'its holder unknown'})",
+    print(f"waiting for another merge or compaction into {catalog} to end ({holder or 'its holder unknown'})",
           file=sys.stderr, flush=True)
 
 

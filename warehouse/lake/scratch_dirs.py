@@ -19,7 +19,7 @@ from pathlib import Path
 from warehouse.lake.locks import LOCKS, held, taken_if_free
 
 PREFIX = "agentlake-"
-KINDS = ("snapshot", "merge", "export", "search")
+KINDS = ("snapshot", "merge", "export")
 OWNER = ".owner.lock"
 # a folder this young may be between its creation and its owner's lock
 MIN_AGE_S = 60.0
