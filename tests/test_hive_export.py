@@ -54,8 +54,11 @@ def _new_session(layout, tmp_path) -> None:
     ingest_tables(layout, p.db)
 
 
-def test_an_export_writes_only_what_changed_and_readers_keep_their_version(lake, tmp_path):
+def test_an_export_writes_only_what_changed_and_readers_keep_their_version(lake, tmp_path, monkeypatch):
+    import warehouse.serve.hive_export as hive_export
+
     first = export_tables(lake.warehouse, lake.lake)
+    first_state = hive_export._published(hive_export.open_store(lake.lake))  # as a later export reads it
     export = Path(lake.lake) / EXPORT
     assert current_version(lake.lake) == first.version and first.carried == 0
     old_rows = _catalog_rows(lake)
@@ -81,6 +84,16 @@ def test_an_export_writes_only_what_changed_and_readers_keep_their_version(lake,
     new_rows = _catalog_rows(lake)
     assert _version_rows(export / second.version) == new_rows != old_rows
     assert _version_rows(export / first.version) == old_rows
+
+    # an export that read the first version as the published one while another (a second
+    # center's) published the second: it must not move CURRENT back; its own folder goes
+    real, reads = hive_export._published, []
+    monkeypatch.setattr(hive_export, "_published", lambda store: (reads.append(1), first_state if len(reads) == 1
+                                                                  else real(store))[1])
+    late = export_tables(lake.warehouse, lake.lake)
+    monkeypatch.undo()
+    assert late.version == second.version and current_version(lake.lake) == second.version
+    assert sorted(p.name for p in export.iterdir()) == sorted(["CURRENT", first.version, second.version])
 
     # nothing new: no version; past the grace, the replaced version goes, the current stays
     again = export_tables(lake.warehouse, lake.lake)

@@ -135,8 +135,23 @@ def _publish(con, store, work: Path, before: "_Published | None", snapshot: tupl
     result.carried, result.files = len(carried), len(carried) + len(fresh)
     history = ((before.history + [before.version]) if before else [])[-HISTORY:]
     store.put_all({prefix + STATE: _state_bytes(files, fingerprints, snapshot, history)})
+    newer = _overtaken(store, before, snapshot)
+    if newer is not None:  # another export (a second center) published a snapshot as new meanwhile
+        store.delete_tree(prefix)
+        return Export(newer.version, files=sum(map(len, newer.files.values())))
     store.put_all({POINTER: f"{version}\n".encode()})  # last: readers switch here, all at once
     return result
+
+
+def _overtaken(store, before: "_Published | None", snapshot: tuple[int, str]) -> "_Published | None":
+    """The version published since this export read `before`, if it holds this snapshot or a
+    newer one of the same catalog: this export's older one must not replace it. (Read just before
+    the pointer is written: two exports at once are narrowed to that instant, not excluded.)"""
+    now = _published(store)
+    if now is None or (before is not None and now.version == before.version):
+        return None
+    same_catalog = before is None or now.snapshot[0] >= before.snapshot[0]
+    return now if same_catalog and now.snapshot[0] >= snapshot[0] else None
 
 
 def _current(con, table, candidates: set | None, old: dict) -> dict[tuple, str]:
