@@ -165,3 +165,19 @@ def test_the_overview_in_a_zone_in_a_real_browser(straddling, tmp_path):  # noqa
         tab.screenshot(url, tmp_path / "overview-berlin.png", width=1440, height=1300)
     shot = (tmp_path / "overview-berlin.png").read_bytes()
     assert shot.startswith(b"\x89PNG\r\n\x1a\n") and len(shot) > 20_000
+
+
+def test_a_sessions_times_are_on_the_zones_clock(straddling):  # noqa: F811
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    local = datetime.fromtimestamp(CREATED, ZoneInfo(BERLIN))  # 2025-12-31 19:00 in Berlin
+    with _serve(straddling, zone=BERLIN) as url:
+        status, project = get(f"{url}project?project=shop")
+        assert status == 200, project
+        assert f"started ({BERLIN})" in project and f"{local:%Y-%m-%d %H:%M}" in project
+        link = re.search(r'href="(/session\?[^"]+)"', project).group(1).replace("&amp;", "&")
+        status, session = get(url + link.lstrip("/"))
+    assert status == 200, session
+    assert f"<th>started ({BERLIN})</th><td>{local:%Y-%m-%d %H:%M:%S}</td>" in session
+    assert f"#0 · user · {local:%Y-%m-%d %H:%M:%S}" in session  # each message on the same clock

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 from urllib.parse import parse_qs, urlencode
+from zoneinfo import ZoneInfo
 
 import duckdb
 
@@ -1096,6 +1097,18 @@ SESSION_LABELS = ("started (UTC)", "title", "agent", "duration", "messages", "to
                   "sub-agents", "models", "cost", "cost source")
 
 
+def session_labels(zone: str) -> list[str]:
+    """The sessions table's column names, its times those of the page's zone."""
+    return [f"started ({zone})", *SESSION_LABELS[1:]]
+
+
+def clock(at: datetime | None, zone: str) -> datetime | None:
+    """A time the tables keep in UTC (naive) on the clock of `zone`, as the page shows it."""
+    if at is None or zone == UTC:
+        return at
+    return at.replace(tzinfo=timezone.utc).astimezone(ZoneInfo(zone)).replace(tzinfo=None)
+
+
 def session_rows(con, req: Request) -> tuple[list[str], list[tuple]]:
     """(columns, every row) of a project's sessions: most expensive first, unless `sort` says otherwise."""
     rows = _query(con, f"""SELECT started_at, COALESCE(title, '(untitled)'), provider, duration_s, messages,
@@ -1116,7 +1129,8 @@ def project_page(con, req: Request, projects: list[str], providers: list[str]) -
     _, rows = session_rows(con, req)
     cut = charts.top_with_others([(r[0], *r[3:8], r[9]) for r in rows], req.top or None, "others")
     kept = rows[:len(cut.rows)]
-    shown = [(r[0].strftime("%Y-%m-%d %H:%M") if r[0] else "", r[1], r[2], _duration(r[3]), r[4], r[5], r[6], r[7],
+    zone = req.filters.zone
+    shown = [(clock(r[0], zone).strftime("%Y-%m-%d %H:%M") if r[0] else "", r[1], r[2], _duration(r[3]), r[4], r[5], r[6], r[7],
               models_label(r[8]), usd(r[9]), r[10]) for r in kept]
     if cut.others:
         o = cut.others
@@ -1124,8 +1138,8 @@ def project_page(con, req: Request, projects: list[str], providers: list[str]) -
                       usd(o[6]), "")
     links = [req.link("/session", source=r[11], id=r[12], machine=r[13]) for r in kept]
     numeric = {3, 4, 5, 6, 7, 9}
-    head = sortable_head(req, "sessions", list(SESSION_LABELS), list(SESSION_KEYS), numeric)
-    sessions = (table("sessions", list(SESSION_LABELS), shown, links, cut, req.link("/project", top=0),
+    head = sortable_head(req, "sessions", session_labels(zone), list(SESSION_KEYS), numeric)
+    sessions = (table("sessions", session_labels(zone), shown, links, cut, req.link("/project", top=0),
                       numeric=numeric, head=head) + takeaway(req, "sessions", len(rows)))
     body = (empty_window(con, req) + headline(con, req) + _totals(con, req)
             + grain_links(req)
@@ -1202,7 +1216,9 @@ def session_page(con, req: Request) -> tuple[str, int]:
     by_message: dict[str, list] = {}
     for part in parts[:PARTS_LIMIT]:
         by_message.setdefault(part[0], []).append(part)
-    facts = [("agent", provider), ("project", project), ("started (UTC)", started), ("last activity (UTC)", ended),
+    zone = req.filters.zone
+    facts = [("agent", provider), ("project", project), (f"started ({zone})", clock(started, zone)),
+             (f"last activity ({zone})", clock(ended, zone)),
              ("duration", _duration(duration)), ("cost", f"{usd(cost)} ({cost_source})"),
              ("models", models_label(models)),
              ("messages (with sub-agents)", messages), ("tool calls (with sub-agents)", calls),
@@ -1215,15 +1231,16 @@ def session_page(con, req: Request) -> tuple[str, int]:
         if v is not None) + "</table>"
     if children:
         header += "<h2>Sub-agents</h2>" + table(
-            "subagents", ["session", "title", "started (UTC)", "cost"],
-            [(c[0], c[1], c[2], usd(c[3])) for c in children],
+            "subagents", ["session", "title", f"started ({zone})", "cost"],
+            [(c[0], c[1], clock(c[2], zone), usd(c[3])) for c in children],
             [req.link("/session", source=source, id=c[0], machine=machine) for c in children])
     if not costs:
         header += (f'<p class="meta">{_e(provider)} records no per-request usage here: the cost above is the '
                    "session's own, not split per message.</p>")
     # a sub-agent's session id names the call that started it (Crush: `<message>$$<call>`, or the call id)
     spawned = {c[0].rsplit("$$", 1)[-1]: req.link("/session", source=source, id=c[0], machine=machine) for c in children}
-    out = [_message(m, by_message.get(m[0], []), calls_by_id, costs.get(m[0]), spawned) for m in msgs]
+    out = [_message((*m[:4], clock(m[4], zone)), by_message.get(m[0], []), calls_by_id, costs.get(m[0]), spawned)
+           for m in msgs]
     if len(parts) > PARTS_LIMIT:
         out.append(f'<p class="cut">the first {PARTS_LIMIT} parts are shown; the rest: agentlake sql '
                    f'"SELECT * FROM parts WHERE session_id = \'{_e(sid)}\'"</p>')
