@@ -274,3 +274,25 @@ def test_one_partition_set_and_sensor_for_every_provider(layout, project, instan
     assert dg.materialize([tables_and_marts], instance=instance, resources={"agentlake": resource}).success
     assert query(layout, "SELECT provider, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 1") == [
         ("codewhale", 2), ("crush", 1)]
+
+
+def test_dg_lists_the_graph_dagster_dev_serves():
+    """`dg list defs` (Dagster's project CLI, on pyproject's [tool.dg]) loads the same assets as
+    `dagster dev -m pipelines.definitions`: `dg dev` serves them. A process of its own: the
+    command a user types is what is checked."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from pipelines.definitions import defs
+
+    root = Path(__file__).resolve().parents[1]
+    ran = subprocess.run([str(Path(sys.executable).with_name("dg")), "list", "defs", "--json"], cwd=root,
+                         capture_output=True, text=True, timeout=120)
+    # (Dagster's one-time telemetry notice may be said on stderr: a new HOME)
+    assert ran.returncode == 0 and "Traceback" not in ran.stderr, ran.stderr
+    assert "virtual environment" not in ran.stderr  # run as .venv/bin/dg, not activated: no warning
+    listed = {a["asset_key"] for a in json.loads(ran.stdout)["assets"]}
+    assert listed == {key.to_user_string() for key in defs.resolve_asset_graph().get_all_asset_keys()}
+    assert {"sessions", "messages", "daily_costs", "model_names", "search_index"} <= listed
