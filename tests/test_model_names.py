@@ -7,11 +7,11 @@ from decimal import Decimal
 
 import pytest
 
-from tests.conftest import T0, assistant, ingest, query, run_cli
+from tests.conftest import T0, Project, assistant, copy_home, ingest, query, run_cli
 from transforms.pricing import model_name, prices_version
 from transforms.synth.crush import add_session
 from warehouse.lake.ducklake import writing
-from warehouse.lake.layout import tables_path
+from warehouse.lake.layout import Layout, tables_path
 
 # three spellings genai-prices resolves to one model (the last as OpenRouter names it), and a name
 # it does not know; each session's whole cost is on its one assistant message's model
@@ -29,11 +29,21 @@ def _store(project, name, sessions):
     return p
 
 
-@pytest.fixture
-def named(layout, project):
-    shop = _store(project, "shop", SONNET + [LOCAL])
+def _named(root):
+    """A lake of the three spellings and the unknown name, built once per worker."""
+    shop = _store(lambda name: Project(root / "projects", name), "shop", SONNET + [LOCAL])
+    layout = Layout.resolve(home=root / "home", machine="laptop", user="dev")
     model_name.cache_clear()
     ingest(layout, shop.db)
+    assert model_name.cache_info().misses == 4  # the first merge looks every name up
+    return layout, shop
+
+
+@pytest.fixture
+def named(layout, built_once):
+    """A copy of that lake at `layout` (the store it was read from stays where it was made)."""
+    template, shop = built_once("model-names", _named)
+    copy_home(template.home, layout.home)
     return layout, shop
 
 
@@ -60,8 +70,7 @@ def test_the_marts_group_the_spellings_under_one_name(named):
 
 
 def test_a_second_merge_looks_up_only_the_new_names(named, layout, project):
-    layout, shop = named
-    assert model_name.cache_info().misses == 4  # the first merge: every name
+    layout, shop = named  # its first merge looked every name up (_named)
     other = _store(project, "other", [("claude-sonnet-4-5", "anthropic", 1.0), ("gpt-5-mini", "openai", 0.25)])
     model_name.cache_clear()
     ingest(layout, shop.db, other.db)
