@@ -449,17 +449,17 @@ def _say_if_the_window_is_empty(con, filters) -> None:
     (a demo's January looked like an empty warehouse to `report --week` in December)."""
     if filters.since is None and filters.until is None:
         return
-    scope = [(column, value) for column, value in (("project", filters.project), ("provider", filters.provider))
-             if value is not None]
-    where = "".join(f" AND {column} = ?" for column, _ in scope)
+    from dataclasses import replace
+
     from warehouse.lake.zones import UTC
     from warehouse.serve.local_days import local_date
 
+    scope, params = replace(filters, since=None, until=None).where()  # the project and agent filters
     # the zone's day whether or not `sessions` is shadowed with it (the insights read UTC tables)
     day = '"date"' if filters.zone == UTC else f'COALESCE({local_date("created_at", filters.zone)}, "date")'
     first, last, inside = con.execute(
-        f"SELECT MIN({day}), MAX({day}), COUNT(*) FILTER (WHERE {day} BETWEEN ? AND ?) FROM sessions "
-        f"WHERE true{where}", [filters.since or date.min, filters.until or date.max, *[v for _, v in scope]]).fetchone()
+        f"SELECT MIN({day}), MAX({day}), COUNT(*) FILTER (WHERE {day} BETWEEN ? AND ?) FROM sessions {scope}",
+        [filters.since or date.min, filters.until or date.max, *params]).fetchone()
     if first is not None and not inside:
         _err(f"note: no session from {filters.since or 'the first day'} to {filters.until or 'today'}; "
              f"the sessions{' of these filters' if scope else ''} are from {first} to {last} "

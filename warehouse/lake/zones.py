@@ -1,7 +1,7 @@
 """Time zones, by IANA name: whose days `agentlake report` counts (`--tz`, $AGENTLAKE_TZ, `tz` in
 config.toml). The lake itself keeps UTC. Importable without DuckDB (`--help` loads nothing more)."""
 
-from datetime import date, datetime
+from datetime import date, datetime, timezone
 from difflib import get_close_matches
 from zoneinfo import ZoneInfo, available_timezones
 
@@ -30,3 +30,10 @@ def check_zone(name: str, where: str = "--tz") -> str:
 
 def today_in(zone: str) -> date:
     return datetime.now(ZoneInfo(zone)).date()
+
+
+def clock(at: datetime | None, zone: str) -> datetime | None:
+    """A time the tables keep in UTC (naive) on the clock of `zone`, naive too."""
+    if at is None or zone == UTC:
+        return at
+    return at.replace(tzinfo=timezone.utc).astimezone(ZoneInfo(zone)).replace(tzinfo=None)

@@ -17,14 +17,13 @@ read (docs/BENCHMARKS.md, "Search").
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
-from zoneinfo import ZoneInfo
 
 import duckdb
 
 from warehouse.catalog.search_index import open_fts, search_path
-from warehouse.lake.zones import UTC
+from warehouse.lake.zones import UTC, clock
 from warehouse.serve.report import Filters, unknown_name
 
 QUERY_HELP = ("words that must all appear (stemmed, so migrations finds migrate; case ignored; what is not a "
@@ -318,10 +317,7 @@ def anchor_fragment(message_id: str) -> str:
 
 def local_time(at: datetime | None, zone: str = UTC) -> str:
     """A hit's time (naive UTC) in `zone`, the zone named."""
-    if at is None:
-        return "no time"
-    local = at.replace(tzinfo=timezone.utc).astimezone(ZoneInfo(zone)) if zone != UTC else at
-    return f"{local:%Y-%m-%d %H:%M} {zone}"
+    return "no time" if at is None else f"{clock(at, zone):%Y-%m-%d %H:%M} {zone}"
 
 
 def render(hits: list[Hit], fmt: str = "table", zone: str = UTC) -> str:

@@ -14,12 +14,11 @@ from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 from urllib.parse import parse_qs, urlencode
-from zoneinfo import ZoneInfo
 
 import duckdb
 
 from warehouse.lake.ducklake import CATALOG, sql_string
-from warehouse.lake.zones import UTC, BadZone, check_zone, today_in
+from warehouse.lake.zones import UTC, BadZone, check_zone, clock, today_in
 from warehouse.land.demo_home import is_demos
 from warehouse.serve import budgets as budgeting
 from warehouse.serve.dashboard import charts
@@ -1093,20 +1092,13 @@ SORT_KEYS = {name: (RANKINGS[name][0].strip('"'), RANKINGS[name][1][0], *RANKING
 SORT_KEYS["sessions"] = SESSION_KEYS = (
     "started_at", "title", "agent", "duration_s", "messages", "tool_calls", "failed_calls", "subagents", "models",
     "cost_usd", "cost_source", "source_id", "session_id", "machine")  # the CSV's: the table's, then the session's names
-SESSION_LABELS = ("started (UTC)", "title", "agent", "duration", "messages", "tool calls", "failed calls",
-                  "sub-agents", "models", "cost", "cost source")
+SESSION_LABELS = ("title", "agent", "duration", "messages", "tool calls", "failed calls", "sub-agents", "models",
+                  "cost", "cost source")  # after the start, whose clock is the page's zone's
 
 
 def session_labels(zone: str) -> list[str]:
     """The sessions table's column names, its times those of the page's zone."""
-    return [f"started ({zone})", *SESSION_LABELS[1:]]
-
-
-def clock(at: datetime | None, zone: str) -> datetime | None:
-    """A time the tables keep in UTC (naive) on the clock of `zone`, as the page shows it."""
-    if at is None or zone == UTC:
-        return at
-    return at.replace(tzinfo=timezone.utc).astimezone(ZoneInfo(zone)).replace(tzinfo=None)
+    return [f"started ({zone})", *SESSION_LABELS]
 
 
 def session_rows(con, req: Request) -> tuple[list[str], list[tuple]]:
