@@ -17,31 +17,18 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 import run  # noqa: E402  (benchmarks/run.py: the corpus and the one-message change)
-from transforms.provider import DiscoverOptions  # noqa: E402
-from warehouse.catalog.build import refresh  # noqa: E402
+from corpus import corpus_arguments, ingest_corpus, timed  # noqa: E402
 from warehouse.catalog.merge import file_counts, merge  # noqa: E402
-from warehouse.land.ingest import discover_sources, ingest_all  # noqa: E402
 from warehouse.lake.layout import Layout  # noqa: E402
 from warehouse.serve.hive_export import EXPORT, export_tables  # noqa: E402
 
 
-def _timed(call):
-    start = time.perf_counter()
-    result = call()
-    return time.perf_counter() - start, result
-
-
-def _ingest(corpus: Path, layout: Layout) -> None:
-    sources, _ = discover_sources(DiscoverOptions(env={}, extra_roots={"crush": (str(corpus),)}, use_default=False))
-    ingest_all(sources, layout)
-    refresh(layout.lake, layout.warehouse)
 
 
 def _baseline(path: str):
@@ -53,40 +40,35 @@ def _baseline(path: str):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--projects", type=int, default=30)
-    ap.add_argument("--sessions", type=int, default=40, help="root sessions per project")
-    ap.add_argument("--days", type=int, default=180)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--workdir", help="keep the corpus here (default: a temp dir)")
+    corpus_arguments(ap, projects=30, repeat=3)
     ap.add_argument("--baseline", help="another hive_export.py to time on the same warehouse")
     args = ap.parse_args()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="agentlake-export-bench-"))
     corpus = run._corpus(args, work)
     layout = Layout.resolve(home=work / "export-home")
-    _ingest(corpus, layout)
+    ingest_corpus(corpus, layout)
     dbs = sorted(corpus.rglob("crush.db"))
 
     rows = {}
     if args.baseline:
         old = _baseline(args.baseline)
-        runs = [_timed(lambda: old(layout.warehouse, layout.lake)) for _ in range(args.repeat)]
+        runs = [timed(lambda: old(layout.warehouse, layout.lake)) for _ in range(args.repeat)]
         rows["the export before versions (every file, replaced in place)"] = (
             [t for t, _ in runs], [sum(r.values()) for _, r in runs], [0 for _ in runs])
         for stale in (Path(layout.lake) / EXPORT).iterdir():  # its flat layout: not a version
             if stale.is_dir() and not stale.name.startswith("v"):
                 shutil.rmtree(stale)
-    full = [_timed(lambda: export_tables(layout.warehouse, layout.lake, full=True, keep_seconds=0))
+    full = [timed(lambda: export_tables(layout.warehouse, layout.lake, full=True, keep_seconds=0))
             for _ in range(args.repeat)]
     rows["full export (every partition written)"] = _figures(full)
     changed = []
     for i in range(args.repeat):
         run._touch_one(dbs[i % len(dbs)], i)
-        _ingest(corpus, layout)
-        changed.append(_timed(lambda: export_tables(layout.warehouse, layout.lake, keep_seconds=0)))
+        ingest_corpus(corpus, layout)
+        changed.append(timed(lambda: export_tables(layout.warehouse, layout.lake, keep_seconds=0)))
     rows["incremental export, one source changed"] = _figures(changed)
     rows["export, nothing changed"] = _figures(
-        [_timed(lambda: export_tables(layout.warehouse, layout.lake, keep_seconds=0)) for _ in range(args.repeat)])
+        [timed(lambda: export_tables(layout.warehouse, layout.lake, keep_seconds=0)) for _ in range(args.repeat)])
 
     total = full[-1][1].files
     print(f"Corpus: {len(dbs)} crush.db (--projects {args.projects} --sessions {args.sessions} --days {args.days}); "

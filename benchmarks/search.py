@@ -24,10 +24,8 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 import run  # noqa: E402  (benchmarks/run.py: the corpus and the one-message change)
-from transforms.provider import DiscoverOptions  # noqa: E402
+from corpus import corpus_arguments, ingest_corpus, timed  # noqa: E402
 from warehouse.catalog import search_index  # noqa: E402
-from warehouse.catalog.build import refresh  # noqa: E402
-from warehouse.land.ingest import discover_sources, ingest_all  # noqa: E402
 from warehouse.lake.layout import Layout, tables_path  # noqa: E402
 from warehouse.serve.search import search  # noqa: E402
 
@@ -36,16 +34,6 @@ QUERIES = ("failing test", "webhook retries backoff", "cache invalidated", '"emp
            "flaky -tests", "fehlermeldung", "scheduler router", "go vet", "concurrent writes diverge")
 
 
-def _ingest(corpus: Path, layout: Layout):
-    sources, _ = discover_sources(DiscoverOptions(env={}, extra_roots={"crush": (str(corpus),)}, use_default=False))
-    ingest_all(sources, layout)
-    return refresh(layout.lake, layout.warehouse)
-
-
-def _timed(call):
-    start = time.perf_counter()
-    result = call()
-    return time.perf_counter() - start, result
 
 
 def _mib(path: Path) -> float:
@@ -55,37 +43,31 @@ def _mib(path: Path) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--projects", type=int, default=100)
-    ap.add_argument("--sessions", type=int, default=40, help="root sessions per project")
-    ap.add_argument("--days", type=int, default=180)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--workdir", help="keep the corpus here (default: a temp dir)")
+    corpus_arguments(ap, projects=100, repeat=5)
     args = ap.parse_args()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="agentlake-search-bench-"))
     corpus = run._corpus(args, work)
     layout = Layout.resolve(home=work / "search-home")
     catalog, index = Path(layout.warehouse), search_index.search_path(layout.warehouse)
     if not index.exists():
-        first, _ = _timed(lambda: _ingest(corpus, layout))
+        first, _ = timed(lambda: ingest_corpus(corpus, layout))
         print(f"landed and merged (index included) in {first:.1f} s", file=sys.stderr)
     data = tables_path(layout.lake, catalog)
 
-    builds = [_timed(lambda: search_index.update(catalog, data, full=True)) for _ in range(args.repeat)]
+    builds = [timed(lambda: search_index.update(catalog, data, full=True)) for _ in range(args.repeat)]
     documents = builds[-1][1].documents
     sizes = (_mib(index), _mib(Path(data)))
 
     store = sorted(corpus.rglob("crush.db"))[len(QUERIES)]  # a mid-sized project, not the largest
     run._touch_one(store, 0)
-    _ingest_changed = lambda: _ingest(corpus, layout).search  # noqa: E731
-    update_seconds, updated = _timed(_ingest_changed)
+    update_seconds, updated = timed(lambda: ingest_corpus(corpus, layout).search)
 
     warm, cold, hits = {}, {}, {}
     with search_index.open_fts(index) as con:
         for q in QUERIES:
             found = search(con, q, limit=10)  # untimed: the first run reads the index's pages
             hits[q] = found.total
-            warm[q] = statistics.median(_timed(lambda: search(con, q, limit=10))[0] for _ in range(args.repeat))
+            warm[q] = statistics.median(timed(lambda: search(con, q, limit=10))[0] for _ in range(args.repeat))
     for q in QUERIES:
         times = []
         for _ in range(args.repeat):
