@@ -24,8 +24,9 @@ repeated; the medians are printed as a Markdown table for docs/BENCHMARKS.md.
   writer, compacted; files against (table, date, project) partitions, and the queries again.
 
 With --codex N, instead: a Codex home of N sessions (a file each, with sub-agents' rollouts: landed
-as a source per project): the baseline (read and decode every line), the CLI's cold ingest, no-op
-rerun, and a rerun after one new session.
+as a source per project, or per bucket of 64 sessions): the baseline (read and decode every line),
+the CLI's cold ingest, no-op rerun, and a rerun after one new session; --codex-projects 1 puts every
+session in one project (a heavy user's).
 
 With --agents N, instead: each agent's generated home of N sessions, extracted by the library
 in one process (discover, extract, rows as Arrow; nothing written): messages per CPU-second.
@@ -177,6 +178,8 @@ def main() -> None:
     ap.add_argument("--failed", type=int, default=2,
                     help="broken crush.db files the CLI runs also get (they fail every run, as in real homes)")
     ap.add_argument("--codex", type=int, default=0, help="instead: a Codex home of this many rollouts")
+    ap.add_argument("--codex-projects", type=int, choices=(1, 2), default=2,
+                    help="the projects the Codex home's sessions are spread over")
     ap.add_argument("--agents", type=int, default=0, help="instead: every agent's home of this many sessions")
     ap.add_argument("--phases", action="store_true", help="instead: a cold ingest's CPU by phase, against the baseline's")
     args = ap.parse_args()
@@ -261,7 +264,7 @@ def _codex(args) -> None:
     work = Path(args.workdir or tempfile.mkdtemp(prefix="agentlake-bench-codex-"))
     corpus = work / "codex"
     if not corpus.exists():
-        generate_home(corpus, sessions=args.codex, seed=args.seed)
+        generate_home(corpus, sessions=args.codex, seed=args.seed, workspaces=CODEX_PROJECTS[:args.codex_projects])
     files = list(corpus.rglob("rollout-*.jsonl"))
     results = {"baseline": [measure([PY, "-c", CODEX_BASELINE, str(corpus)]) for _ in range(args.repeat)]}
     cold, noop, one_new = [], [], []
@@ -289,6 +292,9 @@ def _codex(args) -> None:
         print(f"| {name} | {wall:.2f} | {wall / base:.1f}x | {rss:.0f} |")
     if not args.workdir:
         shutil.rmtree(work)
+
+
+CODEX_PROJECTS = ("/home/dev/webshop", "/home/dev/infra-tools")  # the new session joins the first
 
 
 def _new_rollout(corpus: Path) -> Path:

@@ -75,6 +75,8 @@ def dagster_env(layout: Layout) -> dict:
 
 
 class PrintingReporter:
+    discovered = None  # (sources by partition key, problems): what the run lands (pipelines.defs.resources.Reporter)
+
     def __init__(self, quiet: bool = False, stream=None):
         self.quiet = quiet
         self.stream = stream or sys.stderr
@@ -126,6 +128,7 @@ def run_ingest(layout: Layout, options: DiscoverOptions, *, full_refresh: bool =
         print(f"warning: {problem}", file=sys.stderr)
     reporter = PrintingReporter(quiet)
     reporter.total = len(sources)
+    reporter.discovered = ({s.partition_key: s for s in sources}, problems)
     summary = RunSummary(new_run_id(), problems=problems)
     try:
         landed = landed_files(layout) if layout.remote else None  # one listing, not a request per file

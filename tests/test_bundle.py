@@ -345,3 +345,42 @@ def test_a_vanished_project_of_the_previous_release_keeps_its_sessions_not_found
     assert sessions[part] == named
     assert query(layout, "SELECT session_id FROM sessions WHERE project = 'shop'") == [(s,) for s in named]
     assert query(layout, "SELECT project, COUNT(*) FROM sessions GROUP BY 1 ORDER BY 1") == [("other", 2), ("shop", 1)]
+
+
+def test_a_large_project_lands_in_buckets_and_a_new_session_rewrites_its_own(layout, tmp_path, reads, monkeypatch):
+    """Past BUCKET_SESSIONS a project is split into buckets, each a bundle: a new session rewrites
+    its bucket's landing files alone, and growing past the next power of two moves every session
+    to its new bucket once, counted once."""
+    import transforms.bundle as bundle
+
+    monkeypatch.setattr(bundle, "BUCKET_SESSIONS", 2)
+    home = tmp_path / "codex"
+    truth = generate_home(home, sessions=7, workspaces=("/home/dev/shop",))
+    first = ingest_tables(layout, homes={"codex": [home]})
+    ids = {r.source.identity for r in first.results}
+    assert len(first.results) == 4 and all(i.startswith("project:/home/dev/shop#") and i.endswith("/4") for i in ids)
+    assert all(r.status == "ok" and r.reconciled for r in first.results)
+    assert scalar(layout, "SELECT COUNT(*) FROM sessions") == truth.sessions
+    assert scalar(layout, "SELECT COUNT(*) FROM messages") == truth.messages
+    assert scalar(layout, "SELECT SUM(cost_usd) FROM sessions WHERE is_root") == pytest.approx(truth.cost_usd)
+    assert query(layout, "SELECT COUNT(DISTINCT source_id), COUNT(DISTINCT project) FROM sessions") == [(4, 1)]
+    before, files = _totals(layout), layout.store().versions(LANDING)
+    reads.clear()
+    new = _new_session(home, "/home/dev/shop")
+    summary = ingest_tables(layout, homes={"codex": [home]})
+    assert reads == [new.sid]
+    [changed] = [r for r in summary.results if r.status == "ok"]
+    assert summary.by_status["unchanged"] == 3 and changed.reconciled
+    now = layout.store().versions(LANDING)
+    rewritten = {rel for rel in now if now[rel] != files.get(rel) and "/_runs/" not in rel}
+    assert rewritten and {rel.split("/")[4] for rel in rewritten} == {changed.source.source_id}
+    assert scalar(layout, "SELECT COUNT(*) FROM sessions") == before[0][0][0] + 1
+    # 9 sessions: eight buckets now, every session moved to its own once
+    monkeypatch.setattr(bundle, "BUCKET_SESSIONS", 1)
+    grown = ingest_tables(layout, homes={"codex": [home]})
+    assert {r.source.identity.rsplit("/", 1)[1] for r in grown.results} == {"8"}
+    assert not any("no longer in the source" in w for r in grown.results for w in r.warnings)
+    assert scalar(layout, "SELECT COUNT(*) FROM sessions") == before[0][0][0] + 1
+    assert scalar(layout, "SELECT COUNT(DISTINCT session_id) FROM sessions") == before[0][0][0] + 1
+    assert scalar(layout, "SELECT COUNT(*) FROM messages") == before[1][0][0] + 2
+    assert _landed_sources(layout) == {r.source.source_id for r in grown.results}

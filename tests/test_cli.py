@@ -106,12 +106,17 @@ def test_config_names_projects_and_a_bad_config_is_reported(home, project, capsy
     assert "[projects] maps a path" in capsys.readouterr().err
 
 
-def test_agent_home_names_any_agents_store(home, tmp_path, capsys):
+def test_agent_home_names_any_agents_store(home, tmp_path, capsys, monkeypatch):
+    from transforms.codex.provider import CodexProvider
     from transforms.synth.codex import generate_home
 
+    walks = []
+    discover = CodexProvider.discover
+    monkeypatch.setattr(CodexProvider, "discover", lambda self, options: walks.append(1) or discover(self, options))
     truth = generate_home(tmp_path / "codex-home", sessions=3, seed=4)
     assert main(["ingest", "--no-default", "--agent-home", f"codex={tmp_path / 'codex-home'}",
                  "--machine", "ci-box", "--user", "ana"]) == 0
+    assert walks == [1]  # the CLI's discovery is the one its Dagster run lands, not walked again
     capsys.readouterr()
     assert main(["sql", "SELECT provider, machine, \"user\", COUNT(*) AS n FROM sessions GROUP BY ALL",
                  "--format", "json"]) == 0

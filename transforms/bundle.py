@@ -5,7 +5,11 @@ file (or a small tree of them) per session, and their discoveries return a sourc
 Landed as such, each session paid a fixed cost whatever its size: eight landing files with an fsync
 each, two state writes, and eight reads in the merge (docs/BENCHMARKS.md, "Figures behind the code's
 choices"). `ByProject` wraps such a provider: its sessions of one project directory on this machine
-are one `Bundle` source, landed as one set of files.
+are one `Bundle` source, landed as one set of files. A project of more than BUCKET_SESSIONS
+sessions is split into buckets (a power of two of them, a session's bucket from a hash of its id),
+each a bundle of its own, so a new session rewrites its bucket's files and the merge replaces its
+bucket's rows, not the whole project's. When the count doubles, every session moves to its new
+bucket once, as a session whose project changed moves (below).
 
 A bundle is read part by part (the agent's own source: a session with its sub-agents), and each
 part's rows are cached under the bundle's cache dir, keyed by the part's fingerprint, the part
@@ -37,6 +41,10 @@ from transforms.provider import DiscoverOptions, Extract, Provider, SourceError,
 from transforms.sources import Discovery, Source, source_id_for
 
 CACHE_VERSION = 1
+# A project's sessions land as bundles of about this many at most: a new or grown session
+# rewrites the landing files of its bucket, and the merge replaces its rows, not the project's
+# (docs/BENCHMARKS.md, "One new session in a large project").
+BUCKET_SESSIONS = 64
 PARTS = "parts"  # the cache dir's folder of per-session extracts
 
 
@@ -70,17 +78,37 @@ def bundles(sources: list[Source]) -> list[Source]:
     found = frozenset(s.source_id for s in sources)
     made = []
     for (provider, project_path), parts in groups.items():
-        parts.sort(key=lambda p: p.source_id)
-        paths = [os.path.dirname(p.path) for p in parts]
-        common = os.path.commonpath(paths) if len({os.path.splitdrive(p)[0] for p in paths}) == 1 else paths[0]
-        # the id names the project directory, not its slug: renaming a project in config.toml
-        # keeps its source (and lands it again: warehouse.land.source_state.same_names), as do the names
-        # its parts carry to their extract (Kilo's names each session's project)
-        made.append(dict(provider=provider, path=common, project_path=project_path, project=parts[0].project,
-                         identity=f"project:{project_path}", parts=tuple(parts), found=found,
-                         project_names=parts[0].project_names))
+        count = bucket_count(len(parts))
+        buckets: dict[int, list[Source]] = {}
+        for part in parts:
+            buckets.setdefault(bucket_of(part.source_id, count), []).append(part)
+        for bucket, members in sorted(buckets.items()):
+            members.sort(key=lambda p: p.source_id)
+            paths = [os.path.dirname(p.path) for p in members]
+            common = os.path.commonpath(paths) if len({os.path.splitdrive(p)[0] for p in paths}) == 1 else paths[0]
+            # the id names the project directory, not its slug: renaming a project in config.toml
+            # keeps its source (and lands it again: warehouse.land.source_state.same_names), as do
+            # the names its parts carry to their extract (Kilo's names each session's project)
+            identity = f"project:{project_path}" if count == 1 else f"project:{project_path}#{bucket + 1}/{count}"
+            made.append(dict(provider=provider, path=common, project_path=project_path, project=members[0].project,
+                             identity=identity, parts=tuple(members), found=found,
+                             project_names=members[0].project_names))
     discovered = frozenset(s.source_id for s in out) | {source_id_for(kw["provider"], kw["identity"]) for kw in made}
     return out + [Bundle(**kw, discovered=discovered) for kw in made]
+
+
+def bucket_count(sessions: int) -> int:
+    """How many bundles a project's sessions are split into: one up to BUCKET_SESSIONS, then
+    doubled each time the average bucket would pass it."""
+    count = 1
+    while sessions > count * BUCKET_SESSIONS:
+        count *= 2
+    return count
+
+
+def bucket_of(part_id: str, count: int) -> int:
+    """A part's bucket: from its own id alone, so it stays put while the count does."""
+    return int(hashlib.sha256(part_id.encode()).hexdigest()[:8], 16) % count
 
 
 @lru_cache(maxsize=1)

@@ -46,7 +46,11 @@ class AgentlakeResource(dg.ConfigurableResource):
 
 
 class Reporter:
-    """Told about each source as it is done. The CLI passes one that prints progress."""
+    """Told about each source as it is done. The CLI passes one that prints progress, and what
+    it discovered just before starting the run (`discovered`): the run lands those sources
+    rather than walking every agent's home a second time."""
+
+    discovered: tuple[dict[str, Source], list[str]] | None = None
 
     def source_done(self, index: int, total: int, result) -> None:
         pass

@@ -38,7 +38,7 @@ def landing(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: 
             reporter: dg.ResourceParam[Reporter]):
     """Snapshot and normalise every source in the run's partitions, and land its rows."""
     layout = agentlake.layout()
-    found, problems = agentlake.discover()
+    found, problems = reporter.discovered or agentlake.discover()
     for problem in problems:
         context.log.warning(problem)
     clean_stale_staging(layout)
