@@ -507,8 +507,12 @@ def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, 
     # those caught half-way through a write; the unreadable ones are said above
     result.waiting = [g for g in waiting if not any(_group(rel) == g for rel in result.unreadable)]
     gone = {g for g in removed if not _is_run_log(g)}
-    touched = _projects_of(con, set(sources) | gone)  # their old rows' projects
-    _delete_sources(con, set(sources) | gone)
+    # only a source merged before has rows to take out: its rows and its files' record are
+    # committed together (after a full merge's drop, none has)
+    had_rows = {_group(f) for f in merged}
+    replaced = {g for g in set(sources) | gone if g in had_rows}
+    touched = _projects_of(con, replaced)  # their old rows' projects
+    _delete_sources(con, replaced)
     for table in DATA_TABLES:
         files = [local[f] for files in sources.values() for f in files if f.endswith(f"/{table.name}.parquet")]
         result.rows[table.name] = _insert(con, table, files, footers)
