@@ -67,7 +67,8 @@ class Bundle(Source):
 
 
 def bundles(sources: list[Source]) -> list[Source]:
-    """The sources grouped by project directory; one that cannot be read at all stays alone."""
+    """The sources grouped by project directory, a large project's in buckets (bucket_count);
+    one that cannot be read at all stays alone."""
     groups: dict[tuple[str, str], list[Source]] = {}
     out: list[Source] = []
     for s in sources:

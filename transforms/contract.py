@@ -62,7 +62,7 @@ _AGENT_LIST = ", ".join(f"`{name}`" for name in AGENTS)
 # A source's id, the same in the data tables and in `sources`.
 _SOURCE_ID = ("Stable id of the source: a hash of the store's resolved path or, for an agent landed by "
               "project (a file per session: Codex, CodeWhale, Gemini CLI, ...; docs/AGENTS.md), of the "
-              "project directory.")
+              "project directory (and its bucket, for a project of more than 64 sessions).")
 
 # Columns every table starts with: where the row came from, down to the source row.
 LINEAGE = (
