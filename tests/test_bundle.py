@@ -384,3 +384,40 @@ def test_a_large_project_lands_in_buckets_and_a_new_session_rewrites_its_own(lay
     assert scalar(layout, "SELECT COUNT(DISTINCT session_id) FROM sessions") == before[0][0][0] + 1
     assert scalar(layout, "SELECT COUNT(*) FROM messages") == before[1][0][0] + 2
     assert _landed_sources(layout) == {r.source.source_id for r in grown.results}
+
+
+def test_a_session_unreadable_when_its_project_splits_keeps_its_rows_in_the_folder_it_left(layout, tmp_path,
+                                                                                           monkeypatch):
+    """Every session moves when the bucket count changes; one its new bucket cannot read (a
+    failure that is cached) stays in the folder it left, counted once, until it is read again."""
+    import os
+
+    import transforms.bundle as bundle
+
+    home = tmp_path / "codex"
+    generate_home(home, sessions=7, workspaces=("/home/dev/shop",))
+    [one] = ingest_tables(layout, homes={"codex": [home]}).results
+    before = _totals(layout)
+    victim = sorted(CodexProvider().discover(options_for(homes={"codex": [home]})).sources,
+                    key=lambda s: s.source_id)[0]
+    extract = CodexProvider.extract
+
+    def failing(self, source, *args, **kwargs):
+        if source.identity == victim.identity:
+            raise ValueError("bytes now unreadable")
+        return extract(self, source, *args, **kwargs)
+
+    monkeypatch.setattr(CodexProvider, "extract", failing)
+    monkeypatch.setattr(bundle, "BUCKET_SESSIONS", 2)
+    split = ingest_tables(layout, homes={"codex": [home]})
+    assert len(split.results) >= 2 and all(r.status == "ok" for r in split.results)
+    assert _totals(layout) == before  # nothing lost, nothing twice
+    assert scalar(layout, "SELECT COUNT(*) FROM sessions WHERE session_id = ?", victim.identity) == 1
+    assert _landed_sources(layout) == {r.source.source_id for r in split.results} | {one.source.source_id}
+    # readable again: its bucket lands it, and the folder it left goes
+    monkeypatch.setattr(CodexProvider, "extract", extract)
+    victim_file = next(p for p in (home / "sessions").rglob("*.jsonl") if victim.identity in p.name)
+    os.utime(victim_file, (1, 1))  # the same bytes, another mtime: read again
+    again = ingest_tables(layout, homes={"codex": [home]})
+    assert _totals(layout) == before
+    assert _landed_sources(layout) == {r.source.source_id for r in again.results}

@@ -8,10 +8,12 @@ some of them too, and would count them twice:
   Claude Code project directory takes over its copies in other homes that were landed alone:
   any source with `replaces`);
 - a bundle that is no longer discovered, because every one of its sessions still found moved to
-  other projects: nothing runs it again, so the bundles its sessions moved to take those
-  sessions out of its folder, under its lock (they may be several, in parallel workers). What
-  stays there are its sessions that are not found (deleted from the disk, or outside this run's
-  discovery), as any vanished source's files stay (warehouse.land.retention); when one comes back,
+  other projects (or to the buckets of a project that grew or shrank past a bucket count):
+  nothing runs it again, so the bundles its sessions moved to take those sessions out of its
+  folder, under its lock (they may be several, in parallel workers), once one of them holds
+  them. What stays there are its sessions that are not found (deleted from the disk, or outside
+  this run's discovery), as any vanished source's files stay (warehouse.land.retention), and
+  those their new bundle could not read (until it does); when a session not found comes back,
   its bundle is discovered again and finds its own state. A folder left without a session goes,
   with its state and cache.
 """
@@ -46,12 +48,13 @@ def taken_over(source: Source, previous: SourceState, states: SourceStates,
     return files, alone | {rel.rsplit("/", 2)[-2] for rel in files}
 
 
-def evict_moved(source: Bundle, layout: Layout, states: SourceStates, store) -> int:
+def evict_moved(source: Bundle, layout: Layout, states: SourceStates, store, landed: dict[str, list[str]]) -> int:
     """Take this bundle's sessions out of the folders of bundles no longer discovered; returns
-    how many sessions were taken out."""
+    how many sessions were taken out. `landed`: this bundle's parts and the session ids it has
+    just written for each (none for a part it could not read)."""
     mine = set(source.replaces)
     others = states.ids(source.provider) - source.discovered - mine - {source.source_id}
-    evicted = 0
+    evicted, held = 0, None
     for other in sorted(others):  # sorted: writers lock in one order
         state = states.of(source.provider, other)
         if state.parts is not None and not mine & set(state.parts):
@@ -59,8 +62,21 @@ def evict_moved(source: Bundle, layout: Layout, states: SourceStates, store) -> 
         with states.lock(source.provider, other):
             state = _named(layout, states, source.provider, other)  # again, under its lock
             if mine & set(state.parts or ()):  # else done meanwhile by another bundle
-                evicted += _evict(source, other, state, layout, states, store)
+                held = held if held is not None else _held(source, states, landed)
+                evicted += _evict(source, other, state, layout, states, store, held)
     return evicted
+
+
+def _held(source: Bundle, states: SourceStates, landed: dict[str, list[str]]) -> set[str]:
+    """The parts whose sessions another folder holds now: this bundle's, as just written, and
+    those the other sources of this discovery recorded as landed. A part that could not be read
+    where it is now (its failure cached, or a bucket not landed yet in this run) is not among
+    them: the folder it left keeps its rows until its new source lands them."""
+    held = {part for part, ids in landed.items() if ids}
+    for other in sorted(source.discovered - {source.source_id}):
+        parts = states.of(source.provider, other).parts or {}
+        held.update(part for part, ids in parts.items() if ids)
+    return held
 
 
 def _named(layout: Layout, states: SourceStates, provider: str, source_id: str) -> SourceState:
@@ -73,10 +89,13 @@ def _named(layout: Layout, states: SourceStates, provider: str, source_id: str) 
     return state
 
 
-def _evict(source: Bundle, other: str, state: SourceState, layout: Layout, states: SourceStates, store) -> int:
-    """Under `other`'s lock: its sessions found elsewhere in this discovery (this bundle's, and
-    any other's) out of its files."""
-    moved = {part for part in state.parts if part in source.found}
+def _evict(source: Bundle, other: str, state: SourceState, layout: Layout, states: SourceStates, store,
+           held: set[str]) -> int:
+    """Under `other`'s lock: its sessions found elsewhere in this discovery and landed there
+    (this bundle's, and any other's) out of its files."""
+    moved = {part for part in state.parts if part in source.found and part in held}
+    if not moved:
+        return 0
     sessions = {s for part in moved for s in state.parts[part]}
     files, left = _without(store, state.files, sessions)
     if left:

@@ -244,7 +244,7 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
         for source_id in taken_ids:  # their state goes with them
             states.forget(source.provider, source_id)
         # after the write: a crash before the state below reads the bundle again, and this again
-        evicted = evict_moved(source, layout, states, store) if bundle else 0
+        evicted = evict_moved(source, layout, states, store, parts or {}) if bundle else 0
         # a file that could not be read this time (permissions) changes neither size nor mtime
         # when it is fixed: the source is not settled, so the next run reads it again
         states.record_landed(source, fingerprint if not extract.findings.unread else None, written.files, parts,
