@@ -421,3 +421,30 @@ def test_a_session_unreadable_when_its_project_splits_keeps_its_rows_in_the_fold
     again = ingest_tables(layout, homes={"codex": [home]})
     assert _totals(layout) == before
     assert _landed_sources(layout) == {r.source.source_id for r in again.results}
+
+
+def test_a_folder_another_run_holds_is_left_for_the_next_run_not_waited_for_forever(layout, tmp_path, monkeypatch):
+    """Two runs at once whose discoveries fall on either side of a bucket count would wait on
+    each other's locks: the new buckets wait EVICT_WAIT for the old folder, then land without
+    taking their sessions out of it, say so, and stay unsettled; the next run takes them out."""
+    import transforms.bundle as bundle
+    import warehouse.land.bundle_folders as bundle_folders
+    from warehouse.land.source_state import SourceStates
+
+    home = tmp_path / "codex"
+    generate_home(home, sessions=7, workspaces=("/home/dev/shop",))
+    [old] = ingest_tables(layout, homes={"codex": [home]}).results
+    before = _totals(layout)
+    monkeypatch.setattr(bundle, "BUCKET_SESSIONS", 2)
+    monkeypatch.setattr(bundle_folders, "EVICT_WAIT", 0.2)
+    with SourceStates(layout).lock("codex", old.source.source_id):  # the other run
+        split = ingest_tables(layout, homes={"codex": [home]})
+    assert all(r.status == "ok" for r in split.results)
+    said = [w for r in split.results for w in r.warnings if "another run held 1 folder" in w]
+    assert said and "until the next run takes them out" in said[0]
+    assert scalar(layout, "SELECT COUNT(*) FROM sessions") == 2 * before[0][0][0]  # said: counted twice
+    again = ingest_tables(layout, homes={"codex": [home]})
+    assert not any("another run held" in w for r in again.results for w in r.warnings)
+    assert _totals(layout) == before
+    assert _landed_sources(layout) == {r.source.source_id for r in again.results}
+    assert {r.status for r in ingest_tables(layout, homes={"codex": [home]}).results} == {"unchanged"}

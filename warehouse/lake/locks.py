@@ -5,6 +5,7 @@ POSIX `flock`: the kernel releases a lock when its process dies, however it dies
 can be taken has no live owner. Windows has no such lock here: runs must not overlap there."""
 
 import os
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -16,19 +17,24 @@ except ImportError:  # Windows
 LOCKS = fcntl is not None
 
 
+class LockBusy(RuntimeError):
+    """The lock was still held when the wait allowed (`held(..., timeout=)`) ran out."""
+
+
 @contextmanager
-def held(path: Path, *, required: bool = True, waiting=None):
+def held(path: Path, *, required: bool = True, waiting=None, timeout: float | None = None):
     """Hold an exclusive lock on `path` (created if missing), waiting for it if need be. Not
     `required`: a file system that refuses locks (some NFS mounts) leaves it unlocked.
     `waiting(holder)`: called once before waiting, when another process holds the lock; `holder`
     is what that process wrote into the file (`holder_note()`: every caller with `waiting`
-    writes its own once it holds the lock), or None."""
+    writes its own once it holds the lock), or None. `timeout`: seconds to wait at most, then
+    LockBusy."""
     if fcntl is None:
         yield
         return
     with _open(path) as fh:
         try:
-            _lock(fh, waiting)
+            _lock(fh, waiting, timeout)
             locked = True
         except OSError:
             if required:
@@ -45,15 +51,26 @@ def held(path: Path, *, required: bool = True, waiting=None):
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _lock(fh, waiting) -> None:
-    """`fh` locked, `waiting` told first when that means waiting."""
+def _lock(fh, waiting, timeout: float | None = None) -> None:
+    """`fh` locked, `waiting` told first when that means waiting; LockBusy after `timeout`."""
     if waiting is not None:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return
         except BlockingIOError:
             waiting(os.pread(fh.fileno(), 512, 0).decode(errors="replace").strip() or None)
-    fcntl.flock(fh, fcntl.LOCK_EX)
+    if timeout is None:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        return
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise LockBusy(f"{fh.name} is held by another process") from None
+            time.sleep(0.05)
 
 
 def holder_note(since: bool = True) -> str:

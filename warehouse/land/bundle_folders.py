@@ -28,9 +28,13 @@ import pyarrow.compute as pc
 from transforms.bundle import Bundle, cached_parts
 from transforms.sources import Source
 from warehouse.lake.layout import Layout
+from warehouse.lake.locks import LockBusy
 from warehouse.land.landing_files import parquet_bytes
 from warehouse.land.retention import read_landed
 from warehouse.land.source_state import SourceState, SourceStates
+
+
+EVICT_WAIT = 60.0  # seconds a bundle waits for another run to release a folder it takes sessions out of
 
 
 def taken_over(source: Source, previous: SourceState, states: SourceStates,
@@ -48,23 +52,30 @@ def taken_over(source: Source, previous: SourceState, states: SourceStates,
     return files, alone | {rel.rsplit("/", 2)[-2] for rel in files}
 
 
-def evict_moved(source: Bundle, layout: Layout, states: SourceStates, store, landed: dict[str, list[str]]) -> int:
+def evict_moved(source: Bundle, layout: Layout, states: SourceStates, store,
+                landed: dict[str, list[str]]) -> tuple[int, list[str]]:
     """Take this bundle's sessions out of the folders of bundles no longer discovered; returns
-    how many sessions were taken out. `landed`: this bundle's parts and the session ids it has
-    just written for each (none for a part it could not read)."""
+    how many sessions were taken out, and the folders left as they were because another run
+    held them past EVICT_WAIT. `landed`: this bundle's parts and the session ids it has just
+    written for each (none for a part it could not read)."""
     mine = set(source.replaces)
     others = states.ids(source.provider) - source.discovered - mine - {source.source_id}
-    evicted, held = 0, None
+    evicted, held, busy = 0, None, []
     for other in sorted(others):  # sorted: writers lock in one order
         state = states.of(source.provider, other)
         if state.parts is not None and not mine & set(state.parts):
             continue
-        with states.lock(source.provider, other):
-            state = _named(layout, states, source.provider, other)  # again, under its lock
-            if mine & set(state.parts or ()):  # else done meanwhile by another bundle
-                held = held if held is not None else _held(source, states, landed)
-                evicted += _evict(source, other, state, layout, states, store, held)
-    return evicted
+        try:
+            # bounded: a run whose discovery saw the old bundle holds its lock while it waits
+            # for this one's (a project's bucket count changed between the two discoveries)
+            with states.lock(source.provider, other, timeout=EVICT_WAIT):
+                state = _named(layout, states, source.provider, other)  # again, under its lock
+                if mine & set(state.parts or ()):  # else done meanwhile by another bundle
+                    held = held if held is not None else _held(source, states, landed)
+                    evicted += _evict(source, other, state, layout, states, store, held)
+        except LockBusy:
+            busy.append(other)
+    return evicted, busy
 
 
 def _held(source: Bundle, states: SourceStates, landed: dict[str, list[str]]) -> set[str]:

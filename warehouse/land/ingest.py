@@ -244,11 +244,12 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
         for source_id in taken_ids:  # their state goes with them
             states.forget(source.provider, source_id)
         # after the write: a crash before the state below reads the bundle again, and this again
-        evicted = evict_moved(source, layout, states, store, parts or {}) if bundle else 0
+        evicted, busy = evict_moved(source, layout, states, store, parts or {}) if bundle else (0, [])
         # a file that could not be read this time (permissions) changes neither size nor mtime
         # when it is fixed: the source is not settled, so the next run reads it again
-        states.record_landed(source, fingerprint if not extract.findings.unread else None, written.files, parts,
-                             run.run_id)
+        # so is one whose moved sessions another run kept in their old folder: the next run takes them out
+        states.record_landed(source, fingerprint if not extract.findings.unread and not busy else None,
+                             written.files, parts, run.run_id)
     except OSError as exc:
         return SourceResult(source, "failed", error=f"cannot write the lake: {exc}", fingerprint=fingerprint)
     findings = extract.findings
@@ -276,6 +277,9 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
         warnings.append(f"{retained['sessions']} sessions no longer in the source were kept in the lake")
     if evicted:
         warnings.append(f"{evicted} sessions that moved here were taken out of their old project's files")
+    if busy:
+        warnings.append(f"another run held {len(busy)} folder{'s' * (len(busy) > 1)} this source's moved sessions "
+                        "were in: counted there and here until the next run takes them out")
     if taken_ids:  # the totals drop by what they counted twice: said, not silent
         warnings.append(f"took over {len(taken_ids)} sources landed before under other ids (sessions landed alone, "
                         "a copy in another home): their rows are replaced by this source's, each session once")

@@ -108,10 +108,11 @@ class SourceStates:
         return {name[len(prefix):-5] for name in names
                 if name.startswith(prefix) and name.endswith(".json") and "." not in name[len(prefix):-5]}
 
-    def lock(self, provider: str, source_id: str):
-        """One writer per source at a time (the sensor's run and a manual ingest, say)."""
+    def lock(self, provider: str, source_id: str, timeout: float | None = None):
+        """One writer per source at a time (the sensor's run and a manual ingest, say);
+        `timeout`: at most that many seconds of waiting, then locks.LockBusy."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        return held(self.dir / f"{provider}-{source_id}.lock")
+        return held(self.dir / f"{provider}-{source_id}.lock", timeout=timeout)
 
     # --- must it be read?
 
