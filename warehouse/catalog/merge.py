@@ -901,7 +901,7 @@ def _file_count(con) -> int:
 
 # --- the files no reader needs any more: deleted by each merge and compaction (`sweep`) ---------
 
-def sweep(con, keep_seconds: int, catalog=None) -> None:
+def sweep(con, keep_seconds: int, catalog) -> None:
     """Expire the snapshots a newer one replaced more than `keep_seconds` ago, and delete the
     files no snapshot needs any more once they have waited out the same grace. The snapshot the
     readers of `catalog` attach now is kept whatever replaced it: after a writer died between its
@@ -919,7 +919,7 @@ def sweep(con, keep_seconds: int, catalog=None) -> None:
         SELECT snapshot_id FROM (SELECT snapshot_id, lead(snapshot_time) OVER (ORDER BY snapshot_id) AS replaced
                                  FROM {meta}.ducklake_snapshot)
         WHERE replaced < now() - {keep}""").fetchall()]
-    if expired and catalog is not None and keep_seconds > 0:  # no grace: the readers are not waited for
+    if expired and keep_seconds > 0:  # no grace: the readers are not waited for
         held = ducklake.readers_snapshot(con, catalog)
         expired = [snapshot for snapshot in expired if snapshot != held]
     if expired:

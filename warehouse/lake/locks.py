@@ -53,24 +53,27 @@ def held(path: Path, *, required: bool = True, waiting=None, timeout: float | No
 
 def _lock(fh, waiting, timeout: float | None = None) -> None:
     """`fh` locked, `waiting` told first when that means waiting; LockBusy after `timeout`."""
+    if _took(fh):
+        return
     if waiting is not None:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            waiting(os.pread(fh.fileno(), 512, 0).decode(errors="replace").strip() or None)
+        waiting(os.pread(fh.fileno(), 512, 0).decode(errors="replace").strip() or None)
     if timeout is None:
         fcntl.flock(fh, fcntl.LOCK_EX)
         return
     deadline = time.monotonic() + timeout
-    while True:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                raise LockBusy(f"{fh.name} is held by another process") from None
-            time.sleep(0.05)
+    while not _took(fh):
+        if time.monotonic() >= deadline:
+            raise LockBusy(f"{fh.name} is held by another process")
+        time.sleep(0.05)
+
+
+def _took(fh) -> bool:
+    """`fh` locked if nobody holds it now."""
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
 
 
 def holder_note(since: bool = True) -> str:
