@@ -14,6 +14,8 @@ only how a file is opened:
   that before, by checkpointing it; a checkpoint after each event kept that but synced the file each
   time, which slowed every event (docs/BENCHMARKS.md, "Figures behind the code's choices"), and the
   UI reads the WAL's commits anyway.
+- whether the index has a table is asked on the kept engine and remembered once it does:
+  Dagster asked at every asset and check event, each time through a new engine and connection;
 - Dagster's migration scripts are read once per process: its storages read the same folder of 89
   scripts again at every check and stamp of a file (seven times for a new home).
 Schedules and sensor ticks, written rarely, keep Dagster's own storage. `pipelines/runner.py`
@@ -137,6 +139,10 @@ class EventLogStorage(_KeptOpen, SqliteEventLogStorage):
 
     place = ("history", "runs")
 
+    def __init__(self, *args, **kwargs):
+        self._tables_found: set[str] = set()  # before Dagster's set-up, which asks already
+        super().__init__(*args, **kwargs)
+
     def _initdb(self, engine: Engine, for_index_shard=False) -> None:
         """A new run's file, empty, gets Dagster's tables stamped with the newest migration, as
         Dagster's own set-up does, with the migrations read once (only the run's own process writes
@@ -179,9 +185,22 @@ class EventLogStorage(_KeptOpen, SqliteEventLogStorage):
                     except OSError:  # the events are committed: the WAL has them
                         pass
 
+    def has_table(self, table_name: str) -> bool:
+        """Whether the index has this table: asked on the kept engine, where Dagster made a new
+        engine and connection each time, and asked again only while the answer is no (a
+        table, once made, stays until `wipe`). Dagster asks at every asset and check event."""
+        if table_name in self._tables_found:
+            return True
+        with self.engines.get(self.conn_string_for_shard(INDEX_SHARD_NAME)).connect() as conn:
+            found = bool(conn.dialect.has_table(conn, table_name))
+        if found:
+            self._tables_found.add(table_name)
+        return found
+
     def wipe(self) -> None:
         with self._db_lock:  # the run files are deleted: no connection may keep them open
             self.engines.dispose()
+        self._tables_found.clear()
         super().wipe()
 
 
