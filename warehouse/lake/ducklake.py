@@ -404,9 +404,11 @@ def _relocated(con, data_path: str) -> bool:
         return False
     tables = [r[0] for r in con.execute(
         "SELECT table_name FROM duckdb_tables() WHERE database_name = ?", [CATALOG]).fetchall()]
-    files = [f for t in tables for row in con.execute(  # as this session resolves them: under data_path
-        f"SELECT data_file, delete_file FROM ducklake_list_files('{CATALOG}', ?)", [t]).fetchall()
-        for f in row if f is not None]
+    # as this session resolves them (under data_path), every table's in one statement: each
+    # statement pays DuckLake's catalog lookups again
+    listed = " UNION ALL ".join(f"SELECT data_file, delete_file FROM ducklake_list_files('{CATALOG}', "
+                                f"{sql_string(t)})" for t in tables)
+    files = [f for row in (con.execute(listed).fetchall() if tables else []) for f in row if f is not None]
     if not all(Path(f).exists() for f in files):
         return True
     con.execute(f"UPDATE {meta}.ducklake_metadata SET value = ? WHERE key = 'data_path'", [data_path])
