@@ -30,14 +30,14 @@ from pipelines.central import (
     no_orphans_lakewide,
     team_warehouse,
 )
-from tests.conftest import copy_home, ingest
+from tests.conftest import copy_home, ingest_tables
 from tests.support_dagster import agentlake_instance
 from transforms.contract import ALL_TABLES
 from transforms.synth.crush import generate_store
 from warehouse.catalog import checks as lakewide
 from warehouse.serve.hive_export import export_tables
 from warehouse.lake import ducklake
-from warehouse.catalog.build import build_warehouse
+from warehouse.catalog.build import build_warehouse, refresh
 from warehouse.catalog.checks import checked
 from warehouse.lake.ducklake import connect
 from warehouse.lake.layout import Layout
@@ -56,8 +56,10 @@ class Team:
     laptop: object  # StoreTruth of what each machine ingested
     desktop: object
 
-    def rebuild(self):
-        build_warehouse(self.lake, self.warehouse)
+    def rebuild(self, marts: bool = True):
+        """The center's merge; `marts=False` for checks that read the curated tables only (the
+        marts stay owed, as after `ingest_tables`)."""
+        refresh(self.lake, self.warehouse, marts=marts)
         return connect(self.warehouse, ours=True)
 
     def files(self, table: str, identity: str) -> list[Path]:
@@ -71,8 +73,9 @@ def _two_machines(root: Path) -> Team:
     layout = Layout.resolve(home=root / "home", machine="laptop", user="dev")
     laptop = generate_store(root / "laptop-crush", projects=2, sessions_per_project=3, seed=11)
     desktop = generate_store(root / "desktop-crush", projects=1, sessions_per_project=4, seed=12)
-    ingest(layout, roots=[laptop.global_dir])  # machine "laptop", user "dev"
-    ingest(dataclasses.replace(layout, machine="desktop", user="ana"), roots=[desktop.global_dir])
+    # the machines' own warehouses are never read: their tables only; the center's is built whole
+    ingest_tables(layout, roots=[laptop.global_dir])  # machine "laptop", user "dev"
+    ingest_tables(dataclasses.replace(layout, machine="desktop", user="ana"), roots=[desktop.global_dir])
     team = Team(layout.lake, root / "center" / "team.duckdb", laptop, desktop)
     team.rebuild().close()
     return team
@@ -145,12 +148,12 @@ def test_a_copied_file_is_a_duplicate_only_the_lake_wide_check_sees(team):
     original = team.files("sessions", "laptop/dev")[0].parent
     copy = team.lake / "_landing" / "laptop" / "dev-backup" / original.parent.name / original.name
     shutil.copytree(original, copy)
-    with team.rebuild() as con:
+    with team.rebuild(marts=False) as con:
         dupes = lakewide.duplicate_keys(con)
     assert dupes == {t: pq.read_metadata(original / f"{t}.parquet").num_rows for t in lakewide.LAKE_KEYS}
     assert dupes["sessions"] > 0
     shutil.rmtree(copy)  # removing the folder removes exactly its rows
-    with team.rebuild() as con:
+    with team.rebuild(marts=False) as con:
         assert set(lakewide.duplicate_keys(con).values()) == {0}
 
 
@@ -167,8 +170,8 @@ def test_file_per_session_agents_keep_keys_unique_across_the_sessions_of_a_proje
     codebuff_home(tmp_path / "manicode", sessions=4, seed=2, workspaces=one)
     codex_home(tmp_path / "codex", sessions=4, seed=2, workspaces=one)
     opencode_home(tmp_path / "opencode", sessions=4, seed=2, workspaces=one)
-    summary = ingest(layout, homes={"codebuff": [tmp_path / "manicode"], "codex": [tmp_path / "codex"],
-                                    "opencode": [tmp_path / "opencode"]})
+    summary = ingest_tables(layout, homes={"codebuff": [tmp_path / "manicode"], "codex": [tmp_path / "codex"],
+                                           "opencode": [tmp_path / "opencode"]})
     landed = {r.source.provider: r.source.source_id for r in summary.results}
     assert sorted(landed) == ["codebuff", "codex", "opencode"]  # one source each
     with team.rebuild() as con:
@@ -203,7 +206,7 @@ def test_deleted_sessions_leave_orphans_counted_per_reference(team):
     assert expected["messages.session_id -> sessions.session_id"] > 0
     table = pq.read_table(gone)
     pq.write_table(table.slice(0, 0), gone)
-    with team.rebuild() as con:
+    with team.rebuild(marts=False) as con:
         assert lakewide.orphans(con) == expected
 
 
@@ -211,7 +214,7 @@ def test_a_machine_that_stopped_reporting_is_stale(team):
     with team.rebuild() as con:
         before = lakewide.last_runs(con)
     _age_runs(team, "laptop/dev", days=5)
-    with team.rebuild() as con:
+    with team.rebuild(marts=False) as con:
         runs = lakewide.last_runs(con)
         assert lakewide.row_counts(con)["sources"] == 3  # moved, not lost
     assert runs["laptop"] == before["laptop"] - timedelta(days=5) and runs["desktop"] == before["desktop"]

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import T0, DAY, Project, copy_home, ingest, run_cli
+from tests.conftest import T0, DAY, Project, copy_home, ingest, ingest_tables, run_cli
 from transforms.synth.crush import add_message, add_session
 from transforms.synth.crush_parts import text_part
 from warehouse.catalog.merge import compact
@@ -302,7 +302,7 @@ def test_a_full_refresh_writes_a_damaged_landing_file_again(home):
     recorded matched what it would write."""
     damaged = _landed(home.home, "beta") / "parts.parquet"
     _flipped(damaged)
-    summary = ingest(home.layout, *home.dbs, full_refresh=True)
+    summary = ingest_tables(home.layout, *home.dbs, full_refresh=True)  # it reads the `parts` table only
     assert [r.status for r in summary.results] == ["ok", "ok"]
     assert pq.read_table(damaged).num_rows == 3
     assert _parts(home.layout) == {"alpha": 3, "beta": 3}
@@ -336,11 +336,11 @@ def test_a_changed_source_whose_previous_file_is_damaged_is_landed_again(layout,
     file failed the source on every run ("cannot read the lake's previous files")."""
     p = project("gamma")
     add_session(p.conn, "s1", title="t", created_at=T0, cost=1.0)
-    ingest(layout, p.db)
+    ingest_tables(layout, p.db)  # it reads the `sessions` table only
     _flipped(next((layout.lake / "_landing").rglob("sessions.parquet")))
     add_session(p.conn, "s2", title="t", created_at=T0 + DAY, cost=2.0)
     p.close()
-    summary = ingest(layout, p.db)
+    summary = ingest_tables(layout, p.db)
     (result,) = summary.results
     assert result.status == "ok", result.error
     assert any(w.startswith("the lake's previous file ") and "landed again from the agent's store" in w

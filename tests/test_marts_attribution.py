@@ -124,16 +124,20 @@ def test_synthetic_replies_cost_a_known_zero_and_an_unpriced_model_is_unknown(la
 
 # --- every agent of the demo ---------------------------------------------------------------------
 
-def test_every_agents_costs_reach_the_step_marts_and_model_usage(layout, tmp_path):
+def test_every_agents_costs_reach_the_step_marts_and_model_usage(built_once):
     """On the demo (every agent's generator), a session's steps sum exactly to its requests, the
     insights say unknown (NULL) where a request is unpriced and never $0, and model_usage puts
     each model's messages and cost on one row, adding up to the other cost marts."""
-    from transforms.synth.demo import generate_demo
+    from tests.support_homes import quickstart_with_a_typo
     from warehouse.catalog.marts import create_mart_views
     from warehouse.lake.ducklake import connect
+    from warehouse.lake.layout import Layout
 
-    demo = generate_demo(tmp_path / "demo")
-    ingest(layout, homes={p: list(r) for p, r in demo.roots().items() if p != "crush"}, roots=demo.roots()["crush"])
+    # the default demo (every agent), generated and ingested by `agentlake quickstart` once per
+    # session for the modules that read it: this test only reads it too
+    built = quickstart_with_a_typo(built_once)
+    assert built.code == 1 and ", 0 failed" in built.out  # 1: the place it was told of is missing
+    layout = Layout.resolve(home=built.home)
     requests = """(SELECT machine, source_id, session_id, ANY_VALUE(provider) AS provider,
                           CASE WHEN COUNT(*) = COUNT(cost_usd) THEN SUM(CAST(ROUND(cost_usd * 1e9) AS HUGEINT)) END AS nanos,
                           CASE WHEN COUNT(*) = COUNT(total_tokens) THEN SUM(total_tokens) END AS tokens

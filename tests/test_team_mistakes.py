@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import copy_home
 from tests.support_s3 import BUCKET, run_cli_fresh, s3, s3_client, s3_server  # noqa: F401  (the moto fixtures)
 from transforms.synth.crush import generate_store
 from pipelines import schedule
@@ -139,19 +140,27 @@ def _sessions(home) -> int:
         return con.execute("SELECT COUNT(*) FROM sessions").fetchone()[0]
 
 
-@pytest.mark.parametrize("mine", [0, 1], ids=["no agents", "agents of its own"])
-def test_ingest_or_a_bare_merge_in_a_readers_home_keeps_the_teams_rows(tmp_path, mine):
-    """A reader's home (`merge --lake` of a team's lake) running `ingest` or `merge` with its own
-    lake: that emptied the warehouse ("0 ok", exit 0), or replaced the team's rows with this
-    machine's. Refused, naming the lake to merge; `merge --full` does it on purpose."""
-    share, cwd, reader = tmp_path / "share", tmp_path / "cwd", tmp_path / "reader"
-    team = generate_store(tmp_path / "crush", projects=1, sessions_per_project=2, seed=4)
+def _team_share_and_a_readers_home(root: Path) -> Path:
+    """A team's folder lake (`share`, ana's ingest) and a reader's home merged from it (`reader`)."""
+    share, cwd, reader = root / "share", root / "cwd", root / "reader"
+    team = generate_store(root / "crush", projects=1, sessions_per_project=2, seed=4)
     assert cli("ingest", "--quiet", "--no-default", "--lake", str(share), "--crush-root", str(team.global_dir),
-               home=tmp_path / "ana", cwd=cwd).returncode == 0
+               home=root / "ana", cwd=cwd).returncode == 0
     assert cli("merge", "--lake", str(share), home=reader, cwd=cwd).returncode == 0
     # compacted: the catalog's rows written out to its own data files, which a writer given this
     # home's lake as its data path cannot read (the guard read nothing there and let it through)
     assert cli("compact", home=reader, cwd=cwd).returncode == 0
+    return root
+
+
+@pytest.mark.parametrize("mine", [0, 1], ids=["no agents", "agents of its own"])
+def test_ingest_or_a_bare_merge_in_a_readers_home_keeps_the_teams_rows(tmp_path, built_once, mine):
+    """A reader's home (`merge --lake` of a team's lake) running `ingest` or `merge` with its own
+    lake: that emptied the warehouse ("0 ok", exit 0), or replaced the team's rows with this
+    machine's. Refused, naming the lake to merge; `merge --full` does it on purpose."""
+    # the team's lake is only read from here on; the reader's home is changed, so each case has a copy
+    built = built_once("team-share-and-a-readers-home", _team_share_and_a_readers_home)
+    share, cwd, reader = built / "share", tmp_path / "cwd", copy_home(built / "reader", tmp_path / "reader")
     teams = _sessions(reader)
     assert teams > 0
     flags = ["--no-default"]
