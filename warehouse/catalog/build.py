@@ -9,7 +9,6 @@ from transforms.contract import ALL_TABLES
 from warehouse.catalog import search_index
 from warehouse.catalog.marts import MARTS
 from warehouse.catalog.merge import LAKE_TABLE, MergeResult, compact, merge
-from warehouse.lake.layout import tables_path
 from warehouse.lake.pg_catalog import is_postgres
 from warehouse.lake.prices import Prices
 
@@ -24,22 +23,41 @@ def build_warehouse(lake, warehouse: Path, tables=ALL_TABLES, *, full: bool = Fa
 def refresh(lake, warehouse: Path, *, full: bool = False, marts: bool = True,
             prices: Prices = Prices()) -> MergeResult:
     """`prices`: config.toml's (`load_config(layout.config_file).prices`), applied by the merge.
-    The search index follows the published tables: updated when the merge replaced or removed a
-    source, when it is missing, or when a merge before was cut off before updating it. The team's
-    catalog in PostgreSQL has no local search index (yet). Without `marts` (the tables only), the
-    index is left owed with the marts: the next merge with them brings both up to date."""
+    The search index follows the tables: updated when the merge replaced or removed a source,
+    when it is missing, or when a merge before was cut off before updating it, on the merge's own
+    connection before the catalog is published (`_IndexAfter`). The team's catalog in PostgreSQL
+    has no local search index (yet). Without `marts` (the tables only), the index is left owed
+    with the marts: the next merge with them brings both up to date."""
     indexed = not is_postgres(warehouse)
     catalog = Path(warehouse) if indexed else warehouse
     with _index_owed(catalog, indexed) as owed:
-        result = merge(lake, catalog, full=full, marts=marts, prices=prices)
+        index = _IndexAfter(catalog, full, owed.before) if indexed and marts else None
+        result = merge(lake, catalog, full=full, marts=marts, prices=prices, then=index)
         if result.crowded:
             compact(catalog)
-        # a merge of an empty lake publishes nothing: no catalog to index
-        if indexed and marts and catalog.exists() and (owed.before or full or result.merged or result.removed
-                                                       or not search_index.search_path(catalog).exists()):
-            result.search = search_index.update(catalog, tables_path(lake, catalog), full=full)
+        if index and index.failed:  # the merge is published; the index stays owed to the next
+            raise index.failed
         owed.paid = marts
     return result
+
+
+class _IndexAfter:
+    """The search index's update, run by the merge on its writer's connection (the tables and
+    marts committed there): a connection of its own attached the catalog and loaded it again. A
+    failure is raised once the merge is published, as when the update came after it."""
+
+    def __init__(self, catalog: Path, full: bool, owed: bool):
+        self.catalog, self.full, self.owed = catalog, full, owed
+        self.failed: Exception | None = None
+
+    def __call__(self, con, result: MergeResult) -> None:
+        if not (self.owed or self.full or result.merged or result.removed
+                or not search_index.search_path(self.catalog).exists()):
+            return
+        try:
+            result.search = search_index.update(self.catalog, full=self.full, con=con)
+        except Exception as exc:
+            self.failed = exc
 
 
 class _Owed:

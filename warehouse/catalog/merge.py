@@ -360,11 +360,14 @@ def _out_of_range(con, store, files: list[tuple[str, Path]], footers: "_Footers"
 
 
 def merge(lake, catalog: Path, *, data_path: str | None = None, marts: bool = True,
-          full: bool = False, prices: Prices = Prices(), keep_seconds: int = GRACE_SECONDS) -> MergeResult:
+          full: bool = False, prices: Prices = Prices(), keep_seconds: int = GRACE_SECONDS,
+          then=None) -> MergeResult:
     """Merge the lake's landing files into the catalog's tables. `full` rebuilds every table.
     `prices`: config.toml's (warehouse.catalog.prices); other prices than the last merge's
     rebuild every table. `keep_seconds`: the readers' grace (see `sweep`), then the files no
-    reader needs any more are deleted.
+    reader needs any more are deleted. `then(con, result)`: run on the writer's connection once
+    the tables and marts are committed, before the catalog is published (the search index reads
+    them there: warehouse.catalog.build.refresh).
 
     The writer's small memory limits keep a merge under 1 GB; an operator that cannot spill
     within them (a window or a join over a team's history) fails its transaction, which is run
@@ -372,14 +375,14 @@ def merge(lake, catalog: Path, *, data_path: str | None = None, marts: bool = Tr
     alone for theirs."""
     result = ducklake.retried_with_more_memory(
         lambda limit: _merge(lake, catalog, data_path=data_path, marts=marts, full=full, prices=prices,
-                             memory_limit=limit, keep_seconds=keep_seconds))
+                             memory_limit=limit, keep_seconds=keep_seconds, then=then))
     for problem in result.problems:  # every caller's output (ingest, merge, the center's run log)
         print(f"warning: {problem}", file=sys.stderr, flush=True)
     return result
 
 
 def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: bool, prices: Prices,
-           memory_limit: str | None = None, keep_seconds: int = 0) -> MergeResult:
+           memory_limit: str | None = None, keep_seconds: int = 0, then=None) -> MergeResult:
     from warehouse.lake.layout import tables_path
 
     with scratch("merge") as workdir, \
@@ -409,6 +412,8 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
             result.problems += _copies_said(con, result.source_ids)
         if marts and build:
             _refresh_marts(con, whole=build == "whole", memory_limit=memory_limit)
+        if then:
+            then(con, result)
         result.crowded = bool(result.merged or result.removed) and crowded(con)
         sweep(con, keep_seconds, catalog)
     return result

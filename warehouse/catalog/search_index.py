@@ -87,21 +87,25 @@ def open_fts(path: Path, read_only: bool = True):
     return con
 
 
-def update(catalog: Path, data_path: str | None = None, *, full: bool = False) -> IndexResult:
+def update(catalog: Path, data_path: str | None = None, *, full: bool = False, con=None) -> IndexResult:
     """Bring the index of `catalog` up to date with its published tables (see the module);
-    `full`: every source read again (`agentlake merge --full`)."""
+    `full`: every source read again (`agentlake merge --full`). `con`: a connection with the
+    catalog attached as `lake`, used instead of one of its own (the merge's writer, once its tables
+    and marts are committed: a connection of its own paid DuckLake's catalog load again)."""
     start = time.perf_counter()
     target = search_path(catalog)
     with held(target.with_name("." + target.name + ".lock")):
-        result = ducklake.retried_with_more_memory(
-            lambda limit: _update(Path(catalog), target, data_path, full, limit))
+        if con is None:
+            result = ducklake.retried_with_more_memory(
+                lambda limit: _update(Path(catalog), target, data_path, full, limit))
+        else:
+            result = ducklake.retried_with_more_memory(lambda limit: _update_on(con, target, full, limit))
     result.seconds = time.perf_counter() - start
     return result
 
 
 def _update(catalog: Path, target: Path, data_path: str | None, full: bool,
             memory_limit: str | None = None) -> IndexResult:
-    result = IndexResult()
     # under the writer's cap, spilling beside the index as the writer does beside the catalog (a
     # temporary folder may be memory itself): uncapped, a whole build over a team's history grew
     # the process past the merge itself (docs/BENCHMARKS.md, "A team of 10, 30 and 100 machines");
@@ -110,36 +114,53 @@ def _update(catalog: Path, target: Path, data_path: str | None, full: bool,
     with ducklake.connect(catalog, data_path, ours=True, settings={
             "memory_limit": memory_limit or ducklake.WRITER_SETTINGS["memory_limit"],
             "temp_directory": str(spill)}) as lake:
-        # by its path only where the connection allows that (the pinned ducklake: ducklake._opened)
-        ducklake.load_packaged(lake, "fts", ducklake.pinned_binary("fts") if ducklake.pinned_binary() else None)
-        now = _signatures(lake)
-        old = {} if full else _indexed(target)
-        changed = {k for k, sig in now.items() if old.get(k) != sig}
-        gone = set(old) - set(now)
-        if not changed and not gone and target.exists():
-            result.documents = _count(target)
-            return result
-        result.sources_read, result.sources_removed = len(changed), len(gone)
-        # the update is written to a copy renamed over the index: a reader opens the old index or
-        # the new one, whole, and never waits on the writer's lock of the file
-        result.rebuilt = not old or _worth_building_whole(target, changed | gone)
-        work = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        return _update_on(lake, target, full)
+
+
+def _update_on(lake, target: Path, full: bool, memory_limit: str | None = None) -> IndexResult:
+    """The update on `lake`, a connection with the catalog attached as `lake` (its default)."""
+    result = IndexResult()
+    if memory_limit:  # a retry's, on a connection opened with the writer's cap
+        lake.execute(f"SET memory_limit = '{memory_limit}'")
+    # by its path only where the connection allows that (the pinned ducklake: ducklake._opened)
+    ducklake.load_packaged(lake, "fts", ducklake.pinned_binary("fts") if ducklake.pinned_binary() else None)
+    now = _signatures(lake)
+    old = {} if full else _indexed(target)
+    changed = {k for k, sig in now.items() if old.get(k) != sig}
+    gone = set(old) - set(now)
+    if not changed and not gone and target.exists():
+        result.documents = _count(target)
+        return result
+    result.sources_read, result.sources_removed = len(changed), len(gone)
+    # the update is written to a copy renamed over the index: a reader opens the old index or
+    # the new one, whole, and never waits on the writer's lock of the file
+    result.rebuilt = not old or _worth_building_whole(target, changed | gone)
+    work = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    work.unlink(missing_ok=True)
+    attached = False
+    try:
+        if not result.rebuilt:
+            shutil.copyfile(target, work)
+        lake.execute(f"ATTACH {ducklake.sql_string(work)} AS search")
+        attached = True
+        if result.rebuilt:
+            _build_whole(lake, now)
+        else:
+            _update_sources(lake, changed, gone)
+        lake.execute("DELETE FROM search.indexed")
+        lake.execute("INSERT INTO search.indexed SELECT unnest(?), unnest(?)", [list(now), list(now.values())])
+        result.documents = _documents(lake)
+        lake.execute("DETACH search")  # checkpointed: the file is whole on its own
+        attached = False
+        os.replace(work, target)
+    finally:
+        if attached:  # an error half-way: the connection may be the merge's, which goes on
+            try:
+                lake.execute(f"USE {ducklake.CATALOG}")
+                lake.execute("DETACH search")
+            except duckdb.Error:
+                pass
         work.unlink(missing_ok=True)
-        try:
-            if not result.rebuilt:
-                shutil.copyfile(target, work)
-            lake.execute(f"ATTACH {ducklake.sql_string(work)} AS search")
-            if result.rebuilt:
-                _build_whole(lake, now)
-            else:
-                _update_sources(lake, changed, gone)
-            lake.execute("DELETE FROM search.indexed")
-            lake.execute("INSERT INTO search.indexed SELECT unnest(?), unnest(?)", [list(now), list(now.values())])
-            result.documents = _documents(lake)
-            lake.execute("DETACH search")  # checkpointed: the file is whole on its own
-            os.replace(work, target)
-        finally:
-            work.unlink(missing_ok=True)
     return result
 
 
