@@ -9,6 +9,7 @@ from transforms.contract import ALL_TABLES
 from warehouse.catalog import search_index
 from warehouse.catalog.marts import MARTS
 from warehouse.catalog.merge import LAKE_TABLE, MergeResult, compact, merge
+from warehouse.lake.ducklake import WRITER_SETTINGS, one_snapshot, retried_with_more_memory
 from warehouse.lake.pg_catalog import is_postgres
 from warehouse.lake.prices import Prices
 
@@ -21,43 +22,52 @@ def build_warehouse(lake, warehouse: Path, tables=ALL_TABLES, *, full: bool = Fa
 
 
 def refresh(lake, warehouse: Path, *, full: bool = False, marts: bool = True,
-            prices: Prices = Prices()) -> MergeResult:
+            prices: Prices = Prices(), then=None) -> MergeResult:
     """`prices`: config.toml's (`load_config(layout.config_file).prices`), applied by the merge.
     The search index follows the tables: updated when the merge replaced or removed a source,
     when it is missing, or when a merge before was cut off before updating it, on the merge's own
-    connection before the catalog is published (`_IndexAfter`). The team's catalog in PostgreSQL
+    connection before the catalog is published (`_AfterMerge`). The team's catalog in PostgreSQL
     has no local search index (yet). Without `marts` (the tables only), the index is left owed
-    with the marts: the next merge with them brings both up to date."""
+    with the marts: the next merge with them brings both up to date. `then(con, result)`: more
+    reading on that connection after the index (the Dagster asset's checks), under the writer's
+    memory limit."""
     indexed = not is_postgres(warehouse)
     catalog = Path(warehouse) if indexed else warehouse
     with _index_owed(catalog, indexed) as owed:
-        index = _IndexAfter(catalog, full, owed.before) if indexed and marts else None
-        result = merge(lake, catalog, full=full, marts=marts, prices=prices, then=index)
+        after = _AfterMerge(catalog, full, owed.before, indexed and marts, then)
+        result = merge(lake, catalog, full=full, marts=marts, prices=prices, then=after)
         if result.crowded:
             compact(catalog)
-        if index and index.failed:  # the merge is published; the index stays owed to the next
-            raise index.failed
+        if after.failed:  # the merge is published; an index that failed stays owed to the next
+            raise after.failed
         owed.paid = marts
     return result
 
 
-class _IndexAfter:
-    """The search index's update, run by the merge on its writer's connection (the tables and
-    marts committed there): a connection of its own attached the catalog and loaded it again. A
-    failure is raised once the merge is published, as when the update came after it."""
+class _AfterMerge:
+    """What the merge runs on its writer's connection once its tables and marts are committed
+    there, before the catalog is published: the search index's update, then `then`. A connection
+    of their own attached the catalog and loaded it again. A failure is raised once the merge is
+    published, as when these came after it."""
 
-    def __init__(self, catalog: Path, full: bool, owed: bool):
-        self.catalog, self.full, self.owed = catalog, full, owed
+    def __init__(self, catalog: Path, full: bool, owed: bool, index: bool, then):
+        self.catalog, self.full, self.owed, self.index, self.then = catalog, full, owed, index, then
         self.failed: Exception | None = None
 
     def __call__(self, con, result: MergeResult) -> None:
-        if not (self.owed or self.full or result.merged or result.removed
-                or not search_index.search_path(self.catalog).exists()):
-            return
         try:
-            result.search = search_index.update(self.catalog, full=self.full, con=con)
+            if self.index and (self.owed or self.full or result.merged or result.removed
+                               or not search_index.search_path(self.catalog).exists()):
+                result.search = search_index.update(self.catalog, full=self.full, con=con)
+            if self.then:
+                retried_with_more_memory(lambda limit: self._then(con, result, limit))
         except Exception as exc:
             self.failed = exc
+
+    def _then(self, con, result: MergeResult, memory_limit: str | None) -> None:
+        con.execute(f"SET memory_limit = '{memory_limit or WRITER_SETTINGS['memory_limit']}'")
+        with one_snapshot(con):  # every read sees the same catalog
+            self.then(con, result)
 
 
 class _Owed:

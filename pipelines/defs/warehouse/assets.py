@@ -7,7 +7,6 @@ from warehouse.catalog import checks as lakewide
 from warehouse.catalog import model_names, search_index
 from warehouse.catalog.marts import MARTS, depends_on, mart_sql
 from warehouse.catalog.merge import duck_type
-from warehouse.catalog.checks import checked
 from warehouse.catalog.build import configured_prices, refresh
 from pipelines.budget_check import DESCRIPTION as BUDGETS, budget_check_result, spend_of
 
@@ -89,19 +88,25 @@ def tables_and_marts(context: dg.AssetExecutionContext, agentlake: AgentlakeReso
     marts: the second cost Dagster's step events and a connection of its own, for counts
     (docs/BENCHMARKS.md)."""
     layout = agentlake.layout()
+    checks = {}
+
+    def check(con, merge):  # on the merge's own connection, the tables and marts as it publishes them
+        merged = merge.source_ids  # the sources this merge replaced
+        checks["found"] = (
+            lakewide.count_rows(con, [t.name for t in ALL_TABLES] + [model_names.NAME] + list(MARTS),
+                                "lake.main"),  # one statement
+            lakewide.duplicate_keys(con, merged) if merged else {},
+            lakewide.orphans(con, merged) if merged else {},
+            spend_of(con, layout.config_file))
+
     # the marts too, if anything changed or was pending
-    result = refresh(layout.lake, layout.warehouse, prices=configured_prices(layout))
+    result = refresh(layout.lake, layout.warehouse, prices=configured_prices(layout), then=check)
     # what landed is merged: the marker goes, as the CLI takes it away after its runs (left by a run
     # from the UI or the sensor, it sent the next `agentlake ingest` with nothing changed through
     # Dagster to merge again, much slower: docs/BENCHMARKS.md, "Figures behind the code's choices")
     layout.pending_marker.unlink(missing_ok=True)
-    merged = result.source_ids  # the sources this merge replaced
-    counts, dupes, missing, (budgets, spend, unknown) = checked(layout.warehouse, lambda con: (
-        lakewide.count_rows(con, [t.name for t in ALL_TABLES] + [model_names.NAME] + list(MARTS),
-                            "lake.main"),  # one statement
-        lakewide.duplicate_keys(con, merged) if merged else {},
-        lakewide.orphans(con, merged) if merged else {},
-        spend_of(con, layout.config_file)))
+    merged = result.source_ids
+    counts, dupes, missing, (budgets, spend, unknown) = checks["found"]
     note = None if merged else NOTHING_MERGED  # a pass that checked nothing says so
     for table in ALL_TABLES:
         yield dg.MaterializeResult(asset_key=table.name, metadata={
