@@ -11,7 +11,7 @@ from decimal import Decimal
 
 import pytest
 
-from tests.conftest import T0, Project, assistant, copy_home, ingest, query
+from tests.conftest import T0, Project, assistant, copy_home, ingest, ingest_tables, query
 from transforms.synth.claude import assistant_lines, project_slug, tool_result, tool_use, usage, user_line, write_jsonl
 from transforms.synth.crush import add_message, add_session
 from transforms.synth.crush_parts import bash_output, finish_part, text_part, tool_call_part, tool_result_part
@@ -224,7 +224,8 @@ def _claude_lake(tmp_path):
 def crush_and_claude_lake(layout, built_once):
     """The Crush project and the Claude Code home above in one lake (built once per session)."""
     def build(root):
-        _crush_lake(root)
+        # the Crush lake above, copied rather than ingested again
+        copy_home(built_once("insights-crush", _crush_lake).home, root / "home")
         return _claude_lake(root)  # the same home: its ingest keeps the Crush source it does not look at
 
     copy_home(built_once("insights-crush-and-claude", build).home, layout.home)
@@ -324,7 +325,7 @@ def test_two_machines_sharing_a_source_id_stay_apart(layout, project):
     assistant(c, "r1", "R", T0 + 10)
     assistant(c, "r2", "R", T0 + 20)
     c.commit()
-    ingest(layout, p.db)  # laptop: R with 2 messages
+    ingest_tables(layout, p.db)  # laptop: R with 2 messages (the marts are built by desktop's merge)
     step(c, "r3", "R", T0 + 30, "v1", "view", {"file_path": a}, "A")
     step(c, "r4", "R", T0 + 40, "v2", "view", {"file_path": a}, "A")
     p.close()
