@@ -11,7 +11,8 @@ from urllib.parse import urljoin
 
 import pytest
 
-from tests.support_browser import CHROMIUM, Browser
+from tests.support_browser import CHROMIUM
+from tests.support_dashboard_built import lake_copy, shared_chromium
 from warehouse.serve.dashboard.server import make_server
 
 if not CHROMIUM and not os.environ.get("CI"):  # CI installs it (.ci/run); a laptop may not have it
@@ -28,14 +29,7 @@ def serve(warehouse, **kwargs):
 def read_only_lake(built_once):
     """A copy of the known-totals lake (conftest's `lake`) for the module's tests that only read
     it: one copy and one server for them all, whose kept pages they share as visitors do."""
-    from tests.conftest import _known_totals, copy_home
-    from warehouse.lake.layout import Layout
-
-    def copy(root):
-        copy_home(built_once("known-totals", _known_totals).home, root / "home")
-        return Layout.resolve(home=root / "home", machine="laptop", user="dev")
-
-    return built_once("dashboard-read-only", copy)
+    return lake_copy(built_once, "dashboard-read-only")
 
 
 @pytest.fixture(scope="module")
@@ -47,11 +41,9 @@ def dashboard(read_only_lake):
 
 
 @pytest.fixture(scope="module")
-def chromium():
-    """One browser for the module's pages: a start per page was most of these tests' time."""
-    browser = Browser()
-    yield browser
-    browser.close()
+def chromium(request):
+    """One browser for the module's pages (the session's): a start per page was most of these tests' time."""
+    return shared_chromium(request)
 
 
 @pytest.fixture
@@ -573,13 +565,14 @@ def test_the_same_session_on_two_machines_links_to_each(tmp_path):
     import sqlite3
     from urllib.request import urlopen
 
-    from tests.conftest import ingest, query
+    from tests.conftest import ingest, ingest_tables, query
     from transforms.synth.crush import generate_store
     from warehouse.lake.layout import Layout
 
     db = generate_store(tmp_path / "crush", projects=1, sessions_per_project=1, seed=3, days=5).dbs[0].path
     lake = tmp_path / "shared-lake"
-    ingest(Layout.resolve(home=tmp_path / "a", lake=lake, machine="laptop-a", user="dev"), db)
+    # a's own warehouse is never read here: its store lands in the lake, its marts are not needed
+    ingest_tables(Layout.resolve(home=tmp_path / "a", lake=lake, machine="laptop-a", user="dev"), db)
     with sqlite3.connect(db) as con:  # the second machine's copy of the store differs in its titles
         con.execute("UPDATE sessions SET title = 'seen on b'")
     reader = Layout.resolve(home=tmp_path / "b", lake=lake, machine="laptop-b", user="dev")

@@ -13,6 +13,7 @@ from decimal import Decimal
 import pytest
 
 from tests.conftest import run_cli
+from tests.support_dashboard_built import shared_chromium
 from tests.test_budgets import SPENT, _budgets, spending  # noqa: F401  (spending: the lake, built once)
 from tests.test_dashboard_people import figure, get, links, rows
 from tests.test_dashboard_trends import text  # tags taken out, no space put for them
@@ -34,13 +35,21 @@ def _between() -> Decimal | None:
     return None if projected == SPENT else ((SPENT + projected) / 2).quantize(Decimal("0.01"))
 
 
-def _page(layout, query: str = "", config=True) -> str:
+def _pages(layout, *queries: str, config=True) -> list[str]:
+    """A page per query, from one server started with the home's budgets (or without them)."""
     budgets = load_config(layout.config_file).budgets if config else ()
+    pages = []
     with running(layout.warehouse, port=0, data_path=layout.tables_path, budgets=budgets,
                  config_file=layout.config_file if config else None) as url:
-        status, page = get(url + query)
-    assert status == 200, page
-    return page
+        for query in queries:
+            status, page = get(url + query)
+            assert status == 200, page
+            pages.append(page)
+    return pages
+
+
+def _page(layout, query: str = "", config=True) -> str:
+    return _pages(layout, query, config=config)[0]
 
 
 def _statuses(layout):
@@ -80,7 +89,8 @@ def test_the_budgets_table_gives_the_reports_figures_and_marks_the_ones_over(spe
 def test_the_monthly_chart_draws_the_line_and_marks_this_month(spending):  # noqa: F811
     layout, _ = spending
     _budgets(layout, "[[budgets]]", "monthly_usd = 2", "[[budgets]]", "monthly_usd = 40", 'user = "dev"')
-    page = _page(layout, "?grain=month")
+    page, dev_page, daily_page, weekly_page = _pages(layout, "?grain=month", "?grain=month&user=dev", "?grain=day",
+                                                     "?grain=week&user=dev")
     chart = figure(page, "cost-over-time")
     assert "team budget $2.00 a month" in html.unescape(chart)  # the line's label, drawn
     assert ">over budget · $" in chart  # this month's bar, marked, with where it ends
@@ -88,16 +98,16 @@ def test_the_monthly_chart_draws_the_line_and_marks_this_month(spending):  # noq
     assert said == (f"Dashed line: the team budget $2.00 a month. {_today():%B %Y}: $2.50 spent, "
                     f"${_statuses(layout)[0].projected_usd:,.2f} projected at this pace: over.")
     # filtered to a user with a budget of its own: that one's line, and how it stands
-    mine = figure(_page(layout, "?grain=month&user=dev"), "cost-over-time")
+    mine = figure(dev_page, "cost-over-time")
     assert "user dev budget $40.00 a month" in html.unescape(mine) and "team budget" not in html.unescape(mine)
     assert ">over budget" not in mine
     # days or weeks: no line (a monthly amount against a day's bar means nothing), a link to months
-    daily = figure(_page(layout, "?grain=day"), "cost-over-time")
+    daily = figure(daily_page, "cost-over-time")
     assert "budget $2.00 a month" not in re.sub(r'<p class="cut[^"]*" id="budget-line">.*?</p>', "", daily, flags=re.S)
     note = re.search(r'<p class="cut" id="budget-line">(.*?)</p>', daily, re.S)[1]
     assert text(note) == "The team budget $2.00 a month is drawn on the monthly view (one bar per month)."
     assert html.unescape(re.search(r'href="([^"]+)"', note)[1]) == "/?grain=month"
-    weekly = figure(_page(layout, "?grain=week&user=dev"), "cost-over-time")
+    weekly = figure(weekly_page, "cost-over-time")
     assert "/?user=dev&amp;grain=month" in weekly
 
 
@@ -154,10 +164,10 @@ def test_a_bad_budget_stops_the_dashboard_at_start(spending):  # noqa: F811
     assert "monthly_usd must be an amount in USD above 0" in ran.stderr
 
 
-def test_the_overview_over_budget_in_a_real_browser(spending, tmp_path):  # noqa: F811
+def test_the_overview_over_budget_in_a_real_browser(spending, tmp_path, request):  # noqa: F811
     """Chromium lays out the Budgets table above the cost chart, its over row red; the monthly
     chart draws the line. The screenshot is kept in the test's tmp dir."""
-    from tests.support_browser import CHROMIUM, Browser
+    from tests.support_browser import CHROMIUM
 
     if not CHROMIUM:
         pytest.skip("no chromium on this machine: apt-get install chromium")
@@ -165,8 +175,7 @@ def test_the_overview_over_budget_in_a_real_browser(spending, tmp_path):  # noqa
     _budgets(layout, "[[budgets]]", "monthly_usd = 2", "[[budgets]]", "monthly_usd = 40", 'user = "dev"')
     budgets = load_config(layout.config_file).budgets
     with running(layout.warehouse, port=0, data_path=layout.tables_path, budgets=budgets,
-                 config_file=layout.config_file) as url, closing(Browser()) as browser, \
-            closing(browser.context()) as tab:
+                 config_file=layout.config_file) as url, closing(shared_chromium(request).context()) as tab:
         url += "?grain=month"
         tab.call("Emulation.setDeviceMetricsOverride", width=1440, height=1300, deviceScaleFactor=1, mobile=False)
         assert tab.load(url) is None

@@ -17,6 +17,7 @@ from urllib.parse import urljoin
 import pytest
 
 from tests.conftest import query
+from tests.support_dashboard_built import lake_copy, shared_chromium
 from warehouse.serve.dashboard import pages
 from warehouse.serve.dashboard.server import running
 from warehouse.serve.labels import label
@@ -27,19 +28,13 @@ DATA_FIRST, DATA_LAST = date(2026, 1, 1), date(2026, 1, 7)
 @pytest.fixture(scope="module")
 def lake_ro(built_once):
     """A copy of the known-totals lake, only read by this module's tests."""
-    from tests.conftest import _known_totals, copy_home
-    from warehouse.lake.layout import Layout
-
-    def copy(root):
-        copy_home(built_once("known-totals", _known_totals).home, root / "home")
-        return Layout.resolve(home=root / "home", machine="laptop", user="dev")
-
-    return built_once("dashboard-takeaway", copy)
+    return lake_copy(built_once, "dashboard-takeaway")
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def dashboard(lake_ro):
-    """A server of the test's own: its kept pages are its own (a test may move today)."""
+    """One server for the module's tests, whose kept pages they share as visitors do: a page is
+    kept under the day it was drawn on, so a test that moves today is drawn its own pages."""
     with running(lake_ro.warehouse, port=0) as url:
         yield url
 
@@ -317,10 +312,10 @@ def test_a_bad_sort_is_named_and_the_table_keeps_its_order(dashboard, sort, mess
     assert "sort=" not in part(page, r'<p class="toggle" id="grain">(.*?)</p>')  # not carried on
 
 
-def test_the_overview_with_a_preset_and_a_grain_in_a_real_browser(dashboard, monkeypatch, tmp_path):
+def test_the_overview_with_a_preset_and_a_grain_in_a_real_browser(dashboard, monkeypatch, tmp_path, request):
     """Chromium lays out the window links, the grain toggle over a chart of weekly bars, and the
     tables' CSV links. The screenshot is kept in the test's tmp dir."""
-    from tests.support_browser import CHROMIUM, Browser
+    from tests.support_browser import CHROMIUM
 
     if not CHROMIUM:
         pytest.skip("no chromium on this machine: apt-get install chromium")
@@ -328,7 +323,7 @@ def test_the_overview_with_a_preset_and_a_grain_in_a_real_browser(dashboard, mon
     _, page, _ = get(dashboard)
     url = urljoin(dashboard, anchors(part(page, r'<p class="presets" id="presets">(.*?)</p>'))["last 30 days"])
     url += "&grain=week&sort=projects:cost_usd:desc"
-    with closing(Browser()) as browser, closing(browser.context()) as tab:
+    with closing(shared_chromium(request).context()) as tab:
         tab.call("Emulation.setDeviceMetricsOverride", width=1440, height=1400, deviceScaleFactor=1, mobile=False)
         assert tab.load(url) is None
         boxes = tab.call("Runtime.evaluate", returnByValue=True, expression="""

@@ -13,6 +13,7 @@ from decimal import Decimal
 import pytest
 
 from tests.conftest import run_cli
+from tests.support_dashboard_built import lake_copy, shared_chromium
 from tests.support_tz import COST, CREATED, STRADDLING, day_of, split_cost, straddling  # noqa: F401  (the fixture)
 from tests.test_dashboard_people import figure, get, tile, usd
 from warehouse.lake.zones import today_in
@@ -26,6 +27,22 @@ def _serve(layout, **kwargs):
     return running(layout.warehouse, port=0, data_path=layout.tables_path, **kwargs)
 
 
+@pytest.fixture(scope="module")
+def straddling_read_only(built_once):
+    """A copy of the straddling lake for the module's tests that only read it."""
+    from tests.support_tz import _straddling
+
+    return lake_copy(built_once, "dashboard-tz-read-only", "report-tz-straddling", _straddling)
+
+
+@pytest.fixture(scope="module")
+def berlin(straddling_read_only):
+    """`dashboard --tz Europe/Berlin` for the tests that only read its pages: one server, whose
+    kept pages (and zone's marts, on its one connection) they share as visitors do."""
+    with _serve(straddling_read_only, zone=BERLIN) as url:
+        yield url
+
+
 def _project_cost(url: str, day, query: str = "") -> Decimal:
     """The CSV of the projects table for one day: its cost, exact."""
     status, text = get(f"{url}csv?table=projects&since={day}&until={day}{query}")
@@ -33,25 +50,23 @@ def _project_cost(url: str, day, query: str = "") -> Decimal:
     return Decimal(next(csv.DictReader(io.StringIO(text)))["cost_usd"])
 
 
-def test_a_cost_lands_on_its_day_in_the_zone(straddling):  # noqa: F811
+def test_a_cost_lands_on_its_day_in_the_zone(berlin):
     days = Counter(day_of(t, BERLIN) for t in STRADDLING)
     assert days != Counter(day_of(t, "UTC") for t in STRADDLING)  # the zone moves a request across midnight
     expected = split_cost(COST, days)
-    with _serve(straddling, zone=BERLIN) as url:
-        assert {d: _project_cost(url, d) for d in days} == expected
-        first, last = min(days), max(days)
-        status, page = get(f"{url}?since={last}&until={last}")
-        assert status == 200, page
-        # the headline tiles compare the zone's day with the zone's day before it
-        assert usd(expected[last]) in tile(page, "cost")
-        assert f"against the previous window, {first} – {first} (1 day)" in page
-        started = day_of(CREATED, BERLIN)
-        assert f"{1 if started == last else 0:,} root sessions started" in page
+    assert {d: _project_cost(berlin, d) for d in days} == expected
+    first, last = min(days), max(days)
+    status, page = get(f"{berlin}?since={last}&until={last}")
+    assert status == 200, page
+    # the headline tiles compare the zone's day with the zone's day before it
+    assert usd(expected[last]) in tile(page, "cost")
+    assert f"against the previous window, {first} – {first} (1 day)" in page
+    started = day_of(CREATED, BERLIN)
+    assert f"{1 if started == last else 0:,} root sessions started" in page
 
 
-def test_every_label_names_the_zone(straddling):  # noqa: F811
-    with _serve(straddling, zone=BERLIN) as url:
-        status, page = get(url + "?grain=day")
+def test_every_label_names_the_zone(berlin):
+    status, page = get(berlin + "?grain=day")
     assert status == 200, page
     assert f"Window ({BERLIN} days, today is {today_in(BERLIN)})" in page
     assert f"day ({BERLIN})" in figure(page, "cost-over-time") and "(UTC)" not in figure(page, "cost-over-time")
@@ -63,20 +78,18 @@ def test_every_label_names_the_zone(straddling):  # noqa: F811
     assert f'placeholder="{BERLIN}"' in page
 
 
-def test_a_page_names_its_own_zone_and_its_links_keep_it(straddling):  # noqa: F811
+def test_a_page_names_its_own_zone_and_its_links_keep_it(berlin):
     tokyo = "Asia/Tokyo"
     days = Counter(day_of(t, tokyo) for t in STRADDLING)
-    with _serve(straddling, zone=BERLIN) as url:
-        status, page = get(f"{url}?tz={tokyo}&grain=day")
-        assert status == 200, page
-        assert f"Window ({tokyo} days" in page and "tz=Asia%2FTokyo" in page
-        day = max(days)
-        assert _project_cost(url, day, f"&tz={tokyo}") == split_cost(COST, days)[day]
+    status, page = get(f"{berlin}?tz={tokyo}&grain=day")
+    assert status == 200, page
+    assert f"Window ({tokyo} days" in page and "tz=Asia%2FTokyo" in page
+    day = max(days)
+    assert _project_cost(berlin, day, f"&tz={tokyo}") == split_cost(COST, days)[day]
 
 
-def test_a_bad_zone_is_named_on_the_page_and_the_servers_used(straddling):  # noqa: F811
-    with _serve(straddling, zone=BERLIN) as url:
-        status, page = get(url + "?tz=Europe/Berln")
+def test_a_bad_zone_is_named_on_the_page_and_the_servers_used(berlin):
+    status, page = get(berlin + "?tz=Europe/Berln")
     assert status == 400
     errors = re.search(r'<div class="errors" id="filter-errors">(.*?)</div>', page, re.S).group(1)
     assert "Europe/Berln" in errors and "did you mean Europe/Berlin" in errors and f"{BERLIN} days used" in errors
@@ -95,14 +108,13 @@ def test_the_zones_marts_are_computed_once_per_connection(straddling, monkeypatc
     assert computed == [BERLIN]
 
 
-def test_utc_pages_are_as_before(straddling):  # noqa: F811
+def test_utc_pages_are_as_before(straddling_read_only, berlin):
     """The server's UTC and a page's `tz=UTC` read the stored marts: the same page."""
     days = Counter(day_of(t, "UTC") for t in STRADDLING)
-    with _serve(straddling) as url:
+    with _serve(straddling_read_only) as url:
         plain = get(url + "?grain=day")[1]
         assert {d: _project_cost(url, d) for d in days} == split_cost(COST, days)
-    with _serve(straddling, zone=BERLIN) as url:
-        named = get(url + "?grain=day&tz=UTC")[1]
+    named = get(berlin + "?grain=day&tz=UTC")[1]
     assert "Window (UTC days" in plain and "day (UTC)" in figure(plain, "cost-over-time")
     assert figure(named, "cost-over-time").replace("&amp;tz=UTC", "") == figure(plain, "cost-over-time")
 
@@ -148,15 +160,15 @@ def test_a_bad_zone_stops_the_dashboard_at_start(straddling):  # noqa: F811
     assert ran.returncode == 2 and "did you mean Europe/Berlin" in ran.stderr
 
 
-def test_the_overview_in_a_zone_in_a_real_browser(straddling, tmp_path):  # noqa: F811
+def test_the_overview_in_a_zone_in_a_real_browser(berlin, tmp_path, request):
     """Chromium lays the overview out with the zone's days; the screenshot is kept in tmp_path."""
-    from tests.support_browser import CHROMIUM, Browser
+    from tests.support_browser import CHROMIUM
 
     if not CHROMIUM:
         pytest.skip("no chromium on this machine: apt-get install chromium")
     days = sorted({day_of(t, BERLIN) for t in STRADDLING})
-    with _serve(straddling, zone=BERLIN) as url, closing(Browser()) as browser, closing(browser.context()) as tab:
-        url += f"?since={days[0] - timedelta(days=2)}&until={days[-1] + timedelta(days=2)}&grain=day"
+    with closing(shared_chromium(request).context()) as tab:
+        url = berlin + f"?since={days[0] - timedelta(days=2)}&until={days[-1] + timedelta(days=2)}&grain=day"
         tab.call("Emulation.setDeviceMetricsOverride", width=1440, height=1300, deviceScaleFactor=1, mobile=False)
         assert tab.load(url) is None
         said = tab.call("Runtime.evaluate", returnByValue=True,
@@ -167,17 +179,16 @@ def test_the_overview_in_a_zone_in_a_real_browser(straddling, tmp_path):  # noqa
     assert shot.startswith(b"\x89PNG\r\n\x1a\n") and len(shot) > 20_000
 
 
-def test_a_sessions_times_are_on_the_zones_clock(straddling):  # noqa: F811
+def test_a_sessions_times_are_on_the_zones_clock(berlin):
     from datetime import datetime
     from zoneinfo import ZoneInfo
 
     local = datetime.fromtimestamp(CREATED, ZoneInfo(BERLIN))  # 2025-12-31 19:00 in Berlin
-    with _serve(straddling, zone=BERLIN) as url:
-        status, project = get(f"{url}project?project=shop")
-        assert status == 200, project
-        assert f"started ({BERLIN})" in project and f"{local:%Y-%m-%d %H:%M}" in project
-        link = re.search(r'href="(/session\?[^"]+)"', project).group(1).replace("&amp;", "&")
-        status, session = get(url + link.lstrip("/"))
+    status, project = get(f"{berlin}project?project=shop")
+    assert status == 200, project
+    assert f"started ({BERLIN})" in project and f"{local:%Y-%m-%d %H:%M}" in project
+    link = re.search(r'href="(/session\?[^"]+)"', project).group(1).replace("&amp;", "&")
+    status, session = get(berlin + link.lstrip("/"))
     assert status == 200, session
     assert f"<th>started ({BERLIN})</th><td>{local:%Y-%m-%d %H:%M:%S}</td>" in session
     assert f"#0 · user · {local:%Y-%m-%d %H:%M:%S}" in session  # each message on the same clock

@@ -7,7 +7,19 @@ import threading
 
 import pytest
 
+from tests.support_dashboard_built import lake_copy
 from warehouse.serve.dashboard.server import make_server
+
+
+def _started(warehouse, host="127.0.0.1", **kwargs):
+    server = make_server(warehouse, host, 0, **kwargs)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    return server
+
+
+def _stopped(server) -> None:
+    server.shutdown()
+    server.server_close()
 
 
 @pytest.fixture
@@ -15,15 +27,21 @@ def serve(lake):
     started = []
 
     def start(host="127.0.0.1", **kwargs):
-        server = make_server(lake.warehouse, host, 0, **kwargs)
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        started.append(server)
-        return server
+        started.append(_started(lake.warehouse, host, **kwargs))
+        return started[-1]
 
     yield start
     for server in started:
-        server.shutdown()
-        server.server_close()
+        _stopped(server)
+
+
+@pytest.fixture(scope="module")
+def loopback(built_once):
+    """A server as started by default (loopback, no token) for the tests that only read what it
+    answers: one for them, over a copy of the lake they only read, whose kept pages they share."""
+    server = _started(lake_copy(built_once, "exposure-read-only").warehouse)
+    yield server
+    _stopped(server)
 
 
 def get(server, path="/", host=None, cookie=None):
@@ -43,10 +61,10 @@ def get(server, path="/", host=None, cookie=None):
         conn.close()
 
 
-def test_loopback_dashboard_answers_loopback_names_only(serve):
+def test_loopback_dashboard_answers_loopback_names_only(loopback):
     """DNS rebinding: a page on evil.example rebinds its name to 127.0.0.1 and reads the
     dashboard with Host: evil.example. Bound to loopback, only loopback names are answered."""
-    server = serve()
+    server = loopback
     port = server.server_address[1]
     for host in (f"127.0.0.1:{port}", f"localhost:{port}", "localhost", f"[::1]:{port}", f"LOCALHOST.:{port}"):
         status, _, body = get(server, host=host)
@@ -120,8 +138,8 @@ def test_token_redirect_never_leaves_the_site(serve):
     assert status == 303 and headers["Location"] == "/"
 
 
-def test_page_forbids_framing_and_outside_resources(serve):
-    _, headers, _ = get(serve())
+def test_page_forbids_framing_and_outside_resources(loopback):
+    _, headers, _ = get(loopback)
     assert "frame-ancestors 'none'" in headers["Content-Security-Policy"]
     assert "default-src 'none'" in headers["Content-Security-Policy"]
     assert headers["X-Frame-Options"] == "DENY"
