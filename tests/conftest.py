@@ -35,7 +35,7 @@ from transforms.provider import DiscoverOptions
 from warehouse.land.ingest import discover_sources, ingest_all
 from warehouse.lake.layout import Layout
 from warehouse.catalog.build import refresh
-from warehouse.lake.ducklake import CATALOG, connect
+from warehouse.lake.ducklake import CATALOG, connect, sql_string
 
 # Every commit of SQLite, DuckDB and DuckLake syncs its file to disk, and the suite commits
 # thousands of times: on a virtual disk a sync is milliseconds, on a memory file system nothing.
@@ -317,13 +317,34 @@ def query(layout: Layout, sql: str, *params):
         with connect(layout.warehouse, ours=True) as con:
             return con.execute(sql, list(params)).fetchall()
     key = (str(layout.warehouse), identity)
-    con = _READERS.pop(key, None) or connect(layout.warehouse, ours=True)
+    con = _READERS.pop(key, None) or _moved_to_published(layout.warehouse) or connect(layout.warehouse, ours=True)
     _READERS[key] = con
     while len(_READERS) > KEPT_READERS:
         _READERS.popitem(last=False)[1].close()
     with con.cursor() as cursor:
         cursor.execute(f"USE {CATALOG}")
         return cursor.execute(sql, list(params)).fetchall()
+
+
+def _moved_to_published(warehouse):
+    """The reader kept for an earlier catalog file of this warehouse, moved to the one published
+    now (a merge renames a new file over it): its DuckDB and extensions are kept, only the attach
+    is new. None when there is none, or when it cannot move."""
+    import duckdb
+
+    stale = next((key for key in _READERS if key[0] == str(warehouse)), None)
+    if stale is None:
+        return None
+    con = _READERS.pop(stale)
+    try:
+        con.execute("USE memory")
+        con.execute(f"DETACH {CATALOG}")
+        con.execute(f"ATTACH {sql_string('ducklake:' + str(warehouse))} AS {CATALOG} (READ_ONLY)")
+        con.execute(f"USE {CATALOG}")
+    except duckdb.Error:
+        con.close()
+        return None
+    return con
 
 
 @pytest.fixture(scope="session", autouse=True)
