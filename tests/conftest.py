@@ -165,18 +165,50 @@ def no_real_agent_data(tmp_path_factory, monkeypatch, shared_duckdb_dir):
 def built_once(tmp_path_factory, shared_duckdb_dir):
     """`built_once(name, build)`: `build(root)` run once per session in an isolated environment
     (as every test has), its result kept; for the lakes and stores many tests read. A test that
-    changes what was built copies it first (`copy_home`)."""
+    changes what was built copies it first (`copy_home`). `workers=True`: once for all of the
+    run's workers, for what every reader only reads (the first to ask builds it, the others wait
+    and read its result); the result must pickle."""
     done = {}
+    # the run's folder, above each worker's own (pytest-xdist's workers share it)
+    run_root = tmp_path_factory.getbasetemp().parent if os.environ.get("PYTEST_XDIST_WORKER") else None
 
-    def get(name: str, build):
-        if name not in done:
-            root = tmp_path_factory.mktemp(f"built-{name}")
-            with pytest.MonkeyPatch.context() as mp:
-                isolate(mp, tmp_path_factory.mktemp(f"built-{name}-env"), shared_duckdb_dir)
-                done[name] = build(root)
+    def build_here(name: str, build, root: Path, env: Path):
+        with pytest.MonkeyPatch.context() as mp:
+            isolate(mp, env, shared_duckdb_dir)
+            return build(root)
+
+    def get(name: str, build, workers: bool = False):
+        if name in done:
+            return done[name]
+        if workers and run_root is not None:
+            done[name] = _built_for_all_workers(run_root / f"built-{name}", lambda root, env: build_here(
+                name, build, root, env))
+        else:
+            done[name] = build_here(name, build, tmp_path_factory.mktemp(f"built-{name}"),
+                                    tmp_path_factory.mktemp(f"built-{name}-env"))
         return done[name]
 
     return get
+
+
+def _built_for_all_workers(folder: Path, build):
+    """`build(root, env)` into `folder` by the first worker to get there, under a lock; the others
+    wait for it and read the pickled result."""
+    import fcntl
+    import pickle
+
+    folder.mkdir(exist_ok=True)
+    result = folder / "result.pickle"
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if result.exists():
+            return pickle.loads(result.read_bytes())
+        mine = folder / os.environ["PYTEST_XDIST_WORKER"]  # a build that failed left its own folders
+        (mine / "root").mkdir(parents=True)
+        (mine / "env").mkdir()
+        built = build(mine / "root", mine / "env")
+        result.write_bytes(pickle.dumps(built))
+        return built
 
 
 def copy_home(template: Path, home: Path) -> Path:
