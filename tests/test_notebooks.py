@@ -142,7 +142,7 @@ def two_machine_lake(layout, built_once, monkeypatch):
 def _two_machines(tmp_path: Path):
     import dataclasses
 
-    from tests.conftest import T0, Project, assistant, ingest
+    from tests.conftest import T0, Project, assistant, ingest, ingest_tables
     from transforms.synth.crush import add_message, add_session
     from transforms.synth.crush_parts import bash_output, finish_part, text_part, tool_call_part, tool_result_part
     from warehouse.lake.layout import Layout
@@ -159,7 +159,7 @@ def _two_machines(tmp_path: Path):
                     created_at=T0 + 10 * i + 2)
     assistant(p.conn, "a1", "R", T0 + 40)
     p.close()
-    ingest(layout, p.db)  # the laptop
+    ingest_tables(layout, p.db)  # the laptop: the desktop's merge next builds the marts of both
     ingest(dataclasses.replace(layout, machine="desktop"), p.db)
     return layout
 
