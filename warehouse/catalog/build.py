@@ -55,6 +55,7 @@ class _AfterMerge:
         self.failed: Exception | None = None
 
     def __call__(self, con, result: MergeResult) -> None:
+        self.failed = None  # a merge run again with more memory calls this again
         try:
             if self.index and (self.owed or self.full or result.merged or result.removed
                                or not search_index.search_path(self.catalog).exists()):
