@@ -11,7 +11,7 @@ def lake_copy(built_once, name: str, template: str = "known-totals", build=None)
     from warehouse.lake.layout import Layout
 
     def copy(root):
-        copy_home(built_once(template, build or _known_totals).home, root / "home")
+        copy_home(built_once(template, build or _known_totals, workers=True).home, root / "home")
         return Layout.resolve(home=root / "home", machine="laptop", user="dev")
 
     return built_once(name, copy)

@@ -28,7 +28,7 @@ def people(built_once):
     from warehouse.lake.layout import Layout
 
     def build(root):
-        copy_home(built_once("known-totals", _known_totals).home, root / "home")
+        copy_home(built_once("known-totals", _known_totals, workers=True).home, root / "home")
         laptop = Layout.resolve(home=root / "home", machine="laptop", user="dev")
         for user, seed, day in (("ana", 5, 6), ("dev", 7, 2)):
             generate_home(root / f"claude-{user}", sessions=4, seed=seed,
