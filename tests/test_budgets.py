@@ -110,7 +110,7 @@ def _this_month(root):
 
 @pytest.fixture
 def spending(layout, built_once):
-    template, db = built_once("this-month", _this_month)
+    template, db = built_once("this-month", _this_month, workers=True)
     copy_home(template.home, layout.home)
     return layout, db
 

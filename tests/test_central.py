@@ -84,7 +84,7 @@ def _two_machines(root: Path) -> Team:
 @pytest.fixture
 def team(layout, tmp_path, built_once) -> Team:
     """Two machines' lake and the center's warehouse, built once; each test has its own copy."""
-    template = built_once("two-machines", _two_machines)
+    template = built_once("two-machines", _two_machines, workers=True)
     copy_home(template.lake.parent, layout.home)
     copy_home(template.warehouse.parent, tmp_path / "center")
     return Team(layout.lake, tmp_path / "center" / "team.duckdb", template.laptop, template.desktop)

@@ -44,7 +44,7 @@ def _two_projects(root: Path) -> SimpleNamespace:
 @pytest.fixture
 def home(tmp_path, built_once) -> SimpleNamespace:
     """A copy of the two projects' home (its lake and catalog), and their stores."""
-    built = built_once("damage-two-projects", _two_projects)
+    built = built_once("damage-two-projects", _two_projects, workers=True)
     return SimpleNamespace(home=copy_home(built.home, tmp_path / "home"), dbs=built.dbs,
                            layout=Layout.resolve(home=tmp_path / "home", machine="laptop", user="dev"))
 

@@ -17,7 +17,7 @@ from tests.test_search import _build
 
 @pytest.fixture(scope="module")
 def searched(built_once):
-    layout, _root = built_once("search", _build)
+    layout, _root = built_once("search", _build, workers=True)
     server = serve(layout.warehouse)
     yield f"http://127.0.0.1:{server.server_address[1]}/", layout
     server.shutdown()

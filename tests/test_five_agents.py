@@ -32,7 +32,7 @@ def ingested_demo(built_once, layout):
     """A copy of the ingested demo's home at `layout.home` (machine laptop, user dev, as the
     `layout` fixture's); returns the demo, whose generators' truths the tests compare with. Also
     for the other tests that only read a lake of every agent."""
-    demo, template = built_once("every-agent-demo", _ingest_demo)
+    demo, template = built_once("every-agent-demo", _ingest_demo, workers=True)
     copy_home(template.home, layout.home)
     return demo
 

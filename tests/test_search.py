@@ -81,7 +81,7 @@ def _build(root):
 
 @pytest.fixture
 def home(tmp_path, built_once):
-    layout, _root = built_once("search", _build)
+    layout, _root = built_once("search", _build, workers=True)
     copy_home(layout.home, tmp_path / "home")
     return tmp_path / "home"
 
@@ -167,7 +167,7 @@ def test_no_warehouse_and_no_index_are_said(tmp_path, home):
 
 
 def test_a_new_session_becomes_findable_after_ingest(tmp_path, home, built_once):
-    _layout, root = built_once("search", _build)
+    _layout, root = built_once("search", _build, workers=True)
     projects = tmp_path / "projects"
     shutil.copytree(root / "projects", projects)
     db = projects / "shop" / ".crush" / "crush.db"  # another store (a copy): a new source
