@@ -166,13 +166,13 @@ def built_once(tmp_path_factory, shared_duckdb_dir):
     """`built_once(name, build)`: `build(root)` run once per session in an isolated environment
     (as every test has), its result kept; for the lakes and stores many tests read. A test that
     changes what was built copies it first (`copy_home`). `workers=True`: once for all of the
-    run's workers, for what every reader only reads (the first to ask builds it, the others wait
-    and read its result); the result must pickle."""
+    run's workers, for what every reader only reads or copies (the first to ask builds it, the
+    others wait and read its pickled result; a result that does not pickle is built by each)."""
     done = {}
     # the run's folder, above each worker's own (pytest-xdist's workers share it)
     run_root = tmp_path_factory.getbasetemp().parent if os.environ.get("PYTEST_XDIST_WORKER") else None
 
-    def build_here(name: str, build, root: Path, env: Path):
+    def build_here(build, root: Path, env: Path):
         with pytest.MonkeyPatch.context() as mp:
             isolate(mp, env, shared_duckdb_dir)
             return build(root)
@@ -181,10 +181,10 @@ def built_once(tmp_path_factory, shared_duckdb_dir):
         if name in done:
             return done[name]
         if workers and run_root is not None:
-            done[name] = _built_for_all_workers(run_root / f"built-{name}", lambda root, env: build_here(
-                name, build, root, env))
+            done[name] = _built_for_all_workers(run_root / f"built-{name}",
+                                                lambda root, env: build_here(build, root, env))
         else:
-            done[name] = build_here(name, build, tmp_path_factory.mktemp(f"built-{name}"),
+            done[name] = build_here(build, tmp_path_factory.mktemp(f"built-{name}"),
                                     tmp_path_factory.mktemp(f"built-{name}-env"))
         return done[name]
 
