@@ -35,7 +35,8 @@ from transforms.provider import DiscoverOptions
 from warehouse.land.ingest import discover_sources, ingest_all
 from warehouse.lake.layout import Layout
 from warehouse.catalog.build import refresh
-from warehouse.lake.ducklake import CATALOG, connect, sql_string
+from warehouse.lake import ducklake
+from warehouse.lake.ducklake import CATALOG, connect
 
 # Every commit of SQLite, DuckDB and DuckLake syncs its file to disk, and the suite commits
 # thousands of times: on a virtual disk a sync is milliseconds, on a memory file system nothing.
@@ -374,8 +375,7 @@ def _moved_to_published(warehouse):
     try:
         con.execute("USE memory")
         con.execute(f"DETACH {CATALOG}")
-        con.execute(f"ATTACH {sql_string('ducklake:' + str(warehouse))} AS {CATALOG} (READ_ONLY)")
-        con.execute(f"USE {CATALOG}")
+        ducklake._attach(con, Path(warehouse), None, read_only=True)  # as `connect` attaches it
     except duckdb.Error:
         con.close()
         return None
