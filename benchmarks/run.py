@@ -224,7 +224,7 @@ def main() -> None:
         if i < args.repeat - 1:
             shutil.rmtree(home)
     results.update({"cold ingest (library)": lib, "cold ingest, team mode (library)": team,
-                    "cold ingest (CLI, Dagster)": cli_cold,
+                    "cold ingest (CLI)": cli_cold,
                     "no-op rerun (CLI)": noop, "one source changed (CLI)": changed,
                     "that source alone, cold (CLI)": alone})
     lake = home / "lake"  # the team run below keeps its tables beside its own catalog instead
@@ -281,7 +281,7 @@ def _codex(args) -> None:
         one_new.append(measure(cli, env))
         new.unlink()
         shutil.rmtree(home)
-    results.update({"cold ingest (CLI, Dagster)": cold, "no-op rerun (CLI)": noop,
+    results.update({"cold ingest (CLI)": cold, "no-op rerun (CLI)": noop,
                     "one new session (CLI)": one_new})
     base = median_of(results["baseline"])[0]
     print(f"Codex home: {len(files)} rollouts, {du(corpus) / 2**20:.1f} MiB, {messages} messages; "
@@ -613,7 +613,7 @@ def _report(args, gen_s, n_dbs, messages, rows, source_bytes, lake_bytes, files,
     for name, seconds in query_times.items():
         print(f"| {name} | {seconds * 1000:.1f} |")
     med = {name: median_of(runs) for name, runs in results.items()}
-    cold, cold_rss = med["cold ingest (CLI, Dagster)"]
+    cold, cold_rss = med["cold ingest (CLI)"]
     noop = med["no-op rerun (CLI)"][0]
     changed, alone = med["one source changed (CLI)"][0], med["that source alone, cold (CLI)"][0]
     peak = max(rss for _, rss in med.values())

@@ -233,9 +233,10 @@ def parser() -> argparse.ArgumentParser:
                  description="Read every new or changed source, land its rows and merge them into the tables\n"
                              "and marts, with progress.",
                  epilog="Each new or changed source lands its rows in the lake; then one merge updates\n"
-                        "the tables and the marts (Dagster assets, materialised in-process; neighbouring\n"
-                        "partitions share one run). Unchanged sources are settled without Dagster; a run\n"
-                        "with nothing new only appends to the run log.\n\n"
+                        "the tables, the marts and the search index. Unchanged sources are settled\n"
+                        "without being read; a run with nothing new only appends to the run log. Dagster\n"
+                        "is not run: `agentlake dev` shows each ingest as the materializations of what it\n"
+                        "wrote (docs/DAGSTER.md).\n\n"
                         "Prints a line per source on stderr, then a summary on stdout: the sources ok,\n"
                         "unchanged, skipped and failed, the rows written per table, failures, the first\n"
                         f"{LISTED_WARNINGS} warnings (--verbose: all; the others counted, with the query of the run log\n"
@@ -552,7 +553,7 @@ def parser() -> argparse.ArgumentParser:
                         "--no-team when given, and the discovery flags given here (paths made absolute).\n"
                         "It runs with the variables that say where the agents keep their data\n"
                         "($CLAUDE_CONFIG_DIR, $CODEX_HOME, $XDG_DATA_HOME, ...: pipelines/schedule.py\n"
-                        "lists them), agentlake's own $AGENTLAKE_*, $DAGSTER_HOME, an s3:// lake's\n"
+                        "lists them), agentlake's own $AGENTLAKE_*, an s3:// lake's\n"
                         "$AWS_ENDPOINT_URL, $AWS_ENDPOINT_URL_S3, $AWS_PROFILE, $AWS_REGION,\n"
                         "$AWS_DEFAULT_REGION, $AWS_CONFIG_FILE and $AWS_SHARED_CREDENTIALS_FILE, $TZ, and\n"
                         "$HOME when it is not the account's own, as set now (the output names them; run\n"
@@ -619,12 +620,10 @@ def main(argv=None) -> int:
         if type(exc).__name__ == "InterruptException":  # DuckDB's Ctrl-C in a query
             _err("interrupted")
             return 130
-        from pipelines.runner import DagsterStorageError  # here: `--help` and a usage error need not load it
-
         from warehouse.lake.duckdb_settings import BadThreads
         from warehouse.lake.pg_catalog import CatalogUnreachable
 
-        if isinstance(exc, (ConfigError, BadThreads, LakeUnreachable, DagsterStorageError, CatalogUnreachable)):
+        if isinstance(exc, (ConfigError, BadThreads, LakeUnreachable, CatalogUnreachable)):
             _err(f"error: {exc}")
             return 1
         from warehouse.lake.ducklake import damage_hint

@@ -1,7 +1,8 @@
 import dagster as dg
 
+from pipelines.defs.cli_runs_sensor import cli_runs_reported
 from pipelines.defs.lake.assets import landing
-from pipelines.defs.resources import AgentlakeResource, Reporter
+from pipelines.defs.resources import AgentlakeResource
 from pipelines.defs.schedules import daily_full_refresh
 from pipelines.defs.sensors import discover_sources, ingest_job
 from pipelines.defs.warehouse.assets import tables_and_marts
@@ -15,7 +16,7 @@ automation = dg.AutomationConditionSensorDefinition(
 defs = dg.Definitions(
     assets=[landing, tables_and_marts],
     jobs=[ingest_job],
-    sensors=[discover_sources, automation],
+    sensors=[discover_sources, cli_runs_reported, automation],
     schedules=[daily_full_refresh],
-    resources={"agentlake": AgentlakeResource(), "reporter": Reporter()},
+    resources={"agentlake": AgentlakeResource()},
 )

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 
 import pytest
 
@@ -129,9 +130,10 @@ def test_a_bad_agent_home_is_a_clear_error(home, capsys):
     assert "--agent-home wants AGENT=DIR" in capsys.readouterr().err
 
 
-def test_an_ingest_in_process_leaves_dagster_home_as_it_found_it(project, tmp_path, monkeypatch, capsys):
-    """Called twice in one process (a notebook, a script), each ingest uses its own home's Dagster
-    instance: the first one's DAGSTER_HOME was left set, and the second ran in it."""
+def test_an_ingest_in_process_leaves_dagster_alone(project, tmp_path, monkeypatch, capsys):
+    """Called twice in one process (a notebook, a script): an ingest neither runs Dagster nor
+    writes its storage (its start and run were most of a small ingest's time), nor sets
+    DAGSTER_HOME; each leaves its run in its own home for `agentlake dev`'s sensor."""
     import os
 
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
@@ -139,49 +141,49 @@ def test_an_ingest_in_process_leaves_dagster_home_as_it_found_it(project, tmp_pa
     for name in ("first", "second"):
         assert main(["ingest", "--home", str(tmp_path / name), "--no-default", "--db", str(p.db)]) == 0
         assert "DAGSTER_HOME" not in os.environ
-        assert any((tmp_path / name / "dagster").iterdir())  # its runs are in its own instance
+        assert not (tmp_path / name / "dagster").exists()
+        assert len(list((tmp_path / name).rglob("cli-runs/*.json"))) == 1
     capsys.readouterr()
 
 
-def test_an_ingest_lands_and_merges_in_one_dagster_run(built_once, tmp_path):
-    """A run of its own for the merge cost Dagster's run set-up, a new SQLite file for its events
-    and a dozen events. The shared home's `agentlake ingest --no-default --db` (a DAGSTER_HOME set
-    elsewhere) is the ingest looked at; its instance is read from a copy."""
-    import shutil
-
+def test_dagster_shows_an_ingest_as_the_materializations_of_what_it_wrote(built_once, tmp_path):
+    """`agentlake dev`'s sensor reports the run the CLI left: the partition it read, the tables,
+    the marts and the search index, tagged with the run's id, their checks evaluated; the next
+    tick has nothing to report and the record is gone."""
     import dagster as dg
+
+    from pipelines.defs.cli_runs_sensor import TAG, cli_runs_reported
+    from pipelines.defs.resources import AgentlakeResource
 
     built = one_session_home(built_once)
     assert built.code == 0 and "[1/1] ok" in built.err
-    shutil.copytree(built.dagster, tmp_path / "dagster")
-    with dg.DagsterInstance.from_config(str(tmp_path / "dagster")) as instance:
-        [run] = instance.get_runs()
-        for key in ("landing", "sessions", "daily_costs"):
-            assert instance.get_latest_materialization_event(dg.AssetKey(key)).run_id == run.run_id
-
-
-def test_a_run_whose_landing_step_failed_did_not_merge(tmp_path):
-    """The runner merges in a run of its own when the last landing run's merge step was skipped."""
-    import dagster as dg
-
-    from pipelines.runner import _merged
-
-    @dg.asset(name="landing")
-    def failing() -> None:
-        raise RuntimeError("no source")
-
-    @dg.asset(name="landing")
-    def working() -> None:
-        pass
-
-    @dg.asset(deps=["landing"])
-    def tables_and_marts() -> None:
-        pass
-
+    home = tmp_path / "home"
+    shutil.copytree(built.home, home)  # the tick removes what it reported: a copy of its own
+    [kept] = home.rglob("cli-runs/*.json")
+    resource = AgentlakeResource(home=str(home))
     with dg.instance_for_test() as instance:
-        for landing, merged in ((failing, False), (working, True)):
-            run = dg.materialize([landing, tables_and_marts], instance=instance, raise_on_error=False)
-            assert _merged(run) is merged
+        with dg.build_sensor_context(instance=instance, resources={"agentlake": resource}) as context:
+            tick = cli_runs_reported(context)
+        assert tick.cursor == kept.stem
+        [add] = tick.dynamic_partitions_requests
+        assert list(add.partition_keys) == ["crush-cli-proj"]
+        instance.add_dynamic_partitions("sources", list(add.partition_keys))
+        for event in tick.asset_events:  # as Dagster's daemon records a sensor's events
+            instance.report_runless_asset_event(event)
+        landing = instance.get_latest_materialization_event(dg.AssetKey("landing")).asset_materialization
+        assert landing.partition == "crush-cli-proj" and landing.tags[TAG] == kept.stem
+        assert landing.metadata["rows_sessions"].value == 1
+        for key in ("sessions", "daily_costs", "model_names", "search_index"):
+            assert instance.get_latest_materialization_event(dg.AssetKey(key)).asset_materialization.tags[TAG] == kept.stem
+        sessions = instance.get_latest_materialization_event(dg.AssetKey("sessions")).asset_materialization
+        assert sessions.metadata["rows"].value == 1 and sessions.metadata["rows_inserted"].value == 1
+        checks = {(e.asset_key.to_user_string(), e.check_name): e.passed for e in tick.asset_events
+                  if isinstance(e, dg.AssetCheckEvaluation)}
+        assert checks[("landing", "rows_reconcile")] and checks[("sessions", "keys_unique")]
+        assert checks[("messages", "no_orphans")] and checks[("daily_costs", "within_budgets")]  # no budget set
+        with dg.build_sensor_context(instance=instance, cursor=tick.cursor, resources={"agentlake": resource}) as context:
+            assert isinstance(cli_runs_reported(context), dg.SkipReason)
+    assert not kept.exists()
 
 
 def test_a_failed_merge_says_why_not_only_that_a_dagster_step_failed(home, project, tmp_path, capsys):

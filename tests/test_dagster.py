@@ -9,7 +9,7 @@ import dagster as dg
 import pytest
 
 from pipelines.defs.lake.assets import landing
-from pipelines.defs.resources import AgentlakeResource, Reporter
+from pipelines.defs.resources import AgentlakeResource
 from pipelines.defs.warehouse.assets import tables_and_marts
 from tests.conftest import T0, query, scalar
 from tests.support_dagster import agentlake_instance, schedule_tick, sensor_tick
@@ -104,25 +104,13 @@ def test_the_sensor_drops_the_per_source_partitions_of_an_older_version(layout, 
     assert list(delete.partition_keys) == sorted([old_key, "crush-gone-12345678"])  # found or not
 
 
-def test_the_cli_registers_a_partition_per_project_and_drops_older_keys(layout, project, instance):
-    """The CLI path (pipelines.runner): the same partitions as the sensor, an older version's
-    per-source keys deleted, and a key of this version that is not found now is kept."""
-    from pipelines.runner import _register_partitions
-
-    a, b = _store(project, "alpha"), _store(project, "beta")
-    sources = list(_resource(layout, a.db, b.db).discover()[0].values())
-    instance.add_dynamic_partitions("sources", [sources[0].partition_key, "codex-shop-0123abcd", "crush-gamma"])
-    _register_partitions(dg, instance, sources)
-    assert sorted(instance.get_dynamic_partitions("sources")) == ["crush-alpha", "crush-beta", "crush-gamma"]
-
-
 def test_materialize_one_source_partition_and_the_views(layout, project, instance):
     a, b = _store(project, "alpha", cost=0.5), _store(project, "beta", cost=0.25)
     resource = _resource(layout, a.db, b.db)
     instance.add_dynamic_partitions("sources", _partitions(resource))
     key = "crush-alpha"
     result = dg.materialize([landing], partition_key=key, instance=instance,
-                            resources={"agentlake": resource, "reporter": Reporter()})
+                            resources={"agentlake": resource})
     assert result.success
     mats = result.get_asset_materialization_events()
     assert {m.partition for m in mats} == {key}
@@ -149,7 +137,7 @@ def test_what_the_merge_says_is_in_the_runs_log(layout, project, instance):
     resource = _resource(layout, a.db)
     instance.add_dynamic_partitions("sources", _partitions(resource))
     assert dg.materialize([landing], partition_key="crush-alpha", instance=instance,
-                          resources={"agentlake": resource, "reporter": Reporter()}).success
+                          resources={"agentlake": resource}).success
     stray = layout.lake / "_landing" / "other" / "dev" / "crush" / "0123456789abcdef" / "sessions.parquet"
     stray.parent.mkdir(parents=True)
     stray.write_bytes(b"not parquet")
@@ -167,7 +155,7 @@ def test_failed_source_fails_its_partition_with_the_reason(layout, project, inst
     (key,) = _partitions(resource)
     instance.add_dynamic_partitions("sources", [key])
     result = dg.materialize([landing], partition_key=key, instance=instance, raise_on_error=False,
-                            resources={"agentlake": resource, "reporter": Reporter()})
+                            resources={"agentlake": resource})
     assert not result.success
     failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
     assert "crush.db" in failure.event_specific_data.error.message
@@ -185,7 +173,7 @@ def test_a_partition_no_longer_discovered_fails_with_the_reason(layout, project,
     instance.add_dynamic_partitions("sources", [key])
     elsewhere = _resource(layout)  # the UI's resource: it does not look where the source is
     result = dg.materialize([landing], partition_key=key, instance=instance, raise_on_error=False,
-                            resources={"agentlake": elsewhere, "reporter": Reporter()})
+                            resources={"agentlake": elsewhere})
     assert not result.success
     assert not instance.get_materialized_partitions(dg.AssetKey("landing"))  # not marked done
     failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
@@ -213,7 +201,7 @@ def test_partition_range_run_ingests_every_source(layout, project, instance):
     keys = _partitions(resource)
     instance.add_dynamic_partitions("sources", keys)
     result = dg.materialize(
-        [landing], instance=instance, resources={"agentlake": resource, "reporter": Reporter()},
+        [landing], instance=instance, resources={"agentlake": resource},
         tags={"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]},
         run_config={"ops": {"landing": {"config": {"full_refresh": True}}}},
     )
@@ -241,7 +229,7 @@ def test_a_gone_partition_in_a_range_fails_alone(layout, project, instance):
     instance.add_dynamic_partitions("sources", ["crush-alpha", "crush-beta", "crush-gamma"])
     result = dg.materialize(
         [landing], instance=instance, raise_on_error=False,
-        resources={"agentlake": resource, "reporter": Reporter()},
+        resources={"agentlake": resource},
         tags={"dagster/asset_partition_range_start": "crush-alpha", "dagster/asset_partition_range_end": "crush-gamma"})
     assert not result.success
     failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
@@ -264,7 +252,7 @@ def test_one_partition_set_and_sensor_for_every_provider(layout, project, instan
     assert keys == ["codewhale-alpha", "crush-alpha"]  # two sessions of one project: one source
     assert len(result.run_requests) == 1  # the two new partitions: neighbours, one run
     instance.add_dynamic_partitions("sources", keys)
-    run = dg.materialize([landing], instance=instance, resources={"agentlake": resource, "reporter": Reporter()},
+    run = dg.materialize([landing], instance=instance, resources={"agentlake": resource},
                          tags={"dagster/asset_partition_range_start": keys[0],
                                "dagster/asset_partition_range_end": keys[-1]})
     assert run.success

@@ -17,7 +17,7 @@ from dagster._core.storage.partition_status_cache import get_and_update_asset_st
 
 from pipelines.defs.lake.assets import GONE, landing
 from pipelines.defs.partitions import sources_partitions
-from pipelines.defs.resources import AgentlakeResource, Reporter
+from pipelines.defs.resources import AgentlakeResource
 from pipelines.defs.schedules import daily_full_refresh
 from pipelines.defs.warehouse.assets import NOTHING_MERGED, mart_description, tables_and_marts
 from pipelines.runner import contiguous_batches
@@ -84,7 +84,7 @@ def _logged(instance, run_id) -> list[str]:
 
 def _run(instance, resource, tags, config=None):
     return dg.materialize([landing], instance=instance, raise_on_error=False, tags=tags,
-                          resources={"agentlake": resource, "reporter": Reporter()},
+                          resources={"agentlake": resource},
                           run_config={"ops": {"landing": {"config": config or {}}}})
 
 
@@ -124,12 +124,12 @@ def test_a_single_partition_that_fails_is_not_materialised(tmp_path, store, inst
     resource = _home(tmp_path, store, _broken(tmp_path))
     instance.add_dynamic_partitions("sources", ["crush-ledger", "crush-webshop"])
     run = dg.materialize([landing], partition_key="crush-ledger", instance=instance, raise_on_error=False,
-                         resources={"agentlake": resource, "reporter": Reporter()})
+                         resources={"agentlake": resource})
     assert not run.success and not run.get_asset_materialization_events()
     assert _status(instance) == (set(), {"crush-ledger"})
     # a partition no longer discovered fails with that reason, before anything is read
     gone = dg.materialize([landing], partition_key="crush-webshop", instance=instance, raise_on_error=False,
-                          resources={"agentlake": _home(tmp_path / "elsewhere", None), "reporter": Reporter()})
+                          resources={"agentlake": _home(tmp_path / "elsewhere", None)})
     assert not gone.success
     failure = next(e for e in gone.all_events if e.event_type_value == "STEP_FAILURE")
     assert GONE in failure.event_specific_data.error.message

@@ -22,22 +22,36 @@ from warehouse.lake.layout import Layout
 from warehouse.land.ingest import mark_pending
 
 
-def test_dev_on_a_home_the_cli_ingested_launches_no_run(built_once, monkeypatch):
-    """Every agent's sources, as `agentlake demo` ingested them into the home's own Dagster home:
-    the sensor's first tick registers nothing new and requests nothing, and the automation that
-    updates the tables and marts requests nothing either."""
+def test_dev_on_a_home_the_cli_ingested_launches_no_run(built_once, tmp_path, monkeypatch):
+    """Every agent's sources, as `agentlake demo` ingested them (without Dagster): the sensor's
+    first tick registers each agent's and project's partition and requests no run, the CLI's run
+    is reported as materializations, and the automation that updates the tables and marts then
+    requests nothing."""
+    import shutil
+
+    from pipelines.defs.cli_runs_sensor import cli_runs_reported
     from pipelines.definitions import defs
 
     built = small_demo_home(built_once)
     assert built.code == 0
-    monkeypatch.setenv("DAGSTER_HOME", str(built.dagster))  # as `agentlake dev` runs Dagster there
-    resource = AgentlakeResource(home=str(built.home))
+    home = tmp_path / "home"
+    shutil.copytree(built.home, home)  # the sensor removes the run it reported: a copy of its own
+    monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster"))  # as `agentlake dev` runs Dagster there
+    resource = AgentlakeResource(home=str(home))
     found = {key for key, s in resource.discover()[0].items() if not s.skip_reason}
     assert len({key.split("-")[0] for key in found}) > 10  # the demo's agents, each its own way
-    with dg.DagsterInstance.from_config(str(built.dagster)) as instance:
+    with agentlake_instance() as instance:
         tick = sensor_tick(instance, resource)
-        assert tick.run_requests == [] and tick.dynamic_partitions_requests == []
+        assert tick.run_requests == []
+        [add] = tick.dynamic_partitions_requests
+        assert set(add.partition_keys) == {s.dagster_partition for s in resource.discover()[0].values()}
+        instance.add_dynamic_partitions("sources", list(add.partition_keys))
         assert set(json.loads(tick.cursor)) == found  # each source's fingerprint kept: the next tick too
+        with dg.build_sensor_context(instance=instance, resources={"agentlake": resource}) as context:
+            reported = cli_runs_reported(context)
+        assert reported.dynamic_partitions_requests == []  # registered by the tick above
+        for event in reported.asset_events:  # as Dagster's daemon records a sensor's events
+            instance.report_runless_asset_event(event)
         assert dg.evaluate_automation_conditions(defs=defs, instance=instance).total_requested == 0
 
 

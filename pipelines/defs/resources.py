@@ -43,16 +43,3 @@ class AgentlakeResource(dg.ConfigurableResource):
     def discover(self) -> tuple[dict[str, Source], list[str]]:
         sources, problems = discover_sources(self.options())
         return {s.partition_key: s for s in sources}, problems
-
-
-class Reporter:
-    """Told about each source as it is done. The CLI passes one that prints progress, and what
-    it discovered just before starting the run (`discovered`): the run lands those sources
-    rather than walking every agent's home a second time."""
-
-    discovered: tuple[dict[str, Source], list[str]] | None = None
-
-    def source_done(self, index: int, total: int, result) -> None:
-        pass
-
-

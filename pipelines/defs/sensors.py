@@ -46,7 +46,7 @@ def discover_sources(context: dg.SensorEvaluationContext, agentlake: AgentlakeRe
             changed[source.dagster_partition][source.partition_key] = current[source.partition_key]
     registered = sources_partitions.get_partition_keys(dynamic_partitions_store=context.instance)
     partition_requests = partition_changes(set(registered), {s.dagster_partition for s in found.values()})
-    # a run per range of neighbours, as the CLI does: a partition each cost a run's set-up, and
+    # a run per range of neighbours: a partition each cost a run's set-up, and
     # after a demo ingest a run per partition took far longer than one run (docs/BENCHMARKS.md,
     # "Figures behind the code's choices"). A run reads its partitions' changed sources only: one
     # new session of a project with a thousand leaves the others alone

@@ -1,11 +1,12 @@
-from collections import Counter, defaultdict
+from collections import defaultdict
 from itertools import chain
 
 import dagster as dg
 
+from pipelines.cli_runs import partition_metadata
 from pipelines.defs.lake.checks import CHECK_SPECS, LANDING, check_results
 from pipelines.defs.partitions import sources_partitions
-from pipelines.defs.resources import AgentlakeResource, Reporter
+from pipelines.defs.resources import AgentlakeResource
 from warehouse.land.ingest import Run, RunSummary, clean_stale_staging, ingest_many, mark_pending, record_run, settle
 from warehouse.land.landing_files import landed_files
 
@@ -16,7 +17,7 @@ from warehouse.land.landing_files import landed_files
 
 class IngestConfig(dg.Config):
     full_refresh: bool = False  # re-read sources even when their fingerprint is unchanged
-    run_id: str = ""  # id recorded in `sources`; the CLI passes one id for its whole run
+    run_id: str = ""  # id recorded in `sources` (empty: the Dagster run's own)
     # the sources to read, by their partition_key; empty: every source of the run's partitions
     sources: list[str] = []
 
@@ -27,18 +28,17 @@ class IngestConfig(dg.Config):
                                     "`_landing/<machine>/<user>/<provider>/<source_id>/<table>.parquet`.")],
     check_specs=CHECK_SPECS,
     partitions_def=sources_partitions,
-    # one run per contiguous range, as the CLI, the sensor and the schedule launch it: a run reads
+    # one run per contiguous range, as the sensor and the schedule launch it: a run reads
     # its sources in parallel processes and is merged once, a partition that fails is reported
     # failed alone (below), and `dagster asset materialize --partition-range` accepts only this
     backfill_policy=dg.BackfillPolicy.single_run(),
     pool="source_snapshot",
     can_subset=False,
 )
-def landing(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: AgentlakeResource,
-            reporter: dg.ResourceParam[Reporter]):
+def landing(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: AgentlakeResource):
     """Snapshot and normalise every source in the run's partitions, and land its rows."""
     layout = agentlake.layout()
-    found, problems = reporter.discovered or agentlake.discover()
+    found, problems = agentlake.discover()
     for problem in problems:
         context.log.warning(problem)
     clean_stale_staging(layout)
@@ -60,9 +60,8 @@ def landing(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: 
     results = chain(settled, ingest_many(rest, run))
     for i, result in enumerate(results, 1):
         summary.results.append(result)
-        # progress in the run's log as each source is done (the CLI's reporter prints its own)
+        # progress in the run's log as each source is done
         (context.log.warning if result.status == "failed" else context.log.info)(progress_line(i, len(todo), result))
-        reporter.source_done(i, len(todo), result)
     problem = record_run(layout, summary.run_id, summary.results)
     if problem:
         context.log.warning(problem)
@@ -99,7 +98,6 @@ def _settled_here(todo: list, run: Run) -> tuple[list, list]:
 
 
 GONE = "no longer discovered, so not re-read (its rows stay in the lake)"
-STATUS_ORDER = ("failed", "ok", "unchanged", "skipped")  # a partition's status: its first present
 
 
 def progress_line(index: int, total: int, result) -> str:
@@ -108,19 +106,3 @@ def progress_line(index: int, total: int, result) -> str:
     detail = result.error or ", ".join(f"{n:,} {table}" for table, n in result.rows.items() if n)
     return (f"[{index}/{total}] {s.dagster_partition}: {result.status}{', ' + detail if detail else ''} "
             f"({s.partition_key}, {result.duration_s:.2f}s)")
-
-
-def partition_metadata(results: list) -> dict:
-    """One partition's outcome, from its sources': status, rows per table, time and errors."""
-    statuses = Counter(r.status for r in results)
-    metadata = {"status": next(s for s in STATUS_ORDER if statuses[s]), "sources": len(results),
-                "duration_s": round(sum(r.duration_s for r in results), 3)}
-    metadata.update({f"sources_{status}": statuses[status] for status in STATUS_ORDER if statuses[status]})
-    rows = Counter()
-    for r in results:
-        rows.update(r.rows)
-    metadata.update({f"rows_{table}": n for table, n in rows.items()})
-    errors = [f"{r.source.partition_key}: {r.error}" for r in results if r.error]
-    if errors:
-        metadata["error"] = "; ".join(errors)
-    return metadata

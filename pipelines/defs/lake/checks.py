@@ -1,5 +1,6 @@
 import dagster as dg
 
+from pipelines.cli_runs import landing_checks
 from warehouse.land.ingest import RunSummary
 
 LANDING = dg.AssetKey(["landing"])
@@ -17,14 +18,8 @@ CHECK_SPECS = [
 
 
 def check_results(layout, summary: RunSummary):
-    ingested = [r for r in summary.results if r.status == "ok"]
-    mismatched = {r.source.partition_key: r.reconcile for r in ingested if not r.reconciled}
-    yield dg.AssetCheckResult(
-        check_name="rows_reconcile", asset_key=LANDING, passed=not mismatched,
-        metadata={"sources_checked": len(ingested), "mismatches": str(mismatched) if mismatched else "none"},
-        # a pass that checked nothing says so: the run read no source (all unchanged, or failed)
-        description=None if ingested else "No source was read in this run: nothing to reconcile.",
-    )
-    unknown = sum(r.unknown_part_types for r in ingested)
-    yield dg.AssetCheckResult(check_name="unknown_part_types", asset_key=LANDING, passed=unknown == 0,
-                              severity=dg.AssetCheckSeverity.WARN, metadata={"unknown_parts": unknown})
+    for name, found in landing_checks(summary.results).items():
+        yield dg.AssetCheckResult(
+            check_name=name, asset_key=LANDING, passed=found["passed"], metadata=found["metadata"],
+            description=found["description"],
+            severity=dg.AssetCheckSeverity.WARN if name == "unknown_part_types" else dg.AssetCheckSeverity.ERROR)
