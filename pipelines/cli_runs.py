@@ -1,13 +1,17 @@
 """What an `agentlake ingest` leaves for Dagster. The CLI runs without Dagster (pipelines.runner);
-the `cli_runs` sensor of `agentlake dev` (pipelines/defs/sensors.py) reports each run it finds here
-as materializations of the assets the run wrote, with the metadata and checks a Dagster run gives
-them. No Dagster import here: the CLI writes these.
+the `cli_runs_reported` sensor of `agentlake dev` (pipelines/defs/cli_runs_sensor.py) reports each
+run it finds here as the materializations of the assets the run wrote, with the metadata and checks
+a Dagster run gives them. No Dagster import here: the CLI writes these.
 
-One JSON file per run, `<state>/cli-runs/<run id>.json` (run ids sort by time), written whole
-then renamed; at most KEEP of them, so a home nobody opens in Dagster keeps its latest runs only.
+One JSON file per run in `<state>/cli-runs/`, named by when it was written (then the run's id),
+written whole then renamed; at most KEEP of them, so a home nobody opens in Dagster keeps its
+latest runs only. The sensor's cursor is the names it reported last: its next tick removes those
+(Dagster stored that tick's events with the cursor) and reports the rest, whatever their order
+(two ingests at once finish in either order).
 """
 
 import json
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -22,21 +26,24 @@ def folder(layout) -> Path:
     return layout.state_dir / FOLDER
 
 
-def keep(layout, summary, merge) -> None:
-    """The run for Dagster: the partitions it read sources of, the landing checks over them, and
-    the merge's outcome (None: it failed, or the run landed and merged nothing). Best effort:
-    a state folder that cannot be written costs Dagster's view of this run, not the run."""
-    read = {r.source.dagster_partition for r in summary.results if r.status in ("ok", "failed")}
-    if not read and not (merge and (merge.merged or merge.removed)):
-        return  # nothing new for Dagster: no run of its own would have started either
+def keep(layout, summary, read: list, merge) -> None:
+    """The run for Dagster: the partitions of the sources it read (`read`: their results), the
+    landing checks over them, and the merge's outcome (None: it failed or did not run). Nothing
+    when it read no source and the merge changed nothing: no Dagster run would have started
+    either. Best effort: a state folder that cannot be written costs Dagster's view of this run,
+    not the run."""
+    partitions = {r.source.dagster_partition for r in read}
+    if not partitions and not (merge and (merge.merged or merge.removed)):
+        return
     by_partition = {}
     for result in summary.results:
-        if result.source.dagster_partition in read:
+        if result.source.dagster_partition in partitions:
             by_partition.setdefault(result.source.dagster_partition, []).append(result)
     record = {
         "run_id": summary.run_id,
+        "warehouse": str(layout.warehouse),  # the one it merged into (a team reader's own, not the team's)
         "partitions": {key: partition_metadata(results) for key, results in sorted(by_partition.items())},
-        "landing_checks": landing_checks([r for results in by_partition.values() for r in results]),
+        "landing_checks": landing_checks(read),
         "merge": None if merge is None else {
             "sources_merged": merge.merged, "sources_removed": merge.removed,
             "source_ids": sorted(merge.source_ids), "rows_inserted": dict(merge.rows),
@@ -47,29 +54,29 @@ def keep(layout, summary, merge) -> None:
     try:
         target = folder(layout)
         target.mkdir(parents=True, exist_ok=True)
-        replace_file(target / f"{summary.run_id}.json", json.dumps(record, sort_keys=True))
+        replace_file(target / f"{time.time_ns():020d}-{summary.run_id}.json", json.dumps(record, sort_keys=True))
         for old in sorted(target.glob("*.json"))[:-KEEP]:
             old.unlink(missing_ok=True)
     except OSError:
         pass
 
 
-def after(layout, cursor: str | None) -> list[dict]:
-    """The runs kept since `cursor` (the last run id reported), oldest first; those up to it are
-    removed (reported by an earlier tick of the sensor, whose cursor Dagster stored)."""
+def after(layout, reported: list[str], most: int) -> list[tuple[str, dict]]:
+    """The runs kept and not yet reported, oldest first, `most` of them at the most, as (file
+    name, record); the files named in `reported` (the last tick's) are removed first."""
+    target = folder(layout)
+    for name in reported:
+        (target / name).unlink(missing_ok=True)
     try:
-        paths = sorted(folder(layout).glob("*.json"))
+        paths = sorted(target.glob("*.json"))
     except OSError:
         return []
     runs = []
-    for path in paths:
-        if cursor is not None and path.stem <= cursor:
-            path.unlink(missing_ok=True)
-            continue
+    for path in paths[:most]:
         try:
-            runs.append(json.loads(path.read_text()))
-        except (OSError, ValueError):  # cut short by a crash mid-write: nothing to report
-            continue
+            runs.append((path.name, json.loads(path.read_text())))
+        except (OSError, ValueError):  # unreadable: reported as nothing, removed with the rest
+            runs.append((path.name, None))
     return runs
 
 

@@ -37,9 +37,12 @@ PROVIDER_WIDTH = max(map(len, PROVIDERS))  # the progress lines' columns line up
 SHIPPED_BEFORE = {
     "a4f9f33bba6f6a780984eb76ddb9e517be2e42f4d4a6cc217dd2f1f4b7e83374",  # before the kept-open storage
     "59bef102a8ed8639489e1307bb1f70c04d1af931988fa1c8a32836daa9ea0d41",  # before the UI's pop-up was off
+    "c94400e5e355846a9ee56ba0106d2c707d3cb7e4135034075b8b75b302239d06",  # while `ingest` wrote it too
 }
-# in a DAGSTER_HOME set elsewhere (the same text the first release wrote everywhere)
-SHIPPED_ELSEWHERE_BEFORE = {"a4f9f33bba6f6a780984eb76ddb9e517be2e42f4d4a6cc217dd2f1f4b7e83374"}
+# in a DAGSTER_HOME set elsewhere (the same text the first release wrote everywhere, then the text
+# of the release before `ingest` stopped writing it)
+SHIPPED_ELSEWHERE_BEFORE = {"a4f9f33bba6f6a780984eb76ddb9e517be2e42f4d4a6cc217dd2f1f4b7e83374",
+                            "8a172275027f5f175409bca0bc50fee823fd4fd6607320b64467d0ddceaa6109"}
 
 
 def _sha256(path: Path) -> str:
@@ -132,30 +135,33 @@ def run_ingest(layout: Layout, options: DiscoverOptions, *, full_refresh: bool =
     except OSError as exc:  # a dead endpoint: one clear error now, not one per source after retries
         raise LakeUnreachable(str(layout.lake), exc) from None
     run = Run(layout, summary.run_id, full_refresh)
-    with _signals_interrupt() as signalled:
-        settled, to_run = settle(sources, run, landed)
-        for result in settled:
-            reporter.source_done(0, len(sources), result)
-        problem = record_run(layout, summary.run_id, settled)
-        if problem:
-            summary.problems.append(problem)
-        if to_run:
-            _land(run, to_run, reporter, summary)
-        merged = _merge(layout, summary, landed=bool(to_run), signalled=signalled)
-    if signalled:  # one DuckDB turned into an error of its own, caught on the way
-        raise KeyboardInterrupt
-    summary.results = reporter.results
-    cli_runs.keep(layout, summary, merged)  # for Dagster's sensor: the run in `agentlake dev`
+    read, merged = [], None  # the results of the sources read; the merge's
+    try:
+        with _signals_interrupt() as signalled:
+            settled, to_run = settle(sources, run, landed)
+            for result in settled:
+                reporter.source_done(0, len(sources), result)
+            problem = record_run(layout, summary.run_id, settled)
+            if problem:
+                summary.problems.append(problem)
+            if to_run:
+                _land(run, to_run, reporter, summary, read)
+            merged = _merge(layout, summary, landed=bool(to_run), signalled=signalled)
+        if signalled:  # one DuckDB turned into an error of its own, caught on the way
+            raise KeyboardInterrupt
+    finally:  # for Dagster's sensor, interrupted or not: what landed shows in `agentlake dev`
+        summary.results = reporter.results
+        cli_runs.keep(layout, summary, read, merged)
     return summary
 
 
-def _land(run: Run, to_run: list, reporter: PrintingReporter, summary: RunSummary) -> None:
-    """The sources to read, by the worker pool, each reported as it is done; their rows of the run
-    log written once all are. What landed waits for the merge (`mark_pending`): a run killed
-    before it is merged by the next."""
+def _land(run: Run, to_run: list, reporter: PrintingReporter, summary: RunSummary, results: list) -> None:
+    """The sources to read, by the worker pool, each reported as it is done and appended to
+    `results` (those done are there when a signal cuts the run off); their rows of the run log
+    written once all are. What landed waits for the merge (`mark_pending`): a run killed before
+    it is merged by the next."""
     clean_stale_staging(run.layout)
     mark_pending(run.layout)
-    results = []
     for result in ingest_many(to_run, run):
         results.append(result)
         reporter.source_done(0, reporter.total, result)
@@ -196,8 +202,10 @@ def _signals_interrupt():
     """Ctrl-C and a scheduler's SIGTERM stop the run: each raises KeyboardInterrupt, the CLI exits
     130 and says `interrupted`, and what landed is merged by the next run (a merge cut off
     publishes nothing). DuckDB turns one that comes during a query into an error of its own
-    ("Query interrupted"), which a merge may catch on its way: the list yielded holds the signals
-    that came. Only in the main thread, where Python runs signal handlers."""
+    ("Query interrupted"), which a merge may catch on its way, and one raised inside a garbage
+    collector's callback is printed as ignored: the list yielded holds the signals that came (the
+    run ends as interrupted all the same), and such an interrupt is not printed. Only in the main
+    thread, where Python runs signal handlers."""
     noted: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield noted
@@ -207,9 +215,15 @@ def _signals_interrupt():
         noted.append(signo)
         raise KeyboardInterrupt
 
+    def unraisable(info) -> None:
+        if info.exc_type is None or not issubclass(info.exc_type, KeyboardInterrupt):
+            previous_hook(info)
+
     previous = {signo: signal.signal(signo, interrupt) for signo in (signal.SIGINT, signal.SIGTERM)}
+    previous_hook, sys.unraisablehook = sys.unraisablehook, unraisable
     try:
         yield noted
     finally:
+        sys.unraisablehook = previous_hook
         for signo, handler in previous.items():
-            signal.signal(signo, handler)
+            signal.signal(signo, signal.SIG_DFL if handler is None else handler)  # None: set outside Python

@@ -1,0 +1,95 @@
+"""What `agentlake ingest` leaves for Dagster (pipelines/cli_runs.py), and how the sensor of
+`agentlake dev` reports it (pipelines/defs/cli_runs_sensor.py) when runs end out of order, a
+source keeps failing, or the warehouse is gone."""
+
+import json
+import shutil
+
+import dagster as dg
+
+from pipelines import cli_runs
+from pipelines.cli import main
+from pipelines.defs.cli_runs_sensor import cli_runs_reported
+from pipelines.defs.resources import AgentlakeResource
+from tests.conftest import T0
+from transforms.synth.crush import add_message, add_session
+from transforms.synth.crush_parts import text_part
+from warehouse.lake.layout import Layout
+
+
+def _records(layout: Layout) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(cli_runs.folder(layout).glob("*.json"))]
+
+
+def _tick(instance, home, cursor=None):
+    resource = AgentlakeResource(home=str(home))
+    with dg.build_sensor_context(instance=instance, cursor=cursor, resources={"agentlake": resource}) as context:
+        return cli_runs_reported(context)
+
+
+def test_runs_that_end_out_of_order_are_each_reported_once(tmp_path):
+    """Two ingests at once (a scheduled one beside a manual one) finish in either order: a run
+    kept after the last tick is reported whatever its name, and what a tick reported is removed
+    by the next."""
+    layout = Layout.resolve(home=tmp_path / "home")
+    where = cli_runs.folder(layout)
+    where.mkdir(parents=True)
+    record = {"run_id": "r", "warehouse": str(layout.warehouse), "partitions": {}, "landing_checks": {}, "merge": None}
+    (where / "2-b.json").write_text(json.dumps({**record, "run_id": "b"}))
+    first = cli_runs.after(layout, [], 20)
+    assert [name for name, _ in first] == ["2-b.json"]
+    (where / "1-a.json").write_text(json.dumps({**record, "run_id": "a"}))  # started first, kept last
+    second = cli_runs.after(layout, [name for name, _ in first], 20)
+    assert [r["run_id"] for _, r in second] == ["a"]
+    assert sorted(p.name for p in where.iterdir()) == ["1-a.json"]
+    assert cli_runs.after(layout, ["1-a.json"], 20) == [] and not any(where.iterdir())
+
+
+def test_a_source_that_keeps_failing_leaves_one_run_not_one_per_ingest(project, tmp_path, monkeypatch, capsys):
+    """The failed source is read once, and reported as an observation of its partition with the
+    error, not as materialized; the next ingests settle it as failed without reading it, and leave
+    nothing for Dagster (no Dagster run would have started for them either)."""
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    good = project("good")
+    add_session(good.conn, "s", title="t", created_at=T0, cost=0.5)
+    add_message(good.conn, "m", "s", "user", [text_part("hi")], created_at=T0)
+    good.close()
+    bad = tmp_path / "bad" / ".crush"
+    bad.mkdir(parents=True)
+    (bad / "crush.db").write_bytes(b"")
+    home = tmp_path / "home"
+    argv = ["ingest", "--quiet", "--home", str(home), "--no-default", "--db", str(good.db), "--db", str(bad / "crush.db")]
+    for _ in range(3):
+        assert main(argv) == 1
+    capsys.readouterr()
+    layout = Layout.resolve(home=home)
+    [kept] = _records(layout)
+    statuses = {key: metadata["status"] for key, metadata in kept["partitions"].items()}
+    assert sorted(statuses.values()) == ["failed", "ok"]
+    with dg.instance_for_test() as instance:
+        tick = _tick(instance, home)
+    failed = next(key for key, status in statuses.items() if status == "failed")
+    [observed] = [e for e in tick.asset_events if isinstance(e, dg.AssetObservation)]
+    assert observed.partition == failed and "not a Crush database" in observed.metadata["error"].value
+    landed = {e.partition for e in tick.asset_events if isinstance(e, dg.AssetMaterialization) and e.partition}
+    assert landed == set(statuses) - {failed}
+
+
+def test_a_warehouse_gone_since_the_run_still_reports_it_without_checks(project, tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    p = project("cli-proj")
+    add_session(p.conn, "s", title="t", created_at=T0, cost=0.5)
+    p.close()
+    home = tmp_path / "home"
+    assert main(["ingest", "--quiet", "--home", str(home), "--no-default", "--db", str(p.db)]) == 0
+    capsys.readouterr()
+    layout = Layout.resolve(home=home)
+    shutil.move(layout.warehouse, tmp_path / "elsewhere.ducklake")
+    with dg.instance_for_test() as instance:
+        tick = _tick(instance, home)
+    kinds = {type(e).__name__ for e in tick.asset_events}
+    assert kinds == {"AssetMaterialization", "AssetCheckEvaluation"}
+    checks = {e.check_name for e in tick.asset_events if isinstance(e, dg.AssetCheckEvaluation)}
+    assert checks == {"rows_reconcile", "unknown_part_types"}  # the landing's, from the run itself
+    sessions = next(e for e in tick.asset_events if isinstance(e, dg.AssetMaterialization) and e.asset_key.path == ["sessions"])
+    assert "rows" not in sessions.metadata and sessions.metadata["rows_inserted"].value == 1
