@@ -206,11 +206,16 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None) 
     # projects' (every other project's names are in it since its own refresh), or all
     scoped = not whole and len(pending) <= MAX_PROJECTS
     have = committed_tables(con)
-    whole = model_names.update(con, _project_filter(pending) if scoped else None, have) or whole
-    have.add(model_names.NAME)
-    written = dict(con.execute(f"SELECT name, sql_sha FROM lake.main.{WRITTEN}").fetchall())
     scope = None  # the cut-down curated tables' filter, found once
     internals, cut = _Internals(con), _Cut(con)
+    read = None  # where model_names reads the tables' names: the cut, when the marts will use it
+    if scoped and pending and model_names.NAME in have and cut.covers(model_names.READS):
+        scope = _scope(con, pending)
+        cut.make(scope)
+        read = cut.table
+    whole = model_names.update(con, _project_filter(pending) if scoped else None, have, read) or whole
+    have.add(model_names.NAME)
+    written = dict(con.execute(f"SELECT name, sql_sha FROM lake.main.{WRITTEN}").fetchall())
     plan = [(name, sql, "whole" if whole or written.get(name) != _sha(name) or name not in have
              or not refreshes_by_project(sql) or len(pending) > MAX_PROJECTS else "scoped")
             for name, sql in mart_sql() if not name.startswith("_")]
@@ -366,13 +371,29 @@ class _Cut:
     def on(self, where: str) -> None:
         if self.active:
             return
+        self.make(where)
         for table in _read_tables():
-            if not self.made:
-                cols = ", ".join(f'"{c}"' for c in _lake_columns(table) if c.lower() in _named())
-                self.con.execute(f'CREATE TEMP TABLE "{_CUT}{table}" AS '
-                                 f'SELECT {cols} FROM lake.main."{table}" WHERE {where}')
             self.con.execute(f'CREATE OR REPLACE TEMP VIEW "{table}" AS SELECT * FROM temp.main."{_CUT}{table}"')
-        self.active = self.made = True
+        self.active = True
+
+    def make(self, where: str) -> None:
+        """The cut's tables, read once (`model_names` reads them too, before the marts)."""
+        if self.made:
+            return
+        for table in _read_tables():
+            cols = ", ".join(f'"{c}"' for c in _lake_columns(table) if c.lower() in _named())
+            self.con.execute(f'CREATE TEMP TABLE "{_CUT}{table}" AS '
+                             f'SELECT {cols} FROM lake.main."{table}" WHERE {where}')
+        self.made = True
+
+    @staticmethod
+    def covers(tables) -> bool:
+        """The cut holds these tables, with the columns `model_names` reads."""
+        return set(tables) <= set(_read_tables()) and {"model", "llm_provider", "project"} <= _named()
+
+    @staticmethod
+    def table(name: str) -> str:
+        return f'temp.main."{_CUT}{name}"'
 
     def off(self) -> None:
         if not self.active:

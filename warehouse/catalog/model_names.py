@@ -20,18 +20,21 @@ READS = ("messages", "sessions", "usage")
 COLUMNS = (("model", "VARCHAR"), ("llm_provider", "VARCHAR"), ("model_name", "VARCHAR"), ("resolved_by", "VARCHAR"))
 
 
-def update(con, where: str | None, have: set[str]) -> bool:
+def update(con, where: str | None, have: set[str], read=None) -> bool:
     """Add the (model, llm_provider) pairs the tables hold, in the rows `where` selects (all when
     None), that the table lacks; look every name up again when another genai-prices release
-    resolved it. `have`: the catalog's tables now. True when a name recorded before now groups
-    under another `model_name`."""
+    resolved it. `have`: the catalog's tables now; `read(table)`: where to read a table's rows
+    (the marts' cut of the touched projects' sources, which holds every row `where` selects;
+    default the lake's table). True when a name recorded before now groups under another
+    `model_name`."""
     from transforms.pricing import model_name, prices_version
 
     if NAME not in have:
         con.execute(f"CREATE TABLE lake.main.{NAME} ({', '.join(f'{c} {t}' for c, t in COLUMNS)})")
         give_statistics(con, f"lake.main.{NAME}")
-        where = None  # every name the tables hold
-    scan = " UNION ".join(f"SELECT DISTINCT model, llm_provider FROM lake.main.{t} WHERE model IS NOT NULL"
+        where, read = None, None  # every name the tables hold
+    read = read or (lambda table: f"lake.main.{table}")
+    scan = " UNION ".join(f"SELECT DISTINCT model, llm_provider FROM {read(t)} WHERE model IS NOT NULL"
                           + (f" AND {where}" if where else "") for t in READS)
     new = con.execute(f"SELECT model, llm_provider FROM ({scan}) AS t WHERE NOT EXISTS (SELECT 1 FROM lake.main.{NAME} "
                       "AS n WHERE n.model = t.model AND n.llm_provider IS NOT DISTINCT FROM t.llm_provider)").fetchall()
