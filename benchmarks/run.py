@@ -137,25 +137,38 @@ def _corpus(args, work: Path) -> Path:
     return corpus
 
 
+# Linux keeps a process's peak RSS across fork and exec: a child of this process starts with this
+# process's RSS as its peak (a benchmark that built its lakes in memory showed that as its
+# children's peak: docs/BENCHMARKS.md, "A team of 10, 30 and 100 machines"). So each measured
+# command is started by a small launcher, whose own child inherits the launcher's few MiB only,
+# and which reports that child's usage in a file.
+LAUNCHER = r"""
+import json, os, sys
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as out:
+    json.dump({"maxrss": usage.ru_maxrss, "utime": usage.ru_utime, "stime": usage.ru_stime}, out)
+sys.exit(os.waitstatus_to_exitcode(status) % 256)
+"""
+
+
 def measure(cmd: list[str], env=None, ok=(0,)) -> tuple[float, float, str, float]:
     """(wall seconds, peak RSS in MiB, stdout, CPU seconds of it and its children) of one
     subprocess; `ok`: the exit codes expected."""
     start = time.perf_counter()
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, env=env, cwd=HERE.parent)
+    with tempfile.TemporaryFile() as err, tempfile.NamedTemporaryFile("r", suffix=".json") as usage_file:
+        proc = subprocess.Popen([PY, "-S", "-c", LAUNCHER, usage_file.name, *map(str, cmd)], stdout=subprocess.PIPE,
+                                stderr=err, env=env, cwd=HERE.parent)
         out = proc.stdout.read().decode()
-        _, status, usage = os.wait4(proc.pid, 0)
+        code = proc.wait()
         wall = time.perf_counter() - start
-        if os.waitstatus_to_exitcode(status) not in ok:
+        if code not in ok:
             err.seek(0)
             raise SystemExit(f"{cmd[0]} {cmd[1]} failed:\n{err.read().decode()[-2000:]}")
-    return wall, usage.ru_maxrss / 1024, out, _cpu_seconds(usage)
-
-
-def _cpu_seconds(usage) -> float:
-    """User and system CPU time of the process and of the children it waited for (the ingest
-    workers): throughput per core, whatever the number of workers."""
-    return usage.ru_utime + usage.ru_stime
+        usage = json.loads(Path(usage_file.name).read_text())
+    return wall, usage["maxrss"] / 1024, out, usage["utime"] + usage["stime"]
 
 
 def du(path: Path, pattern: str = "*") -> int:
