@@ -24,7 +24,7 @@ from transforms.provider import DiscoverOptions
 from transforms.providers import PROVIDERS
 from warehouse.lake.layout import Layout, NotACatalog
 from warehouse.lake.storage import LakeUnreachable
-from warehouse.land.ingest import (INTERRUPTED, Run, RunSummary, clean_stale_staging, discover_sources, ingest_many,
+from warehouse.land.ingest import (Run, RunSummary, clean_stale_staging, discover_sources, ingest_many,
                                    mark_pending, new_run_id, record_run, settle)
 from warehouse.land.landing_files import landed_files
 
@@ -123,7 +123,6 @@ def partition_tags(batch: list[str]) -> dict:
 
 def run_ingest(layout: Layout, options: DiscoverOptions, *, full_refresh: bool = False,
                quiet: bool = False) -> RunSummary:
-    INTERRUPTED.clear()  # an earlier run in this process that was interrupted (a notebook's) is not this one
     sources, problems = discover_sources(options)
     for problem in problems:
         print(f"warning: {problem}", file=sys.stderr)

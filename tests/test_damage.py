@@ -160,7 +160,6 @@ def test_an_interrupted_pool_has_stopped_its_thread_before_the_exit(home, monkey
     assert threads
     with pytest.raises(KeyboardInterrupt):
         rounds.throw(KeyboardInterrupt)
-    landing.INTERRUPTED.clear()  # what the interrupt noted for the CLI: not for the tests after this one
     assert not [t for t in threads if t.is_alive()]
     assert pools
 

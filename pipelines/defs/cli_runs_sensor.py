@@ -5,20 +5,20 @@ the materializations a Dagster run of the same work records: the `landing` parti
 search index and the marts when it merged. The checks are evaluated once a tick, on a reader of
 the warehouse as it is then: the landing checks per run, the tables' checks (keys, parents,
 budgets) over the sources the tick's runs merged, and the tables' and marts' row counts given to
-the latest run's materializations."""
+the latest run's materializations. The fields are the Dagster run's own (pipelines/defs)."""
 
 import json
-from pathlib import Path
-from typing import NamedTuple
 
 import dagster as dg
 
 from pipelines import cli_runs
-from pipelines.budget_check import budget_check_result, spend_of
+from pipelines.budget_check import budget_check_result
 from pipelines.defs.lake.assets import LANDING
+from pipelines.defs.lake.checks import landing_check_fields
 from pipelines.defs.partitions import sources_partitions
 from pipelines.defs.resources import AgentlakeResource
-from pipelines.defs.warehouse.assets import BUDGET_CHECK, CHILDREN, KEYED, SEARCH_INDEX
+from pipelines.defs.warehouse.assets import (BUDGET_CHECK, SEARCH_INDEX, Looked, look_after_merge,
+                                             search_index_metadata, table_check_fields)
 from transforms.contract import ALL_TABLES
 from warehouse.catalog import checks as lakewide
 from warehouse.catalog import model_names
@@ -60,47 +60,22 @@ def _landing(record: dict) -> list:
         kind = dg.AssetObservation if metadata["status"] == "failed" else dg.AssetMaterialization
         events.append(kind(asset_key=LANDING, partition=key, metadata=metadata, tags=tags))
     if record["partitions"]:
-        events += [dg.AssetCheckEvaluation(asset_key=LANDING, check_name=name, passed=found["passed"],
-                                           metadata=found["metadata"], description=found["description"],
-                                           severity=_severity(name))
-                   for name, found in record["landing_checks"].items()]
+        events += [dg.AssetCheckEvaluation(**fields) for fields in landing_check_fields(record["landing_checks"])]
     return events
 
 
-def _severity(name: str):
-    return dg.AssetCheckSeverity.WARN if name == "unknown_part_types" else dg.AssetCheckSeverity.ERROR
-
-
-class _Found(NamedTuple):
-    merged: list[str]  # the source ids checked
-    counts: dict
-    duplicates: dict
-    orphans: dict
-    budgets: list
-    spend: list
-    unknown: list
-    config_file: Path
-
-
-def _looked(context, layout, warehouse: str, merged: list[str]) -> _Found | None:
-    """Row counts, the keys and parents of the merged sources, and the budgets, on a reader of
-    `warehouse` (the one the runs merged into); None, said in the tick's log, when it cannot be
-    read (moved, deleted, a config.toml that does not parse): the runs are reported without."""
-    def look(con):
-        return (lakewide.count_rows(con, TABLES + [model_names.NAME] + list(MARTS)),
-                lakewide.duplicate_keys(con, merged) if merged else {},
-                lakewide.orphans(con, merged) if merged else {},
-                spend_of(con, layout.config_file))
-
+def _looked(context, layout, warehouse: str, merged: list[str]) -> Looked | None:
+    """The checks after the runs' merges, on a reader of `warehouse` (the one they merged into);
+    None, said in the tick's log, when it cannot be read (moved, deleted, a config.toml that does
+    not parse): the runs are reported without."""
     try:
-        counts, dupes, missing, (budgets, spend, unknown) = lakewide.checked(warehouse, look)
-        return _Found(merged, counts, dupes, missing, budgets, spend, unknown, layout.config_file)
+        return lakewide.checked(warehouse, lambda con: look_after_merge(con, merged, layout.config_file))
     except Exception as exc:  # noqa: BLE001 (one tick's checks; the materializations still go)
         context.log.warning(f"could not check the warehouse at {warehouse}: {' '.join(str(exc).split())}")
         return None
 
 
-def _merged(record: dict, found: _Found | None) -> list:
+def _merged(record: dict, found: Looked | None) -> list:
     """The tables', marts' and index's materializations of a run that merged; with `found` (the
     tick's latest merge), their row counts and the tables' checks."""
     merge, tags = record["merge"], {TAG: record["run_id"]}
@@ -111,23 +86,12 @@ def _merged(record: dict, found: _Found | None) -> list:
     events += [dg.AssetMaterialization(asset_key=name, tags=tags, metadata=rows(name))
                for name in (model_names.NAME, *MARTS)]
     index = merge["search"]
-    events.append(dg.AssetMaterialization(asset_key=SEARCH_INDEX.key, tags=tags, metadata={
-        "documents": index["documents"] if index else "unchanged", "rebuilt": bool(index and index["rebuilt"]),
-        "sources_read": index["sources_read"] if index else 0,
-        "sources_removed": index["sources_removed"] if index else 0}))
+    events.append(dg.AssetMaterialization(asset_key=SEARCH_INDEX.key, tags=tags, metadata=search_index_metadata(
+        index and (index["documents"], index["rebuilt"], index["sources_read"], index["sources_removed"]))))
     if not found:
         return events
-    checked = len(found.merged)
-    note = None if checked else "No source was merged in these runs: nothing was checked."
-    events += [dg.AssetCheckEvaluation(asset_key=key, check_name="keys_unique", passed=not found.duplicates.get(table),
-                                       description=note, metadata={"duplicates": found.duplicates.get(table, 0),
-                                                                   "sources_checked": checked})
-               for table, key in KEYED.items()]
-    for child, key in CHILDREN.items():
-        orphans = {ref: n for ref, n in found.orphans.items() if ref.startswith(f"{child}.")}
-        events.append(dg.AssetCheckEvaluation(asset_key=key, check_name="no_orphans", passed=not any(orphans.values()),
-                                              description=note, metadata={"orphans": str(orphans),
-                                                                          "sources_checked": checked}))
+    note = None if found.merged else "No source was merged in these runs: nothing was checked."
+    events += [dg.AssetCheckEvaluation(**fields) for fields in table_check_fields(found, note)]
     budget = budget_check_result(found.budgets, found.spend, found.unknown, found.config_file,
                                  asset_key=BUDGET_CHECK.asset_key, check_name=BUDGET_CHECK.name)
     events.append(dg.AssetCheckEvaluation(asset_key=BUDGET_CHECK.asset_key, check_name=BUDGET_CHECK.name,

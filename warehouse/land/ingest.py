@@ -509,9 +509,7 @@ def _pool_round(sources, run: Run, workers: int, broken: list):
                 lost.append(futures[future])
             except Exception as exc:  # the worker could not return its result (it did not pickle)
                 yield SourceResult(sources[futures[future]], "failed", error=f"worker process failed: {exc!r}")
-    except BaseException as exc:  # interrupted (Ctrl-C) or abandoned: stop the workers now, wait for none
-        if isinstance(exc, KeyboardInterrupt) or "Interrupt" in type(exc).__name__:
-            INTERRUPTED.set()  # Dagster turns Ctrl-C into a failed step: the CLI must still stop
+    except BaseException:  # interrupted (Ctrl-C) or abandoned: stop the workers now, wait for none
         manager = getattr(pool, "_executor_manager_thread", None)  # shutdown() forgets it
         processes = list((getattr(pool, "_processes", None) or {}).values())  # None if none started
         pool.shutdown(wait=False, cancel_futures=True)
@@ -526,8 +524,6 @@ def _pool_round(sources, run: Run, workers: int, broken: list):
     pool.shutdown(wait=True)
     broken.extend(sources[i] for i in sorted(lost))
 
-
-INTERRUPTED = threading.Event()
 
 
 @contextmanager

@@ -17,9 +17,16 @@ CHECK_SPECS = [
 ]
 
 
+def landing_check_fields(checks: dict) -> list[dict]:
+    """The landing checks (pipelines.cli_runs.landing_checks: by name, over a run's sources), as the
+    fields of a check result (a Dagster run's AssetCheckResult, or the AssetCheckEvaluation a
+    sensor reports for an `agentlake ingest`)."""
+    return [dict(check_name=name, asset_key=LANDING, passed=found["passed"], metadata=found["metadata"],
+                 description=found["description"],
+                 severity=dg.AssetCheckSeverity.WARN if name == "unknown_part_types" else dg.AssetCheckSeverity.ERROR)
+            for name, found in checks.items()]
+
+
 def check_results(layout, summary: RunSummary):
-    for name, found in landing_checks(summary.results).items():
-        yield dg.AssetCheckResult(
-            check_name=name, asset_key=LANDING, passed=found["passed"], metadata=found["metadata"],
-            description=found["description"],
-            severity=dg.AssetCheckSeverity.WARN if name == "unknown_part_types" else dg.AssetCheckSeverity.ERROR)
+    for fields in landing_check_fields(landing_checks(summary.results)):
+        yield dg.AssetCheckResult(**fields)

@@ -1,3 +1,6 @@
+from pathlib import Path
+from typing import NamedTuple
+
 import dagster as dg
 
 from pipelines.defs.lake.assets import LANDING
@@ -91,44 +94,74 @@ def tables_and_marts(context: dg.AssetExecutionContext, agentlake: AgentlakeReso
     checks = {}
 
     def check(con, merge):  # on the merge's own connection, the tables and marts as it publishes them
-        merged = merge.source_ids  # the sources this merge replaced
-        checks["found"] = (
-            lakewide.count_rows(con, [t.name for t in ALL_TABLES] + [model_names.NAME] + list(MARTS),
-                                "lake.main"),  # one statement
-            lakewide.duplicate_keys(con, merged) if merged else {},
-            lakewide.orphans(con, merged) if merged else {},
-            spend_of(con, layout.config_file))
+        checks["found"] = look_after_merge(con, merge.source_ids, layout.config_file)
 
     # the marts too, if anything changed or was pending
     result = refresh(layout.lake, layout.warehouse, prices=configured_prices(layout), then=check)
-    # what landed is merged: the marker goes, as the CLI takes it away after its runs (left by a run
-    # from the UI or the sensor, it sent the next `agentlake ingest` with nothing changed through
-    # Dagster to merge again, much slower: docs/BENCHMARKS.md, "Figures behind the code's choices")
+    # what landed is merged: the marker goes, as `agentlake ingest` takes it away after its merge
+    # (left by a run from the UI or the sensor, it sent the next `agentlake ingest` with nothing
+    # changed to merge again: docs/BENCHMARKS.md, "Figures behind the code's choices")
     layout.pending_marker.unlink(missing_ok=True)
-    merged = result.source_ids
-    counts, dupes, missing, (budgets, spend, unknown) = checks["found"]
-    note = None if merged else NOTHING_MERGED  # a pass that checked nothing says so
+    found = checks["found"]
     for table in ALL_TABLES:
         yield dg.MaterializeResult(asset_key=table.name, metadata={
-            "rows": counts[table.name], "rows_inserted": result.rows.get(table.name, 0),
+            "rows": found.counts[table.name], "rows_inserted": result.rows.get(table.name, 0),
             "sources_merged": result.merged, "sources_removed": result.removed})
-    for table, key in KEYED.items():
-        yield dg.AssetCheckResult(asset_key=key, check_name="keys_unique", passed=not dupes.get(table),
-                                  description=note, metadata={"duplicates": dupes.get(table, 0),
-                                                              "sources_checked": len(merged)})
-    for child, key in CHILDREN.items():
-        found = {ref: n for ref, n in missing.items() if ref.startswith(f"{child}.")}
-        yield dg.AssetCheckResult(asset_key=key, check_name="no_orphans", passed=not any(found.values()),
-                                  description=note, metadata={"orphans": str(found), "sources_checked": len(merged)})
+    for fields in table_check_fields(found, note=None if result.source_ids else NOTHING_MERGED):
+        yield dg.AssetCheckResult(**fields)
     for name in (model_names.NAME, *MARTS):
-        yield dg.MaterializeResult(asset_key=name, metadata={"rows": counts[name]})
+        yield dg.MaterializeResult(asset_key=name, metadata={"rows": found.counts[name]})
     index = result.search  # None: the merge changed no source, the index was current
-    yield dg.MaterializeResult(asset_key=SEARCH_INDEX.key, metadata={
-        "documents": index.documents if index else "unchanged", "rebuilt": bool(index and index.rebuilt),
-        "sources_read": index.sources_read if index else 0, "sources_removed": index.sources_removed if index else 0})
-    yield budget_check_result(budgets, spend, unknown, layout.config_file, asset_key=BUDGET_CHECK.asset_key,
-                              check_name=BUDGET_CHECK.name)
+    yield dg.MaterializeResult(asset_key=SEARCH_INDEX.key, metadata=search_index_metadata(
+        index and (index.documents, index.rebuilt, index.sources_read, index.sources_removed)))
+    yield budget_check_result(found.budgets, found.spend, found.unknown, found.config_file,
+                              asset_key=BUDGET_CHECK.asset_key, check_name=BUDGET_CHECK.name)
     if result.waiting:
         context.log.warning(f"{len(result.waiting)} sources were being written and wait for the next merge")
     for problem in result.problems:  # in the run's log too (a run from the UI has no terminal to read)
         context.log.warning(problem)
+
+
+class Looked(NamedTuple):
+    """What the checks after a merge read, on one snapshot of the catalog."""
+    merged: list[str]  # the source ids checked: the ones the merge replaced
+    counts: dict  # rows per table, model_names and mart
+    duplicates: dict
+    orphans: dict
+    budgets: list
+    spend: list
+    unknown: list
+    config_file: Path
+
+
+def look_after_merge(con, merged, config_file: Path) -> Looked:
+    """Row counts, the keys and parents of the merged sources, and config.toml's budgets, on `con`
+    (the merge's connection in a Dagster run; a reader's for the runs of `agentlake ingest`)."""
+    merged = sorted(merged)
+    return Looked(merged,
+                  lakewide.count_rows(con, [t.name for t in ALL_TABLES] + [model_names.NAME] + list(MARTS),
+                                      "lake.main"),  # one statement
+                  lakewide.duplicate_keys(con, merged) if merged else {},
+                  lakewide.orphans(con, merged) if merged else {},
+                  *spend_of(con, config_file), config_file)
+
+
+def table_check_fields(found: Looked, note: str | None) -> list[dict]:
+    """The tables' key and parent checks, as the fields of a check result (AssetCheckResult in a
+    run, AssetCheckEvaluation from a sensor); `note`: a pass that checked nothing says so."""
+    checked = len(found.merged)
+    fields = [dict(asset_key=key, check_name="keys_unique", passed=not found.duplicates.get(table), description=note,
+                   metadata={"duplicates": found.duplicates.get(table, 0), "sources_checked": checked})
+              for table, key in KEYED.items()]
+    for child, key in CHILDREN.items():
+        orphans = {ref: n for ref, n in found.orphans.items() if ref.startswith(f"{child}.")}
+        fields.append(dict(asset_key=key, check_name="no_orphans", passed=not any(orphans.values()), description=note,
+                           metadata={"orphans": str(orphans), "sources_checked": checked}))
+    return fields
+
+
+def search_index_metadata(index) -> dict:
+    """`index`: (documents, rebuilt, sources read, sources removed) of the merge's update, or
+    None when the index was current."""
+    documents, rebuilt, read, removed = index or ("unchanged", False, 0, 0)
+    return {"documents": documents, "rebuilt": bool(rebuilt), "sources_read": read, "sources_removed": removed}
