@@ -40,6 +40,12 @@ PENDING = "_agentlake_marts_pending"  # projects whose mart rows must be recompu
 WRITTEN = "_agentlake_marts"  # (name, sha256 of its SQL) of every mart table written
 # Past this many touched projects a whole rebuild is as cheap as the filtered one.
 MAX_PROJECTS = 64
+# Up to this many rows in the tables the marts read, marts all built whole read them from one
+# temporary copy (a `_Cut` of every row) rather than from the lake: each scan of a DuckLake table
+# looks its files and statistics up in the catalog, dozens of scans in a first merge
+# (docs/BENCHMARKS.md, "Figures behind the code's choices"). Past it, the copy would hold the
+# tool calls' inputs in memory: they read the lake.
+SMALL_LAKE_ROWS = 20_000
 # Above the writer's own 512 MB (warehouse.ducklake): the marts run after the inserts committed
 # (warehouse.catalog.merge). A refresh that still runs out is run again
 # with most of the machine's memory (ducklake.retried_with_more_memory); the tables stay merged.
@@ -147,14 +153,17 @@ def temporary(sql: str) -> str:
     return _DEFINES.sub(r"CREATE OR REPLACE TEMP \1 \2", sql, count=1)
 
 
-def ensure_bookkeeping(con) -> None:
-    con.execute(f"CREATE TABLE IF NOT EXISTS lake.main.{PENDING} (project VARCHAR)")
-    con.execute(f"CREATE TABLE IF NOT EXISTS lake.main.{WRITTEN} (name VARCHAR, sql_sha VARCHAR)")
+def ensure_bookkeeping(con, have: set[str] | None = None) -> None:
+    """The marts' two bookkeeping tables, unless `have` (the catalog's tables) holds them: each
+    `IF NOT EXISTS` asks DuckLake's catalog again."""
+    for name, columns in ((PENDING, "project VARCHAR"), (WRITTEN, "name VARCHAR, sql_sha VARCHAR")):
+        if have is None or name not in have:
+            con.execute(f"CREATE TABLE IF NOT EXISTS lake.main.{name} ({columns})")
 
 
 def mark_pending(con, projects: set[str | None]) -> None:
     """Projects whose mart rows the next `refresh_marts` recomputes (the merge's transaction)."""
-    ensure_bookkeeping(con)
+    ensure_bookkeeping(con, committed_tables(con))
     if projects:
         con.register("_touched", pa.table({"project": pa.array(sorted(projects, key=str), pa.string())}))
         con.execute(f"INSERT INTO lake.main.{PENDING} SELECT project FROM _touched")
@@ -200,12 +209,12 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None) 
     # without the order and with one thread (its `-- threads: 1` line).
     con.execute(f"SET memory_limit = '{memory_limit or MEMORY_LIMIT}'")
     con.execute("SET preserve_insertion_order = false")
-    ensure_bookkeeping(con)
+    have = committed_tables(con)
+    ensure_bookkeeping(con, have)
     pending = {r[0] for r in con.execute(f"SELECT DISTINCT project FROM lake.main.{PENDING}").fetchall()}
     # the names the marts group models under, for the rows they are about to read: the pending
     # projects' (every other project's names are in it since its own refresh), or all
     scoped = not whole and len(pending) <= MAX_PROJECTS
-    have = committed_tables(con)
     scope = None  # the cut-down curated tables' filter, found once
     internals, cut = _Internals(con), _Cut(con)
     read = None  # where model_names reads the tables' names: the cut, when the marts will use it
@@ -220,28 +229,33 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None) 
              or not refreshes_by_project(sql) or len(pending) > MAX_PROJECTS else "scoped")
             for name, sql in mart_sql() if not name.startswith("_")]
     plan = _scoped_first(plan)
+    # every mart built whole from a small lake: they read one copy of it (a few built whole
+    # beside those refreshed by project read the lake: copying it all cost them more)
+    everything = (_Cut(con, prefix="_all_") if all(how == "whole" for *_, how in plan)
+                  and _rows_read(con) <= SMALL_LAKE_ROWS else None)
     for at, (name, sql, how) in enumerate(plan):
         if how == "whole":
-            cut.off()
+            if everything:
+                everything.on("TRUE")
+            else:
+                cut.off()
             internals.pin(name, "whole")
-            _view(con, sql)
-            if not _build(con, sql, [f'CREATE OR REPLACE TABLE lake.main."{name}" AS SELECT * FROM temp.main."{name}"']):
+            if not _build(con, sql, [f'CREATE OR REPLACE TABLE lake.main."{name}" AS {_query(sql)}']):
                 give_statistics(con, f'lake.main."{name}"')
         elif pending:
             touched = _project_filter(pending)
             scope = scope or _scope(con, pending)
             cut.on(scope)
             internals.pin(name, "scoped")
-            _view(con, sql)
             _build(con, sql, [f'DELETE FROM lake.main."{name}" WHERE {touched}',
-                              f'INSERT INTO lake.main."{name}" SELECT * FROM temp.main."{name}" WHERE {touched}'])
-        # the marts below that read this one read its table now, not the view computed again
-        con.execute(f'DROP VIEW IF EXISTS temp.main."{name}"')
+                              f'INSERT INTO lake.main."{name}" SELECT * FROM ({_query(sql)}\n) WHERE {touched}'])
         internals.release(later for later, _, _ in plan[at + 1:])
         written[name] = _sha(name)
     # (not in a `finally`: after an error the transaction is aborted, a DROP would fail and hide
     # the error, and the temporary objects go with the connection anyway)
     cut.drop()
+    if everything:
+        everything.drop()
     internals.drop()
     con.execute(f"DELETE FROM lake.main.{PENDING}")
     con.execute(f"DELETE FROM lake.main.{WRITTEN}")
@@ -261,11 +275,26 @@ def committed_tables(con) -> set[str]:
         "WHERE s.schema_name = 'main' AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL").fetchall()}
 
 
-def _view(con, sql: str) -> None:
-    """A mart's temporary view, made just before it is built, when the blocks it reads are tables
-    and the marts it reads are built (made up front, each would bind again every view it reads,
-    and the shared joins are macros, expanded at every bind)."""
-    con.execute(temporary(sql))
+def _rows_read(con) -> int:
+    """The rows of the curated tables the marts read, from DuckLake's statistics (which count the
+    rows inlined in the catalog too)."""
+    meta = f"__ducklake_metadata_{CATALOG}"
+    names = ", ".join(_literal(t) for t in _read_tables())
+    return con.execute(
+        f"SELECT COALESCE(SUM(st.record_count), 0) FROM {meta}.ducklake_table_stats st "
+        f"JOIN {meta}.ducklake_table t USING (table_id) JOIN {meta}.ducklake_schema s USING (schema_id) "
+        f"WHERE s.schema_name = 'main' AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL "
+        f"AND t.table_name IN ({names})").fetchone()[0]
+
+
+_QUERY = re.compile(r"^CREATE OR REPLACE VIEW \w+ AS\b", re.MULTILINE)
+
+
+def _query(sql: str) -> str:
+    """A mart's query (its file after `CREATE OR REPLACE VIEW <name> AS`), built straight into
+    its table once the blocks it reads are tables and the marts it reads are built: a temporary
+    view first was bound twice, and the shared joins are macros, expanded at every bind."""
+    return sql[_QUERY.search(sql).end():]
 
 
 def _scoped_first(plan: list[tuple[str, str, str]], reached=_reached) -> list[tuple[str, str, str]]:
@@ -355,7 +384,8 @@ class _Cut:
     """The curated tables, as the by-project mart views see them, cut down to the touched
     projects' rows by temporary views of the same name, from `on` until `off` (held across
     consecutive by-project marts). The views' joins stay within a source, so the touched
-    projects' rows come out the same.
+    projects' rows come out the same. With `on("TRUE")` and another `prefix`, a small lake's
+    every row, for the marts built whole.
 
     The cut is read from the lake once per refresh, into temporary tables: of the tables the
     marts read, the columns they name (not the parts, nor message texts, nor file contents).
@@ -363,8 +393,9 @@ class _Cut:
     code's choices"), and the fourteen by-project
     marts and their three blocks made some fifty of them for one changed source."""
 
-    def __init__(self, con):
+    def __init__(self, con, prefix: str = "_cut_"):
         self.con = con
+        self.prefix = prefix
         self.active = False
         self.made = False
 
@@ -373,7 +404,7 @@ class _Cut:
             return
         self.make(where)
         for table in _read_tables():
-            self.con.execute(f'CREATE OR REPLACE TEMP VIEW "{table}" AS SELECT * FROM temp.main."{_CUT}{table}"')
+            self.con.execute(f'CREATE OR REPLACE TEMP VIEW "{table}" AS SELECT * FROM temp.main."{self.prefix}{table}"')
         self.active = True
 
     def make(self, where: str) -> None:
@@ -382,7 +413,7 @@ class _Cut:
             return
         for table in _read_tables():
             cols = ", ".join(f'"{c}"' for c in _lake_columns(table) if c.lower() in _named())
-            self.con.execute(f'CREATE TEMP TABLE "{_CUT}{table}" AS '
+            self.con.execute(f'CREATE TEMP TABLE "{self.prefix}{table}" AS '
                              f'SELECT {cols} FROM lake.main."{table}" WHERE {where}')
         self.made = True
 
@@ -391,9 +422,8 @@ class _Cut:
         """The cut holds these tables, with the columns `model_names` reads."""
         return set(tables) <= set(_read_tables()) and {"model", "llm_provider", "project"} <= _named()
 
-    @staticmethod
-    def table(name: str) -> str:
-        return f'temp.main."{_CUT}{name}"'
+    def table(self, name: str) -> str:
+        return f'temp.main."{self.prefix}{name}"'
 
     def off(self) -> None:
         if not self.active:
@@ -405,11 +435,9 @@ class _Cut:
     def drop(self) -> None:
         self.off()
         for table in _read_tables():
-            self.con.execute(f'DROP TABLE IF EXISTS temp.main."{_CUT}{table}"')
+            self.con.execute(f'DROP TABLE IF EXISTS temp.main."{self.prefix}{table}"')
         self.made = False
 
-
-_CUT = "_cut_"
 
 
 @lru_cache(maxsize=1)
