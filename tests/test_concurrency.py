@@ -29,8 +29,9 @@ TOTALS = ("SELECT (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM message
           "(SELECT SUM(cost_usd)::DECIMAL(18, 9) FROM sessions WHERE is_root), "
           "(SELECT SUM(cost_usd)::DECIMAL(18, 9) FROM daily_costs), (SELECT COUNT(*) FROM session_summary)")
 
-# `agentlake merge` that stops once its tables are committed, before the marts: it says so in the
-# file named first, then waits to be killed
+# `agentlake merge` that stops once its tables are committed, before the marts (as a large merge
+# builds them in a transaction of their own): it says so in the file named first, then waits to be
+# killed
 STOPPED_MERGE = """
 import sys, threading
 from pathlib import Path
@@ -43,6 +44,7 @@ def stopped(*args, **kwargs):
     threading.Event().wait()
 
 merge._refresh_marts = stopped
+merge.MARTS_WITH_TABLES_ROWS = -1
 from pipelines import cli
 sys.argv = ["agentlake", *sys.argv[2:]]
 cli.entry()

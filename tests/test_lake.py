@@ -636,14 +636,46 @@ def test_a_mart_is_built_with_the_threads_its_header_asks_for(layout, project):
     assert after == 3
 
 
-def test_marts_that_run_out_of_memory_are_built_again_and_the_tables_merged_once(layout, project, monkeypatch):
-    """The marts have a transaction of their own after the tables': marts that run out of their
-    cap are built again with most of the machine's memory, on the tables merged once, and the
-    merge's counts are those of that one merge."""
+@pytest.mark.parametrize("large", [True, False], ids=["large merge", "small merge"])
+def test_a_small_merge_commits_its_tables_and_marts_as_one_snapshot(layout, project, monkeypatch, large):
+    """A merge that inserted few rows builds its marts in its tables' transaction: one commit, one
+    snapshot holding both. Past MARTS_WITH_TABLES_ROWS the tables are committed first, then the marts."""
+    from warehouse.catalog import merge as merging
+
+    if large:
+        monkeypatch.setattr(merging, "MARTS_WITH_TABLES_ROWS", -1)  # as past it
+    p = _two_day_project(project)
+    ingest(layout, p.db)
+    before = scalar(layout, "SELECT MAX(snapshot_id) FROM ducklake_snapshots('lake')")
+    conn = sqlite3.connect(p.db)
+    add_session(conn, "s3", title="day three", created_at=T0 + 2 * DAY, cost=0.125)
+    conn.commit()
+    conn.close()
+    ingest(layout, p.db)
+    changes = [c for _, c in query(layout, "SELECT snapshot_id, changes FROM ducklake_snapshots('lake') "
+                                           "WHERE snapshot_id > ? ORDER BY 1", before)]
+    tables = {r[0]: str(r[1]) for r in query(layout, "SELECT table_name, table_id FROM ducklake_table_info('lake')")}
+    inserted = [{name for name, tid in tables.items() if tid in c.get("inlined_insert", []) + c.get(
+        "tables_inserted_into", [])} for c in changes]
+    assert len(changes) == (2 if large else 1)
+    assert "sessions" in inserted[0] and "session_summary" in inserted[-1]
+    assert ("session_summary" in inserted[0]) is not large
+    assert scalar(layout, "SELECT COUNT(*) FROM session_summary") == 3
+
+
+@pytest.mark.parametrize("large", [True, False], ids=["large merge", "small merge"])
+def test_marts_that_run_out_of_memory_are_built_again_and_the_tables_merged_once(layout, project, monkeypatch,
+                                                                                 large):
+    """A large merge's marts have a transaction of their own after the tables': marts that run
+    out of their cap are built again with most of the machine's memory, on the tables merged
+    once. A small merge's marts are built in the tables' transaction: that fails, and the whole
+    merge runs again with more memory. Either way the merge's counts are those of one merge."""
     from warehouse.lake import ducklake
     from warehouse.catalog import marts
     from warehouse.catalog import merge as merging
 
+    if large:
+        monkeypatch.setattr(merging, "MARTS_WITH_TABLES_ROWS", -1)  # as past it
     monkeypatch.setattr(marts, "MEMORY_LIMIT", "1MB")  # too little for DuckDB itself
     tables, limits = [], []
     merge_tables, refresh_marts = merging._merge_tables, merging.refresh_marts
@@ -657,15 +689,18 @@ def test_marts_that_run_out_of_memory_are_built_again_and_the_tables_merged_once
     sources, problems = discover_only(p.db)
     ingest_all(sources, layout, problems=problems)
     result = merging.merge(layout.lake, layout.warehouse)
-    assert tables == [1] and limits == [None, ducklake.roomy_memory_limit()]
+    assert tables == ([1] if large else [1, 1]) and limits == [None, ducklake.roomy_memory_limit()]
     assert result.merged == 1 and result.rows["sessions"] == 2
     assert _marts_equal_a_full_recompute(layout)["session_summary"] == 2
 
 
-def test_a_merge_cut_off_before_its_marts_publishes_nothing_and_the_next_builds_them(layout, project, monkeypatch):
-    """A writer stopped between the tables' transaction and the marts' publishes nothing: readers
-    keep the tables and marts from before. The next merge builds the marts from its own copy,
-    whole after a whole rebuild: a project gone from the tables leaves the marts too."""
+@pytest.mark.parametrize("large", [True, False], ids=["large merge", "small merge"])
+def test_a_merge_cut_off_before_its_marts_publishes_nothing_and_the_next_builds_them(layout, project, monkeypatch,
+                                                                                     large):
+    """A writer stopped between the tables' transaction and the marts' (a large merge's), or in
+    their one transaction (a small merge's), publishes nothing: readers keep the tables and marts
+    from before. The next merge builds the marts from its own copy, whole after a whole rebuild: a
+    project gone from the tables leaves the marts too."""
     from warehouse.catalog import merge as merging
 
     dbs = []
@@ -684,6 +719,8 @@ def test_a_merge_cut_off_before_its_marts_publishes_nothing_and_the_next_builds_
         raise KeyboardInterrupt
 
     monkeypatch.setattr(merging, "_refresh_marts", cut_off)
+    if large:
+        monkeypatch.setattr(merging, "MARTS_WITH_TABLES_ROWS", -1)  # as past it
     try:
         merging.merge(layout.lake, layout.warehouse, full=True)
     except KeyboardInterrupt:

@@ -46,8 +46,8 @@ MAX_PROJECTS = 64
 # (docs/BENCHMARKS.md, "Figures behind the code's choices"). Past it, the copy would hold the
 # tool calls' inputs in memory: they read the lake.
 SMALL_LAKE_ROWS = 20_000
-# Above the writer's own 512 MB (warehouse.ducklake): the marts run after the inserts committed
-# (warehouse.catalog.merge). A refresh that still runs out is run again
+# Above the writer's own 512 MB (warehouse.ducklake): a large merge's marts run after its inserts
+# committed (warehouse.catalog.merge). A refresh that still runs out is run again
 # with most of the machine's memory (ducklake.retried_with_more_memory); the tables stay merged.
 MEMORY_LIMIT = "600MB"
 
@@ -199,9 +199,10 @@ def _sha(name: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None) -> None:
+def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None, added: int = 0) -> None:
     """Bring every public mart table up to date with the curated tables. `whole` rebuilds all
-    of them; `memory_limit` replaces MEMORY_LIMIT (a retry's larger one)."""
+    of them; `memory_limit` replaces MEMORY_LIMIT (a retry's larger one). `added`: the rows the
+    transaction inserted so far (DuckLake's statistics count the committed rows only)."""
     # the marts' windows and joins over a team's history cannot all spill: under the writer's
     # 512 MB they failed on 14.6M messages, where the merge's inserts had streamed through.
     # A mart table promises no row order, and keeping it cost memory: insight_unused_reads (its
@@ -232,7 +233,7 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None) 
     # every mart built whole from a small lake: they read one copy of it (a few built whole
     # beside those refreshed by project read the lake: copying it all cost them more)
     everything = (_Cut(con, prefix="_all_") if all(how == "whole" for *_, how in plan)
-                  and _rows_read(con) <= SMALL_LAKE_ROWS else None)
+                  and _rows_read(con) + added <= SMALL_LAKE_ROWS else None)
     for at, (name, sql, how) in enumerate(plan):
         if how == "whole":
             if everything:

@@ -55,6 +55,12 @@ LAYOUT_VERSION = f"{SCHEMA_VERSION}/3"
 MERGED = "_agentlake_merged"  # (path, version) of every landing file merged
 LAKE_TABLE = "_agentlake_lake"  # one row: the lake whose landing files this catalog merges
 GRACE_SECONDS = 600  # how long a reader's snapshot keeps its files once a newer one replaced it (`sweep`)
+# A merge that inserted at most this many rows builds its marts in its tables' transaction: one
+# commit, and DuckLake's catalog not loaded again for the marts (a first merge creates every table,
+# and loading the new catalog cost as much as several marts). A larger one commits its inserts
+# first: they no longer hold memory while the marts are built (`_refresh_marts`). The figures:
+# docs/BENCHMARKS.md, "Figures behind the code's choices".
+MARTS_WITH_TABLES_ROWS = 100_000
 
 _DUCK_TYPES = {"string": "VARCHAR", "int64": "BIGINT", "double": "DOUBLE", "bool": "BOOLEAN",
                "timestamp[us]": "TIMESTAMP"}
@@ -397,6 +403,12 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
                 with _transaction(con):
                     build = _merge_tables(con, lake, catalog, workdir, result, full, footers, damaged, kept,
                                           set(broken), prices)
+                    if result.merged and result.machines > 1:  # one machine's lake holds no copy of another's
+                        result.problems += _copies_said(con, result.source_ids)
+                    if marts and build and sum(result.rows.values()) <= MARTS_WITH_TABLES_ROWS:
+                        _refresh_marts(con, whole=build == "whole", memory_limit=memory_limit,
+                                       added=sum(result.rows.values()), own_transaction=False)
+                        build = None
                 break
             except _Again as again:
                 damaged.update(again.damaged)
@@ -405,11 +417,9 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
         result.problems[:0] = [_rebuilt(table, file) for table, files in sorted(broken.items()) for file in files]
         if kept:
             result.problems += kept.lost
-        # the marts in a transaction of their own: the inserts, committed, no longer hold memory
-        # there (ten machines' marts ran out of 600 MB after them in one transaction, and fit
-        # alone). Readers still see both at once: the catalog is published when the writer ends.
-        if result.merged and result.machines > 1:  # one machine's lake holds no copy of another's
-            result.problems += _copies_said(con, result.source_ids)
+        # a large merge's marts in a transaction of their own: the inserts, committed, no longer
+        # hold memory there (ten machines' marts ran out of 600 MB after them in one transaction,
+        # and fit alone). Readers still see both at once: the catalog is published when the writer ends.
         if marts and build:
             _refresh_marts(con, whole=build == "whole", memory_limit=memory_limit)
         if then:
@@ -736,15 +746,20 @@ def _unreadable(uri: str, path: Path, rel: str, reason: str | None = None) -> st
             f"`agentlake ingest` of {machine} (user {user}) lands it again from the agent's store")
 
 
-def _refresh_marts(con, *, whole: bool, memory_limit: str | None) -> None:
+def _refresh_marts(con, *, whole: bool, memory_limit: str | None, added: int = 0,
+                   own_transaction: bool = True) -> None:
     """The marts under their own cap, in a transaction; one that runs out is built again with
     most of the machine's memory (the tables stay merged). A merge already retried with more
-    memory (`memory_limit`) builds them with that."""
+    memory (`memory_limit`) builds them with that. Not `own_transaction`: in the tables'
+    transaction, which inserted `added` rows (MARTS_WITH_TABLES_ROWS); marts that run out fail
+    it, and the merge is run again with more memory."""
     def build(limit: str | None) -> None:
         with _transaction(con):
             refresh_marts(con, whole=whole, memory_limit=limit)
 
-    if memory_limit:
+    if not own_transaction:
+        refresh_marts(con, whole=whole, memory_limit=memory_limit, added=added)
+    elif memory_limit:
         build(memory_limit)
     else:
         ducklake.retried_with_more_memory(build)
