@@ -29,7 +29,7 @@ the index holds the redacted text only.
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -125,16 +125,17 @@ def _update_on(lake, target: Path, full: bool, memory_limit: str | None = None) 
     # by its path only where the connection allows that (the pinned ducklake: ducklake._opened)
     ducklake.load_packaged(lake, "fts", ducklake.pinned_binary("fts") if ducklake.pinned_binary() else None)
     now = _signatures(lake)
-    old = {} if full else _indexed(target)
+    indexed = _Indexed() if full else _indexed(target)
+    old = indexed.signatures
     changed = {k for k, sig in now.items() if old.get(k) != sig}
     gone = set(old) - set(now)
     if not changed and not gone and target.exists():
-        result.documents = _count(target)
+        result.documents = _count(target) if full else sum(indexed.documents.values())
         return result
     result.sources_read, result.sources_removed = len(changed), len(gone)
     # the update is written to a copy renamed over the index: a reader opens the old index or
     # the new one, whole, and never waits on the writer's lock of the file
-    result.rebuilt = not old or _worth_building_whole(target, changed | gone)
+    result.rebuilt = not old or _worth_building_whole(indexed, changed | gone)
     work = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     work.unlink(missing_ok=True)
     attached = False
@@ -183,11 +184,10 @@ def _update_sources(lake, changed: set[str], gone: set[str]) -> None:
     _recount(lake)
 
 
-def _worth_building_whole(target: Path, sources: set[str]) -> bool:
+def _worth_building_whole(indexed: "_Indexed", sources: set[str]) -> bool:
     """The index is small (WHOLE_BELOW), or `sources` held more than WHOLE_SHARE of its documents."""
-    with duckdb.connect(str(target), read_only=True) as con:
-        documents, replaced = con.execute("SELECT COUNT(*), COUNT(*) FILTER (WHERE source IN (SELECT unnest(?))) "
-                                          "FROM docs", [sorted(sources)]).fetchone()
+    documents = sum(indexed.documents.values())
+    replaced = sum(indexed.documents.get(source, 0) for source in sources)
     return documents < WHOLE_BELOW or replaced > WHOLE_SHARE * documents
 
 
@@ -225,17 +225,26 @@ def _signatures(lake) -> dict[str, str]:
     return dict(rows)
 
 
-def _indexed(target: Path) -> dict[str, str]:
-    """What the index was read from; empty for no index, or one of another format (rebuilt whole)."""
+@dataclass
+class _Indexed:
+    signatures: dict = field(default_factory=dict)  # per source, what its documents were read from
+    documents: dict = field(default_factory=dict)  # per source, how many documents it has
+
+
+def _indexed(target: Path) -> _Indexed:
+    """What the index was read from, and each source's documents, in one look at the file (a
+    connection of its own costs a new DuckDB); empty for no index, or one of another format
+    (rebuilt whole)."""
     if not target.exists():
-        return {}
+        return _Indexed()
     try:
         with duckdb.connect(str(target), read_only=True) as con:
             if con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() != (FORMAT,):
-                return {}
-            return dict(con.execute("SELECT source, signature FROM indexed").fetchall())
+                return _Indexed()
+            return _Indexed(dict(con.execute("SELECT source, signature FROM indexed").fetchall()),
+                            dict(con.execute("SELECT source, COUNT(*) FROM docs GROUP BY source").fetchall()))
     except duckdb.Error:  # damaged or cut short: made again
-        return {}
+        return _Indexed()
 
 
 def _count(target: Path) -> int:
