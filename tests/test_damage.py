@@ -435,3 +435,35 @@ def test_a_lost_mart_file_builds_the_marts_again_and_leaves_the_tables(home):
             ("alpha", 3.0), ("beta", 3.0)]
     assert files_of_sessions() == before  # the tables were not built again
     assert _read_all(home, "sessions").returncode == 0
+
+
+@pytest.mark.parametrize("large", [True, False], ids=["large merge", "small merge"])
+def test_a_lost_model_names_file_is_made_again_when_the_next_merge_changes_a_source(layout, project, monkeypatch,
+                                                                                    large):
+    """A damaged table the marts keep (`model_names`) is dropped in the tables' transaction and made
+    again by the marts: those of a small merge, in that transaction (where the committed catalog
+    still lists the dropped table), and those of a large one, in their own."""
+    import sqlite3
+
+    from tests.conftest import assistant, scalar
+    from warehouse.catalog import merge as merging
+
+    if large:
+        monkeypatch.setattr(merging, "MARTS_WITH_TABLES_ROWS", -1)  # as past it
+    p = project("gamma")
+    add_session(p.conn, "g0", title="t", created_at=T0, cost=1.0)
+    assistant(p.conn, "g0-a", "g0", T0 + 10)
+    p.close()
+    ingest(layout, p.db)
+    compact(layout.warehouse)  # the names kept in the catalog, written out to the table's file
+    lost = sorted((layout.lake / "main" / "model_names").rglob("*.parquet"))
+    assert len(lost) == 1
+    lost[0].unlink()
+    conn = sqlite3.connect(p.db)
+    add_session(conn, "g1", title="t", created_at=T0 + DAY, cost=0.5)
+    assistant(conn, "g1-a", "g1", T0 + DAY + 10, model="gpt-5.1", provider="openai")
+    conn.commit()
+    conn.close()
+    ingest(layout, p.db)
+    assert scalar(layout, "SELECT list(model ORDER BY model) FROM model_names") == ["claude-sonnet-4-5", "gpt-5.1"]
+    assert scalar(layout, "SELECT SUM(cost_usd)::DOUBLE FROM daily_costs") == 1.5

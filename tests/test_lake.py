@@ -636,6 +636,20 @@ def test_a_mart_is_built_with_the_threads_its_header_asks_for(layout, project):
     assert after == 3
 
 
+@pytest.mark.parametrize("copied", [True, False], ids=["from one copy of its rows", "from the lake"])
+def test_marts_built_whole_from_one_copy_of_a_small_lake_equal_those_built_from_the_lake(lake, monkeypatch, copied):
+    """Every mart built whole reads one temporary copy of a small lake's rows (SMALL_LAKE_ROWS), or
+    the lake's tables past it: both equal a full recompute from the lake."""
+    from warehouse.catalog import marts
+    from warehouse.catalog.merge import merge
+
+    if not copied:
+        monkeypatch.setattr(marts, "SMALL_LAKE_ROWS", -1)  # as past it
+    merge(lake.lake, lake.warehouse, full=True)
+    counts = _marts_equal_a_full_recompute(lake)
+    assert counts["daily_costs"] and counts["session_summary"] and counts["tool_usage"]
+
+
 @pytest.mark.parametrize("large", [True, False], ids=["large merge", "small merge"])
 def test_a_small_merge_commits_its_tables_and_marts_as_one_snapshot(layout, project, monkeypatch, large):
     """A merge that inserted few rows builds its marts in its tables' transaction: one commit, one
@@ -661,6 +675,22 @@ def test_a_small_merge_commits_its_tables_and_marts_as_one_snapshot(layout, proj
     assert "sessions" in inserted[0] and "session_summary" in inserted[-1]
     assert ("session_summary" in inserted[0]) is not large
     assert scalar(layout, "SELECT COUNT(*) FROM session_summary") == 3
+
+
+def test_rows_a_merge_deletes_count_toward_a_large_merge_as_those_it_inserts(lake, monkeypatch):
+    """A merge that only takes sources out (a machine or an agent's folder removed) deletes rows
+    and inserts none: past MARTS_WITH_TABLES_ROWS it commits them before building its marts."""
+    from warehouse.catalog import merge as merging
+
+    deleted = scalar(lake, "SELECT COUNT(*) FROM sessions WHERE provider = 'codewhale'")
+    assert deleted == 3
+    monkeypatch.setattr(merging, "MARTS_WITH_TABLES_ROWS", deleted - 1)  # the sessions alone are past it
+    before = scalar(lake, "SELECT MAX(snapshot_id) FROM ducklake_snapshots('lake')")
+    shutil.rmtree(lake.lake / "_landing" / "laptop" / "dev" / "codewhale")
+    result = merging.merge(lake.lake, lake.warehouse)
+    assert result.removed == 1 and result.deleted > deleted and not result.rows.total()
+    assert scalar(lake, "SELECT COUNT(*) FROM ducklake_snapshots('lake') WHERE snapshot_id > ?", before) == 2
+    assert scalar(lake, "SELECT COUNT(*) FROM session_summary WHERE provider = 'codewhale'") == 0
 
 
 @pytest.mark.parametrize("large", [True, False], ids=["large merge", "small merge"])

@@ -17,9 +17,9 @@ parents from it (`depends_on`). A mart's first header line says how it refreshes
 - `-- refresh: whole`: recomputed entirely (rows that span projects).
 
 The merge records the touched projects in `_agentlake_marts_pending` in the tables'
-transaction; `refresh_marts` (in the next transaction of that writer, or in the next merge's when
-a merge ran without its marts or was cut off between the two) updates the marts and clears the
-list. A mart whose SQL changed since it was written (its hash in `_agentlake_marts`) is rebuilt
+transaction; `refresh_marts` (in that transaction for a small merge, in the next transaction of
+that writer for a large one, or in the next merge's when a merge ran without its marts or was cut
+off between the two) updates the marts and clears the list. A mart whose SQL changed since it was written (its hash in `_agentlake_marts`) is rebuilt
 whole; a merge that rebuilt the tables whole forgets every hash (`forget`).
 """
 
@@ -162,8 +162,9 @@ def ensure_bookkeeping(con, have: set[str] | None = None) -> None:
 
 
 def mark_pending(con, projects: set[str | None]) -> None:
-    """Projects whose mart rows the next `refresh_marts` recomputes (the merge's transaction)."""
-    ensure_bookkeeping(con, committed_tables(con))
+    """Projects whose mart rows the next `refresh_marts` recomputes (the merge's transaction,
+    which may have dropped a damaged bookkeeping table: the committed catalog still lists it)."""
+    ensure_bookkeeping(con)
     if projects:
         con.register("_touched", pa.table({"project": pa.array(sorted(projects, key=str), pa.string())}))
         con.execute(f"INSERT INTO lake.main.{PENDING} SELECT project FROM _touched")

@@ -1,10 +1,11 @@
 """The single writer: landing files merged into the curated DuckLake tables, then the marts.
 
-One writer session per merge, two transactions. In the first, each source whose landing files
+One writer session per merge. In its first transaction, each source whose landing files
 changed since the last merge (by size and mtime, recorded in the catalog's `_agentlake_merged`)
 has its rows deleted from every table and its landing rows inserted; a source whose landing
-folder is gone loses its rows; new run-log files are appended to `sources`. In the second the
-marts are rebuilt as tables. The writer works on its own copy of the catalog and publishes it
+folder is gone loses its rows; new run-log files are appended to `sources`. The marts are then
+rebuilt as tables, in the same transaction for a small merge (MARTS_WITH_TABLES_ROWS), else in a
+second one. The writer works on its own copy of the catalog and publishes it
 when both are done (`warehouse.lake.ducklake.writing`), so a reader sees the tables and the marts
 before the merge or after it, never a mix and never a half-replaced source. A run killed at any
 point leaves the landing files, and its copy the projects whose marts are pending, which the
@@ -55,10 +56,11 @@ LAYOUT_VERSION = f"{SCHEMA_VERSION}/3"
 MERGED = "_agentlake_merged"  # (path, version) of every landing file merged
 LAKE_TABLE = "_agentlake_lake"  # one row: the lake whose landing files this catalog merges
 GRACE_SECONDS = 600  # how long a reader's snapshot keeps its files once a newer one replaced it (`sweep`)
-# A merge that inserted at most this many rows builds its marts in its tables' transaction: one
-# commit, and DuckLake's catalog not loaded again for the marts (a first merge creates every table,
-# and loading the new catalog cost as much as several marts). A larger one commits its inserts
-# first: they no longer hold memory while the marts are built (`_refresh_marts`). The figures:
+# A merge that inserted and deleted at most this many rows builds its marts in its tables'
+# transaction (`_small`): one commit, and DuckLake's catalog not loaded again for the marts (a
+# first merge creates every table, and loading the new catalog cost as much as several marts). A
+# larger one commits its changes first: they no longer hold memory while the marts are built
+# (`_refresh_marts`). The figures:
 # docs/BENCHMARKS.md, "Figures behind the code's choices".
 MARTS_WITH_TABLES_ROWS = 100_000
 
@@ -78,6 +80,7 @@ class MergeResult:
     waiting: list[str] = field(default_factory=list)  # sources caught half-way through a write
     source_ids: set[str] = field(default_factory=set)  # the sources whose rows were replaced
     rows: Counter = field(default_factory=Counter)  # rows inserted, by table
+    deleted: int = 0  # rows deleted from the tables (of the sources replaced or gone)
     crowded: bool = False  # more data files than partitions warrant: a compaction is due
     unreadable: list[str] = field(default_factory=list)  # landing files that are not Parquet: skipped
     problems: list[str] = field(default_factory=list)  # what the merge skipped, each a line to print
@@ -377,8 +380,8 @@ def merge(lake, catalog: Path, *, data_path: str | None = None, marts: bool = Tr
 
     The writer's small memory limits keep a merge under 1 GB; an operator that cannot spill
     within them (a window or a join over a team's history) fails its transaction, which is run
-    again once with most of the machine's memory: the whole merge for the inserts, the marts
-    alone for theirs."""
+    again once with most of the machine's memory: the whole merge for the inserts (and for a small
+    merge's marts, in the same transaction), a large merge's marts alone for theirs."""
     result = ducklake.retried_with_more_memory(
         lambda limit: _merge(lake, catalog, data_path=data_path, marts=marts, full=full, prices=prices,
                              memory_limit=limit, keep_seconds=keep_seconds, then=then))
@@ -405,7 +408,7 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
                                           set(broken), prices)
                     if result.merged and result.machines > 1:  # one machine's lake holds no copy of another's
                         result.problems += _copies_said(con, result.source_ids)
-                    if marts and build and sum(result.rows.values()) <= MARTS_WITH_TABLES_ROWS:
+                    if marts and build and _small(result, broken, kept):
                         _refresh_marts(con, whole=build == "whole", memory_limit=memory_limit,
                                        added=sum(result.rows.values()), own_transaction=False)
                         build = None
@@ -427,6 +430,14 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
         result.crowded = bool(result.merged or result.removed) and crowded(con)
         sweep(con, keep_seconds, catalog)
     return result
+
+
+def _small(result: MergeResult, broken: dict, kept: "_Kept | None") -> bool:
+    """The merge's marts can share its tables' transaction: it inserted and deleted at most
+    MARTS_WITH_TABLES_ROWS rows, kept no unreadable source's rows, and dropped no damaged table (a
+    mart or bookkeeping table it dropped is still in the committed catalog the marts ask)."""
+    return (sum(result.rows.values()) + result.deleted <= MARTS_WITH_TABLES_ROWS
+            and not broken and not kept)
 
 
 def _copies_said(con, source_ids) -> list[str]:
@@ -527,7 +538,7 @@ def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, 
     had_rows = {_group(f) for f in merged}
     replaced = {g for g in set(sources) | gone if g in had_rows}
     touched = _projects_of(con, replaced)  # their old rows' projects
-    _delete_sources(con, replaced)
+    result.deleted = _delete_sources(con, replaced)
     for table in DATA_TABLES:
         files = [local[f] for files in sources.values() for f in files if f.endswith(f"/{table.name}.parquet")]
         result.rows[table.name] = _insert(con, table, files, footers)
@@ -809,13 +820,13 @@ def _replaced(con, groups: set[str]):
 _OF_REPLACED = f"source_id IN (SELECT source_id FROM _replaced) AND {_source_key_sql()} IN (SELECT k FROM _replaced)"
 
 
-def _delete_sources(con, groups: set[str]) -> None:
-    """Every row of these sources, from every table."""
+def _delete_sources(con, groups: set[str]) -> int:
+    """Every row of these sources, from every table; returns how many."""
     if not groups:
-        return
+        return 0
     with _replaced(con, groups):
-        for table in DATA_TABLES:
-            con.execute(f'DELETE FROM "{table.name}" WHERE {_OF_REPLACED}')
+        return sum(con.execute(f'DELETE FROM "{table.name}" WHERE {_OF_REPLACED}').fetchone()[0]
+                   for table in DATA_TABLES)
 
 
 def _projects_of(con, groups: set[str]) -> set[str | None]:
