@@ -748,7 +748,8 @@ def test_a_merge_cut_off_before_its_marts_publishes_nothing_and_the_next_builds_
     def cut_off(con, **_):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(merging, "_refresh_marts", cut_off)
+    monkeypatch.setattr(merging, "_refresh_marts", cut_off)  # a large merge's, after its tables' commit
+    monkeypatch.setattr(merging, "refresh_marts", cut_off)  # a small merge's, in its tables' transaction
     if large:
         monkeypatch.setattr(merging, "MARTS_WITH_TABLES_ROWS", -1)  # as past it
     try:

@@ -408,9 +408,10 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
                                           set(broken), prices)
                     if result.merged and result.machines > 1:  # one machine's lake holds no copy of another's
                         result.problems += _copies_said(con, result.source_ids)
-                    if marts and build and _small(result, broken, kept):
-                        _refresh_marts(con, whole=build == "whole", memory_limit=memory_limit,
-                                       added=sum(result.rows.values()), own_transaction=False)
+                    if marts and build and _small(result, broken, kept):  # marts that run out fail
+                        # this transaction: the merge is run again with more memory (`merge`)
+                        refresh_marts(con, whole=build == "whole", memory_limit=memory_limit,
+                                      added=sum(result.rows.values()))
                         build = None
                 break
             except _Again as again:
@@ -757,20 +758,15 @@ def _unreadable(uri: str, path: Path, rel: str, reason: str | None = None) -> st
             f"`agentlake ingest` of {machine} (user {user}) lands it again from the agent's store")
 
 
-def _refresh_marts(con, *, whole: bool, memory_limit: str | None, added: int = 0,
-                   own_transaction: bool = True) -> None:
-    """The marts under their own cap, in a transaction; one that runs out is built again with
-    most of the machine's memory (the tables stay merged). A merge already retried with more
-    memory (`memory_limit`) builds them with that. Not `own_transaction`: in the tables'
-    transaction, which inserted `added` rows (MARTS_WITH_TABLES_ROWS); marts that run out fail
-    it, and the merge is run again with more memory."""
+def _refresh_marts(con, *, whole: bool, memory_limit: str | None) -> None:
+    """A large merge's marts under their own cap, in a transaction; one that runs out is built
+    again with most of the machine's memory (the tables stay merged). A merge already retried
+    with more memory (`memory_limit`) builds them with that."""
     def build(limit: str | None) -> None:
         with _transaction(con):
             refresh_marts(con, whole=whole, memory_limit=limit)
 
-    if not own_transaction:
-        refresh_marts(con, whole=whole, memory_limit=memory_limit, added=added)
-    elif memory_limit:
+    if memory_limit:
         build(memory_limit)
     else:
         ducklake.retried_with_more_memory(build)

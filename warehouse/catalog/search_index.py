@@ -125,12 +125,12 @@ def _update_on(lake, target: Path, full: bool, memory_limit: str | None = None) 
     # by its path only where the connection allows that (the pinned ducklake: ducklake._opened)
     ducklake.load_packaged(lake, "fts", ducklake.pinned_binary("fts") if ducklake.pinned_binary() else None)
     now = _signatures(lake)
-    indexed = _Indexed() if full else _indexed(target)
-    old = indexed.signatures
+    indexed = _indexed(target)
+    old = {} if full else indexed.signatures
     changed = {k for k, sig in now.items() if old.get(k) != sig}
     gone = set(old) - set(now)
     if not changed and not gone and target.exists():
-        result.documents = _count(target) if full else sum(indexed.documents.values())
+        result.documents = sum(indexed.documents.values())
         return result
     result.sources_read, result.sources_removed = len(changed), len(gone)
     # the update is written to a copy renamed over the index: a reader opens the old index or
@@ -245,11 +245,6 @@ def _indexed(target: Path) -> _Indexed:
                             dict(con.execute("SELECT source, COUNT(*) FROM docs GROUP BY source").fetchall()))
     except duckdb.Error:  # damaged or cut short: made again
         return _Indexed()
-
-
-def _count(target: Path) -> int:
-    with duckdb.connect(str(target), read_only=True) as con:
-        return con.execute("SELECT COUNT(*) FROM docs").fetchone()[0]
 
 
 def _prepare(lake) -> None:
