@@ -93,9 +93,10 @@ def missing_paths(text: str) -> list[str]:
     out = []
     for path in REPO_PATH.findall(text):
         path = path.rstrip(".").rstrip("/")  # a sentence's full stop; a folder's slash
-        if not path or path in MADE_HERE or _ignored(path):
+        if not path or path in MADE_HERE:
             continue
-        if not list(ROOT.glob(path)):
+        # what is here first: asking git starts a process (about 200 of them, once for every path)
+        if not next(ROOT.glob(path), None) and not _ignored(path):
             out.append(path)
     return out
 
@@ -228,35 +229,41 @@ def outside(text: str) -> list[str]:
 
 # -- the tests ---------------------------------------------------------------------------------
 
-def _failures(check, *, pages=True) -> list[str]:
-    return [f"{rel}:{line}: {found}" for rel, line, text in _texts() if pages or not rel.endswith(".md")
+@pytest.fixture
+def texts(built_once):
+    """_texts(), read once for all of the run's workers (tokenizing every file is most of this module's time)."""
+    return built_once("reference-texts", lambda root: _texts(), workers=True)
+
+
+def _failures(texts, check, *, pages=True) -> list[str]:
+    return [f"{rel}:{line}: {found}" for rel, line, text in texts if pages or not rel.endswith(".md")
             for found in check(text)]
 
 
-def test_paths_named_exist():
-    assert _failures(missing_paths) == []
+def test_paths_named_exist(texts):
+    assert _failures(texts, missing_paths) == []
 
 
-def test_dotted_names_resolve():
-    assert _failures(unresolved_names) == []
+def test_dotted_names_resolve(texts):
+    assert _failures(texts, unresolved_names) == []
 
 
-def test_pages_named_are_ours_or_say_whose():
-    assert _failures(unknown_pages) == []
+def test_pages_named_are_ours_or_say_whose(texts):
+    assert _failures(texts, unknown_pages) == []
 
 
-def test_section_citations_find_their_heading():
-    assert _failures(wrong_citations) == []
+def test_section_citations_find_their_heading(texts):
+    assert _failures(texts, wrong_citations) == []
 
 
-def test_nothing_points_outside_the_repository():
-    assert _failures(outside) == []
+def test_nothing_points_outside_the_repository(texts):
+    assert _failures(texts, outside) == []
 
 
-def test_comments_carry_no_stopwatch_figures():
+def test_comments_carry_no_stopwatch_figures(texts):
     """A figure measured belongs in docs/BENCHMARKS.md ("Figures behind the code's choices"),
     where it can be dated and measured again; a comment keeps the reason and points there."""
-    assert _failures(stopwatch_figures, pages=False) == []
+    assert _failures(texts, stopwatch_figures, pages=False) == []
 
 
 # -- the checks catch what they are for ---------------------------------------------------------
