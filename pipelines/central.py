@@ -58,7 +58,7 @@ class TeamLake(dg.ConfigurableResource):
 def team_warehouse(context: dg.AssetExecutionContext, team_lake: TeamLake) -> dg.MaterializeResult:
     """The views and marts over the whole team lake, in one DuckDB file (views only; open it read_only)."""
     layout = team_lake.layout()
-    views = build_warehouse(layout.lake, layout.warehouse, prices=configured_prices(layout))
+    views = build_warehouse(layout.lake, layout.warehouse, prices=configured_prices(layout), home=layout.home)
     exported = export_tables(layout.warehouse, layout.lake)  # for Spark and Trino (no DuckLake reader)
     context.log.info(f"exported {layout.lake}/export/{exported.version} for Spark and Trino: "
                      f"{sum(exported.written.values())} files written, {exported.carried} carried over; "

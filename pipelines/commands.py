@@ -607,6 +607,17 @@ def _report_csv(sections, args) -> str:
     return csv_text(sections[0]).rstrip("\n")
 
 
+def search_index_of(layout: Layout) -> Path:
+    """The search index this home's reader searches: beside a catalog file, or for the team's
+    catalog in PostgreSQL the center's copy in the lake, fetched into the home when it changed
+    (warehouse.catalog.team_index)."""
+    from warehouse.catalog.search_index import search_path
+    from warehouse.catalog.team_index import for_reader
+    from warehouse.lake.pg_catalog import is_postgres
+
+    return for_reader(layout.warehouse, layout.home) if is_postgres(layout.warehouse) else search_path(layout.warehouse)
+
+
 def cmd_search(args) -> int:
     if args.provider_old is not None:  # --agent's first name
         args.provider = args.provider or args.provider_old
@@ -614,6 +625,7 @@ def cmd_search(args) -> int:
     since, until = _window(args, zone)  # the usage errors first: they load no DuckDB
     if since and until and since > until:
         raise UsageError(f"--since {args.since} is after --until {args.until}: no day is in between")
+    from warehouse.catalog.team_index import NoPublishedIndex
     from warehouse.serve.search import BadQuery, NoIndex, SearchFilters, parse, render, search, shell_quoted
 
     try:
@@ -627,10 +639,10 @@ def cmd_search(args) -> int:
     filters = SearchFilters(since, until, args.project, args.provider, args.user, args.machine,
                             zone=zone, role=args.role, tool=args.tool, kind=args.kind)
     try:
-        hits = search(layout.warehouse, args.query, filters, args.limit)
+        hits = search(search_index_of(layout), args.query, filters, args.limit)
     except BadQuery as exc:
         raise UsageError(str(exc)) from None
-    except NoIndex as exc:
+    except (NoIndex, NoPublishedIndex) as exc:
         _err(f"error: {exc}")
         return 2
     opener = _command_for(layout, "sql")
@@ -679,7 +691,7 @@ def cmd_dashboard(args) -> int:
     try:
         server = make_server(layout.warehouse, args.host, args.port, allowed_hosts=args.allow_host,
                              data_path=layout.tables_path, budgets=load_config(config_file).budgets,
-                             config_file=config_file, zone=zone)
+                             config_file=config_file, zone=zone, index=lambda: search_index_of(layout))
     except OSError as exc:
         _err(f"error: cannot listen on {args.host}:{args.port}: {exc}")
         return 2
@@ -710,7 +722,7 @@ def cmd_mcp(args) -> int:
     from warehouse.serve.mcp_server import TOKEN_ENV, serve_http, serve_stdio
     from warehouse.serve.mcp_tools import Tools
 
-    tools = Tools(Reader(layout.warehouse, layout.tables_path))
+    tools = Tools(Reader(layout.warehouse, layout.tables_path), index=lambda: search_index_of(layout))
     if not args.http:
         serve_stdio(tools)  # stdout is the protocol's: every note goes to stderr
         return 0
@@ -728,7 +740,8 @@ def cmd_merge(args) -> int:
     layout = _layout(args)
     if not has_data(layout):
         return _nothing_ingested(layout)
-    result = refresh(layout.lake, layout.warehouse, full=args.full, prices=configured_prices(layout))
+    result = refresh(layout.lake, layout.warehouse, full=args.full, prices=configured_prices(layout),
+                     home=layout.home)
     print(f"merged {result.merged} sources ({result.removed} removed, {result.runs} run logs) from {layout.lake} "
           f"into {layout.warehouse}")
     if result.repriced:

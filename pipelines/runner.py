@@ -178,7 +178,7 @@ def _merge(layout: Layout, summary: RunSummary, landed: bool, signalled: list):
     from warehouse.catalog.build import configured_prices, refresh
 
     try:
-        result = refresh(layout.lake, layout.warehouse, prices=configured_prices(layout))
+        result = refresh(layout.lake, layout.warehouse, prices=configured_prices(layout), home=layout.home)
     except (NotACatalog, KeyboardInterrupt):  # said as errors by the CLI
         raise
     except LakeUnreachable as exc:

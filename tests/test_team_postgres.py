@@ -12,6 +12,7 @@ from tests.support_postgres import READER, READER_PASSWORD, WRITER, WRITER_PASSW
 from tests.support_s3 import BUCKET, run_cli_fresh, s3, s3_client, s3_server  # noqa: F401  (the moto fixtures)
 from tests.test_team import ingest_here, ok
 from transforms.synth.crush import generate_store
+from warehouse.catalog.team_index import PUBLISHED
 
 
 def center(server: Server, s3env: dict, home, *args):
@@ -70,6 +71,11 @@ def test_the_center_merges_into_postgres_and_readers_see_each_merge_at_once(post
     assert float(totals["cost_usd"]) == pytest.approx(a.root_cost + b.root_cost, abs=1e-9)
     assert not list(home.glob("**/*.ducklake"))
 
+    # the center's search index is in the lake, and a reader searches it as the center would
+    word, hits = _searched(postgres, s3, home, tmp_path / "center")
+    assert hits and (home / "team.search.duckdb").exists()
+    assert s3_client(s3).head_object(Bucket=BUCKET, Key=f"pg-team/{PUBLISHED}")["ContentLength"] > 0
+
     refused = reader(postgres, s3, home, "sql", "DELETE FROM sessions")
     assert refused.returncode == 2 and "DELETE statements are refused" in refused.stderr
     # below agentlake's own guard, the role and the read-only attach refuse too
@@ -95,9 +101,60 @@ def test_the_center_merges_into_postgres_and_readers_see_each_merge_at_once(post
     assert float(after[0]["cost"]) == pytest.approx(a.root_cost + b.root_cost + 1.5, abs=1e-9)
     assert sql(postgres, s3, home, "SELECT COUNT(*) AS n FROM sessions WHERE session_id = "
                                    f"'{gone}'") == [{"n": 1}]  # history kept, as in a file catalog
+    held = (home / ".team.search.duckdb.version").read_text()
+    assert _searched(postgres, s3, home, tmp_path / "center", word)[1]  # the changed source's index, fetched again
+    assert (home / ".team.search.duckdb.version").read_text() != held
+    assert f"showing {len(hits)} of" in _through_mcp(postgres, s3, home, word)
+    page, status = _through_the_dashboard_search(postgres, s3, home, word)
+    assert status == 200 and all(session_id in page for session_id, *_ in hits)
     with as_reader(postgres):
         assert _through_sqlalchemy(postgres.warehouse(READER)) == a.sessions + b.sessions
         assert _through_the_dashboard(postgres.warehouse(READER)) == a.sessions + b.sessions
+
+
+def _searched(server, s3env, home, center_home, word=None) -> tuple[str, list]:
+    """A reader's `agentlake search` for `word` (by default the center index's most common plain
+    word), checked hit for hit against the center's own copy of the index; (word, hits)."""
+    from warehouse.catalog.search_index import open_fts
+    from warehouse.serve.search import search
+
+    with open_fts(center_home / "team.search.duckdb") as con:
+        word = word or con.execute("SELECT term FROM fts_main_docs.dict WHERE regexp_full_match(term, '[a-z]{4,}') "
+                                   "ORDER BY df DESC, term LIMIT 1").fetchone()[0]
+        want = [(h.session_id, h.message_id, h.tool_call_id, h.snippet, h.score) for h in search(con, word, limit=50)]
+    ran = reader(server, s3env, home, "search", word, "--format", "json", "--limit", "50")
+    assert ok(ran), ran.stderr
+    got = [(h["session_id"], h["message_id"], h["tool_call_id"], h["snippet"], h["score"])
+           for h in json.loads(ran.stdout)]
+    assert got == want
+    return word, got
+
+
+def _through_mcp(server, s3env, home, word: str) -> str:
+    """`agentlake mcp`'s search_history tool, as the command builds it, for a reader of the team's catalog."""
+    from pipelines.commands import search_index_of
+    from warehouse.lake.config import load_layout
+    from warehouse.serve.dashboard.server import Reader
+    from warehouse.serve.mcp_tools import Tools
+
+    with as_reader(server), pytest.MonkeyPatch.context() as env:
+        for key, value in s3env.items():
+            env.setenv(key, value)
+        layout = load_layout(home, None, server.warehouse(READER))
+        return Tools(Reader(layout.warehouse), index=lambda: search_index_of(layout)).search_history(word, limit=50)
+
+
+def _through_the_dashboard_search(server, s3env, home, word: str) -> tuple[str, int]:
+    """The dashboard's /search page, given the index as `agentlake dashboard` gives it."""
+    from pipelines.commands import search_index_of
+    from warehouse.lake.config import load_layout
+    from warehouse.serve.dashboard.server import Reader, render
+
+    with as_reader(server), pytest.MonkeyPatch.context() as env:
+        for key, value in s3env.items():
+            env.setenv(key, value)
+        layout = load_layout(home, None, server.warehouse(READER))
+        return render(Reader(layout.warehouse).cursor(), "/search", f"q={word}", index=lambda: search_index_of(layout))
 
 
 def _through_sqlalchemy(setting: str) -> int:

@@ -6,7 +6,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from transforms.contract import ALL_TABLES
-from warehouse.catalog import search_index
+from warehouse.catalog import search_index, team_index
 from warehouse.catalog.marts import MARTS
 from warehouse.catalog.merge import LAKE_TABLE, MergeResult, compact, merge
 from warehouse.lake.ducklake import WRITER_SETTINGS, one_snapshot, retried_with_more_memory
@@ -15,33 +15,45 @@ from warehouse.lake.prices import Prices
 
 
 def build_warehouse(lake, warehouse: Path, tables=ALL_TABLES, *, full: bool = False,
-                    prices: Prices = Prices()) -> list[str]:
+                    prices: Prices = Prices(), home=None) -> list[str]:
     """Merge what landed, rebuild the marts, compact now and then; returns the public table names."""
-    refresh(lake, warehouse, full=full, prices=prices)
+    refresh(lake, warehouse, full=full, prices=prices, home=home)
     return [t.name for t in tables] + list(MARTS)
 
 
 def refresh(lake, warehouse: Path, *, full: bool = False, marts: bool = True,
-            prices: Prices = Prices(), then=None) -> MergeResult:
+            prices: Prices = Prices(), then=None, home=None) -> MergeResult:
     """`prices`: config.toml's (`load_config(layout.config_file).prices`), applied by the merge.
     The search index follows the tables: updated when the merge replaced or removed a source,
     when it is missing, or when a merge before was cut off before updating it, on the merge's own
-    connection before the catalog is published (`_AfterMerge`). The team's catalog in PostgreSQL
-    has no local search index (yet). Without `marts` (the tables only), the index is left owed
-    with the marts: the next merge with them brings both up to date. `then(con, result)`: more
-    reading on that connection after the index (the Dagster asset's checks), under the writer's
-    memory limit."""
-    indexed = not is_postgres(warehouse)
-    catalog = Path(warehouse) if indexed else warehouse
-    with _index_owed(catalog, indexed) as owed:
-        after = _AfterMerge(catalog, full, owed.before, indexed and marts, then)
+    connection before the catalog is published (`_AfterMerge`). The index of a team's catalog in
+    PostgreSQL is kept in the center's `home` and put in the lake for the readers
+    (warehouse.catalog.team_index; none without a home). Without `marts` (the tables only), the
+    index is left owed with the marts: the next merge with them brings both up to date.
+    `then(con, result)`: more reading on that connection after the index (the Dagster asset's
+    checks), under the writer's memory limit."""
+    team = is_postgres(warehouse)
+    catalog = warehouse if team else Path(warehouse)
+    if team:  # the center's copy, put in the lake for the readers
+        index = team_index.local_index(home) if home is not None else None
+    else:
+        index = search_index.search_path(catalog)
+    with _index_owed(index) as owed:
+        after = _AfterMerge(catalog, index, full, owed.before, index is not None and marts, then)
         result = merge(lake, catalog, full=full, marts=marts, prices=prices, then=after)
         if result.crowded:
             compact(catalog)
         if after.failed:  # the merge is published; an index that failed stays owed to the next
             raise after.failed
+        if team and index is not None and marts:  # the readers' copy, once the catalog is published
+            team_index.publish(lake, index, changed=_index_changed(result.search))
         owed.paid = marts
     return result
+
+
+def _index_changed(search) -> bool:
+    """Whether an update (`search_index.IndexResult`, None when none ran) changed the index."""
+    return search is not None and bool(search.sources_read or search.sources_removed or search.rebuilt)
 
 
 class _AfterMerge:
@@ -50,16 +62,17 @@ class _AfterMerge:
     of their own attached the catalog and loaded it again. A failure is raised once the merge is
     published, as when these came after it."""
 
-    def __init__(self, catalog: Path, full: bool, owed: bool, index: bool, then):
-        self.catalog, self.full, self.owed, self.index, self.then = catalog, full, owed, index, then
+    def __init__(self, catalog, index: Path | None, full: bool, owed: bool, indexed: bool, then):
+        self.catalog, self.index, self.full, self.owed = catalog, index, full, owed
+        self.indexed, self.then = indexed, then
         self.failed: Exception | None = None
 
     def __call__(self, con, result: MergeResult) -> None:
         self.failed = None  # a merge run again with more memory calls this again
         try:
-            if self.index and (self.owed or self.full or result.merged or result.removed
-                               or not search_index.search_path(self.catalog).exists()):
-                result.search = search_index.update(self.catalog, full=self.full, con=con)
+            if self.indexed and (self.owed or self.full or result.merged or result.removed
+                                 or not self.index.exists()):
+                result.search = search_index.update(self.catalog, full=self.full, con=con, index=self.index)
             if self.then:
                 retried_with_more_memory(lambda limit: self._then(con, result, limit))
         except Exception as exc:
@@ -77,15 +90,15 @@ class _Owed:
 
 
 @contextmanager
-def _index_owed(warehouse, indexed: bool):
+def _index_owed(index: Path | None):
     """Whether an earlier merge was cut off before it updated the index, or left it owed (a merge
     of the tables only); a marker stays from here until a merge's update is done (a merge killed
     meanwhile leaves it for the next)."""
     owed = _Owed()
-    if not indexed:
+    if index is None:
         yield owed
         return
-    marker = search_index.due_marker(warehouse)
+    marker = search_index.owed_marker(index)
     owed.before = marker.exists()
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.touch()

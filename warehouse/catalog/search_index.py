@@ -62,7 +62,12 @@ def search_path(catalog: Path) -> Path:
 
 def due_marker(catalog: Path) -> Path:
     """Present while a merge's index update is owed: one cut off is done by the next merge."""
-    return search_path(catalog).with_name("." + search_path(catalog).name + ".due")
+    return owed_marker(search_path(catalog))
+
+
+def owed_marker(index: Path) -> Path:
+    """due_marker of the index file `index`, wherever it is kept."""
+    return index.with_name("." + index.name + ".due")
 
 
 @dataclass
@@ -87,13 +92,16 @@ def open_fts(path: Path, read_only: bool = True):
     return con
 
 
-def update(catalog: Path, data_path: str | None = None, *, full: bool = False, con=None) -> IndexResult:
+def update(catalog: Path, data_path: str | None = None, *, full: bool = False, con=None,
+           index: Path | None = None) -> IndexResult:
     """Bring the index of `catalog` up to date with its published tables (see the module);
     `full`: every source read again (`agentlake merge --full`). `con`: a connection with the
     catalog attached as `lake`, used instead of one of its own (the merge's writer, once its tables
-    and marts are committed: a connection of its own paid DuckLake's catalog load again)."""
+    and marts are committed: a connection of its own paid DuckLake's catalog load again).
+    `index`: the index's file, when not the one beside the catalog (the center's copy of a team
+    catalog in PostgreSQL, warehouse.catalog.team_index)."""
     start = time.perf_counter()
-    target = search_path(catalog)
+    target = index or search_path(catalog)
     with held(target.with_name("." + target.name + ".lock")):
         if con is None:
             result = ducklake.retried_with_more_memory(

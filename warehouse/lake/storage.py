@@ -226,6 +226,9 @@ def masked_url(url: str) -> str:
     return f"{head}{where}{q}{query}"
 
 
+CHUNK = 8 << 20  # bytes a whole file is copied in (`put_file`, `get_file`): a search index may be large
+
+
 class LocalStore:
     def __init__(self, root: Path, staging: Path):
         self.root, self.staging = Path(root), Path(staging)
@@ -261,6 +264,33 @@ class LocalStore:
             fh.flush()
             os.fsync(fh.fileno())  # the rename must never publish a file whose bytes are not on disk
         return tmp
+
+    def version(self, rel: str) -> str | None:
+        """One file's version (size and mtime, as `versions` gives them), None when it is not there."""
+        try:
+            st = (self.root / rel).stat()
+        except OSError:
+            return None
+        return f"{st.st_size}-{st.st_mtime_ns}"
+
+    def put_file(self, rel: str, path: Path) -> None:
+        """A local file put at `rel` whole (staged, then renamed: readers see the old file or the
+        new one), its bytes streamed, never held in memory."""
+        self.staging.mkdir(parents=True, exist_ok=True)
+        tmp = self.staging / f"{os.getpid()}-{uuid.uuid4().hex}.tmp"
+        try:
+            with open(path, "rb") as src, open(tmp, "wb") as dst:
+                shutil.copyfileobj(src, dst, CHUNK)
+                dst.flush()
+                os.fsync(dst.fileno())
+            (self.root / rel).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(tmp, self.root / rel)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def get_file(self, rel: str, path: Path) -> None:
+        """The file at `rel` copied to the local `path` (FileNotFoundError when it is not there)."""
+        shutil.copyfile(self.root / rel, path)
 
     def delete(self, rel: str) -> None:
         path = self.root / rel
@@ -361,6 +391,26 @@ class ObjectStore:
         for rel, data in items.items():
             with self._request(), self.fs.open_output_stream(self._key(rel)) as fh:  # one PUT: the object appears whole
                 fh.write(data)
+
+    def version(self, rel: str) -> str | None:
+        """One object's version (size and mtime, as `versions` gives them), None when it is not there."""
+        from pyarrow import fs
+
+        with self._request():
+            info = self.fs.get_file_info(self._key(rel))
+        return f"{info.size}-{info.mtime_ns}" if info.type == fs.FileType.File else None
+
+    def put_file(self, rel: str, path: Path) -> None:
+        """A local file put at `rel` as one object (it appears whole), streamed in CHUNK pieces."""
+        with open(path, "rb") as src, self._request(), self.fs.open_output_stream(self._key(rel)) as dst:
+            while chunk := src.read(CHUNK):
+                dst.write(chunk)
+
+    def get_file(self, rel: str, path: Path) -> None:
+        """The object at `rel` copied to the local `path` (FileNotFoundError when it is not there)."""
+        with self._request(), self.fs.open_input_stream(self._key(rel)) as src, open(path, "wb") as dst:
+            while chunk := src.read(CHUNK):
+                dst.write(chunk)
 
     def delete(self, rel: str) -> None:
         try:

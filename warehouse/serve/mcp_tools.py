@@ -115,10 +115,12 @@ def _filters(since, until, project, agent, user) -> Filters:
 
 class Tools:
     """The tools over one warehouse; `reader` hands out a read-only cursor per call (the
-    dashboard's Reader: one connection per published catalog, so a merge shows on the next call)."""
+    dashboard's Reader: one connection per published catalog, so a merge shows on the next call).
+    `index()`: the search index's file, asked at each search (`agentlake mcp` fetches a team
+    catalog's from the lake); by default the one beside the reader's catalog file."""
 
-    def __init__(self, reader, limits: Limits = Limits()):
-        self.reader, self.limits = reader, limits
+    def __init__(self, reader, limits: Limits = Limits(), index=None):
+        self.reader, self.limits, self._index = reader, limits, index
 
     @contextmanager
     def _cursor(self):
@@ -201,11 +203,15 @@ class Tools:
         """`agentlake search`'s hits for `query` (warehouse.serve.search), best first, each with
         the session_key open_session takes."""
         from warehouse.catalog.search_index import open_fts, search_path
+        from warehouse.catalog.team_index import NoPublishedIndex
         from warehouse.serve.search import BadQuery, SearchFilters, search
 
         wanted = self._rows_wanted(limit)
         f = _filters(since, until, project, agent, user)
-        index = search_path(self.reader.warehouse)
+        try:
+            index = self._index() if self._index else search_path(self.reader.warehouse)
+        except NoPublishedIndex as exc:
+            raise ToolError(str(exc)) from None
         if not index.exists():
             raise ToolError(f"no search index at {index} yet: `agentlake merge` (or the next ingest) builds it")
         with open_fts(index) as con, _deadline(con, self.limits.seconds):

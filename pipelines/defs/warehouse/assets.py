@@ -97,7 +97,7 @@ def tables_and_marts(context: dg.AssetExecutionContext, agentlake: AgentlakeReso
         checks["found"] = look_after_merge(con, merge.source_ids, layout.config_file)
 
     # the marts too, if anything changed or was pending
-    result = refresh(layout.lake, layout.warehouse, prices=configured_prices(layout), then=check)
+    result = refresh(layout.lake, layout.warehouse, prices=configured_prices(layout), then=check, home=layout.home)
     # what landed is merged: the marker goes, as `agentlake ingest` takes it away after its merge
     # (left by a run from the UI or the sensor, it sent the next `agentlake ingest` with nothing
     # changed to merge again: docs/BENCHMARKS.md, "Figures behind the code's choices")

@@ -1,11 +1,12 @@
 """The dashboard's search page (`/search?q=...`): `agentlake search`'s ranked hits
-(warehouse.serve.search, over the index beside the catalog), each linked to its session's
-transcript at the matching message. The page's filters are the dashboard's (days of its zone,
-project, agent, user, machine) and the search's own (role, tool, kind).
+(warehouse.serve.search, over the index beside the catalog, or a team catalog's from the lake),
+each linked to its session's transcript at the matching message. The page's filters are the
+dashboard's (days of its zone, project, agent, user, machine) and the search's own (role, tool, kind).
 
 A snippet is the text of a user's transcript: every piece of it is escaped, and the matches are
 marked with <mark> around escaped text, never by markup the text could carry itself."""
 
+from warehouse.catalog.team_index import NoPublishedIndex
 from warehouse.serve.dashboard.pages import (
     Request, _e, _options, about_data, filter_fields, layout, page_filters, zone_field)
 from warehouse.serve.search import (
@@ -32,16 +33,19 @@ def search_page(con, req: Request, index, projects: list[str], providers: list[s
         body = _said("search-empty", "Type words to search for: " + QUERY_HELP + ".")
     elif index is None:
         body = _said("search-no-index", "No search index for this warehouse: a team catalog in PostgreSQL "
-                                        "keeps none. Search a home merged from the lake: agentlake merge --lake LAKE.")
+                                        "has its index in the lake, and this server was not given it.")
         status = 503
     else:
         filters = SearchFilters(**vars(req.filters), role=role, tool=tool, kind=kind)
         try:
-            hits = search(index, query, filters, SEARCH_LIMIT, mark=html_mark)
+            hits = search(index() if callable(index) else index, query, filters, SEARCH_LIMIT, mark=html_mark)
             body = _results(con, req, query, hits)
         except NoIndex:
             body = _said("search-no-index", "No search index yet: `agentlake merge` (or the next "
                                             "`agentlake ingest`) builds it beside the warehouse.")
+            status = 503
+        except NoPublishedIndex as exc:
+            body = _said("search-no-index", f"No search index yet: {exc}.")
             status = 503
         except BadQuery as exc:
             body = _said("search-bad", f"Cannot search for that: {exc}.")

@@ -40,7 +40,7 @@ def render(con, path: str, query: str, budgets=(), config_file=None, zone: str =
     shows on the next page, never on half of this one; and DuckLake loads the snapshot once, not
     for each of the page's queries. `zone`: whose days the pages count, unless the page names its
     own (`tz=`); `local` (zoned.LocalMarts) keeps a zone's marts for the connection's next pages.
-    `index`: the search index's file (`/search`), None where the catalog has none (PostgreSQL)."""
+    `index`: the search index's file (`/search`), or a function giving it; None where there is none."""
     with one_snapshot(con):
         return _render(con, path, query, budgets, config_file, zone, local, index)
 
@@ -324,7 +324,7 @@ def token_matches(given: str | None, expected: bytes) -> bool:
 
 def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: str | None = None,
                 allowed_hosts=(), log=None, data_path: str | None = None, workers: int = WORKERS, budgets=(),
-                config_file=None, zone: str = UTC):
+                config_file=None, zone: str = UTC, index=None):
     """An HTTP server for the pages. Requests read the published catalog read-only through one
     connection per catalog file (`Reader`), and a page seen before is served again until a merge
     publishes a new catalog (`PageCache`): a rebuilt warehouse shows up on the next reload.
@@ -343,6 +343,8 @@ def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: 
     `budgets` (warehouse.lake.config.Budget, read from `config_file` by the caller: a bad file
     stops it at start, not a page) are shown on the overview and drawn on the monthly cost chart.
     `zone` (an IANA name, checked by the caller): whose days the pages count unless one names its own.
+    `index`: what `/search` searches, a function giving the index's file at each search (a team
+    catalog's, fetched from the lake: `agentlake dashboard`); by default the file beside the catalog.
     """
     import hashlib
     import sys
@@ -374,8 +376,9 @@ def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: 
 
     cache, reader = PageCache(), Reader(warehouse, data_path)
     # given only when set: render(con, path, query) stays the whole call without them
+    index = index or (None if is_postgres(warehouse) else search_path(warehouse))
     settings = {k: v for k, v in (("budgets", tuple(budgets)), ("config_file", config_file), ("zone", zone),
-                                  ("index", None if is_postgres(warehouse) else search_path(warehouse))) if v}
+                                  ("index", index)) if v}
 
     class Handler(BaseHTTPRequestHandler):
         timeout = IDLE_TIMEOUT  # a stalled connection frees its worker
