@@ -1,6 +1,7 @@
 """Benchmark: `agentlake search` on the generated corpus: the index's build, size and update, and
 a query's latency warm (one open index, as the MCP server and the dashboard keep it) and cold (a
-new `agentlake search` process, start-up included).
+new `agentlake search` process, start-up included); and a team catalog's index shared through the
+lake, a folder and a loopback S3 server (the center's put, a reader's fetch).
 
     .venv/bin/python benchmarks/search.py --projects 300 --sessions 200 --workdir /tmp/benchL
 
@@ -77,6 +78,7 @@ def main() -> None:
             times.append(time.perf_counter() - start)
         cold[q] = statistics.median(times)
 
+    shared = _through_a_lake(index, work, args.repeat)
     build = statistics.median(t for t, _ in builds)
     print(f"Corpus: --projects {args.projects} --sessions {args.sessions} --seed {args.seed}; "
           f"{documents:,} documents indexed; medians of {args.repeat}.\n")
@@ -88,9 +90,49 @@ def main() -> None:
     print(f"| a query warm, median over the {len(QUERIES)} queries | {statistics.median(warm.values()) * 1000:.0f} ms |")
     print(f"| a query warm, slowest query's median | {max(warm.values()) * 1000:.0f} ms |")
     print(f"| a query cold (`agentlake search`, a new process), median | {statistics.median(cold.values()):.2f} s |")
+    for where, (put, fetched, kept) in shared.items():
+        print(f"| a team catalog's index through {where}: the center's put / a reader's first fetch / "
+              f"a reader's check with nothing new | {put:.2f} s / {fetched:.2f} s / {kept * 1000:.0f} ms |")
     print("\n| query | hits | warm (ms) | cold (s) |\n| --- | ---: | ---: | ---: |")
     for q in QUERIES:
         print(f"| `{q}` | {hits[q]:,} | {warm[q] * 1000:.0f} | {cold[q]:.2f} |")
+
+
+def _through_a_lake(index: Path, work: Path, repeat: int) -> dict[str, tuple[float, float, float]]:
+    """A team catalog's index shared through the lake (warehouse.catalog.team_index): the center's
+    put, a reader's first fetch, and a reader's check when the lake holds nothing new, medians of
+    `repeat`, through a folder and through a loopback S3 server (moto, as the tests use)."""
+    import logging
+    import os
+
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    from warehouse.catalog import team_index
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    os.environ.update({"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_REGION": "us-east-1",
+                       "AWS_EC2_METADATA_DISABLED": "true", "AWS_ENDPOINT_URL": f"http://{host}:{port}"})
+    boto3.client("s3", endpoint_url=f"http://{host}:{port}").create_bucket(Bucket="bench")
+    out = {}
+    try:
+        for where, lake in (("a folder", work / "shared-lake"), ("loopback S3", "s3://bench/lake")):
+            center, reader = team_index.local_index(work / "center"), team_index.local_index(work / "reader")
+            center.parent.mkdir(exist_ok=True)
+            center.write_bytes(index.read_bytes())
+            puts, fetches, checks = [], [], []
+            for i in range(repeat):
+                os.utime(center, ns=(i, i))  # a new file to the center: put again
+                puts.append(timed(lambda: team_index.publish(lake, center))[0])
+                fetches.append(timed(lambda: team_index.fetch(lake, reader))[0])  # a new copy: fetched
+                checks.append(timed(lambda: team_index.fetch(lake, reader))[0])  # the same: kept
+            out[where] = tuple(statistics.median(x) for x in (puts, fetches, checks))
+    finally:
+        server.stop()
+    return out
 
 
 if __name__ == "__main__":

@@ -11,8 +11,9 @@ import pytest
 from tests.support_postgres import READER, READER_PASSWORD, WRITER, WRITER_PASSWORD, Server, postgres  # noqa: F401
 from tests.support_s3 import BUCKET, run_cli_fresh, s3, s3_client, s3_server  # noqa: F401  (the moto fixtures)
 from tests.test_team import ingest_here, ok
-from transforms.synth.crush import generate_store
-from warehouse.catalog.team_index import PUBLISHED
+from transforms.synth.crush import add_message, generate_store
+from transforms.synth.crush_parts import text_part
+from warehouse.catalog.team_index import CURRENT
 
 
 def center(server: Server, s3env: dict, home, *args):
@@ -74,7 +75,7 @@ def test_the_center_merges_into_postgres_and_readers_see_each_merge_at_once(post
     # the center's search index is in the lake, and a reader searches it as the center would
     word, hits = _searched(postgres, s3, home, tmp_path / "center")
     assert hits and (home / "team.search.duckdb").exists()
-    assert s3_client(s3).head_object(Bucket=BUCKET, Key=f"pg-team/{PUBLISHED}")["ContentLength"] > 0
+    assert s3_client(s3).head_object(Bucket=BUCKET, Key=f"pg-team/{current_now(s3)}")["ContentLength"] > 0
 
     refused = reader(postgres, s3, home, "sql", "DELETE FROM sessions")
     assert refused.returncode == 2 and "DELETE statements are refused" in refused.stderr
@@ -101,15 +102,34 @@ def test_the_center_merges_into_postgres_and_readers_see_each_merge_at_once(post
     assert float(after[0]["cost"]) == pytest.approx(a.root_cost + b.root_cost + 1.5, abs=1e-9)
     assert sql(postgres, s3, home, "SELECT COUNT(*) AS n FROM sessions WHERE session_id = "
                                    f"'{gone}'") == [{"n": 1}]  # history kept, as in a file catalog
-    held = (home / ".team.search.duckdb.version").read_text()
+    held = (home / ".team.search.duckdb.held").read_text()
     assert _searched(postgres, s3, home, tmp_path / "center", word)[1]  # the changed source's index, fetched again
-    assert (home / ".team.search.duckdb.version").read_text() != held
+    assert (home / ".team.search.duckdb.held").read_text() != held
+    copies = [o["Key"] for o in s3_client(s3).list_objects_v2(Bucket=BUCKET, Prefix="pg-team/search/")["Contents"]]
+    # CURRENT and the copy it names: the one before is gone (pyarrow leaves a folder's marker)
+    assert sorted(k for k in copies if not k.endswith("/")) == [f"pg-team/{CURRENT}", f"pg-team/{current_now(s3)}"]
     assert f"showing {len(hits)} of" in _through_mcp(postgres, s3, home, word)
+
+    # a second center started by mistake, in another home: it merges ben's new message and puts
+    # its index; the first center then has nothing to merge, but the lake's copy is not its own:
+    # its index is brought up to date before it is put (else the lake would go back to one without it)
+    with sqlite3.connect(b.dbs[0].path) as db:
+        sid, created = db.execute("SELECT id, created_at FROM sessions WHERE parent_session_id IS NULL LIMIT 1").fetchone()
+        add_message(db, "late-message", sid, "user", [text_part("zanzibarquokka")], created_at=created + 60)
+    assert ok(ingest_here(tmp_path / "b" / "home", lake, "ben-desktop", "ben", b.global_dir, s3))
+    assert ok(center(postgres, s3, tmp_path / "center2", "merge", "--lake", lake))
+    assert ok(center(postgres, s3, tmp_path / "center", "merge", "--lake", lake))
+    assert len(_searched(postgres, s3, home, tmp_path / "center", "zanzibarquokka")[1]) == 1
     page, status = _through_the_dashboard_search(postgres, s3, home, word)
     assert status == 200 and all(session_id in page for session_id, *_ in hits)
     with as_reader(postgres):
         assert _through_sqlalchemy(postgres.warehouse(READER)) == a.sessions + b.sessions
         assert _through_the_dashboard(postgres.warehouse(READER)) == a.sessions + b.sessions
+
+
+def current_now(s3env) -> str:
+    """The copy of the search index the lake's CURRENT names."""
+    return s3_client(s3env).get_object(Bucket=BUCKET, Key=f"pg-team/{CURRENT}")["Body"].read().decode()
 
 
 def _searched(server, s3env, home, center_home, word=None) -> tuple[str, list]:

@@ -39,40 +39,41 @@ def refresh(lake, warehouse: Path, *, full: bool = False, marts: bool = True,
     else:
         index = search_index.search_path(catalog)
     with _index_owed(index) as owed:
-        after = _AfterMerge(catalog, index, full, owed.before, index is not None and marts, then)
+        after = _AfterMerge(catalog, index, full, owed.before, index is not None and marts, then,
+                            readers_copy_in=lake if team else None)
         result = merge(lake, catalog, full=full, marts=marts, prices=prices, then=after)
         if result.crowded:
             compact(catalog)
         if after.failed:  # the merge is published; an index that failed stays owed to the next
             raise after.failed
-        if team and index is not None and marts:  # the readers' copy, once the catalog is published
-            team_index.publish(lake, index, changed=_index_changed(result.search))
         owed.paid = marts
     return result
-
-
-def _index_changed(search) -> bool:
-    """Whether an update (`search_index.IndexResult`, None when none ran) changed the index."""
-    return search is not None and bool(search.sources_read or search.sources_removed or search.rebuilt)
 
 
 class _AfterMerge:
     """What the merge runs on its writer's connection once its tables and marts are committed
     there, before the catalog is published: the search index's update, then `then`. A connection
     of their own attached the catalog and loaded it again. A failure is raised once the merge is
-    published, as when these came after it."""
+    published, as when these came after it. `readers_copy_in`: the lake a team catalog's index is
+    put in for its readers, here, under the writer's lock: a second center's merge and put come
+    after this one's, never between them."""
 
-    def __init__(self, catalog, index: Path | None, full: bool, owed: bool, indexed: bool, then):
+    def __init__(self, catalog, index: Path | None, full: bool, owed: bool, indexed: bool, then,
+                 readers_copy_in=None):
         self.catalog, self.index, self.full, self.owed = catalog, index, full, owed
-        self.indexed, self.then = indexed, then
+        self.indexed, self.then, self.lake = indexed, then, readers_copy_in
         self.failed: Exception | None = None
 
     def __call__(self, con, result: MergeResult) -> None:
         self.failed = None  # a merge run again with more memory calls this again
         try:
-            if self.indexed and (self.owed or self.full or result.merged or result.removed
+            # the lake's copy another center's (or none): this one's index brought up to date first
+            others = self.indexed and self.lake is not None and not team_index.lake_copy_is_ours(self.lake, self.index)
+            if self.indexed and (self.owed or self.full or result.merged or result.removed or others
                                  or not self.index.exists()):
                 result.search = search_index.update(self.catalog, full=self.full, con=con, index=self.index)
+            if self.indexed and self.lake is not None:
+                team_index.publish(self.lake, self.index)
             if self.then:
                 retried_with_more_memory(lambda limit: self._then(con, result, limit))
         except Exception as exc:

@@ -203,14 +203,13 @@ class Tools:
         """`agentlake search`'s hits for `query` (warehouse.serve.search), best first, each with
         the session_key open_session takes."""
         from warehouse.catalog.search_index import open_fts, search_path
-        from warehouse.catalog.team_index import NoPublishedIndex
         from warehouse.serve.search import BadQuery, SearchFilters, search
 
         wanted = self._rows_wanted(limit)
         f = _filters(since, until, project, agent, user)
         try:
             index = self._index() if self._index else search_path(self.reader.warehouse)
-        except NoPublishedIndex as exc:
+        except OSError as exc:  # no copy in the lake yet, a lake or a catalog that does not answer
             raise ToolError(str(exc)) from None
         if not index.exists():
             raise ToolError(f"no search index at {index} yet: `agentlake merge` (or the next ingest) builds it")

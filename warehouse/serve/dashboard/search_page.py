@@ -36,16 +36,14 @@ def search_page(con, req: Request, index, projects: list[str], providers: list[s
                                         "has its index in the lake, and this server was not given it.")
         status = 503
     else:
+        index, body, status = _fetched(index)
         filters = SearchFilters(**vars(req.filters), role=role, tool=tool, kind=kind)
         try:
-            hits = search(index() if callable(index) else index, query, filters, SEARCH_LIMIT, mark=html_mark)
-            body = _results(con, req, query, hits)
+            if index is not None:
+                body = _results(con, req, query, search(index, query, filters, SEARCH_LIMIT, mark=html_mark))
         except NoIndex:
             body = _said("search-no-index", "No search index yet: `agentlake merge` (or the next "
                                             "`agentlake ingest`) builds it beside the warehouse.")
-            status = 503
-        except NoPublishedIndex as exc:
-            body = _said("search-no-index", f"No search index yet: {exc}.")
             status = 503
         except BadQuery as exc:
             body = _said("search-bad", f"Cannot search for that: {exc}.")
@@ -53,6 +51,19 @@ def search_page(con, req: Request, index, projects: list[str], providers: list[s
     crumbs = [("overview", req.link("/")), ("search", None)]
     title = f"search: {query}" if query else "search"
     return layout(title, crumbs, body, req, form, about_data(con)), status
+
+
+def _fetched(index) -> tuple:
+    """(the index's file, None, 200), or (None, what the page says instead, 503) when a team
+    catalog's cannot be fetched from the lake. `index`: the file, or a function giving it."""
+    if not callable(index):
+        return index, None, 200
+    try:
+        return index(), None, 200
+    except NoPublishedIndex as exc:
+        return None, _said("search-no-index", f"No search index yet: {exc}."), 503
+    except OSError as exc:  # the lake or the team's catalog did not answer
+        return None, _said("search-no-index", f"Cannot fetch the team's search index: {exc}."), 503
 
 
 def _own_filters(req: Request) -> tuple[str | None, str | None, str | None]:
