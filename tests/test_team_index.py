@@ -55,7 +55,10 @@ def test_a_reader_fetches_the_centers_index_only_when_the_lake_holds_a_new_one(h
     assert publish(lake, center)
     second = _current(lake)
     assert second != first and not (lake / first).exists()  # the copy before is removed
+    killed = reader.with_name(f".{reader.name}.0123.part")  # what a fetch killed half-way left
+    killed.write_bytes(b"sec")
     assert fetch(lake, reader).read_bytes() == b"second index, longer" and gets == [first, second]
+    assert not killed.exists()
     assert not list((lake / "_staging").iterdir())  # nothing left half-way
 
 

@@ -101,6 +101,8 @@ def fetch(lake, index: Path) -> Path:
                                    f"(`agentlake merge` into the team's catalog) puts it under {COPIES}")
         if index.exists() and _held(index).get("name") == name:
             return index
+        for left in index.parent.glob(f".{index.name}.*.part"):  # a fetch killed half-way (this lock is free)
+            left.unlink(missing_ok=True)
         part = index.with_name(f".{index.name}.{uuid.uuid4().hex}.part")
         try:
             store.get_file(name, part)
