@@ -80,6 +80,7 @@ def test_a_put_cut_short_is_never_read_and_the_next_merge_puts_it_again(homes, m
     assert _current(lake) == first and fetch(lake, reader).read_bytes() == b"first index"
     assert publish(lake, center)  # the local file is not the one put last: put, though no merge changed it
     assert fetch(lake, reader).read_bytes() == b"second index"
+    assert sorted(p.name for p in (lake / "search").iterdir()) == sorted(["CURRENT", _current(lake).split("/")[-1]])
 
 
 def test_another_centers_copy_or_a_lost_one_is_replaced_by_this_ones(homes, tmp_path):

@@ -4,8 +4,8 @@ A catalog in PostgreSQL has no file for the index to sit beside (warehouse.catal
 The center, its one writer, keeps the index in its home (`local_index`) and updates it at each
 merge as beside a file catalog. `publish` puts a copy in the lake under a name of its own
 (`search/warehouse.search.<id>.duckdb`), then points CURRENT (`search/CURRENT`, a one-line object)
-at it, and removes the copy it had put before: an upload cut short is never pointed at, and a
-reader reads one whole copy or the one before. A reader, who reads the lake for the tables
+at it, and removes the other copies there: an upload cut short is never pointed at (and is removed
+by the next put), and a reader reads one whole copy or the one before. A reader, who reads the lake for the tables
 already, fetches the copy CURRENT names into its own home when it is not the one held (`fetch`),
 and searches it there. What each home holds is kept beside its copy (`.team.search.duckdb.held`):
 the copy's name in the lake and, for the center, its local file's size and time when it was put."""
@@ -83,8 +83,11 @@ def publish(lake, index: Path) -> bool:
     store.put_file(name, index)
     store.put_all({CURRENT: name.encode()})
     _hold(index, name=name, local=local)
-    if before.get("name") and before["name"] != name:
-        store.delete(before["name"])  # a reader fetching it fails this once, and fetches CURRENT's next time
+    # the copy before, and any a put cut short left unnamed (one center puts at a time: the merge's
+    # writer lock); a reader fetching the one before fails this once, and fetches CURRENT's next time
+    for old in store.list(COPIES, ".duckdb"):
+        if old != name:
+            store.delete(old)
     return True
 
 

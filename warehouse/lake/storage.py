@@ -301,11 +301,11 @@ class LocalStore:
             except OSError:
                 break
 
-    def list(self, prefix: str = "") -> list[str]:
+    def list(self, prefix: str = "", suffix: str = ".parquet") -> list[str]:
         base = self.root / prefix
         if not base.is_dir():
             return []
-        return sorted(str(p.relative_to(self.root)) for p in base.rglob("*.parquet") if "_staging" not in p.parts)
+        return sorted(str(p.relative_to(self.root)) for p in base.rglob(f"*{suffix}") if "_staging" not in p.parts)
 
     def uri(self, rel: str) -> str:
         return str(self.root / rel)
@@ -419,7 +419,7 @@ class ObjectStore:
         except FileNotFoundError:
             pass
 
-    def _files(self, prefix: str) -> list:
+    def _files(self, prefix: str, suffix: str = ".parquet") -> list:
         """The objects under `prefix`, in one listing. A store that does not answer is one
         LakeUnreachable naming its endpoint; an empty listing of a bucket that does not exist is
         NoSuchBucket (pyarrow lists nothing there), not an empty lake."""
@@ -440,11 +440,11 @@ class ObjectStore:
             if missing:
                 raise NotObjectStorage.probed(self.lake, bucket) or NoSuchBucket(self.lake, bucket)
             self._bucket_seen = True
-        return [i for i in found if i.type == fs.FileType.File and i.path.endswith(".parquet")]
+        return [i for i in found if i.type == fs.FileType.File and i.path.endswith(suffix)]
 
-    def list(self, prefix: str = "") -> list[str]:
+    def list(self, prefix: str = "", suffix: str = ".parquet") -> list[str]:
         start = len(self.base) + 1
-        return sorted(i.path[start:] for i in self._files(prefix))
+        return sorted(i.path[start:] for i in self._files(prefix, suffix))
 
     def uri(self, rel: str) -> str:
         return f"{self.uri_root}/{rel}"
