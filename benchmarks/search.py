@@ -45,6 +45,8 @@ def _mib(path: Path) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     corpus_arguments(ap, projects=100, repeat=5)
+    ap.add_argument("--attached-over-s3", action="store_true",
+                    help="also: the queries on the lake's copy attached read-only over S3, not fetched")
     args = ap.parse_args()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="agentlake-search-bench-"))
     corpus = run._corpus(args, work)
@@ -78,7 +80,7 @@ def main() -> None:
             times.append(time.perf_counter() - start)
         cold[q] = statistics.median(times)
 
-    shared = _through_a_lake(index, work, args.repeat)
+    shared, attached = _through_a_lake(index, work, args.repeat, args.attached_over_s3)
     build = statistics.median(t for t, _ in builds)
     print(f"Corpus: --projects {args.projects} --sessions {args.sessions} --seed {args.seed}; "
           f"{documents:,} documents indexed; medians of {args.repeat}.\n")
@@ -93,15 +95,21 @@ def main() -> None:
     for where, (put, fetched, kept) in shared.items():
         print(f"| a team catalog's index through {where}: the center's put / a reader's first fetch / "
               f"a reader's check with nothing new | {put:.2f} s / {fetched:.2f} s / {kept * 1000:.0f} ms |")
+    if attached:
+        opened, first, median = attached
+        print(f"| instead, the lake's copy attached read-only over loopback S3 (httpfs): the attach / the "
+              f"queries' first run, slowest / median | {opened:.2f} s / {first:.2f} s / {median:.2f} s |")
     print("\n| query | hits | warm (ms) | cold (s) |\n| --- | ---: | ---: | ---: |")
     for q in QUERIES:
         print(f"| `{q}` | {hits[q]:,} | {warm[q] * 1000:.0f} | {cold[q]:.2f} |")
 
 
-def _through_a_lake(index: Path, work: Path, repeat: int) -> dict[str, tuple[float, float, float]]:
+def _through_a_lake(index: Path, work: Path, repeat: int, attach: bool) -> tuple[dict, tuple | None]:
     """A team catalog's index shared through the lake (warehouse.catalog.team_index): the center's
     put, a reader's first fetch, and a reader's check when the lake holds nothing new, medians of
-    `repeat`, through a folder and through a loopback S3 server (moto, as the tests use)."""
+    `repeat`, through a folder and through a loopback S3 server (moto, as the tests use). `attach`:
+    also the other way, QUERIES on the lake's copy attached read-only over S3 (no download):
+    (the attach, the slowest query's first run, their median)."""
     import logging
     import os
 
@@ -130,9 +138,30 @@ def _through_a_lake(index: Path, work: Path, repeat: int) -> dict[str, tuple[flo
                 fetches.append(timed(lambda: team_index.fetch(lake, reader))[0])  # a new copy: fetched
                 checks.append(timed(lambda: team_index.fetch(lake, reader))[0])  # the same: kept
             out[where] = tuple(statistics.median(x) for x in (puts, fetches, checks))
+        attached = _attached_over_s3(index, host, port) if attach else None
     finally:
         server.stop()
-    return out
+    return out, attached
+
+
+def _attached_over_s3(index: Path, host: str, port: int) -> tuple[float, float, float]:
+    """QUERIES, each run once, on `index` put in the loopback S3 server and attached read-only
+    through DuckDB's httpfs, pages read as a search asks for them."""
+    import boto3
+    import duckdb
+
+    from warehouse.lake import ducklake
+
+    boto3.client("s3", endpoint_url=f"http://{host}:{port}").upload_file(str(index), "bench", "attached.duckdb")
+    con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
+    for name in ("httpfs", "fts"):
+        ducklake.load_packaged(con, name, ducklake.pinned_binary(name))
+    con.execute(f"CREATE SECRET (TYPE s3, KEY_ID 'bench', SECRET 'bench', REGION 'us-east-1', "
+                f"ENDPOINT '{host}:{port}', USE_SSL false, URL_STYLE 'path')")
+    opened, _ = timed(lambda: con.execute("ATTACH 's3://bench/attached.duckdb' AS ix (READ_ONLY); USE ix"))
+    runs = [timed(lambda: search(con, q, limit=10))[0] for q in QUERIES]
+    con.close()
+    return opened, max(runs), statistics.median(runs)
 
 
 if __name__ == "__main__":
