@@ -67,17 +67,20 @@ class _AfterMerge:
     def __call__(self, con, result: MergeResult) -> None:
         self.failed = None  # a merge run again with more memory calls this again
         try:
-            # the lake's copy another center's (or none): this one's index brought up to date first
-            others = self.indexed and self.lake is not None and not team_index.lake_copy_is_ours(self.lake, self.index)
-            if self.indexed and (self.owed or self.full or result.merged or result.removed or others
-                                 or not self.index.exists()):
-                result.search = search_index.update(self.catalog, full=self.full, con=con, index=self.index)
-            if self.indexed and self.lake is not None:
-                team_index.publish(self.lake, self.index)
+            if self.indexed:
+                self._index(con, result)
             if self.then:
                 retried_with_more_memory(lambda limit: self._then(con, result, limit))
         except Exception as exc:
             self.failed = exc
+
+    def _index(self, con, result: MergeResult) -> None:
+        # the lake's copy another center's (or none): this one's index is brought up to date first
+        ours = self.lake is None or team_index.lake_copy_is_ours(self.lake, self.index)
+        if self.owed or self.full or result.merged or result.removed or not ours or not self.index.exists():
+            result.search = search_index.update(self.catalog, full=self.full, con=con, index=self.index)
+        if self.lake is not None:
+            team_index.publish(self.lake, self.index, ours=ours)
 
     def _then(self, con, result: MergeResult, memory_limit: str | None) -> None:
         con.execute(f"SET memory_limit = '{memory_limit or WRITER_SETTINGS['memory_limit']}'")

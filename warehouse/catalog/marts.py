@@ -19,8 +19,9 @@ parents from it (`depends_on`). A mart's first header line says how it refreshes
 The merge records the touched projects in `_agentlake_marts_pending` in the tables'
 transaction; `refresh_marts` (in that transaction for a small merge, in the next transaction of
 that writer for a large one, or in the next merge's when a merge ran without its marts or was cut
-off between the two) updates the marts and clears the list. A mart whose SQL changed since it was written (its hash in `_agentlake_marts`) is rebuilt
-whole; a merge that rebuilt the tables whole forgets every hash (`forget`).
+off between the two) updates the marts and clears the list. A mart whose SQL changed since it was
+written (its hash in `_agentlake_marts`) is rebuilt whole; a merge that rebuilt the tables whole
+forgets every hash (`forget`).
 """
 
 import hashlib

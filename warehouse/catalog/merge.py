@@ -89,6 +89,11 @@ class MergeResult:
     machines: int = 0  # machines with landing files in the lake
 
     @property
+    def inserted(self) -> int:
+        """Rows inserted into the tables, all tables together."""
+        return sum(self.rows.values())
+
+    @property
     def changed(self) -> bool:
         return bool(self.merged or self.removed or self.runs)
 
@@ -411,7 +416,7 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
                     if marts and build and _small(result, broken, kept):  # marts that run out fail
                         # this transaction: the merge is run again with more memory (`merge`)
                         refresh_marts(con, whole=build == "whole", memory_limit=memory_limit,
-                                      added=sum(result.rows.values()))
+                                      added=result.inserted)
                         build = None
                 break
             except _Again as again:
@@ -437,7 +442,7 @@ def _small(result: MergeResult, broken: dict, kept: "_Kept | None") -> bool:
     """The merge's marts can share its tables' transaction: it inserted and deleted at most
     MARTS_WITH_TABLES_ROWS rows, kept no unreadable source's rows, and dropped no damaged table (a
     mart or bookkeeping table it dropped is still in the committed catalog the marts ask)."""
-    return (sum(result.rows.values()) + result.deleted <= MARTS_WITH_TABLES_ROWS
+    return (result.inserted + result.deleted <= MARTS_WITH_TABLES_ROWS
             and not broken and not kept)
 
 

@@ -70,15 +70,17 @@ def lake_copy_is_ours(lake, index: Path) -> bool:
     return name is not None and _current(open_store(lake)) == name
 
 
-def publish(lake, index: Path) -> bool:
+def publish(lake, index: Path, *, ours: bool | None = None) -> bool:
     """Put the center's `index` in the lake when it is not the file this home put there last, or
-    the lake's copy is not that one (gone, or another center's); returns whether it put it. A
-    put cut short leaves CURRENT on the copy before, and the next merge puts it again."""
+    the lake's copy is not that one (gone, or another center's: `ours` False, asked of the lake
+    when not given); returns whether it put it. A put cut short leaves CURRENT on the copy
+    before, and the next merge puts it again."""
     store = open_store(lake)
-    before = _held(index)
-    if before.get("local") == _stat(index) and before.get("name") and _current(store) == before["name"]:
+    before, local = _held(index), _stat(index)  # before the upload: a change meanwhile goes next time
+    if ours is None:
+        ours = lake_copy_is_ours(lake, index)
+    if ours and before.get("local") == local:
         return False
-    local = _stat(index)  # before the upload: a change meanwhile is put by the next merge
     name = f"{COPIES}warehouse.search.{uuid.uuid4().hex}.duckdb"
     store.put_file(name, index)
     store.put_all({CURRENT: name.encode()})

@@ -256,28 +256,22 @@ class LocalStore:
             path.parent.mkdir(parents=True, exist_ok=True)
             os.replace(tmp, path)  # atomic: readers see the old file or the new one
 
-    def _stage(self, rel: str, data: bytes) -> Path:
+    def _staging_file(self) -> Path:
         self.staging.mkdir(parents=True, exist_ok=True)
-        tmp = self.staging / f"{os.getpid()}-{uuid.uuid4().hex}.tmp"  # pid: leftovers of dead runs are found
+        return self.staging / f"{os.getpid()}-{uuid.uuid4().hex}.tmp"  # pid: leftovers of dead runs are found
+
+    def _stage(self, rel: str, data: bytes) -> Path:
+        tmp = self._staging_file()
         with open(tmp, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())  # the rename must never publish a file whose bytes are not on disk
         return tmp
 
-    def version(self, rel: str) -> str | None:
-        """One file's version (size and mtime, as `versions` gives them), None when it is not there."""
-        try:
-            st = (self.root / rel).stat()
-        except OSError:
-            return None
-        return f"{st.st_size}-{st.st_mtime_ns}"
-
     def put_file(self, rel: str, path: Path) -> None:
         """A local file put at `rel` whole (staged, then renamed: readers see the old file or the
         new one), its bytes streamed, never held in memory."""
-        self.staging.mkdir(parents=True, exist_ok=True)
-        tmp = self.staging / f"{os.getpid()}-{uuid.uuid4().hex}.tmp"
+        tmp = self._staging_file()
         try:
             with open(path, "rb") as src, open(tmp, "wb") as dst:
                 shutil.copyfileobj(src, dst, CHUNK)
@@ -392,25 +386,17 @@ class ObjectStore:
             with self._request(), self.fs.open_output_stream(self._key(rel)) as fh:  # one PUT: the object appears whole
                 fh.write(data)
 
-    def version(self, rel: str) -> str | None:
-        """One object's version (size and mtime, as `versions` gives them), None when it is not there."""
-        from pyarrow import fs
-
-        with self._request():
-            info = self.fs.get_file_info(self._key(rel))
-        return f"{info.size}-{info.mtime_ns}" if info.type == fs.FileType.File else None
-
     def put_file(self, rel: str, path: Path) -> None:
-        """A local file put at `rel` as one object (it appears whole), streamed in CHUNK pieces."""
+        """A local file put at `rel` as one object, streamed in CHUNK pieces. An upload cut short
+        may still be completed, truncated (pyarrow's stream completes it on close): name such a
+        key for readers only once this returns (warehouse.catalog.team_index)."""
         with open(path, "rb") as src, self._request(), self.fs.open_output_stream(self._key(rel)) as dst:
-            while chunk := src.read(CHUNK):
-                dst.write(chunk)
+            shutil.copyfileobj(src, dst, CHUNK)
 
     def get_file(self, rel: str, path: Path) -> None:
         """The object at `rel` copied to the local `path` (FileNotFoundError when it is not there)."""
         with self._request(), self.fs.open_input_stream(self._key(rel)) as src, open(path, "wb") as dst:
-            while chunk := src.read(CHUNK):
-                dst.write(chunk)
+            shutil.copyfileobj(src, dst, CHUNK)
 
     def delete(self, rel: str) -> None:
         try:
