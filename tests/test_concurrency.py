@@ -175,3 +175,45 @@ def _latest_commit(catalog: PostgresCatalog) -> tuple:
         con.execute(f"ATTACH {sql_string(catalog.attach_target)} AS lake (READ_ONLY)")
         con.execute("USE lake")
         return con.execute(TOTALS).fetchone()
+
+
+def test_a_long_merge_into_postgres_leaves_its_readers_the_grace_from_its_publication(lake, postgres, tmp_path,  # noqa: F811
+                                                                                     monkeypatch):
+    """tests/test_hive_export.py's long merge, with the catalog in PostgreSQL: DuckLake's times
+    there are PostgreSQL's (its NOW() is sent to the server), and so are the publications', kept
+    in the catalog's database. A reader on the snapshot a 20-minute merge replaced still reads its
+    file after the next merge; without the grace, the file goes."""
+    from warehouse.catalog.merge import merge
+    from warehouse.lake.ducklake import writing
+    from warehouse.lake.layout import data_path
+    from warehouse.lake.pg_catalog import PUBLISHED
+
+    db = new_database(postgres, "long_merge")
+    team = tmp_path / "team"
+    shutil.copytree(lake.lake / "_landing", team / "_landing")
+    for key, value in db.env(WRITER, WRITER_PASSWORD).items():
+        monkeypatch.setenv(key, value)
+    center = PostgresCatalog.parse(db.warehouse(WRITER))
+    merge(team, center, data_path=data_path(team), marts=False)
+    count = "SELECT COUNT(*), COUNT(DISTINCT message_id) FROM parts"
+    with connect(center, ours=True) as con:
+        before = con.execute(count).fetchone()
+    reader = connect(center, ours=True)  # the published snapshot, its file not read yet
+    files = [f for (f,) in reader.execute("SELECT data_file FROM ducklake_list_files('lake', 'parts')").fetchall()]
+    assert files
+    with writing(center, data_path(team)) as con:
+        con.execute("CREATE OR REPLACE TABLE parts AS SELECT * FROM parts LIMIT 0")
+        meta = "__ducklake_metadata_lake"
+        last = f"(SELECT max(snapshot_id) FROM {meta}.ducklake_snapshot)"
+        con.execute(f"UPDATE {meta}.ducklake_snapshot SET snapshot_time = snapshot_time - CASE WHEN "
+                    f"snapshot_id = {last} THEN INTERVAL 20 MINUTE ELSE INTERVAL 2 HOUR END")
+    merge(team, center, data_path=data_path(team), marts=False, keep_seconds=600)
+    assert all(Path(f).exists() for f in files)
+    assert reader.execute(count).fetchone() == before
+    reader.close()
+    with connect(center, ours=True) as con:  # each publication, once, in order
+        published = con.execute(f"SELECT snapshot_id, published_at FROM __ducklake_metadata_lake.{PUBLISHED} "
+                                "ORDER BY snapshot_id").fetchall()
+        assert len(published) >= 3 and [at for _, at in published] == sorted(at for _, at in published)
+    merge(team, center, data_path=data_path(team), marts=False, keep_seconds=0)
+    assert not any(Path(f).exists() for f in files)

@@ -142,13 +142,15 @@ def test_merges_past_the_grace_leave_the_live_files_and_an_export_to_s3_copies_w
         {"hive-export/export/CURRENT", "hive-export/export/"}
 
 
-def test_a_sweep_keeps_the_snapshot_readers_hold_after_a_writer_died_before_publishing(lake):
-    """A writer that committed to its own copy and died never published: readers stay on the
-    published snapshot, however long ago the dead writer's commit replaced it in that copy. The
-    next merge's sweep keeps it (and its files) until that merge publishes."""
+def test_a_sweep_keeps_the_snapshot_readers_hold_after_a_writer_died_before_publishing(lake, monkeypatch):
+    """A writer that committed to its own copy, recorded its publication and died before its copy
+    replaced the catalog never published: readers stay on the published snapshot, however long
+    ago the dead writer's commit was. The next merge's sweep keeps it (and its files) until that
+    merge publishes."""
+    import duckdb
     import pytest
 
-    from warehouse.lake.ducklake import writing
+    from warehouse.lake import ducklake
     from warehouse.lake.layout import tables_path
 
     data_path = tables_path(lake.lake, lake.warehouse)
@@ -159,11 +161,55 @@ def test_a_sweep_keeps_the_snapshot_readers_hold_after_a_writer_died_before_publ
         assert con.execute("FROM ducklake_list_files('lake', 'parts')").fetchall()  # a file, not rows inlined
     # on the published snapshot, kept open as a dashboard's is (its file not read yet: not cached)
     reader = connect(lake.warehouse, ours=True)
-    with pytest.raises(RuntimeError), writing(lake.warehouse, data_path) as con:
+
+    def dies(own, catalog):
+        raise RuntimeError("the writer dies before its copy replaces the catalog")
+
+    monkeypatch.setattr(ducklake, "publish", dies)
+    with pytest.raises(RuntimeError), ducklake.writing(lake.warehouse, data_path) as con:
         con.execute("CREATE OR REPLACE TABLE parts AS SELECT * FROM parts LIMIT 0")  # its file: the published snapshot's only
-        con.execute("UPDATE __ducklake_metadata_lake.ducklake_snapshot SET snapshot_time = snapshot_time - "
-                    "INTERVAL 2 HOUR")  # that commit, hours ago
-        raise RuntimeError("the writer dies before publishing")
+    monkeypatch.undo()
+    # hours ago: the catalog was published two hours ago, the dead writer's publication recorded an hour later
+    hours_ago = os.stat(lake.warehouse).st_mtime - 2 * 3600
+    os.utime(lake.warehouse, (hours_ago, hours_ago))
+    with duckdb.connect(str(ducklake.writer_path(lake.warehouse))) as own:
+        last = "(SELECT max(snapshot_id) FROM agentlake_published)"
+        assert own.execute(f"UPDATE agentlake_published SET published_at = published_at - CASE WHEN snapshot_id = "
+                           f"{last} THEN INTERVAL 1 HOUR ELSE INTERVAL 2 HOUR END").fetchone()[0] >= 2
     merge(lake.lake, lake.warehouse, keep_seconds=600)  # nothing landed since: a sweep, then a publish
     assert reader.execute(count).fetchone() == before  # its file is still there
     reader.close()
+
+
+def test_a_long_merge_leaves_its_readers_the_whole_grace_from_its_publication(lake):
+    """DuckLake stamps a snapshot with its transaction's start: a merge that ran for twenty
+    minutes publishes a snapshot already twenty minutes old. The snapshot it replaced was the
+    readers' until that publication, and keeps its files for the grace counted from there: a
+    reader that attached it just before, still reading, finds them after the next merge."""
+    from warehouse.lake.ducklake import writing
+    from warehouse.lake.layout import tables_path
+
+    data_path = tables_path(lake.lake, lake.warehouse)
+    merge(lake.lake, lake.warehouse)  # the copied home's first write: its catalog reads its own files from now on
+    count = "SELECT COUNT(*), COUNT(DISTINCT message_id) FROM parts"
+    with connect(lake.warehouse, ours=True) as con:
+        before = con.execute(count).fetchone()
+    # attached just before the long merge publishes (its file not read yet: not cached)
+    reader = connect(lake.warehouse, ours=True)
+    files = [f for (f,) in reader.execute("SELECT data_file FROM ducklake_list_files('lake', 'parts')").fetchall()]
+    assert files  # a file, not rows inlined in the catalog
+    with writing(lake.warehouse, data_path) as con:
+        con.execute("CREATE OR REPLACE TABLE parts AS SELECT * FROM parts LIMIT 0")  # the reader's file: replaced
+        # the lake's history is two hours old, and this merge's transaction began 20 minutes ago
+        meta = "__ducklake_metadata_lake"
+        last = f"(SELECT max(snapshot_id) FROM {meta}.ducklake_snapshot)"
+        con.execute(f"UPDATE {meta}.ducklake_snapshot SET snapshot_time = snapshot_time - CASE WHEN "
+                    f"snapshot_id = {last} THEN INTERVAL 20 MINUTE ELSE INTERVAL 2 HOUR END")
+    # published now; a merge a minute later (nothing landed since: a sweep, then a publish)
+    merge(lake.lake, lake.warehouse, keep_seconds=600)
+    assert all(Path(f).exists() for f in files)
+    assert reader.execute(count).fetchone() == before
+    reader.close()
+    # no grace: the replaced snapshot and its file go
+    merge(lake.lake, lake.warehouse, keep_seconds=0)
+    assert not any(Path(f).exists() for f in files)

@@ -22,6 +22,7 @@ import sys
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 import duckdb
@@ -934,33 +935,56 @@ def _file_count(con) -> int:
 # --- the files no reader needs any more: deleted by each merge and compaction (`sweep`) ---------
 
 def sweep(con, keep_seconds: int, catalog) -> None:
-    """Expire the snapshots a newer one replaced more than `keep_seconds` ago, and delete the
-    files no snapshot needs any more once they have waited out the same grace. The snapshot the
-    readers of `catalog` attach now is kept whatever replaced it: after a writer died between its
-    commit and its publishing, readers stay on an older snapshot than the writer's copy holds
-    (ducklake.readers_snapshot), until this writer publishes.
+    """Expire the snapshots readers stopped attaching more than `keep_seconds` ago, and delete the
+    files no snapshot needs any more once they have waited out the same grace.
 
-    DuckLake's own `older_than` counts from a snapshot's creation: yesterday's last snapshot,
-    current until a minute ago, would go at once. Counted from its replacement instead, a file
-    that only expired snapshots needed is safe to delete as soon as it is scheduled: it is,
-    unless files that a compaction scheduled in the last `keep_seconds` (its readers' grace
-    counts from then) are waiting too; then the expired ones wait for the next sweep."""
+    A snapshot stops being the readers' when a later one is published (ducklake.publications):
+    neither when it was replaced by a commit (DuckLake's `older_than` counts from a snapshot's
+    creation, and yesterday's last snapshot, current until a minute ago, would go at once) nor
+    at the replacing snapshot's `snapshot_time`, which is its transaction's start: a merge that
+    took minutes shortened its readers' grace by as much. The snapshot readers attach now is kept,
+    and so are a writer's commits that no writer published (it died first).
+
+    A file a compaction scheduled for deletion at `schedule_start` is needed until the
+    publication after it, so it waits for that one's grace. A file that only expired snapshots
+    needed is safe to delete as soon as it is scheduled, unless files a compaction scheduled
+    are waiting out their grace: then the expired ones wait for the next sweep. Every time is
+    taken on the catalog's clock (ducklake.catalog_now): PostgreSQL's for a catalog there."""
     meta = f"__ducklake_metadata_{ducklake.CATALOG}"
-    keep = f"INTERVAL {int(keep_seconds)} SECOND"
-    expired = [r[0] for r in con.execute(f"""
-        SELECT snapshot_id FROM (SELECT snapshot_id, lead(snapshot_time) OVER (ORDER BY snapshot_id) AS replaced
-                                 FROM {meta}.ducklake_snapshot)
-        WHERE replaced < now() - {keep}""").fetchall()]
-    if expired and keep_seconds > 0:  # no grace: the readers are not waited for
-        held = ducklake.readers_snapshot(con, catalog)
-        expired = [snapshot for snapshot in expired if snapshot != held]
+    if keep_seconds <= 0:  # no grace: the readers are not waited for, every replaced snapshot goes
+        expired = [r[0] for r in con.execute(f"SELECT snapshot_id FROM {meta}.ducklake_snapshot WHERE snapshot_id < "
+                                             f"(SELECT max(snapshot_id) FROM {meta}.ducklake_snapshot)").fetchall()]
+        if expired:
+            con.execute(f"CALL ducklake_expire_snapshots('{ducklake.CATALOG}', versions => ?)", [expired])
+        con.execute(f"CALL ducklake_cleanup_old_files('{ducklake.CATALOG}', cleanup_all => true)")
+        return
+    published = ducklake.publications(con, catalog)
+    cutoff = ducklake.catalog_now(con, catalog) - timedelta(seconds=keep_seconds)
+    expired = _unattached_since(con, published, cutoff)
     if expired:
-        started = con.execute("SELECT now()").fetchone()[0]  # what expiring schedules is scheduled from here on
+        started = ducklake.catalog_now(con, catalog)  # what expiring schedules is scheduled from here on
         con.execute(f"CALL ducklake_expire_snapshots('{ducklake.CATALOG}', versions => ?)", [expired])
-    con.execute(f"CALL ducklake_cleanup_old_files('{ducklake.CATALOG}', older_than => now() - {keep})")
+    past_grace = [at for _, at in published if at <= cutoff]
+    if past_grace:  # the files scheduled before the last publication past its grace
+        con.execute(f"CALL ducklake_cleanup_old_files('{ducklake.CATALOG}', older_than => ?)", [max(past_grace)])
     if expired and not con.execute(f"SELECT COUNT(*) FROM {meta}.ducklake_files_scheduled_for_deletion "
                                    "WHERE schedule_start < ?", [started]).fetchone()[0]:
-        con.execute(f"CALL ducklake_cleanup_old_files('{ducklake.CATALOG}', older_than => now())")
+        con.execute(f"CALL ducklake_cleanup_old_files('{ducklake.CATALOG}', cleanup_all => true)")
+
+
+def _unattached_since(con, published: list[tuple], cutoff) -> list[int]:
+    """The snapshots a later snapshot's publication replaced for readers at `cutoff` or before."""
+    snapshots = [r[0] for r in con.execute(f"SELECT snapshot_id FROM __ducklake_metadata_{ducklake.CATALOG}."
+                                           "ducklake_snapshot ORDER BY snapshot_id").fetchall()]
+    replaced, expired = None, []
+    later = sorted(published, reverse=True)  # the publications after each snapshot, from the last
+    for snapshot in reversed(snapshots):
+        while later and later[0][0] > snapshot:
+            replaced = later[0][1] if replaced is None else min(replaced, later[0][1])
+            later.pop(0)
+        if replaced is not None and replaced <= cutoff:
+            expired.append(snapshot)
+    return sorted(expired)
 
 
 def file_counts(catalog: Path, data_path: str | None = None) -> dict[str, int]:

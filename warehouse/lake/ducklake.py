@@ -25,6 +25,7 @@ import shutil
 import sys
 import tempfile
 from contextlib import contextmanager
+from datetime import timedelta
 from functools import lru_cache
 from pathlib import Path
 
@@ -314,6 +315,7 @@ def writing(catalog: Path, data_path: str | None = None, memory_limit: str | Non
                 own.unlink()  # built from another lake's files: a new catalog, built again in full
                 _attach(con, own, data_path, read_only=False)
             yield con
+            _record_publication(con)
             con.execute("USE memory")
             con.execute(f"DETACH {CATALOG}")  # checkpointed: the file is complete on its own
         finally:
@@ -590,19 +592,52 @@ def open_catalog(catalog: "pg_catalog.PostgresCatalog", data_path: str | None, *
     return con
 
 
-def readers_snapshot(con, catalog) -> int | None:
-    """The snapshot readers of `catalog` attach now, asked on a writer's connection `con`: a
-    PostgreSQL catalog's published one; a file catalog's published file's last (the writer's own
-    copy is ahead of it only after a writer died before publishing). None when there is none."""
-    if is_postgres(catalog):
-        return pg_catalog.published_snapshot(con, catalog)
-    if not Path(catalog).exists():
-        return None
-    con.execute(f"ATTACH {sql_string(str(catalog))} AS agentlake_published_file (READ_ONLY)")
+# A file catalog's publications, as PostgreSQL keeps them (pg_catalog.PUBLISHED): a table beside
+# DuckLake's own in the catalog's file, recorded by each writer just before its copy replaces the
+# catalog (`_record_publication`), so the catalog carries them
+_HISTORY = f"__ducklake_metadata_{CATALOG}.{pg_catalog.PUBLISHED}"
+
+
+def _record_publication(con) -> None:
+    """The writer's last commit, as published now: its copy replaces the catalog next. A commit
+    published again (a merge that changed nothing) keeps the time it was first published."""
+    insert = (f"INSERT INTO {_HISTORY} SELECT last, now() FROM (SELECT max(snapshot_id) AS last FROM "
+              f"__ducklake_metadata_{CATALOG}.ducklake_snapshot) WHERE last > "
+              f"(SELECT coalesce(max(snapshot_id), -1) FROM {_HISTORY})")
     try:
-        return con.execute("SELECT max(snapshot_id) FROM agentlake_published_file.ducklake_snapshot").fetchone()[0]
-    finally:
-        con.execute("DETACH agentlake_published_file")
+        con.execute(insert)
+    except duckdb.CatalogException:  # the catalog's first publication, or one made before they were kept
+        con.execute(f"CREATE TABLE {_HISTORY} (snapshot_id BIGINT NOT NULL, published_at TIMESTAMPTZ NOT NULL)")
+        con.execute(insert)
+
+
+def catalog_now(con, catalog):
+    """The time now on the clock the catalog's times are written by: PostgreSQL's for a catalog
+    there, this machine's for a file."""
+    if is_postgres(catalog):
+        return pg_catalog.server_now(con, f"__ducklake_metadata_{CATALOG}")
+    return con.execute("SELECT now()").fetchone()[0]
+
+
+def publications(con, catalog) -> list[tuple]:
+    """Each snapshot readers of `catalog` attached, with the time it became theirs (catalog_now's
+    clock), oldest first: the last is the one they attach now. Asked on the writer's connection.
+    A day of them is kept (and the last)."""
+    if is_postgres(catalog):
+        return pg_catalog.publications(con, f"__ducklake_metadata_{CATALOG}")
+    try:
+        rows = con.execute(f"SELECT snapshot_id, published_at FROM {_HISTORY} ORDER BY snapshot_id").fetchall()
+    except duckdb.CatalogException:
+        return []  # nothing published since they are kept
+    # a writer that died between recording its publication and replacing the catalog left a
+    # publication that never was: the catalog's file is older than it
+    if rows and (not os.path.exists(catalog) or os.stat(catalog).st_mtime < rows[-1][1].timestamp()):
+        con.execute(f"DELETE FROM {_HISTORY} WHERE snapshot_id = ?", [rows.pop()[0]])
+    if len(rows) > 1 and rows[0][1] < catalog_now(con, catalog) - timedelta(days=1):
+        con.execute(f"DELETE FROM {_HISTORY} WHERE published_at < now() - INTERVAL 1 DAY AND snapshot_id < ?",
+                    [rows[-1][0]])
+        return publications(con, catalog)
+    return rows
 
 
 def attach_team_catalog(con, setting: str) -> None:

@@ -223,7 +223,9 @@ def _holder(con) -> str:
     return f"{name or 'a session'} from {address}, PostgreSQL pid {pid}, connected since {since}"
 
 
-# the snapshot readers attach: the last writer's, as it ended (a table beside DuckLake's own)
+# the snapshots readers attached, each with the time it became theirs (PostgreSQL's clock): the
+# last row is the one they attach now (the last writer's, as it ended). The earlier rows tell a
+# sweep when each snapshot stopped being the readers' (warehouse.catalog.merge.sweep): a day of them is kept.
 PUBLISHED = "agentlake_published"
 _LAST_COMMIT = "SELECT last, now() FROM (SELECT max(snapshot_id) AS last FROM ducklake_snapshot) s"
 
@@ -233,12 +235,28 @@ def publish(con, metadata_db: str, *, unless_published: bool = False) -> None:
     on its connection (`metadata_db`: DuckLake's attached metadata), once it has committed
     everything. `unless_published`: at a writer's start, for a catalog nothing was published
     in yet (a new one, or one of an earlier release), so that its readers stay on its last
-    commit (a new catalog's: empty) while this writer commits."""
-    replace = (f"INSERT INTO {PUBLISHED} {_LAST_COMMIT} WHERE NOT EXISTS (SELECT FROM {PUBLISHED})"
-               if unless_published else f"DELETE FROM {PUBLISHED}; INSERT INTO {PUBLISHED} {_LAST_COMMIT}")
+    commit (a new catalog's: empty) while this writer commits. A snapshot published again (a
+    merge that changed nothing) keeps the time it was first published."""
+    new = (f"INSERT INTO {PUBLISHED} {_LAST_COMMIT} WHERE NOT EXISTS (SELECT FROM {PUBLISHED})"
+           if unless_published else
+           f"INSERT INTO {PUBLISHED} {_LAST_COMMIT} WHERE last > (SELECT coalesce(max(snapshot_id), -1) "
+           f"FROM {PUBLISHED}); DELETE FROM {PUBLISHED} WHERE published_at < now() - INTERVAL '1 day' "
+           f"AND snapshot_id < (SELECT max(snapshot_id) FROM {PUBLISHED})")
     sql = (f"CREATE TABLE IF NOT EXISTS {PUBLISHED} (snapshot_id bigint NOT NULL, "
-           f"published_at timestamptz NOT NULL); {replace}")
+           f"published_at timestamptz NOT NULL); {new}")
     con.execute(f"CALL postgres_execute({literal(metadata_db)}, {literal(sql)})")  # one transaction
+
+
+def publications(con, metadata_db: str) -> list[tuple]:
+    """(snapshot, when it was published) for the publications kept, oldest first, on
+    PostgreSQL's clock."""
+    return _query(con, metadata_db, f"SELECT snapshot_id, published_at FROM {PUBLISHED} ORDER BY snapshot_id")
+
+
+def server_now(con, metadata_db: str):
+    """The time on PostgreSQL's clock: DuckLake's own times in the catalog are on it (its NOW()
+    is sent to the server as text), and so are the publications'."""
+    return _query(con, metadata_db, "SELECT now()")[0][0]
 
 
 PROBE_DB = "agentlake_published_probe"
