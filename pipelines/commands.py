@@ -335,8 +335,11 @@ def _read_warehouse(args, answer, opener=None) -> int:
         try:
             print(answer(con))
         except duckdb.Error as exc:
-            from warehouse.lake.ducklake import damage_hint
+            from warehouse.lake.ducklake import damage_hint, storage_failure
 
+            if storage_failure(exc):  # the lake's storage did not answer: no bad query either
+                _err(f"error: {storage_failure(exc)}")
+                return 1
             hint = damage_hint(exc)  # a table file lost or damaged is no bad query: what repairs it
             _err(f"error: {exc}{hint}")
             return 1 if hint else 2

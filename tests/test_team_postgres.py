@@ -77,6 +77,18 @@ def test_the_center_merges_into_postgres_and_readers_see_each_merge_at_once(post
     assert hits and (home / "team.search.duckdb").exists()
     assert s3_client(s3).head_object(Bucket=BUCKET, Key=f"pg-team/{current_now(s3)}")["ContentLength"] > 0
 
+    # a reader whose endpoint for the lake is wrong: the lake's storage named (exit 1), not a bad query
+    lost = {**s3, "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}
+    for args in (("sql", "SELECT COUNT(*) FROM messages"), ("report",)):
+        ran = reader(postgres, lost, home, *args)
+        assert ran.returncode == 1 and ran.stderr.startswith(
+            "error: cannot read the warehouse's tables from the lake's storage at http://127.0.0.1:9: "
+            "Could not connect to server (") and "$AWS_ENDPOINT_URL" in ran.stderr, ran.stderr
+    # a reader's role asked to merge: said in one line, before anything is written
+    merged = reader(postgres, s3, home, "merge", "--lake", lake)
+    assert merged.returncode == 1 and merged.stderr == (
+        f"error: the role {READER} may only read the catalog at {postgres.host}:{postgres.port}: merging into it "
+        "is the center's job, with the role that owns it (docs/TEAM.md); a reader needs no merge\n"), merged.stderr
     refused = reader(postgres, s3, home, "sql", "DELETE FROM sessions")
     assert refused.returncode == 2 and "DELETE statements are refused" in refused.stderr
     # below agentlake's own guard, the role and the read-only attach refuse too
@@ -202,14 +214,17 @@ def _through_the_dashboard(setting: str) -> int:
     return Reader(PostgresCatalog.parse(setting)).cursor().execute("SELECT COUNT(*) FROM sessions").fetchone()[0]
 
 
-@pytest.mark.parametrize("case", ["wrong password", "no server"])
+@pytest.mark.parametrize("case", ["wrong password", "no password", "no server"])
 def test_a_catalog_that_cannot_be_opened_is_one_clear_error(postgres, s3, tmp_path, case):  # noqa: F811
-    server = postgres if case == "wrong password" else Server("127.0.0.1", 9)  # nothing listens on port 9
-    ran = reader(server, s3, tmp_path / "reader", "sql", "SELECT 1", password="not-the-password")
+    server = Server("127.0.0.1", 9) if case == "no server" else postgres  # nothing listens on port 9
+    password = "" if case == "no password" else "not-the-password"
+    ran = reader(server, s3, tmp_path / "reader", "sql", "SELECT 1", password=password)
     assert ran.returncode == 1
     assert ran.stderr.startswith(f"error: cannot open the PostgreSQL catalog at 127.0.0.1:{server.port}")
     assert "Traceback" not in ran.stderr and "not-the-password" not in ran.stderr + ran.stdout
-    assert ("password authentication failed" if case == "wrong password" else "refused") in ran.stderr
+    assert {"wrong password": "password authentication failed", "no password": "no password supplied",
+            "no server": "refused"}[case] in ran.stderr, ran.stderr
+    assert ("check $PGUSER/$PGPASSWORD or ~/.pgpass" in ran.stderr) == (case != "no server"), ran.stderr
 
 
 @pytest.mark.parametrize("setting", ["postgres:dbname=agentlake host=db password=hunter2",

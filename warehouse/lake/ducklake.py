@@ -337,9 +337,15 @@ def _pg_writing(catalog: "pg_catalog.PostgresCatalog", data_path: str | None, me
     settings = {**WRITER_SETTINGS, **({"memory_limit": memory_limit} if memory_limit else {}),
                 "temp_directory": str(spill)}
     with pg_catalog.writer_lock(catalog, _opened(True, extra=("postgres_scanner",))):
-        con = open_catalog(catalog, data_path, read_only=False, ours=True, settings=settings)
         try:
-            pg_catalog.publish(con, f"__ducklake_metadata_{CATALOG}", unless_published=True)
+            con = open_catalog(catalog, data_path, read_only=False, ours=True, settings=settings)
+        except (duckdb.Error, pg_catalog.CatalogUnreachable) as exc:
+            raise pg_catalog.read_only_role(catalog, exc) or exc
+        try:
+            try:  # the writer's first write: a reader's role is refused it
+                pg_catalog.publish(con, f"__ducklake_metadata_{CATALOG}", unless_published=True)
+            except duckdb.Error as exc:
+                raise pg_catalog.read_only_role(catalog, exc) or exc
             yield con
             pg_catalog.publish(con, f"__ducklake_metadata_{CATALOG}")
         finally:
@@ -522,6 +528,22 @@ def _footer_damage(path: str) -> str | None:
 _FILE_DAMAGE = ("Cannot open file", "Failed to read file", "ZSTD", "magic bytes", "TProtocolException",
                 "Variable-length int", "don't know what type", "Out of buffer", "Could not read enough bytes",
                 "Corrupted file", "invalid TType", "Invalid string encoding found in Parquet file")
+
+
+def storage_failure(exc: Exception) -> str:
+    """For a reader's error that the lake's object storage caused (it did not answer, or refused
+    a read): what failed, where, and what to check; empty for any other. A reader of a team's
+    catalog reads the tables' files from the lake's storage with its own endpoint and keys."""
+    text = " ".join(str(exc).split())
+    url = re.search(r"'(https?://[^/'\s]+)", text)
+    if not url or not re.match(r"(IO|HTTP) Error: ", text) or " HTTP " not in f" {text.split(': ', 1)[1]}":
+        return ""
+    said = re.match(r"(?:IO|HTTP) Error: (.*?)(?: error)? for HTTP", text)  # httpfs: "<reason> error for HTTP GET to '<url>'"
+    status = re.search(r"\(HTTP (\d{3})[^)]*\)", text)
+    reason = said.group(1) if said else f"HTTP {status.group(1)}" if status else text.split(": ", 1)[1][:160]
+    return (f"cannot read the warehouse's tables from the lake's storage at {url.group(1)}: {reason} (its files "
+            "are in the lake's object storage: check $AWS_ENDPOINT_URL and this reader's credentials for it, as "
+            "docs/TEAM.md gives them)")
 
 
 def damage_hint(exc: Exception) -> str:

@@ -36,6 +36,10 @@ class CatalogUnreachable(OSError):
     """The PostgreSQL server did not answer, or refused this role: said once, naming the host."""
 
 
+class CatalogReadOnly(CatalogUnreachable):
+    """A role that may only read the catalog asked to write it (a reader's `agentlake merge`)."""
+
+
 class CatalogBusy(CatalogUnreachable):
     """Another writer (a second center) held the catalog for longer than this one waits."""
 
@@ -80,6 +84,13 @@ class PostgresCatalog:
         port = re.search(r"(?:^|\s)port\s*=\s*(\d+)", self.words)
         return f"{host}:{port.group(1)}" if port and ":" not in host else host
 
+    @property
+    def user(self) -> str | None:
+        """The role named, for errors: `user=` (or the URI's), else libpq's $PGUSER."""
+        found = (re.search(r"(?:^|\s)user\s*=\s*(\S+)", self.words)
+                 or re.match(r"(?i)postgres(?:ql)?://([^:@/]+)(?::[^@/]*)?@", self.words))
+        return found.group(1) if found else os.environ.get("PGUSER")
+
     def exists(self) -> bool:
         return True
 
@@ -92,7 +103,8 @@ def unreachable(catalog: PostgresCatalog, exc: Exception) -> CatalogUnreachable:
     the words hold none, and libpq does not repeat one)."""
     text = " ".join(str(exc).split())
     reason = re.sub(r'^.*?Unable to connect to Postgres at "[^"]*": ', "", text)
-    hint = (" (check $PGUSER/$PGPASSWORD or ~/.pgpass for this role)" if "authentication" in reason
+    hint = (" (check $PGUSER/$PGPASSWORD or ~/.pgpass for this role)"
+            if "authentication" in reason or "no password supplied" in reason
             else " (is the server running, and its address right?)" if "connect" in reason.lower() else "")
     return CatalogUnreachable(f"cannot open the PostgreSQL catalog at {catalog.host}: {reason}{hint}")
 
@@ -245,6 +257,15 @@ def publish(con, metadata_db: str, *, unless_published: bool = False) -> None:
     sql = (f"CREATE TABLE IF NOT EXISTS {PUBLISHED} (snapshot_id bigint NOT NULL, "
            f"published_at timestamptz NOT NULL); {new}")
     con.execute(f"CALL postgres_execute({literal(metadata_db)}, {literal(sql)})")  # one transaction
+
+
+def read_only_role(catalog: PostgresCatalog, exc: Exception) -> CatalogReadOnly | None:
+    """A writer's first write refused for want of privileges: the role is a reader's."""
+    if "permission denied" not in str(exc):
+        return None
+    role = catalog.user or "this role"
+    return CatalogReadOnly(f"the role {role} may only read the catalog at {catalog.host}: merging into it is the "
+                           "center's job, with the role that owns it (docs/TEAM.md); a reader needs no merge")
 
 
 def publications(con, metadata_db: str) -> list[tuple]:

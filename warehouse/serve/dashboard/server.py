@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from http.server import HTTPServer
 
 from warehouse.catalog.search_index import search_path
-from warehouse.lake.ducklake import damage_hint, one_snapshot
+from warehouse.lake.ducklake import damage_hint, one_snapshot, storage_failure
 from warehouse.lake.pg_catalog import is_postgres
 from warehouse.lake.zones import UTC
 from warehouse.serve.dashboard import pages as pages
@@ -448,7 +448,7 @@ def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: 
                             body, headers = text.encode(), tuple(more[0]) if more else ()
                             cache.put(key, (body, status, headers))
             except Exception as exc:  # shown to the user, not a stack trace in the terminal
-                said = f"{exc}{damage_hint(exc)}"  # a table file lost: what repairs it
+                said = storage_failure(exc) or f"{exc}{damage_hint(exc)}"  # the lake's storage; a table file lost
                 body, status = f"<h1>agentlake</h1><p>cannot read {_e(warehouse)}: {_e(said)}</p>".encode(), 500
                 headers = ()
             self._send(status, body, headers)
