@@ -124,10 +124,31 @@ def _verbose(p: argparse.ArgumentParser) -> None:
                         "only their number; the run log, `sources`, keeps them all)")
 
 
+class _Paragraphs(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and epilogs as paragraphs, each filled to the terminal's width whatever the
+    line breaks in the source (edited text left ragged lines there); indented lines (examples)
+    are kept as written."""
+
+    def _fill_text(self, text, width, indent):
+        import textwrap
+
+        blocks, prose = [], []
+        for line in text.splitlines() + [""]:
+            if line.strip() and not line[0].isspace():
+                prose.append(line.strip())
+                continue
+            if prose:
+                blocks.append(textwrap.fill(" ".join(prose), width, initial_indent=indent,
+                                            subsequent_indent=indent, break_on_hyphens=False))
+                prose = []
+            blocks.append(indent + line if line.strip() else "")
+        return "\n".join(blocks).rstrip("\n")
+
+
 def _command(sub, name: str, help: str, description: str | None = None, **kw) -> argparse.ArgumentParser:
     """A subcommand whose `--help` opens with what it does: its one-line help as a sentence,
     where it has no description of its own (merge, dashboard, serving, compact had none)."""
-    kw.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)  # descriptions and epilogs as written
+    kw.setdefault("formatter_class", _Paragraphs)
     return sub.add_parser(name, help=help, description=description or help[0].upper() + help[1:] + ".", **kw)
 
 
@@ -200,7 +221,7 @@ class _Parser(argparse.ArgumentParser):
 
 def parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="agentlake", description=__doc__.split("\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 formatter_class=_Paragraphs,
                                  epilog="Exit status: 0 ok; 1 some source failed, a place to look could not be read,\n"
                                         "or nothing is ingested yet (merge, serving, compact); 2 usage error, bad query or no\n"
                                         "warehouse yet; 3 a budget exceeded (report --budgets); 130 interrupted; 141 output\n"

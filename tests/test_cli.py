@@ -127,7 +127,10 @@ def test_agent_home_names_any_agents_store(home, tmp_path, capsys, monkeypatch):
 
 def test_a_bad_agent_home_is_a_clear_error(home, capsys):
     assert main(["ingest", "--agent-home", "notanagent=/tmp/x"]) == 2
-    assert "--agent-home wants AGENT=DIR" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert "--agent-home wants AGENT=DIR" in said and "did you mean" not in said
+    assert main(["ingest", "--agent-home", "claud=/tmp/x"]) == 2  # a typo: the agent it is close to
+    assert capsys.readouterr().err.rstrip().endswith("got 'claud=/tmp/x' (did you mean claude?)")
 
 
 def test_an_ingest_in_process_leaves_dagster_alone(project, tmp_path, monkeypatch, capsys):

@@ -127,6 +127,24 @@ def test_every_commands_help_says_what_it_does(capsys):
         assert not said.startswith(("positional arguments", "options")), (name, out)
 
 
+def test_every_commands_help_fills_its_lines(capsys, monkeypatch):
+    """The descriptions and epilogs are prose filled to the terminal's width: edited text had left
+    lines of a few words (`dashboard --help`'s "the page. The"). No line of a paragraph ends where
+    the next one's first word would have fitted; indented lines (examples, options) are as written."""
+    from pipelines.cli import parser
+
+    for columns in (80, 120):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        for name in parser()._subparsers._group_actions[0].choices:
+            with pytest.raises(SystemExit):
+                main([name, "--help"])
+            lines = capsys.readouterr().out.splitlines()
+            for line, after in zip(lines, lines[1:]):
+                if line and after and not line[0].isspace() and not after[0].isspace() \
+                        and not line.startswith("usage:"):
+                    assert len(line) + 1 + len(after.split()[0]) > columns - 2, (name, columns, line, after)
+
+
 HEAVY = ("pyarrow", "duckdb", "dagster", "warehouse.land.ingest", "transforms.crush.normalise", "transforms.contract")
 
 
