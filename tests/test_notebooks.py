@@ -212,7 +212,9 @@ def test_bi_transcript_query_keeps_each_machine_apart(two_machine_lake):
 
 # README's "one session, in order" query, with its literals as parameters
 README_TRANSCRIPT = """
-SELECT m.provider, m.machine, m.message_index, m.role, p.part_type, COALESCE(p.text, p.tool_name, p.finish_reason) AS what
+SELECT m.provider, m.machine, m.message_index, m.role, p.part_type,
+  COALESCE(p.text, p.reasoning, NULLIF(concat_ws(chr(10), p.shell_command, p.shell_output), ''),
+  NULLIF(concat_ws(chr(10), p.tool_name, p.tool_input, p.tool_result), ''), p.finish_reason) AS what
 FROM messages m JOIN parts p ON p.provider = m.provider AND p.machine = m.machine AND p.source_id = m.source_id
   AND p.session_id = m.session_id AND p.message_id = m.message_id
 WHERE m.provider = ? AND m.machine = ? AND m.source_id = ? AND m.session_id = ?

@@ -12,8 +12,8 @@ import pytest
 
 from tests.conftest import DAY, T0, Project, copy_home, ingest, run_cli
 from transforms.synth.crush import add_message, add_session
-from transforms.synth.crush_parts import (bash_output, finish_part, reasoning_part, text_part, tool_call_part,
-                                          tool_result_part)
+from transforms.synth.crush_parts import (bash_output, finish_part, reasoning_part, shell_command_part, text_part,
+                                          tool_call_part, tool_result_part)
 from warehouse.catalog import search_index
 from warehouse.catalog.build import refresh
 from warehouse.catalog.search_index import search_path
@@ -299,3 +299,77 @@ def test_an_excluded_word_leaves_out_the_documents_holding_a_word_of_its_stem(ho
         assert kept and not [h for h in kept if "flak" in h.snippet.lower()]
         assert sorted(h.score for h in kept) == sorted(h.score for h in upload if h not in asked)
     assert len(search(db, "upload -the", limit=1000)) == len(upload)  # a stop word is no word to leave out
+
+
+# a session of file names and commands: words that start with a query's stem but are not its words
+ASKED = "Fix the failing test in src/cache.ts: the tests type-check, but caching breaks in /tmp"
+BANG = ("rg -n cache --type-add 'ts:*.ts' -tsrc /tmp", "src/cache.ts:3: cache := load()")  # a user's `!rg ...`
+CALLED = ("npm test -- cache.ts", "PASS src/cache.test.ts")
+
+
+def _build_commands(root):
+    layout = Layout.resolve(home=root / "home", machine="laptop", user="dev")
+    p = _project(root, "web")
+    t = T0 + DAY
+    add_session(p.conn, "s-ts", title=ASKED, created_at=t, cost=0.01)
+    add_message(p.conn, "s-ts-u", "s-ts", "user", [text_part(ASKED)], created_at=t)
+    add_message(p.conn, "s-ts-b", "s-ts", "user", [shell_command_part(*BANG, 0), finish_part("stop", t + 1)],
+                created_at=t + 1)
+    add_message(p.conn, "s-ts-a", "s-ts", "assistant", [text_part("Running them."),
+                                                        tool_call_part("s-ts-c", "bash", {"command": CALLED[0]}),
+                                                        finish_part("tool_use", t + 5)],
+                created_at=t + 5, finished_at=t + 5, model="claude-sonnet-4-5", provider="anthropic")
+    add_message(p.conn, "s-ts-r", "s-ts", "tool", [tool_result_part("s-ts-c", "bash", bash_output(CALLED[1]))],
+                created_at=t + 6)
+    add_message(p.conn, "s-ts-e", "s-ts", "user", [text_part("Le Café du coin, déjà vu")], created_at=t + 7)
+    p.close()
+    ingest(layout, p.db)
+    return layout
+
+
+@pytest.fixture
+def commands_home(tmp_path, built_once):
+    layout = built_once("search-commands", _build_commands, workers=True)
+    return copy_home(layout.home, tmp_path / "home")
+
+
+def _snippets(home, query) -> dict:
+    return {(h.kind, h.message_id): h.snippet for h in search(home / "warehouse.ducklake", query, limit=100)}
+
+
+def test_only_the_words_the_index_matched_are_marked(commands_home):
+    # `ts` stems to `t`: the, test, type, tsrc and tmp start with it, and are no match
+    found = _snippets(commands_home, "cache.ts")
+    assert found[("message", "s-ts-u")] == ("Fix the failing test in src/**cache**.**ts**: the tests type-check, "
+                                            "but **caching** breaks in /tmp")
+    assert found[("message", "s-ts-b")] == ("rg -n **cache** --type-add '**ts**:*.**ts**' -tsrc /tmp "
+                                            "src/**cache**.**ts**:3: **cache** := load()")
+    assert found[("tool_call", "s-ts-a")].startswith("bash npm test -- **cache**.**ts** PASS src/**cache**.test.**ts**")
+    # a stem's other words are marked: tests for test (a phrase's words are words of the query too)
+    assert _snippets(commands_home, "test")[("message", "s-ts-u")] == (
+        "Fix the failing **test** in src/cache.ts: the **tests** type-check, but caching breaks in /tmp")
+    assert _snippets(commands_home, '"failing test" tmp')[("message", "s-ts-u")] == (
+        "Fix the **failing test** in src/cache.ts: the **tests** type-check, but caching breaks in /**tmp**")
+    ran = _search(commands_home, "ts")
+    assert ran.returncode == 0 and "**ts**" in ran.stdout, ran.stderr
+    assert not {"**tmp**", "**the**", "**test**", "**tsrc**", "**type**"} & set(ran.stdout.replace("/", " ").split())
+
+
+def test_a_query_word_with_accents_is_the_indexs_word_without(commands_home):
+    # the index folds accents and case (café is cafe): the query's words are folded alike
+    for query in ("café", "CAFE", "deja"):
+        assert _snippets(commands_home, query) == {("message", "s-ts-e"): (
+            "Le **Café** du coin, déjà vu" if query != "deja" else "Le Café du coin, **déjà** vu")}, query
+
+
+def test_the_open_query_shows_each_hit_in_its_row(commands_home):
+    import shlex
+
+    hits = {h["message_id"]: h for h in json.loads(_search(commands_home, "cache", "--format", "json").stdout)}
+    assert set(hits) == {"s-ts-u", "s-ts-b", "s-ts-a"}  # the text, the user's shell command, the tool call
+    ran = run_cli(*shlex.split(hits["s-ts-b"]["open_command"])[1:], "--format", "json")
+    assert ran.returncode == 0, ran.stderr
+    what = {(row["message_index"], row["part_type"]): row["what"] for row in json.loads(ran.stdout)}
+    assert what[(0, "text")] == ASKED
+    assert what[(1, "shell_command")] == "\n".join(BANG)  # the hit's own row: its command and output
+    assert CALLED[0] in what[(2, "tool_call")] and CALLED[1] in what[(3, "tool_result")]

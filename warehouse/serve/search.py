@@ -16,13 +16,15 @@ read (docs/BENCHMARKS.md, "Search").
 """
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
 
 import duckdb
 
-from warehouse.catalog.search_index import open_fts, search_path
+from warehouse.catalog.search_index import STEMMER, open_fts, search_path
 from warehouse.lake.zones import UTC, clock
 from warehouse.serve.report import Filters, unknown_name
 
@@ -112,7 +114,8 @@ def parse(text: str) -> Query:
 
 
 def _words(text: str) -> list[str]:
-    return [w for w in re.split(r"[^0-9a-z]+", text.lower()) if w]
+    """The query's words as the index holds them (`tokens`): `café` is `cafe`, not `caf`."""
+    return [w for _, _, w in tokens(text)]
 
 
 def search(con_or_paths, query: str, filters: SearchFilters | None = None, limit: int = 20,
@@ -215,7 +218,8 @@ def _search(con, q: Query, filters: SearchFilters, limit: int, mark=None) -> Hit
                file_path, body, score, message_id, tool_call_id, (SELECT COUNT(*) FROM matched) AS total
         FROM best JOIN docs USING (doc_id)
         ORDER BY score DESC, "at" DESC, doc_id""", [*params, limit]).fetchall()
-    return Hits([_hit(row[:-1], stems, q.phrases, mark) for row in rows], rows[0][-1] if rows else 0)
+    matched = matching(con, [row[11] for row in rows], stems)  # the bodies' words the index matched
+    return Hits([_hit(row[:-1], matched, q.phrases, mark) for row in rows], rows[0][-1] if rows else 0)
 
 
 # fts's BM25 parameters (match_bm25's defaults)
@@ -246,12 +250,12 @@ def bm25_sql(terms: list[tuple[int, int]], excluded: list[int] = ()) -> str:
         GROUP BY tf.docid"""
 
 
-def _hit(row, stems: list[str], phrases: list[str], mark=None) -> Hit:
+def _hit(row, matched: set[str], phrases: list[str], mark=None) -> Hit:
     (provider, machine, user, source_id, session_id, project, at, role, kind, tool_name, file_path, body, score,
      message_id, tool_call_id) = row
     sql = transcript_sql(provider, machine, source_id, session_id)
     return Hit(provider, machine, user, source_id, session_id, project, at, role, kind, tool_name, file_path,
-               snippet(body, stems, phrases, mark=mark), round(score, 4), sql, f"agentlake sql {shell_quoted(sql)}",
+               snippet(body, matched, phrases, mark=mark), round(score, 4), sql, f"agentlake sql {shell_quoted(sql)}",
                dashboard_path(machine, source_id, session_id, message_id), message_id, tool_call_id)
 
 
@@ -260,30 +264,92 @@ def marked(piece: str, matched: bool) -> str:
     return f"{MARK}{piece}{MARK}" if matched else piece
 
 
-def snippet(body: str, stems: list[str], phrases: list[str] = (), width: int = SNIPPET_CHARS, mark=None) -> str:
-    """About `width` characters of `body` around its first match, on one line, each word that
-    starts with a query word's stem (and each phrase) marked: `mark(piece, matched)` writes each
-    piece, matched or not (default `marked`; the dashboard's escapes every piece as HTML)."""
+# fts's tokenizer (its `tokenize` macro): lower(strip_accents(text)), split at what is not a-z or 0-9
+_RUN = re.compile(r"[^\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]+")  # no ASCII space or punctuation
+_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+
+
+@lru_cache(maxsize=8192)
+def _folded(char: str) -> str:
+    """`char` as strip_accents then lower leave it: a mark ("M" categories) is taken out."""
+    return "".join(c for c in unicodedata.normalize("NFD", char) if unicodedata.category(c)[0] != "M").lower()
+
+
+def tokens(text: str):
+    """The words of `text` as the index reads them, each as (start, end, word): `end` the span's
+    end in `text`, `word` the index's form (no accents, lower case)."""
+    for run in _RUN.finditer(text):
+        piece = run.group()
+        if piece.isascii():  # ASCII letters and digits only
+            yield run.start(), run.end(), piece.lower()
+            continue
+        start = end = None
+        word = []
+        for i, char in enumerate(piece, run.start()):
+            folded = _folded(char)
+            if not folded:  # a mark stripped: the letters around it stay one word
+                end = i + 1 if start is not None else end
+                continue
+            for c in folded:
+                if c in _ALNUM:
+                    start = i if start is None else start
+                    end = i + 1
+                    word.append(c)
+                elif start is not None:
+                    yield start, end, "".join(word)
+                    start, word = None, []
+        if start is not None:
+            yield start, end, "".join(word)
+
+
+def matching(con, bodies: list[str], stems: list[str]) -> set[str]:
+    """The words of `bodies` that the index would match to `stems`: the same stem (Porter), and
+    not a stop word (the index keeps none). A word starting with a stem is not one: `ts` stems
+    to `t`, and `the`, `test` and `tmp` are no match."""
+    found = " ".join(sorted({w for body in bodies for _, _, w in tokens(body)}))
+    if not found:
+        return set()
+    # the words as one string: a list parameter of 1,000s of strings cost 10s of milliseconds to bind
+    return {w for (w,) in con.execute(
+        f"SELECT w FROM unnest(string_split(?, ' ')) AS t(w) WHERE stem(w, '{STEMMER}') IN (SELECT unnest(?)) "
+        "AND w NOT IN (SELECT sw FROM fts_main_docs.stopwords)", [found, stems]).fetchall()}
+
+
+def snippet(body: str, matched: set[str], phrases: list[str] = (), width: int = SNIPPET_CHARS, mark=None) -> str:
+    """About `width` characters of `body` around its first match, on one line, each word of
+    `matched` (words' index forms: `matching`) and each phrase marked: `mark(piece, matched)`
+    writes each piece, matched or not (default `marked`; the dashboard's escapes every piece as HTML)."""
     mark = mark or marked
-    alternatives = [re.escape(p).replace(r"\ ", r"\s+") for p in phrases] + [rf"\b{re.escape(s)}\w*" for s in stems]
-    pattern = re.compile("|".join(sorted(alternatives, key=len, reverse=True)), re.IGNORECASE)
-    first = pattern.search(body)
-    start = max(0, (first.start() if first else 0) - width // 3)
-    text = " ".join(body[start:start + width].split())
-    pieces, done = ["..."] if start else [], 0
-    for match in pattern.finditer(text):
-        pieces += [mark(text[done:match.start()], False), mark(match.group(0), True)]
-        done = match.end()
-    pieces.append(mark(text[done:], False))
-    return "".join(pieces) + ("..." if start + width < len(body) else "")
+    spans = [m.span() for p in phrases
+             for m in re.finditer(re.escape(p).replace(r"\ ", r"\s+"), body, re.IGNORECASE)]
+    spans += [(a, b) for a, b, w in tokens(body) if w in matched]
+    spans.sort(key=lambda span: (span[0], -span[1]))
+    start = max(0, (spans[0][0] if spans else 0) - width // 3)
+    end = start + width
+    pieces, done = [], start
+    for a, b in spans:
+        if a >= done and b <= end:  # whole in the window, and not inside a phrase marked
+            pieces += [(body[done:a], False), (body[a:b], True)]
+            done = b
+    pieces.append((body[done:end], False))
+    # on one line: each run of white space one space, none at either end
+    pieces = [(re.sub(r"\s+", " ", piece), hit) for piece, hit in pieces]
+    pieces[0] = (pieces[0][0].lstrip(), pieces[0][1])
+    pieces[-1] = (pieces[-1][0].rstrip(), pieces[-1][1])
+    text = "".join(mark(piece, hit) for piece, hit in pieces if piece or hit)
+    return ("..." if start else "") + text + ("..." if end < len(body) else "")
 
 
 def transcript_sql(provider: str, machine: str, source_id: str, session_id: str) -> str:
-    """The session's messages and parts in order (docs/LAKE.md, "Some questions, answered in SQL")."""
+    """The session's messages and parts in order (docs/LAKE.md, "Some questions, answered in SQL"),
+    `what` each part's text: every column a document of the index is read from (a shell command
+    and its output, a tool's name, input and result too), so that a hit's own part is never blank."""
     def lit(value: str) -> str:
         return "'" + value.replace("'", "''") + "'"
 
-    return ("SELECT m.message_index, m.role, p.part_type, COALESCE(p.text, p.reasoning, p.tool_name, "
+    return ("SELECT m.message_index, m.role, p.part_type, COALESCE(p.text, p.reasoning, "
+            "NULLIF(concat_ws(chr(10), p.shell_command, p.shell_output), ''), "
+            "NULLIF(concat_ws(chr(10), p.tool_name, p.tool_input, p.tool_result), ''), "
             "p.finish_reason) AS what FROM messages m JOIN parts p USING (provider, machine, source_id, "
             f"session_id, message_id) WHERE m.provider = {lit(provider)} AND m.machine = {lit(machine)} "
             f"AND m.source_id = {lit(source_id)} AND m.session_id = {lit(session_id)} "
