@@ -246,11 +246,14 @@ def test_the_cache_share_and_its_change_in_points(dashboard, people):
 
 
 def test_without_dates_the_headline_takes_the_30_days_to_the_last_day_with_data(dashboard, people):
-    last = scalar(people, "SELECT MAX(date) FROM daily_costs")
+    # the last day a root session started or money was spent, whoever's
+    last = scalar(people, "SELECT GREATEST((SELECT MAX(date) FROM sessions WHERE is_root), "
+                          "(SELECT MAX(date) FROM daily_costs WHERE cost_usd > 0))")
     first = last - timedelta(days=29)
     _, default = get(dashboard + "?user=ana")
     said = text(re.search(r'<p class="meta" id="headline-window">(.*?)</p>', default, re.S).group(1))
-    assert f"{first} – {last} (30 days)" in said and "the last day with data (the page below: every day)" in said
+    assert f"{first} – {last} (30 days)" in said
+    assert "the last day with data (a root session started or money spent; the page below: every day)" in said
     assert "no data in the previous window" in said and "no previous figure to compare with" in tile(default, "cost")
     _, window = get(dashboard + f"?user=ana&since={first}&until={last}")
     assert tiles(default) == tiles(window)  # the same figures as that window given by hand

@@ -728,6 +728,13 @@ def budgets_section(con, req: Request, statuses: list, projects: list[str], prov
 
 HEADLINE_DAYS = 30  # the window when none is given: the 30 days to the last day with data
 
+# "the last day with data": the last day holding what the headline counts, a root session started
+# or money spent. Not any row's: a sub-agent dated after its root (Cursor's, by its file's time)
+# holds neither, and a window anchored on it showed no root session and no known cost.
+LAST_DAY_WITH_DATA = "a root session started or money spent"
+_LAST_DAY = ("SELECT GREATEST((SELECT MAX(date) FROM daily_costs WHERE cost_usd > 0), "
+             "(SELECT MAX(date) FROM sessions WHERE is_root))")
+
 
 def _back(day: date, days: int) -> date:
     """`days` before `day`, or the first day a date can have (a page asked for year 1)."""
@@ -755,22 +762,25 @@ class Window:
 
 
 def headline_window(con, filters: Filters) -> Window | None:
-    """The headline's window: the page's dates; an end not given is the last day the lake holds
-    data (any project or person: every filter compares the same days), a start not given is
-    HEADLINE_DAYS before the end. None for a lake without data."""
+    """The headline's window: the page's dates; an end not given is the last day with data, the
+    last day with a root session started or money spent (_LAST_DAY; any project or person: every
+    filter compares the same days), a start not given is HEADLINE_DAYS before the end. None for a
+    lake without data."""
     if filters.since and filters.until:
         return Window(filters.since, filters.until, "")
-    last = filters.until or con.execute("SELECT MAX(date) FROM daily_costs").fetchone()[0]
+    last = filters.until or con.execute(_LAST_DAY).fetchone()[0]
     if last is None:
         return None
     first = filters.since or _back(last, HEADLINE_DAYS - 1)
     if filters.since:
-        said = f"from since to {last}, the last day with data" if last >= first else "no data on or after since"
+        said = (f"from since to {last}, the last day with data ({LAST_DAY_WITH_DATA})" if last >= first
+                else f"no data ({LAST_DAY_WITH_DATA}) on or after since")
         last = max(last, first)
     elif filters.until:
         said = f"the {HEADLINE_DAYS} days to until (the page below: every day to {filters.until})"
     else:
-        said = f"the {HEADLINE_DAYS} days to {last}, the last day with data (the page below: every day)"
+        said = (f"the {HEADLINE_DAYS} days to {last}, the last day with data ({LAST_DAY_WITH_DATA}; "
+                "the page below: every day)")
     return Window(first, last, said)
 
 
@@ -787,12 +797,17 @@ FAILED_CALLS = "SUM(calls) AS calls, SUM(failed) AS failed FROM {tools}"
 # both windows in one query (each query on the lake costs a catalog lookup): the totals as
 # warehouse.serve.report.cost_and_sessions counts them, failed tool calls and the cache share
 _HEADLINE = """
-SELECT recent, SUM(cost_rows) AS cost_rows, SUM(cost) AS cost, SUM(sessions) AS sessions, SUM(unknown) AS unknown,
+SELECT recent, SUM(cost_rows) AS cost_rows, SUM(cost) AS cost, SUM(unknown_rows) AS unknown_rows,
+       SUM(partial_rows) AS partial_rows, SUM(sessions) AS sessions, SUM(unknown) AS unknown, SUM(partial) AS partial,
        SUM(calls) AS calls, SUM(failed) AS failed, SUM(cache_read) AS cache_read, SUM(input) AS input,
        SUM(requests) AS requests
-FROM ((SELECT date >= {start} AS recent, COUNT(*) AS cost_rows, SUM(cost_usd) AS cost FROM daily_costs {{w}} GROUP BY 1)
+FROM ((SELECT date >= {start} AS recent, COUNT(*) AS cost_rows, SUM(cost_usd) AS cost,
+              COUNT(*) FILTER (WHERE cost_usd IS NULL) AS unknown_rows,
+              COUNT(*) FILTER (WHERE cost_source = 'partial') AS partial_rows FROM daily_costs {{w}} GROUP BY 1)
       UNION ALL BY NAME
-      (SELECT date >= {start} AS recent, COUNT(*) AS sessions, COUNT(*) FILTER (WHERE cost_source = 'unknown') AS unknown
+      (SELECT date >= {start} AS recent, COUNT(*) AS sessions,
+              COUNT(*) FILTER (WHERE cost_source = 'unknown') AS unknown,
+              COUNT(*) FILTER (WHERE cost_source = 'partial') AS partial
        FROM (SELECT * FROM sessions WHERE is_root) {{w}} GROUP BY 1)
       UNION ALL BY NAME
       (SELECT date >= {start} AS recent, """ + FAILED_CALLS + """ {{w}} GROUP BY 1)
@@ -803,7 +818,9 @@ GROUP BY 1"""
 
 @dataclass
 class Figures:
-    """One window's headline figures; `cost` None when every cost in it is unknown."""
+    """One window's headline figures; `cost` None when every cost in it is unknown. The cost is its
+    days' (daily_costs: `cost_rows`, `unknown_rows`, `partial_rows`), the sessions the root sessions
+    started in it (with `unknown` and `partial`): a root's cost falls on its sub-agents' days too."""
     cost: Decimal | None = Decimal(0)
     sessions: int = 0
     unknown: int = 0
@@ -813,6 +830,10 @@ class Figures:
     input: int = 0
     requests: int = 0
     empty: bool = True
+    cost_rows: int = 0
+    unknown_rows: int = 0
+    partial_rows: int = 0
+    partial: int = 0
 
     @property
     def share(self) -> float | None:
@@ -825,11 +846,14 @@ def headline_figures(con, filters: Filters, window: Window) -> tuple[Figures, Fi
     span = replace(filters, since=min(before.first, window.first), until=window.last)
     sql = _HEADLINE.format(start=f"DATE '{window.first.isoformat()}'", tools=tool_calls(filters))
     found = {}
-    for recent, cost_rows, cost, sessions, unknown, calls, failed, cache_read, input_, requests in _query(con, sql, span):
+    for (recent, cost_rows, cost, unknown_rows, partial_rows, sessions, unknown, partial, calls, failed, cache_read,
+         input_, requests) in _query(con, sql, span):
         # no cost row is $0 (nothing spent), as in the totals; rows whose costs are all unknown: unknown
         found[recent] = Figures(cost if cost_rows else Decimal(0), int(sessions or 0), int(unknown or 0),
-                             int(calls or 0), int(failed or 0), int(cache_read or 0), int(input_ or 0),
-                             int(requests or 0), False)
+                                int(calls or 0), int(failed or 0), int(cache_read or 0), int(input_ or 0),
+                                int(requests or 0), False, cost_rows=int(cost_rows or 0),
+                                unknown_rows=int(unknown_rows or 0), partial_rows=int(partial_rows or 0),
+                                partial=int(partial or 0))
     return found.get(True, Figures()), found.get(False, Figures())
 
 
@@ -856,6 +880,25 @@ def _tile(tile_id: str, title: str, value: str, detail: str, change: str) -> str
             f'<div class="tile-value">{_e(value)}</div><div class="meta">{_e(detail)}</div>{change}</div>')
 
 
+def cost_detail(now: Figures) -> str:
+    """The line under the cost: the window's days' costs, which the tile sums (an older root's
+    unknown cost can fall on them, by a sub-agent's day), then the root sessions started in the
+    window as the sessions tile counts them; never "known" beside an unknown or a floor."""
+    if not now.cost_rows:
+        days = "no root session's cost on these days"
+    elif now.cost is None:
+        days = "every cost on these days unknown"
+    elif now.unknown_rows:
+        days = "a floor: some costs on these days unknown, not counted"
+    elif now.partial_rows:
+        days = "a floor: some requests on these days unpriced, not counted"
+    else:
+        days = "every cost on these days known"
+    started = ([f"{now.unknown:,} of unknown cost"] if now.unknown else []) + (
+        [f"{now.partial:,} priced in part"] if now.partial else [])
+    return days + (f" · root sessions started in the window: {', '.join(started)}" if started else "")
+
+
 def headline(con, req: Request) -> str:
     """Tiles for cost, root sessions, failed tool calls and cache share over the window, each
     against the previous window of the same length."""
@@ -869,11 +912,10 @@ def headline(con, req: Request) -> str:
     said = " · ".join(t for t in (str(window), window.said, against) if t)
     prior = None if then.empty else then  # nothing to compare with: said once, and on each tile
     count = lambda v: f"{v:,}"  # noqa: E731
-    unknown = (f"{now.unknown:,} root session{'s' if now.unknown > 1 else ''} of unknown cost, not counted"
-               if now.unknown else "every cost known")
     calls = (f"of {now.calls:,} tool calls ({now.failed / now.calls:.1%}): an error or a non-zero exit"
              if now.calls else "no tool calls in the window")
-    tiles = [_tile("tile-cost", "Cost", usd(now.cost), unknown, _change(now.cost, prior and prior.cost, usd, True)),
+    tiles = [_tile("tile-cost", "Cost", usd(now.cost), cost_detail(now),
+                   _change(now.cost, prior and prior.cost, usd, True)),
              _tile("tile-sessions", "Root sessions", count(now.sessions), "started in the window",
                    _change(now.sessions, prior and prior.sessions, count, None)),
              _tile("tile-failed", "Failed tool calls", count(now.failed), calls,
