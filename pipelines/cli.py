@@ -294,7 +294,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--projects", type=size_option("projects"), default=4, metavar="N",
                    help="projects (%d to %d; default: 4)" % LIMITS["projects"])
     p.add_argument("--sessions", type=size_option("sessions"), default=6, metavar="N",
-                   help="root sessions per project (%d to %d; default: 6)" % LIMITS["sessions"])
+                   help="Crush's root sessions per project, each other agent's in all (%d to %d; default: 6)"
+                        % LIMITS["sessions"])
     p.add_argument("--seed", type=int, default=7, help="the generator's seed, any whole number: the same seed and sizes give the same numbers wherever the demo is written (default: 7)")
     p.add_argument("--regenerate", action="store_true",
                    help="write the demo data again even with the seed and sizes it has (other ones replace it anyway)")

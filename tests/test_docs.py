@@ -104,7 +104,7 @@ def test_readme_is_a_front_door():
 
 
 def test_code_pointing_at_the_readme_finds_its_topic():
-    """Messages and generated docs say `README, "Renaming or retiring a machine"`: the README
+    """Messages and generated docs say `README, "Project names"`: the README
     names each such topic as a link to the page that holds it."""
     said = set()
     for package in ("pipelines", "warehouse", "transforms"):

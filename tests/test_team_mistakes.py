@@ -281,7 +281,7 @@ def test_a_machine_ingested_again_under_a_new_name_is_said_and_undone_by_deletin
     said = [ln for ln in again.stderr.splitlines() if "landed by" in ln]
     assert said == [f"warning: {roots} root sessions landed by ben-desktop were landed by ben-laptop too (the "
                     "same agent, id and start: a store copied to another machine, or a machine ingested again "
-                    "under a new name?): each copy is counted; README, \"Renaming or retiring a machine\""], \
+                    "under a new name?): each copy is counted; docs/TEAM.md, \"Renaming or retiring a machine\""], \
         again.stderr
     assert _roots(home) == 2 * roots
 

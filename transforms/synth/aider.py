@@ -100,15 +100,23 @@ def printed(count: int) -> int:
 def generate_home(home, *, sessions=6, seed=0, workspaces=("/home/dev/webshop", "/home/dev/infra-tools"),
                   start=datetime(2026, 3, 2, 9)) -> HomeTruth:
     """Project dirs under `home`, one per workspace name, each with a chat history of several
-    runs (sessions); the last run of each uses a model Aider cannot price (no cost printed)."""
+    runs (sessions); the last run of each uses a model Aider cannot price (no cost printed).
+
+    Aider names no session: the reader's id is the history file's path and the run's line, the
+    same for two seeds' demos written at the same path, so the start depends on the seed: each run
+    starts at a minute and second drawn from a stream of its own (`clock`), apart from `rng`,
+    whose draws (and so a seed's figures) stay as they were. Two demos of other seeds landed by two
+    machines are then no copies of each other's sessions (warehouse.catalog.checks.copied_sessions
+    matches agent, id and start)."""
     rng = random.Random(seed)
+    clock = random.Random(f"aider start {seed}")
     truth = HomeTruth()
     for w, workspace in enumerate(workspaces):
         hist = History(Path(home) / Path(workspace).name / HISTORY_NAME)
         truth.files.append(hist.path)
         runs = [n for n in range(sessions) if n % len(workspaces) == w]
         for k, n in enumerate(runs):
-            hist.start(start + timedelta(days=n, hours=rng.randint(0, 6)))
+            hist.start(start + timedelta(days=n, hours=rng.randint(0, 6), seconds=clock.randrange(3600)))
             priced = k < len(runs) - 1 or len(runs) == 1
             hist.announce("anthropic/claude-sonnet-4-5" if priced else "ollama/qwen3-coder")
             truth.sessions += 1

@@ -99,13 +99,21 @@ class HomeTruth:
 def generate_home(home, *, sessions=6, seed=0, workspaces=("/home/dev/webshop", "/home/dev/infra-tools"),
                   start=datetime(2026, 1, 6, 9, tzinfo=timezone.utc)) -> HomeTruth:
     """Write `sessions` chats under the channel root `home` (`~/.config/manicode`): runs with
-    tool calls and spawned sub-agents; every third chat has a failed run (no credits)."""
+    tool calls and spawned sub-agents; every third chat has a failed run (no credits).
+
+    A chat's id is its start time (`chat_id`), so the start depends on the seed: each chat
+    starts at a minute, second and millisecond drawn from a stream of its own (`clock`), apart
+    from `rng`, whose draws (and so a seed's figures) stay as they were. Two demos of other
+    seeds landed by two machines are then no copies of each other's sessions
+    (warehouse.catalog.checks.copied_sessions matches agent, id and start)."""
     rng = random.Random(seed)
+    clock = random.Random(f"codebuff start {seed}")
     truth = HomeTruth()
     root = Path(home)
     for n in range(sessions):
         workspace = workspaces[n % len(workspaces)]
-        b = ChatBuilder(start=start + timedelta(hours=5 * n), project_root=workspace)
+        at = start + timedelta(hours=5 * n, seconds=clock.randrange(3600), milliseconds=clock.randrange(1000))
+        b = ChatBuilder(start=at, project_root=workspace)
         for turn in range(rng.randint(1, 3)):
             b.user("Fix the failing test")
             code = rng.choice([0, 0, 1])

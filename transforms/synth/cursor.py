@@ -7,6 +7,7 @@ import json
 import os
 import random
 import sqlite3
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -69,12 +70,16 @@ class HomeTruth:
 def generate_home(home, *, sessions=6, seed=0, workspaces=("/home/dev/webshop", "/home/dev/infra-tools"),
                   start=datetime(2026, 3, 2, 9, tzinfo=UTC)) -> HomeTruth:
     """A `.cursor` home at `home`: even sessions as JSONL (every third with a sub-agent), odd ones
-    as text; every session has a summary row (model, title, time)."""
+    as text; every session has a summary row (model, title, time). The ids (uuids, as Cursor's)
+    come from a stream of their own (`ids`), apart from `rng`, whose draws (and so a seed's
+    figures) stay as they were: two demos of other seeds landed by two machines share no session
+    (warehouse.catalog.checks.copied_sessions)."""
     rng = random.Random(seed)
+    ids = random.Random(f"cursor ids {seed}")
     truth, summaries = HomeTruth(), []
     subagent = None
     for n in range(sessions):
-        sid = f"00000000-0000-4000-8000-{n:012d}"
+        sid = str(uuid.UUID(int=ids.getrandbits(128), version=4))
         folder = transcripts_dir(home, workspaces[n % len(workspaces)])
         calls = rng.randint(1, 3)
         if n % 2 == 0:
@@ -92,7 +97,7 @@ def generate_home(home, *, sessions=6, seed=0, workspaces=("/home/dev/webshop", 
             truth.parts += 2 + 3 * calls
             if n % 3 == 0:
                 (folder / sid / "subagents").mkdir(exist_ok=True)
-                subagent = folder / sid / "subagents" / f"sub-{n}.jsonl"
+                subagent = folder / sid / "subagents" / f"{uuid.UUID(int=ids.getrandbits(128), version=4)}.jsonl"
                 subagent.write_text(
                     jsonl_line("user", "look around") + "\n" + jsonl_line("assistant", "found it") + "\n")
                 truth.sessions += 1

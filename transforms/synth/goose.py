@@ -142,15 +142,24 @@ def generate_home(home, *, sessions=6, seed=0, workspaces=("/home/dev/webshop", 
                   start=datetime(2026, 3, 2, 9, tzinfo=UTC)) -> HomeTruth:
     """A Goose data dir at `home` (`home/sessions/sessions.db`, schema v13, plus a legacy JSONL
     session and a JSONL copy of an imported one). Every third session has no recorded cost
-    (priced by us), the others Goose's own `accumulated_cost`."""
+    (priced by us), the others Goose's own `accumulated_cost`.
+
+    Goose numbers a day's sessions (`20260302_1`), so two machines' ids repeat: what tells them
+    apart is the start (warehouse.catalog.checks.copied_sessions matches agent, id and start).
+    Each session starts at a minute and second drawn from a stream of its own (`clock`), apart
+    from `rng`, whose draws (and so a seed's figures) stay as they were: two demos of other
+    seeds landed by two machines are no copies of each other's sessions. The legacy session's id
+    is its start, as an older Goose named them (`20260302_091502`)."""
     rng = random.Random(seed)
+    clock = random.Random(f"goose start {seed}")
     folder = Path(home) / "sessions"
     conn = create_goose_db(folder / "sessions.db")
     truth = HomeTruth()
+    started = {}  # id -> its first message's time
     for n in range(sessions):
         sid = f"{(start + timedelta(days=n)):%Y%m%d}_{n + 1}"
-        at = start + timedelta(days=n, hours=rng.randint(0, 8))
-        t = int(at.timestamp())
+        at = start + timedelta(days=n, hours=rng.randint(0, 8), seconds=clock.randrange(3600))
+        t = started[sid] = int(at.timestamp())
         calls = rng.randint(1, 3)
         content = [(("user", [text(f"task {n}")]))]
         for c in range(calls):
@@ -182,11 +191,12 @@ def generate_home(home, *, sessions=6, seed=0, workspaces=("/home/dev/webshop", 
     first = next(iter(truth.by_session))
     write_jsonl(folder / f"{first}.jsonl",
                 {"description": "session 0", "message_count": 1, "working_dir": workspaces[0]},
-                [{"role": "user", "created": int(start.timestamp()), "content": [text("task 0")]}])
+                [{"role": "user", "created": started[first], "content": [text("task 0")]}])
     # a session only in JSONL (an older Goose, never imported): tokens but no cost
-    legacy_id = f"{start:%Y%m%d}_legacy"
-    msgs = [{"id": "m1", "role": "user", "created": int(start.timestamp()), "content": [text("hello")]},
-            {"id": "m2", "role": "assistant", "created": int(start.timestamp()) + 5, "content": [text("hi")]}]
+    legacy_at = start + timedelta(seconds=clock.randrange(3600))
+    legacy_id = f"{legacy_at:%Y%m%d_%H%M%S}"
+    msgs = [{"id": "m1", "role": "user", "created": int(legacy_at.timestamp()), "content": [text("hello")]},
+            {"id": "m2", "role": "assistant", "created": int(legacy_at.timestamp()) + 5, "content": [text("hi")]}]
     write_jsonl(folder / f"{legacy_id}.jsonl",
                 {"description": "legacy", "message_count": 2, "working_dir": workspaces[0],
                  "accumulated_input_tokens": 1200, "accumulated_output_tokens": 80, "accumulated_total_tokens": 1280,

@@ -454,7 +454,7 @@ def _copies_said(con, source_ids) -> list[str]:
 
     return [f"{n} root sessions landed by {a} were landed by {b} too (the same agent, id and start: a store "
             f"copied to another machine, or a machine ingested again under a new name?): each copy is counted; "
-            f"README, \"Renaming or retiring a machine\"" for a, b, n in copied_sessions(con, source_ids)]
+            f"docs/TEAM.md, \"Renaming or retiring a machine\"" for a, b, n in copied_sessions(con, source_ids)]
 
 
 def crowded(con) -> bool:
