@@ -11,26 +11,31 @@ def _():
 
     from warehouse.lake.config import reader_layout
     from warehouse.lake.ducklake import connect
+    from warehouse.serve.labels import model_sql
 
     warehouse_path = reader_layout().warehouse  # $AGENTLAKE_WAREHOUSE, the home's, else the quickstart demo's
     con = connect(warehouse_path)  # read-only
+    # a model as the report and the dashboard say it: `no model recorded` where daily_costs holds NULL
+    model_label = model_sql("model_name")
     mo.md(f"# Cost overview\n\nWarehouse: `{warehouse_path}` (read-only). Costs count root sessions "
-          "only: a root's cost already includes its sub-agents'.")
-    return alt, con, mo
+          "only: a root's cost already includes its sub-agents'. Models are grouped by `model_name`, "
+          "the name they group under, and named as `agentlake report` names them.")
+    return alt, con, mo, model_label
 
 
 @app.cell
 def _(mo):
-    split = mo.ui.dropdown(["project", "model", "provider"], value="project", label="Split cost by")
+    split = mo.ui.dropdown({"project": "project", "model": "model_name", "provider": "provider"}, value="project",
+                           label="Split cost by")
     split
     return (split,)
 
 
 @app.cell
-def _(con, mo):
+def _(con, mo, model_label):
     daily = mo.sql(
-        """
-        SELECT date, provider, project, COALESCE(model, '(session-level)') AS model, cost_source,
+        f"""
+        SELECT date, provider, project, {model_label} AS model_name, cost_source,
                CAST(SUM(cost_usd) AS DOUBLE) AS cost_usd
         FROM daily_costs
         GROUP BY ALL
@@ -58,10 +63,10 @@ def _(alt, daily, split):
 
 
 @app.cell
-def _(con, mo):
+def _(con, mo, model_label):
     by_project_model = mo.sql(
-        """
-        SELECT project, provider, COALESCE(model, '(session-level)') AS model,
+        f"""
+        SELECT project, provider, {model_label} AS model_name,
                CAST(SUM(cost_usd) AS DOUBLE) AS cost_usd,
                STRING_AGG(DISTINCT cost_source, ', ') AS cost_source
         FROM daily_costs
@@ -78,7 +83,8 @@ def _(alt, by_project_model):
     cost_by_model = (
         alt.Chart(by_project_model)
         .mark_bar()
-        .encode(y=alt.Y("model:N", sort="-x"), x=alt.X("sum(cost_usd):Q", title="cost (USD)"), color="project:N")
+        .encode(y=alt.Y("model_name:N", sort="-x", title="model"), x=alt.X("sum(cost_usd):Q", title="cost (USD)"),
+                color="project:N")
         .properties(title="Cost by model and project", width=640)
     )
     cost_by_model

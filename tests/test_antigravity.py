@@ -2,7 +2,9 @@
 rows in the layout tokscale's reader documents) in tmp homes, through the lake, read back by
 DuckDB; the IDE's .pb files are reported as not readable and never opened."""
 
+import io
 import os
+import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -139,3 +141,47 @@ def test_the_store_is_never_written(tmp_path):
     ingest_tables(Layout.resolve(home=tmp_path / "lake", machine="m", user="u"), homes={"antigravity": [folder]})
     assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.glob("*.db")} == before
     assert all(p.stat().st_size == 0 for p in folder.glob("*.db-wal"))
+
+
+def test_a_conversation_is_a_source_of_the_project_its_rows_land_in(layout, tmp_path):
+    """The demo's ingest printed `[48/65] ok antigravity unknown 0 messages, 0 parts` and the
+    `sources` table named each conversation `antigravity-unknown-...`, while its rows landed in
+    its workspace's project: the source's project was never read (it is inside the database).
+    Discovery reads the workspace now, as other agents' discovery reads a session's cwd. Not an
+    empty source: one conversation, its session and requests (Antigravity records no messages)."""
+    from pipelines.runner import PrintingReporter
+
+    home = conversations(tmp_path / "user")
+    truth = generate_home(home.parent, sessions=4, seed=3)
+    summary = ingest_tables(layout, homes={"antigravity": [home]})
+    assert [r.status for r in summary.results] == ["ok"] * 4
+    landed = dict(query(layout, "SELECT source_id, project FROM sessions"))
+    assert sorted(landed.values()) == ["infra-tools", "infra-tools", "webshop", "webshop"]
+    for r in summary.results:
+        assert r.source.project == landed[r.source.source_id]
+        assert r.source.partition_key == f"antigravity-{landed[r.source.source_id]}-{r.source.source_id[:8]}"
+        assert r.source.project_path == f"/home/dev/{landed[r.source.source_id]}"
+    assert query(layout, "SELECT source_id, project, partition_key, project_path, sessions, messages FROM sources "
+                         "ORDER BY source_id") == sorted(
+        (r.source.source_id, r.source.project, r.source.partition_key, r.source.project_path, 1, 0)
+        for r in summary.results)
+    # the progress line names the project
+    out = io.StringIO()
+    reporter = PrintingReporter(stream=out)
+    reporter.total = len(summary.results)
+    for n, r in enumerate(summary.results):
+        reporter.source_done(n, reporter.total, r)
+    projects = [re.match(r"\[\d/4\] ok +antigravity +(\S+) ", line)[1] for line in out.getvalue().splitlines()]
+    assert sorted(projects) == sorted(landed.values())
+    # every request landed, counted
+    assert sum(r.rows["usage"] for r in summary.results) == truth.usage_rows == scalar(
+        layout, "SELECT COUNT(*) FROM usage")
+    assert sum(r.rows["sessions"] for r in summary.results) == truth.sessions == 4
+    # a configured project name applies as it does to the rows; a database naming no workspace is `unknown`
+    named = discover(env={}, extra_roots=[str(home)], use_default=False,
+                     project_names={"/home/dev/webshop": "Shop Front"})
+    assert sorted(s.project for s in named.sources) == ["infra-tools", "infra-tools", "shop-front", "shop-front"]
+    write_conversation(home / f"{CONV}.db", [generation(new=1, text=1, response_id="r1", model="gemini-2.5-pro",
+                                                        at=T)], None)
+    assert {s.identity: s.project for s in discover(env={}, extra_roots=[str(home)], use_default=False).sources
+            }[CONV] == "unknown"

@@ -11,7 +11,7 @@ from decimal import Decimal
 
 import pytest
 
-from tests.conftest import T0, Project, assistant, copy_home, ingest, ingest_tables, query
+from tests.conftest import T0, Project, assistant, copy_home, ingest, ingest_tables, query, scalar
 from transforms.synth.claude import assistant_lines, project_slug, tool_result, tool_use, usage, user_line, write_jsonl
 from transforms.synth.crush import add_message, add_session
 from transforms.synth.crush_parts import bash_output, finish_part, text_part, tool_call_part, tool_result_part
@@ -425,3 +425,57 @@ def test_an_incremental_refresh_equals_a_fresh_computation(layout, project):
                     assert con.execute(f"SELECT COUNT(*) FROM (FROM {a} EXCEPT ALL FROM {b})").fetchone()[0] == 0, name
         assert con.execute("SELECT COUNT(*) FROM insight_retry_loops WHERE session_id = 'N'").fetchone()[0] == 1
         assert con.execute("SELECT COUNT(*) FROM insight_duplicate_reads").fetchone()[0] == 2
+
+
+# --- every agent of the demo: models named as the report names them --------------------------
+
+def test_insights_group_and_name_models_as_the_report_does(layout, built_once, capsys):
+    """Reads per edit listed `claude-sonnet-4-5-20250929` beside `claude-sonnet-4-5`, and Goose's
+    and Kilo's steps as `no model recorded`, where `agentlake report --by model` counts them
+    under one `model_name` (their requests' model). Each insight that shows models now shows the
+    report's names, each once; a model no one recorded stays NULL in SQL (as in daily_costs) and
+    reads `no model recorded` in the tables."""
+    from pipelines.cli import main
+    from tests.test_five_agents import ingested_demo
+    from warehouse.serve.labels import NO_MODEL
+
+    ingested_demo(built_once, layout)
+
+    def report(*args):
+        assert main(["report", "--home", str(layout.home), "--top", "0", *args]) == 0
+        return capsys.readouterr().out
+
+    by_model = json.loads(report("--by", "model", "--format", "json"))["by_model"]
+    name_of = {m: r["model_name"] for r in by_model if r["models"] for m in r["models"].split(", ")}
+    agents_of = {r["model_name"]: set(r["agents"].split(", ")) for r in by_model}
+    assert name_of["claude-sonnet-4-5-20250929"] == name_of["claude-sonnet-4-5"] == "claude-sonnet-4-5"
+    insights = json.loads(report("--insights", "--format", "json"))
+
+    ratio = [r["model_name"] for r in insights["insight_read_edit_ratio"]]
+    assert len(ratio) == len(set(ratio)) and "claude-sonnet-4-5" in ratio
+    assert not {"claude-sonnet-4-5-20250929", "claude-haiku-4-5-20251001"} & set(ratio)
+    # each step under the name the report gives its model, and a model the report counts that
+    # agent's messages under (Goose and Kilo record the model on their requests only)
+    steps = query(layout, "SELECT DISTINCT provider, model, model_name FROM insight_read_edit_ratio")
+    assert {p for p, *_ in steps} >= {"claude", "goose", "kilo"}
+    for provider, model, name in steps:
+        assert model is not None and name == name_of[model] and provider in agents_of[name], (provider, model)
+
+    cache = {(r["project"], r["model_name"]) for r in insights["insight_cache_efficiency"]}
+    assert len(cache) == len(insights["insight_cache_efficiency"])  # one row per project and name
+    assert {n for _, n in cache} <= set(agents_of) and ("webshop", "claude-sonnet-4-5") in cache
+
+    idle = insights["insight_idle_cost"]
+    assert len({(r["project"], r["models"]) for r in idle}) == len(idle)
+    assert {m for r in idle if r["models"] for m in r["models"].split(", ")} <= set(agents_of)
+    for (models, names) in query(layout, "SELECT models, model_names FROM insight_idle_cost"):
+        assert (names is None) == (models is None)
+        assert names is None or names.split(", ") == sorted({name_of[m] for m in models.split(", ")})
+    # NULL in SQL, said in words in the table (docs/CLI.md): the rows the table's words stand for
+    nameless = [r for r in idle if r["models"] is None]
+    assert nameless and sum(r["sessions"] for r in nameless) == scalar(
+        layout, "SELECT COUNT(*) FROM insight_idle_cost WHERE model_names IS NULL")
+    table = report("--insights")
+    idle_table = table.split("Idle cost", 1)[1].split("\nSQL: ", 1)[0]
+    assert sum(1 for line in idle_table.splitlines() if f"  {NO_MODEL}  " in line) == len(nameless)
+    assert "claude-sonnet-4-5-20250929" not in table.split("Reads per edit", 1)[1].split("\nSQL: ", 1)[0]

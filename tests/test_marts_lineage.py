@@ -25,11 +25,11 @@ PARENTS = {
     "token_usage": {"usage", NAMES},
     "insight_duplicate_reads": STEPS,
     "insight_unused_reads": STEPS,
-    "insight_read_edit_ratio": STEPS,
-    "insight_idle_cost": STEPS | {"file_versions", "session_summary"},
+    "insight_read_edit_ratio": STEPS | {NAMES},
+    "insight_idle_cost": STEPS | {"file_versions", "session_summary", NAMES},
     "insight_retry_loops": STEPS,
     "insight_context_growth": STEPS,
-    "insight_cache_efficiency": {"sessions", "usage"},
+    "insight_cache_efficiency": {"sessions", "usage", NAMES},
     "insight_subagent_share": {"session_summary", "sessions", "tool_calls"},
     "insight_usage_blocks": {"sessions", "usage"},
 }
@@ -108,4 +108,6 @@ def test_the_asset_graph_draws_what_the_marts_read():
     # the names' table is drawn from the tables that record a model, and feeds the marts that group by it
     names = graph.get(dg.AssetKey(NAMES))
     assert {k.to_user_string() for k in names.parent_keys} == {"messages", "sessions", "usage"}
-    assert {k.to_user_string() for k in names.child_keys} == {"daily_costs", "model_usage", "token_usage"}
+    assert {k.to_user_string() for k in names.child_keys} == {"daily_costs", "model_usage", "token_usage",
+                                                              "insight_read_edit_ratio", "insight_idle_cost",
+                                                              "insight_cache_efficiency"}

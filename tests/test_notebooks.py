@@ -34,6 +34,46 @@ def test_cost_overview(warehouse_env):
     assert set(defs["by_project_model"]["project"].to_list()) == {"shop"}
 
 
+def test_cost_overview_names_models_as_the_report_does(layout, built_once, monkeypatch, capsys):
+    """The notebook grouped daily_costs by the recorded name (`claude-sonnet-4-5-20250929` apart
+    from `claude-sonnet-4-5`) and wrote `(session-level)` where the report says `no model
+    recorded`: on every agent of the demo it now has the report's rows by model, name for name."""
+    from decimal import Decimal
+
+    from notebooks import cost_overview
+    from pipelines.cli import main
+    from tests.test_five_agents import ingested_demo
+    from warehouse.serve.labels import NO_MODEL, model_label
+
+    ingested_demo(built_once, layout)
+    monkeypatch.setenv("AGENTLAKE_WAREHOUSE", str(layout.warehouse))
+    assert main(["report", "--home", str(layout.home), "--by", "model", "--top", "0", "--format", "json"]) == 0
+    # the rows with a cost (daily_costs'): the others only count messages (Claude Code's `<synthetic>`)
+    report = {model_label(r["model_name"]): r["cost_usd"] for r in json.loads(capsys.readouterr().out)["by_model"]
+              if r["cost_source"] is not None}
+    assert NO_MODEL in report and "claude-sonnet-4-5-20250929" not in report
+
+    _, defs = cost_overview.app.run()
+    for frame in (defs["daily"], defs["by_project_model"]):
+        costs = {}
+        for name, cost in frame.select("model_name", "cost_usd").iter_rows():
+            costs.setdefault(name, []).append(cost)
+        assert set(costs) == set(report)  # the same names: none raw, none said otherwise
+        for name, cost in report.items():
+            if cost is not None:  # an unknown cost: no figure to compare
+                assert sum(c for c in costs[name] if c is not None) == pytest.approx(float(Decimal(str(cost))),
+                                                                                      abs=1e-6), name
+    assert defs["split"].value == "project"
+    assert "model_name" in json.dumps(cost_overview.app.run(
+        defs={"split": _model_split()})[1]["cost_over_time"].to_dict()["encoding"]["color"])
+
+
+def _model_split():
+    import marimo as mo
+
+    return mo.ui.dropdown({"project": "project", "model": "model_name", "provider": "provider"}, value="model")
+
+
 def test_tool_usage(warehouse_env):
     from notebooks import tool_usage
 

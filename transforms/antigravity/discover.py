@@ -3,13 +3,21 @@ transforms.antigravity.normalise).
 
 The CLI (`agy`): one SQLite database per conversation, `<home>/.gemini/antigravity-cli/
 conversations/<uuid>.db` (home: `$HOME`, `%USERPROFILE%` on Windows). One source is one database,
-identified by the conversation's uuid. The IDE's `<home>/.gemini/antigravity/conversations/*.pb`
-are not readable (no peer decodes them from disk): discovery reports them, never opens them.
+identified by the conversation's uuid. Its project is the workspace the database names (the one
+`trajectory_metadata_blob` row), read here, read-only, as Codex, Amp or Kilo read a session's
+working directory: the source is named after the project its rows land in (a database that names
+none, or cannot be opened, is `unknown`; its extract says why). The IDE's
+`<home>/.gemini/antigravity/conversations/*.pb` are not readable (no peer decodes them from disk):
+discovery reports them, never opens them.
 """
 
 import os
+import sqlite3
+from contextlib import closing
 from pathlib import Path
+from urllib.parse import quote
 
+from transforms.antigravity.normalise import session_meta
 from transforms.projects import project_name
 from transforms.sources import Discovery, Source, named_homes, named_stores, names_carried, user_home
 
@@ -30,6 +38,18 @@ def databases(folder: Path) -> list[Path]:
     return sorted(p for p in folder.glob("*.db") if p.is_file()) if folder.is_dir() else []
 
 
+def workspace_of(db: Path) -> str:
+    """The workspace the conversation database names, "" when none can be read. One row, opened
+    `mode=ro` (as transforms.snapshot opens a store), never waiting long on a lock: discovery
+    reads every database each run."""
+    try:
+        with closing(sqlite3.connect(f"file:{quote(str(db))}?mode=ro", uri=True, timeout=1.0)) as conn:
+            row = conn.execute("SELECT data FROM trajectory_metadata_blob LIMIT 1").fetchone()
+    except sqlite3.Error:  # not Antigravity's, locked, unreadable: the extract reports it
+        return ""
+    return session_meta(row[0] if row and isinstance(row[0], bytes) else None)[1] or ""
+
+
 def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, project_names=None) -> Discovery:
     found = Discovery()
     dbs: list[Path] = []
@@ -48,8 +68,9 @@ def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, 
     for db in dict.fromkeys(Path(os.path.realpath(p)) for p in dbs):
         if db.stem not in seen:
             seen.add(db.stem)
-            # the workspace is inside the database: named at extract time
-            found.sources.append(Source(provider=PROVIDER, path=str(db), project_path="",
-                                        project=project_name("", project_names or {}), identity=db.stem,
+            workspace = workspace_of(db)
+            # the names carried too: the extract names the rows' project from the database again
+            found.sources.append(Source(provider=PROVIDER, path=str(db), project_path=workspace,
+                                        project=project_name(workspace, project_names or {}), identity=db.stem,
                                         project_names=names_carried(project_names)))
     return found

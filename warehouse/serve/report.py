@@ -281,6 +281,7 @@ def _known_sum(column: str, double: bool = False) -> str:
 
 
 # The top findings of each insight mart (docs/MARTS.md), worst first, money where it is known.
+# Models by the name they group under (model_name), as the report's other sections group them.
 INSIGHTS = (
     Insight("insight_duplicate_reads", "Duplicate reads: a file read again with no change in between",
             "SELECT project, path, COUNT(DISTINCT session_key) AS sessions, SUM(duplicate_reads) AS duplicate_reads, "
@@ -292,12 +293,13 @@ INSIGHTS = (
             f"{_known_sum('read_cost_usd')} AS cost_usd FROM insight_unused_reads{{w}} GROUP BY ALL "
             "ORDER BY cost_usd DESC NULLS LAST, files DESC, project", date_col=SESSION_DATE),
     Insight("insight_read_edit_ratio", "Reads per edit, by model (low: editing without looking)",
-            "SELECT model, COUNT(DISTINCT session_key) AS sessions, SUM(reads) AS reads, SUM(changes) AS changes, "
+            "SELECT model_name, COUNT(DISTINCT session_key) AS sessions, SUM(reads) AS reads, SUM(changes) AS changes, "
             "ROUND(SUM(reads) / NULLIF(SUM(changes), 0), 2) AS read_edit_ratio FROM insight_read_edit_ratio{w} "
-            "GROUP BY ALL ORDER BY read_edit_ratio NULLS LAST, changes DESC, model", date_col=SESSION_DATE),
+            "GROUP BY ALL ORDER BY read_edit_ratio NULLS LAST, changes DESC, model_name", date_col=SESSION_DATE),
     Insight("insight_idle_cost", "Idle cost: sessions that cost money and changed no file, by project and models",
-            f"SELECT project, models, COUNT(*) AS sessions, {_exact_sum('cost_usd', double=True)} AS cost_usd "
-            "FROM insight_idle_cost{w} GROUP BY ALL ORDER BY cost_usd DESC, project, models", date_col=SESSION_DATE),
+            "SELECT project, model_names AS models, COUNT(*) AS sessions, "
+            f"{_exact_sum('cost_usd', double=True)} AS cost_usd FROM insight_idle_cost{{w}} GROUP BY ALL "
+            "ORDER BY cost_usd DESC, project, models", date_col=SESSION_DATE),
     Insight("insight_retry_loops", "Retry loops: the same command or tool failing 3+ times running",
             "SELECT kind, tool_name, command, COUNT(*) AS loops, SUM(failures) AS failures, "
             f"{_known_sum('cost_usd')} AS cost_usd FROM insight_retry_loops{{w}} GROUP BY ALL "
@@ -311,10 +313,10 @@ INSIGHTS = (
             "ORDER BY growth_per_request IS NULL, cost_after_compaction_usd DESC NULLS LAST, "
             "growth_per_request DESC NULLS LAST, session_key", date_col=SESSION_DATE),
     Insight("insight_cache_efficiency", "Cache: read share and writes never read back, by project and model",
-            "SELECT project, model, SUM(requests) AS requests, "
+            "SELECT project, model_name, SUM(requests) AS requests, "
             "ROUND(SUM(cache_read_tokens) / NULLIF(SUM(input_tokens), 0), 3) AS cache_read_share, "
             "SUM(unread_write_tokens) AS unread_write_tokens FROM insight_cache_efficiency{w} GROUP BY ALL "
-            "ORDER BY unread_write_tokens DESC, project, model", date_col=SESSION_DATE),
+            "ORDER BY unread_write_tokens DESC, project, model_name", date_col=SESSION_DATE),
     Insight("insight_subagent_share", "Sub-agents: their part of their root sessions' cost, by kind",
             "SELECT agent_kind, COUNT(DISTINCT session_key) AS root_sessions, SUM(subagents) AS subagents, "
             f"{_known_sum('subagent_cost_usd', double=True)} AS subagent_cost_usd, ROUND(AVG(share), 3) AS mean_share "

@@ -5,6 +5,7 @@
 -- A read is a read-category call that is not a directory listing (ls); a change is an edit- or
 -- write-category call with a result that is not an error (a failed edit changed nothing).
 -- read_range tells partial reads apart (offset:limit, empty for a whole file).
+-- model, llm_provider: the step's (see _step_costs).
 CREATE OR REPLACE VIEW _file_calls AS
 SELECT
     c.provider, c.project, c.machine, c."user", c.source_id, c.session_id, c.project_path,
@@ -17,6 +18,7 @@ SELECT
     c.tool_category IN ('edit', 'write') AND c.has_result AND NOT c.is_error AS is_change,
     concat_ws(':', json_extract_string(c.input, '$.offset'), json_extract_string(c.input, '$.limit')) AS read_range,
     c.step_model AS model,
+    c.step_llm_provider AS llm_provider,
     c.step_tokens,
     c.step_nanos
 FROM _costed_calls() AS c
