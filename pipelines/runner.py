@@ -93,11 +93,19 @@ class PrintingReporter:
         if self.quiet:
             return
         s = result.source
-        detail = result.error or (f"{result.rows.get('messages', 0):,} messages, {result.rows.get('parts', 0):,} parts"
-                                  if result.status == "ok" else "")
+        detail = result.error or (landed(result.rows) if result.status == "ok" else "")
         width = len(str(self.total))
         print(f"[{self.done:>{width}}/{self.total}] {result.status:<9} {s.provider:<{PROVIDER_WIDTH}} {s.project:<24} "
               f"{detail} ({result.duration_s:.2f}s)", file=self.stream, flush=True)
+
+
+def landed(rows: dict) -> str:
+    """What a source landed, for its progress line: its messages and parts; for an agent that
+    records none (Antigravity keeps only its requests), its sessions and requests instead."""
+    if rows.get("messages") or rows.get("parts") or not rows.get("usage"):
+        return f"{rows.get('messages', 0):,} messages, {rows.get('parts', 0):,} parts"
+    sessions, requests = rows.get("sessions", 0), rows["usage"]
+    return f"{sessions:,} session{'s' if sessions != 1 else ''}, {requests:,} request{'s' if requests != 1 else ''}"
 
 
 def contiguous_batches(keys: list[str], order: list[str]) -> list[list[str]]:

@@ -171,8 +171,11 @@ def test_a_conversation_is_a_source_of_the_project_its_rows_land_in(layout, tmp_
     reporter.total = len(summary.results)
     for n, r in enumerate(summary.results):
         reporter.source_done(n, reporter.total, r)
-    projects = [re.match(r"\[\d/4\] ok +antigravity +(\S+) ", line)[1] for line in out.getvalue().splitlines()]
-    assert sorted(projects) == sorted(landed.values())
+    said = [re.match(r"\[\d/4\] ok +antigravity +(\S+) +(.*) \(", line).groups() for line in out.getvalue().splitlines()]
+    assert sorted(project for project, _ in said) == sorted(landed.values())
+    # no messages to count (Antigravity keeps only its requests): its session and requests, not "0 messages"
+    assert sorted(what for _, what in said) == sorted(
+        f"1 session, {r.rows['usage']} request{'s' if r.rows['usage'] != 1 else ''}" for r in summary.results)
     # every request landed, counted
     assert sum(r.rows["usage"] for r in summary.results) == truth.usage_rows == scalar(
         layout, "SELECT COUNT(*) FROM usage")
