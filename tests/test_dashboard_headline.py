@@ -75,6 +75,11 @@ def test_a_late_sub_agent_neither_anchors_the_headline_nor_makes_its_cost_tile_c
                                   "counted · root sessions started in the window: 2 of unknown cost "
                                   "no previous figure to compare with")
     assert tile(body, "sessions").startswith(f"Root sessions {roots} started in the window")
+    # the cost chart's axis covers the days the trends beside it cover, the sub-agent's December too:
+    # that day has no bar (its cost is unknown, not $0), and the note under the chart says so
+    chart = re.search(r'<svg.*?</svg>', body[body.index('id="cost-over-time"'):], re.S).group(0)
+    assert re.findall(r">([A-Z][a-z]{2} \d{2})<", chart)[-1] == "Dec 01"
+    assert f"1 day whose every cost is unknown ({SUB_AT.date()}): no bar, not $0" in text(body)
     # the sub-agent's days alone: unknown, and said so; no root session started in them
     late = page(lake, "since=2026-11-07&until=2026-12-06")
     assert tile(late, "cost") == "Cost unknown every cost on these days unknown nothing to compare"

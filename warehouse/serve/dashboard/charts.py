@@ -149,18 +149,24 @@ def _time_spec(period: str, series_title: str, width: int, zone: str) -> dict:
 
 
 def cost_over_time(rows: list[tuple], period: str, series_title: str, order: list[str], width: int = 1150,
-                   budget: "BudgetLine | None" = None, zone: str = "UTC") -> str:
+                   budget: "BudgetLine | None" = None, zone: str = "UTC", days: tuple | None = None) -> str:
     """Stacked bars on a real time axis: rows (period_start, series, cost, href or None). `order` is the
     series, largest first, already cut to the top N plus "others ..." (drawn grey, on top). A
-    `budget` draws its monthly line (for a chart of months: the caller's to say)."""
+    `budget` draws its monthly line (for a chart of months: the caller's to say). `days`: the
+    first and last day the axis covers, when the data runs beyond the bars (days whose every cost is
+    unknown have none): the trends beside it cover the same days."""
     rows = [r for r in rows if r[2] is not None]
     if not rows:
-        return _empty(width)
+        return _empty(width, "no known cost for these filters" if days else "no data for these filters")
     order = [s for s in order if any(r[1] == s for r in rows)]
     colors = [OTHERS_COLOR if s.startswith("others (") else PALETTE[i % len(PALETTE)] for i, s in enumerate(order)]
     values = [{"start": _iso(r[0]), "end": _iso(period_end(r[0], period)), "series": r[1], "cost": float(r[2]),
                "rank": order.index(r[1]), "href": r[3]} for r in rows]
     spec = _with_data(_time_spec(period, series_title, width, zone), values)
+    if days:
+        ends = (period_start(days[0], period), period_end(period_start(days[1], period), period))
+        spec["encoding"]["x"]["scale"]["domain"] = [{"year": d.year, "month": d.month, "date": d.day, "utc": True}
+                                                    for d in ends]
     spec["encoding"]["color"].update(sort=order, scale={"domain": order, "range": colors})
     if budget is not None:
         spec = _with_budget(spec, budget, rows, period)
@@ -260,9 +266,9 @@ def hbars(rows: list[tuple], unit: str = "$", width: int = 330, value_title: str
     return render(_with_data(_hbar_spec(unit, value_title, overlay_title, width), values))
 
 
-def _empty(width: int) -> str:
+def _empty(width: int, said: str = "no data for these filters") -> str:
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="30" viewBox="0 0 {width} 30">'
-            '<text x="0" y="20" font-family="sans-serif" font-size="13">no data for these filters</text></svg>')
+            f'<text x="0" y="20" font-family="sans-serif" font-size="13">{said}</text></svg>')
 
 
 def warm_up() -> None:

@@ -592,12 +592,17 @@ def _time_chart(con, req: Request, series: str, series_title: str, link,
         merged[key] = merged.get(key, 0.0) + float(c)
     drawn = [(d, s, c, link(s) if s in kept else None) for (d, s), c in sorted(merged.items())]
     note = f"{series_title}s: {cut.note}; one bar per {period}" + ("" if req.grain else " (by the span)")
+    unknown = {d for d, _, _ in days} - {d for d, _, c in days if c is not None}
+    if unknown:  # drawn as no bar: not $0
+        note += (f"; {len(unknown):,} day{'s' if len(unknown) > 1 else ''} whose every cost is unknown "
+                 f"({', '.join(str(d) for d in sorted(unknown)[:3])}{', ...' if len(unknown) > 3 else ''}): no bar, not $0")
     order = [r[0] for r in cut.rows] + ([others] if others else [])
     highest = {}
     for d, _, c, _ in drawn:
         highest[d] = highest.get(d, 0.0) + c
     line, said = budget_line(req, statuses, period, max(highest.values(), default=0.0))
-    chart = charts.cost_over_time(drawn, period, series_title, order, budget=line, zone=req.filters.zone)
+    chart = charts.cost_over_time(drawn, period, series_title, order, budget=line, zone=req.filters.zone,
+                                  days=(first, last))
     return chart, note, (period, first, last), said
 
 
