@@ -139,7 +139,8 @@ class _Paragraphs(argparse.RawDescriptionHelpFormatter):
                 continue
             if prose:
                 blocks.append(textwrap.fill(" ".join(prose), width, initial_indent=indent,
-                                            subsequent_indent=indent, break_on_hyphens=False))
+                                            subsequent_indent=indent, break_on_hyphens=False,
+                                            break_long_words=False))
                 prose = []
             blocks.append(indent + line if line.strip() else "")
         return "\n".join(blocks).rstrip("\n")
@@ -526,7 +527,7 @@ def parser() -> argparse.ArgumentParser:
                  epilog="One tab-separated line per source: its name as progress lines and warnings give\n"
                         "it (agent-project-<first 8 of its id>), its path, and ok or skipped: the reason.\n"
                         "A tab, newline or backslash in a path is written \\t, \\n, \\\\. Nothing is\n"
-                        "opened. --machine, --user and --team are accepted as ingest takes them; nothing\n"
+                        "read but the one row naming an Antigravity conversation's workspace. --machine, --user and --team are accepted as ingest takes them; nothing\n"
                         "is written.\n\n"
                         "Exit status: 1 when a place to look could not be read (a warning on stderr).")
     _common(p, discovery=True)

@@ -342,8 +342,9 @@ def _read_warehouse(args, answer, opener=None) -> int:
         except duckdb.Error as exc:
             from warehouse.lake.ducklake import damage_hint, storage_failure
 
-            if storage_failure(exc):  # the lake's storage did not answer: no bad query either
-                _err(f"error: {storage_failure(exc)}")
+            failed = storage_failure(exc)
+            if failed:  # the lake's storage did not answer: no bad query either
+                _err(f"error: {failed}")
                 return 1
             hint = damage_hint(exc)  # a table file lost or damaged is no bad query: what repairs it
             _err(f"error: {exc}{hint}")

@@ -143,6 +143,32 @@ def test_the_store_is_never_written(tmp_path):
     assert all(p.stat().st_size == 0 for p in folder.glob("*.db-wal"))
 
 
+def test_discovery_reads_a_quiet_database_without_making_files_beside_it(tmp_path):
+    """Discovery reads each conversation's workspace every run: a WAL database its agent is not
+    writing (no `-wal` or `-shm` beside it) is read `immutable`, so SQLite makes no `-shm` and
+    `-wal` in the agent's folder; one the agent is writing is read through its WAL."""
+    import sqlite3
+    from contextlib import closing
+
+    folder = conversations(tmp_path / "user")
+    generate_home(folder.parent, sessions=2, seed=1)
+    for db in folder.glob("*.db"):
+        with closing(sqlite3.connect(db)) as conn:
+            conn.execute("PRAGMA journal_mode=WAL")  # as the agent keeps it; closed cleanly: no -wal, no -shm
+    before = sorted(p.name for p in folder.iterdir())
+    found = discover(env={}, extra_roots=[str(folder)], use_default=False).sources
+    assert sorted(p.name for p in folder.iterdir()) == before
+    assert sorted(s.project for s in found) == ["infra-tools", "webshop"]
+    # the agent writing one: read through its WAL (its own files, already there)
+    busy = sorted(folder.glob("*.db"))[0]
+    with closing(sqlite3.connect(busy)) as writer:
+        writer.execute("PRAGMA journal_mode=WAL")
+        writer.execute("BEGIN IMMEDIATE")
+        assert {s.project for s in discover(env={}, extra_roots=[str(folder)], use_default=False).sources} == \
+            {"infra-tools", "webshop"}
+        writer.execute("ROLLBACK")
+
+
 def test_a_conversation_is_a_source_of_the_project_its_rows_land_in(layout, tmp_path):
     """The demo's ingest printed `[48/65] ok antigravity unknown 0 messages, 0 parts` and the
     `sources` table named each conversation `antigravity-unknown-...`, while its rows landed in

@@ -213,3 +213,24 @@ def test_a_long_merge_leaves_its_readers_the_whole_grace_from_its_publication(la
     # no grace: the replaced snapshot and its file go
     merge(lake.lake, lake.warehouse, keep_seconds=0)
     assert not any(Path(f).exists() for f in files)
+
+
+def test_publications_do_not_hang_on_the_catalog_files_clock(lake):
+    """A publication is confirmed by the published catalog holding its snapshot, not by the
+    file's time: on a file system whose clock is an hour behind (or that keeps whole seconds)
+    every publication is still kept, and the one readers attach is the last."""
+    from warehouse.lake.ducklake import connect as reader
+
+    merge(lake.lake, lake.warehouse)
+    landing = sorted((Path(lake.lake) / "_landing").rglob("sessions.parquet"))[0]
+    for n in range(3):
+        os.utime(landing, ns=(landing.stat().st_mtime_ns + 10**9,) * 2)  # a changed source: a new snapshot
+        merge(lake.lake, lake.warehouse, marts=False)
+        behind = int(os.stat(lake.warehouse).st_mtime) - 3600
+        os.utime(lake.warehouse, (behind, behind))
+    merge(lake.lake, lake.warehouse, marts=False)  # its sweep confirms the last
+    with reader(lake.warehouse, ours=True) as con:
+        published = [r[0] for r in con.execute("SELECT snapshot_id FROM __ducklake_metadata_lake.agentlake_published "
+                                               "ORDER BY snapshot_id").fetchall()]
+        last = con.execute("SELECT max(snapshot_id) FROM ducklake_snapshots('lake')").fetchone()[0]
+    assert len(published) >= 4 and published[-1] == last, (published, last)

@@ -245,3 +245,29 @@ def test_the_setting_is_duckdbs_spelling_and_names_its_server():
     assert layout.tables_path == "s3://team/lake/"  # the lake's own storage, the endpoint the connection's
     uri = load_layout("/tmp/home", None, "postgresql://reader@db.internal:6432/agentlake").warehouse
     assert (str(uri), uri.host) == ("postgresql://reader@db.internal:6432/agentlake", "db.internal:6432")
+
+
+def test_a_tables_file_missing_from_the_lake_or_a_store_that_refuses_are_told_apart(s3):  # noqa: F811
+    """DuckDB's own errors reading the tables' files over S3 (httpfs, from the moto server): a
+    missing file (404, an `s3://` URL in DuckDB's words) is a lost table file, with what repairs
+    it; a store that does not answer is the lake's storage, naming its endpoint."""
+    import duckdb
+
+    from warehouse.lake.ducklake import damage_hint, load_packaged, storage_failure
+    from warehouse.lake.pg_catalog import s3_secret_sql
+
+    def error(env):
+        with duckdb.connect() as con:
+            load_packaged(con, "httpfs")
+            con.execute("SET http_retries = 0")
+            con.execute(s3_secret_sql(env))
+            with pytest.raises(duckdb.Error) as raised:
+                con.execute(f"SELECT * FROM read_parquet('s3://{BUCKET}/pg-team/main/sessions/gone.parquet')")
+            return raised.value
+
+    missing = error(s3)
+    assert "HTTP 404" in str(missing) and damage_hint(missing) and not storage_failure(missing), str(missing)
+    lost = error({**s3, "AWS_ENDPOINT_URL": "http://127.0.0.1:9"})  # nothing listens there (moto takes any key)
+    assert storage_failure(lost).startswith("cannot read the warehouse's tables from the lake's storage at "
+                                            "http://127.0.0.1:9: "), str(lost)
+    assert not damage_hint(lost)

@@ -1,5 +1,6 @@
 """A consistent, read-only snapshot of a live SQLite store (Crush's `crush.db`, OpenCode's
-`opencode.db`). The only code that opens an agent's database.
+`opencode.db`). The only code that opens an agent's database, but for the one row Antigravity's
+discovery reads (transforms/antigravity/discover.py).
 
 The source is opened `mode=ro` (no writes, no migrations) and copied with SQLite's backup API,
 which reads through the WAL: committed rows that are not yet checkpointed are included. Both

@@ -39,11 +39,14 @@ def databases(folder: Path) -> list[Path]:
 
 
 def workspace_of(db: Path) -> str:
-    """The workspace the conversation database names, "" when none can be read. One row, opened
-    `mode=ro` (as transforms.snapshot opens a store), never waiting long on a lock: discovery
-    reads every database each run."""
+    """The workspace the conversation database names, "" when none can be read. One row, read
+    only, never waiting long on a lock: discovery reads every database each run. A database with
+    no `-wal` or `-shm` beside it (its agent not writing it) is opened `immutable`: SQLite would
+    make those two files in the agent's folder for a `mode=ro` reader."""
+    quiet = not any(Path(f"{db}{suffix}").exists() for suffix in ("-wal", "-shm"))
+    mode = "immutable=1" if quiet else "mode=ro"
     try:
-        with closing(sqlite3.connect(f"file:{quote(str(db))}?mode=ro", uri=True, timeout=1.0)) as conn:
+        with closing(sqlite3.connect(f"file:{quote(str(db))}?{mode}", uri=True, timeout=1.0)) as conn:
             row = conn.execute("SELECT data FROM trajectory_metadata_blob LIMIT 1").fetchone()
     except sqlite3.Error:  # not Antigravity's, locked, unreadable: the extract reports it
         return ""

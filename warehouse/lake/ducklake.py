@@ -315,7 +315,7 @@ def writing(catalog: Path, data_path: str | None = None, memory_limit: str | Non
                 own.unlink()  # built from another lake's files: a new catalog, built again in full
                 _attach(con, own, data_path, read_only=False)
             yield con
-            _record_publication(con)
+            _record_publication(con, catalog)
             con.execute("USE memory")
             con.execute(f"DETACH {CATALOG}")  # checkpointed: the file is complete on its own
         finally:
@@ -525,7 +525,7 @@ def _footer_damage(path: str) -> str | None:
 
 # DuckDB's words for a Parquet file it cannot open or read (a table file lost or damaged), in a
 # reader's query: the error then says which command builds the tables again
-_FILE_DAMAGE = ("Cannot open file", "Failed to read file", "ZSTD", "magic bytes", "TProtocolException",
+_FILE_DAMAGE = ("Cannot open file", "Failed to read file", "HTTP 404", "ZSTD", "magic bytes", "TProtocolException",
                 "Variable-length int", "don't know what type", "Out of buffer", "Could not read enough bytes",
                 "Corrupted file", "invalid TType", "Invalid string encoding found in Parquet file")
 
@@ -535,8 +535,9 @@ def storage_failure(exc: Exception) -> str:
     a read): what failed, where, and what to check; empty for any other. A reader of a team's
     catalog reads the tables' files from the lake's storage with its own endpoint and keys."""
     text = " ".join(str(exc).split())
-    url = re.search(r"'(https?://[^/'\s]+)", text)
-    if not url or not re.match(r"(IO|HTTP) Error: ", text) or " HTTP " not in f" {text.split(': ', 1)[1]}":
+    url = re.search(r"'((?:https?|s3)://[^/'\s]+)", text)
+    if not url or not re.match(r"(IO|HTTP) Error: ", text) or " HTTP " not in f" {text.split(': ', 1)[1]}" \
+            or "HTTP 404" in text:  # a table's file missing: damage_hint's
         return ""
     said = re.match(r"(?:IO|HTTP) Error: (.*?)(?: error)? for HTTP", text)  # httpfs: "<reason> error for HTTP GET to '<url>'"
     status = re.search(r"\(HTTP (\d{3})[^)]*\)", text)
@@ -615,22 +616,53 @@ def open_catalog(catalog: "pg_catalog.PostgresCatalog", data_path: str | None, *
 
 
 # A file catalog's publications, as PostgreSQL keeps them (pg_catalog.PUBLISHED): a table beside
-# DuckLake's own in the catalog's file, recorded by each writer just before its copy replaces the
-# catalog (`_record_publication`), so the catalog carries them
+# DuckLake's own in the catalog's file. A writer records its last commit as pending just before
+# its copy replaces the catalog (`_record_publication`); the next writer confirms it against the
+# published file itself (`_confirm_publications`): a writer that died in between published nothing.
 _HISTORY = f"__ducklake_metadata_{CATALOG}.{pg_catalog.PUBLISHED}"
 
 
-def _record_publication(con) -> None:
-    """The writer's last commit, as published now: its copy replaces the catalog next. A commit
-    published again (a merge that changed nothing) keeps the time it was first published."""
-    insert = (f"INSERT INTO {_HISTORY} SELECT last, now() FROM (SELECT max(snapshot_id) AS last FROM "
+def _record_publication(con, catalog: Path) -> None:
+    """The writer's last commit, about to replace the catalog: pending, with the time now. A
+    commit published again (a merge that changed nothing) keeps the time it was first published."""
+    insert = (f"INSERT INTO {_HISTORY} SELECT last, now(), true FROM (SELECT max(snapshot_id) AS last FROM "
               f"__ducklake_metadata_{CATALOG}.ducklake_snapshot) WHERE last > "
               f"(SELECT coalesce(max(snapshot_id), -1) FROM {_HISTORY})")
     try:
+        _confirm_publications(con, catalog)  # a writer that swept has done it: nothing pending then
         con.execute(insert)
     except duckdb.CatalogException:  # the catalog's first publication, or one made before they were kept
-        con.execute(f"CREATE TABLE {_HISTORY} (snapshot_id BIGINT NOT NULL, published_at TIMESTAMPTZ NOT NULL)")
+        con.execute(f"CREATE TABLE {_HISTORY} (snapshot_id BIGINT NOT NULL, published_at TIMESTAMPTZ NOT NULL, "
+                    "pending BOOLEAN NOT NULL)")
         con.execute(insert)
+
+
+def _confirm_publications(con, catalog: Path) -> None:
+    """The pending publications the published file holds are confirmed, dated when the file
+    replaced the one before if that is later (recording came before the copy, the fsync and the
+    rename); those it does not hold were never published (their writer died first) and go."""
+    pending = con.execute(f"SELECT snapshot_id FROM {_HISTORY} WHERE pending").fetchall()
+    if not pending:
+        return
+    published = _published_last(catalog, con)
+    replaced = os.stat(catalog).st_mtime if published is not None else None
+    for (snapshot,) in pending:
+        if published is not None and snapshot <= published:
+            con.execute(f"UPDATE {_HISTORY} SET pending = false, published_at = greatest(published_at, "
+                        "to_timestamp(?)) WHERE snapshot_id = ?", [replaced, snapshot])
+        else:
+            con.execute(f"DELETE FROM {_HISTORY} WHERE snapshot_id = ?", [snapshot])
+
+
+def _published_last(catalog: Path, con) -> int | None:
+    """The published catalog file's last snapshot (None without one), read on `con`."""
+    if not Path(catalog).exists():
+        return None
+    con.execute(f"ATTACH {sql_string(str(catalog))} AS agentlake_published_file (READ_ONLY)")
+    try:
+        return con.execute("SELECT max(snapshot_id) FROM agentlake_published_file.ducklake_snapshot").fetchone()[0]
+    finally:
+        con.execute("DETACH agentlake_published_file")
 
 
 def catalog_now(con, catalog):
@@ -648,18 +680,12 @@ def publications(con, catalog) -> list[tuple]:
     if is_postgres(catalog):
         return pg_catalog.publications(con, f"__ducklake_metadata_{CATALOG}")
     try:
-        rows = con.execute(f"SELECT snapshot_id, published_at FROM {_HISTORY} ORDER BY snapshot_id").fetchall()
+        _confirm_publications(con, catalog)
     except duckdb.CatalogException:
         return []  # nothing published since they are kept
-    # a writer that died between recording its publication and replacing the catalog left a
-    # publication that never was: the catalog's file is older than it
-    if rows and (not os.path.exists(catalog) or os.stat(catalog).st_mtime < rows[-1][1].timestamp()):
-        con.execute(f"DELETE FROM {_HISTORY} WHERE snapshot_id = ?", [rows.pop()[0]])
-    if len(rows) > 1 and rows[0][1] < catalog_now(con, catalog) - timedelta(days=1):
-        con.execute(f"DELETE FROM {_HISTORY} WHERE published_at < now() - INTERVAL 1 DAY AND snapshot_id < ?",
-                    [rows[-1][0]])
-        return publications(con, catalog)
-    return rows
+    con.execute(f"DELETE FROM {_HISTORY} WHERE published_at < now() - INTERVAL 1 DAY AND snapshot_id < "
+                f"(SELECT max(snapshot_id) FROM {_HISTORY})")
+    return con.execute(f"SELECT snapshot_id, published_at FROM {_HISTORY} ORDER BY snapshot_id").fetchall()
 
 
 def attach_team_catalog(con, setting: str) -> None:

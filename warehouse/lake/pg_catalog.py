@@ -254,15 +254,18 @@ def publish(con, metadata_db: str, *, unless_published: bool = False) -> None:
            f"INSERT INTO {PUBLISHED} {_LAST_COMMIT} WHERE last > (SELECT coalesce(max(snapshot_id), -1) "
            f"FROM {PUBLISHED}); DELETE FROM {PUBLISHED} WHERE published_at < now() - INTERVAL '1 day' "
            f"AND snapshot_id < (SELECT max(snapshot_id) FROM {PUBLISHED})")
+    # publications of snapshots the catalog does not have (its DuckLake tables made again) are not
+    # its own: they would hide its own for as long as its snapshots' numbers stay below them
+    foreign = f"DELETE FROM {PUBLISHED} WHERE snapshot_id > (SELECT max(snapshot_id) FROM ducklake_snapshot)"
     sql = (f"CREATE TABLE IF NOT EXISTS {PUBLISHED} (snapshot_id bigint NOT NULL, "
-           f"published_at timestamptz NOT NULL); {new}")
+           f"published_at timestamptz NOT NULL); {foreign}; {new}")
     con.execute(f"CALL postgres_execute({literal(metadata_db)}, {literal(sql)})")  # one transaction
 
 
 def read_only_role(catalog: PostgresCatalog, exc: Exception) -> CatalogReadOnly | None:
     """A writer's first write refused for want of privileges: the role is a reader's."""
-    if "permission denied" not in str(exc):
-        return None
+    if not re.search(r"permission denied for (schema|table|relation|sequence)", str(exc)):
+        return None  # (for a database: the role may not even connect, said as CatalogUnreachable)
     role = catalog.user or "this role"
     return CatalogReadOnly(f"the role {role} may only read the catalog at {catalog.host}: merging into it is the "
                            "center's job, with the role that owns it (docs/TEAM.md); a reader needs no merge")
