@@ -673,6 +673,9 @@ def cmd_serving(args) -> int:
     target = Path(args.output).expanduser().absolute() if args.output else layout.home / "serving.duckdb"
     try:
         check_storage_version(args.storage_version)  # bad usage is said first, data or not
+        if args.output and args.output.endswith(("/", os.sep)):  # a folder meant, there or not: Path drops the slash
+            raise ServingError(f"{args.output} names a folder: give the serving database's file, "
+                               f"e.g. {target / 'serving.duckdb'}")
         check_target(target)
         # a reader's home has no lake of its own: the catalog holds what its merge read elsewhere
         own_lake = layout.remote or Path(layout.lake).is_dir()
@@ -713,7 +716,7 @@ def cmd_dashboard(args) -> int:
 
 def cmd_mcp(args) -> int:
     from warehouse.lake.ducklake import connect
-    from warehouse.serve.dashboard.server import Reader, is_loopback, new_token
+    from warehouse.serve.dashboard.server import Reader, is_loopback
 
     if not args.http and (args.host is not None or args.port is not None):
         raise UsageError("--host and --port are where `agentlake mcp --http` listens: give them with --http "
@@ -736,7 +739,7 @@ def cmd_mcp(args) -> int:
         serve_stdio(tools)  # stdout is the protocol's: every note goes to stderr
         return 0
     try:
-        serve_http(tools, args.host, args.port, os.environ.get(TOKEN_ENV) or new_token(), _err)
+        serve_http(tools, args.host, args.port, os.environ.get(TOKEN_ENV) or None, _err)
     except OSError as exc:
         _err(f"error: cannot listen on {args.host}:{args.port}: {exc}")
         return 2

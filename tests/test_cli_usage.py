@@ -47,6 +47,11 @@ def test_serving_into_a_folder_names_a_file_to_give(home, tmp_path, capsys):
     line = usage_error(capsys, "serving", "--home", home, folder)
     assert line == f"error: {folder} is a folder: give the serving database's file, e.g. {folder / 'serving.duckdb'}"
     assert list(folder.iterdir()) == []
+    # a folder not there yet, named as one (its slash): no file of its name is written
+    meant = tmp_path / "new-bi"
+    line = usage_error(capsys, "serving", "--home", home, f"{meant}/")
+    assert line == f"error: {meant}/ names a folder: give the serving database's file, e.g. {meant / 'serving.duckdb'}"
+    assert not meant.exists()
     # the file it names is written
     assert main(["serving", "--home", str(home), str(folder / "serving.duckdb")]) == 0
     assert f"{folder / 'serving.duckdb'}: daily_costs " in capsys.readouterr().out

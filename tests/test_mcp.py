@@ -4,6 +4,7 @@ the MCP SDK's own client, on a demo home; each tool's answer checked against `ag
 (starting Python and its imports costs seconds); the HTTP transport gets one of its own."""
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -148,7 +149,9 @@ def test_a_search_hit_opens_its_session(served):
     assert not error and first.startswith("showing 3 of 3 hits;"), first
     best = json.loads(body)["rows"][0]
     assert "**login**" in best[7]
-    assert not served.call("open_session", session=best[0])[2]
+    # as the answer says to open one (the argument's name, as open_session takes it)
+    said = re.search(r"open one with open_session\((\w+)=<its session_key>\)", first)
+    assert said and not served.call("open_session", **{said[1]: best[0]})[2], first
     # a limit that cuts: the first line counts every hit, as the CLI finds them
     total = len(json.loads(_cli_json(served.built, "search", "test", "--limit", "1000")))
     first = served.call("search_history", query="test", limit=2)[0]
@@ -207,6 +210,9 @@ def test_http_needs_its_token(served, tmp_path_factory, shared_duckdb_dir):
     finally:
         server.terminate()
         server.wait(timeout=10)
+    said = server.stderr.read()
+    # a token the user chose is named, never printed (it would reach the logs)
+    assert "send `Authorization: Bearer $AGENTLAKE_MCP_TOKEN`" in said and "right-token" not in said, said
 
 
 def test_host_or_port_without_http_is_a_usage_error(tmp_path):

@@ -107,15 +107,20 @@ def serve_stdio(tools: Tools) -> None:
     build_server(tools).run("stdio")
 
 
-def serve_http(tools: Tools, host: str, port: int, token: str, log) -> None:
+def serve_http(tools: Tools, host: str, port: int, token: str | None, log) -> None:
     """Streamable HTTP at http://HOST:PORT/mcp, every request carrying `Authorization: Bearer
-    TOKEN` (else 401). The SDK's own check of the Host and Origin headers (DNS rebinding) is on
-    for a loopback host, the only kind the command takes."""
+    TOKEN` (else 401): $AGENTLAKE_MCP_TOKEN's, else (`token` None) a random one, printed. A token
+    the user chose is never printed (it would reach logs). The SDK's own check of the Host and
+    Origin headers (DNS rebinding) is on for a loopback host, the only kind the command takes."""
+    from warehouse.serve.dashboard.server import new_token
+
+    said = f"${TOKEN_ENV}" if token else None
+    token = token or new_token()
     import uvicorn
 
     app = _with_token(build_server(tools).streamable_http_app(streamable_http_path=PATH, host=host), token)
     shown = f"[{host}]" if ":" in host else host
-    log(f"MCP over streamable HTTP on http://{shown}:{port}{PATH}; send `Authorization: Bearer {token}`; "
+    log(f"MCP over streamable HTTP on http://{shown}:{port}{PATH}; send `Authorization: Bearer {said or token}`; "
         "Ctrl-C stops it")
     uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run()
 

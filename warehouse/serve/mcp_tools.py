@@ -227,7 +227,7 @@ class Tools:
             head += f" (cut to stay under {self.limits.chars:,} characters)"
         elif shown < hits.total:
             head += f" (limit {wanted:,}; at most {self.limits.max_rows:,})"
-        return self._answer(head + "; open one with open_session(session_key)", body)
+        return self._answer(head + "; open one with open_session(session=<its session_key>)", body)
 
     def open_session(self, session: str, offset: int = 0) -> str:
         """A session's transcript from message `offset` on: its facts, then each message's text,
