@@ -176,12 +176,30 @@ def cmd_ingest(args) -> int:
              f"{layout.config_file} (or --team) to redact them, or team = false (--no-team) to say it is meant")
     summary = run_ingest(layout, options, full_refresh=args.full_refresh, quiet=args.quiet)
     print_summary(summary, layout, verbose=args.verbose, sql=_command_for(layout, "sql"))
+    _mixed_with_a_demo(layout, summary)
     if not summary.results:
         where = (f"each agent's default home, e.g. {global_data_dir(options.env) / 'projects.json'}"
                  if options.use_default else "the named places")
         _err(f"no sources found (looked in {where}); name stores with --db, --crush-root, --codewhale-home "
              "or --agent-home AGENT=DIR, or try `agentlake demo`")
     return summary.exit_code
+
+
+def _mixed_with_a_demo(layout: Layout, summary) -> None:
+    """An agent's own sessions landed in a home `agentlake demo` wrote into: the totals now add
+    the generated sessions to the user's, which only the dashboard's banner said (a new user's
+    trial). Said once per run that lands own data there; `agentlake demo` itself refuses the
+    other way round (warehouse.land.demo_home)."""
+    from warehouse.land.demo_home import DEMO_DATA, is_demos
+
+    if not (layout.home / DEMO_DATA).is_dir():
+        return
+    own = [r for r in summary.results if r.status == "ok" and not is_demos(r.source.path)]
+    if own:
+        _err(f"warning: {layout.home} also holds `agentlake demo`'s generated sessions ({layout.home / DEMO_DATA}): "
+             f"the report and the dashboard add them to the {len(own)} source{'s' if len(own) > 1 else ''} of "
+             "your own this run landed. To keep yours alone, ingest into a home of its own (--home, "
+             "$AGENTLAKE_HOME); the demo belongs in one too (`agentlake demo --home DIR`)")
 
 
 def _unredacted_share(args, layout: Layout) -> bool:

@@ -140,6 +140,15 @@ def test_a_demo_never_mixes_into_a_home_holding_real_data(tmp_path, monkeypatch,
     assert len(_sessions(capsys, home / "demo")) == 18
     assert _sessions(capsys, home) == own
 
+    # the other way round (a new user's trial): the user's own store ingested into the demo's
+    # home lands, and is said to be mixed with generated sessions
+    crush = {r["provider"]: r["n"] for r in _sessions(capsys, home / "demo")}["crush"]
+    assert main(["ingest", "--home", str(home / "demo"), "--quiet", "--no-default", "--db", str(p.path)]) == 0
+    said = capsys.readouterr().err
+    assert f"warning: {home / 'demo'} also holds `agentlake demo`'s generated sessions" in said, said
+    assert "to the 1 source of your own this run landed" in said
+    assert {r["provider"]: r["n"] for r in _sessions(capsys, home / "demo")}["crush"] == crush + 1
+
 
 def test_a_demo_of_another_seed_or_size_replaces_the_one_there(tmp_path, monkeypatch, capsys, built_once):
     """A user's report: `agentlake demo --seed 3 --sessions 8` on a home with the demo of seed 7
