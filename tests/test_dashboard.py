@@ -136,6 +136,7 @@ def test_filters_change_the_page(dashboard, tab):
     ("top=-1", "top: '-1' is negative: rows per ranking must be 0 (all) or more"),
     ("agent=gpt", "unknown agent 'gpt'"),
     ("agnet=crush", "unknown parameter 'agnet': the filters are since, until, project, agent, top"),
+    ("agent=crush&agent=codewhale", "agent given 2 times ('crush', 'codewhale'): one value each; 'codewhale' used"),
 ])
 def test_bad_filters_are_named_on_the_page(dashboard, tab, query, message):
     """A bad filter is shown and left out, never silently ignored; the rest of the page still works."""

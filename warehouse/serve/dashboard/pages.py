@@ -115,8 +115,13 @@ def parse_request(query: str, projects: list[str], providers: list[str], path: s
     """The query string, validated: a bad date, an unknown project, agent, user or machine, a bad
     `top`, a bad time zone (`tz`; else `zone`, the server's) or a parameter the page does not read
     is left out of the filters and named in `errors`."""
-    params = {k: v[-1].strip() for k, v in parse_qs(query, keep_blank_values=True).items()}
+    given = parse_qs(query, keep_blank_values=True)
+    params = {k: v[-1].strip() for k, v in given.items()}
     errors, days = [], {}
+    for key, values in given.items():  # one value each (the sort excepted): the last is the one used
+        if key != "sort" and len(dict.fromkeys(v.strip() for v in values)) > 1:
+            errors.append(f"{key} given {len(values)} times ({', '.join(repr(v.strip()) for v in values)}): "
+                          f"one value each; {params[key]!r} used")
     tz = params.get("tz") or None
     if tz is not None:
         try:
