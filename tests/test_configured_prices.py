@@ -170,7 +170,7 @@ def test_prices_are_read_with_their_defaults(tmp_path):
 
 
 @pytest.mark.parametrize("text, said", [
-    ('[[prices]]\nmodel = "m"\ninput = 1\noutput = 2\nouput = 3\n', "price 1 (m): unknown setting 'ouput'; known: model"),
+    ('[[prices]]\nmodel = "m"\ninput = 1\noutput = 2\nouput = 3\n', "price 1 (m): unknown setting 'ouput' (did you mean output?); known: model"),
     ('[[prices]]\nmodel = "m"\ninput = -1\noutput = 2\n', "price 1 (m): input must be a number of USD per million"),
     ('[[prices]]\nmodel = "m"\ninput = "1"\noutput = 2\n', "price 1 (m): input must be a number of USD per million"),
     ('[[prices]]\nmodel = "m"\ninput = 1\noutput = true\n', "price 1 (m): output must be a number of USD per million"),

@@ -241,6 +241,22 @@ def test_a_misspelt_key_in_an_agent_section_is_refused(tmp_path, section, wrong,
         load_config(config)
 
 
+@pytest.mark.parametrize("text, said", [
+    ('machin = "x"\n', "unknown setting 'machin' (did you mean machine?); known: lake, warehouse, machine, user, "
+                       "team, use_default, tz"),
+    ("tz = 5\n", "tz must be a string, in quotes (it is 5)"),
+    ('team = "yes"\n', "team must be true or false (it is 'yes')"),
+])
+def test_a_misspelt_or_mistyped_setting_is_said_in_toml_s_words(tmp_path, text, said):
+    """A new user's trial: a top-level setting misspelt had no suggestion (an agent's section's
+    had), and a value of the wrong kind was said in Python's words (`tz must be a str`)."""
+    config = tmp_path / "config.toml"
+    config.write_text(text)
+    with pytest.raises(ConfigError) as raised:
+        load_config(config)
+    assert str(raised.value) == f"{config}: {said}"
+
+
 def test_a_misspelt_extra_stores_fails_the_ingest_and_the_right_one_finds_the_store(tmp_path):
     store = generate_store(tmp_path / "crush", projects=1, sessions_per_project=2, seed=5)
     home = tmp_path / "home"

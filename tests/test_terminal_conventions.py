@@ -162,8 +162,10 @@ def test_relative_windows_name_their_days():
     assert last_days("1m", date(2024, 3, 31)) == (date(2024, 3, 1), date(2024, 3, 31))  # leap: 29 Feb + 1
     assert last_days("3m", date(2026, 1, 15)) == (date(2025, 10, 16), date(2026, 1, 15))
     for bad in ("7", "d", "0d", "-1d", "7y", "7 days", ""):
-        with pytest.raises(BadWindow):
+        with pytest.raises(BadWindow) as raised:
             last_days(bad, today)
+        # a zero is said as such, not as a form it has (a new user's trial)
+        assert str(raised.value).startswith("--last counts from 1" if bad == "0d" else "--last wants a number")
 
 
 @pytest.mark.parametrize("flags, days", [

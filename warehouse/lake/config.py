@@ -39,11 +39,11 @@ import os
 import tomllib
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from difflib import get_close_matches
 from pathlib import Path
 
 from transforms.providers import PROVIDERS
 from warehouse.lake.layout import LANDING, RUNS, Layout
+from warehouse.lake.setting_names import KINDS, unknown_setting
 from warehouse.lake.prices import PriceError, Prices, parse_prices
 from warehouse.lake.pg_catalog import PostgresCatalogError
 from warehouse.lake.storage import CredentialsInURI
@@ -110,9 +110,9 @@ def load_config(path: Path, providers=tuple(PROVIDERS)) -> Config:
         if isinstance(value, dict):
             continue
         if key not in TOP_LEVEL:
-            raise ConfigError(f"{path}: unknown setting {key!r}; known: {', '.join(TOP_LEVEL)}")
+            raise ConfigError(f"{path}: {unknown_setting(key, TOP_LEVEL)}")
         if not isinstance(value, TOP_LEVEL[key]):
-            raise ConfigError(f"{path}: {key} must be a {TOP_LEVEL[key].__name__}")
+            raise ConfigError(f"{path}: {key} must be {KINDS[TOP_LEVEL[key]]} (it is {value!r})")
     privacy = data.get("privacy", {})
     try:
         if privacy:  # detect-secrets' rules and polars load only when a policy is read: not on every command
@@ -131,10 +131,7 @@ def load_config(path: Path, providers=tuple(PROVIDERS)) -> Config:
             raise ConfigError(f"{path}: [{provider}] must be a table")
         for key in section:  # a misspelt key (`extra_store`) would find nothing, silently
             if key not in AGENT_KEYS:
-                close = get_close_matches(key, AGENT_KEYS, 1)
-                hint = f" (did you mean {close[0]}?)" if close else ""
-                raise ConfigError(f"{path}: unknown setting {key!r} in [{provider}]{hint}; "
-                                  f"known: {', '.join(AGENT_KEYS)}")
+                raise ConfigError(f"{path}: {unknown_setting(key, AGENT_KEYS, f' in [{provider}]')}")
         stores[provider] = _paths(path, provider, section, "extra_stores")
         roots[provider] = _paths(path, provider, section, "extra_roots")
     return Config(stores, roots, bool(data.get("use_default", True)), dict(names), data.get("lake"),
@@ -163,7 +160,7 @@ def _budgets(path: Path, entries) -> tuple[Budget, ...]:
         where = f"{path}: budget {n}"
         unknown = sorted(set(entry) - {"monthly_usd", *BUDGET_SCOPES})
         if unknown:
-            raise ConfigError(f"{where}: unknown setting {unknown[0]!r}; known: monthly_usd, {', '.join(BUDGET_SCOPES)}")
+            raise ConfigError(f"{where}: {unknown_setting(unknown[0], ('monthly_usd', *BUDGET_SCOPES))}")
         amount = entry.get("monthly_usd")
         if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0 < amount < 1e12:
             raise ConfigError(f"{where}: monthly_usd must be an amount in USD above 0 (e.g. 500 or 99.5)")

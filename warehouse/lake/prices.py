@@ -22,6 +22,8 @@ from datetime import date
 from decimal import Decimal
 from pathlib import Path
 
+from warehouse.lake.setting_names import unknown_setting
+
 RATES = ("input", "output", "cache_read", "cache_write", "cache_write_1h")
 REQUIRED = ("input", "output")
 PRICE_KEYS = ("model", "since", *RATES)
@@ -111,7 +113,7 @@ def _price(where: str, entry: dict) -> Price:
     where = f"{where} ({model})"
     unknown = sorted(set(entry) - set(PRICE_KEYS))
     if unknown:
-        raise PriceError(f"{where}: unknown setting {unknown[0]!r}; known: {', '.join(PRICE_KEYS)}")
+        raise PriceError(f"{where}: {unknown_setting(unknown[0], PRICE_KEYS)}")
     since = entry.get("since")
     if since is not None and (not isinstance(since, date) or hasattr(since, "hour")):
         raise PriceError(f"{where}: since must be a date, unquoted (since = 2026-01-01)")

@@ -37,7 +37,9 @@ def last_days(text: str, today: date) -> tuple[date, date]:
     4 December is 5 November to 4 December (a month back, the day after)."""
     m = _LAST.fullmatch(text)
     if not m:
-        raise BadWindow(f"--last wants a number and d, w or m (7d, 2w, 3m): {text!r}")
+        zero = re.fullmatch(r"\s*0+\s*[dwm]\s*", text)  # the form is right: the number is not
+        raise BadWindow(f"--last counts from 1 (1d is today): {text!r}" if zero else
+                        f"--last wants a number and d, w or m (7d, 2w, 3m): {text!r}")
     n, unit = int(m[1]), m[2]
     if unit == "d":
         return today - timedelta(days=n - 1), today

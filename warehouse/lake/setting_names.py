@@ -1,0 +1,14 @@
+"""How config.toml's settings are named back to the user: an unknown one with the known one it
+is close to (`machin` -> `machine`), and the kind of value a setting takes in TOML's words."""
+
+from difflib import get_close_matches
+
+# a Python type, as TOML writes a value of it
+KINDS = {str: "a string, in quotes", bool: "true or false", int: "a whole number", float: "a number"}
+
+
+def unknown_setting(key: str, known, where: str = "") -> str:
+    """`unknown setting 'machin' (did you mean machine?); known: ...`, `where` after the name."""
+    close = get_close_matches(str(key), list(known), 1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return f"unknown setting {key!r}{where}{hint}; known: {', '.join(known)}"
