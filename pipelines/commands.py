@@ -789,7 +789,10 @@ def cmd_compact(args) -> int:
         return _nothing_ingested(layout)
     files = compact(layout.warehouse, keep_seconds=args.keep_seconds, orphans=args.orphans,
                     data_path=layout.tables_path)
-    print(f"data files: {files['files_before']:,} before, {files['files_after']:,} after")
+    # rows small merges kept in the catalog become files of their own: a compaction may end with more
+    out = files["rows_written_out"]
+    said = f" (and {out:,} rows small merges kept in the catalog written out to files)" if out else ""
+    print(f"data files: {files['files_before']:,} before, {files['files_after']:,} after{said}")
     return 0
 
 

@@ -899,14 +899,14 @@ def _compact(catalog: Path, keep_seconds: int, orphans: bool, memory_limit: str 
                                 "builds the tables again from the landing files")
         before = _file_count(con)
         sweep(con, keep_seconds, catalog)  # first, so what the compaction replaces below is not taken for expired
-        con.execute(f"CALL ducklake_flush_inlined_data('{ducklake.CATALOG}')")  # small writes kept in the catalog
+        flushed = con.execute(f"CALL ducklake_flush_inlined_data('{ducklake.CATALOG}')").fetchall()  # small writes
         con.execute(f"CALL ducklake_rewrite_data_files('{ducklake.CATALOG}')")
         con.execute(f"CALL ducklake_merge_adjacent_files('{ducklake.CATALOG}')")
         sweep(con, keep_seconds, catalog)  # with no grace, what the compaction replaced goes too
         if orphans:
             _delete_orphans(con, keep_seconds)
         after = _file_count(con)
-    return {"files_before": before, "files_after": after}
+    return {"files_before": before, "files_after": after, "rows_written_out": int(sum(r for _, _, r in flushed))}
 
 
 def _delete_orphans(con, keep_seconds: int) -> int:
