@@ -238,8 +238,11 @@ def cmd_demo(args) -> int:
         done.write_text(" ".join(f"{k} {v}" for k, v in wanted.items()) + "\n")
     else:
         forget_demo_sources(layout, root, everything=False)  # a demo home moved or copied here
+    # the home's project names apply to the demo's sessions as to any (a rename is what a new user
+    # tries on it); its other settings name places, which the demo's stores are not
+    names = load_config(layout.config_file).project_names if layout.config_file.exists() else {}
     options = DiscoverOptions(env={}, extra_roots={p: (str(root / d),) for p, d in HOMES.items()},
-                              use_default=False)
+                              use_default=False, project_names=names)
     # so that `agentlake dev` on this home finds the demo's stores: in quickstart's <home>/demo, or a
     # home named for the demo with --home; never a home only defaulted to (it may be the one your
     # own agents' data goes to later, which `use_default = false` would hide)

@@ -60,6 +60,20 @@ def test_the_smallest_demo_runs_end_to_end(tmp_path, monkeypatch, capsys):
     assert json.loads(capsys.readouterr().out)[0]["agents"] >= 10
     assert (home / "demo-data" / ".generated").read_text() == "seed -5 projects 1 sessions 1\n"
 
+    # the home's [projects] names the demo's project too (a new user's trial: a rename is what one
+    # tries on the demo, and the demo's run read none)
+    def projects():
+        assert main(["sql", "--home", str(home), "--format", "json",
+                     "SELECT DISTINCT project FROM sessions WHERE provider = 'crush'"]) == 0
+        return [r["project"] for r in json.loads(capsys.readouterr().out)]
+
+    (first,) = projects()
+    with open(home / "config.toml", "a") as config:  # the demo's own config.toml, and a section of the user's
+        config.write(f'\n[projects]\n"{first}" = "Renamed Shop"\n')
+    assert main(["demo", "--home", str(home), "--quiet", "--projects", "1", "--sessions", "1", "--seed", "-5"]) == 0
+    capsys.readouterr()
+    assert projects() == ["renamed-shop"]
+
 
 def test_a_seed_gives_the_same_numbers_wherever_the_demo_is_written(tmp_path):
     """A user's report: the demo's Crush costs differed with the home's path, seed for seed (the
