@@ -234,3 +234,25 @@ def test_publications_do_not_hang_on_the_catalog_files_clock(lake):
                                                "ORDER BY snapshot_id").fetchall()]
         last = con.execute("SELECT max(snapshot_id) FROM ducklake_snapshots('lake')").fetchone()[0]
     assert len(published) >= 4 and published[-1] == last, (published, last)
+
+
+def test_a_publication_history_without_its_pending_column_is_brought_up_to_date(lake):
+    """A catalog whose publications an earlier build kept (without `pending`: judged by the
+    file's time) is merged into, not refused: its quickstart demo failed to merge once."""
+    import duckdb
+
+    from warehouse.lake.ducklake import writer_path
+
+    merge(lake.lake, lake.warehouse)
+    merge(lake.lake, lake.warehouse, marts=False)  # a second writer: a history of two, the first confirmed
+    with duckdb.connect(str(writer_path(lake.warehouse))) as own:
+        own.execute("ALTER TABLE agentlake_published DROP COLUMN pending")
+        kept = own.execute("SELECT count(*) FROM agentlake_published").fetchone()[0]
+    assert kept >= 1
+    landing = sorted((Path(lake.lake) / "_landing").rglob("sessions.parquet"))[0]
+    os.utime(landing, ns=(landing.stat().st_mtime_ns + 10**9,) * 2)  # something to merge: a new snapshot
+    result = merge(lake.lake, lake.warehouse, marts=False)
+    assert result.problems == [] and result.merged
+    with duckdb.connect(str(writer_path(lake.warehouse)), read_only=True) as own:
+        rows = own.execute("SELECT pending FROM agentlake_published ORDER BY snapshot_id").fetchall()
+    assert len(rows) == kept + 1 and rows[-1] == (True,) and not any(p for (p,) in rows[:-1])

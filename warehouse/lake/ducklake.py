@@ -637,11 +637,23 @@ def _record_publication(con, catalog: Path) -> None:
         con.execute(insert)
 
 
+def _pending(con) -> list[tuple]:
+    """The publications not confirmed yet. A history made before they were confirmed (its
+    publications judged by the file's time, an earlier build of this release) gains the column,
+    every row of it taken as confirmed."""
+    try:
+        return con.execute(f"SELECT snapshot_id FROM {_HISTORY} WHERE pending").fetchall()
+    except duckdb.BinderException:
+        con.execute(f"ALTER TABLE {_HISTORY} ADD COLUMN pending BOOLEAN DEFAULT false")
+        con.execute(f"UPDATE {_HISTORY} SET pending = false")
+        return []
+
+
 def _confirm_publications(con, catalog: Path) -> None:
     """The pending publications the published file holds are confirmed, dated when the file
     replaced the one before if that is later (recording came before the copy, the fsync and the
     rename); those it does not hold were never published (their writer died first) and go."""
-    pending = con.execute(f"SELECT snapshot_id FROM {_HISTORY} WHERE pending").fetchall()
+    pending = _pending(con)
     if not pending:
         return
     published = _published_last(catalog, con)
