@@ -951,40 +951,30 @@ def sweep(con, keep_seconds: int, catalog) -> None:
     are waiting out their grace: then the expired ones wait for the next sweep. Every time is
     taken on the catalog's clock (ducklake.catalog_now): PostgreSQL's for a catalog there."""
     meta = f"__ducklake_metadata_{ducklake.CATALOG}"
+    snapshots = f"SELECT snapshot_id FROM {meta}.ducklake_snapshot WHERE snapshot_id < ?"
     if keep_seconds <= 0:  # no grace: the readers are not waited for, every replaced snapshot goes
-        expired = [r[0] for r in con.execute(f"SELECT snapshot_id FROM {meta}.ducklake_snapshot WHERE snapshot_id < "
-                                             f"(SELECT max(snapshot_id) FROM {meta}.ducklake_snapshot)").fetchall()]
+        last = con.execute(f"SELECT max(snapshot_id) FROM {meta}.ducklake_snapshot").fetchone()[0]
+        expired = [r[0] for r in con.execute(snapshots, [last]).fetchall()]
         if expired:
             con.execute(f"CALL ducklake_expire_snapshots('{ducklake.CATALOG}', versions => ?)", [expired])
         con.execute(f"CALL ducklake_cleanup_old_files('{ducklake.CATALOG}', cleanup_all => true)")
         return
-    published = ducklake.publications(con, catalog)
     cutoff = ducklake.catalog_now(con, catalog) - timedelta(seconds=keep_seconds)
-    expired = _unattached_since(con, published, cutoff)
+    # the publications past their grace: every snapshot before the newest of them was replaced for
+    # readers by it (or by an earlier one) at least the grace ago
+    past = [(snapshot, at) for snapshot, at in ducklake.publications(con, catalog) if at <= cutoff]
+    if not past:
+        return
+    newest = max(snapshot for snapshot, _ in past)
+    expired = [r[0] for r in con.execute(snapshots, [newest]).fetchall()]
     if expired:
         started = ducklake.catalog_now(con, catalog)  # what expiring schedules is scheduled from here on
         con.execute(f"CALL ducklake_expire_snapshots('{ducklake.CATALOG}', versions => ?)", [expired])
-    past_grace = [at for _, at in published if at <= cutoff]
-    if past_grace:  # the files scheduled before the last publication past its grace
-        con.execute(f"CALL ducklake_cleanup_old_files('{ducklake.CATALOG}', older_than => ?)", [max(past_grace)])
+    # the files scheduled before the last publication past its grace
+    con.execute(f"CALL ducklake_cleanup_old_files('{ducklake.CATALOG}', older_than => ?)", [max(at for _, at in past)])
     if expired and not con.execute(f"SELECT COUNT(*) FROM {meta}.ducklake_files_scheduled_for_deletion "
                                    "WHERE schedule_start < ?", [started]).fetchone()[0]:
         con.execute(f"CALL ducklake_cleanup_old_files('{ducklake.CATALOG}', cleanup_all => true)")
-
-
-def _unattached_since(con, published: list[tuple], cutoff) -> list[int]:
-    """The snapshots a later snapshot's publication replaced for readers at `cutoff` or before."""
-    snapshots = [r[0] for r in con.execute(f"SELECT snapshot_id FROM __ducklake_metadata_{ducklake.CATALOG}."
-                                           "ducklake_snapshot ORDER BY snapshot_id").fetchall()]
-    replaced, expired = None, []
-    later = sorted(published, reverse=True)  # the publications after each snapshot, from the last
-    for snapshot in reversed(snapshots):
-        while later and later[0][0] > snapshot:
-            replaced = later[0][1] if replaced is None else min(replaced, later[0][1])
-            later.pop(0)
-        if replaced is not None and replaced <= cutoff:
-            expired.append(snapshot)
-    return sorted(expired)
 
 
 def file_counts(catalog: Path, data_path: str | None = None) -> dict[str, int]:

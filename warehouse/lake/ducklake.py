@@ -536,8 +536,8 @@ def storage_failure(exc: Exception) -> str:
     catalog reads the tables' files from the lake's storage with its own endpoint and keys."""
     text = " ".join(str(exc).split())
     url = re.search(r"'((?:https?|s3)://[^/'\s]+)", text)
-    if not url or not re.match(r"(IO|HTTP) Error: ", text) or " HTTP " not in f" {text.split(': ', 1)[1]}" \
-            or "HTTP 404" in text:  # a table's file missing: damage_hint's
+    # httpfs's words name HTTP after the error's kind; a table's file missing (404) is damage_hint's
+    if not url or not re.match(r"(IO|HTTP) Error: .*\bHTTP\b", text) or "HTTP 404" in text:
         return ""
     said = re.match(r"(?:IO|HTTP) Error: (.*?)(?: error)? for HTTP", text)  # httpfs: "<reason> error for HTTP GET to '<url>'"
     status = re.search(r"\(HTTP (\d{3})[^)]*\)", text)
