@@ -169,6 +169,24 @@ def test_prices_are_read_with_their_defaults(tmp_path):
     assert _prices(tmp_path, 'user = "ana"\n').fingerprint() == ""
 
 
+def test_a_price_reached_through_an_alias_only_is_not_called_a_typo(tmp_path):
+    """CONFIG.md's pattern: a local model priced under a name of the team's own, reached through
+    the name its agent records. The warning is for a name nothing reaches (a new user's trial:
+    every merge called the used price a typo)."""
+    import duckdb
+
+    from warehouse.catalog.prices import unmatched_prices
+
+    prices = _prices(tmp_path, '[[prices]]\nmodel = "llama-3.3-70b-internal"\ninput = 0.7\noutput = 1.8\n\n'
+                               '[[prices]]\nmodel = "never-used"\ninput = 1\noutput = 2\n\n[model_aliases]\n'
+                               '"vllm/my-local" = "llama-3.3-70b-internal"\n"vllm/typo" = "never-used"\n')
+    with duckdb.connect() as con:
+        con.execute("CREATE TABLE usage AS SELECT * FROM (VALUES ('vllm/my-local'), ('gpt-5'), (NULL)) AS t(model)")
+        said = unmatched_prices(con, prices)
+    assert [line.split(",")[0] for line in said] == [
+        "config.toml prices the model 'never-used'", "config.toml prices the model 'vllm/typo'"]
+
+
 @pytest.mark.parametrize("text, said", [
     ('[[prices]]\nmodel = "m"\ninput = 1\noutput = 2\nouput = 3\n', "price 1 (m): unknown setting 'ouput' (did you mean output?); known: model"),
     ('[[prices]]\nmodel = "m"\ninput = -1\noutput = 2\n', "price 1 (m): input must be a number of USD per million"),

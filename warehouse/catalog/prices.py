@@ -133,6 +133,9 @@ def unmatched_prices(con, prices: Prices) -> list[str]:
     if not prices:
         return []
     recorded = {m for (m,) in con.execute("SELECT DISTINCT lower(model) FROM usage WHERE model IS NOT NULL").fetchall()}
+    named = prices.by_recorded_model()
+    # a priced model that requests reach through an alias only is used: its own name is no typo
+    reached = {price.model.lower() for name, price in named if name in recorded}
     return [f"config.toml prices the model {name!r}, which no request in `usage` names (a typo? "
             "`agentlake sql \"SELECT DISTINCT model FROM usage\"` lists them)"
-            for name in sorted({name for name, _ in prices.by_recorded_model()} - recorded)]
+            for name in sorted({name for name, _ in named} - recorded - reached)]
