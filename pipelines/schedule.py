@@ -37,10 +37,15 @@ AGENT_VARS = (
     "KIMI_SHARE_DIR", "LOCALAPPDATA", "NEXT_PUBLIC_CB_ENVIRONMENT", "OPENCODE_DB", "PI_CODING_AGENT_DIR",
     "QWEN_HOME", "QWEN_RUNTIME_DIR", "USERPROFILE", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME",
 )
-# agentlake's own (warehouse.lake.layout, warehouse.lake.config: the flags the job is given win over them).
-# Not $AGENTLAKE_DASHBOARD_TOKEN (a secret, and no business of an ingest), nor $DAGSTER_HOME (an
-# ingest does not run Dagster: pipelines.runner).
-OWN_VARS = ("AGENTLAKE_HOME", "AGENTLAKE_LAKE", "AGENTLAKE_WAREHOUSE", "AGENTLAKE_MACHINE", "AGENTLAKE_USER")
+# agentlake's own that an ingest reads (warehouse.lake.layout, warehouse.lake.config: the flags the job is
+# given win over them; the merge's DuckDB threads, warehouse.lake.duckdb_settings; how long a second
+# writer waits, warehouse.lake.pg_catalog). Not those of NOT_CARRIED, nor $DAGSTER_HOME (an ingest does
+# not run Dagster: pipelines.runner).
+OWN_VARS = ("AGENTLAKE_HOME", "AGENTLAKE_LAKE", "AGENTLAKE_WAREHOUSE", "AGENTLAKE_MACHINE", "AGENTLAKE_USER",
+            "AGENTLAKE_THREADS", "AGENTLAKE_WRITER_WAIT")
+# secrets, and no business of an ingest (the dashboard's and the MCP server's tokens); a reader's
+# days (report, dashboard); the center's check of its machines (pipelines.central)
+NOT_CARRIED = ("AGENTLAKE_DASHBOARD_TOKEN", "AGENTLAKE_MCP_TOKEN", "AGENTLAKE_TZ", "AGENTLAKE_STALE_AFTER_HOURS")
 # Where an s3:// lake is (warehouse.lake.storage, warehouse.lake.duckdb_settings) and where the AWS chain finds the
 # credentials (pyarrow's AWS SDK): without them the job would write to another endpoint, region
 # or profile. Never the credentials themselves (AWS_SECRETS).

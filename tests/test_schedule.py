@@ -287,13 +287,22 @@ def test_every_variable_discovery_reads_is_carried_and_no_other():
     assert {"CLAUDE_CONFIG_DIR", "CODEX_HOME", "CRUSH_GLOBAL_DATA", "CODEWHALE_HOME", "XDG_DATA_HOME",
             "QWEN_RUNTIME_DIR", "PI_CODING_AGENT_DIR", "AGENTLAKE_WAREHOUSE"} <= read  # the scan works
     assert read - {"HOME"} <= set(schedule.CARRIED), read - {"HOME"} - set(schedule.CARRIED)
-    # read by pipelines.runner, and by the AWS SDK inside pyarrow (where the lake's store is)
-    assert set(schedule.CARRIED) - read <= {"DAGSTER_HOME", *schedule.AWS_VARS, *schedule.TIME_VARS}
+    # read by pipelines.runner, by the AWS SDK inside pyarrow (where the lake's store is), and by the
+    # merge (its DuckDB threads, how long a second writer waits: below)
+    assert set(schedule.CARRIED) - read <= {"DAGSTER_HOME", *schedule.AWS_VARS, *schedule.TIME_VARS,
+                                            "AGENTLAKE_THREADS", "AGENTLAKE_WRITER_WAIT"}
     # where an s3:// lake is, as warehouse.lake.storage and warehouse.lake.duckdb_settings read it, goes with the job
     lake = {*re.findall(r'env(?:iron)?\.get\("(AWS_[A-Z0-9_]*)"', (ROOT / "warehouse/lake/storage.py").read_text()),
             *re.findall(r'env\.get\("(AWS_[A-Z0-9_]*)"', (ROOT / "warehouse/lake/duckdb_settings.py").read_text())}
     assert {"AWS_ENDPOINT_URL", "AWS_REGION"} <= lake <= set(schedule.AWS_VARS), lake
     assert not set(schedule.CARRIED) & {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}
+    # each of agentlake's own variables the code reads is carried, or named as not (the job ran with
+    # one DuckDB thread per core whatever $AGENTLAKE_THREADS said: a new user's trial)
+    own = {name for folder in ("warehouse", "pipelines", "transforms") for path in (ROOT / folder).rglob("*.py")
+           for name in re.findall(r'"(AGENTLAKE_[A-Z_]+)"', path.read_text())}
+    assert {"AGENTLAKE_THREADS", "AGENTLAKE_WRITER_WAIT", "AGENTLAKE_TZ"} <= own
+    assert own == set(schedule.OWN_VARS) | set(schedule.NOT_CARRIED), own ^ (set(schedule.OWN_VARS) | set(schedule.NOT_CARRIED))
+    assert not set(schedule.OWN_VARS) & set(schedule.NOT_CARRIED)
 
     environ = {**SECRETS, "PATH": "/usr/bin", "CODEX_HOME": "/c", "KILO_DB": "", "HOME": "/home/dev",
                "AGENTLAKE_MACHINE": "ana", "AWS_ACCESS_KEY_ID": "AKIA", "SHELL": "/bin/zsh"}
