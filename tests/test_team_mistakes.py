@@ -242,6 +242,26 @@ def test_a_misspelt_key_in_an_agent_section_is_refused(tmp_path, section, wrong,
 
 
 @pytest.mark.parametrize("text, said", [
+    ("[claud]\nextra_roots = []\n", "unknown section [claud] (did you mean [claude]?)"),
+    ("[projetcs]\nx = 'y'\n", "unknown section [projetcs] (did you mean [projects]?)"),
+    ("[model_alias]\nx = 'y'\n", "unknown section [model_alias] (did you mean [model_aliases]?)"),
+    ("[[budget]]\nmonthly_usd = 5\n", "unknown section [[budget]] (did you mean [[budgets]]?)"),
+    ("[[price]]\nmodel = 'm'\n", "unknown section [[price]] (did you mean [[prices]]?)"),
+    ("[[claude]]\nextra_roots = []\n", "unknown section [[claude]] (did you mean [claude]?)"),
+    ("[elsewhere]\nx = 1\n", "unknown section [elsewhere]"),
+])
+def test_a_misspelt_section_is_named_with_the_one_it_is_close_to(tmp_path, text, said):
+    """A new user's trial: `[claud]` was refused with no suggestion, and `[[budget]]` was called an
+    unknown setting whose list left out [[budgets]] (as if budgets did not exist)."""
+    config = tmp_path / "config.toml"
+    config.write_text(text)
+    with pytest.raises(ConfigError) as raised:
+        load_config(config)
+    assert str(raised.value).startswith(f"{config}: {said}; known: crush, "), str(raised.value)
+    assert str(raised.value).endswith(", projects, privacy, [[budgets]], [[prices]], [model_aliases]")
+
+
+@pytest.mark.parametrize("text, said", [
     ('machin = "x"\n', "unknown setting 'machin' (did you mean machine?); known: lake, warehouse, machine, user, "
                        "team, use_default, tz"),
     ("tz = 5\n", "tz must be a string, in quotes (it is 5)"),

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from transforms.providers import PROVIDERS
 from warehouse.lake.layout import LANDING, RUNS, Layout
-from warehouse.lake.setting_names import KINDS, unknown_setting
+from warehouse.lake.setting_names import KINDS, close_to, unknown_setting
 from warehouse.lake.prices import PriceError, Prices, parse_prices
 from warehouse.lake.pg_catalog import PostgresCatalogError
 from warehouse.lake.storage import CredentialsInURI
@@ -102,10 +102,16 @@ def load_config(path: Path, providers=tuple(PROVIDERS)) -> Config:
     except PriceError as exc:
         raise ConfigError(str(exc)) from None
     sections = (*providers, "projects", "privacy")
+    # every table a config.toml may hold, as it is written: a misspelt one is named with the closest
+    written = {**{name: f"[{name}]" for name in (*sections, "model_aliases")},
+               **{name: f"[[{name}]]" for name in ("budgets", "prices")}}
+    known = f"known: {', '.join(sections)}, [[budgets]], [[prices]], [model_aliases]"
     unknown = sorted(k for k, v in data.items() if isinstance(v, dict) and k not in sections)
     if unknown:
-        raise ConfigError(f"{path}: unknown section [{unknown[0]}]; known: {', '.join(sections)}, [[budgets]], "
-                          "[[prices]], [model_aliases]")
+        raise ConfigError(f"{path}: unknown section [{unknown[0]}]{close_to(unknown[0], written)}; {known}")
+    arrays = sorted(k for k, v in data.items() if isinstance(v, list) and v and all(isinstance(t, dict) for t in v))
+    if arrays:  # `[[budget]]`: a list of tables, which no setting is
+        raise ConfigError(f"{path}: unknown section [[{arrays[0]}]]{close_to(arrays[0], written)}; {known}")
     for key, value in data.items():
         if isinstance(value, dict):
             continue

@@ -9,6 +9,11 @@ KINDS = {str: "a string, in quotes", bool: "true or false", int: "a whole number
 
 def unknown_setting(key: str, known, where: str = "") -> str:
     """`unknown setting 'machin' (did you mean machine?); known: ...`, `where` after the name."""
-    close = get_close_matches(str(key), list(known), 1)
-    hint = f" (did you mean {close[0]}?)" if close else ""
-    return f"unknown setting {key!r}{where}{hint}; known: {', '.join(known)}"
+    return f"unknown setting {key!r}{where}{close_to(key, {name: name for name in known})}; known: {', '.join(known)}"
+
+
+def close_to(key: str, written: dict[str, str]) -> str:
+    """` (did you mean W?)` for the name in `written` closest to `key`, W as a user writes it
+    (`[claude]`, `[[budgets]]`); "" when none is close."""
+    close = get_close_matches(str(key), list(written), 1)
+    return f" (did you mean {written[close[0]]}?)" if close else ""
