@@ -166,6 +166,15 @@ def test_relative_windows_name_their_days():
             last_days(bad, today)
         # a zero is said as such, not as a form it has (a new user's trial)
         assert str(raised.value).startswith("--last counts from 1" if bad == "0d" else "--last wants a number")
+    # a long window is a window; one past the calendar's start says so, not that the form is wrong
+    # (a new user's trial: `100000d` was told it wants a number and d, w or m)
+    assert last_days("100000d", today) == (today - timedelta(days=99999), today)
+    assert last_days("0007d", today) == last_days("7d", today)
+    with pytest.raises(BadWindow, match="^--last counts from 1"):
+        last_days("00d", today)
+    for far in ("1000000d", "200000w", "99999999999w", "30000m"):
+        with pytest.raises(BadWindow, match=r"^--last \d+[dwm] reaches before year 1$"):
+            last_days(far, today)
 
 
 @pytest.mark.parametrize("flags, days", [

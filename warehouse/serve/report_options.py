@@ -11,7 +11,7 @@ BREAKDOWNS = ("day", "week", "month", "project", "agent", "user", "model", "tool
 PERIODS = ("day", "week", "month")
 
 RELATIVE = ("today", "yesterday", "week", "month")
-_LAST = re.compile(r"\s*([1-9][0-9]{0,4})\s*([dwm])\s*")
+_LAST = re.compile(r"\s*([0-9]+)\s*([dwm])\s*")
 
 
 class BadWindow(ValueError):
@@ -37,14 +37,17 @@ def last_days(text: str, today: date) -> tuple[date, date]:
     4 December is 5 November to 4 December (a month back, the day after)."""
     m = _LAST.fullmatch(text)
     if not m:
-        zero = re.fullmatch(r"\s*0+\s*[dwm]\s*", text)  # the form is right: the number is not
-        raise BadWindow(f"--last counts from 1 (1d is today): {text!r}" if zero else
-                        f"--last wants a number and d, w or m (7d, 2w, 3m): {text!r}")
+        raise BadWindow(f"--last wants a number and d, w or m (7d, 2w, 3m): {text!r}")
     n, unit = int(m[1]), m[2]
-    if unit == "d":
-        return today - timedelta(days=n - 1), today
-    if unit == "w":
-        return today - timedelta(days=7 * n - 1), today
+    if n == 0:  # the form is right: the number is not
+        raise BadWindow(f"--last counts from 1 (1d is today): {text!r}")
+    try:
+        if unit == "d":
+            return today - timedelta(days=n - 1), today
+        if unit == "w":
+            return today - timedelta(days=7 * n - 1), today
+    except OverflowError:  # past the calendar's first day, or past what a timedelta holds
+        raise BadWindow(f"--last {n}{unit} reaches before year 1") from None
     return _months_back(today, n) + timedelta(days=1), today
 
 
