@@ -294,6 +294,17 @@ def test_an_insight_cell_is_written_by_its_columns_kind():
     assert _cell(None, "cost_after_compaction_usd") == "" and _cell("shop", "project") == "shop"
 
 
+def test_the_curated_insights_round_their_ratios_to_the_decimals_the_page_shows():
+    """The page writes a ratio with 3 decimals: a query that rounded 2/3 to 0.67 was shown as
+    0.670, a precision it did not have (a new user's trial); `report --insights` prints the same."""
+    from warehouse.serve.dashboard.pages import _cell
+    from warehouse.serve.report import INSIGHTS
+
+    rounded = [(i.mart, digits) for i in INSIGHTS for digits in re.findall(r",\s*(\d+)\)\s+AS\s", i.sql)]
+    assert ("insight_read_edit_ratio", "3") in rounded and {d for _, d in rounded} == {"3"}, rounded
+    assert _cell(round(2 / 3, 3), "read_edit_ratio") == "0.667"
+
+
 def about(dom: str) -> str:
     """The line under a page's title saying whose data it shows and when it was last merged."""
     return html.unescape(re.sub(r"<[^>]+>", "", re.search(r'<p [^>]*id="about-data"[^>]*>(.*?)</p>', dom, re.S)[1]))

@@ -294,7 +294,7 @@ INSIGHTS = (
             "ORDER BY cost_usd DESC NULLS LAST, files DESC, project", date_col=SESSION_DATE),
     Insight("insight_read_edit_ratio", "Reads per edit, by model (low: editing without looking)",
             "SELECT model_name, COUNT(DISTINCT session_key) AS sessions, SUM(reads) AS reads, SUM(changes) AS changes, "
-            "ROUND(SUM(reads) / NULLIF(SUM(changes), 0), 2) AS read_edit_ratio FROM insight_read_edit_ratio{w} "
+            "ROUND(SUM(reads) / NULLIF(SUM(changes), 0), 3) AS read_edit_ratio FROM insight_read_edit_ratio{w} "
             "GROUP BY ALL ORDER BY read_edit_ratio NULLS LAST, changes DESC, model_name", date_col=SESSION_DATE),
     Insight("insight_idle_cost", "Idle cost: sessions that cost money and changed no file, by project and models",
             "SELECT project, model_names AS models, COUNT(*) AS sessions, "
