@@ -38,6 +38,8 @@ def last_days(text: str, today: date) -> tuple[date, date]:
     m = _LAST.fullmatch(text)
     if not m:
         raise BadWindow(f"--last wants a number and d, w or m (7d, 2w, 3m): {text!r}")
+    if len(m[1].lstrip("0")) > 9:  # a billion days is before year 1 whatever the unit (and int() of
+        raise BadWindow(f"--last {text.strip()} reaches before year 1")  # thousands of digits refuses)
     n, unit = int(m[1]), m[2]
     if n == 0:  # the form is right: the number is not
         raise BadWindow(f"--last counts from 1 (1d is today): {text!r}")
