@@ -192,6 +192,42 @@ def test_ingest_or_a_bare_merge_in_a_readers_home_keeps_the_teams_rows(tmp_path,
         assert 0 < _sessions(reader) != teams
 
 
+def _table_files(home: Path) -> set[str]:
+    return {str(p.relative_to(home)) for p in (home / "warehouse-tables").rglob("*.parquet")}
+
+
+def test_a_readers_home_moved_or_copied_reads_and_compacts_its_own_tables(tmp_path, built_once):
+    """A reader's home keeps its tables beside its catalog, not in a lake of its own (it has none).
+    Moved, it looked for them in `<home>/lake` and failed to read; copied, its compaction wrote
+    into the original's folder and `--orphans` deleted the original's newer files (a new user's
+    trial). The docs: a home can be moved or copied whole."""
+    built = built_once("team-share-and-a-readers-home", _team_share_and_a_readers_home)
+    share, cwd = built / "share", tmp_path / "cwd"
+    teams = _sessions(built / "reader")
+    # a column read, not a count DuckLake answers from its statistics: the files are opened
+    sql = ("sql", "--format", "csv", "SELECT COUNT(DISTINCT session_id) FROM sessions")
+
+    def own_home(name: str) -> Path:  # a reader's home whose catalog names its own tables' folder
+        home = copy_home(built / "reader", tmp_path / name)
+        assert cli("merge", "--lake", str(share), home=home, cwd=cwd).returncode == 0
+        return home
+
+    moved = own_home("before-move").rename(tmp_path / "moved")
+    out = cli(*sql, home=moved, cwd=cwd)
+    assert out.returncode == 0 and out.stdout.split()[-1] == str(teams), out.stdout + out.stderr
+
+    original = own_home("original")
+    copy = copy_home(original, tmp_path / "copy")
+    assert cli("merge", "--full", "--lake", str(share), home=original, cwd=cwd).returncode == 0  # it moves on
+    kept = _table_files(original)
+    compacted = cli("compact", "--orphans", "--keep-seconds", "0", home=copy, cwd=cwd)
+    assert compacted.returncode == 0, compacted.stderr
+    assert _table_files(original) == kept  # the copy's compaction left the original's files alone
+    for home in (original, copy):
+        out = cli(*sql, home=home, cwd=cwd)
+        assert out.returncode == 0 and out.stdout.split()[-1] == str(teams), out.stdout + out.stderr
+
+
 # --- 3. an endpoint with a password ------------------------------------------------------------
 
 @pytest.mark.parametrize("name, endpoint", [

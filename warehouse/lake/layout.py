@@ -124,8 +124,18 @@ class Layout:
 
     @property
     def tables_path(self) -> str:
-        """Where the curated tables' Parquet files go (DuckLake's DATA_PATH)."""
-        return tables_path(self.lake, self.warehouse)
+        """Where the curated tables' Parquet files are, for the readers and a compaction
+        (DuckLake's DATA_PATH; a merge is given its lake: `tables_path`). A reader's home (its
+        catalog made by `merge --lake` of a team's lake, no lake of its own) has them beside its
+        catalog, where that merge wrote them: looked for in the home's own lake, a moved reader's
+        home found none, and a copy's compaction wrote into, and `--orphans` deleted from, the
+        original's."""
+        path = tables_path(self.lake, self.warehouse)
+        beside = _beside(Path(self.warehouse)) if not is_postgres(self.warehouse) else path
+        if path != beside and own_lake(self.lake, self.warehouse) and not os.path.exists(self.lake) \
+                and os.path.isdir(beside):
+            return beside
+        return path
 
     @property
     def pending_marker(self) -> Path:
@@ -205,6 +215,11 @@ def tables_path(lake, warehouse: Path) -> str:
     warehouse = Path(warehouse)
     if own_lake(lake, warehouse):
         return str(Path(lake)) + "/"
+    return _beside(warehouse)
+
+
+def _beside(warehouse: Path) -> str:
+    """A catalog's tables' folder when its lake is not its own: `<name>-tables/` beside it."""
     return str(warehouse.with_name(warehouse.stem + "-tables")) + "/"
 
 
