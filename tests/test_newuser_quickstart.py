@@ -111,6 +111,8 @@ def test_a_demo_in_a_home_named_with_home_is_what_dagster_finds_there(tmp_path, 
     home = built.home
     assert built.code == 0
     assert f"wrote {home / 'config.toml'}" in built.err
+    # its first line says which command wrote it (`quickstart` said so when `demo` had: a new user's trial)
+    assert (home / "config.toml").read_text().startswith("# written by `agentlake demo` (which `agentlake quickstart`")
     found, problems = AgentlakeResource(home=str(home)).discover()
     assert found and not problems and {s.provider for s in found.values()} >= {"crush", "claude", "codex"}
     monkeypatch.setenv("AGENTLAKE_HOME", str(tmp_path / "default"))
