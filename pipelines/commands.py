@@ -257,8 +257,9 @@ def cmd_demo(args) -> int:
 
 
 def _write_demo_config(layout, options) -> None:
-    lines = ["# written by `agentlake demo` (which `agentlake quickstart` runs): the demo's stores, so the Dagster UI",
-             "# (`agentlake dev --home " + shlex.quote(str(layout.home)) + "`) materialises them too", "use_default = false"]
+    lines = ["# written by `agentlake demo` (which `agentlake quickstart` runs): the demo's stores,",
+             "# so the Dagster UI (`agentlake dev --home " + shlex.quote(str(layout.home)) + "`) materialises them too",
+             "use_default = false"]
     for provider, roots in sorted(options.extra_roots.items()):
         lines += ["", f"[{provider}]", "extra_roots = [" + ", ".join(json.dumps(r) for r in roots) + "]"]
     layout.config_file.parent.mkdir(parents=True, exist_ok=True)

@@ -301,7 +301,8 @@ def test_every_variable_discovery_reads_is_carried_and_no_other():
     own = {name for folder in ("warehouse", "pipelines", "transforms") for path in (ROOT / folder).rglob("*.py")
            for name in re.findall(r'"(AGENTLAKE_[A-Z_]+)"', path.read_text())}
     assert {"AGENTLAKE_THREADS", "AGENTLAKE_WRITER_WAIT", "AGENTLAKE_TZ"} <= own
-    assert own == set(schedule.OWN_VARS) | set(schedule.NOT_CARRIED), own ^ (set(schedule.OWN_VARS) | set(schedule.NOT_CARRIED))
+    named = set(schedule.OWN_VARS) | set(schedule.NOT_CARRIED)
+    assert own == named, own ^ named
     assert not set(schedule.OWN_VARS) & set(schedule.NOT_CARRIED)
 
     environ = {**SECRETS, "PATH": "/usr/bin", "CODEX_HOME": "/c", "KILO_DB": "", "HOME": "/home/dev",
