@@ -109,6 +109,9 @@ def test_run_sql_answers_as_agentlake_sql_and_states_its_bounds(served):
     ("ATTACH '/tmp/agentlake-mcp.duckdb' AS other", "ATTACH statements are refused"),
     ("SELECT * FROM read_text('/etc/hostname')", "file system operations are disabled"),
     ("SELECT 1; DROP TABLE sessions", "2 statements"),
+    # a statement that does not parse: the parser's reason, not "Error executing tool" (a new user's trial)
+    ("SELEC 1", 'Parser Error: syntax error at or near "SELEC"'),
+    ("SELECT (1", "Parser Error: syntax error at end of input"),
 ])
 def test_run_sql_refuses_what_agentlake_sql_refuses(served, query, refused):
     first, _, error = served.call("run_sql", query=query)

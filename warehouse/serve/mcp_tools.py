@@ -150,6 +150,10 @@ class Tools:
                 check(cur, query)
             except (Refused, NotOne) as exc:
                 raise ToolError(f"{exc} (run_sql reads only, as `agentlake sql` does)") from None
+            except duckdb.InterruptException:
+                raise
+            except duckdb.Error as exc:  # a statement that does not parse: its reason, as `agentlake sql` says it
+                raise ToolError(str(exc)) from None
             try:
                 ran = cur.execute(query)
             except duckdb.InterruptException:
