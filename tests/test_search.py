@@ -150,6 +150,8 @@ def test_the_open_command_pastes_whole_in_a_home_with_a_space(home, tmp_path):
     (("docker", "--project", "shpo"), "close ones: shop"), (("docker", "--limit", "0"), "--limit"),
     (("docker", "--since", "2026-02-01", "--until", "2026-01-01"), "after --until"),
     (("pytest", "--tool", "shel"), "no tool 'shel' in the index (close ones: shell)"),
+    # read as `-login handler"`, it found handler instead of leaving it out (a new user's trial)
+    (('router -"login handler"',), 'a phrase cannot be excluded: -"login handler"'),
 ])
 def test_bad_queries_and_filters_are_usage_errors(home, args, said):
     ran = _search(home, *args)

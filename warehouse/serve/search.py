@@ -100,7 +100,10 @@ def parse(text: str) -> Query:
     if text.count('"') % 2:
         raise BadQuery(f"unclosed quote in {text!r}: a phrase is \"between two quotes\"")
     q = Query()
-    for phrase, word in re.findall(r'"([^"]*)"|(\S+)', text):
+    for minus, phrase, word in re.findall(r'(-?)"([^"]*)"|(\S+)', text):
+        if minus and phrase.strip():  # read as "not the first word, but the last", it found the opposite
+            raise BadQuery(f"a phrase cannot be excluded: -\"{phrase}\" in {text!r}; exclude its words one by "
+                           f"one ({' '.join('-' + w for w in phrase.split())})")
         if phrase.strip():
             q.phrases.append(" ".join(phrase.split()))
             q.words += _words(phrase)
