@@ -527,8 +527,8 @@ def parser() -> argparse.ArgumentParser:
                  epilog="One tab-separated line per source: its name as progress lines and warnings give\n"
                         "it (agent-project-<first 8 of its id>), its path, and ok or skipped: the reason.\n"
                         "A tab, newline or backslash in a path is written \\t, \\n, \\\\. Nothing is\n"
-                        "read but the one row naming an Antigravity conversation's workspace. --machine, --user and --team are accepted as ingest takes them; nothing\n"
-                        "is written.\n\n"
+                        "read but the one row naming an Antigravity conversation's workspace. --machine,\n"
+                        "--user and --team are accepted as ingest takes them; nothing is written.\n\n"
                         "Exit status: 1 when a place to look could not be read (a warning on stderr).")
     _common(p, discovery=True)
     p.set_defaults(func=cmd_sources)

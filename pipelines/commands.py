@@ -46,10 +46,9 @@ def _agent_homes(values: list[str]) -> dict[str, tuple[str, ...]]:
     for value in values:
         agent, sep, path = value.partition("=")
         if not sep or agent not in PROVIDERS or not path:
-            from difflib import get_close_matches
+            from warehouse.lake.setting_names import close_to
 
-            close = get_close_matches(agent, PROVIDERS, 1) if sep and agent not in PROVIDERS else []
-            hint = f" (did you mean {close[0]}?)" if close else ""
+            hint = close_to(agent, {p: p for p in PROVIDERS}) if sep and agent not in PROVIDERS else ""
             raise UsageError(f"--agent-home wants AGENT=DIR with AGENT one of {', '.join(PROVIDERS)}; "
                              f"got {value!r}{hint}")
         out[agent] = out.get(agent, ()) + (path,)

@@ -181,10 +181,9 @@ def refuse_credentials(uri: str) -> None:
         raise UnknownLakeParameter(
             f"the lake URI {masked(uri)} holds credentials ({', '.join(secret)}); give them as AWS_ACCESS_KEY_ID, "
             "AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN (or AWS_PROFILE), never in the URI")
-    from difflib import get_close_matches
+    from warehouse.lake.setting_names import close_to
 
-    hints = [f"{name} (did you mean {close[0]}?)" if (close := get_close_matches(name, LAKE_PARAMETERS, 1)) else name
-             for name in unknown]
+    hints = [name + close_to(name, {p: p for p in LAKE_PARAMETERS}) for name in unknown]
     raise UnknownLakeParameter(
         f"the lake URI {masked(uri)} has a parameter object storage does not take: {', '.join(hints)}; "
         f"it takes {', '.join(LAKE_PARAMETERS)} (an S3-compatible server: "
