@@ -632,7 +632,7 @@ def test_a_mart_is_built_with_the_threads_its_header_asks_for(layout, project):
     assert [name for name, sql in marts.mart_sql() if marts.threads(sql)] == ["insight_unused_reads"]
     assert seen["insight_unused_reads"] == 1
     assert set(seen) == set(marts.MARTS) and {n for n, t in seen.items() if t != 3} == {"insight_unused_reads"}
-    assert set(blocks) == {"_session_tree", "_step_costs", "_file_calls", "_message_models"} and set(blocks.values()) == {3}
+    assert set(blocks) == {"_session_tree", "_step_models", "_step_costs", "_file_calls", "_message_models"} and set(blocks.values()) == {3}
     assert after == 3
 
 

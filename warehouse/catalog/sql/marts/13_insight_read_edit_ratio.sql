@@ -1,7 +1,7 @@
 -- refresh: by project
 -- reads: _file_calls, model_names
 -- insight_read_edit_ratio: per root session (its sub-agents folded in) and model (of the step
--- that made the call, as _message_models counts it), file reads against successful changes. A
+-- that made the call, as _step_models gives it), file reads against successful changes. A
 -- low ratio is editing without looking; reads without any change show a NULL ratio.
 -- `model_name`: the name the model groups under (model_names; the recorded one where it has none,
 -- NULL where no model is recorded), as the report groups by it.

@@ -1,10 +1,8 @@
 -- refresh: by project
--- reads: _in_tree, usage, messages, sessions, tool_calls
+-- reads: _in_tree, _step_models, usage, sessions, tool_calls
 -- _step_costs: every assistant message (a step) of every session, with what it cost and the
 -- tool calls it made. Internal building block of the insight marts.
--- A step's model (and llm_provider) is the one _message_models counts it under, so that the
--- insights name models as the report does: its request's (the latest, if it holds several), else
--- its own, else the one most of its session's requests name (Aider, Droid, Goose, Kilo).
+-- A step's model (and llm_provider) is the one _step_models gives it, as the report counts it.
 -- Where the session's tree has per-request usage (the `usage` table), a step costs its own
 -- requests (those naming it) and `tokens` are theirs; the session's requests that name none of
 -- its steps (Copilot, Droid, Goose and Kilo's tasks name no message; Aider names its system
@@ -24,18 +22,9 @@ WITH requests AS (  -- per session and message named (NULL: none)
            SUM(u.total_tokens) AS tokens,
            COUNT(*) FILTER (WHERE u.total_tokens IS NULL) AS untokened,
            SUM(CAST(ROUND(u.cost_usd * 1e9) AS HUGEINT)) AS nanos,
-           COUNT(*) FILTER (WHERE u.cost_usd IS NULL) AS unpriced,
-           arg_max({'model': u.model, 'llm_provider': u.llm_provider}, {'at': u.requested_at, 'row': u.source_rowid})
-               AS held
+           COUNT(*) FILTER (WHERE u.cost_usd IS NULL) AS unpriced
     FROM _in_tree('usage') AS u
     GROUP BY ALL
-),
-session_model AS (  -- the model most of a session's requests name (as _message_models takes it)
-    SELECT u.project, u.session_key, u.model, u.llm_provider
-    FROM _in_tree('usage') AS u
-    GROUP BY u.project, u.session_key, u.model, u.llm_provider
-    QUALIFY ROW_NUMBER() OVER (PARTITION BY u.project, u.session_key
-                               ORDER BY u.model IS NULL, COUNT(*) DESC, u.model, u.llm_provider NULLS LAST) = 1
 ),
 session_requests AS (  -- every request of the session
     SELECT session_key, COALESCE(SUM(tokens), 0) AS tokens, SUM(untokened) AS untokened,
@@ -46,16 +35,10 @@ session_requests AS (  -- every request of the session
 metered AS (SELECT DISTINCT root_session_key FROM requests),
 steps AS (  -- each step with its own requests
     SELECT m.project, m.machine, m.source_id, m.session_id, m.message_id, m.message_index, m.created_at,
-           CASE WHEN r.message_id IS NOT NULL THEN r.held.model WHEN m.model IS NOT NULL THEN m.model
-                WHEN sm.session_key IS NOT NULL THEN sm.model END AS model,
-           CASE WHEN r.message_id IS NOT NULL THEN r.held.llm_provider WHEN m.model IS NOT NULL THEN m.llm_provider
-                WHEN sm.session_key IS NOT NULL THEN sm.llm_provider ELSE m.llm_provider END AS llm_provider,
-           m.session_key, m.root_session_key,
+           m.model, m.llm_provider, m.session_key, m.root_session_key,
            r.tokens AS own_tokens, r.untokened AS own_untokened, r.nanos AS own_nanos, r.unpriced AS own_unpriced
-    FROM _in_tree('messages') AS m
+    FROM _in_tree('_step_models') AS m
     LEFT JOIN requests AS r ON r.session_key = m.session_key AND r.message_id = m.message_id
-    LEFT JOIN session_model AS sm ON sm.project IS NOT DISTINCT FROM m.project AND sm.session_key = m.session_key
-    WHERE m.role = 'assistant'
 ),
 trees AS (SELECT project, root_session_key, COUNT(*) AS tree_steps FROM steps GROUP BY ALL),
 held AS (  -- per session: its steps, the last of them, and what they hold between them
