@@ -405,7 +405,8 @@ def parser() -> argparse.ArgumentParser:
                              "`agentlake sql` command that prints the whole session.",
                  epilog="The query: words that must all appear, stemmed (migrations finds migrate), case and\n"
                         "accents ignored; what is not a letter or a digit splits words (src/auth.py is src,\n"
-                        "auth and py); a \"quoted phrase\" must also appear as written; -word must not\n"
+                        "auth and py; a Chinese or Japanese character is a word of its own); a \"quoted\n"
+                        "phrase\" must also appear as written; -word must not\n"
                         "appear, stemmed too (-test leaves out tests and testing). English stop words (the,\n"
                         "a, of, ...) are ignored. E.g.\n"
                         "  agentlake search 'stripe webhook -test' --agent claude --last 30d\n"

@@ -309,6 +309,9 @@ BANG = ("rg -n cache --type-add 'ts:*.ts' -tsrc /tmp", "src/cache.ts:3: cache :=
 CALLED = ("npm test -- cache.ts", "PASS src/cache.test.ts")
 
 
+WORLD = ("Die Straße nach МОСКВА, ΟΔΟΣ ΑΘΗΝΑΣ", "東京で会議、京都は明日", "京都から東へ")
+
+
 def _build_commands(root):
     layout = Layout.resolve(home=root / "home", machine="laptop", user="dev")
     p = _project(root, "web")
@@ -324,6 +327,8 @@ def _build_commands(root):
     add_message(p.conn, "s-ts-r", "s-ts", "tool", [tool_result_part("s-ts-c", "bash", bash_output(CALLED[1]))],
                 created_at=t + 6)
     add_message(p.conn, "s-ts-e", "s-ts", "user", [text_part("Le Café du coin, déjà vu")], created_at=t + 7)
+    for i, said in enumerate(WORLD):  # words of other scripts, and Japanese written without spaces
+        add_message(p.conn, f"s-ts-{i}", "s-ts", "user", [text_part(said)], created_at=t + 8 + i)
     p.close()
     ingest(layout, p.db)
     return layout
@@ -362,6 +367,54 @@ def test_a_query_word_with_accents_is_the_indexs_word_without(commands_home):
     for query in ("café", "CAFE", "deja"):
         assert _snippets(commands_home, query) == {("message", "s-ts-e"): (
             "Le **Café** du coin, déjà vu" if query != "deja" else "Le Café du coin, **déjà** vu")}, query
+
+
+def test_words_of_every_script_are_found_and_chinese_and_japanese_are_a_word_per_character(commands_home):
+    # letters outside a-z are letters (the first index split Straße into stra and e, and kept no
+    # Cyrillic, Greek or CJK letter at all); case folded in every script
+    assert _snippets(commands_home, "москва") == {("message", "s-ts-0"): "Die Straße nach **МОСКВА**, ΟΔΟΣ ΑΘΗΝΑΣ"}
+    assert _snippets(commands_home, "Straße οδος") == {
+        ("message", "s-ts-0"): "Die **Straße** nach МОСКВА, **ΟΔΟΣ** ΑΘΗΝΑΣ"}
+    assert not _snippets(commands_home, "stra")
+    # written without spaces: each character a word, so 東京 finds both messages holding 東 and 京,
+    # side by side marked as one; a phrase finds them side by side only
+    assert _snippets(commands_home, "東京") == {("message", "s-ts-1"): "**東京**で会議、**京**都は明日",
+                                               ("message", "s-ts-2"): "**京**都から**東**へ"}
+    assert set(_snippets(commands_home, '"東京"')) == {("message", "s-ts-1")}
+    ran = _search(commands_home, "会議")
+    assert ran.returncode == 0 and "**会議**" in ran.stdout, ran.stderr
+
+
+def test_an_index_of_the_first_format_is_built_again_with_every_script(commands_home):
+    """An index written before letters of every script were kept (format 1: a-z and 0-9 only) is
+    built whole by the next merge, which has nothing else to do."""
+    index = search_path(commands_home / "warehouse.ducklake")
+    with duckdb.connect(str(index)) as con:
+        con.execute("UPDATE meta SET value = '1' WHERE key = 'format'")
+    ran = run_cli("merge", "--home", str(commands_home))
+    assert ran.returncode == 0, ran.stderr
+    with duckdb.connect(str(index), read_only=True) as con:
+        assert con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == (search_index.FORMAT,)
+    assert set(_snippets(commands_home, "москва")) == {("message", "s-ts-0")}
+
+
+def test_the_query_reads_words_as_the_index_does_in_every_script():
+    """warehouse.serve.search.tokens (a query's words, a snippet's marks) against the index's own
+    tokenizer (TOKENIZE), on letters, digits, marks and signs of every block: every fifth character
+    of the Basic Multilingual Plane that this Python's Unicode assigns, and each edge of CJK_RANGES."""
+    import unicodedata
+
+    from warehouse.serve.search import tokens
+
+    codes = set(range(0x80, 0x10000, 5)) | {c + d for lo, hi in search_index.CJK_RANGES for c in (lo, hi)
+                                            for d in (-1, 0, 1)}
+    chars = [chr(c) for c in sorted(codes) if unicodedata.category(chr(c)) not in ("Cn", "Cs")]
+    text = " ".join(f"ab{c}cd x{c}{c} {c}é" for c in chars)
+    con = duckdb.connect()
+    con.execute(f"CREATE MACRO tokenize(s) AS {search_index.TOKENIZE}")
+    [index] = con.execute("SELECT list_filter(tokenize(?), w -> w <> '')", [text]).fetchone()
+    assert [w for _, _, w in tokens(text)] == index
+    assert len(index) > 3 * len(chars)  # ab, cd and x at least, around each character
 
 
 def test_the_open_query_shows_each_hit_in_its_row(commands_home):

@@ -77,7 +77,8 @@ class _AfterMerge:
     def _index(self, con, result: MergeResult) -> None:
         # the lake's copy another center's (or none): this one's index is brought up to date first
         ours = self.lake is None or team_index.lake_copy_is_ours(self.lake, self.index)
-        if self.owed or self.full or result.merged or result.removed or not ours or not self.index.exists():
+        if (self.owed or self.full or result.merged or result.removed or not ours or not self.index.exists()
+                or search_index.of_another_format(self.index)):
             result.search = search_index.update(self.catalog, full=self.full, con=con, index=self.index)
         if self.lake is not None:
             team_index.publish(self.lake, self.index, ours=ours)

@@ -12,16 +12,19 @@ is a DuckDB file of its own beside the catalog, `<stem>.search.duckdb` (`search_
 - `indexed`: per source (machine/user/provider/source_id), the signature of the landing files
   its documents were read from, as the catalog's `_agentlake_merged` records them.
 - fts's schema `fts_main_docs`: the BM25 index over `docs.body` (Porter stems, English stop
-  words, letters and digits; accents folded, case ignored).
+  words, letters and digits of any script, a Chinese or Japanese character a word; accents folded,
+  case ignored: TOKENIZE).
 
 The merge keeps it current (`warehouse.catalog.build.refresh`), on a copy of the file renamed over
 it (a reader opens the old index or the new one, whole, and never meets the writer's lock). Only
 the sources whose landing files changed, or that are gone, are read again: their documents are
 deleted and read anew, and fts's own tables are updated for those documents alone as
 `create_fts_index` would have built them (`_unindex_deleted`, `_index_new`, `_recount`), so fts's
-`match_bm25` scores as over a new index. The index is built whole, in a new file, when there is
-none, for `merge --full`, for another FORMAT, when it is small (WHOLE_BELOW) or when the changed
-sources held more than WHOLE_SHARE of it (docs/BENCHMARKS.md, "Search"). `indexed` tells a
+`match_bm25` scores as over a new index. A whole build indexes its documents the same way, into
+the tables `create_fts_index` made empty (its tokenizer is not ours). The index is built whole, in
+a new file, when there is none, for `merge --full`, for another FORMAT, when it is small
+(WHOLE_BELOW) or when the changed sources held more than WHOLE_SHARE of it (docs/BENCHMARKS.md,
+"Search"). `indexed` tells a
 merge with nothing new to index from one with. The tables hold what was landed, so in team mode
 the index holds the redacted text only.
 """
@@ -38,12 +41,24 @@ from warehouse.lake import ducklake
 from warehouse.lake.locks import held
 from warehouse.catalog.merge import MERGED
 
-FORMAT = "1"  # what `meta.format` records: another value is rebuilt whole
+FORMAT = "2"  # what `meta.format` records: another value is rebuilt whole (1: words of a-z and 0-9 only)
 BODY_CHARS = 20_000
 # the tables a document is read from: a source whose files of these changed is read again
 READS = ("messages", "parts", "tool_calls")
-# fts's tokenizer: what is not a letter or a digit splits words (its default drops digits too)
-IGNORE = r"[^a-z0-9]+"
+# the index's words (TOKENIZE): letters and digits of any script, accents folded (strip_accents)
+# and case ignored; what is neither splits words (fts's default also dropped digits, and every
+# letter outside a-z). Chinese and Japanese, written without spaces between words, are a word per
+# character (CJK_RANGES): `東京` is 東 and 京, and a "quoted phrase" finds them side by side.
+IGNORE = r"[^\p{L}\p{N}]+"
+CJK_RANGES = ((0x3005, 0x3007), (0x3040, 0x30FF), (0x31F0, 0x31FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF),
+              (0xF900, 0xFAFF), (0xFF66, 0xFF9F), (0x20000, 0x3134F))  # ideographs, kana, their marks
+CJK = "[" + "".join(f"\\x{{{lo:X}}}-\\x{{{hi:X}}}" for lo, hi in CJK_RANGES) + "]"
+# fts's own tokenize macro, with the characters of CJK set apart and Greek's final sigma a sigma
+# (lower case keeps ς, and upper case has one Σ for both): the index is built and updated with it
+# (_create_fts), and warehouse.serve.search.tokens reads a query and a snippet alike
+TOKENIZE = (f"string_split_regex(regexp_replace(regexp_replace(replace(lower(strip_accents(CAST(s AS VARCHAR))), "
+            f"'ς', 'σ'), "
+            f"{ducklake.sql_string(IGNORE)}, ' ', 'g'), {ducklake.sql_string('(' + CJK + ')')}, ' \\1 ', 'g'), '\\s+')")
 SOURCE_KEY = "concat_ws('/', machine, \"user\", provider, source_id)"
 STEMMER = "porter"
 FTS = "search.fts_main_docs"  # fts's tables and macros, in the index file attached as `search`
@@ -68,6 +83,18 @@ def due_marker(catalog: Path) -> Path:
 def owed_marker(index: Path) -> Path:
     """due_marker of the index file `index`, wherever it is kept."""
     return index.with_name("." + index.name + ".due")
+
+
+def of_another_format(index: Path) -> bool:
+    """An index file written in another FORMAT (an older release's), to be built again whole; one
+    that cannot be read is too (a damaged file is made again)."""
+    if not index.exists():
+        return False
+    try:
+        with duckdb.connect(str(index), read_only=True) as con:
+            return con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() != (FORMAT,)
+    except duckdb.Error:
+        return True
 
 
 @dataclass
@@ -176,8 +203,11 @@ def _update_on(lake, target: Path, full: bool, memory_limit: str | None = None) 
 def _build_whole(lake, now: dict[str, str]) -> None:
     """Every source's documents read into a new file, and fts's index built over them."""
     _prepare(lake)
-    _insert_sources(lake, set(now))
     _create_fts(lake)
+    _insert_sources(lake, set(now))
+    _index_new(lake, after=0)
+    _recount(lake)
+    _sort_terms(lake)
 
 
 def _update_sources(lake, changed: set[str], gone: set[str]) -> None:
@@ -204,12 +234,15 @@ def _documents(lake) -> int:
 
 
 def _create_fts(lake) -> None:
+    """fts's schema over `docs` while it holds no document (its tables, stop words and macros), its
+    tokenize macro then replaced by TOKENIZE: create_fts_index tokenizes with the macro it has just
+    made, so the documents are indexed after, as an update indexes new ones (_index_new)."""
     lake.execute("USE search")
     try:
         lake.execute(f"PRAGMA create_fts_index('docs', 'doc_id', 'body', stemmer = '{STEMMER}', "
                      f"stopwords = 'english', ignore = {ducklake.sql_string(IGNORE)}, strip_accents = 1, "
                      f"lower = 1, overwrite = 1)")
-        _sort_terms(lake)
+        lake.execute(f"CREATE OR REPLACE MACRO {FTS}.tokenize(s) AS {TOKENIZE}")
     finally:
         lake.execute(f"USE {ducklake.CATALOG}")
 

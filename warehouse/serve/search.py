@@ -5,8 +5,9 @@ merge; a search opens it read-only and reads nothing else. `search` is the one e
 the CLI, the MCP server and the dashboard's search page alike.
 
 Query syntax (QUERY_HELP): words, all of which a document must hold (stemmed: `migrations`
-finds `migrate`; case and accents ignored; what is not a letter or a digit splits words, so
-`src/auth.py` is the words src, auth and py); a "quoted phrase" must also appear as written
+finds `migrate`; case and accents ignored; what is not a letter or a digit, in any script,
+splits words, so `src/auth.py` is the words src, auth and py; a Chinese or Japanese character is
+a word of its own); a "quoted phrase" must also appear as written
 (case ignored); a -word must not appear, nor another word of its stem. English stop words (the,
 a, of, ...) are ignored.
 
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import duckdb
 
-from warehouse.catalog.search_index import STEMMER, open_fts, search_path
+from warehouse.catalog.search_index import CJK_RANGES, STEMMER, open_fts, search_path
 from warehouse.lake.zones import UTC, clock
 from warehouse.serve.report import Filters, unknown_name
 
@@ -267,15 +268,29 @@ def marked(piece: str, matched: bool) -> str:
     return f"{MARK}{piece}{MARK}" if matched else piece
 
 
-# fts's tokenizer (its `tokenize` macro): lower(strip_accents(text)), split at what is not a-z or 0-9
+# the index's tokenizer (search_index.TOKENIZE): lower(strip_accents(text)), split at what is not
+# a letter or a digit of any script, a Chinese or Japanese character a word of its own
 _RUN = re.compile(r"[^\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]+")  # no ASCII space or punctuation
-_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 
 
 @lru_cache(maxsize=8192)
 def _folded(char: str) -> str:
-    """`char` as strip_accents then lower leave it: a mark ("M" categories) is taken out."""
-    return "".join(c for c in unicodedata.normalize("NFD", char) if unicodedata.category(c)[0] != "M").lower()
+    """`char` as strip_accents then lower leave it: a mark ("M" categories) is taken out, and what
+    is left composed again (a Hangul syllable stays one letter); a final sigma is a sigma."""
+    bare = "".join(c for c in unicodedata.normalize("NFD", char) if unicodedata.category(c)[0] != "M")
+    return unicodedata.normalize("NFC", bare).lower().replace("ς", "σ")
+
+
+@lru_cache(maxsize=8192)
+def _wordy(char: str) -> bool:
+    """A letter or a digit (Unicode's L and N categories: the index's \\p{L} and \\p{N})."""
+    return unicodedata.category(char)[0] in "LN"
+
+
+def _apart(char: str) -> bool:
+    """A word on its own: a Chinese or Japanese character (search_index.CJK_RANGES)."""
+    code = ord(char)
+    return code >= 0x3005 and any(lo <= code <= hi for lo, hi in CJK_RANGES)
 
 
 def tokens(text: str):
@@ -294,7 +309,12 @@ def tokens(text: str):
                 end = i + 1 if start is not None else end
                 continue
             for c in folded:
-                if c in _ALNUM:
+                if _wordy(c) and _apart(c):
+                    if start is not None:
+                        yield start, end, "".join(word)
+                    yield i, i + 1, c
+                    start, word = None, []
+                elif _wordy(c):
                     start = i if start is None else start
                     end = i + 1
                     word.append(c)
@@ -331,9 +351,14 @@ def snippet(body: str, matched: set[str], phrases: list[str] = (), width: int = 
     end = start + width
     pieces, done = [], start
     for a, b in spans:
-        if a >= done and b <= end:  # whole in the window, and not inside a phrase marked
-            pieces += [(body[done:a], False), (body[a:b], True)]
+        if a == done and pieces and pieces[-1][1]:  # touching the last match (東 then 京): one mark
+            if b <= end:
+                pieces[-1] = (body[pieces[-1][2]:b], True, pieces[-1][2])
+                done = b
+        elif a >= done and b <= end:  # whole in the window, and not inside a phrase marked
+            pieces += [(body[done:a], False, done), (body[a:b], True, a)]
             done = b
+    pieces = [(piece, hit) for piece, hit, _ in pieces]
     pieces.append((body[done:end], False))
     # on one line: each run of white space one space, none at either end
     pieces = [(re.sub(r"\s+", " ", piece), hit) for piece, hit in pieces]
