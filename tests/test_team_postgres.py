@@ -66,6 +66,15 @@ def test_the_center_merges_into_postgres_and_readers_see_each_merge_at_once(post
     assert [(r["machine"], r["n"]) for r in rows] == [("ana-laptop", a.sessions), ("ben-desktop", b.sessions)]
     assert sum(float(r["cost"]) for r in rows) == pytest.approx(a.root_cost + b.root_cost, abs=1e-9)
     assert sql(postgres, s3, home, "SELECT COUNT(*) AS n FROM messages") == [{"n": a.messages + b.messages}]
+    # the lake's credentials read the tables, and no SQL reads them back (httpfs put them in settings)
+    keys = {"AWS_ACCESS_KEY_ID": "AKIAREADERONLY", "AWS_SECRET_ACCESS_KEY": "reader-secret-value",
+            "AWS_SESSION_TOKEN": "reader-session-token"}
+    shown = reader(postgres, {**s3, **keys}, home, "sql", "--format", "json",
+                   "SELECT (SELECT COUNT(*) FROM messages) AS n, current_setting('s3_secret_access_key') AS k, "
+                   "current_setting('s3_access_key_id') AS i, current_setting('s3_session_token') AS t, "
+                   "(SELECT string_agg(concat(name, '=', value), ' ') FROM duckdb_settings()) AS every")
+    assert ok(shown) and json.loads(shown.stdout)[0]["n"] == a.messages + b.messages
+    assert not [v for v in keys.values() if v in shown.stdout], shown.stdout
     report = reader(postgres, s3, home, "report", "--format", "json")
     assert ok(report)
     totals = json.loads(report.stdout)["totals"][0]

@@ -600,9 +600,7 @@ def open_catalog(catalog: "pg_catalog.PostgresCatalog", data_path: str | None, *
     settings = {k: v for k, v in (settings or {}).items() if k != "allow_persistent_secrets"}
     con = _opened(ours, settings, extra=("postgres_scanner", "httpfs"))
     try:
-        secret = pg_catalog.s3_secret_sql()
-        if secret:
-            con.execute(secret)
+        pg_catalog.use_s3_credentials(con)
         if read_only:
             attach_published(con, catalog)
         else:
@@ -706,9 +704,7 @@ def attach_team_catalog(con, setting: str) -> None:
     the catalog attached read-only as `lake` at the snapshot its last writer published, and used."""
     for name in ("ducklake", "postgres_scanner", "httpfs"):
         load_packaged(con, name)
-    secret = pg_catalog.s3_secret_sql()
-    if secret:
-        con.execute(secret)
+    pg_catalog.use_s3_credentials(con)
     attach_published(con, pg_catalog.PostgresCatalog.parse(setting))
     con.execute(f"USE {CATALOG}")
 

@@ -115,7 +115,7 @@ def data_path(lake) -> str:
     return str(lake).split("?", 1)[0].rstrip("/") + "/"
 
 
-def s3_secret_sql(env=os.environ) -> str | None:
+def s3_secret_sql(env=os.environ) -> str:
     """A temporary DuckDB secret for the tables on S3, from the usual AWS variables (none: the
     httpfs extension's own defaults). Temporary: DuckDB writes persistent ones to disk."""
     from warehouse.lake.duckdb_settings import endpoint
@@ -133,6 +133,20 @@ def s3_secret_sql(env=os.environ) -> str | None:
         parts += [f"ENDPOINT {literal(host.rstrip('/'))}", "URL_STYLE 'path'",
                   f"USE_SSL {'false' if scheme == 'http' else 'true'}"]
     return f"CREATE OR REPLACE TEMPORARY SECRET agentlake_s3 ({', '.join(parts)})"
+
+
+# httpfs copies $AWS_ACCESS_KEY_ID, $AWS_SECRET_ACCESS_KEY and $AWS_SESSION_TOKEN into these settings
+# when it loads, where any SQL reads them back (current_setting, duckdb_settings()): a reader's
+# guarded SQL and an agent's MCP run_sql did. The secret (s3_secret_sql) holds them, redacted.
+CREDENTIAL_SETTINGS = ("s3_access_key_id", "s3_secret_access_key", "s3_session_token")
+
+
+def use_s3_credentials(con, env=os.environ) -> None:
+    """The lake's S3 credentials as a temporary secret of `con` (httpfs loaded), and not in its
+    settings (CREDENTIAL_SETTINGS)."""
+    con.execute(s3_secret_sql(env))
+    for name in CREDENTIAL_SETTINGS:
+        con.execute(f"SET {name} = ''")
 
 
 def literal(text) -> str:
