@@ -149,6 +149,25 @@ def _reader(layout):
     return open_reader(layout.warehouse, layout.tables_path)
 
 
+def test_the_postgres_extensions_table_functions_are_refused():
+    """A reader of a team's catalog in PostgreSQL has the postgres and httpfs extensions loaded:
+    their table functions run SQL on the server (postgres_query could take the center's writer
+    lock), attach or connect past the catalog, or change the extension's state (a new user's trial)."""
+    from warehouse.lake.ducklake import load_packaged
+
+    with duckdb.connect(config={"autoinstall_known_extensions": "false", "autoload_known_extensions": "false"}) as con:
+        plain = {r[0] for r in con.execute("SELECT function_name FROM duckdb_functions() "
+                                           "WHERE function_type IN ('table', 'table_macro')").fetchall()}
+        for name in ("postgres_scanner", "httpfs"):
+            load_packaged(con, name)
+        added = {r[0] for r in con.execute("SELECT function_name FROM duckdb_functions() "
+                                           "WHERE function_type IN ('table', 'table_macro')").fetchall()} - plain
+        assert "postgres_query" in added
+        for name in added:
+            with pytest.raises(Refused, match=f"^the function {name} is refused: a reader only reads .it runs SQL on"):
+                check(con, f"SELECT * FROM {name}('__ducklake_metadata_lake', 'SELECT pg_advisory_xact_lock(1)')")
+
+
 def test_every_table_function_is_refused_or_reviewed_as_reading(lake):
     with _reader(lake) as con:
         names = {r[0] for r in con.execute("SELECT function_name FROM duckdb_functions() "
@@ -160,7 +179,9 @@ def test_every_table_function_is_refused_or_reviewed_as_reading(lake):
             except Refused:
                 refused.add(name)
     assert names - refused == REVIEWED_READS, "a table function to review: refuse it or add it here"
-    assert refused | {"write_log"} == set(WRITING_FUNCTIONS)  # write_log is a scalar function
+    # write_log is a scalar function; the postgres extension's are loaded on a team catalog's reader only
+    postgres = {n for n in WRITING_FUNCTIONS if n.startswith(("postgres_", "pg_", "read_postgres"))}
+    assert refused | {"write_log"} | postgres == set(WRITING_FUNCTIONS)
 
 
 def _everything(*roots) -> dict:

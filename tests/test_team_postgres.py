@@ -93,6 +93,20 @@ def test_the_center_merges_into_postgres_and_readers_see_each_merge_at_once(post
         assert ran.returncode == 1 and ran.stderr.startswith(
             "error: cannot read the warehouse's tables from the lake's storage at http://127.0.0.1:9: "
             "Could not connect to server (") and "$AWS_ENDPOINT_URL" in ran.stderr, ran.stderr
+    # a session of another role holding the writer's lock (PostgreSQL hides its address and start
+    # from the center's role): named by its role and pid, not "a local socket ... since None"
+    import duckdb
+
+    from warehouse.lake.ducklake import load_packaged
+
+    with as_reader(postgres), duckdb.connect() as held:
+        load_packaged(held, "postgres_scanner")
+        held.execute(f"ATTACH '{postgres.warehouse(READER).removeprefix('postgres:')}' AS pg (TYPE postgres, READ_ONLY)")
+        (pid,) = held.execute("SELECT * FROM postgres_query('pg', 'SELECT pg_backend_pid() FROM "
+                              "(SELECT pg_advisory_lock(1634167915, 1)) AS l')").fetchone()
+        busy = center(postgres, {**s3, "AGENTLAKE_WRITER_WAIT": "0"}, tmp_path / "center", "merge", "--lake", lake)
+    assert busy.returncode == 1 and f"(held by a session of the role {READER}, PostgreSQL pid {pid})" in busy.stderr, \
+        busy.stderr
     # a reader's role asked to merge: said in one line, before anything is written
     merged = reader(postgres, s3, home, "merge", "--lake", lake)
     assert merged.returncode == 1 and merged.stderr == (

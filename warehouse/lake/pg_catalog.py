@@ -238,14 +238,17 @@ def _holder(con) -> str:
     _query(con, LOCK_DB, "SELECT pg_stat_clear_snapshot() IS NULL")  # this transaction's view is cached
     rows = _query(con, LOCK_DB, f"""
         SELECT a.application_name AS name, coalesce(host(a.client_addr), 'a local socket') AS address,
-               to_char(a.backend_start AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS "UTC"') AS since, a.pid
+               to_char(a.backend_start AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS "UTC"') AS since, a.pid,
+               a.usename AS role
         FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
         WHERE l.locktype = 'advisory' AND l.granted AND l.classid = {LOCK_KEYS[0]}
           AND l.objid = {LOCK_KEYS[1]} AND l.objsubid = 2
           AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())""")
     if not rows:
         return "a session this role may not see"
-    name, address, since, pid = rows[0]
+    name, address, since, pid, role = rows[0]
+    if since is None:  # another role's session: PostgreSQL shows its address and start to its own role only
+        return f"{name or 'a session'} of the role {role}, PostgreSQL pid {pid}"
     return f"{name or 'a session'} from {address}, PostgreSQL pid {pid}, connected since {since}"
 
 

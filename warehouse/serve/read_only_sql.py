@@ -70,6 +70,9 @@ _DUCKLAKE_WRITES = "DuckLake's maintenance and writes delete or write the tables
 _LOGS = "it changes the connection's logging or profiling, and enable_logging writes files"
 _TEXT = "it runs SQL given as text, which is not checked"
 _POINTERS = "the Python client's own: it reads memory by address"
+# the postgres extension's (a team catalog in PostgreSQL): SQL run by the server, another database
+# attached or read through its own connection string, the extension's pool and caches changed
+_POSTGRES = "it runs SQL on a PostgreSQL server or opens a connection of its own to one, past the catalog"
 # the other functions that may not be called, and why
 REFUSED_FUNCTIONS = {
     "checkpoint": _BY_WORDS[("CHECKPOINT",)][1], "force_checkpoint": _BY_WORDS[("CHECKPOINT",)][1],
@@ -77,6 +80,8 @@ REFUSED_FUNCTIONS = {
     "enable_profiling": _LOGS, "disable_profiling": _LOGS,
     "query": _TEXT, "json_execute_serialized_sql": _TEXT,
     "arrow_scan": _POINTERS, "arrow_scan_dumb": _POINTERS, "pandas_scan": _POINTERS, "python_map_function": _POINTERS,
+    **dict.fromkeys(("postgres_query", "postgres_execute", "postgres_attach", "postgres_scan", "postgres_scan_pushdown",
+                     "postgres_configure_pool", "pg_clear_cache", "read_postgres_binary"), _POSTGRES),
 }
 
 
