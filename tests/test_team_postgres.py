@@ -294,3 +294,27 @@ def test_a_tables_file_missing_from_the_lake_or_a_store_that_refuses_are_told_ap
     assert storage_failure(lost).startswith("cannot read the warehouse's tables from the lake's storage at "
                                             "http://127.0.0.1:9: "), str(lost)
     assert not damage_hint(lost)
+
+
+def test_a_first_merge_naming_a_bucket_that_does_not_exist_leaves_the_catalog_to_the_right_one(  # noqa: F811
+        postgres, s3, tmp_path):
+    """A catalog records its tables' folder when its first merge makes it: a wrong bucket on that
+    merge made the catalog's tables folder the wrong bucket's, for good (every later merge of the
+    right lake failed on DuckLake's DATA_PATH). The bucket is asked for before the catalog is
+    opened (a new user's trial)."""
+    from tests.support_postgres import new_database
+
+    db = new_database(postgres, "wrong_bucket")
+    lake = f"s3://{BUCKET}/first-merge"
+    store = generate_store(tmp_path / "crush", projects=1, sessions_per_project=2, seed=21)
+    assert ok(ingest_here(tmp_path / "home", lake, "ana-laptop", "ana", store.global_dir, s3))
+    env = {**s3, **db.env(WRITER, WRITER_PASSWORD), "AGENTLAKE_HOME": str(tmp_path / "center")}
+    wrong = run_cli_fresh("merge", "--lake", f"s3://{BUCKET}-typo/first-merge", "--warehouse", db.warehouse(WRITER),
+                          env=env)
+    assert wrong.returncode == 1 and f"'{BUCKET}-typo', which does not exist" in wrong.stderr, wrong.stderr
+    right = run_cli_fresh("merge", "--lake", lake, "--warehouse", db.warehouse(WRITER), env=env)
+    assert ok(right)
+    reader_env = {**s3, **db.env(READER, READER_PASSWORD), "AGENTLAKE_HOME": str(tmp_path / "reader")}
+    ran = run_cli_fresh("sql", "--format", "json", "--warehouse", db.warehouse(READER),
+                        "SELECT COUNT(*) AS n FROM sessions", env=reader_env)
+    assert ok(ran) and json.loads(ran.stdout) == [{"n": store.sessions}]

@@ -40,7 +40,7 @@ from warehouse.catalog.prices import (FINGERPRINT_TABLE, apply_prices, record_fi
                                        unmatched_prices)
 from warehouse.lake.prices import Prices
 from warehouse.lake.scratch_dirs import scratch
-from warehouse.lake.storage import EmptyLake, LakeUnreachable, ReadFromAnotherLake, masked, open_store
+from warehouse.lake.storage import EmptyLake, LakeUnreachable, ReadFromAnotherLake, is_remote, masked, open_store
 from warehouse.land.landing_files import BOUNDS_CHECKED, CHECKED, LANDING_ID, ROW_KEYS, parquet_bytes
 
 # Partitions: the row's year (from `date`) and project. Finer partitions give a file per few rows on
@@ -400,6 +400,8 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
            memory_limit: str | None = None, keep_seconds: int = 0, then=None) -> MergeResult:
     from warehouse.lake.layout import tables_path
 
+    if is_remote(lake):  # before the catalog is opened: a new one records its tables' folder in the lake
+        open_store(lake).check_bucket()
     with scratch("merge") as workdir, \
             ducklake.writing(catalog, data_path or tables_path(lake, catalog), memory_limit,
                              on_rebuild=None if full else lambda old: _refuse_replacing(old, lake, catalog)) as con:

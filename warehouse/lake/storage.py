@@ -427,6 +427,24 @@ class ObjectStore:
             self._bucket_seen = True
         return [i for i in found if i.type == fs.FileType.File and i.path.endswith(suffix)]
 
+    def check_bucket(self) -> None:
+        """The lake's bucket, asked for (HeadBucket): NoSuchBucket when the store says it does
+        not exist, LakeUnreachable when the store does not answer; an identity that may not ask
+        is let through (its listing says more)."""
+        from pyarrow import fs
+
+        bucket = self.base.split("/", 1)[0]
+        try:
+            with self._request():
+                missing = self.fs.get_file_info(bucket).type == fs.FileType.NotFound
+        except LakeUnreachable:  # not answering (_request)
+            raise
+        except OSError:  # an identity that may not ask: the merge's listing says more
+            return
+        if missing:
+            raise NotObjectStorage.probed(self.lake, bucket) or NoSuchBucket(self.lake, bucket)
+        self._bucket_seen = True
+
     def list(self, prefix: str = "", suffix: str = ".parquet") -> list[str]:
         start = len(self.base) + 1
         return sorted(i.path[start:] for i in self._files(prefix, suffix))
