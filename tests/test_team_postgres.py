@@ -314,6 +314,11 @@ def test_a_first_merge_naming_a_bucket_that_does_not_exist_leaves_the_catalog_to
     assert wrong.returncode == 1 and f"'{BUCKET}-typo', which does not exist" in wrong.stderr, wrong.stderr
     right = run_cli_fresh("merge", "--lake", lake, "--warehouse", db.warehouse(WRITER), env=env)
     assert ok(right)
+    # another prefix, or no lake named (compact): the lake to name, not DuckLake's OVERRIDE_DATA_PATH
+    for args in (("merge", "--lake", f"s3://{BUCKET}/other-prefix"), ("compact",)):
+        other = run_cli_fresh(*args, "--warehouse", db.warehouse(WRITER), env=env)
+        assert other.returncode == 1 and f"keeps its tables in the lake {lake}, not in " in other.stderr \
+            and f"name that lake (--lake {lake}," in other.stderr and "OVERRIDE" not in other.stderr, other.stderr
     reader_env = {**s3, **db.env(READER, READER_PASSWORD), "AGENTLAKE_HOME": str(tmp_path / "reader")}
     ran = run_cli_fresh("sql", "--format", "json", "--warehouse", db.warehouse(READER),
                         "SELECT COUNT(*) AS n FROM sessions", env=reader_env)

@@ -160,9 +160,27 @@ def attach(con, catalog: PostgresCatalog, target: str, name: str, options: str =
     try:
         con.execute(f"ATTACH {literal(target)} AS {name}{f' ({options})' if options else ''}")
     except duckdb.Error as exc:
+        other = _OTHER_DATA_PATH.search(str(exc))
+        if other:
+            raise another_lake(catalog, *other.groups()) from None
         if "postgres" in str(exc).lower():
             raise unreachable(catalog, exc) from None
         raise
+
+
+# DuckLake's words for a writer naming another tables' folder than the one the catalog recorded
+_OTHER_DATA_PATH = re.compile(r'DATA_PATH parameter "([^"]*)" does not match existing data path in the catalog "([^"]*)"')
+
+
+def another_lake(catalog: PostgresCatalog, given: str, recorded: str):
+    """The lake named is not the one whose `main/` folder holds the catalog's tables (a typo,
+    another prefix, or none named: `compact` without --lake): the one to name instead."""
+    from warehouse.lake.storage import ReadFromAnotherLake, masked
+
+    lake = masked(recorded.rstrip("/"))
+    return ReadFromAnotherLake(
+        f"the catalog at {catalog.host} keeps its tables in the lake {lake}, not in {masked(given.rstrip('/'))}: "
+        f"name that lake (--lake {lake}, or lake in config.toml); nothing was written")
 
 
 def _query(con, db: str, sql: str) -> list[tuple]:
