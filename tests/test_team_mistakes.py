@@ -352,8 +352,9 @@ def test_a_machine_ingested_again_under_a_new_name_is_said_and_undone_by_deletin
     assert again.returncode == 0, again.stderr
     said = [ln for ln in again.stderr.splitlines() if "landed by" in ln]
     assert said == [f"warning: {roots} root sessions landed by ben-desktop were landed by ben-laptop too (the "
-                    "same agent, id and start: a store copied to another machine, or a machine ingested again "
-                    "under a new name?): each copy is counted; docs/TEAM.md, \"Renaming or retiring a machine\""], \
+                    "same agent, id and start: a store copied to another machine, or a machine or user ingested "
+                    "again under a new name?): each copy is counted; docs/TEAM.md, \"Renaming or retiring a "
+                    "machine\""], \
         again.stderr
     assert _roots(home) == 2 * roots
 
@@ -365,6 +366,32 @@ def test_a_machine_ingested_again_under_a_new_name_is_said_and_undone_by_deletin
     from warehouse.lake.ducklake import connect
     with connect(home / "warehouse.ducklake", ours=True) as con:
         assert con.execute("SELECT DISTINCT machine FROM sessions").fetchall() == [("ben-desktop",)]
+
+
+def test_a_user_ingested_again_under_a_new_name_on_the_same_machine_is_said(tmp_path):
+    """One machine, its user named anew (`--user`, or `user =` in config.toml after a first run
+    under the login's name): every session landed again under the new user, and each copy counted
+    with nothing said, where a machine renamed was said (a new user's trial). Deleting the old
+    user's landing folder counts each session once."""
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    store = generate_store(tmp_path / "crush", projects=1, sessions_per_project=3, seed=7)
+    common = ("ingest", "--quiet", "--no-default", "--machine", "box", "--crush-root", str(store.global_dir))
+    first = cli(*common, "--user", "root", home=home, cwd=cwd)
+    assert first.returncode == 0 and "landed by" not in first.stderr, first.stderr
+    roots = _roots(home)
+    (home / "config.toml").write_text('user = "ana"\n')
+    again = cli(*common, home=home, cwd=cwd)
+    assert again.returncode == 0, again.stderr
+    said = [ln for ln in again.stderr.splitlines() if "landed by" in ln]
+    assert said and said[0].startswith(f"warning: {roots} root sessions landed by user ana on box were landed by "
+                                       "user root on box too (the same agent, id and start"), again.stderr
+    assert _roots(home) == 2 * roots
+
+    import shutil
+    shutil.rmtree(home / "lake" / "_landing" / "box" / "root")  # docs/TEAM.md
+    merged = cli("merge", home=home, cwd=cwd)
+    assert merged.returncode == 0 and "landed by" not in merged.stderr, merged.stderr
+    assert _roots(home) == roots
 
 
 def _roots(home) -> int:

@@ -96,17 +96,25 @@ def duplicate_keys(con, source_ids=None) -> dict[str, int]:
 
 
 def copied_sessions(con, source_ids=None) -> list[tuple[str, str, int]]:
-    """(machine, other machine, root sessions) for root sessions that two machines both landed:
-    the same agent, session id and start time, as in a store copied to a new laptop or a machine
-    ingested again under a new name. Each copy counts; a reader should be told. The start time is
-    part of the match: an id alone repeats across machines for some agents (Goose's `20260302_1`)."""
+    """(lander, other lander, root sessions) for root sessions that two landers (a machine and
+    its user) both landed: the same agent, session id and start time, as in a store copied to a
+    new laptop, or a machine or a user ingested again under a new name. Each copy counts; a
+    reader should be told. A lander is named by its machine, or, when the two differ by their
+    user, `user <user> on <machine>`. The start time is part of the match: an id alone repeats
+    across machines for some agents (Goose's `20260302_1`)."""
     where, params = _only(source_ids, "a")
     also, more = _only(source_ids, "b")
-    sql = (f'SELECT a.machine, b.machine, COUNT(*) FROM sessions a JOIN sessions b '
+    sql = (f'SELECT a.machine, a."user", b.machine, b."user", COUNT(*) FROM sessions a JOIN sessions b '
            f'ON a.provider = b.provider AND a.session_id = b.session_id AND a.created_at = b.created_at '
-           f'AND a.machine < b.machine WHERE a.is_root AND b.is_root '
-           f'AND ((true{where}) OR (true{also})) GROUP BY ALL ORDER BY 1, 2')  # either copy merged now
-    return [tuple(r) for r in con.execute(sql, params + more).fetchall()]
+           f'AND (a.machine < b.machine OR (a.machine = b.machine AND a."user" < b."user")) '
+           f'WHERE a.is_root AND b.is_root '
+           f'AND ((true{where}) OR (true{also})) GROUP BY ALL ORDER BY 1, 2, 3, 4')  # either copy merged now
+
+    def named(machine, user, same_user):
+        return machine if same_user else f"user {user} on {machine}"
+
+    return [(named(m1, u1, u1 == u2), named(m2, u2, u1 == u2), n)
+            for m1, u1, m2, u2, n in con.execute(sql, params + more).fetchall()]
 
 
 def orphans(con, source_ids=None) -> dict[str, int]:

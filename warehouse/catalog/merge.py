@@ -88,6 +88,7 @@ class MergeResult:
     search: object = None  # the search index's update after it (warehouse.catalog.search_index.IndexResult)
     repriced: bool = False  # config.toml's prices changed: every table was built again with them
     machines: int = 0  # machines with landing files in the lake
+    landers: int = 0  # (machine, user) pairs with landing files in the lake
 
     @property
     def inserted(self) -> int:
@@ -414,7 +415,7 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
                 with _transaction(con):
                     build = _merge_tables(con, lake, catalog, workdir, result, full, footers, damaged, kept,
                                           set(broken), prices)
-                    if result.merged and result.machines > 1:  # one machine's lake holds no copy of another's
+                    if result.merged and result.landers > 1:  # one lander's files hold no copy of another's
                         result.problems += _copies_said(con, result.source_ids)
                     if marts and build and _small(result, broken, kept):  # marts that run out fail
                         # this transaction: the merge is run again with more memory (`merge`)
@@ -450,13 +451,14 @@ def _small(result: MergeResult, broken: dict, kept: "_Kept | None") -> bool:
 
 
 def _copies_said(con, source_ids) -> list[str]:
-    """A line for each two machines that landed the same root sessions (lakewide.copied_sessions):
-    both copies count, and nothing said it (a team lead's trial)."""
+    """A line for each two machines, or users, that landed the same root sessions
+    (checks.copied_sessions): both copies count, and nothing said it (a team lead's trial; a user
+    renamed on one machine, a new user's)."""
     from warehouse.catalog.checks import copied_sessions
 
     return [f"{n} root sessions landed by {a} were landed by {b} too (the same agent, id and start: a store "
-            f"copied to another machine, or a machine ingested again under a new name?): each copy is counted; "
-            f"docs/TEAM.md, \"Renaming or retiring a machine\"" for a, b, n in copied_sessions(con, source_ids)]
+            f"copied to another machine, or a machine or user ingested again under a new name?): each copy is "
+            f"counted; docs/TEAM.md, \"Renaming or retiring a machine\"" for a, b, n in copied_sessions(con, source_ids)]
 
 
 def crowded(con) -> bool:
@@ -490,6 +492,7 @@ def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, 
     store = open_store(lake)
     landed = store.versions(LANDING)
     result.machines = len({rel.split("/", 2)[1] for rel in landed if rel.count("/") > 1})
+    result.landers = len({tuple(rel.split("/", 3)[1:3]) for rel in landed if rel.count("/") > 2})
     recorded = None if LAKE_TABLE in broken else _recorded(con)
     before = {} if MERGED in broken else _merged_files(con)
     if not full and recorded is not None and MERGED not in broken:
