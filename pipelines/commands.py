@@ -322,12 +322,16 @@ def _first_look(layout: Layout, demo: str | None = None) -> None:
 
 
 def _command_for(layout: Layout, command: str) -> str:
-    """`agentlake COMMAND` as the user types it to read this home: with --home unless it is the
-    default one (the quickstart demo's plain commands use it: use_demo_if_empty)."""
+    """`agentlake COMMAND` as the user types it to read this home's warehouse: with --home unless
+    it is the default one (the quickstart demo's plain commands use it: use_demo_if_empty), and
+    with --warehouse when the home alone reads another one (one named by --warehouse or
+    $AGENTLAKE_WAREHOUSE; the team's, named in config.toml, where an ingest merged its own file)."""
     home = layout.home
     if home.name == DEMO and not has_data(load_layout(str(home.parent), env={})):
         home = home.parent
     flag = f" --home {shlex.quote(str(home))}" if home != Layout.resolve().home else ""
+    if home == layout.home and str(load_layout(str(home), env={}).warehouse) != str(layout.warehouse):
+        flag += f" --warehouse {shlex.quote(str(layout.warehouse))}"
     exe = "agentlake" if shutil.which("agentlake") else shlex.quote(sys.argv[0])  # a venv not on PATH
     return f"{exe} {command}{flag}"
 

@@ -417,6 +417,25 @@ def test_the_query_reads_words_as_the_index_does_in_every_script():
     assert len(index) > 3 * len(chars)  # ab, cd and x at least, around each character
 
 
+def test_the_open_command_reads_the_warehouse_the_search_was_given(commands_home, tmp_path):
+    """A search of a warehouse named by --warehouse (a team's catalog, another home's) prints an
+    open command that names it too: with --home alone, it read the home's own (a new user's trial)."""
+    import shlex
+
+    other = tmp_path / "reader"
+    other.mkdir()
+    ran = run_cli("search", "--home", str(other), "--warehouse", str(commands_home / "warehouse.ducklake"),
+                  "cache", "--format", "json")
+    assert ran.returncode == 0, ran.stderr
+    hit = json.loads(ran.stdout)[0]
+    assert f"--warehouse {commands_home / 'warehouse.ducklake'}" in hit["open_command"]
+    opened = run_cli(*shlex.split(hit["open_command"])[1:], "--format", "json")
+    assert opened.returncode == 0 and json.loads(opened.stdout), opened.stderr
+    # the home's own warehouse: no --warehouse
+    own = json.loads(_search(commands_home, "cache", "--format", "json").stdout)[0]["open_command"]
+    assert "--warehouse" not in own
+
+
 def test_the_open_query_shows_each_hit_in_its_row(commands_home):
     import shlex
 
