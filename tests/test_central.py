@@ -500,3 +500,28 @@ def test_helm_values_run_pipelines_central_with_the_k8s_launcher():
 def test_team_warehouse_key_is_stable():
     # docs/DEPLOYMENT.md and the UI links name it
     assert TEAM_WAREHOUSE.to_user_string() == "team/warehouse"
+
+
+@pytest.mark.slow
+def test_trino_ddl_run_as_a_script_exits_cleanly_every_time(tmp_path):
+    """deploy/trino/ddl.py in a cron pipeline (`ddl.py > file && trino --file`): it read the
+    export's state through pyarrow's thread pool and aborted at exit in about 3 runs of 10, its
+    output whole but its status 134 (a new user's trial). Ten runs, each exit 0 and the same DDL."""
+    import subprocess
+    import sys
+
+    from warehouse.lake.storage import open_store
+    from warehouse.serve import hive_export
+
+    lake = tmp_path / "lake"
+    version = "v20261206T000000000000Z"
+    open_store(lake).put_all({f"export/{version}/{hive_export.STATE}": hive_export._state_bytes(
+        {}, {}, (1, "2026-12-06"), ["v20261205T000000000000Z"]), "export/CURRENT": version.encode()})
+    outputs = set()
+    for _ in range(10):
+        ran = subprocess.run([sys.executable, str(DEPLOY / "trino" / "ddl.py"), str(lake)], capture_output=True,
+                             text=True, timeout=120)
+        assert ran.returncode == 0, ran.stderr
+        outputs.add(ran.stdout)
+    [sql] = outputs
+    assert f"agentlake.{version.lower()}." in sql

@@ -281,7 +281,9 @@ def _state_bytes(files: dict, fingerprints: dict, snapshot: tuple[int, str], his
 
 def _state(store, version: str) -> pa.Table | None:
     try:
-        return pq.read_table(io.BytesIO(store.read(f"{EXPORT}/{version}/{STATE}")))
+        # without threads: a small file, and a short process (deploy/trino/ddl.py) that read it
+        # through pyarrow's thread pool aborted at exit now and then (pyarrow 26)
+        return pq.read_table(pa.BufferReader(store.read(f"{EXPORT}/{version}/{STATE}")), use_threads=False)
     except FileNotFoundError:  # a version an export stopped writing before its state
         return None
 
