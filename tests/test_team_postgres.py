@@ -297,7 +297,7 @@ def test_a_tables_file_missing_from_the_lake_or_a_store_that_refuses_are_told_ap
 
 
 def test_a_first_merge_naming_a_bucket_that_does_not_exist_leaves_the_catalog_to_the_right_one(  # noqa: F811
-        postgres, s3, tmp_path):
+        postgres, s3, tmp_path, monkeypatch):
     """A catalog records its tables' folder when its first merge makes it: a wrong bucket on that
     merge made the catalog's tables folder the wrong bucket's, for good (every later merge of the
     right lake failed on DuckLake's DATA_PATH). The bucket is asked for before the catalog is
@@ -319,6 +319,14 @@ def test_a_first_merge_naming_a_bucket_that_does_not_exist_leaves_the_catalog_to
         other = run_cli_fresh(*args, "--warehouse", db.warehouse(WRITER), env=env)
         assert other.returncode == 1 and f"keeps its tables in the lake {lake}, not in " in other.stderr \
             and f"name that lake (--lake {lake}," in other.stderr and "OVERRIDE" not in other.stderr, other.stderr
+    # the endpoint in the lake's URI alone (docs/DEPLOYMENT.md): the center reads its tables through it
+    endpoint = s3["AWS_ENDPOINT_URL"].removeprefix("http://")
+    bare = {k: v for k, v in env.items() if k != "AWS_ENDPOINT_URL"}
+    with monkeypatch.context() as without:
+        without.delenv("AWS_ENDPOINT_URL")
+        via_uri = run_cli_fresh("merge", "--lake", f"{lake}?endpoint_override={endpoint}&scheme=http",
+                                "--warehouse", db.warehouse(WRITER), env=bare)
+    assert ok(via_uri)
     reader_env = {**s3, **db.env(READER, READER_PASSWORD), "AGENTLAKE_HOME": str(tmp_path / "reader")}
     ran = run_cli_fresh("sql", "--format", "json", "--warehouse", db.warehouse(READER),
                         "SELECT COUNT(*) AS n FROM sessions", env=reader_env)

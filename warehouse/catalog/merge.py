@@ -404,7 +404,7 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
     if is_remote(lake):  # before the catalog is opened: a new one records its tables' folder in the lake
         open_store(lake).check_bucket()
     with scratch("merge") as workdir, \
-            ducklake.writing(catalog, data_path or tables_path(lake, catalog), memory_limit,
+            ducklake.writing(catalog, data_path or tables_path(lake, catalog), memory_limit, lake=str(lake),
                              on_rebuild=None if full else lambda old: _refuse_replacing(old, lake, catalog)) as con:
         # the tables' files as the catalog recorded them: one lost or cut short is built again
         broken = ducklake.damaged_files(con, footers=full)

@@ -269,16 +269,17 @@ def one_snapshot(con):
 
 @contextmanager
 def writing(catalog: Path, data_path: str | None = None, memory_limit: str | None = None, *,
-            rebuilds: bool = True, on_rebuild=None):
+            rebuilds: bool = True, on_rebuild=None, lake: str = ""):
     """The one writer's connection, on its own copy of the catalog, under a lock (a second
     writer waits for it, said once on stderr); on a clean exit the copy is published to
     `catalog` atomically. A writer that dies publishes nothing: readers keep the last good
     catalog, and the next writer starts from its own copy. A catalog in PostgreSQL: _pg_writing.
     `rebuilds`: the writer builds every table (a merge), so a catalog whose files are not under
     `data_path` starts anew, once `on_rebuild(con)` on the old one has not raised; else (a
-    compaction) that is an error."""
+    compaction) that is an error. `lake`: the lake's URI, whose endpoint a catalog in PostgreSQL
+    reads its tables through (data_path names none)."""
     if is_postgres(catalog):
-        with _pg_writing(catalog, data_path, memory_limit) as con:
+        with _pg_writing(catalog, data_path, memory_limit, lake) as con:
             yield con
         return
     catalog = Path(catalog)
@@ -329,7 +330,8 @@ def _say_waiting(catalog: Path, holder: str | None) -> None:
 
 
 @contextmanager
-def _pg_writing(catalog: "pg_catalog.PostgresCatalog", data_path: str | None, memory_limit: str | None):
+def _pg_writing(catalog: "pg_catalog.PostgresCatalog", data_path: str | None, memory_limit: str | None,
+                lake: str = ""):
     """`writing` for the team's catalog in PostgreSQL: under the writer lock that lives there
     (a second center waits, then gives up), on the catalog itself (each commit is PostgreSQL's);
     on a clean exit, readers move to the last commit (pg_catalog.publish)."""
@@ -338,7 +340,7 @@ def _pg_writing(catalog: "pg_catalog.PostgresCatalog", data_path: str | None, me
                 "temp_directory": str(spill)}
     with pg_catalog.writer_lock(catalog, _opened(True, extra=("postgres_scanner",))):
         try:
-            con = open_catalog(catalog, data_path, read_only=False, ours=True, settings=settings)
+            con = open_catalog(catalog, data_path, read_only=False, ours=True, settings=settings, lake=lake)
         except (duckdb.Error, pg_catalog.CatalogUnreachable) as exc:
             raise pg_catalog.read_only_role(catalog, exc) or exc
         try:
@@ -590,7 +592,7 @@ def publish(own: Path, catalog: Path) -> None:
 
 
 def open_catalog(catalog: "pg_catalog.PostgresCatalog", data_path: str | None, *, read_only: bool, ours: bool,
-                 settings: dict | None = None):
+                 settings: dict | None = None, lake: str = ""):
     """A connection with the catalog attached as `lake` (the default database): read-only for a
     reader, which needs only SELECT on the catalog's tables; `data_path` for the writer (where a
     new catalog puts its tables; an existing one keeps its own). Nothing to copy: each commit is
@@ -600,7 +602,7 @@ def open_catalog(catalog: "pg_catalog.PostgresCatalog", data_path: str | None, *
     settings = {k: v for k, v in (settings or {}).items() if k != "allow_persistent_secrets"}
     con = _opened(ours, settings, extra=("postgres_scanner", "httpfs"))
     try:
-        pg_catalog.use_s3_credentials(con)
+        pg_catalog.use_s3_credentials(con, lake=lake)
         if read_only:
             attach_published(con, catalog)
         else:

@@ -115,12 +115,14 @@ def data_path(lake) -> str:
     return str(lake).split("?", 1)[0].rstrip("/") + "/"
 
 
-def s3_secret_sql(env=os.environ) -> str:
+def s3_secret_sql(env=os.environ, lake: str = "") -> str:
     """A temporary DuckDB secret for the tables on S3, from the usual AWS variables (none: the
-    httpfs extension's own defaults). Temporary: DuckDB writes persistent ones to disk."""
+    httpfs extension's own defaults), the endpoint and region the lake's URI names first (the
+    center merging `s3://b/lake?endpoint_override=...`; a reader names no lake: its variables).
+    Temporary: DuckDB writes persistent ones to disk."""
     from warehouse.lake.duckdb_settings import endpoint
 
-    url, region = endpoint("", env)
+    url, region = endpoint(str(lake or ""), env)
     parts = ["TYPE s3"]
     if env.get("AWS_ACCESS_KEY_ID"):
         parts += [f"KEY_ID {literal(env['AWS_ACCESS_KEY_ID'])}", f"SECRET {literal(env.get('AWS_SECRET_ACCESS_KEY', ''))}"]
@@ -141,10 +143,10 @@ def s3_secret_sql(env=os.environ) -> str:
 CREDENTIAL_SETTINGS = ("s3_access_key_id", "s3_secret_access_key", "s3_session_token")
 
 
-def use_s3_credentials(con, env=os.environ) -> None:
+def use_s3_credentials(con, env=os.environ, lake: str = "") -> None:
     """The lake's S3 credentials as a temporary secret of `con` (httpfs loaded), and not in its
-    settings (CREDENTIAL_SETTINGS)."""
-    con.execute(s3_secret_sql(env))
+    settings (CREDENTIAL_SETTINGS). `lake`: its URI, whose endpoint and region come first."""
+    con.execute(s3_secret_sql(env, lake))
     for name in CREDENTIAL_SETTINGS:
         con.execute(f"SET {name} = ''")
 
