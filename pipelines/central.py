@@ -44,8 +44,25 @@ class TeamLake(dg.ConfigurableResource):
         return load_layout(self.home, self.lake, self.warehouse)
 
     def stale_after(self) -> timedelta:
-        hours = self.stale_after_hours or float(os.environ.get("AGENTLAKE_STALE_AFTER_HOURS") or DEFAULT_STALE_HOURS)
+        """Raises BadStaleHours for an $AGENTLAKE_STALE_AFTER_HOURS that is no number of hours."""
+        if self.stale_after_hours:
+            return timedelta(hours=self.stale_after_hours)
+        raw = (os.environ.get(STALE_VARIABLE) or "").strip()
+        try:
+            hours = float(raw) if raw else DEFAULT_STALE_HOURS
+        except ValueError:
+            hours = float("nan")
+        if not 0 < hours < float("inf"):
+            raise BadStaleHours(f"{STALE_VARIABLE}={raw!r}: give a number of hours above 0 (e.g. 72), or unset it "
+                                f"for {DEFAULT_STALE_HOURS:g}")
         return timedelta(hours=hours)
+
+
+STALE_VARIABLE = "AGENTLAKE_STALE_AFTER_HOURS"
+
+
+class BadStaleHours(ValueError):
+    """$AGENTLAKE_STALE_AFTER_HOURS is not a number of hours above 0."""
 
 
 @dg.asset(
@@ -104,7 +121,11 @@ def no_orphans_lakewide(team_lake: TeamLake) -> dg.AssetCheckResult:
 @dg.asset_check(asset=TEAM_WAREHOUSE,
                 description="Every machine that ever reported ran within the staleness limit (a warning).")
 def machines_reporting(team_lake: TeamLake) -> dg.AssetCheckResult:
-    limit = team_lake.stale_after()
+    try:
+        limit = team_lake.stale_after()
+    except BadStaleHours as exc:  # said as the check's result, as any failed check: the rebuild stands
+        return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.ERROR, description=str(exc),
+                                   metadata={"error": str(exc)})
     with connect(team_lake.layout().warehouse, ours=True) as con:
         runs = lakewide.last_runs(con)
     stale = lakewide.stale_machines(runs, datetime.now(timezone.utc), limit)

@@ -295,6 +295,20 @@ def test_the_scheduled_job_reads_its_settings_from_env_and_reports_a_bad_lake(te
     assert stale.metadata["stale_machines"].value.startswith("desktop (last run ")
 
 
+@pytest.mark.parametrize("hours", ["abc", "0", "-5", "inf", "nan"])
+def test_a_staleness_limit_that_is_no_number_of_hours_is_the_checks_said_failure(team, monkeypatch, hours):
+    """$AGENTLAKE_STALE_AFTER_HOURS=abc failed the rebuild's run with Python's own ValueError (a
+    new user's trial): the check fails, naming the variable, and the rebuild stands."""
+    from pipelines.central import TeamLake, machines_reporting
+
+    monkeypatch.setenv("AGENTLAKE_STALE_AFTER_HOURS", hours)
+    result = machines_reporting(TeamLake(home=str(team.warehouse.parent), lake=str(team.lake),
+                                         warehouse=str(team.warehouse)))
+    assert not result.passed and result.severity == dg.AssetCheckSeverity.ERROR
+    assert result.description == (f"AGENTLAKE_STALE_AFTER_HOURS={hours!r}: give a number of hours above 0 (e.g. 72), "
+                                  "or unset it for 72")
+
+
 # --- the same Parquet, read by other engines --------------------------------------------------
 
 def _load(path: Path, name: str):
