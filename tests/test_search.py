@@ -398,6 +398,16 @@ def test_an_index_of_the_first_format_is_built_again_with_every_script(commands_
     assert set(_snippets(commands_home, "москва")) == {("message", "s-ts-0")}
 
 
+def test_a_tool_asked_of_an_index_without_tool_calls_is_said_so():
+    # "its categories and names: , ..." before (a new user's trial: sessions without tool calls)
+    from warehouse.serve.search import _unknown_tool
+
+    with duckdb.connect() as con:
+        con.execute("CREATE TABLE docs (tool_name VARCHAR, tool_category VARCHAR)")
+        con.execute("INSERT INTO docs VALUES (NULL, NULL)")
+        assert _unknown_tool(con, "shell") == "no tool 'shell' in the index: it holds no tool call"
+
+
 def test_the_query_reads_words_as_the_index_does_in_every_script():
     """warehouse.serve.search.tokens (a query's words, a snippet's marks) against the index's own
     tokenizer (TOKENIZE), on letters, digits, marks and signs of every block: every fifth character

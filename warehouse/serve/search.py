@@ -161,6 +161,8 @@ def _unknown_tool(con, tool: str) -> str | None:
                                        ).fetchall()}
     if tool.lower() in names:
         return None
+    if not names:
+        return f"no tool {tool!r} in the index: it holds no tool call"
     close = get_close_matches(tool.lower(), sorted(names), 3, 0.6)
     return f"no tool {tool!r} in the index" + (f" (close ones: {', '.join(close)})" if close else
                                                f"; its categories and names: {', '.join(sorted(names)[:12])}, ...")
