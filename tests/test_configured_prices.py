@@ -6,6 +6,7 @@ On a copy of the small demo (every agent, one session each): Qwen Code's model
 (`qwen3-coder-plus`) and OpenCode's local `qwen3-coder:30b` are unpriced by the bundled table."""
 
 import json
+import shutil
 from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
 
@@ -214,3 +215,18 @@ def test_a_bad_price_is_a_config_error_naming_it(tmp_path, text, said):
     with pytest.raises(ConfigError) as exc:
         _prices(tmp_path, text)
     assert said in str(exc.value)
+
+
+def test_the_first_merge_with_prices_does_not_say_they_changed(demo):
+    """A home's first merge prices its requests with config.toml's prices: nothing was priced
+    otherwise before it, so it says nothing of a change (it said "the prices ... changed", a new
+    user's trial); the next change of a price is said."""
+    home, layout = demo
+    for catalog in home.glob("warehouse*"):
+        shutil.rmtree(catalog) if catalog.is_dir() else catalog.unlink()
+    config = home / "config.toml"
+    config.write_text(config.read_text() + "\n" + _toml([{"model": MODEL, "input": 1, "output": 5}], {}))
+    first = _merge(home)
+    assert first.startswith("merged ") and "priced again" not in first
+    config.write_text(config.read_text().replace("output = 5", "output = 6"))
+    assert "changed: the history was priced again with them" in _merge(home)

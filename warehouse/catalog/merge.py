@@ -560,7 +560,7 @@ def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, 
             apply_prices(con, prices, _OF_REPLACED)
     if repriced:
         record_fingerprint(con, fingerprint)
-        result.repriced = True
+        result.repriced = bool(before)  # a first merge has no history priced otherwise (it said "changed")
         result.problems += unmatched_prices(con, prices)
     mark_pending(con, touched)
     result.problems += _out_of_range(con, store, [(f, local[f]) for files in sources.values() for f in files], footers)
