@@ -21,6 +21,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from tests.conftest import run_cli
 from tests.support_homes import Built, small_demo_home
+from warehouse.serve.report_options import BREAKDOWNS
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "concat_ws('/', machine, \"user\", provider, source_id, session_id)"
@@ -77,6 +78,10 @@ def test_usage_report_is_the_reports_json(served):
     assert windowed == _cli_json(served.built, "report", "--by", "day", "--since", "2026-01-05", "--until", "2026-01-06")
     first, _, error = served.call("usage_report", since="2026-13-01")  # said as the report says it
     assert error and "since wants a date, YYYY-MM-DD: '2026-13-01'" in first and "pydantic" not in first
+    first, _, error = served.call("usage_report", by="person")
+    assert error and first.endswith("by must be one of " + ", ".join(BREAKDOWNS)) and "pydantic" not in first
+    [schema] = [t.input_schema for t in served.tools if t.name == "usage_report"]
+    assert schema["properties"]["by"]["enum"] == list(BREAKDOWNS)  # the choices, for the agent
 
 
 def test_insights_are_the_reports(served):

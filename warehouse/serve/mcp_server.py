@@ -4,7 +4,7 @@ not loaded for `agentlake --help` or any other command."""
 
 import functools
 import inspect
-from typing import Annotated, Literal
+from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError as SaidToAgent
@@ -78,7 +78,10 @@ def build_server(tools: Tools) -> MCPServer:
     @tool
     def usage_report(since: Day = None, until: Day = None, project: Project = None, agent: Agent = None,
                      user: User = None,
-                     by: Annotated[Literal[BREAKDOWNS], Field(description="the main breakdown")] = "project",
+                     # the schema lists the choices; a value outside them is the report's own error, not
+                     # pydantic's validation dump (a new user's trial)
+                     by: Annotated[str, Field(description="the main breakdown",
+                                              json_schema_extra={"enum": list(BREAKDOWNS)})] = "project",
                      top: Annotated[int, Field(description="rows per ranking (at most 500)", ge=1)] = 10) -> str:
         """Cost and use: totals, cost and use by the breakdown, top projects, models, tools and
         failing tools, exactly as `agentlake report --by BY --format json`."""
