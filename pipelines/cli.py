@@ -353,8 +353,9 @@ def parser() -> argparse.ArgumentParser:
                               "table: with --format csv it takes --section or --output.\n\n"
                               "Days are UTC unless --tz names a zone: then every section counts that zone's\n"
                               "days, and each session's cost is split over them exactly.\n\n"
-                              "Exit status: 2 for an unknown --project, --agent, --section or --tz (named with\n"
-                              "the close or valid ones), a bad date or window, --since after --until, a window\n"
+                              "Exit status: 2 for an unknown --project, --agent, --user, --machine, --section or\n"
+                              "--tz (named with the close or valid ones), a bad date or window, --since after\n"
+                              "--until, a window\n"
                               "given with them or with another, a negative --top, --output without --format\n"
                               "csv or naming a file, --insights --format csv with neither --section nor\n"
                               "--output, or no warehouse yet; 3 with --budgets when a budget is exceeded.\n"
@@ -372,6 +373,10 @@ def parser() -> argparse.ArgumentParser:
                    help="one agent, by the name `agentlake sources` shows (crush, claude, codex, opencode, goose, "
                         "...); an unknown one is an error naming those present")
     p.add_argument("--provider", dest="provider_old", help=argparse.SUPPRESS)  # --agent's first name, still taken
+    p.add_argument("--user", help="one person, by the user name their rows were ingested under (the dashboard's "
+                                  "People); an unknown one is an error naming close ones")
+    p.add_argument("--machine", help="one machine, by the name its rows were ingested under; an unknown one is an "
+                                     "error naming close ones")
     p.add_argument("--by", choices=BREAKDOWNS, default=None,
                    help="the main breakdown: a row per day, ISO week, month, project, agent, user, model, tool or "
                         "tool category (shell, read, edit, ...: each agent's names for it listed), and a total "

@@ -451,7 +451,7 @@ def cmd_report(args) -> int:
     from warehouse.serve.report import Filters, build, build_insights, render_report, unknown_filters
     from warehouse.lake.zones import UTC
 
-    filters = Filters(since, until, args.project, args.provider, zone=zone)
+    filters = Filters(since, until, args.project, args.provider, args.user, args.machine, zone=zone)
     if zone != UTC:  # the tables look the same in any zone: say whose days they count
         _err(f"note: days of {zone} (the lake keeps UTC)")
 

@@ -126,6 +126,38 @@ def test_every_figure_honours_the_user_and_machine_filters(dashboard, people, wh
     assert f"of {count} findings shown" in section
 
 
+@pytest.mark.parametrize("who", [("--user", "ana", "\"user\" = 'ana'"), ("--machine", "desk", "machine = 'desk'"),
+                                 ("--user", "dev", "\"user\" = 'dev'")])
+def test_the_report_takes_the_dashboards_user_and_machine_filters(people, who):
+    """`report --user`, `--machine` as the dashboard's ?user= and ?machine= and MCP's user (a new
+    user's trial: `report --user ana` was refused, "did you mean --since?")."""
+    import json
+
+    from tests.conftest import run_cli
+
+    flag, value, where = who
+    ran = run_cli("report", "--home", str(people.home), "--warehouse", str(people.warehouse), flag, value,
+                  "--format", "json", "--section", "totals")
+    assert ran.returncode == 0, ran.stderr
+    [totals] = json.loads(ran.stdout)["totals"]
+    assert totals["root_sessions"] == scalar(people, f"SELECT COUNT(*) FROM sessions WHERE is_root AND {where}")
+    assert float(totals["cost_usd"]) == pytest.approx(float(scalar(
+        people, f"SELECT SUM(cost_usd) FROM sessions WHERE is_root AND {where}")), abs=1e-9)
+    # tool_usage has no user or machine: the calls are counted from tool_calls (MCP's usage_report
+    # with a user counted none: DuckDB read "user" as its own current user)
+    calls = scalar(people, f"SELECT COUNT(*) FROM tool_calls WHERE has_call AND {where}")
+    assert calls and totals["tool_calls"] == calls
+    if flag == "--user":
+        from warehouse.serve.dashboard.server import Reader
+        from warehouse.serve.mcp_tools import Tools
+
+        answer = Tools(Reader(people.warehouse)).usage_report(user=value, by="tool")
+        mcp = json.loads(answer.split("\n", 1)[1])
+        assert mcp["totals"][0]["tool_calls"] == calls and sum(r["calls"] for r in mcp["by_tool"]) == calls
+    unknown = run_cli("report", "--home", str(people.home), "--warehouse", str(people.warehouse), flag, value[:-1])
+    assert unknown.returncode == 2 and f"no {flag[2:]} {value[:-1]!r}" in unknown.stderr, unknown.stderr
+
+
 def test_an_insight_without_a_machine_says_the_filter_does_not_apply(dashboard, people):
     """insight_usage_blocks holds a user and no machine: filtered by user, and it says it shows
     every machine when a machine is chosen."""

@@ -20,7 +20,7 @@ import duckdb
 from warehouse.serve.formatting import json_text
 from warehouse.serve.read_only_sql import NotOne, Refused, check
 from warehouse.serve.report import (
-    Filters, build, build_insights, render_report, session_key, unknown_filters, unknown_name)
+    Filters, build, build_insights, render_report, session_key, unknown_filters)
 from warehouse.serve.report_options import BREAKDOWNS
 
 
@@ -191,8 +191,6 @@ class Tools:
         top = min(self._rows_wanted(top or self.limits.max_rows), self.limits.max_rows)
         with self._cursor() as cur:
             unknown = unknown_filters(cur, filters)
-            if filters.user is not None:
-                unknown += [u for u in [unknown_name(cur, "user", filters.user, '"user"')] if u]
             if unknown:
                 raise ToolError("; ".join(unknown))
             sections = make(cur, filters, top)

@@ -24,7 +24,7 @@ from warehouse.serve import budgets as budgeting
 from warehouse.serve.dashboard import charts
 from warehouse.serve.labels import MODEL_COLUMNS, label, model_label, model_sql, models_label
 from warehouse.serve.local_days import local_date
-from warehouse.serve.report import Filters, cost_and_sessions, session_key, sorted_list
+from warehouse.serve.report import Filters, cost_and_sessions, session_key, sorted_list, tool_calls
 from warehouse.serve.search import message_anchor
 
 DEFAULT_TOP = 15
@@ -40,18 +40,6 @@ def sessions(filters: Filters) -> str:
     """session_summary read as if it had a `date` column (the day it started, in the filters'
     zone), so the same Filters apply to every table."""
     return f"(SELECT *, {local_date('started_at', filters.zone)} AS date FROM session_summary)"
-
-# tool_usage has no user or machine: filtered by either, the tool calls are counted from
-# tool_calls as tool_usage counts them
-TOOL_CALLS = ('(SELECT date, provider, project, "user", machine, tool_name, tool_category, COUNT(*) AS calls, '
-              "COUNT(*) FILTER (WHERE is_error OR exit_code <> 0) AS failed FROM tool_calls WHERE has_call GROUP BY ALL)")
-
-
-def tool_calls(filters: Filters) -> str:
-    """The table of tool calls per day and tool the filters can be applied to: the mart unless
-    they name a user or a machine."""
-    return TOOL_CALLS if filters.user or filters.machine else "tool_usage"
-
 
 @dataclass
 class Request:
