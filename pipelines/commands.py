@@ -17,8 +17,17 @@ from warehouse.lake.layout import Layout, check_catalog, own_lake, same_lake
 
 
 def _layout(args) -> Layout:
-    return load_layout(args.home, args.lake, args.warehouse, machine=getattr(args, "machine", None),
-                       user=getattr(args, "user", None), team=getattr(args, "team", None))
+    layout = load_layout(args.home, args.lake, args.warehouse, machine=getattr(args, "machine", None),
+                         user=getattr(args, "user", None), team=getattr(args, "team", None))
+    named = os.environ.get("AGENTLAKE_WAREHOUSE")
+    if args.home and named and not args.warehouse and str(layout.warehouse) != named \
+            and not getattr(args, "warehouse_note_said", False):
+        args.warehouse_note_said = True  # once per command, which may look its home up again
+        # it names $AGENTLAKE_HOME's warehouse, not this home's (docs/CLI.md, --warehouse); a
+        # center that gave --home merged into a file of its own without a word (a new user's trial)
+        _err(f"note: $AGENTLAKE_WAREHOUSE ({named}) is not read with --home: this command reads "
+             f"{layout.warehouse}; give --warehouse to read another")
+    return layout
 
 
 def _options(args, layout: Layout) -> DiscoverOptions:

@@ -375,3 +375,20 @@ def test_agentlake_threads_caps_duckdbs_threads_and_a_bad_value_is_said(lake, mo
     assert (code, out) == (1, [])
     assert "error: AGENTLAKE_THREADS='two': give a whole number of threads, at least 1" in err
     assert "Traceback" not in err
+
+
+def test_agentlake_warehouse_is_not_read_with_home_and_a_note_says_so(built_once, tmp_path):
+    """With --home, $AGENTLAKE_WAREHOUSE (the warehouse of $AGENTLAKE_HOME's home) is not read:
+    a center that gave both merged into a file of its own without a word (a new user's trial).
+    The note names what is read instead; without the variable, nothing is said."""
+    built = one_session_home(built_once)
+    home = tmp_path / "home"
+    shutil.copytree(built.home, home)
+    other = tmp_path / "elsewhere" / "warehouse.ducklake"
+    ran = run_cli("sql", "--home", str(home), "SELECT COUNT(*) AS n FROM sessions", "--format", "json",
+                  env={"AGENTLAKE_WAREHOUSE": str(other)})
+    assert ran.returncode == 0 and json.loads(ran.stdout) == [{"n": 1}], ran.stderr
+    assert ran.stderr == (f"note: $AGENTLAKE_WAREHOUSE ({other}) is not read with --home: this command reads "
+                          f"{home / 'warehouse.ducklake'}; give --warehouse to read another\n")
+    plain = run_cli("sql", "--home", str(home), "SELECT 1")
+    assert plain.returncode == 0 and "AGENTLAKE_WAREHOUSE" not in plain.stderr
