@@ -38,7 +38,7 @@ from pipelines.commands import (
     use_demo_if_empty,
 )
 from pipelines.summary import LISTED_WARNINGS
-from warehouse.serve.report_options import BREAKDOWNS
+from warehouse.serve.report_options import BREAKDOWNS, parse_day
 from warehouse.lake.config import ConfigError
 from warehouse.lake.layout import NotACatalog
 from warehouse.lake.storage import LakeUnreachable
@@ -46,10 +46,8 @@ from warehouse.lake.storage import LakeUnreachable
 # -- argument types -------------------------------------------------------------------------
 
 def _date(text: str):
-    from datetime import date
-
     try:
-        return date.fromisoformat(text)
+        return parse_day(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
 

@@ -129,6 +129,7 @@ def test_filters_change_the_page(dashboard, tab):
 @pytest.mark.parametrize("query, message", [
     ("since=2026-13-01", "since: '2026-13-01' is not a date"),
     ("until=yesterday", "until: 'yesterday' is not a date"),
+    ("since=2026-W01", "since: '2026-W01' is not a date"),  # an ISO week, taken as its Monday before
     ("since=2026-01-05&until=2026-01-01", "since 2026-01-05 is after until 2026-01-01"),
     ("project=nope", "unknown project 'nope'"),
     ("provider=gpt", "unknown agent 'gpt'"),

@@ -47,10 +47,13 @@ def test_tables_and_csv(lake, capsys):
 def test_bad_date_is_a_usage_error(lake, capsys):
     import pytest
 
-    with pytest.raises(SystemExit) as exc:
-        main(["report", "--home", str(lake.home), "--since", "yesterday"])
-    assert exc.value.code == 2
-    assert "not a date" in capsys.readouterr().err
+    # 20261201 and the ISO week 2026-W49 were taken (Python's fromisoformat), the week as its Monday
+    # without a word (a new user's trial): a day is YYYY-MM-DD
+    for day in ("yesterday", "20261201", "2026-W49", "2026-W49-3"):
+        with pytest.raises(SystemExit) as exc:
+            main(["report", "--home", str(lake.home), "--since", day])
+        assert exc.value.code == 2
+        assert f"not a date (YYYY-MM-DD): {day!r}" in capsys.readouterr().err
 
 
 def test_a_window_that_ends_before_it_starts_is_a_usage_error(lake, capsys):

@@ -21,7 +21,7 @@ from warehouse.serve.formatting import json_text
 from warehouse.serve.read_only_sql import NotOne, Refused, check
 from warehouse.serve.report import (
     Filters, build, build_insights, render_report, session_key, unknown_filters)
-from warehouse.serve.report_options import BREAKDOWNS
+from warehouse.serve.report_options import BREAKDOWNS, parse_day
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ def _filters(since, until, project, agent, user) -> Filters:
         if value in (None, "") or isinstance(value, date):
             return value or None
         try:
-            return date.fromisoformat(value)
+            return parse_day(value)
         except ValueError:
             raise ToolError(f"{name} wants a date, YYYY-MM-DD: {value!r}") from None
 

@@ -18,6 +18,17 @@ class BadWindow(ValueError):
     pass
 
 
+_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+def parse_day(text: str) -> date:
+    """A day as YYYY-MM-DD, and only so: date.fromisoformat (Python 3.11) also takes 20261201 and
+    the ISO week 2026-W49, which meant its Monday without a word. ValueError otherwise."""
+    if not _DAY.fullmatch(text.strip()):
+        raise ValueError(f"not a date (YYYY-MM-DD): {text!r}")
+    return date.fromisoformat(text.strip())
+
+
 def relative_days(name: str, today: date) -> tuple[date, date]:
     """`today` and `yesterday` one day each; `week` the last 7 days (tokscale's `--week`);
     `month` this calendar month so far."""

@@ -25,6 +25,7 @@ from warehouse.serve.dashboard import charts
 from warehouse.serve.labels import MODEL_COLUMNS, label, model_label, model_sql, models_label
 from warehouse.serve.local_days import local_date
 from warehouse.serve.report import Filters, cost_and_sessions, session_key, sorted_list, tool_calls
+from warehouse.serve.report_options import parse_day
 from warehouse.serve.search import message_anchor
 
 DEFAULT_TOP = 15
@@ -125,7 +126,7 @@ def parse_request(query: str, projects: list[str], providers: list[str], path: s
         text = params.get(key, "")
         if text:
             try:
-                days[key] = date.fromisoformat(text)
+                days[key] = parse_day(text)
             except ValueError:
                 errors.append(f"{key}: {text!r} is not a date (YYYY-MM-DD); ignored")
     if days.get("since") and days.get("until") and days["since"] > days["until"]:
