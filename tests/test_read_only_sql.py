@@ -300,3 +300,10 @@ def test_a_file_beside_the_lake_is_not_read(lake, tmp_path):
     assert "Permission Error" in ran.stderr and "file system operations are disabled by configuration" in ran.stderr
     ran = run_cli("sql", "--home", lake.home, "SELECT COUNT(*) AS n FROM sessions", "--format", "csv")
     assert (ran.returncode, ran.stdout.split()) == (0, ["n", str(scalar(lake, "SELECT COUNT(*) FROM sessions"))])
+    # the landing files, in the same lake as the tables (a home's own; a team's, in PostgreSQL's
+    # case): not the tables' own files either (a new user's trial read every machine's). Merged
+    # once, the copy's catalog names its own lake (copy_home)
+    assert run_cli("merge", "--home", lake.home, "--full").returncode == 0
+    [landed] = [p for p in Path(lake.lake).rglob("_landing/*/*/*/*/sessions.parquet")][:1]
+    ran = _sql(lake, f"SELECT COUNT(*) FROM read_parquet('{landed}')")
+    assert ran.returncode == 2 and "file system operations are disabled by configuration" in ran.stderr, ran.stderr

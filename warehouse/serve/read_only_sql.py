@@ -106,7 +106,10 @@ def open_reader(catalog: Path, data_path: str | None = None):
     # refuses every LOAD and INSTALL, an unsigned binary's included
     con = connect(catalog, data_path, settings=AT_START, ours=True)
     try:
-        tables = con.execute(f"SELECT data_path FROM ducklake_settings({sql_string(CATALOG)})").fetchone()[0]
+        data = con.execute(f"SELECT data_path FROM ducklake_settings({sql_string(CATALOG)})").fetchone()[0]
+        # the tables' own folder (its `main` schema's), not the data path: in a lake that is the
+        # catalog's own, that holds every machine's landing files too (a new user's trial read them)
+        tables = data.rstrip("/") + "/main/"
         con.execute(f"SET allowed_directories = [{sql_string(tables)}]")
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
