@@ -250,6 +250,23 @@ def test_a_catalog_that_cannot_be_opened_is_one_clear_error(postgres, s3, tmp_pa
     assert ("check $PGUSER/$PGPASSWORD or ~/.pgpass" in ran.stderr) == (case != "no server"), ran.stderr
 
 
+
+def test_a_database_that_is_not_there_or_holds_no_warehouse_yet_is_said_so(postgres, s3, tmp_path):  # noqa: F811
+    """A misspelt dbname is said as the database, not as a server to start; a reader before the
+    center's first merge is told that, not DuckLake's 'creating a new DuckLake is explicitly
+    disabled' (a new user's trial)."""
+    from tests.support_postgres import Database, new_database
+
+    for db, said in ((Database(postgres.host, postgres.port, "agentlak"), '"agentlak" does not exist (the server '
+                      "answered: check dbname=)"),
+                     (new_database(postgres, "nothing_merged"), "holds no warehouse yet: the center's first "
+                      "`agentlake merge` into it makes one")):
+        env = {**s3, **db.env(READER, READER_PASSWORD), "AGENTLAKE_HOME": str(tmp_path / "reader")}
+        ran = run_cli_fresh("sql", "--warehouse", db.warehouse(READER), "SELECT 1", env=env)
+        assert ran.returncode == 1 and said in ran.stderr and "Traceback" not in ran.stderr, ran.stderr
+        assert "is the server running" not in ran.stderr and "explicitly disabled" not in ran.stderr
+
+
 @pytest.mark.parametrize("setting", ["postgres:dbname=agentlake host=db password=hunter2",
                                      "postgresql://center:hunter2@db/agentlake",
                                      "postgresql://center@db/agentlake?password=hunter2"])

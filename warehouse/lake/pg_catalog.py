@@ -105,6 +105,7 @@ def unreachable(catalog: PostgresCatalog, exc: Exception) -> CatalogUnreachable:
     reason = re.sub(r'^.*?Unable to connect to Postgres at "[^"]*": ', "", text)
     hint = (" (check $PGUSER/$PGPASSWORD or ~/.pgpass for this role)"
             if "authentication" in reason or "no password supplied" in reason
+            else " (the server answered: check dbname=)" if re.search(r'database "[^"]*" does not exist', reason)
             else " (is the server running, and its address right?)" if "connect" in reason.lower() else "")
     return CatalogUnreachable(f"cannot open the PostgreSQL catalog at {catalog.host}: {reason}{hint}")
 
@@ -165,6 +166,9 @@ def attach(con, catalog: PostgresCatalog, target: str, name: str, options: str =
         other = _OTHER_DATA_PATH.search(str(exc))
         if other:
             raise another_lake(catalog, *other.groups()) from None
+        if "creating a new DuckLake is explicitly disabled" in str(exc):  # a reader before the first merge
+            raise CatalogUnreachable(f"the catalog at {catalog.host} holds no warehouse yet: the center's first "
+                                     "`agentlake merge` into it makes one (docs/TEAM.md)") from None
         if "postgres" in str(exc).lower():
             raise unreachable(catalog, exc) from None
         raise
