@@ -462,7 +462,7 @@ def cmd_report(args) -> int:
 
     filters = Filters(since, until, args.project, args.provider, args.user, args.machine, zone=zone)
     if zone != UTC:  # the tables look the same in any zone: say whose days they count
-        _err(f"note: days of {zone} (the lake keeps UTC)")
+        _err(f"note: days of {zone} (the lake keeps UTC, and the times in these tables are UTC)")
 
     def answer(con):
         unknown = unknown_filters(con, filters)

@@ -132,7 +132,7 @@ def test_a_zone_nothing_is_close_to_is_named(straddling):
 
 def test_the_report_says_whose_days_it_counts_and_an_empty_zone_is_refused(straddling):
     zoned = run_cli("report", "--home", straddling.home, "--by", "day", "--tz", "Asia/Tokyo")
-    assert zoned.returncode == 0 and "note: days of Asia/Tokyo (the lake keeps UTC)" in zoned.stderr
+    assert zoned.returncode == 0 and "note: days of Asia/Tokyo (the lake keeps UTC, and the times in these tables are UTC)" in zoned.stderr
     utc = run_cli("report", "--home", straddling.home, "--by", "day")
     assert utc.returncode == 0 and "days of" not in utc.stderr
     empty = run_cli("report", "--home", straddling.home, "--tz", "")
