@@ -468,6 +468,7 @@ def cmd_report(args) -> int:
         unknown = unknown_filters(con, filters)
         if unknown:
             raise UsageError("; ".join(unknown))
+        _say_if_the_prices_wait_for_a_merge(con, args)
         if zone != UTC and not args.insights:  # the insights' SQL names the zone's days itself
             use_zone(con, zone)
         if args.insights:
@@ -485,6 +486,18 @@ def cmd_report(args) -> int:
 
     # the report runs agentlake's own SQL only (the filters are parameters)
     return _read_warehouse(args, answer, partial(connect, ours=True))
+
+
+def _say_if_the_prices_wait_for_a_merge(con, args) -> None:
+    """config.toml's prices are applied by a merge: prices changed since the last one are not in
+    the report yet, and it said nothing (a new user's trial)."""
+    from warehouse.catalog.prices import recorded_fingerprint
+
+    config_file = _layout(args).config_file
+    prices = load_config(config_file).prices
+    if prices and prices.fingerprint() != recorded_fingerprint(con):
+        _err(f"note: the prices in {config_file} are not the ones the warehouse was merged with: "
+             "`agentlake merge` applies them")
 
 
 def _say_if_the_window_is_empty(con, filters) -> None:

@@ -229,4 +229,9 @@ def test_the_first_merge_with_prices_does_not_say_they_changed(demo):
     first = _merge(home)
     assert first.startswith("merged ") and "priced again" not in first
     config.write_text(config.read_text().replace("output = 5", "output = 6"))
+    # the report, before the merge: its figures are the old prices', and it says so (a new user's trial)
+    waiting = run_cli("report", "--home", home, "--section", "totals")
+    assert waiting.returncode == 0 and (f"note: the prices in {config} are not the ones the warehouse was merged "
+                                        "with: `agentlake merge` applies them") in waiting.stderr, waiting.stderr
     assert "changed: the history was priced again with them" in _merge(home)
+    assert "not the ones the warehouse was merged with" not in run_cli("report", "--home", home).stderr
