@@ -376,6 +376,8 @@ def test_words_of_every_script_are_found_and_chinese_and_japanese_are_a_word_per
     assert _snippets(commands_home, "Straße οδος") == {
         ("message", "s-ts-0"): "Die **Straße** nach МОСКВА, **ΟΔΟΣ** ΑΘΗΝΑΣ"}
     assert not _snippets(commands_home, "stra")
+    # ß is ss, as capitals write it (GRÖSSE, STRASSE: a new user's trial found none)
+    assert _snippets(commands_home, "STRASSE") == {("message", "s-ts-0"): "Die **Straße** nach МОСКВА, ΟΔΟΣ ΑΘΗΝΑΣ"}
     # written without spaces: each character a word, so 東京 finds both messages holding 東 and 京,
     # side by side marked as one; a phrase finds them side by side only
     assert _snippets(commands_home, "東京") == {("message", "s-ts-1"): "**東京**で会議、**京**都は明日",

@@ -53,11 +53,12 @@ IGNORE = r"[^\p{L}\p{N}]+"
 CJK_RANGES = ((0x3005, 0x3007), (0x3040, 0x30FF), (0x31F0, 0x31FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF),
               (0xF900, 0xFAFF), (0xFF66, 0xFF9F), (0x20000, 0x3134F))  # ideographs, kana, their marks
 CJK = "[" + "".join(f"\\x{{{lo:X}}}-\\x{{{hi:X}}}" for lo, hi in CJK_RANGES) + "]"
-# fts's own tokenize macro, with the characters of CJK set apart and Greek's final sigma a sigma
-# (lower case keeps ς, and upper case has one Σ for both): the index is built and updated with it
-# (_create_fts), and warehouse.serve.search.tokens reads a query and a snippet alike
-TOKENIZE = (f"string_split_regex(regexp_replace(regexp_replace(replace(lower(strip_accents(CAST(s AS VARCHAR))), "
-            f"'ς', 'σ'), "
+# fts's own tokenize macro, with the characters of CJK set apart, Greek's final sigma a sigma
+# (lower case keeps ς, and upper case has one Σ for both) and German's ß ss (GRÖSSE is how capitals
+# write größe): the index is built and updated with it (_create_fts), and
+# warehouse.serve.search.tokens reads a query and a snippet alike
+TOKENIZE = (f"string_split_regex(regexp_replace(regexp_replace(replace(replace(lower(strip_accents(CAST(s AS VARCHAR))), "
+            f"'ς', 'σ'), 'ß', 'ss'), "
             f"{ducklake.sql_string(IGNORE)}, ' ', 'g'), {ducklake.sql_string('(' + CJK + ')')}, ' \\1 ', 'g'), '\\s+')")
 SOURCE_KEY = "concat_ws('/', machine, \"user\", provider, source_id)"
 STEMMER = "porter"

@@ -278,9 +278,9 @@ _RUN = re.compile(r"[^\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]+")  # no ASCII space
 @lru_cache(maxsize=8192)
 def _folded(char: str) -> str:
     """`char` as strip_accents then lower leave it: a mark ("M" categories) is taken out, and what
-    is left composed again (a Hangul syllable stays one letter); a final sigma is a sigma."""
+    is left composed again (a Hangul syllable stays one letter); a final sigma is a sigma, ß is ss."""
     bare = "".join(c for c in unicodedata.normalize("NFD", char) if unicodedata.category(c)[0] != "M")
-    return unicodedata.normalize("NFC", bare).lower().replace("ς", "σ")
+    return unicodedata.normalize("NFC", bare).lower().replace("ς", "σ").replace("ß", "ss")
 
 
 @lru_cache(maxsize=8192)
