@@ -5,6 +5,7 @@ import pytest
 import sqlalchemy as sa
 
 from warehouse.serve.serving_file import build_serving
+from tests.conftest import scalar
 from warehouse.lake.ducklake import connect
 
 
@@ -77,3 +78,21 @@ def test_a_reader_sees_the_next_merge_through_attach_or_without_a_pool(installed
                               poolclass=sa.pool.NullPool)
     with engine.connect() as con:
         assert con.execute(sa.text("SELECT COUNT(*) FROM sessions")).scalar() == before + 1
+
+
+def test_any_agentlake_command_installs_ducklake_for_a_plain_duckdb(lake, tmp_path, monkeypatch):
+    """docs/BI.md: after any agentlake command, a plain DuckDB of the same version opens the catalog.
+    agentlake's own connections load the pinned binary by its path, which installed nothing: a
+    plain ATTACH then tried to download the extension (a new user's trial)."""
+    import duckdb
+
+    from tests.conftest import run_cli
+    from warehouse.lake import ducklake
+
+    monkeypatch.setenv("HOME", str(tmp_path))  # a DuckDB folder of its own, empty
+    monkeypatch.setattr(ducklake, "_INSTALLED", set(), raising=False)
+    assert run_cli("sql", "--home", lake.home, "SELECT COUNT(*) FROM sessions").returncode == 0
+    assert list((tmp_path / ".duckdb" / "extensions").rglob("ducklake.duckdb_extension"))
+    with duckdb.connect(config={"autoinstall_known_extensions": "false", "autoload_known_extensions": "false"}) as con:
+        con.execute(f"ATTACH 'ducklake:{lake.warehouse}' AS lake (READ_ONLY)")
+        assert con.execute("SELECT COUNT(*) FROM lake.sessions").fetchone()[0] == scalar(lake, "SELECT COUNT(*) FROM sessions")

@@ -157,6 +157,7 @@ def load_packaged(con, name: str, own: Path | None = None) -> None:
     try:
         if own is not None:
             con.execute(f"LOAD {sql_string(own)}")
+            _installed_once(con, name, own)
             return
         if path is not None:
             con.execute(f"INSTALL {sql_string(path)}")
@@ -165,6 +166,26 @@ def load_packaged(con, name: str, own: Path | None = None) -> None:
         raise ExtensionError(
             f"cannot load DuckDB's {name} extension ({exc}); install agentlake's pinned "
             f"duckdb-extension-{name}, or run `INSTALL {name}` in DuckDB once while online") from exc
+
+
+_INSTALLED: set[str] = set()  # the extensions this process found installed in DuckDB's own folder
+
+
+def _installed_once(con, name: str, binary: Path) -> None:
+    """The pinned binary also installed where DuckDB looks for extensions (`~/.duckdb/extensions`),
+    once per machine, so that any DuckDB of this version opens the catalog (docs/BI.md): loading it
+    by its path installed nothing, and a plain `ATTACH 'ducklake:...'` tried to download it (a new
+    user's trial). Asked once per process; a folder that cannot be written is left as it is."""
+    if name in _INSTALLED:
+        return
+    try:
+        [(installed,)] = con.execute("SELECT installed FROM duckdb_extensions() WHERE extension_name = ?",
+                                     [name]).fetchall() or [(False,)]
+        if not installed:
+            con.execute(f"INSTALL {sql_string(binary)}")
+    except duckdb.Error:
+        return
+    _INSTALLED.add(name)
 
 
 def sql_string(text) -> str:
