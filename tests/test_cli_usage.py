@@ -70,6 +70,15 @@ def test_serving_where_nothing_can_be_written_says_where(home, tmp_path, capsys)
     assert blocker.read_text() == "not a folder"
 
 
+def test_serving_into_a_folder_that_is_not_there_makes_none(home, tmp_path, capsys):
+    # a mistyped path made its folder tree (a new user's trial): refused, as sqlite3 and duckdb do
+    target = tmp_path / "no-such" / "dir" / "serving.duckdb"
+    line = usage_error(capsys, "serving", "--home", home, target)
+    assert line == (f"error: cannot write the serving database {target}: the folder {target.parent} does not "
+                    "exist (create it first)")
+    assert not (tmp_path / "no-such").exists()
+
+
 def test_serving_with_a_storage_version_duckdb_does_not_know(home, tmp_path, capsys):
     target = tmp_path / "serving.duckdb"
     for version in ("banana", "v0.9.0", "'; DROP TABLE x; --"):
