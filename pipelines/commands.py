@@ -724,6 +724,9 @@ def cmd_serving(args) -> int:
             raise ServingError(f"{args.output} names a folder: give the serving database's file, "
                                f"e.g. {target / 'serving.duckdb'}")
         check_target(target)
+        if args.output and not target.parent.exists():  # a mistyped path made its folder tree (a new user's trial)
+            raise ServingError(f"cannot write the serving database {target}: the folder {target.parent} does not "
+                               "exist (create it first)")
         # a reader's home has no lake of its own: the catalog holds what its merge read elsewhere
         own_lake = layout.remote or Path(layout.lake).is_dir()
         if not layout.warehouse.exists() or (own_lake and not has_data(layout)):

@@ -54,10 +54,8 @@ def build_serving(warehouse: Path, target: Path, storage_version: str = DEFAULT_
     check_storage_version(storage_version)
     check_target(target)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    if not target.parent.is_dir() and not target.parent.exists():  # a typo made a folder tree (a new user's trial)
-        raise ServingError(f"cannot write the serving database {target}: the folder {target.parent} does not exist "
-                           "(create it first)")
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
         tmp.unlink(missing_ok=True)
         os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL))  # can this folder take a file?
         tmp.unlink()
