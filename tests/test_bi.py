@@ -24,6 +24,10 @@ def test_superset_connects_with_duckdb_engine_read_only(installed):
     engine = sa.create_engine(f"duckdb:///ducklake:{lake.warehouse}", connect_args={"read_only": True})
     tables = set(sa.inspect(engine).get_table_names())
     assert {"daily_costs", "tool_usage", "session_summary", "sessions", "tool_calls"} <= tables
+    # a dataset's columns, as Superset reads them when one is added (SQLAlchemy 2.1 asked DuckDB for
+    # pg_catalog.pg_collation: a new user's trial)
+    columns = [c["name"] for c in sa.inspect(engine).get_columns("daily_costs")]
+    assert columns[:3] == ["date", "provider", "project"] and "cost_usd" in columns
     with engine.connect() as a, engine.connect() as b:  # concurrent chart refreshes
         total = a.execute(sa.text("SELECT SUM(cost_usd) FROM daily_costs WHERE provider = 'crush'")).scalar()
         calls = b.execute(sa.text("SELECT SUM(calls) FROM tool_usage")).scalar()
