@@ -98,3 +98,29 @@ def test_the_command_applies_a_rename_from_config_toml(tmp_path, monkeypatch, ca
     assert json.loads(capsys.readouterr().out) == [{"project": "infra-tools"}, {"project": "shop"}]
     assert main(["ingest", *args, "--quiet"]) == 0
     assert "0 ok, 2 unchanged" in capsys.readouterr().out
+
+
+def test_project_names_in_other_scripts_are_projects_of_their_own(layout, tmp_path, monkeypatch):
+    """A project directory named only in letters outside a-z was `unknown`, every one of them the
+    same project (a new user's trial): its name is written in a-z first (anyascii). A lake landed
+    before lands those sources again under their names, as a rename does: replaced, not duplicated."""
+    from transforms import projects
+    from transforms.sources import slugify
+
+    assert [projects.project_slug(n) for n in ("проект", "東京アプリ", "Größe café", "acme/platform", "")] == [
+        "proekt", "dongjingapuri", "grosse-cafe", "acme-platform", "unnamed"]
+    workspaces = ("/home/dev/проект", "/home/dev/東京アプリ", "/home/dev/Größe café")
+    truth = codex_home(tmp_path / "codex", sessions=6, workspaces=workspaces)
+    options = options_for(homes={"codex": [tmp_path / "codex"]})
+
+    with monkeypatch.context() as before:  # the slugs of the release before: a-z and 0-9 kept, the rest dropped
+        before.setattr(projects, "project_slug", lambda name, default="unnamed": slugify(name, default))
+        _ingest(layout, options)
+    assert set(_projects(layout)) == {"codex:unknown", "codex:gr-e-caf"}
+    first = sum(_projects(layout).values())
+
+    again = _ingest(layout, options)
+    assert {r.status for r in again.values()} == {"ok"}  # every source's name changed: each landed again
+    after = _projects(layout)
+    assert set(after) == {"codex:proekt", "codex:dongjingapuri", "codex:grosse-cafe"}
+    assert sum(after.values()) == first == truth.sessions

@@ -79,7 +79,20 @@ def project_name(project_path: str, mapping: Mapping[str, str] | None = None) ->
     keys = [project_path, remote, remote_name(remote) if remote else None, path.name if path else None]
     for key in keys:
         if key and key in mapping:
-            return slugify(mapping[key])
+            return project_slug(mapping[key])
     if remote:
-        return slugify(remote_name(remote))
-    return slugify(path.name if path else "", default="unknown")
+        return project_slug(remote_name(remote))
+    return project_slug(path.name if path else "", default="unknown")
+
+
+def project_slug(name: str, default: str = "unnamed") -> str:
+    """A project's name as a slug, its letters outside a-z written in a-z first (anyascii:
+    `Größe café` is grosse-cafe, `проект` proekt, `東京アプリ` dongjingapuri): slugify alone dropped
+    them, so projects named in another script were all `unknown`, one project in every report (a
+    new user's trial). Machine and user names keep slugify's: transliterating them would land a
+    machine's history again under a new name."""
+    if not name.isascii():
+        from anyascii import anyascii  # slow to import (docs/ARCHITECTURE.md): only for a name that needs it
+
+        name = anyascii(name)
+    return slugify(name, default)
