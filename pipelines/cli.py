@@ -611,7 +611,7 @@ def parser() -> argparse.ArgumentParser:
     _common(p, places=False)
     p.set_defaults(**NO_DISCOVERY)  # none given: its home's config.toml names the places
     p.add_argument("--host", default="127.0.0.1", help="UI address (default: 127.0.0.1)")
-    p.add_argument("--port", type=_port, default=3000, help="UI port (default: 3000)")
+    p.add_argument("--port", type=_port, default=3000, help="UI port (default: 3000; 0 picks a free one)")
     p.add_argument("dagster_args", nargs=argparse.REMAINDER, help="after --: passed on to `dagster dev`")
     p.set_defaults(func=cmd_dev)
     return ap

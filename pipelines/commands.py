@@ -894,6 +894,15 @@ def cmd_schedule(args) -> int:
     return 0
 
 
+def _free_port(host: str) -> int:
+    """A port free on `host` now, as the operating system picks one for port 0."""
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
 def cmd_dev(args) -> int:
     from pipelines.runner import dagster_env
 
@@ -902,11 +911,13 @@ def cmd_dev(args) -> int:
                          "(set `lake` in <home>/config.toml for another lake)")
     layout = _layout(args)
     env = dagster_env(layout)
+    port = args.port or _free_port(args.host)  # dagster dev took 0 for its default, 3000 (a new user's trial)
     # dagster 1.13 says `dagster dev` is superseded by `dg dev` (dagster-dg-cli, not a dependency)
     cmd = [sys.executable, "-W", "ignore:Function `dev_command` is superseded:FutureWarning",
            "-m", "dagster", "dev", "-m", "pipelines.definitions",
-           "--host", args.host, "--port", str(args.port), *args.dagster_args]
-    _err(f"DAGSTER_HOME={env['DAGSTER_HOME']}  AGENTLAKE_HOME={env['AGENTLAKE_HOME']}")
+           "--host", args.host, "--port", str(port), *args.dagster_args]
+    _err(f"DAGSTER_HOME={env['DAGSTER_HOME']}  AGENTLAKE_HOME={env['AGENTLAKE_HOME']}"
+         + (f"  (port 0: the UI takes the free port {port})" if not args.port else ""))
     os.execvpe(cmd[0], cmd, env)
 
 

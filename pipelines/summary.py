@@ -38,7 +38,7 @@ def print_summary(summary: "RunSummary", layout: "Layout", stream=None, *, verbo
         said = (f"{unlisted} warnings in the demo's stores (traps planted to show each is counted, not lost)"
                 if demo else f"{unlisted} more warnings")
         query = f"SELECT partition_key, warnings FROM sources WHERE run_id = '{summary.run_id}' AND warnings IS NOT NULL"
-        print(f"{said}: `--verbose` lists them as sources are read; the run log keeps them:\n"
+        print(f"{said}: `--verbose` lists them all in this summary; the run log keeps them:\n"
               f"  {sql} --format csv \"{query}\"", file=stream)
     for problem in summary.problems:
         print(f"problem: {problem}", file=stream)

@@ -3,6 +3,7 @@ traceback (a new user's report: `serving` into a folder or a place it cannot wri
 `--storage-version`, `compact --keep-seconds -5`, `dashboard --port 99999`); and `agentlake dev
 --help` offers only what `dev` takes."""
 
+import os
 import re
 import subprocess
 import sys
@@ -194,3 +195,24 @@ def test_a_query_in_a_home_with_a_config_loads_no_redaction_rules(lake):
     assert ran.stdout.strip().splitlines()[-1] == "0 []", ran.stdout + ran.stderr
     lake.config_file.write_text('[privacy]\n"parts.text" = "bogus"\n')  # a policy is still checked
     assert "unknown action 'bogus'" in run_cli("sql", "--home", lake.home, "SELECT 1").stderr
+
+
+def test_dev_on_port_0_starts_dagster_on_a_free_port_and_names_it(tmp_path, monkeypatch, capsys):
+    """`agentlake dev --port 0` took dagster dev's default, 3000, whatever else listened there (a new
+    user's trial): 0 picks a free port, given to dagster dev and named on stderr."""
+    import socket
+
+    started = []
+
+    def execvpe(file, argv, env):
+        started.append(argv)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(os, "execvpe", execvpe)
+    with pytest.raises(SystemExit):
+        main(["dev", "--home", str(tmp_path / "home"), "--port", "0"])
+    [argv] = started
+    port = int(argv[argv.index("--port") + 1])
+    assert port > 0 and f"(port 0: the UI takes the free port {port})" in capsys.readouterr().err
+    with socket.socket() as free:  # free a moment ago, and still
+        free.bind(("127.0.0.1", port))
