@@ -383,3 +383,17 @@ def test_marts_of_an_older_release_are_built_again_as_decimals(lake):
     assert ran.returncode == 0, ran.stderr
     assert set(_money_columns(lake).values()) == {"DECIMAL(38,9)"}
     assert query(lake, "SELECT session_key, cost_usd FROM session_summary ORDER BY 1") == before
+
+
+def test_the_table_lines_up_chinese_and_japanese_text_by_the_columns_it_takes():
+    """A wide character takes two columns of a terminal: padded by characters, the columns after
+    Chinese or Japanese text were pushed right, and the 60-character cut let 120 columns through
+    (a new user's trial)."""
+    from warehouse.serve.formatting import display_width, render
+
+    table = render(["text", "role"], [("東京で会議", "user"), ("hello", "assistant"), ("Größe", "user")], "table")
+    lines = table.splitlines()
+    starts = [display_width(line[:line.index(word)]) for line, word in zip(lines[2:5], ("user", "assistant", "user"))]
+    assert starts == [12, 12, 12]  # every role in the same column: 10 columns of text, 2 of gap
+    [cut] = render(["text"], [("東" * 50,)], "table").splitlines()[2:3]
+    assert display_width(cut) <= 60 and cut.endswith("…")

@@ -22,6 +22,7 @@ LIST or STRUCT in a table or CSV cell is its compact JSON text.
 import csv
 import io
 import math
+import unicodedata
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
@@ -266,10 +267,10 @@ def render(columns: list[str], rows: list[tuple], fmt: str = "table", max_width:
         doubles = any(isinstance(r[i], float) for r in shown)
         for r, text in zip(cells, _aligned([r[i] for r in cells], doubles, (places or {}).get(columns[i]))):
             r[i] = text
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    widths = [max([display_width(c)] + [display_width(r[i]) for r in cells]) for i, c in enumerate(columns)]
 
     def line(values):
-        return "  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(values, widths, numeric)).rstrip()
+        return "  ".join(_padded(v, w, n) for v, w, n in zip(values, widths, numeric)).rstrip()
 
     rule = "  ".join("-" * w for w in widths)
     out = [line(columns), rule]
@@ -288,10 +289,30 @@ def _is_path(column: str) -> bool:
     return column == "path" or column.endswith("_path")
 
 
+def display_width(text: str) -> int:
+    """The columns `text` takes in a terminal: a Chinese or Japanese character (East Asian wide or
+    full-width) two, a combining mark none; the table padded by characters pushed the columns after
+    such text to the right (a new user's trial)."""
+    if text.isascii():
+        return len(text)
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _padded(text: str, width: int, right: bool) -> str:
+    gap = " " * max(0, width - display_width(text))
+    return gap + text if right else text + gap
+
+
 def _clip(text: str, width: int, tail: bool = False) -> str:
-    """One line of at most `width` characters; a path keeps its end (the file's name), not the
-    prefix every row shares."""
+    """One line of at most `width` columns (display_width); a path keeps its end (the file's
+    name), not the prefix every row shares."""
     text = text.replace("\n", "\\n")
-    if len(text) <= width:
+    if display_width(text) <= width:
         return text
-    return "…" + text[-(width - 1):] if tail else text[: width - 1] + "…"
+    kept, used = [], 1  # the ellipsis' column
+    for c in (reversed(text) if tail else text):
+        used += display_width(c)
+        if used > width:
+            break
+        kept.append(c)
+    return "…" + "".join(reversed(kept)) if tail else "".join(kept) + "…"
