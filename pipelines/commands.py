@@ -530,7 +530,8 @@ def _report_budgets(args, zone: str) -> int:
     `zone`; exit 3 when one is exceeded."""
     given = [flag for flag, value in (("--insights", args.insights), ("--since", args.since), ("--until", args.until),
                                       (f"--{args.window}", args.window), ("--last", args.last),
-                                      ("--project", args.project), ("--agent", args.provider), ("--by", args.by),
+                                      ("--project", args.project), ("--agent", args.provider), ("--user", args.user),
+                                      ("--machine", args.machine), ("--by", args.by),
                                       ("--top", args.top), ("--section", args.section), ("--output", args.output))
              if value is not None and value is not False]  # --top 0 is given too (0 == False)
     if given:

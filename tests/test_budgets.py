@@ -146,6 +146,7 @@ def test_report_budgets_exits_3_when_one_is_exceeded(spending):
     (["--by", "day"], "give it without --by"),
     (["--week", "--agent", "crush"], "give it without --week, --agent"),
     (["--top", "0"], "give it without --top"),
+    (["--user", "dev", "--machine", "laptop"], "give it without --user, --machine"),  # a budget names its own scope
 ])
 def test_report_budgets_says_what_it_wants(spending, args, said):
     layout, _ = spending
