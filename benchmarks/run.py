@@ -529,7 +529,7 @@ with dg.DagsterInstance.get() as instance:
     while True:
         with dg.build_sensor_context(instance=instance, cursor=cursor, resources={"agentlake": resource}) as context:
             tick = cli_runs_reported(context)
-        if tick.skip_reason:
+        if not tick.asset_events:  # every tick has a skip reason: a reporting one says what it reported
             break
         for request in tick.dynamic_partitions_requests:
             instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))

@@ -168,6 +168,9 @@ def test_dagster_shows_an_ingest_as_the_materializations_of_what_it_wrote(built_
         with dg.build_sensor_context(instance=instance, resources={"agentlake": resource}) as context:
             tick = cli_runs_reported(context)
         assert json.loads(tick.cursor) == [kept.name]
+        run_id = json.loads(kept.read_text())["run_id"]  # the tick's reason says what it reported (a new user's trial)
+        assert tick.skip_reason.skip_message == (f"reported 1 `agentlake ingest` run(s) as {len(tick.asset_events)} "
+                                                 f"events, no run to launch: {run_id}")
         [add] = tick.dynamic_partitions_requests
         assert list(add.partition_keys) == ["crush-cli-proj"]
         instance.add_dynamic_partitions("sources", list(add.partition_keys))

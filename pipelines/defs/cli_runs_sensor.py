@@ -48,9 +48,14 @@ def cli_runs_reported(context: dg.SensorEvaluationContext, agentlake: AgentlakeR
         events += _landing(record)
         if record["merge"] is not None:
             events += _merged(record, found if record is merges[-1] else None)
+    # Dagster shows a tick without a run request as skipped: its reason says what it reported (it
+    # said "Sensor function returned an empty result", a tick that did the work looking like a no-op)
+    said = ", ".join(record["run_id"] for record in records)
     return dg.SensorResult(
         asset_events=events, cursor=json.dumps([name for name, _ in runs]),
-        dynamic_partitions_requests=[sources_partitions.build_add_request(new)] if new else [])
+        dynamic_partitions_requests=[sources_partitions.build_add_request(new)] if new else [],
+        skip_reason=f"reported {len(records)} `agentlake ingest` run(s) as {len(events)} events, no run to "
+                    f"launch: {said}")
 
 
 def _landing(record: dict) -> list:
