@@ -35,14 +35,18 @@ def keep(layout, summary, read: list, merge) -> None:
     partitions = {r.source.dagster_partition for r in read}
     if not partitions and not (merge and (merge.merged or merge.removed)):
         return
+    landed_before = {r.source.dagster_partition for r in landed_by_a_stopped_run(layout, summary, merge)}
     by_partition = {}
     for result in summary.results:
-        if result.source.dagster_partition in partitions:
+        if result.source.dagster_partition in partitions | landed_before:
             by_partition.setdefault(result.source.dagster_partition, []).append(result)
+    metadata = {key: partition_metadata(results) for key, results in sorted(by_partition.items())}
+    for key in landed_before - partitions:
+        metadata[key]["landed_by"] = "an earlier run that did not merge it (it stopped, or its merge failed)"
     record = {
         "run_id": summary.run_id,
         "warehouse": str(layout.warehouse),  # the one it merged into (a team reader's own, not the team's)
-        "partitions": {key: partition_metadata(results) for key, results in sorted(by_partition.items())},
+        "partitions": metadata,
         "landing_checks": landing_checks(read),
         "merge": None if merge is None else {
             "sources_merged": merge.merged, "sources_removed": merge.removed,
@@ -59,6 +63,16 @@ def keep(layout, summary, read: list, merge) -> None:
             old.unlink(missing_ok=True)
     except OSError:
         pass
+
+
+def landed_by_a_stopped_run(layout, summary, merge) -> list:
+    """This machine's sources the run found settled (`unchanged`) whose landing files its merge
+    merged: an earlier run landed them and did not merge them. Killed between landing and its end,
+    it recorded them neither for Dagster nor in a summary (a new user's trial, after a kill -9)."""
+    if merge is None or not merge.landings:
+        return []
+    return [r for r in summary.results if r.status == "unchanged" and
+            f"{layout.machine}/{layout.user}/{r.source.provider}/{r.source.source_id}" in merge.landings]
 
 
 def after(layout, reported: list[str], most: int) -> list[tuple[str, dict]]:

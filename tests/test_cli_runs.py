@@ -93,3 +93,32 @@ def test_a_warehouse_gone_since_the_run_still_reports_it_without_checks(project,
     assert checks == {"rows_reconcile", "unknown_part_types"}  # the landing's, from the run itself
     sessions = next(e for e in tick.asset_events if isinstance(e, dg.AssetMaterialization) and e.asset_key.path == ["sessions"])
     assert "rows" not in sessions.metadata and sessions.metadata["rows_inserted"].value == 1
+
+
+def test_a_run_killed_after_landing_is_reported_by_the_next_that_merges_it(project, tmp_path, monkeypatch, capsys):
+    """A run killed between its landing and its end (kill -9: no `finally`) records neither its
+    landings for Dagster nor a summary. The next run finds those sources settled and merges their
+    files: its summary says it merged them, and its record carries their partitions, so Dagster
+    shows them landed (they stayed "never materialized": a new user's trial)."""
+    from tests.conftest import discover_only
+    from warehouse.land.ingest import ingest_all
+
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    p = project("killed")
+    add_session(p.conn, "s", title="t", created_at=T0, cost=0.5)
+    add_message(p.conn, "m", "s", "user", [text_part("hi")], created_at=T0)
+    p.close()
+    home = tmp_path / "home"
+    layout = Layout.resolve(home=home)
+    sources, problems = discover_only(p.db)
+    ingest_all(sources, layout, problems=problems)  # landed, as the killed run left it: no merge, no record
+    assert not _records(layout)
+    assert main(["ingest", "--home", str(home), "--no-default", "--db", str(p.db)]) == 0
+    out = capsys.readouterr().out
+    assert "sources: 0 ok, 1 unchanged" in out and "merged too: 1 sources an earlier run landed but did not merge" in out
+    [kept] = _records(layout)
+    [(key, metadata)] = kept["partitions"].items()
+    assert key == sources[0].dagster_partition and metadata["landed_by"].startswith("an earlier run that did not merge it")
+    with dg.instance_for_test() as instance:
+        tick = _tick(instance, home)
+    assert {e.partition for e in tick.asset_events if isinstance(e, dg.AssetMaterialization) and e.partition} == {key}

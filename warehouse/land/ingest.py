@@ -65,6 +65,7 @@ class RunSummary:
     run_id: str
     results: list[SourceResult] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    landed_before: int = 0  # sources an earlier run landed and did not merge, merged by this one
 
     @property
     def by_status(self) -> Counter:
