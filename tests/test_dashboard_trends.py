@@ -104,6 +104,18 @@ def test_each_period_shows_the_tokens_failure_rate_and_cache_share_the_lake_hold
     assert f"one bar per {period}" in note(page, "cost-over-time")
 
 
+def test_a_month_grains_trends_write_each_month_once_on_their_axis(dashboard):
+    """Six ticks over three months wrote "Nov 2026, Nov 2026, Nov 2026, Dec 2026" under the tokens
+    and cache share charts (a new user's trial): a tick per month at most, as the cost chart."""
+    status, page = get(dashboard + "?grain=month")
+    assert status == 200
+    for fig in ("cost-over-time", *TREND_FIGURES):
+        svg = figure(page, fig)
+        axis = re.search(r'<g class="mark-text role-axis-label"[^>]*>(.*?)</g>', svg, re.S)
+        labels = [html.unescape(t) for t in re.findall(r"<text[^>]*>([^<]*)</text>", axis.group(1))]
+        assert labels and len(labels) == len(set(labels)), (fig, labels)
+
+
 def test_a_period_without_tokens_is_a_gap_not_a_zero(dashboard, people):  # noqa: F811
     """Crush and CodeWhale record no per-request tokens: their days have no point (the line is
     broken there) and the note names them, while a real 0% failure rate is drawn."""

@@ -294,7 +294,10 @@ def _trend_spec(period: str, value_title: str, axis_format: str, value_format: s
     axis_title = period_title(period, zone)
     base = alt.Chart(alt.Data(values=[])).encode(
         x=alt.X("at:T", scale=alt.Scale(type="utc"), title=axis_title,
-                axis=alt.Axis(format=fmt, labelOverlap="greedy", labelSeparation=6, tickCount=6, grid=False)),
+                # months: a tick per month at most, as the cost chart (six ticks over three months
+                # wrote "Nov 2026" three times: a new user's trial)
+                axis=alt.Axis(format=fmt, labelOverlap="greedy", labelSeparation=6, grid=False,
+                              tickCount={"interval": "month", "step": 1} if period == "month" else 6)),
         y=alt.Y("value:Q", title=value_title, axis=alt.Axis(format=axis_format, tickCount=4)),
         color=alt.Color("series:N", title=None,
                         legend=alt.Legend(orient="top", labelFontSize=12, symbolType="stroke") if legend else None))
