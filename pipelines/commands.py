@@ -559,7 +559,7 @@ def _report_budgets(args, zone: str) -> int:
             _err(f"note: {note}")
         over.extend(s.budget.name for s in statuses if s.status == OVER)
         projected.extend(s.budget.name for s in statuses if s.status == PROJECTED_OVER)
-        section = Section("budgets", f"Budgets, {today:%B %Y} to {today} ({zone})", COLUMNS, rows(statuses))
+        section = Section("budgets", f"Budgets, {today:%B %Y} to {today} ({zone})", COLUMNS, rows(statuses, today, zone))
         return csv_text(section).rstrip("\n") if args.format == "csv" else render_report([section], args.format)
 
     code = _read_warehouse(args, answer, partial(connect, ours=True))

@@ -132,13 +132,15 @@ def test_report_budgets_exits_3_when_one_is_exceeded(spending):
     assert (dev["budget"], dev["monthly_usd"], dev["spent_usd"], dev["share_used"], dev["status"]) == (
         "user dev", 2, 2.5, 1.25, OVER)
     assert Decimal(str(dev["projected_usd"])) == (SPENT * days / today.day).quantize(Decimal("0.000000001"))
+    # whose month each row is: only the table's title said it (a new user's trial)
+    assert {(b["month"], b["zone"]) for b in (team, dev)} == {(f"{today:%Y-%m}", "UTC")}
     table = run_cli("report", "--home", layout.home, "--budgets")
     assert table.returncode == 3 and f"Budgets, {today:%B %Y} to {today} (UTC)" in table.stdout
     _budgets(layout, "[[budgets]]", f"monthly_usd = {days * 3}")  # $3 a day: 2.5 spent is within, whatever the day
     ok = run_cli("report", "--home", layout.home, "--budgets", "--format", "csv")
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.splitlines()[0] == ("budget,monthly_usd,spent_usd,share_used,projected_usd,status,"
-                                         "unknown_cost_sessions,partial_cost_sessions")
+                                         "unknown_cost_sessions,partial_cost_sessions,month,zone")
 
 
 @pytest.mark.parametrize("args, said", [

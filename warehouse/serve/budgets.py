@@ -37,8 +37,9 @@ class BudgetStatus:
         return PROJECTED_OVER if self.projected_usd > self.budget.monthly_usd else OK
 
 
+# `month` and `zone`: whose month the row is (the table's title says it; JSON and CSV rows did not)
 COLUMNS = ["budget", "monthly_usd", "spent_usd", "share_used", "projected_usd", "status", "unknown_cost_sessions",
-           "partial_cost_sessions"]
+           "partial_cost_sessions", "month", "zone"]
 
 
 def budget_statuses(con, budgets: tuple[Budget, ...], today: date) -> list[BudgetStatus]:
@@ -60,9 +61,10 @@ def budget_statuses(con, budgets: tuple[Budget, ...], today: date) -> list[Budge
     return out
 
 
-def rows(statuses: list[BudgetStatus]) -> list[tuple]:
+def rows(statuses: list[BudgetStatus], today: date, zone: str) -> list[tuple]:
+    """The statuses as COLUMNS: the month is `today`'s (YYYY-MM), in `zone`."""
     return [(s.budget.name, s.budget.monthly_usd, s.spent_usd, s.share_used, s.projected_usd, s.status,
-             s.unknown_cost_sessions, s.partial_cost_sessions) for s in statuses]
+             s.unknown_cost_sessions, s.partial_cost_sessions, f"{today:%Y-%m}", zone) for s in statuses]
 
 
 def unknown_scopes(con, budgets: tuple[Budget, ...]) -> list[str]:
