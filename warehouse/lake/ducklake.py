@@ -178,14 +178,14 @@ def _installed_once(con, name: str, binary: Path) -> None:
     user's trial). Asked once per process; a folder that cannot be written is left as it is."""
     if name in _INSTALLED:
         return
+    _INSTALLED.add(name)  # tried once per process, installed or not
     try:
         [(installed,)] = con.execute("SELECT installed FROM duckdb_extensions() WHERE extension_name = ?",
                                      [name]).fetchall() or [(False,)]
         if not installed:
             con.execute(f"INSTALL {sql_string(binary)}")
     except duckdb.Error:
-        return
-    _INSTALLED.add(name)
+        pass
 
 
 def sql_string(text) -> str:
