@@ -122,3 +122,20 @@ def test_a_run_killed_after_landing_is_reported_by_the_next_that_merges_it(proje
     with dg.instance_for_test() as instance:
         tick = _tick(instance, home)
     assert {e.partition for e in tick.asset_events if isinstance(e, dg.AssetMaterialization) and e.partition} == {key}
+
+
+def test_a_full_merge_of_a_prices_change_is_not_said_to_merge_a_stopped_runs_landings(project, tmp_path, monkeypatch,
+                                                                                    capsys):
+    """A full merge reads every source again (a price changed in config.toml): those landed long
+    ago are not an earlier run's unmerged landings (a review of this stop found it said so)."""
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    p = project("priced")
+    add_session(p.conn, "s", title="t", created_at=T0, cost=0.5)
+    p.close()
+    home = tmp_path / "home"
+    argv = ["ingest", "--home", str(home), "--no-default", "--db", str(p.db)]
+    assert main(argv) == 0
+    (home / "config.toml").write_text('[[prices]]\nmodel = "m"\ninput = 1\noutput = 2\n')
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert "merged too" not in capsys.readouterr().out

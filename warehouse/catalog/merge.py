@@ -80,7 +80,7 @@ class MergeResult:
     runs: int = 0  # run-log files appended
     waiting: list[str] = field(default_factory=list)  # sources caught half-way through a write
     source_ids: set[str] = field(default_factory=set)  # the sources whose rows were replaced
-    landings: set[str] = field(default_factory=set)  # the same, as machine/user/provider/source_id
+    landings: set[str] = field(default_factory=set)  # those landed since the last merge: machine/user/provider/source_id
     rows: Counter = field(default_factory=Counter)  # rows inserted, by table
     deleted: int = 0  # rows deleted from the tables (of the sources replaced or gone)
     crowded: bool = False  # more data files than partitions warrant: a compaction is due
@@ -572,7 +572,8 @@ def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, 
                    removed | bad_runs)
     result.merged, result.removed, result.runs = len(sources), len(gone), len(runs)
     result.source_ids = {g.rsplit("/", 1)[1] for g in sources}
-    result.landings = set(sources)
+    # landed since the last merge (a full merge reads every source again: those are not new)
+    result.landings = {g for g in sources if any(before.get(f) != landed[f] for f in changed[g])}
     if full or broken:
         forget_marts(con)  # a build cut off after this commit is whole when it runs again
         return "whole"
