@@ -345,17 +345,37 @@ INSIGHTS = (
 )
 
 
+PEOPLE = ("user", "machine")
+
+
+def people_of(con, name: str, filters: Filters, columns: list[str] | None = None) -> tuple[tuple[str, ...], str]:
+    """(of user and machine, the columns the mart has, a note for the filters it cannot take).
+    Looked up only when a filter names one of them."""
+    wanted = [c for c in PEOPLE if getattr(filters, c)]
+    if not wanted:
+        return PEOPLE, ""
+    if columns is None:
+        columns = [r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE "
+                                             "table_name = ?", [name]).fetchall()]
+    has = tuple(c for c in PEOPLE if c in columns)
+    missing = [c for c in wanted if c not in has]
+    return has, f" · every {' and '.join(missing)}: this insight has none" if missing else ""
+
+
 def build_insights(con, filters: Filters, top: int = 3) -> list[Section]:
-    """One section per insight: its top rows and the SQL (filters as literals) that gives them all."""
+    """One section per insight: its top rows and the SQL (filters as literals) that gives them all.
+    A user or machine filter applies where the mart has that column; elsewhere the title says so
+    (`report --insights --machine` failed on the usage blocks, which have no machine)."""
     if top < 0:
         raise ValueError("--top must be 0 (no limit) or more")
     sections = []
     for i in INSIGHTS:
-        sql = i.sql.format(w=filters.literal_where(i.date_col, i.scoped))
+        people, note = people_of(con, i.mart, filters)
+        sql = i.sql.format(w=filters.literal_where(i.date_col, i.scoped, people))
         cur = con.execute(sql)
         columns, rows = [d[0] for d in cur.description], fetch_rows(cur)
         cut = rows[:top] if top else rows
-        sections.append(Section(i.mart, i.title, columns, cut, len(rows) - len(cut), sql))
+        sections.append(Section(i.mart, i.title + note, columns, cut, len(rows) - len(cut), sql))
     return sections
 
 

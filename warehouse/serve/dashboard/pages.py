@@ -24,7 +24,7 @@ from warehouse.serve import budgets as budgeting
 from warehouse.serve.dashboard import charts
 from warehouse.serve.labels import MODEL_COLUMNS, label, model_label, model_sql, models_label
 from warehouse.serve.local_days import local_date
-from warehouse.serve.report import Filters, cost_and_sessions, session_key, sorted_list, tool_calls
+from warehouse.serve.report import Filters, cost_and_sessions, people_of, session_key, sorted_list, tool_calls
 from warehouse.serve.report_options import parse_day
 from warehouse.serve.search import message_anchor
 
@@ -1362,33 +1362,16 @@ def curated(name: str):
     return next((i for i in getattr(report, "INSIGHTS", ()) if i.mart == name), None)
 
 
-PEOPLE = ("user", "machine")
-
-
-def _people(con, name: str, filters: Filters, columns: list[str] | None = None) -> tuple[tuple[str, ...], str]:
-    """(of user and machine, the columns the mart has, a note for the filters it cannot take).
-    Looked up only when a filter names one of them."""
-    wanted = [c for c in PEOPLE if getattr(filters, c)]
-    if not wanted:
-        return PEOPLE, ""
-    if columns is None:
-        columns = [r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE "
-                                             "table_name = ?", [name]).fetchall()]
-    has = tuple(c for c in PEOPLE if c in columns)
-    missing = [c for c in wanted if c not in has]
-    return has, f" · every {' and '.join(missing)}: this insight has none" if missing else ""
-
-
 def insight_sql(con, name: str, filters: Filters) -> tuple[str, str]:
     """(title, SQL with the filters as literals) giving all of an insight's findings, worst first.
     Without a curated query: every row of the mart, by its first cost-like numeric column."""
     known = curated(name)
     if known is not None:
-        people, note = _people(con, name, filters)
+        people, note = people_of(con, name, filters)
         return known.title + note, known.sql.format(w=filters.literal_where(known.date_col, known.scoped, people))
     described = con.execute(f'DESCRIBE "{name}"').fetchall()
     columns = [r[0] for r in described]
-    people, note = _people(con, name, filters, columns)
+    people, note = people_of(con, name, filters, columns)
     numeric = [r[0] for r in described if r[1].split("(")[0] in
                ("DOUBLE", "DECIMAL", "BIGINT", "INTEGER", "HUGEINT", "FLOAT", "UBIGINT", "SMALLINT")]
     preferred = [c for word in ("cost", "usd", "wasted", "tokens", "share", "ratio", "count", "calls") for c in numeric
