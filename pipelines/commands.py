@@ -14,13 +14,14 @@ from pathlib import Path
 from transforms.provider import DiscoverOptions, merge_paths
 from warehouse.lake.config import DEMO, demo_layout, has_data, load_config, load_layout
 from warehouse.lake.layout import Layout, check_catalog, own_lake, same_lake
+from warehouse.lake.pg_catalog import PostgresCatalog, is_postgres
 
 
 def _layout(args) -> Layout:
     layout = load_layout(args.home, args.lake, args.warehouse, machine=getattr(args, "machine", None),
                          user=getattr(args, "user", None), team=getattr(args, "team", None))
     named = os.environ.get("AGENTLAKE_WAREHOUSE")
-    if args.home and named and not args.warehouse and str(layout.warehouse) != named \
+    if args.home and named and not args.warehouse and not _same_warehouse(named, layout.warehouse) \
             and not getattr(args, "warehouse_note_said", False):
         args.warehouse_note_said = True  # once per command, which may look its home up again
         # it names $AGENTLAKE_HOME's warehouse, not this home's (docs/CLI.md, --warehouse); a
@@ -28,6 +29,14 @@ def _layout(args) -> Layout:
         _err(f"note: $AGENTLAKE_WAREHOUSE ({named}) is not read with --home: this command reads "
              f"{layout.warehouse}; give --warehouse to read another")
     return layout
+
+
+def _same_warehouse(named: str, warehouse) -> bool:
+    """`named` (a setting as written) is `warehouse`: the same file, however spelt (`~`, relative),
+    or the same PostgreSQL catalog."""
+    if is_postgres(named) or is_postgres(warehouse):
+        return str(warehouse) == named or str(warehouse) == str(PostgresCatalog.parse(named))
+    return Path(named).expanduser().absolute().resolve() == Path(warehouse).absolute().resolve()
 
 
 def _options(args, layout: Layout) -> DiscoverOptions:
@@ -493,7 +502,10 @@ def _say_if_the_prices_wait_for_a_merge(con, args) -> None:
     the report yet, and it said nothing (a new user's trial)."""
     from warehouse.catalog.prices import recorded_fingerprint
 
-    config_file = _layout(args).config_file
+    layout = _layout(args)
+    if is_postgres(layout.warehouse) or Path(layout.warehouse).parent != layout.home:
+        return  # a warehouse another home merges (a team's): its prices are that home's config's
+    config_file = layout.config_file
     prices = load_config(config_file).prices
     if prices and prices.fingerprint() != recorded_fingerprint(con):
         _err(f"note: the prices in {config_file} are not the ones the warehouse was merged with: "

@@ -395,3 +395,6 @@ def test_agentlake_warehouse_is_not_read_with_home_and_a_note_says_so(built_once
                           f"{home / 'warehouse.ducklake'}; give --warehouse to read another\n")
     plain = run_cli("sql", "--home", str(home), "SELECT 1")
     assert plain.returncode == 0 and "AGENTLAKE_WAREHOUSE" not in plain.stderr
+    # the same file, spelt another way: nothing to say (found reviewing this stop's change)
+    same = run_cli("sql", "--home", str(home), "SELECT 1", env={"AGENTLAKE_WAREHOUSE": f"{home}/./warehouse.ducklake"})
+    assert same.returncode == 0 and "AGENTLAKE_WAREHOUSE" not in same.stderr, same.stderr

@@ -75,8 +75,11 @@ def test_the_center_merges_into_postgres_and_readers_see_each_merge_at_once(post
                    "(SELECT string_agg(concat(name, '=', value), ' ') FROM duckdb_settings()) AS every")
     assert ok(shown) and json.loads(shown.stdout)[0]["n"] == a.messages + b.messages
     assert not [v for v in keys.values() if v in shown.stdout], shown.stdout
+    home.mkdir(parents=True, exist_ok=True)  # a reader's own prices: the center's config prices the team's catalog
+    (home / "config.toml").write_text('[[prices]]\nmodel = "m"\ninput = 1\noutput = 2\n')
     report = reader(postgres, s3, home, "report", "--format", "json")
-    assert ok(report)
+    assert ok(report) and "agentlake merge` applies them" not in report.stderr, report.stderr
+    (home / "config.toml").unlink()
     totals = json.loads(report.stdout)["totals"][0]
     assert float(totals["cost_usd"]) == pytest.approx(a.root_cost + b.root_cost, abs=1e-9)
     assert not list(home.glob("**/*.ducklake"))
