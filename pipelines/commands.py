@@ -833,7 +833,7 @@ def cmd_compact(args) -> int:
     if not layout.warehouse.exists():
         return _nothing_ingested(layout)
     files = compact(layout.warehouse, keep_seconds=args.keep_seconds, orphans=args.orphans,
-                    data_path=layout.tables_path)
+                    data_path=layout.tables_path, lake=str(layout.lake))
     # rows small merges kept in the catalog become files of their own: a compaction may end with more
     out = files["rows_written_out"]
     said = f" (and {out:,} rows small merges kept in the catalog written out to files)" if out else ""

@@ -282,9 +282,9 @@ def test_a_merge_that_leaves_many_files_per_partition_is_compacted(tmp_path, mon
     def message_files():
         return one("SELECT COUNT(*) FROM ducklake_list_files('lake', 'messages')")
 
-    def compact(c):
+    def compact(c, lake=""):
         compacted.append(message_files())
-        merge.compact(c, keep_seconds=0)
+        merge.compact(c, keep_seconds=0, lake=lake)
 
     monkeypatch.setattr(build, "compact", compact)
     result = build.refresh(tmp_path / "lake", catalog)

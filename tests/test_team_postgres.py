@@ -346,7 +346,9 @@ def test_a_first_merge_naming_a_bucket_that_does_not_exist_leaves_the_catalog_to
         without.delenv("AWS_ENDPOINT_URL")
         via_uri = run_cli_fresh("merge", "--lake", f"{lake}?endpoint_override={endpoint}&scheme=http",
                                 "--warehouse", db.warehouse(WRITER), env=bare)
-    assert ok(via_uri)
+        compacted = run_cli_fresh("compact", "--lake", f"{lake}?endpoint_override={endpoint}&scheme=http",
+                                  "--warehouse", db.warehouse(WRITER), env=bare)  # as the merge does
+    assert ok(via_uri) and ok(compacted)
     reader_env = {**s3, **db.env(READER, READER_PASSWORD), "AGENTLAKE_HOME": str(tmp_path / "reader")}
     ran = run_cli_fresh("sql", "--format", "json", "--warehouse", db.warehouse(READER),
                         "SELECT COUNT(*) AS n FROM sessions", env=reader_env)

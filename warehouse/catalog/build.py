@@ -43,7 +43,7 @@ def refresh(lake, warehouse: Path, *, full: bool = False, marts: bool = True,
                             readers_copy_in=lake if team else None)
         result = merge(lake, catalog, full=full, marts=marts, prices=prices, then=after)
         if result.crowded:
-            compact(catalog)
+            compact(catalog, lake=str(lake))
         if after.failed:  # the merge is published; an index that failed stays owed to the next
             raise after.failed
         owed.paid = marts

@@ -886,18 +886,19 @@ class DamagedTables(RuntimeError):
 
 
 def compact(catalog: Path, *, keep_seconds: int = GRACE_SECONDS, orphans: bool = False,
-            data_path: str | None = None) -> dict[str, int]:
+            data_path: str | None = None, lake: str = "") -> dict[str, int]:
     """Write the rows small merges kept inline in the catalog out to Parquet, merge adjacent small files, rewrite files with many deleted rows, and remove the files no
     snapshot younger than `keep_seconds` needs (a reader holding an older snapshot keeps its
     files for that long). Returns the data files before and after. `data_path`: the layout's
-    (see ducklake.writing), for a home moved or copied since its last write."""
+    (see ducklake.writing), for a home moved or copied since its last write; `lake`: its URI,
+    whose endpoint a catalog in PostgreSQL reaches its tables through, as a merge does."""
     return ducklake.retried_with_more_memory(
-        lambda limit: _compact(catalog, keep_seconds, orphans, limit, data_path))
+        lambda limit: _compact(catalog, keep_seconds, orphans, limit, data_path, lake))
 
 
 def _compact(catalog: Path, keep_seconds: int, orphans: bool, memory_limit: str | None,
-             data_path: str | None) -> dict[str, int]:
-    with ducklake.writing(catalog, data_path, memory_limit, rebuilds=False) as con:
+             data_path: str | None, lake: str = "") -> dict[str, int]:
+    with ducklake.writing(catalog, data_path, memory_limit, rebuilds=False, lake=lake) as con:
         broken = ducklake.damaged_files(con)
         if broken:  # compaction reads every file it merges: the merge builds them again first
             table, files = sorted(broken.items())[0]
