@@ -26,16 +26,18 @@ def folder(layout) -> Path:
     return layout.state_dir / FOLDER
 
 
-def keep(layout, summary, read: list, merge) -> None:
+def keep(layout, summary, read: list, merge, landed_before: list = ()) -> None:
     """The run for Dagster: the partitions of the sources it read (`read`: their results), the
-    landing checks over them, and the merge's outcome (None: it failed or did not run). Nothing
+    landing checks over them, and the merge's outcome (None: it failed or did not run);
+    `landed_before`: the results of the sources an earlier run landed and this merge merged
+    (landed_by_a_stopped_run), whose partitions it reports too. Nothing
     when it read no source and the merge changed nothing: no Dagster run would have started
     either. Best effort: a state folder that cannot be written costs Dagster's view of this run,
     not the run."""
     partitions = {r.source.dagster_partition for r in read}
     if not partitions and not (merge and (merge.merged or merge.removed)):
         return
-    landed_before = {r.source.dagster_partition for r in landed_by_a_stopped_run(layout, summary, merge)}
+    landed_before = {r.source.dagster_partition for r in landed_before}
     by_partition = {}
     for result in summary.results:
         if result.source.dagster_partition in partitions | landed_before:

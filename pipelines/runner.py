@@ -158,8 +158,9 @@ def run_ingest(layout: Layout, options: DiscoverOptions, *, full_refresh: bool =
             raise KeyboardInterrupt
     finally:  # for Dagster's sensor, interrupted or not: what landed shows in `agentlake dev`
         summary.results = reporter.results
-        summary.landed_before = len(cli_runs.landed_by_a_stopped_run(layout, summary, merged))
-        cli_runs.keep(layout, summary, read, merged)
+        landed_before = cli_runs.landed_by_a_stopped_run(layout, summary, merged)
+        summary.landed_before = len(landed_before)
+        cli_runs.keep(layout, summary, read, merged, landed_before)
     return summary
 
 
