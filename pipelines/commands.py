@@ -348,7 +348,7 @@ def _command_for(layout: Layout, command: str) -> str:
     if home.name == DEMO and not has_data(load_layout(str(home.parent), env={})):
         home = home.parent
     flag = f" --home {shlex.quote(str(home))}" if home != Layout.resolve().home else ""
-    if home == layout.home and str(load_layout(str(home), env={}).warehouse) != str(layout.warehouse):
+    if home == layout.home and not _same_warehouse(str(load_layout(str(home), env={}).warehouse), layout.warehouse):
         flag += f" --warehouse {shlex.quote(str(layout.warehouse))}"
     exe = "agentlake" if shutil.which("agentlake") else shlex.quote(sys.argv[0])  # a venv not on PATH
     return f"{exe} {command}{flag}"
