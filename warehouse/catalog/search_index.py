@@ -86,16 +86,36 @@ def owed_marker(index: Path) -> Path:
     return index.with_name("." + index.name + ".due")
 
 
+def _of_this_format(index: Path) -> Path:
+    """Touched once the index file has been found, or written, in this FORMAT, and good while the
+    index is no newer (another release writing it after makes it so): a merge with nothing new asks
+    two stats, not a DuckDB connection to the index (a few ms on every no-op ingest)."""
+    return index.with_name(f".{index.name}.format-{FORMAT}")
+
+
 def of_another_format(index: Path) -> bool:
     """An index file written in another FORMAT (an older release's), to be built again whole; one
     that cannot be read is too (a damaged file is made again)."""
     if not index.exists():
         return False
+    marker = _of_this_format(index)
+    if marker.exists() and marker.stat().st_mtime >= index.stat().st_mtime:
+        return False
     try:
         with duckdb.connect(str(index), read_only=True) as con:
-            return con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() != (FORMAT,)
+            current = con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == (FORMAT,)
     except duckdb.Error:
         return True
+    if current:
+        _mark_format(index)
+    return not current
+
+
+def _mark_format(index: Path) -> None:
+    try:
+        _of_this_format(index).touch()
+    except OSError:  # asked again next time
+        pass
 
 
 @dataclass
@@ -190,6 +210,7 @@ def _update_on(lake, target: Path, full: bool, memory_limit: str | None = None) 
         lake.execute("DETACH search")  # checkpointed: the file is whole on its own
         attached = False
         os.replace(work, target)
+        _mark_format(target)
     finally:
         if attached:  # an error half-way: the connection may be the merge's, which goes on
             try:
