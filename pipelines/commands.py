@@ -34,7 +34,9 @@ def _layout(args) -> Layout:
 def _same_warehouse(named: str, warehouse) -> bool:
     """`named` (a setting as written) is `warehouse`: the same file, however spelt (`~`, relative),
     or the same PostgreSQL catalog."""
-    if is_postgres(named) or is_postgres(warehouse):
+    if is_postgres(named) != is_postgres(warehouse):
+        return False
+    if is_postgres(named):
         return str(warehouse) == named or str(warehouse) == str(PostgresCatalog.parse(named))
     return Path(named).expanduser().absolute().resolve() == Path(warehouse).absolute().resolve()
 
