@@ -116,7 +116,7 @@ def test_every_figure_honours_the_user_and_machine_filters(dashboard, people, wh
     chart = html.unescape(figure(page, "cost-by-model"))
     axis = re.search(r"Y-axis for a discrete scale with \d+ values: ([^\"]*)", chart).group(1)
     assert set(axis.split(", ")) == models  # an unknown cost's row too (written, not drawn)
-    # tool calls: counted from tool_calls, which has the user and machine tool_usage lacks
+    # tool calls: tool_usage's rows of these users and machines (the mart has both columns)
     tools = figure(page, "tool-usage")
     for label in tool_bar_labels(people, where, *args).values():
         assert label in html.unescape(tools), label
@@ -143,8 +143,8 @@ def test_the_report_takes_the_dashboards_user_and_machine_filters(people, who):
     assert totals["root_sessions"] == scalar(people, f"SELECT COUNT(*) FROM sessions WHERE is_root AND {where}")
     assert float(totals["cost_usd"]) == pytest.approx(float(scalar(
         people, f"SELECT SUM(cost_usd) FROM sessions WHERE is_root AND {where}")), abs=1e-9)
-    # tool_usage has no user or machine: the calls are counted from tool_calls (MCP's usage_report
-    # with a user counted none: DuckDB read "user" as its own current user)
+    # as many calls as tool_calls holds for them (MCP's usage_report with a user counted none when
+    # tool_usage had no "user": DuckDB read it as its own current user)
     calls = scalar(people, f"SELECT COUNT(*) FROM tool_calls WHERE has_call AND {where}")
     assert calls and totals["tool_calls"] == calls
     if flag == "--user":

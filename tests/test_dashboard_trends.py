@@ -70,7 +70,7 @@ def label(day: date, period: str) -> str:
 @pytest.mark.parametrize("params, where, args, period", [
     ("", "", (), "day"),
     ("?grain=week", "", (), "week"),
-    ("?user=ana", '"user" = ?', ("ana",), "day"),  # tool calls then from tool_calls, not tool_usage
+    ("?user=ana", '"user" = ?', ("ana",), "day"),
     ("?machine=laptop&grain=month", "machine = ?", ("laptop",), "month"),
     ("?project=shop", "project = ?", ("shop",), "day"),
 ])

@@ -71,6 +71,10 @@ def test_tool_usage(lake):
     assert rows["bash"][:4] == (2, 0, 0.0, 1)
     assert rows["edit"][:3] == (2, 1, 0.5)
     assert rows["write"][:2] == (1, 0)
+    # per machine and user too: a team's calls by person are the mart's rows (report --user)
+    by_person = query(lake, 'SELECT machine, "user", SUM(calls) FROM tool_usage GROUP BY ALL ORDER BY ALL')
+    assert by_person == query(lake, 'SELECT machine, "user", COUNT(*) FROM tool_calls WHERE has_call '
+                                    'GROUP BY ALL ORDER BY ALL') == [("laptop", "dev", 5)]
 
 
 def test_shell_commands_by_first_word_and_command(lake):

@@ -156,36 +156,21 @@ BY_SQL = {
                            listed=(("provider", "agents"),)),
     "tool": "SELECT tool_name, tool_category, SUM(calls) AS calls, SUM(errors) AS errors, "
             "ROUND(SUM(errors) / SUM(calls), 3) AS error_rate, SUM(nonzero_exits) AS nonzero_exits "
-            "FROM {tools} {w} GROUP BY ALL ORDER BY calls DESC, tool_name",
+            "FROM tool_usage {w} GROUP BY tool_name, tool_category ORDER BY calls DESC, tool_name",
     # one row per kind of tool, whatever each agent calls it (bash, Bash, Shell, exec_command: shell)
     "category": f"SELECT tool_category, {sorted_list('tool_name')} AS tool_names, SUM(calls) AS calls, "
                 "SUM(errors) AS errors, ROUND(SUM(errors) / SUM(calls), 3) AS error_rate, "
                 "SUM(nonzero_exits) AS nonzero_exits, SUM(failed) AS failed, "
                 "ROUND(SUM(failed) / SUM(calls), 3) AS failure_rate "
-                "FROM {tools} {w} GROUP BY tool_category ORDER BY calls DESC, tool_category",
+                "FROM tool_usage {w} GROUP BY tool_category ORDER BY calls DESC, tool_category",
 }
 
 
-# tool_usage has no user or machine: filtered by either, the tool calls are counted from
-# tool_calls as tool_usage counts them. A filter on a column the mart lacks did not fail: DuckDB
-# read "user" as its current user ('duckdb'), and counted no tool call at all.
-TOOL_CALLS = ('(SELECT date, provider, project, "user", machine, tool_name, tool_category, COUNT(*) AS calls, '
-              "COUNT(*) FILTER (WHERE is_error) AS errors, COUNT(*) FILTER (WHERE exit_code <> 0) AS nonzero_exits, "
-              "COUNT(*) FILTER (WHERE is_error OR exit_code <> 0) AS failed FROM tool_calls WHERE has_call GROUP BY ALL)")
-
-
-def tool_calls(filters: Filters) -> str:
-    """The table of tool calls per day and tool the filters can be applied to: the mart unless
-    they name a user or a machine."""
-    return TOOL_CALLS if filters.user or filters.machine else "tool_usage"
-
-
 def run_query(con, sql: str, filters: Filters, date_col: str = "date", limit: int | None = None):
-    """`sql` with `{w}` each table's WHERE of the filters, and `{tools}` the tool calls' table
-    (tool_calls(filters))."""
+    """`sql` with `{w}` each table's WHERE of the filters."""
     where, params = filters.where(date_col)
     params = params * sql.count("{w}")  # the same filters on every table the query reads
-    sql = sql.format(w=where, tools=tool_calls(filters))
+    sql = sql.format(w=where)
     if limit:
         sql += f" LIMIT {int(limit)}"
     cur = con.execute(sql, params)
@@ -216,7 +201,7 @@ def _totals(con, filters: Filters) -> Section:
     parts = [cost_and_sessions(con, filters)]
     for sql in ("SELECT COUNT(*) AS messages FROM messages {w}",
                 "SELECT COALESCE(SUM(calls), 0) AS tool_calls, COALESCE(SUM(errors), 0) AS tool_errors, "
-                "COALESCE(SUM(nonzero_exits), 0) AS nonzero_exits FROM {tools} {w}"):
+                "COALESCE(SUM(nonzero_exits), 0) AS nonzero_exits FROM tool_usage {w}"):
         columns, rows = run_query(con, sql, filters)
         parts.append((columns, rows[0]))
     return Section("totals", "Totals", [c for p in parts for c in p[0]], [sum((p[1] for p in parts), ())])
@@ -247,7 +232,7 @@ def build(con, filters: Filters, by: str = "project", top: int = 10) -> list[Sec
         add("tools", "Tools", BY_SQL["tool"], limit=top)
     add("failing_tools", "Failing tools",
         "SELECT tool_name, SUM(calls) AS calls, SUM(errors) AS errors, SUM(nonzero_exits) AS nonzero_exits, "
-        "SUM(failed) AS failed, ROUND(SUM(failed) / SUM(calls), 3) AS failure_rate FROM {tools} {w} "
+        "SUM(failed) AS failed, ROUND(SUM(failed) / SUM(calls), 3) AS failure_rate FROM tool_usage {w} "
         "GROUP BY ALL HAVING SUM(failed) > 0 ORDER BY failure_rate DESC, calls DESC, tool_name", limit=top)
     return sections
 

@@ -24,7 +24,7 @@ from warehouse.serve import budgets as budgeting
 from warehouse.serve.dashboard import charts
 from warehouse.serve.labels import MODEL_COLUMNS, label, model_label, model_sql, models_label
 from warehouse.serve.local_days import local_date
-from warehouse.serve.report import Filters, cost_and_sessions, people_of, session_key, sorted_list, tool_calls
+from warehouse.serve.report import Filters, cost_and_sessions, people_of, session_key, sorted_list
 from warehouse.serve.report_options import parse_day
 from warehouse.serve.search import message_anchor
 
@@ -790,8 +790,8 @@ INPUT_TOKENS = ("COALESCE(input_uncached_tokens, 0) + COALESCE(cache_read_tokens
 CACHE_SHARE = (f"SUM(COALESCE(cache_read_tokens, 0)) AS cache_read, SUM({INPUT_TOKENS}) AS input, "
                "SUM(requests) AS requests FROM (SELECT * FROM token_usage WHERE cache_read_tokens IS NOT NULL "
                "OR cache_write_5m_tokens IS NOT NULL OR cache_write_1h_tokens IS NOT NULL)")
-# failed tool calls as the tool chart counts them, from `tool_calls(filters)`
-FAILED_CALLS = "SUM(calls) AS calls, SUM(failed) AS failed FROM {tools}"
+# failed tool calls as the tool chart counts them
+FAILED_CALLS = "SUM(calls) AS calls, SUM(failed) AS failed FROM tool_usage"
 
 # both windows in one query (each query on the lake costs a catalog lookup): the totals as
 # warehouse.serve.report.cost_and_sessions counts them, failed tool calls and the cache share
@@ -843,7 +843,7 @@ def headline_figures(con, filters: Filters, window: Window) -> tuple[Figures, Fi
     """(this window's figures, the previous window's), within the other filters."""
     before = window.before()
     span = replace(filters, since=min(before.first, window.first), until=window.last)
-    sql = _HEADLINE.format(start=f"DATE '{window.first.isoformat()}'", tools=tool_calls(filters))
+    sql = _HEADLINE.format(start=f"DATE '{window.first.isoformat()}'")
     found = {}
     for (recent, cost_rows, cost, unknown_rows, partial_rows, sessions, unknown, partial, calls, failed, cache_read,
          input_, requests) in _query(con, sql, span):
@@ -942,9 +942,9 @@ SELECT date, SUM(all_input) AS all_input, SUM(output) AS output, SUM(calls) AS c
        SUM(cache_read) AS cache_read, SUM(input) AS input
 FROM ((SELECT date, SUM(CASE WHEN COALESCE(input_uncached_tokens, cache_read_tokens, cache_write_5m_tokens,
                                            cache_write_1h_tokens) IS NOT NULL THEN """ + INPUT_TOKENS + """ END) AS all_input,
-              SUM(output_tokens) AS output FROM token_usage {{w}} GROUP BY 1)
-      UNION ALL BY NAME (SELECT date, """ + FAILED_CALLS + """ {{w}} GROUP BY 1)
-      UNION ALL BY NAME (SELECT date, """ + CACHE_SHARE + """ {{w}} GROUP BY 1))
+              SUM(output_tokens) AS output FROM token_usage {w} GROUP BY 1)
+      UNION ALL BY NAME (SELECT date, """ + FAILED_CALLS + """ {w} GROUP BY 1)
+      UNION ALL BY NAME (SELECT date, """ + CACHE_SHARE + """ {w} GROUP BY 1))
 GROUP BY 1"""
 TREND_FIGURES = ("all_input", "output", "calls", "failed", "cache_read", "input")
 
@@ -957,7 +957,7 @@ def _plus(a, b):
 def trend_periods(con, req: Request, span: tuple | None) -> tuple[str, date, date, dict]:
     """(period, first period, last period, figures by period start) of the trends: the cost
     chart's period (`span`: its period and days), over its days and the trends' own."""
-    days = _query(con, _TRENDS.format(tools=tool_calls(req.filters)), req.filters)
+    days = _query(con, _TRENDS, req.filters)
     ends = [r[0] for r in days] + (list(span[1:]) if span else [])
     if not ends:
         return req.grain or "day", None, None, {}
@@ -1074,7 +1074,7 @@ def _tool_chart(con, req: Request) -> tuple[str, str]:
     """Tool calls by category (shell, read, edit, ...): one agent's `bash` and another's `Shell`
     are one bar, labelled with the names the agents gave them, as `report --by category` lists them."""
     return _ranking_chart(con, req, f"SELECT tool_category || ': ' || {_TOOL_NAMES}, SUM(calls) AS n, SUM(failed) "
-                                    f"FROM {tool_calls(req.filters)} {{w}} GROUP BY tool_category ORDER BY n DESC, 1",
+                                    "FROM tool_usage {w} GROUP BY tool_category ORDER BY n DESC, 1",
                           lambda r: None, unit="", value_title="calls", overlay_title="failed", width=900)
 
 

@@ -1,6 +1,7 @@
 -- refresh: by project
 -- reads: tool_calls
--- tool_usage: calls and failures per day, project and tool.
+-- tool_usage: calls and failures per day, project, machine, user and tool (a team lead's
+-- filters by person: report --user, the dashboard's ?user= and ?machine=, MCP's usage_report).
 -- errors: the tool itself failed (is_error); nonzero_exits: a shell command exited non-zero,
 -- which the agent does not count as an error; failed: either, a call that did both counted once.
 CREATE OR REPLACE VIEW tool_usage AS
@@ -8,6 +9,8 @@ SELECT
     date,
     provider,
     project,
+    machine,
+    "user",
     tool_name,
     tool_category,
     COUNT(*) AS calls,
