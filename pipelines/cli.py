@@ -196,6 +196,9 @@ NEGATION_FIRST = 'a query that starts with -word goes after --: agentlake search
 
 # old names a command still answers to, not listed (`views` was merge's first name)
 LEGACY_NAMES = {"views"}
+# words users type as commands that are options of one (the README's "insights")
+OPTION_COMMANDS = {"insights": "report --insights", "budgets": "report --budgets", "tools": "report --by tool",
+                   "users": "report --by user", "people": "report --by user", "models": "report --by model"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -210,7 +213,8 @@ class _Parser(argparse.ArgumentParser):
             import difflib
 
             names = [n for n in self._subparsers._group_actions[0].choices if n not in LEGACY_NAMES]
-            close = difflib.get_close_matches(typo[1], names, n=1, cutoff=0.6)
+            close = ([OPTION_COMMANDS[typo[1]]] if typo[1] in OPTION_COMMANDS
+                     else difflib.get_close_matches(typo[1], names, n=1, cutoff=0.6))
             message = (f"unknown command {typo[1]!r}" + (f": did you mean `{close[0]}`?" if close else "")
                        + f" (the commands: {', '.join(names)})")
         elif self.prog.endswith(" search") and message.endswith("required: query"):

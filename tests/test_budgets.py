@@ -44,7 +44,8 @@ def test_budgets_are_read_with_their_scopes(tmp_path):
     ("[[budgets]]\nmonthly_usd = 0\n", "budget 1: monthly_usd must be an amount in USD above 0"),
     ("[[budgets]]\nmonthly_usd = '500'\n", "budget 1: monthly_usd must be an amount in USD above 0"),
     ("[[budgets]]\nmonthly_usd = true\n", "budget 1: monthly_usd must be an amount in USD above 0"),
-    ("[[budgets]]\nmonthly_usd = 5\nuser = 'a'\nagent = 'b'\n", "budget 1: one scope at most (user or agent)"),
+    ("[[budgets]]\nmonthly_usd = 5\nuser = 'a'\nagent = 'b'\n", "budget 1: one scope at most, not user and agent: a "
+     "budget is for one project, user or agent, or for the team with none"),
     ("[[budgets]]\nmonthly_usd = 5\nteam = 'x'\n", "budget 1: unknown setting 'team'; known: monthly_usd, project"),
     ("[[budgets]]\nmonthly_usd = 5\nuser = ''\n", "budget 1: user must be a name"),
     ("[[budgets]]\nmonthly_usd = 5\n[[budgets]]\nmonthly_usd = 6\n", "budget 2: a second budget for the team"),
@@ -136,6 +137,11 @@ def test_report_budgets_exits_3_when_one_is_exceeded(spending):
     assert {(b["month"], b["zone"]) for b in (team, dev)} == {(f"{today:%Y-%m}", "UTC")}
     table = run_cli("report", "--home", layout.home, "--budgets")
     assert table.returncode == 3 and f"Budgets, {today:%B %Y} to {today} (UTC)" in table.stdout
+    # the share used with its four decimals whatever the rows: alone, half of the budget was `0.5`
+    _budgets(layout, "[[budgets]]", "monthly_usd = 5", 'user = "dev"')
+    half = run_cli("report", "--home", layout.home, "--budgets")
+    [row] = [line.split() for line in half.stdout.splitlines() if line.startswith("user dev")]
+    assert row[2:5] == ["5.0000", "2.5000", "0.5000"], half.stdout
     _budgets(layout, "[[budgets]]", f"monthly_usd = {days * 3}")  # $3 a day: 2.5 spent is within, whatever the day
     ok = run_cli("report", "--home", layout.home, "--budgets", "--format", "csv")
     assert ok.returncode == 0, ok.stderr

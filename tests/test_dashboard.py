@@ -135,7 +135,8 @@ def test_filters_change_the_page(dashboard, tab):
     ("provider=gpt", "unknown agent 'gpt'"),
     ("top=many", "top: 'many' is not a whole number"),
     ("top=-1", "top: '-1' is negative: rows per ranking must be 0 (all) or more"),
-    ("agent=gpt", "unknown agent 'gpt'"),
+    ("agent=gpt", "unknown agent 'gpt' (not in this lake); ignored"),
+    ("agent=crus", "unknown agent 'crus' (not in this lake; close ones: crush); ignored"),  # as the CLI says
     ("agnet=crush", "unknown parameter 'agnet': the filters are since, until, project, agent, top"),
     ("agent=crush&agent=codewhale", "agent given 2 times ('crush', 'codewhale'): one value each; 'codewhale' used"),
 ])

@@ -313,6 +313,23 @@ def test_a_misspelt_or_mistyped_setting_is_said_in_toml_s_words(tmp_path, text, 
     assert str(raised.value) == f"{config}: {said}"
 
 
+@pytest.mark.parametrize("text, said", [
+    ("tz = Europe/Berlin\n", 'Invalid value (at line 1, column 6) (a text value goes in quotes: tz = "Europe/Berlin")'),
+    ('lake = "/x"\nmachine = my laptop\n',
+     'Invalid value (at line 2, column 11) (a text value goes in quotes: machine = "my laptop")'),
+    ("lake = s3://key:secret@bucket/x\n", "Invalid value (at line 1, column 8)"),  # a URI is not repeated
+    ('[prices\n', "Expected ']' at the end of a table declaration (at line 1, column 8)"),
+])
+def test_a_value_toml_cannot_read_is_said_with_its_quotes_when_it_lacks_them(tmp_path, text, said):
+    """A new user's trial: `tz = Europe/Berlin` was "Invalid value (at line 1, column 6)", TOML's
+    words for a text without its quotes, the likeliest slip in the file."""
+    config = tmp_path / "config.toml"
+    config.write_text(text)
+    with pytest.raises(ConfigError) as raised:
+        load_config(config)
+    assert str(raised.value) == f"cannot read {config}: {said}"
+
+
 def test_a_misspelt_extra_stores_fails_the_ingest_and_the_right_one_finds_the_store(tmp_path):
     store = generate_store(tmp_path / "crush", projects=1, sessions_per_project=2, seed=5)
     home = tmp_path / "home"

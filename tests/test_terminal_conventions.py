@@ -36,6 +36,10 @@ def test_a_mistyped_command_is_answered_with_the_closest_one():
     assert "unknown command 'reprot': did you mean `report`?" in ran.stderr
     listed = ran.stderr.split("(the commands: ")[1]
     assert "merge" in listed and "views" not in listed  # the legacy name is not offered
+    # the README's "insights" is an option of report, not a command (a new user's trial)
+    for word, meant in (("insights", "report --insights"), ("budgets", "report --budgets")):
+        option = run_cli(word)
+        assert option.returncode == 2 and f"unknown command {word!r}: did you mean `{meant}`?" in option.stderr
     far = run_cli("zzzzzz")
     assert far.returncode == 2 and "unknown command 'zzzzzz' (the commands: quickstart" in far.stderr
 

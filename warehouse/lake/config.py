@@ -89,12 +89,35 @@ class Config:
     warehouse: str | None = None  # the catalog: a DuckDB file, or `postgres:...` (warehouse.lake.pg_catalog)
 
 
+def _unquoted_hint(text: str, error: str) -> str:
+    """The setting TOML refused, its value quoted, when the value is plain words TOML takes for no
+    value (`tz = Europe/Berlin`: "Invalid value (at line 1, column 6)", the likeliest slip). A value
+    with a `://` or an `@` is not repeated: a URI may hold a key."""
+    import re
+
+    at = re.search(r"at line (\d+)", error)
+    lines = text.splitlines()
+    if not at or not 0 < int(at[1]) <= len(lines):
+        return ""
+    setting = re.fullmatch(r"\s*([A-Za-z0-9_-]+)\s*=\s*([\w./+-]+(?: [\w./+-]+)*)\s*", lines[int(at[1]) - 1])
+    if not setting or "://" in setting[2]:
+        return ""
+    try:
+        tomllib.loads(f"v = {setting[2]}")
+    except tomllib.TOMLDecodeError:
+        return f" (a text value goes in quotes: {setting[1]} = \"{setting[2]}\")"
+    return ""
+
+
 def load_config(path: Path, providers=tuple(PROVIDERS)) -> Config:
     if not path.exists():
         return Config()
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        text = path.read_text(encoding="utf-8")
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"cannot read {path}: {exc}{_unquoted_hint(text, str(exc))}") from None
+    except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}") from None
     budgets = _budgets(path, data.pop("budgets", []))  # first: `[budgets]` is a section by mistake
     try:
@@ -172,7 +195,8 @@ def _budgets(path: Path, entries) -> tuple[Budget, ...]:
             raise ConfigError(f"{where}: monthly_usd must be an amount in USD above 0 (e.g. 500 or 99.5)")
         scopes = [k for k in BUDGET_SCOPES if k in entry]
         if len(scopes) > 1:
-            raise ConfigError(f"{where}: one scope at most ({' or '.join(scopes)}), or none for the team")
+            raise ConfigError(f"{where}: one scope at most, not {' and '.join(scopes)}: a budget is for one "
+                              f"{', '.join(BUDGET_SCOPES[:-1])} or {BUDGET_SCOPES[-1]}, or for the team with none")
         scope = scopes[0] if scopes else "team"
         value = entry.get(scope) if scopes else None
         if scopes and (not isinstance(value, str) or not value):

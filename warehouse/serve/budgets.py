@@ -8,7 +8,7 @@ from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
 
 from warehouse.lake.config import Budget
-from warehouse.serve.report import Filters, cost_and_sessions, unknown_name
+from warehouse.serve.report import SHARE_DECIMALS, Filters, cost_and_sessions, unknown_name
 
 OVER, PROJECTED_OVER, OK = "over", "projected over", "ok"
 # each scope's filter of the report (warehouse.serve.report.Filters) and column of `sessions`
@@ -28,7 +28,7 @@ class BudgetStatus:
 
     @property
     def share_used(self) -> Decimal:
-        return (self.spent_usd / self.budget.monthly_usd).quantize(Decimal("0.0001"), ROUND_HALF_UP)
+        return (self.spent_usd / self.budget.monthly_usd).quantize(Decimal(1).scaleb(-SHARE_DECIMALS), ROUND_HALF_UP)
 
     @property
     def status(self) -> str:

@@ -397,9 +397,16 @@ def _display_total(s: Section) -> tuple | None:
     return None if s.total is None else _display_rows(Section(s.name, s.title, s.columns, [s.total]), labelled=False)[0]
 
 
+# the decimals a budget's share used is kept to (warehouse.serve.budgets): written with all of them,
+# whatever its rows (a column of 0.18 and 0.45 showed two, of 0.1894 four)
+SHARE_DECIMALS = 4
+
+
 def _places(s: Section) -> dict[str, int]:
-    """Every cost column of the table with DISPLAY_DECIMALS decimals, so that it lines up."""
-    return {c: DISPLAY_DECIMALS for c in s.columns if _is_cost(c)}
+    """Every cost column of the table with DISPLAY_DECIMALS decimals, and a budget's share used
+    with SHARE_DECIMALS, so that each lines up the same on every run."""
+    return {c: DISPLAY_DECIMALS for c in s.columns if _is_cost(c)} | (
+        {"share_used": SHARE_DECIMALS} if "share_used" in s.columns else {})
 
 
 def render_report(sections: list[Section], fmt: str = "table") -> str:
@@ -427,6 +434,13 @@ def unknown_filters(con, filters: Filters, limit: int = 8) -> list[str]:
     return [s for s in said if s]
 
 
+def close_names(value: str, known, limit: int = 8) -> list[str]:
+    """The names of `known` that hold `value` or are held in it, then those spelt like it."""
+    close = [k for k in known if k and (value.lower() in k.lower() or k.lower() in value.lower())]
+    close += [k for k in difflib.get_close_matches(value, known, n=limit, cutoff=0.5) if k not in close]
+    return close[:limit]
+
+
 def unknown_name(con, what: str, value: str, column: str, limit: int = 8, table: str = "sessions") -> str | None:
     """`value` of `<table>.<column>` (a project, agent or user) if the warehouse does not hold
     it, said with the close names it holds, else None."""
@@ -434,8 +448,7 @@ def unknown_name(con, what: str, value: str, column: str, limit: int = 8, table:
                                        f"ORDER BY 1").fetchall()]
     if value in known:
         return None
-    close = [k for k in known if k and (value.lower() in k.lower() or k.lower() in value.lower())]
-    close += [k for k in difflib.get_close_matches(value, known, n=limit, cutoff=0.5) if k not in close]
+    close = close_names(value, known, limit)
     if close:
         hint = f"close ones: {', '.join(close[:limit])}"
     elif known:

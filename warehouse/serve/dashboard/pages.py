@@ -24,7 +24,7 @@ from warehouse.serve import budgets as budgeting
 from warehouse.serve.dashboard import charts
 from warehouse.serve.labels import MODEL_COLUMNS, label, model_label, model_sql, models_label
 from warehouse.serve.local_days import local_date
-from warehouse.serve.report import Filters, cost_and_sessions, people_of, session_key, sorted_list
+from warehouse.serve.report import Filters, close_names, cost_and_sessions, people_of, session_key, sorted_list
 from warehouse.serve.report_options import parse_day
 from warehouse.serve.search import message_anchor
 
@@ -143,7 +143,8 @@ def parse_request(query: str, projects: list[str], providers: list[str], path: s
     for key, known_values in choices:
         value = params.get(key, "")
         if value and value not in known_values:
-            errors.append(f"unknown {key} {value!r} (not in this lake); ignored")
+            close = ", ".join(close_names(value, known_values, 5))
+            errors.append(f"unknown {key} {value!r} (not in this lake{'; close ones: ' + close if close else ''}); ignored")
         elif value:
             chosen[key] = value
     top = DEFAULT_TOP
