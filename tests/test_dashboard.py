@@ -412,7 +412,7 @@ def test_insights_that_exist_are_shown_and_the_rest_skipped(lake, tab, tmp_path)
 
     from tests.conftest import query
     from warehouse.lake import ducklake
-    from warehouse.serve.dashboard.pages import INSIGHT_ROWS, INSIGHTS
+    from warehouse.serve.dashboard.request import INSIGHT_ROWS, INSIGHTS
 
     with ducklake.writing(lake.warehouse) as con:
         con.execute("DROP TABLE IF EXISTS insight_usage_blocks")  # as if its mart did not exist yet

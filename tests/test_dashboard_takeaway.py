@@ -18,7 +18,7 @@ import pytest
 
 from tests.conftest import query
 from tests.support_dashboard_built import lake_copy, shared_chromium
-from warehouse.serve.dashboard import pages
+from warehouse.serve.dashboard import page_parts
 from warehouse.serve.dashboard.server import running
 from warehouse.serve.labels import label
 
@@ -158,7 +158,7 @@ def test_the_presets_end_today_utc_and_an_empty_window_says_so(dashboard, lake_r
 
 
 def test_a_preset_relative_to_a_today_within_the_data(dashboard, lake_ro, monkeypatch):
-    monkeypatch.setattr(pages, "today", lambda zone="UTC": DATA_LAST)
+    monkeypatch.setattr(page_parts, "today", lambda zone="UTC": DATA_LAST)
     _, page, _ = get(dashboard)
     week = anchors(part(page, r'<p class="presets" id="presets">(.*?)</p>'))["last 7 days"]
     assert window_of(week) == (str(DATA_FIRST), str(DATA_LAST))
@@ -274,7 +274,7 @@ def test_sorted_then_cut_the_top_rows_are_the_first_of_every_row(dashboard, lake
                                                     "AND duration_s IS NOT NULL"))
     shown = rows(page, "sessions")
     assert len(shown) == 4 and shown[-1][0] == "others (3 sessions)"
-    assert [r[3] for r in shown[:3]] == [pages._duration(d) for d in durations[:3]]
+    assert [r[3] for r in shown[:3]] == [page_parts.duration_text(d) for d in durations[:3]]
 
 
 @pytest.mark.parametrize("column, direction", [("cost_usd", "asc"), ("sessions", "desc"), ("models", "asc")])
@@ -319,7 +319,7 @@ def test_the_overview_with_a_preset_and_a_grain_in_a_real_browser(dashboard, mon
 
     if not CHROMIUM:
         pytest.skip("no chromium on this machine: apt-get install chromium")
-    monkeypatch.setattr(pages, "today", lambda zone="UTC": date(2026, 1, 20))  # the last 30 days hold the data
+    monkeypatch.setattr(page_parts, "today", lambda zone="UTC": date(2026, 1, 20))  # the last 30 days hold the data
     _, page, _ = get(dashboard)
     url = urljoin(dashboard, anchors(part(page, r'<p class="presets" id="presets">(.*?)</p>'))["last 30 days"])
     url += "&grain=week&sort=projects:cost_usd:desc"

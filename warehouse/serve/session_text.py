@@ -2,7 +2,7 @@
 open_session): its facts as the dashboard's session page gives them (pages.find_session), then
 its messages in order, each with its text, reasoning, tool calls and results, and its cost."""
 
-from warehouse.serve.dashboard.pages import find_session
+from warehouse.serve.dashboard.transcript import find_session
 from warehouse.serve.labels import model_label, models_label
 
 PARTS = ("part_type, text, reasoning, tool_call_id, tool_name, tool_input, tool_result, is_error, "

@@ -7,8 +7,9 @@ A snippet is the text of a user's transcript: every piece of it is escaped, and 
 marked with <mark> around escaped text, never by markup the text could carry itself."""
 
 from warehouse.catalog.team_index import NoPublishedIndex
-from warehouse.serve.dashboard.pages import (
-    Request, _e, _options, about_data, filter_fields, layout, page_filters, zone_field)
+from warehouse.serve.dashboard.page_parts import (
+    about_data, escaped, filter_fields, layout, page_filters, select_options, zone_field)
+from warehouse.serve.dashboard.request import Request
 from warehouse.serve.search import (
     KINDS, QUERY_HELP, BadQuery, Hits, NoIndex, SearchFilters, anchor_fragment, local_time, search)
 
@@ -19,7 +20,7 @@ OWN_FILTERS = ("role", "tool", "kind")  # the search's, beside the dashboard's
 
 def html_mark(piece: str, matched: bool) -> str:
     """A snippet's piece as HTML: escaped, a match inside <mark>."""
-    return f"<mark>{_e(piece)}</mark>" if matched else _e(piece)
+    return f"<mark>{escaped(piece)}</mark>" if matched else escaped(piece)
 
 
 def search_page(con, req: Request, index, projects: list[str], providers: list[str]) -> tuple[str, int]:
@@ -82,11 +83,11 @@ def _own_filters(req: Request) -> tuple[str | None, str | None, str | None]:
 def search_form(req: Request, projects: list[str], providers: list[str]) -> str:
     p = req.params
     return f"""<form method="get" action="/search" id="search-form" role="search">
-  <label>words <input type="search" name="q" value="{_e(p.get('q', ''))}" style="width:24em" autofocus></label>
-  <label>role <select name="role">{_options(list(ROLES), p.get('role'))}</select></label>
-  <label>tool <input type="text" name="tool" value="{_e(p.get('tool', ''))}" placeholder="bash, Edit, shell, ..."
+  <label>words <input type="search" name="q" value="{escaped(p.get('q', ''))}" style="width:24em" autofocus></label>
+  <label>role <select name="role">{select_options(list(ROLES), p.get('role'))}</select></label>
+  <label>tool <input type="text" name="tool" value="{escaped(p.get('tool', ''))}" placeholder="bash, Edit, shell, ..."
     style="width:10em"></label>
-  <label>kind <select name="kind">{_options(list(KINDS), p.get('kind'))}</select></label>
+  <label>kind <select name="kind">{select_options(list(KINDS), p.get('kind'))}</select></label>
   {filter_fields(req, projects, providers)}
   {zone_field(req)}
   <button type="submit">search</button>
@@ -94,20 +95,20 @@ def search_form(req: Request, projects: list[str], providers: list[str]) -> str:
 
 
 def _said(said_id: str, text: str) -> str:
-    return f'<p class="empty" id="{said_id}">{_e(text)}</p>'
+    return f'<p class="empty" id="{said_id}">{escaped(text)}</p>'
 
 
 def _results(con, req: Request, query: str, hits: Hits) -> str:
     if not hits:
         narrowed = any(k != "tz" for k in page_filters(req)) or any(req.params.get(k) for k in OWN_FILTERS)
-        wider = (f' with these filters. <a href="{_e(req.link("/search", q=query, **_cleared()))}">'
+        wider = (f' with these filters. <a href="{escaped(req.link("/search", q=query, **_cleared()))}">'
                  "Search without them</a>." if narrowed else ".")
-        return f'<p class="empty" id="search-none">Nothing matches <q>{_e(query)}</q>{wider}</p>'
+        return f'<p class="empty" id="search-none">Nothing matches <q>{escaped(query)}</q>{wider}</p>'
 
     cut = f"the best {SEARCH_LIMIT} shown: narrow the search with the filters" if len(hits) < hits.total else \
         f"a page shows at most {SEARCH_LIMIT}"
-    summary = (f'<p id="search-summary">{_e(hits.counted())} for <q>{_e(query)}</q>, best first ({_e(cut)}); '
-               f"times in {_e(req.filters.zone)}.</p>")
+    summary = (f'<p id="search-summary">{escaped(hits.counted())} for <q>{escaped(query)}</q>, best first ({escaped(cut)}); '
+               f"times in {escaped(req.filters.zone)}.</p>")
     titles = _titles(con, hits)
     items = "".join(_hit(req, h, titles.get((h.machine, h.source_id, h.session_id))) for h in hits)
     return summary + f'<ol id="search-results">{items}</ol>'
@@ -130,9 +131,9 @@ def _hit(req: Request, h, title: str | None) -> str:
     if h.message_id:
         link += "#" + anchor_fragment(h.message_id)
     what = f"{h.tool_name or 'tool'} call" if h.kind == "tool_call" else f"{h.role} message"
-    facts = " · ".join(_e(v) for v in (h.provider, h.project or "(no project)", local_time(h.at, req.filters.zone), what,
+    facts = " · ".join(escaped(v) for v in (h.provider, h.project or "(no project)", local_time(h.at, req.filters.zone), what,
                                        f"{h.user}@{h.machine}"))
-    return (f'<li class="hit"><div class="hit-head"><a class="hit-link" href="{_e(link)}">{_e(title or h.session_id)}'
+    return (f'<li class="hit"><div class="hit-head"><a class="hit-link" href="{escaped(link)}">{escaped(title or h.session_id)}'
             f'</a> · {facts}</div><p class="snippet">{h.snippet}</p></li>')
 
 

@@ -2,7 +2,8 @@
 
 Nothing is fetched by the browser but the page itself (no script, no CDN), so it works on a
 closed network and renders the same everywhere. Pages (warehouse.serve.dashboard.pages): the overview
-(`/`), a project (`/project?project=...`), a session's transcript (`/session?source=...&id=...&machine=...`),
+(`/`), a project (`/project?project=...`), a session's transcript (`/session?source=...&id=...&machine=...`,
+warehouse.serve.dashboard.transcript),
 an insight (`/insight?name=...`) and a search (`/search?q=...`, warehouse.serve.dashboard.search_page);
 a table's every row as CSV (`/csv?table=...`, with the page's filters and `sort`). Filters (dates, project, agent, user, machine, rows per ranking, the time chart's
 grain) are a plain GET form, validated: a bad value is named on the page, never silently dropped.
@@ -20,7 +21,8 @@ from warehouse.catalog.search_index import search_path
 from warehouse.lake.ducklake import damage_hint, one_snapshot, storage_failure
 from warehouse.lake.pg_catalog import is_postgres
 from warehouse.lake.zones import UTC
-from warehouse.serve.dashboard import pages as pages
+from warehouse.serve.dashboard import page_parts, pages, transcript
+from warehouse.serve.dashboard.request import parse_request
 from warehouse.serve.dashboard.search_page import search_page
 from warehouse.serve.dashboard.zoned import LocalMarts
 
@@ -48,7 +50,7 @@ def render(con, path: str, query: str, budgets=(), config_file=None, zone: str =
 def _render(con, path: str, query: str, budgets, config_file, zone, local, index=None) -> tuple:
     rows = con.execute('SELECT DISTINCT project, provider, "user", machine FROM daily_costs').fetchall()
     projects, providers, users, machines = (sorted({r[i] for r in rows if r[i] is not None}) for i in range(4))
-    req = pages.parse_request(query, projects, providers, path, users, machines, zone)
+    req = parse_request(query, projects, providers, path, users, machines, zone)
     if req.filters.zone != UTC:
         (local or LocalMarts()).use(con, req.filters.zone)
     req.budgets, req.config_file = tuple(budgets), None if config_file is None else str(config_file)
@@ -56,7 +58,7 @@ def _render(con, path: str, query: str, budgets, config_file, zone, local, index
     if path == "/csv":
         return pages.download(con, req)
     if path == "/session":
-        body, status = pages.session_page(con, req)
+        body, status = transcript.session_page(con, req)
     elif path == "/insight":
         body, status = pages.insight_page(con, req)
     elif path == "/search":
@@ -133,7 +135,7 @@ class PageCache:
             index = catalog_identity(search_path(warehouse))
             identity = None if index is None else identity + index
         # and the page's day: the windows a click sets and this month's budgets end today
-        return None if identity is None else (*identity, pages.today(pages.page_zone(query, zone)), path, query)
+        return None if identity is None else (*identity, page_parts.today(page_parts.page_zone(query, zone)), path, query)
 
     def get(self, key):
         if key is None:

@@ -1,0 +1,158 @@
+"""One session's transcript: its messages, parts and tool calls in order, each request's
+cost, its sub-agents linked; read for one session only, filtered by its project, days and ids
+so that DuckLake prunes to a few files."""
+
+from datetime import timedelta
+
+from warehouse.lake.zones import UTC, clock
+from warehouse.serve.dashboard.page_parts import about_data, duration_text, escaped, layout, table, usd
+from warehouse.serve.dashboard.request import Request
+from warehouse.serve.labels import model_label, models_label
+from warehouse.serve.report import session_key
+from warehouse.serve.search import message_anchor
+
+TEXT_LIMIT = 4000  # characters of one part shown in a transcript; the rest is counted, not shown
+PARTS_LIMIT = 2000  # parts of one transcript page
+
+
+# --- one session's transcript
+
+
+def find_session(con, source: str | None, session_id: str | None, key: str | None, machine: str | None = None):
+    """(provider, project, source_id, session_id, title, started, ended, cost, cost_source, models,
+    subagents, root_session_id) of a session, root or sub-agent; None when not found. `key` is an
+    insight's lake-wide `session_key`: machine/user/provider/source_id/session_id. `machine` tells
+    apart the same store (so source id) ingested on two machines of a team lake."""
+    cols = ("SELECT s.provider, s.project, s.source_id, s.session_id, s.title, s.created_at, "
+            "COALESCE(ss.ended_at, s.updated_at), COALESCE(ss.cost_usd, s.cost_usd), "
+            "COALESCE(ss.cost_source, s.cost_source), COALESCE(ss.models, s.model), ss.subagents, s.root_session_id, "
+            "ss.duration_s, ss.messages, ss.tool_calls, ss.tool_errors, ss.nonzero_exits, s.machine "
+            "FROM sessions s LEFT JOIN session_summary ss USING (machine, source_id, session_id) ")
+    if key is not None:
+        rows = con.execute(cols + f"WHERE {session_key('s', 's.session_id')} = ? LIMIT 1", [key]).fetchall()
+        return rows[0] if rows else None
+    on_machine = " AND s.machine = ?" if machine else ""
+    rows = con.execute(cols + "WHERE s.source_id = ? AND s.session_id = ?" + on_machine,
+                       [source, session_id, *([machine] if machine else [])]).fetchall()
+    return rows[0] if rows else None
+
+
+def session_page(con, req: Request) -> tuple[str, int]:
+    p = req.params
+    found = find_session(con, p.get("source"), p.get("id"), p.get("key"), p.get("machine"))
+    if found is None:
+        req.errors.append("no such session in this lake: " + (f"key {p['key']!r}" if p.get("key")
+                                                               else f"source {p.get('source')!r}, id {p.get('id')!r}"))
+        return layout("session not found", [("overview", req.link("/"))], "", req, about=about_data(con)), 404
+    (provider, project, source, sid, title, started, ended, cost, cost_source, models, subagents, root,
+     duration, messages, calls, errors, exits, machine) = found
+    # the messages' days bound what DuckLake reads (partitions by year and project, min/max `date`)
+    first = started.date() if started else None
+    last = ended.date() if ended else None
+    if first and last and req.filters.zone != UTC:  # the tables' dates are the zone's: a day either side
+        first, last = first - timedelta(days=1), last + timedelta(days=1)
+    span = "AND date BETWEEN ? AND ? " if first and last and first <= last else ""
+    bounds = [first, last] if span else []
+    # machine too: a team lake may hold the same store path (so source id) from several machines
+    where = f"WHERE project IS NOT DISTINCT FROM ? AND machine = ? AND source_id = ? AND session_id = ? {span}"
+    args = [project, machine, source, sid, *bounds]
+    msgs = con.execute(f"SELECT message_id, message_index, role, model, created_at FROM messages {where} "
+                       "ORDER BY message_index", args).fetchall()
+    parts = con.execute(f"SELECT message_id, part_index, part_type, text, reasoning, tool_call_id, tool_name, "
+                        f"tool_result, is_error, finish_reason, shell_command, shell_output FROM parts {where} "
+                        f"ORDER BY message_id, part_index LIMIT {PARTS_LIMIT + 1}", args).fetchall()
+    calls_by_id = {r[0]: r[1:] for r in con.execute(
+        f"SELECT tool_call_id, tool_name, command, file_path, input, has_result, is_error, exit_code, result_size, "
+        f"result_text FROM tool_calls {where}", args).fetchall()}
+    costs = dict(con.execute(f"SELECT message_id, SUM(cost_usd) FROM usage {where} GROUP BY 1", args).fetchall())
+    children = con.execute("SELECT session_id, title, created_at, cost_usd FROM sessions WHERE machine = ? AND "
+                           "source_id = ? AND parent_session_id = ? ORDER BY created_at", [machine, source, sid]).fetchall()
+    by_message: dict[str, list] = {}
+    for part in parts[:PARTS_LIMIT]:
+        by_message.setdefault(part[0], []).append(part)
+    zone = req.filters.zone
+    facts = [("agent", provider), ("project", project), (f"started ({zone})", clock(started, zone)),
+             (f"last activity ({zone})", clock(ended, zone)),
+             ("duration", duration_text(duration)), ("cost", f"{usd(cost)} ({cost_source})"),
+             ("models", models_label(models)),
+             ("messages (with sub-agents)", messages), ("tool calls (with sub-agents)", calls),
+             ("tool errors", errors), ("non-zero exits", exits), ("sub-agents", subagents)]
+    if root and root != sid:
+        facts.append(("sub-agent of", f'<a href="{escaped(req.link("/session", source=source, id=root, machine=machine))}">'
+                      f'{escaped(root)}</a>'))
+    header = "<table id=\"session-facts\">" + "".join(
+        f"<tr><th>{escaped(k)}</th><td>{v if k == 'sub-agent of' else escaped(v)}</td></tr>" for k, v in facts
+        if v is not None) + "</table>"
+    if children:
+        header += "<h2>Sub-agents</h2>" + table(
+            "subagents", ["session", "title", f"started ({zone})", "cost"],
+            [(c[0], c[1], clock(c[2], zone), usd(c[3])) for c in children],
+            [req.link("/session", source=source, id=c[0], machine=machine) for c in children])
+    if not costs:
+        header += (f'<p class="meta">{escaped(provider)} records no per-request usage here: the cost above is the '
+                   "session's own, not split per message.</p>")
+    # a sub-agent's session id names the call that started it (Crush: `<message>$$<call>`, or the call id)
+    spawned = {c[0].rsplit("$$", 1)[-1]: req.link("/session", source=source, id=c[0], machine=machine) for c in children}
+    out = [_message((*m[:4], clock(m[4], zone)), by_message.get(m[0], []), calls_by_id, costs.get(m[0]), spawned)
+           for m in msgs]
+    if len(parts) > PARTS_LIMIT:
+        out.append(f'<p class="cut">the first {PARTS_LIMIT} parts are shown; the rest: agentlake sql '
+                   f'"SELECT * FROM parts WHERE session_id = \'{escaped(sid)}\'"</p>')
+    body = header + f'<h2>Transcript ({len(msgs)} messages)</h2><div id="transcript">{"".join(out)}</div>'
+    crumbs = [("overview", req.link("/", project="")), (project or "(no project)", req.link("/project", project=project)),
+              (title or sid, None)]
+    return layout(f"session {title or sid}", crumbs, body, req, about=about_data(con)), 200
+
+
+def _clip(text: str | None) -> str:
+    if text is None:
+        return ""
+    if len(text) <= TEXT_LIMIT:
+        return escaped(text)
+    return escaped(text[:TEXT_LIMIT]) + f'\n<span class="meta">… {len(text) - TEXT_LIMIT:,} more characters</span>'
+
+
+def _message(m, parts, calls_by_id, cost, spawned) -> str:
+    message_id, index, role, model, created = m
+    meta = f"#{index} · {escaped(role)} · {escaped(created)}" + (f" · {escaped(model_label(model))}" if model else "")
+    if cost is not None:
+        meta += f" · cost {usd(cost)}"
+    inner = []
+    for (_mid, _pi, ptype, text, reasoning, call_id, tool_name, result, is_error, finish, shell, shell_out) in parts:
+        if ptype == "text" and text:
+            inner.append(f"<pre>{_clip(text)}</pre>")
+        elif ptype == "reasoning" and reasoning:
+            inner.append(f"<details><summary>reasoning</summary><pre>{_clip(reasoning)}</pre></details>")
+        elif ptype == "tool_call":
+            inner.append(_tool_call(call_id, tool_name, calls_by_id.get(call_id), spawned.get(call_id)))
+        elif ptype == "tool_result":
+            status = '<span class="bad">error</span>' if is_error else "result"
+            inner.append(f'<details class="result"><summary>{status} of {escaped(tool_name)} ({escaped(call_id)})</summary>'
+                         f"<pre>{_clip(result)}</pre></details>")
+        elif ptype == "shell_command":
+            inner.append(f'<div class="call">$ {escaped(shell)}</div><pre>{_clip(shell_out)}</pre>')
+        elif ptype == "finish" and finish and role == "assistant":
+            inner.append(f'<span class="meta">finish: {escaped(finish)}</span>')
+    # wrapped in the message's anchor (a search hit links to it); the message keeps its index's id
+    return (f'<div class="anchor" id="{escaped(message_anchor(message_id))}"><div class="msg {escaped(role)}" id="m{escaped(index)}">'
+            f'<div class="meta">{meta}</div>{"".join(inner)}</div></div>')
+
+
+def _tool_call(call_id, tool_name, call, subagent_link: str | None) -> str:
+    if call is None:
+        return f'<div class="call tool-call">{escaped(tool_name)} ({escaped(call_id)})</div>'
+    name, command, path, args, has_result, is_error, exit_code, size, result = call
+    what = command or path or args or ""
+    if not has_result:
+        status = '<span class="bad">no result (interrupted)</span>'
+    elif is_error:
+        status = '<span class="bad">tool error</span>'
+    elif exit_code not in (None, 0):
+        status = f'<span class="bad">exit code {exit_code}</span>'
+    else:
+        status = '<span class="ok">ok</span>' + (" · exit code 0" if exit_code == 0 else "")
+    size_text = f" · {size:,} bytes" if size is not None else ""
+    if subagent_link:
+        size_text += f' · <a class="subagent" href="{escaped(subagent_link)}">its sub-agent session</a>'
+    return (f'<div class="call tool-call"><b>{escaped(name)}</b> <code>{escaped(what[:300])}</code> · {status}{size_text}'
+            f'<details><summary>result</summary><pre>{_clip(result)}</pre></details></div>')
