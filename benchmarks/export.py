@@ -24,7 +24,8 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 import run  # noqa: E402  (benchmarks/run.py: the corpus and the one-message change)
 from corpus import corpus_arguments, ingest_corpus, timed  # noqa: E402
-from warehouse.catalog.merge import file_counts, merge  # noqa: E402
+from warehouse.catalog.compaction import file_counts  # noqa: E402
+from warehouse.catalog.merge import merge  # noqa: E402
 from warehouse.lake.layout import Layout  # noqa: E402
 from warehouse.serve.hive_export import EXPORT, export_tables  # noqa: E402
 

@@ -119,7 +119,8 @@ for m in range(int(sys.argv[4])):
 
 TEAM_MERGE = r"""
 import json, sys
-from warehouse.catalog.merge import compact, merge
+from warehouse.catalog.compaction import compact
+from warehouse.catalog.merge import merge
 r = merge(sys.argv[1], __import__("pathlib").Path(sys.argv[2]))
 c = compact(__import__("pathlib").Path(sys.argv[2]), keep_seconds=0)
 print(json.dumps({"merged": r.merged, **c}))

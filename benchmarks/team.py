@@ -291,7 +291,8 @@ def _step(script: str, *argv) -> dict:
 
 
 def _team(args, work: Path, corpus: Path, n: int) -> dict:
-    from warehouse.catalog.merge import file_counts, merge
+    from warehouse.catalog.compaction import file_counts
+    from warehouse.catalog.merge import merge
 
     base, lake, center = work / "base-lake", work / f"lake-{n}", work / f"center-{n}"
     for old in (lake, center):

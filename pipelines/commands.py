@@ -829,7 +829,7 @@ def cmd_merge(args) -> int:
 
 
 def cmd_compact(args) -> int:
-    from warehouse.catalog.merge import compact
+    from warehouse.catalog.compaction import compact
 
     layout = _layout(args)
     if not layout.warehouse.exists():

@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import T0, DAY, Project, copy_home, ingest, ingest_tables, run_cli
 from transforms.synth.crush import add_message, add_session
 from transforms.synth.crush_parts import text_part
-from warehouse.catalog.merge import compact
+from warehouse.catalog.compaction import compact
 from warehouse.lake.ducklake import connect, writer_path
 from warehouse.lake.layout import Layout
 from warehouse.land.landing_files import LANDING_ID
@@ -114,9 +114,9 @@ def test_a_merge_that_fails_is_a_problem_line_not_a_traceback(home, monkeypatch)
 
 
 def test_a_compaction_that_fails_is_a_problem_line(home, monkeypatch):
-    from warehouse.catalog import merge
+    from warehouse.catalog import compaction
 
-    monkeypatch.setattr(merge, "_compact", _raising(duckdb.IOException("IO Error: No space left on device")))
+    monkeypatch.setattr(compaction, "_compact", _raising(duckdb.IOException("IO Error: No space left on device")))
     ran = run_cli("compact", "--home", home.home)
     _no_traceback(ran)
     assert ran.returncode == 1

@@ -11,7 +11,8 @@ import duckdb
 from tests.conftest import Project, add_message, add_session, assistant, ingest_tables, T0, DAY
 from tests.support_s3 import BUCKET, s3, s3_client, s3_server  # noqa: F401  (the moto fixtures)
 from transforms.contract import ALL_TABLES
-from warehouse.catalog.merge import compact, file_counts, merge
+from warehouse.catalog.compaction import compact, file_counts
+from warehouse.catalog.merge import merge
 from warehouse.lake.ducklake import connect
 from warehouse.serve.hive_export import EXPORT, current_version, export_tables
 

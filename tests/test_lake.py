@@ -13,7 +13,7 @@ from transforms.synth.crush import add_message, add_session
 from transforms.synth.crush_parts import text_part
 from warehouse.land.ingest import clean_stale_staging
 from warehouse.lake.layout import Layout
-from warehouse.catalog.merge import compact
+from warehouse.catalog.compaction import compact
 
 DAY = 86400
 
@@ -282,11 +282,11 @@ def test_a_merge_that_leaves_many_files_per_partition_is_compacted(tmp_path, mon
     def message_files():
         return one("SELECT COUNT(*) FROM ducklake_list_files('lake', 'messages')")
 
-    def compact(c, lake=""):
+    def compacting(c, lake=""):
         compacted.append(message_files())
-        merge.compact(c, keep_seconds=0, lake=lake)
+        compact(c, keep_seconds=0, lake=lake)
 
-    monkeypatch.setattr(build, "compact", compact)
+    monkeypatch.setattr(build, "compact", compacting)
     result = build.refresh(tmp_path / "lake", catalog)
     assert result.merged == 15 and result.crowded
     assert compacted == [15] and message_files() == 3  # five sources in three projects, one year each

@@ -8,7 +8,8 @@ from pathlib import Path
 from transforms.contract import ALL_TABLES
 from warehouse.catalog import search_index, team_index
 from warehouse.catalog.marts import MARTS
-from warehouse.catalog.merge import LAKE_TABLE, MergeResult, compact, merge
+from warehouse.catalog.compaction import compact
+from warehouse.catalog.merge import LAKE_TABLE, MergeResult, merge
 from warehouse.lake.ducklake import WRITER_SETTINGS, one_snapshot, retried_with_more_memory
 from warehouse.lake.pg_catalog import is_postgres
 from warehouse.lake.prices import Prices

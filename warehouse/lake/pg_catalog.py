@@ -278,7 +278,7 @@ def _holder(con) -> str:
 
 # the snapshots readers attached, each with the time it became theirs (PostgreSQL's clock): the
 # last row is the one they attach now (the last writer's, as it ended). The earlier rows tell a
-# sweep when each snapshot stopped being the readers' (warehouse.catalog.merge.sweep): a day of them is kept.
+# sweep when each snapshot stopped being the readers' (warehouse.catalog.compaction.sweep): a day of them is kept.
 PUBLISHED = "agentlake_published"
 _LAST_COMMIT = "SELECT last, now() FROM (SELECT max(snapshot_id) AS last FROM ducklake_snapshot) s"
 
