@@ -1,7 +1,7 @@
 """The hive export for Spark and Trino (warehouse/serve/hive_export.py): versions published by a
 pointer, only changed partitions written, the rest carried over without their bytes moving, old
 versions swept after their grace; and the merge's own sweep of the DuckLake files no reader needs
-(warehouse/catalog/merge.py `sweep`). Real lakes, catalogs and files; S3 on a loopback moto server."""
+(warehouse/catalog/compaction.py `sweep`). Real lakes, catalogs and files; S3 on a loopback moto server."""
 
 import os
 from pathlib import Path
