@@ -16,11 +16,8 @@ import os
 import sys
 from pathlib import Path
 
+from pipelines.command_args import NO_DISCOVERY, UsageError, layout_of, print_err, use_demo_if_empty
 from pipelines.commands import (
-    NO_DISCOVERY,
-    UsageError,
-    _err,
-    _layout,
     cmd_compact,
     cmd_dashboard,
     cmd_demo,
@@ -29,14 +26,11 @@ from pipelines.commands import (
     cmd_mcp,
     cmd_merge,
     cmd_quickstart,
-    cmd_report,
     cmd_schedule,
-    cmd_search,
     cmd_serving,
     cmd_sources,
-    cmd_sql,
-    use_demo_if_empty,
 )
+from pipelines.reading import cmd_report, cmd_search, cmd_sql
 from pipelines.summary import LISTED_WARNINGS
 from warehouse.serve.report_options import BREAKDOWNS, parse_day
 from warehouse.lake.config import ConfigError
@@ -642,31 +636,31 @@ def main(argv=None) -> int:
             pass
         return 141
     except (UsageError, NotACatalog) as exc:
-        _err(f"error: {exc}")
+        print_err(f"error: {exc}")
         return 2
     except KeyboardInterrupt:
-        _err("interrupted")
+        print_err("interrupted")
         return 130
     except Exception as exc:  # anything else is one `problem:` line, never a traceback (docs/CLI.md)
         if type(exc).__name__ == "InterruptException":  # DuckDB's Ctrl-C in a query
-            _err("interrupted")
+            print_err("interrupted")
             return 130
         from warehouse.lake.duckdb_settings import BadThreads
         from warehouse.lake.pg_catalog import CatalogUnreachable
 
         if isinstance(exc, (ConfigError, BadThreads, LakeUnreachable, CatalogUnreachable)):
-            _err(f"error: {exc}")
+            print_err(f"error: {exc}")
             return 1
         from warehouse.lake.ducklake import damage_hint
 
-        _err(f"problem: {_failed(args)}: {one_line(exc)}{damage_hint(exc)}")
+        print_err(f"problem: {_failed(args)}: {one_line(exc)}{damage_hint(exc)}")
         return 1
 
 
 def _failed(args) -> str:
     """What a command that raised could not do, for its `problem:` line."""
     try:
-        warehouse = _layout(args).warehouse
+        warehouse = layout_of(args).warehouse
     except Exception:  # the layout itself is what failed
         return f"`agentlake {args.command}` failed"
     if args.command in ("merge", "views"):

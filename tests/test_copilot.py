@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from genai_prices import Usage, calc_price
 
-from pipelines.commands import _agent_homes
+from pipelines.command_args import agent_homes
 from tests.conftest import ingest_tables, query, scalar
 from transforms.copilot.discover import discover
 from transforms.copilot.normalise import Context, expected_counts, normalise, parse_lines
@@ -283,7 +283,7 @@ def test_the_default_home_then_older_xdg_homes_one_source_per_session(tmp_path):
 
 
 def test_agent_home_flag_and_config_section(tmp_path):
-    assert _agent_homes([f"copilot={tmp_path}"]) == {"copilot": (str(tmp_path),)}
+    assert agent_homes([f"copilot={tmp_path}"]) == {"copilot": (str(tmp_path),)}
     config = tmp_path / "config.toml"
     config.write_text(f'[copilot]\nextra_roots = ["{tmp_path / "copilot"}"]\n')
     assert load_config(config).extra_roots["copilot"] == (str(tmp_path / "copilot"),)

@@ -185,8 +185,8 @@ def test_every_option_has_its_help():
 
 def _exit_codes_in_code() -> set[int]:
     """The statuses the CLI returns: every whole number in a `return` of a function of
-    pipelines/cli.py or pipelines/commands.py that returns an exit status (`-> int`: main, the
-    commands), and of the run
+    pipelines/cli.py, commands.py, reading.py or command_args.py that returns an exit status
+    (`-> int`: main, the commands), and of the run
     summary's `exit_code` (warehouse/land/ingest.py); argparse exits 2 on bad usage."""
     def own_returns(function):  # not those of a function defined inside it
         todo = list(function.body)
@@ -197,7 +197,7 @@ def _exit_codes_in_code() -> set[int]:
             elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
                 todo.extend(ast.iter_child_nodes(node))
 
-    cli = ast.Module(body=[node for name in ("cli.py", "commands.py")
+    cli = ast.Module(body=[node for name in ("cli.py", "commands.py", "reading.py", "command_args.py")
                            for node in ast.parse((ROOT / "pipelines" / name).read_text()).body], type_ignores=[])
     ingest = ast.parse((ROOT / "warehouse" / "land" / "ingest.py").read_text())
     functions = [f for f in ast.walk(cli)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from genai_prices import Usage, calc_price
 
-from pipelines.commands import _agent_homes
+from pipelines.command_args import agent_homes
 from tests.conftest import ingest_tables, query, scalar
 from transforms.droid.discover import discover
 from transforms.droid.normalise import model_name
@@ -196,7 +196,7 @@ def test_the_generator_writes_what_its_truth_says(layout, tmp_path):
 
 
 def test_agent_home_flag_and_config_section(tmp_path):
-    assert _agent_homes([f"droid={tmp_path}"]) == {"droid": (str(tmp_path),)}
+    assert agent_homes([f"droid={tmp_path}"]) == {"droid": (str(tmp_path),)}
     config = tmp_path / "config.toml"
     config.write_text(f'[droid]\nextra_roots = ["{tmp_path / "factory"}"]\n')
     assert load_config(config).extra_roots["droid"] == (str(tmp_path / "factory"),)

@@ -49,7 +49,7 @@ def test_the_readme_commands_work_after_a_quickstart_demo_then_own_data_takes_ov
 
     # `agentlake dev` (which execs Dagster on the home it settles on) takes the demo's home too
     from pipelines.cli import parser
-    from pipelines.commands import use_demo_if_empty
+    from pipelines.command_args import use_demo_if_empty
 
     dev = parser().parse_args(["dev"])
     use_demo_if_empty(dev)

@@ -190,7 +190,7 @@ def _searched(server, s3env, home, center_home, word=None) -> tuple[str, list]:
 
 def _through_mcp(server, s3env, home, word: str) -> str:
     """`agentlake mcp`'s search_history tool, as the command builds it, for a reader of the team's catalog."""
-    from pipelines.commands import search_index_of
+    from pipelines.reading import search_index_of
     from warehouse.lake.config import load_layout
     from warehouse.serve.dashboard.server import Reader
     from warehouse.serve.mcp_tools import Tools
@@ -204,7 +204,7 @@ def _through_mcp(server, s3env, home, word: str) -> str:
 
 def _through_the_dashboard_search(server, s3env, home, word: str) -> tuple[str, int]:
     """The dashboard's /search page, given the index as `agentlake dashboard` gives it."""
-    from pipelines.commands import search_index_of
+    from pipelines.reading import search_index_of
     from warehouse.lake.config import load_layout
     from warehouse.serve.dashboard.server import Reader, render
 

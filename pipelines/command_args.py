@@ -1,0 +1,172 @@
+"""What every `agentlake` command takes from its parsed arguments: the home's layout, the
+discovery options, usage errors and how they are said, and the demo a home without data reads
+instead (`use_demo_if_empty`)."""
+
+import os
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+from transforms.provider import DiscoverOptions, merge_paths
+from warehouse.lake.config import DEMO, demo_layout, has_data, load_config, load_layout
+from warehouse.lake.layout import Layout, own_lake, same_lake
+from warehouse.lake.pg_catalog import PostgresCatalog, is_postgres
+
+
+
+def layout_of(args) -> Layout:
+    layout = load_layout(args.home, args.lake, args.warehouse, machine=getattr(args, "machine", None),
+                         user=getattr(args, "user", None), team=getattr(args, "team", None))
+    named = os.environ.get("AGENTLAKE_WAREHOUSE")
+    if args.home and named and not args.warehouse and not same_warehouse(named, layout.warehouse) \
+            and not getattr(args, "warehouse_note_said", False):
+        args.warehouse_note_said = True  # once per command, which may look its home up again
+        # it names $AGENTLAKE_HOME's warehouse, not this home's (docs/CLI.md, --warehouse); a
+        # center that gave --home merged into a file of its own without a word (a new user's trial)
+        print_err(f"note: $AGENTLAKE_WAREHOUSE ({named}) is not read with --home: this command reads "
+             f"{layout.warehouse}; give --warehouse to read another")
+    return layout
+
+
+def same_warehouse(named: str, warehouse) -> bool:
+    """`named` (a setting as written) is `warehouse`: the same file, however spelt (`~`, relative),
+    or the same PostgreSQL catalog."""
+    if is_postgres(named) != is_postgres(warehouse):
+        return False
+    if is_postgres(named):
+        return str(warehouse) == named or str(warehouse) == str(PostgresCatalog.parse(named))
+    return Path(named).expanduser().absolute().resolve() == Path(warehouse).absolute().resolve()
+
+
+def discover_options(args, layout: Layout) -> DiscoverOptions:
+    config = load_config(layout.config_file)
+    flags_stores = {"crush": tuple(args.db or ()), "codewhale": tuple(args.codewhale_session or ())}
+    flags_roots = merge_paths({"crush": tuple(args.crush_root or ()), "codewhale": tuple(args.codewhale_home or ())},
+                              agent_homes(args.agent_home))
+    return DiscoverOptions(
+        env=dict(os.environ),
+        extra_stores=merge_paths(flags_stores, config.extra_stores),
+        extra_roots=merge_paths(flags_roots, config.extra_roots),
+        use_default=not args.no_default and config.use_default,
+        project_names=config.project_names,
+    )
+
+
+class UsageError(ValueError):
+    """A flag's value is wrong: exit 2, like argparse's own errors."""
+
+
+def agent_homes(values: list[str]) -> dict[str, tuple[str, ...]]:
+    from transforms.providers import PROVIDERS
+
+    out: dict[str, tuple[str, ...]] = {}
+    for value in values:
+        agent, sep, path = value.partition("=")
+        if not sep or agent not in PROVIDERS or not path:
+            from warehouse.lake.setting_names import close_to
+
+            hint = close_to(agent, {p: p for p in PROVIDERS}) if sep and agent not in PROVIDERS else ""
+            raise UsageError(f"--agent-home wants AGENT=DIR with AGENT one of {', '.join(PROVIDERS)}; "
+                             f"got {value!r}{hint}")
+        out[agent] = out.get(agent, ()) + (path,)
+    return out
+
+
+def print_err(*parts) -> None:
+    print(*parts, file=sys.stderr, flush=True)
+
+
+def nothing_ingested(layout: Layout) -> int:
+    merged = merged_lake(layout)
+    if merged and not same_lake(merged, str(layout.lake)):  # a reader's home, merged from a lake named by a flag once
+        print_err(f"error: nothing ingested in {layout.lake}: this warehouse merges {merged}; name it with --lake "
+             "(or `lake` in config.toml, $AGENTLAKE_LAKE)")
+    else:
+        hint = " (a wrong bucket, prefix or endpoint? it lists no landing file)" if layout.remote else ""
+        reader = ", or name a team's lake with --lake" if own_lake(layout.lake, layout.warehouse) else ""
+        print_err(f"error: nothing ingested in {layout.lake} yet{hint}: run `agentlake ingest` (or `agentlake demo`) "
+             f"first{reader}")
+    return 1
+
+
+def merged_lake(layout: Layout) -> str | None:
+    """The lake the warehouse's last merge read, if there is a warehouse to ask."""
+    from warehouse.lake.ducklake import connect
+    from warehouse.catalog.build import lake_of
+
+    if not layout.warehouse.is_file():
+        return None
+    try:
+        with connect(layout.warehouse, ours=True) as con:
+            return lake_of(con)
+    except Exception:  # only a hint: the error said already is the one that matters
+        return None
+
+
+# the discovery flags, and their values when none is given (`dev`, which takes none, has these)
+NO_DISCOVERY = {"db": None, "crush_root": None, "codewhale_home": None, "codewhale_session": None, "agent_home": [],
+                "no_default": False}
+DISCOVERY_FLAGS = tuple(NO_DISCOVERY)
+
+
+def _demo_instead(args) -> Layout | None:
+    """The quickstart demo's layout when this command should use it (warehouse.lake.config.demo_layout);
+    never when --lake or --warehouse name another place."""
+    if getattr(args, "lake", None) or getattr(args, "warehouse", None):
+        return None
+    return demo_layout(layout_of(args))
+
+
+def use_demo_if_empty(args) -> None:
+    """After a quickstart that found no agent data, the README's next commands work as written:
+    they use the demo in <home>/demo until <home> holds data of its own (see the module doc).
+    `ingest`, `sources` and `dev` do so only when discovery finds no store of the agents at all
+    (`dev` then finds the demo's stores in the demo home's config.toml)."""
+    if args.command not in ("sql", "report", "search", "dashboard", "mcp", "serving", "views", "merge", "compact",
+                            "sources", "ingest", "dev"):
+        return
+    demo = _demo_instead(args)
+    if demo is None:
+        return
+    home = demo.home.parent
+    if args.command in ("sources", "ingest", "dev"):
+        from transforms.synth.demo import HOMES
+        from warehouse.land.demo_home import DEMO_DATA
+        from warehouse.land.ingest import discover_sources
+
+        if any(getattr(args, f) for f in DISCOVERY_FLAGS):
+            return
+        sources, problems = discover_sources(discover_options(args, layout_of(args)))
+        if sources or problems:
+            return
+        if args.command != "dev":
+            args.no_default = True
+            args.agent_home = [f"{p}={demo.home / DEMO_DATA / d}" for p, d in HOMES.items()]
+        print_err(f"note: no agent data found on this machine and {home} holds none yet: using the quickstart demo "
+             f"in {demo.home} (once an agent has written sessions, `agentlake ingest` puts them in {home})")
+    else:
+        print_err(f"note: {home} holds no ingested data yet: using the quickstart demo in {demo.home} "
+             f"(`agentlake ingest` puts your agents' own data in {home})")
+    args.own_home = str(home)  # its config.toml still holds the user's settings (budgets)
+    args.home = str(demo.home)
+
+
+def tsv_field(text: str) -> str:
+    """A field of a tab-separated line: a tab or a newline in a path would split it."""
+    return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def command_for(layout: Layout, command: str) -> str:
+    """`agentlake COMMAND` as the user types it to read this home's warehouse: with --home unless
+    it is the default one (the quickstart demo's plain commands use it: use_demo_if_empty), and
+    with --warehouse when the home alone reads another one (one named by --warehouse or
+    $AGENTLAKE_WAREHOUSE; the team's, named in config.toml, where an ingest merged its own file)."""
+    home = layout.home
+    if home.name == DEMO and not has_data(load_layout(str(home.parent), env={})):
+        home = home.parent
+    flag = f" --home {shlex.quote(str(home))}" if home != Layout.resolve().home else ""
+    if home == layout.home and not same_warehouse(str(load_layout(str(home), env={}).warehouse), layout.warehouse):
+        flag += f" --warehouse {shlex.quote(str(layout.warehouse))}"
+    exe = "agentlake" if shutil.which("agentlake") else shlex.quote(sys.argv[0])  # a venv not on PATH
+    return f"{exe} {command}{flag}"
