@@ -608,6 +608,10 @@ def parser() -> argparse.ArgumentParser:
                               "docs/DAGSTER.md.")
     _common(p, places=False)
     p.set_defaults(**NO_DISCOVERY)  # none given: its home's config.toml names the places
+    p.add_argument("--machine", help="the machine name Dagster's runs land as (default: $AGENTLAKE_MACHINE, "
+                                     "config.toml, else the host name); one the home's ingests did not use is refused")
+    p.add_argument("--user", help="the user name Dagster's runs land as (default: $AGENTLAKE_USER, config.toml, "
+                                  "else the login name)")
     p.add_argument("--host", default="127.0.0.1", help="UI address (default: 127.0.0.1)")
     p.add_argument("--port", type=_port, default=3000, help="UI port (default: 3000; 0 picks a free one)")
     p.add_argument("dagster_args", nargs=argparse.REMAINDER, help="after --: passed on to `dagster dev`")

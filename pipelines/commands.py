@@ -7,6 +7,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import sys
 from functools import partial
 from pathlib import Path
@@ -401,8 +402,20 @@ def cmd_dev(args) -> int:
     if args.lake or args.warehouse:  # the Dagster process reads the home, never these flags
         raise UsageError("`agentlake dev` takes --home only: Dagster uses that home's lake and warehouse "
                          "(set `lake` in <home>/config.toml for another lake)")
+    from pipelines.cli_runs import names_ingested_as
+
     layout = layout_of(args)
+    ingested = names_ingested_as(layout)
+    if ingested and (layout.machine, layout.user) not in ingested:
+        # the sensor would land every source again under these names: each session counted twice
+        named = ", ".join(f"{m}/{u}" for m, u in sorted(ingested))
+        first = sorted(ingested)[0]
+        raise UsageError(f"this home's ingests landed as {named}, and Dagster would land every source again as "
+                         f"{layout.machine}/{layout.user}, counting each session twice: give `--machine {first[0]} "
+                         f"--user {first[1]}` (or set machine and user in {layout.config_file})")
     env = dagster_env(layout)
+    # the names Dagster's runs land as: the flags', else what the home's config and environment say
+    env["AGENTLAKE_MACHINE"], env["AGENTLAKE_USER"] = layout.machine, layout.user
     port = args.port or _free_port(args.host)  # dagster dev took 0 for its default, 3000 (a new user's trial)
     # dagster 1.13 says `dagster dev` is superseded by `dg dev` (dagster-dg-cli, not a dependency)
     cmd = [sys.executable, "-W", "ignore:Function `dev_command` is superseded:FutureWarning",
@@ -410,4 +423,7 @@ def cmd_dev(args) -> int:
            "--host", args.host, "--port", str(port), *args.dagster_args]
     print_err(f"DAGSTER_HOME={env['DAGSTER_HOME']}  AGENTLAKE_HOME={env['AGENTLAKE_HOME']}"
          + (f"  (port 0: the UI takes the free port {port})" if not args.port else ""))
+    # an ignored SIGINT is kept through exec (a shell's `cmd &` ignores it): dagster dev stops its
+    # children by SIGINT, so they would outlive a SIGTERM to the group (a team trial)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     os.execvpe(cmd[0], cmd, env)

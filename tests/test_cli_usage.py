@@ -216,3 +216,47 @@ def test_dev_on_port_0_starts_dagster_on_a_free_port_and_names_it(tmp_path, monk
     assert port > 0 and f"(port 0: the UI takes the free port {port})" in capsys.readouterr().err
     with socket.socket() as free:  # free a moment ago, and still
         free.bind(("127.0.0.1", port))
+
+
+def test_dev_on_a_home_ingested_under_other_names_lands_as_they_did_or_refuses(tmp_path, monkeypatch, project):
+    """A team trial: `agentlake dev` on a home ingested with `--machine laptop-b --user bob` landed
+    every source again under the host and login names, and the report counted each session twice.
+    It now refuses, naming the names to give; given them, Dagster's runs land as those."""
+    from tests.conftest import T0, add_session, run_cli
+
+    p = project("shop")
+    add_session(p.conn, "s1", title="one", created_at=T0, cost=1.0)
+    p.close()
+    home = tmp_path / "home"
+    ran = run_cli("ingest", "--home", home, "--db", p.db, "--no-default", "--quiet", "--machine", "laptop-b",
+                  "--user", "bob")
+    assert ran.returncode == 0, ran.stderr
+    started = []
+
+    def execvpe(file, argv, env):
+        started.append(env)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(os, "execvpe", execvpe)
+    monkeypatch.setenv("AGENTLAKE_MACHINE", "vm")
+    monkeypatch.setenv("AGENTLAKE_USER", "root")
+    refused = run_cli("dev", "--home", home, "--port", "0")
+    assert refused.returncode == 2 and not started
+    assert refused.stderr == (
+        "error: this home's ingests landed as laptop-b/bob, and Dagster would land every source again as vm/root, "
+        f"counting each session twice: give `--machine laptop-b --user bob` (or set machine and user in "
+        f"{home / 'config.toml'})\n"), refused.stderr
+    import signal
+
+    # started as `agentlake dev &` from a script, SIGINT ignored: dagster dev's children kept that
+    # through exec and outlived a SIGTERM to the group (they are stopped by SIGINT)
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with pytest.raises(SystemExit):
+            main(["dev", "--home", str(home), "--port", "0", "--machine", "laptop-b", "--user", "bob"])
+        at_exec = signal.getsignal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    [env] = started
+    assert (env["AGENTLAKE_MACHINE"], env["AGENTLAKE_USER"]) == ("laptop-b", "bob")
+    assert at_exec is not signal.SIG_IGN
