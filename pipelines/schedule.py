@@ -229,7 +229,9 @@ def _cron(every, argv, env, home, log) -> Recipe:
     line = f"{spec} {command}  # {NAME}\n"
     target = home / ".config" / "agentlake" / "crontab.txt"
     return Recipe("cron", {target: line},
-                  [f"(crontab -l 2>/dev/null | grep -v '# {NAME}'; cat {shlex.quote(str(target))}) | crontab -"],
+                  # `test -s` first: without the file, the pipe installed the crontab less its agentlake line
+                  [f"test -s {shlex.quote(str(target))} && (crontab -l 2>/dev/null | grep -v '# {NAME}'; "
+                   f"cat {shlex.quote(str(target))}) | crontab -"],
                   f"the line replaces any earlier `# {NAME}` line in your crontab; logs in {log}")
 
 
@@ -275,5 +277,6 @@ def render(r: Recipe) -> str:
     out = [f"# {r.kind}: {r.note}"]
     for path, text in r.files.items():
         out += [f"\n# --- {path}", text.rstrip("\n")]
-    out += ["\n# then turn it on:", *r.enable]
+    out += ["\n# then turn it on: once each file above is written as shown (`--install` writes them and does "
+            "this):", *r.enable]
     return "\n".join(out) + "\n"

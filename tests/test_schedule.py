@@ -1,6 +1,7 @@
 """`agentlake schedule`: the recipes a team follows to ingest on every machine."""
 
 import json
+import os
 import plistlib
 import re
 import shlex
@@ -113,6 +114,18 @@ def test_cli_prints_by_default_and_install_writes_the_files(tmp_path):
     printed = run_cli("--kind", "cron", "--machine", "ana", home=tmp_path)
     assert printed.returncode == 0 and "--machine ana" in printed.stdout and "crontab -" in printed.stdout
     assert not (tmp_path / ".config").exists()  # printing installs nothing
+    # the printed command to turn it on, run before the file it reads was written, changes nothing
+    # (a team trial: it installed the crontab less any agentlake line); it says to write the file first
+    assert "# then turn it on: once each file above is written as shown (`--install` writes them" in printed.stdout
+    crontab = tmp_path / "bin"
+    crontab.mkdir()
+    (crontab / "crontab").write_text('#!/bin/sh\nif [ "$1" = -l ]; then echo "* * * * * x  # agentlake-ingest"; '
+                                     'else cat > "$0.installed"; fi\n')
+    (crontab / "crontab").chmod(0o755)
+    enable = printed.stdout.rstrip("\n").splitlines()[-1]
+    env = {**os.environ, "PATH": f"{crontab}:{os.environ['PATH']}"}
+    assert subprocess.run(["sh", "-c", enable], env=env).returncode != 0
+    assert not (crontab / "crontab.installed").exists()
     installed = run_cli("--kind", "launchd", "--install", home=tmp_path)  # no launchctl on this machine
     plist = tmp_path / "Library/LaunchAgents/dev.agentlake.ingest.plist"
     assert plist.exists() and f"wrote {plist}" in installed.stdout
