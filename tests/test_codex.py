@@ -345,6 +345,26 @@ def test_malformed_lines_are_quarantined_and_the_rest_ingested(layout, tmp_path)
     assert any("lines not used: event new_event=1" in w for w in warnings)
 
 
+def test_a_first_landing_into_another_lake_keeps_the_notes_of_sessions_the_home_cached(tmp_path):
+    """A team trial: a home that had ingested into its own lake landed into the team's lake from
+    its cache, and the sessions' notes (lines not used, unknown types) reached neither the summary
+    nor the team's run log (`sources`)."""
+    home = tmp_path / "codex"
+    lines = FIXTURE.splitlines()
+    lines.append('{"timestamp":"2026-03-02T09:41:01.000Z","type":"event_msg","payload":{"type":"new_event"}}')
+    write_fixture(home, "\n".join(lines))
+    own = Layout.resolve(home=tmp_path / "agentlake", machine="laptop", user="ana")
+    team = Layout.resolve(home=tmp_path / "agentlake", lake=tmp_path / "team-lake", machine="laptop", user="ana")
+    for layout in (own, team):
+        summary = ingest_tables(layout, homes={"codex": [home]})
+        warnings = [w for r in summary.results for w in r.warnings]
+        assert any("lines not used: event new_event=1" in w for w in warnings), (layout.lake, warnings)
+        logged = scalar(layout, "SELECT string_agg(warnings, ' | ') FROM sources WHERE provider = 'codex'")
+        assert "lines not used: event new_event=1" in (logged or ""), logged
+    again = ingest_tables(team, homes={"codex": [home]})  # read before: its notes are not said again
+    assert [r.status for r in again.results] == ["unchanged"]
+
+
 def test_codex_home_is_honoured(tmp_path):
     write_fixture(tmp_path / "user" / ".codex")
     write_fixture(tmp_path / "explicit", FIXTURE.replace(SID, "99999999-9999-4999-8999-999999999999"))

@@ -212,7 +212,10 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
                         else ({}, set()))
     previous.files.update(taken)
     cache_dir = layout.source_cache(source.provider, source.source_id)
-    if run.full_refresh:  # a bundle's sessions are read again too, not taken from its cache
+    # a full refresh reads a bundle's sessions again too, not from its cache; and so does a first
+    # landing into this lake: the home's cache is the same for every lake, and a cached session's
+    # notes went to the lake it was read for (a home's first ingest into a team lake lost them)
+    if run.full_refresh or first:
         forget_cached(cache_dir)
     try:
         with scratch("snapshot") as workdir:
