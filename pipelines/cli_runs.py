@@ -47,8 +47,6 @@ def keep(layout, summary, read: list, merge, landed_before: list = ()) -> None:
         metadata[key]["landed_by"] = "an earlier run that did not merge it (it stopped, or its merge failed)"
     record = {
         "run_id": summary.run_id,
-        # who landed it, from which home: `agentlake dev` on that home lands as the same (names_ingested_as)
-        "machine": layout.machine, "user": layout.user, "home": str(layout.home),
         "warehouse": str(layout.warehouse),  # the one it merged into (a team reader's own, not the team's)
         "partitions": metadata,
         "landing_checks": landing_checks(read),
@@ -128,17 +126,3 @@ def landing_checks(results: list) -> dict:
         "unknown_part_types": {"passed": unknown == 0, "metadata": {"unknown_parts": unknown}, "description": None},
     }
 
-
-def names_ingested_as(layout) -> set[tuple[str, str]]:
-    """The (machine, user) pairs this home's `agentlake ingest` runs landed as, from their newest
-    record each (runs of other homes sharing a folder lake are not this home's)."""
-    names = set()
-    for runs in (layout.state_dir.parent).glob(f"*/{FOLDER}"):
-        newest = max(runs.glob("*.json"), default=None)
-        try:
-            record = json.loads(newest.read_text()) if newest else {}
-        except (OSError, ValueError):
-            continue
-        if record.get("home") == str(layout.home) and record.get("machine") and record.get("user"):
-            names.add((record["machine"], record["user"]))
-    return names

@@ -402,17 +402,16 @@ def cmd_dev(args) -> int:
     if args.lake or args.warehouse:  # the Dagster process reads the home, never these flags
         raise UsageError("`agentlake dev` takes --home only: Dagster uses that home's lake and warehouse "
                          "(set `lake` in <home>/config.toml for another lake)")
-    from pipelines.cli_runs import names_ingested_as
+    from warehouse.land import landed_as
 
     layout = layout_of(args)
-    ingested = names_ingested_as(layout)
-    if ingested and (layout.machine, layout.user) not in ingested:
+    before = landed_as.recorded(layout)
+    if before and before != (layout.machine, layout.user):
         # the sensor would land every source again under these names: each session counted twice
-        named = ", ".join(f"{m}/{u}" for m, u in sorted(ingested))
-        first = sorted(ingested)[0]
-        raise UsageError(f"this home's ingests landed as {named}, and Dagster would land every source again as "
-                         f"{layout.machine}/{layout.user}, counting each session twice: give `--machine {first[0]} "
-                         f"--user {first[1]}` (or set machine and user in {layout.config_file})")
+        raise UsageError(f"this home last landed into its lake as {before[0]}/{before[1]}, and Dagster would land "
+                         f"every source again as {layout.machine}/{layout.user}, counting each session twice: give "
+                         f"`--machine {before[0]} --user {before[1]}`; or, if the new names are meant (a rename, "
+                         "docs/TEAM.md), run `agentlake ingest` once under them first")
     env = dagster_env(layout)
     # the names Dagster's runs land as: the flags', else what the home's config and environment say
     env["AGENTLAKE_MACHINE"], env["AGENTLAKE_USER"] = layout.machine, layout.user

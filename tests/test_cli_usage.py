@@ -240,12 +240,19 @@ def test_dev_on_a_home_ingested_under_other_names_lands_as_they_did_or_refuses(t
     monkeypatch.setattr(os, "execvpe", execvpe)
     monkeypatch.setenv("AGENTLAKE_MACHINE", "vm")
     monkeypatch.setenv("AGENTLAKE_USER", "root")
+    # the names last landed as are the home's (the sensor removes the CLI's run records once reported)
+    import shutil
+
+    reported = list(home.glob("lake/_state/*/cli-runs"))
+    assert reported and (home / "landed-as.json").exists()
+    for folder in reported:
+        shutil.rmtree(folder)
     refused = run_cli("dev", "--home", home, "--port", "0")
     assert refused.returncode == 2 and not started
     assert refused.stderr == (
-        "error: this home's ingests landed as laptop-b/bob, and Dagster would land every source again as vm/root, "
-        f"counting each session twice: give `--machine laptop-b --user bob` (or set machine and user in "
-        f"{home / 'config.toml'})\n"), refused.stderr
+        "error: this home last landed into its lake as laptop-b/bob, and Dagster would land every source again as "
+        "vm/root, counting each session twice: give `--machine laptop-b --user bob`; or, if the new names are meant "
+        "(a rename, docs/TEAM.md), run `agentlake ingest` once under them first\n"), refused.stderr
     import signal
 
     # started as `agentlake dev &` from a script, SIGINT ignored: dagster dev's children kept that

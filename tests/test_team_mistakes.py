@@ -318,6 +318,13 @@ def test_a_misspelt_or_mistyped_setting_is_said_in_toml_s_words(tmp_path, text, 
     ('lake = "/x"\nmachine = my laptop\n',
      'Invalid value (at line 2, column 11) (a text value goes in quotes: machine = "my laptop")'),
     ("lake = s3://key:secret@bucket/x\n", "Invalid value (at line 1, column 8)"),  # a URI is not repeated
+    ("tz = Europe/Berlin  # mine\n", 'Invalid value (at line 1, column 6) (a text value goes in quotes: tz = '
+                                     '"Europe/Berlin")'),
+    ("[[budgets]]\nmonthly_usd = 5\nproject = shop\n",
+     'Invalid value (at line 3, column 11) (a text value goes in quotes: project = "shop")'),
+    ("team = True\n", "Invalid value (at line 1, column 8)"),  # not text: quotes would be wrong too
+    ("# a comment\u2028still a comment\nmachine = my laptop\n",
+     'Invalid value (at line 2, column 11) (a text value goes in quotes: machine = "my laptop")'),
     ('[prices\n', "Expected ']' at the end of a table declaration (at line 1, column 8)"),
 ])
 def test_a_value_toml_cannot_read_is_said_with_its_quotes_when_it_lacks_them(tmp_path, text, said):

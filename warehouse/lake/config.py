@@ -89,24 +89,26 @@ class Config:
     warehouse: str | None = None  # the catalog: a DuckDB file, or `postgres:...` (warehouse.lake.pg_catalog)
 
 
+# the settings whose value is text, top-level, a budget's scope or a price's model: a word without
+# quotes there is the likeliest slip in the file (_unquoted_hint)
+TEXT_KEYS = frozenset([k for k, kind in TOP_LEVEL.items() if kind is str] + list(BUDGET_SCOPES) + ["model"])
+
+
 def _unquoted_hint(text: str, error: str) -> str:
-    """The setting TOML refused, its value quoted, when the value is plain words TOML takes for no
-    value (`tz = Europe/Berlin`: "Invalid value (at line 1, column 6)", the likeliest slip). A value
-    with a `://` or an `@` is not repeated: a URI may hold a key."""
+    """A text setting TOML refused, its value quoted, when the value is plain words TOML takes for
+    no value (`tz = Europe/Berlin`: "Invalid value (at line 1, column 6)", the likeliest slip).
+    A value with a `://` is not repeated: a URI may hold a key."""
     import re
 
     at = re.search(r"at line (\d+)", error)
-    lines = text.splitlines()
+    lines = text.split("\n")  # TOML's lines: a U+2028 in a comment ends none
     if not at or not 0 < int(at[1]) <= len(lines):
         return ""
-    setting = re.fullmatch(r"\s*([A-Za-z0-9_-]+)\s*=\s*([\w./+-]+(?: [\w./+-]+)*)\s*", lines[int(at[1]) - 1])
-    if not setting or "://" in setting[2]:
+    setting = re.fullmatch(r"\s*([A-Za-z0-9_-]+)\s*=\s*([\w./+-]+(?: [\w./+-]+)*)\s*(?:#.*)?",
+                           lines[int(at[1]) - 1].rstrip("\r"))
+    if not setting or setting[1] not in TEXT_KEYS or "://" in setting[2]:
         return ""
-    try:
-        tomllib.loads(f"v = {setting[2]}")
-    except tomllib.TOMLDecodeError:
-        return f" (a text value goes in quotes: {setting[1]} = \"{setting[2]}\")"
-    return ""
+    return f" (a text value goes in quotes: {setting[1]} = \"{setting[2]}\")"
 
 
 def load_config(path: Path, providers=tuple(PROVIDERS)) -> Config:

@@ -6,6 +6,7 @@
     <home>/warehouse.ducklake                      the DuckLake catalog the readers attach (published
     <home>/warehouse.writer.ducklake               by the one writer from its own copy)
     <home>/.warehouse.writer.ducklake.spill/       what the writer's DuckDB spills (warehouse.lake.ducklake)
+    <home>/landed-as.json                          the names it last landed as, per lake (warehouse.land.landed_as)
     <lake>/_state/<machine>-<user>/<provider>-<source_id>.json   what this machine last landed for a source
     <lake>/_staging/<machine>-<user>/                            files being written
     <lake>/_damaged/<machine>/<user>/<provider>/<source_id>/<table>.parquet   a merge's note: that

@@ -28,6 +28,7 @@ from transforms.providers import PROVIDERS
 from transforms.sources import Source, as_text, members
 from warehouse.lake.layout import DAMAGED, Layout, damaged_file, landing_dir, run_log_path
 from warehouse.lake.scratch_dirs import scratch
+from warehouse.land import landed_as
 from warehouse.land.bundle_folders import evict_moved, taken_over
 from warehouse.land.landing_files import build_files, landed_files, read_file, write_files, write_run_log
 from warehouse.land.retention import carry_forward
@@ -382,6 +383,7 @@ def record_run(layout: Layout, run_id: str, results) -> str | None:
     if not rows:
         return None
     rel = run_log_path(layout.machine, layout.user, f"{run_id}-{uuid.uuid4().hex[:8]}")
+    landed_as.record(layout)  # the names `agentlake dev` lands as on this home
     try:
         write_run_log(layout.store(), SOURCES, rel, rows)
     except (OSError, ValueError) as exc:  # the data is landed or not already; only the log entry is lost

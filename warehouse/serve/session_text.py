@@ -1,5 +1,5 @@
 """A session's transcript as plain text, bounded, for an agent to read (`agentlake mcp`'s
-open_session): its facts as the dashboard's session page gives them (pages.find_session), then
+open_session): its facts as the dashboard's session page gives them (transcript.find_session), then
 its messages in order, each with its text, reasoning, tool calls and results, and its cost."""
 
 from warehouse.serve.dashboard.transcript import find_session
