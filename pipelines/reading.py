@@ -376,9 +376,10 @@ def cmd_search(args) -> int:
     opener = command_for(layout, "sql")
     for hit in hits:
         hit.open_command = f"{opener} {shell_quoted(hit.open_sql)}"
-    if not hits and args.format == "table":
+    if not hits:  # said on stderr whatever the format: JSON's `[]` on stdout, as CLI.md says
         print_err(f"note: nothing matches {args.query!r} with these filters")
-        return 0
+        if args.format == "table":
+            return 0
     print(render(hits, args.format, zone))
     if hits.total > len(hits):
         print_err(f"note: {hits.counted()} shown, best first; --limit N shows more (up to 1000)")

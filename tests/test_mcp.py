@@ -50,7 +50,7 @@ def served(built_once, tmp_path_factory, shared_duckdb_dir):
                                    args=["-m", "pipelines.cli", "mcp", "--home", str(built.home)],
                                    env=_user_env(tmp_path_factory, shared_duckdb_dir))
     with start_blocking_portal() as portal, portal.wrap_async_context_manager(Client(params)) as client:
-        def call(tool: str, **arguments):
+        def call(tool: str, /, **arguments):  # positional: an argument may be named `tool`
             result = portal.call(client.call_tool, tool, arguments)
             text = result.content[0].text
             first, _, rest = text.partition("\n")
@@ -122,6 +122,27 @@ def test_run_sql_refuses_what_agentlake_sql_refuses(served, query, refused):
     first, _, error = served.call("run_sql", query=query)
     assert error and refused in first
     assert not Path("/tmp/agentlake-mcp-leak.csv").exists() and not Path("/tmp/agentlake-mcp.duckdb").exists()
+
+
+@pytest.mark.parametrize("tool, arguments, said", [
+    # the CLI's words, which the SDK ignored, answering as if unfiltered (a new user's trial)
+    ("search_history", {"query": "npm", "tool": "shell"},
+     "no argument 'tool': the arguments are query, since, until, project, agent, user, limit"),
+    ("usage_report", {"by": "agent", "last": "7d"},
+     "no argument 'last': the arguments are since, until, project, agent, user, by, top"),
+    # a wrong value in one line, not pydantic's lines and its link
+    ("usage_report", {"top": 0}, "top should be greater than or equal to 1"),
+    ("open_session", {"session": "x", "offset": -1}, "offset should be greater than or equal to 0"),
+    ("search_history", {}, "query is required"),
+])
+def test_an_unknown_or_wrong_argument_is_refused_in_one_line(served, tool, arguments, said):
+    first, rest, error = served.call(tool, **arguments)
+    assert error and first.endswith(said) and not rest, first + rest
+
+
+def test_a_search_without_hits_offers_nothing_to_open(served):
+    first, _, error = served.call("search_history", query="zzzqqq")
+    assert not error and first == "showing 0 of 0 hits; nothing matches with these filters", first
 
 
 def test_open_session_shows_the_transcript(served):

@@ -45,6 +45,7 @@ WRITES = [  # (what is refused, a statement of that kind)
     ("SET, RESET and USE statements", "SET VARIABLE x = 1"),
     ("PRAGMA statements", "PRAGMA enable_profiling"),
     ("PRAGMA statements", "PRAGMA force_checkpoint"),
+    ("Setting PRAGMA statements", "PRAGMA threads = 1"),  # DuckDB's SET: named as the PRAGMA it is
     ("CHECKPOINT statements", "CHECKPOINT"),
     ("CHECKPOINT statements", "FORCE CHECKPOINT lake"),
     ("VACUUM and ANALYZE statements", "VACUUM"),
@@ -79,6 +80,7 @@ READS = [
     "SHOW TABLES",
     "SUMMARIZE tool_calls",
     "PRAGMA table_info('sessions')",
+    "PRAGMA show_tables", "PRAGMA database_list", "PRAGMA version",  # the PRAGMAs that read, as CLI.md lists
     "EXPLAIN SELECT 1",
     "EXPLAIN ANALYZE SELECT COUNT(*) FROM parts",
     "CALL ducklake_snapshots('lake')",

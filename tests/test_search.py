@@ -133,7 +133,8 @@ def test_json_format_and_no_hits(home):
     assert hits[0]["at"].endswith("Z") and hits[0]["open_sql"].startswith("SELECT")
     none = _search(home, "zebra")
     assert none.returncode == 0 and none.stdout == "" and "nothing matches" in none.stderr
-    assert json.loads(_search(home, "zebra", "--format", "json").stdout) == []
+    as_json = _search(home, "zebra", "--format", "json")
+    assert json.loads(as_json.stdout) == [] and "nothing matches" in as_json.stderr  # the note, as CLI.md says
 
 
 def test_the_open_command_pastes_whole_in_a_home_with_a_space(home, tmp_path):

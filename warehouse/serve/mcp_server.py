@@ -8,8 +8,10 @@ from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError as SaidToAgent
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp_types import ToolAnnotations
-from pydantic import Field
+from pydantic import ConfigDict, Field, ValidationError
 
 from warehouse.serve.mcp_tools import Tools, ToolError
 from warehouse.serve.report_options import BREAKDOWNS
@@ -43,21 +45,29 @@ def agentlake_version() -> str:
 
 
 def build_server(tools: Tools) -> MCPServer:
-    server = MCPServer("agentlake", instructions=INSTRUCTIONS, version=agentlake_version())
+    made = []  # the tools, handed to the server made
     reads = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
                             open_world_hint=False)
 
     def tool(fn):
+        checked = {}  # the SDK's model of the arguments, which the tool now applies itself
+
         @functools.wraps(fn)
-        def answered(*args, **kwargs):
+        def answered(**given):
             try:
-                return fn(*args, **kwargs)
+                return fn(**_arguments(checked["model"], given.get(RAW, given)))
             except ToolError as exc:  # a refusal or a caller's mistake: said to the agent as it is
                 raise SaidToAgent(str(exc)) from None
 
         # the docstring without its indentation: the agent reads it as the tool's description
-        server.add_tool(answered, description=inspect.cleandoc(fn.__doc__), annotations=reads,
-                        structured_output=False)
+        one = Tool.from_function(answered, description=inspect.cleandoc(fn.__doc__), annotations=reads,
+                                 structured_output=False)
+        # the schema the clients see stays the SDK's; the arguments reach `answered` as sent (the
+        # SDK reads `arg_model` at each call), to be refused in one line there when unknown or
+        # wrong: the SDK ignored an unknown one (`tool`, `last`: the CLI's words) and answered as
+        # if unfiltered, and said a wrong one in pydantic's lines
+        checked["model"], one.fn_metadata.arg_model = one.fn_metadata.arg_model, _AsSent
+        made.append(one)
         return fn
 
     @tool
@@ -103,7 +113,35 @@ def build_server(tools: Tools) -> MCPServer:
         write, ATTACH, COPY, or reading another file is refused."""
         return tools.run_sql(query, limit)
 
-    return server
+    return MCPServer("agentlake", instructions=INSTRUCTIONS, version=agentlake_version(), tools=made)
+
+
+RAW = "arguments_as_sent"
+
+
+class _AsSent(ArgModelBase):
+    """Any arguments, handed on as sent (_arguments checks them against the tool's own model)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    def model_dump_one_level(self) -> dict:
+        return {RAW: dict(self.__pydantic_extra__ or {})}
+
+
+def _arguments(model, given: dict) -> dict:
+    """`given` checked against the tool's model: an unknown argument or a wrong value is a
+    ToolError of one line naming it; else the arguments, with the defaults of those not given."""
+    known = list(model.model_fields)
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise ToolError(f"no argument {unknown[0]!r}: the arguments are {', '.join(known)}")
+    try:
+        return model.model_validate(given).model_dump_one_level()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the arguments"
+        said = "is required" if first["type"] == "missing" else first["msg"].removeprefix("Input ")
+        raise ToolError(f"{where} {said}") from None
 
 
 def serve_stdio(tools: Tools) -> None:

@@ -229,7 +229,11 @@ class Tools:
             head += f" (cut to stay under {self.limits.chars:,} characters)"
         elif shown < hits.total:
             head += f" (limit {wanted:,}; at most {self.limits.max_rows:,})"
-        return self._answer(head + "; open one with open_session(session=<its session_key>)", body)
+        if shown:
+            head += "; open one with open_session(session=<its session_key>)"
+        else:  # as `agentlake search` says it
+            head += "; nothing matches with these filters"
+        return self._answer(head, body)
 
     def open_session(self, session: str, offset: int = 0) -> str:
         """A session's transcript from message `offset` on: its facts, then each message's text,

@@ -147,6 +147,8 @@ _WORD = re.compile(r'"(?:[^"]|"")*"|[A-Za-z_][A-Za-z0-9_$]*')
 def _check_kind(con, kind: str, text: str) -> None:
     words = tuple(word.upper() for word, token in _tokens(text)[:2] if token == "keyword")
     named = _BY_WORDS.get(words[:1]) or _BY_WORDS.get(words)
+    if kind in ("SET", "VARIABLE_SET") and words[:1] == ("PRAGMA",):  # `PRAGMA threads = 1` is DuckDB's SET
+        named = ("Setting PRAGMA", "they change the connection's settings")
     if named or kind not in STATEMENTS_THAT_READ or (kind == "CALL" and words[:1] != ("CALL",)):
         what, why = named or _KINDS.get(kind) or (
             " ".join(words) or kind, "only SELECT, and EXPLAIN or CALL of one, read")
