@@ -355,12 +355,15 @@ def test_a_first_landing_into_another_lake_keeps_the_notes_of_sessions_the_home_
     write_fixture(home, "\n".join(lines))
     own = Layout.resolve(home=tmp_path / "agentlake", machine="laptop", user="ana")
     team = Layout.resolve(home=tmp_path / "agentlake", lake=tmp_path / "team-lake", machine="laptop", user="ana")
+    cached = {}  # the home's cache after each landing: the team's takes the sessions from it
     for layout in (own, team):
         summary = ingest_tables(layout, homes={"codex": [home]})
+        cached[layout] = {p: p.stat().st_mtime_ns for p in own.cache_dir.rglob("*.pkl")}
         warnings = [w for r in summary.results for w in r.warnings]
         assert any("lines not used: event new_event=1" in w for w in warnings), (layout.lake, warnings)
         logged = scalar(layout, "SELECT string_agg(warnings, ' | ') FROM sources WHERE provider = 'codex'")
         assert "lines not used: event new_event=1" in (logged or ""), logged
+    assert cached[own] and cached[team] == cached[own]  # no session read again for its notes
     again = ingest_tables(team, homes={"codex": [home]})  # read before: its notes are not said again
     assert [r.status for r in again.results] == ["unchanged"]
 

@@ -231,7 +231,10 @@ class ByProject:
             return prints
         return {part.source_id: self.inner.fingerprint(part) for part in source.parts}
 
-    def extract(self, source: Source, workdir: Path, run_at, cache_dir: Path | None = None) -> Extract:
+    def extract(self, source: Source, workdir: Path, run_at, cache_dir: Path | None = None,
+                cached_notes: bool = False) -> Extract:
+        """`cached_notes`: the cached sessions' notes too (a first landing into a lake: the home's
+        cache is the same for every lake, and their notes went to the lake they were read for)."""
         if not isinstance(source, Bundle):
             return self.inner.extract(source, workdir, run_at, cache_dir)
         parts = []
@@ -248,7 +251,7 @@ class ByProject:
                     _save(cache, cached)
             parts.append((part, cached, fresh))
         moved = _left(cache_dir / PARTS, source) if cache_dir else frozenset()
-        extract = _combined(source, parts, run_at)
+        extract = _combined(source, parts, run_at, cached_notes)
         extract.moved_sessions = moved
         return extract
 
@@ -306,10 +309,10 @@ def _left(folder: Path, source: Bundle) -> frozenset[str]:
     return frozenset(moved)
 
 
-def _combined(source: Bundle, parts: list[tuple[Source, _Part, bool]], run_at) -> Extract:
+def _combined(source: Bundle, parts: list[tuple[Source, _Part, bool]], run_at, cached_notes: bool = False) -> Extract:
     """Every part's rows under the bundle. The warnings are those of the parts read this run: a
     cached part's were reported when it was read (one new session in a project of 1,000 must not
-    repeat the others' notes)."""
+    repeat the others' notes), unless `cached_notes`."""
     findings = Findings()
     expected: Counter = Counter()
     tables: dict[str, list] = {}
@@ -321,7 +324,7 @@ def _combined(source: Bundle, parts: list[tuple[Source, _Part, bool]], run_at) -
         for name, rows in p.rows.items():
             tables.setdefault(name, []).append(_with_source_id(rows, source.source_id))
         expected.update(p.expected)
-        findings.add(p.findings, notes=fresh)
+        findings.add(p.findings, notes=fresh or cached_notes)
     quarantine = [{"provider": source.provider, "source_id": source.source_id, "project_path": source.project_path,
                    "source_table": "session", "source_rowid": 0, "key": part.path, "error": error, "raw": None,
                    "created_at": run_at} for part, error in failed]

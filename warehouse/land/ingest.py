@@ -213,14 +213,14 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
                         else ({}, set()))
     previous.files.update(taken)
     cache_dir = layout.source_cache(source.provider, source.source_id)
-    # a full refresh reads a bundle's sessions again too, not from its cache; and so does a first
-    # landing into this lake: the home's cache is the same for every lake, and a cached session's
-    # notes went to the lake it was read for (a home's first ingest into a team lake lost them)
-    if run.full_refresh or first:
+    if run.full_refresh:  # a bundle's sessions are read again too, not taken from its cache
         forget_cached(cache_dir)
+    # a first landing into this lake: the cached sessions' notes too, which went to the lake they
+    # were read for (the home's cache is every lake's: a first ingest into a team lake lost them)
+    replayed = {"cached_notes": True} if bundle and first else {}
     try:
         with scratch("snapshot") as workdir:
-            extract = provider.extract(source, workdir, run_at, cache_dir=cache_dir)
+            extract = provider.extract(source, workdir, run_at, cache_dir=cache_dir, **replayed)
     except Exception as exc:  # the reason goes to `sources`; other sources go on
         if not environmental(exc):  # a permission fixed later changes no byte: that is retried
             states.record_failure(source, previous, fingerprint, _reason(exc))
