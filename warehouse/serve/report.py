@@ -267,6 +267,12 @@ class Insight:
     date_col: str | None = None  # what --since/--until filter on: SESSION_DATE, or a column of the mart
     scoped: bool = True  # has project and provider columns
 
+    def query(self, con, filters: Filters) -> tuple[str, str]:
+        """(title, SQL with the filters as literals) giving all of its findings, worst first: the
+        report's section and the dashboard's insight page ask the same."""
+        people, note = people_of(con, self.mart, filters)
+        return self.title + note, self.sql.format(w=filters.literal_where(self.date_col, self.scoped, people))
+
 
 def _exact_sum(column: str, double: bool = False) -> str:
     """A sum of costs to the nano-dollar. A DECIMAL(38,9) cost sums exactly as it is; a session's
@@ -333,6 +339,12 @@ INSIGHTS = (
 PEOPLE = ("user", "machine")
 
 
+def curated(mart: str) -> Insight | None:
+    """The insight's curated query, if it has one: the dashboard shows the same findings, worst
+    first, with the same SQL behind them."""
+    return next((i for i in INSIGHTS if i.mart == mart), None)
+
+
 def people_of(con, name: str, filters: Filters, columns: list[str] | None = None) -> tuple[tuple[str, ...], str]:
     """(of user and machine, the columns the mart has, a note for the filters it cannot take).
     Looked up only when a filter names one of them."""
@@ -355,12 +367,11 @@ def build_insights(con, filters: Filters, top: int = 3) -> list[Section]:
         raise ValueError("--top must be 0 (no limit) or more")
     sections = []
     for i in INSIGHTS:
-        people, note = people_of(con, i.mart, filters)
-        sql = i.sql.format(w=filters.literal_where(i.date_col, i.scoped, people))
+        title, sql = i.query(con, filters)
         cur = con.execute(sql)
         columns, rows = [d[0] for d in cur.description], fetch_rows(cur)
         cut = rows[:top] if top else rows
-        sections.append(Section(i.mart, i.title + note, columns, cut, len(rows) - len(cut), sql))
+        sections.append(Section(i.mart, title, columns, cut, len(rows) - len(cut), sql))
     return sections
 
 

@@ -26,7 +26,7 @@ from warehouse.serve.dashboard.page_parts import (
 from warehouse.serve.dashboard.request import (
     INSIGHT_ROWS, INSIGHTS, RANKINGS, SESSION_KEYS, SORT_KEYS, TABLES, Request)
 from warehouse.serve.labels import MODEL_COLUMNS, label, model_sql, models_label
-from warehouse.serve.report import Filters, cost_and_sessions, people_of, sorted_list
+from warehouse.serve.report import Filters, cost_and_sessions, curated, people_of, sorted_list
 
 # --- the charts shared by the overview and the project page
 
@@ -362,23 +362,12 @@ def _insight_or_none(con, req: Request, name: str, limit: int | None):
         return None
 
 
-def curated(name: str):
-    """`agentlake report --insights`' query for this insight (warehouse.serve.report.INSIGHTS), if any:
-    the dashboard shows the same findings, worst first, with the same SQL behind them."""
-    from warehouse.serve import report
-
-    if not hasattr(Filters, "literal_where"):
-        return None
-    return next((i for i in getattr(report, "INSIGHTS", ()) if i.mart == name), None)
-
-
 def insight_sql(con, name: str, filters: Filters) -> tuple[str, str]:
     """(title, SQL with the filters as literals) giving all of an insight's findings, worst first.
     Without a curated query: every row of the mart, by its first cost-like numeric column."""
     known = curated(name)
     if known is not None:
-        people, note = people_of(con, name, filters)
-        return known.title + note, known.sql.format(w=filters.literal_where(known.date_col, known.scoped, people))
+        return known.query(con, filters)
     described = con.execute(f'DESCRIBE "{name}"').fetchall()
     columns = [r[0] for r in described]
     people, note = people_of(con, name, filters, columns)
