@@ -68,9 +68,7 @@ def _delete_orphans(con, keep_seconds: int) -> int:
     DuckLake lists every file under the data path that its catalog does not know, and a home's
     own lake is that data path: its landing files and state (`_landing/`, `_state/`) would be
     listed, and deleted, with them. Listed by DuckLake (a dry run), deleted here."""
-    meta = f"__ducklake_metadata_{ducklake.CATALOG}"
-    data_path = con.execute(f"SELECT value FROM {meta}.ducklake_metadata WHERE key = 'data_path'").fetchone()[0]
-    tables = os.path.join(os.path.normpath(data_path), "main") + os.sep  # <data path>/<schema>/<table>/
+    tables = os.path.normpath(ducklake.tables_folder(ducklake.stored_data_path(con))) + os.sep
     listed = con.execute(f"CALL ducklake_delete_orphaned_files('{ducklake.CATALOG}', dry_run => true, "
                          f"older_than => now() - INTERVAL {int(keep_seconds)} SECOND)").fetchall()
     deleted = 0
@@ -142,6 +140,5 @@ def file_counts(catalog: Path, data_path: str | None = None) -> dict[str, int]:
         live = sum(con.execute(f"SELECT COUNT(*) FROM {meta}.{kind} f JOIN {meta}.ducklake_table t USING (table_id) "
                                "WHERE f.end_snapshot IS NULL AND t.end_snapshot IS NULL").fetchone()[0]
                    for kind in ("ducklake_data_file", "ducklake_delete_file"))
-        stored = data_path or con.execute(f"SELECT value FROM {meta}.ducklake_metadata WHERE key = 'data_path'"
-                                          ).fetchone()[0]
+        stored = data_path or ducklake.stored_data_path(con)
     return {"live": live, "on_disk": len(open_store(stored.rstrip("/")).list("main"))}

@@ -25,7 +25,6 @@ import shutil
 import sys
 import tempfile
 from contextlib import contextmanager
-from datetime import timedelta
 from functools import lru_cache
 from pathlib import Path
 
@@ -419,9 +418,8 @@ def _moved(con, data_path: str) -> bool:
     """The catalog's own data path is gone and the layout names another: a home moved. Only
     then does a reader take the layout's: a lake named once (`ingest --lake L`) and not since
     leaves the layout guessing a place the tables never were."""
-    meta = f"__ducklake_metadata_{CATALOG}"
-    stored = con.execute(f"SELECT value FROM {meta}.ducklake_metadata WHERE key = 'data_path'").fetchone()
-    return stored is not None and stored[0].rstrip("/") != data_path.rstrip("/") and not os.path.isdir(stored[0])
+    stored = stored_data_path(con)
+    return stored is not None and stored.rstrip("/") != data_path.rstrip("/") and not os.path.isdir(stored)
 
 
 def _relocated(con, data_path: str) -> bool:
@@ -429,9 +427,8 @@ def _relocated(con, data_path: str) -> bool:
     copied (lake and catalog together) finds every file under the new path: the catalog records
     that one from now on, and False. A catalog whose files are not there (its home given
     another lake) is True: it is built again from the lake it is given now."""
-    meta = f"__ducklake_metadata_{CATALOG}"
-    stored = con.execute(f"SELECT value FROM {meta}.ducklake_metadata WHERE key = 'data_path'").fetchone()
-    if stored is None or stored[0].rstrip("/") == data_path.rstrip("/"):
+    stored = stored_data_path(con)
+    if stored is None or stored.rstrip("/") == data_path.rstrip("/"):
         return False
     tables = [r[0] for r in con.execute(
         "SELECT table_name FROM duckdb_tables() WHERE database_name = ?", [CATALOG]).fetchall()]
@@ -442,8 +439,23 @@ def _relocated(con, data_path: str) -> bool:
     files = [f for row in (con.execute(listed).fetchall() if tables else []) for f in row if f is not None]
     if not all(Path(f).exists() for f in files):
         return True
-    con.execute(f"UPDATE {meta}.ducklake_metadata SET value = ? WHERE key = 'data_path'", [data_path])
+    con.execute(f"UPDATE __ducklake_metadata_{CATALOG}.ducklake_metadata SET value = ? WHERE key = 'data_path'",
+                [data_path])
     return False
+
+
+def stored_data_path(con) -> str | None:
+    """The data path the attached catalog records (made with, or moved to: `_relocated`), not
+    this session's DATA_PATH; None for a catalog that records none."""
+    stored = con.execute(f"SELECT value FROM __ducklake_metadata_{CATALOG}.ducklake_metadata "
+                         "WHERE key = 'data_path'").fetchone()
+    return stored[0] if stored else None
+
+
+def tables_folder(data_path: str) -> str:
+    """The tables' own folder under a catalog's data path (its `main` schema's: `<data>/main/`).
+    In a home's own lake the data path holds every machine's landing files and state too."""
+    return data_path.rstrip("/") + "/main/"
 
 
 # DuckLake 1.5.5 keeps no statistics for a table that never held a row, and looks them up in the

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import duckdb
 
-from warehouse.lake.ducklake import CATALOG, connect, sql_string
+from warehouse.lake.ducklake import CATALOG, connect, sql_string, tables_folder
 
 # Settings DuckDB takes only when the database starts (a connection's first statement is too late).
 AT_START = {"allow_persistent_secrets": "false"}
@@ -109,8 +109,7 @@ def open_reader(catalog: Path, data_path: str | None = None):
         data = con.execute(f"SELECT data_path FROM ducklake_settings({sql_string(CATALOG)})").fetchone()[0]
         # the tables' own folder (its `main` schema's), not the data path: in a lake that is the
         # catalog's own, that holds every machine's landing files too (a new user's trial read them)
-        tables = data.rstrip("/") + "/main/"
-        con.execute(f"SET allowed_directories = [{sql_string(tables)}]")
+        con.execute(f"SET allowed_directories = [{sql_string(tables_folder(data))}]")
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
     except BaseException:
