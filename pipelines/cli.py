@@ -34,7 +34,7 @@ from pipelines.reading import cmd_report, cmd_search, cmd_sql
 from pipelines.summary import LISTED_WARNINGS
 from warehouse.serve.report_options import BREAKDOWNS, parse_day
 from warehouse.lake.config import ConfigError
-from warehouse.lake.layout import NotACatalog
+from warehouse.lake.layout import HomeNotMade, NotACatalog, NotAHome
 from warehouse.lake.storage import LakeUnreachable
 
 # -- argument types -------------------------------------------------------------------------
@@ -639,7 +639,7 @@ def main(argv=None) -> int:
         except (OSError, ValueError):
             pass
         return 141
-    except (UsageError, NotACatalog) as exc:
+    except (UsageError, NotACatalog, NotAHome) as exc:
         print_err(f"error: {exc}")
         return 2
     except KeyboardInterrupt:
@@ -652,7 +652,7 @@ def main(argv=None) -> int:
         from warehouse.lake.duckdb_settings import BadThreads
         from warehouse.lake.pg_catalog import CatalogUnreachable
 
-        if isinstance(exc, (ConfigError, BadThreads, LakeUnreachable, CatalogUnreachable)):
+        if isinstance(exc, (ConfigError, BadThreads, LakeUnreachable, CatalogUnreachable, HomeNotMade)):
             print_err(f"error: {exc}")
             return 1
         from warehouse.lake.ducklake import damage_hint

@@ -18,7 +18,7 @@ from pipelines.command_args import (
 from pipelines.reading import no_warehouse, own_config_file, report_zone, search_index_of
 from transforms.provider import DiscoverOptions
 from warehouse.lake.config import DEMO, has_data, load_config, load_layout
-from warehouse.lake.layout import Layout, check_catalog, own_lake, same_lake
+from warehouse.lake.layout import Layout, check_catalog, make_home, own_lake, same_lake
 
 
 
@@ -50,6 +50,7 @@ def cmd_ingest(args) -> int:
     layout = layout_of(args)
     if is_postgres(layout.warehouse):  # a reader of the team's catalog: the center alone writes it
         layout = replace(layout, warehouse=layout.home / "warehouse.ducklake")
+    make_home(layout.home)
     check_catalog(layout.warehouse)  # a folder or a file not DuckDB's: said before any source is read
     options = discover_options(args, layout)
     if _unredacted_share(args, layout):
@@ -104,6 +105,7 @@ def cmd_demo(args) -> int:
         refuse_real_data(layout)
     except NotADemoHome as exc:
         raise UsageError(str(exc)) from None
+    make_home(layout.home)
     root = layout.home / DEMO_DATA
     done = root / ".generated"  # written last: a demo cut short is generated again
     wanted = {"seed": args.seed, "projects": args.projects, "sessions": args.sessions}
@@ -153,6 +155,7 @@ def cmd_quickstart(args) -> int:
     from warehouse.land.ingest import discover_sources
 
     layout = layout_of(args)
+    make_home(layout.home)
     sources, problems = discover_sources(discover_options(args, layout))
     if any(not s.skip_reason for s in sources):
         code = cmd_ingest(args)
@@ -295,6 +298,7 @@ def cmd_merge(args) -> int:
     layout = layout_of(args)
     if not has_data(layout):
         return nothing_ingested(layout)
+    make_home(layout.home)
     result = refresh(layout.lake, layout.warehouse, full=args.full, prices=configured_prices(layout),
                      home=layout.home)
     print(f"merged {result.merged} sources ({result.removed} removed, {result.runs} run logs) from {layout.lake} "

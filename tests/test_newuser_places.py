@@ -107,3 +107,30 @@ def test_an_ingest_with_an_unreadable_registry_exits_1_and_names_it(tmp_path, mo
     assert main(["ingest", "--crush-root", str(_crush_root(tmp_path / "other"))]) == 1
     captured = capsys.readouterr()
     assert f"Crush registry {registry} is a directory, not a regular file" in captured.err + captured.out
+
+
+@pytest.mark.parametrize("command", [["ingest", "--no-default"], ["quickstart"], ["demo", "--projects", "1"],
+                                     ["report"], ["sql", "SELECT 1"], ["sources"], ["merge"]])
+def test_a_home_that_is_a_file_is_one_usage_error_naming_it(tmp_path, monkeypatch, capsys, command):
+    """A new user's trial: `--home` naming a file failed as NotADirectoryError from the merge,
+    and a reader told to `agentlake ingest` into it first."""
+    home = tmp_path / "notes.txt"
+    home.write_text("mine\n")
+    assert main([*command, "--home", str(home)]) == 2
+    said = capsys.readouterr().err
+    assert said == f"error: the home {home} (--home) is a file, not a folder: give a folder (agentlake makes it " \
+                   "if it is not there)\n"
+    assert home.read_text() == "mine\n"
+    monkeypatch.setenv("AGENTLAKE_HOME", str(home))  # the same, named by the environment
+    assert main(command) == 2
+    assert f"the home {home} ($AGENTLAKE_HOME) is a file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["ingest", "--no-default"], ["quickstart"], ["demo", "--projects", "1"]])
+def test_a_home_that_cannot_be_made_is_said_before_anything_is_read(tmp_path, capsys, command):
+    """Below a file, a home cannot be made: said once (exit 1), not as the merge's failure after
+    every source was read, nor after quickstart's demo was announced."""
+    (tmp_path / "notes.txt").write_text("mine\n")
+    home = tmp_path / "notes.txt" / "home"
+    assert main([*command, "--home", str(home)]) == 1
+    assert capsys.readouterr().err == f"error: cannot make the home folder {home}: Not a directory\n"

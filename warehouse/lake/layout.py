@@ -55,6 +55,33 @@ class NotACatalog(ValueError):
     """The warehouse path names a folder or a file that is not a DuckLake catalog."""
 
 
+class NotAHome(ValueError):
+    """The home names a file: every command reads or writes a folder there."""
+
+
+class HomeNotMade(RuntimeError):
+    """The home folder cannot be made (a path below a file, a place without permission)."""
+
+
+def make_home(home: Path) -> None:
+    """The home folder, made before a command that writes into it reads any source: one that
+    cannot be made is said once, not as the merge's failure after every source was read."""
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HomeNotMade(f"cannot make the home folder {home}: {exc.strerror or exc}") from None
+
+
+def check_home(home: Path, explicit: bool, env=os.environ) -> None:
+    """A home that is a file is refused, naming where it was given, before a command reads an
+    empty warehouse in it or writes below it (a new user's trial: NotADirectoryError from the
+    merge, after `no warehouse ... run agentlake ingest`)."""
+    if home.exists() and not home.is_dir():
+        given = "--home" if explicit else "$AGENTLAKE_HOME" if env.get("AGENTLAKE_HOME") else "the default home"
+        raise NotAHome(f"the home {home} ({given}) is a file, not a folder: give a folder (agentlake makes it "
+                       "if it is not there)")
+
+
 def check_catalog(path) -> None:
     """Refuse a warehouse path that cannot be a catalog before anything opens or copies it."""
     if is_postgres(path):  # the server says what is wrong when it is attached
@@ -86,6 +113,7 @@ class Layout:
     def resolve(cls, home=None, lake=None, warehouse=None, env=os.environ, machine=None, user=None) -> "Layout":
         explicit_home = bool(home)
         home = Path(home).expanduser() if home else default_home(env)
+        check_home(home, explicit_home, env)
         lake = lake or env.get("AGENTLAKE_LAKE") or None
         if is_remote(lake):
             refuse_credentials(lake)
