@@ -96,11 +96,39 @@ def main(argv=None) -> int:
         print("the notebooks need the `notebooks` extra: .venv/bin/pip install -q -c requirements.lock "
               "-e '.[notebooks]'", file=sys.stderr)
         return 2
+    missing = _no_warehouse()
+    if missing:  # each notebook would fail on it, a traceback apiece
+        print(f"error: {missing}", file=sys.stderr)
+        return 2
     out = Path(args.output)
-    for page in export_all(out, args.notebooks or NOTEBOOKS, args.include_code):
+    made = not out.exists()
+    try:
+        pages = export_all(out, args.notebooks or NOTEBOOKS, args.include_code)
+    except RuntimeError as exc:  # marimo has printed the notebook's own error above
+        if made:  # no folder of assets without its pages
+            shutil.rmtree(out, ignore_errors=True)
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for page in pages:
         print(page)
     print(f"serve it: {Path(sys.executable).name} -m http.server -d {out} --bind 127.0.0.1", file=sys.stderr)
     return 0
+
+
+def _no_warehouse() -> str | None:
+    """Why the notebooks have no warehouse to read (the one `agentlake sql` reads), else None."""
+    from warehouse.lake.config import ConfigError, reader_layout
+    from warehouse.lake.ducklake import FIRST_STEP
+    from warehouse.lake.layout import NotAHome
+    from warehouse.lake.pg_catalog import is_postgres
+
+    try:
+        warehouse = reader_layout().warehouse
+    except (ConfigError, NotAHome) as exc:
+        return str(exc)
+    if is_postgres(warehouse) or Path(warehouse).exists():
+        return None
+    return f"no warehouse at {warehouse}: {FIRST_STEP}; or name one with $AGENTLAKE_WAREHOUSE"
 
 
 if __name__ == "__main__":

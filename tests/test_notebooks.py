@@ -379,3 +379,28 @@ def test_export_without_the_notebooks_extra_says_what_to_install(monkeypatch, ca
     assert main(["-o", str(tmp_path / "out")]) == 2
     assert "-e '.[notebooks]'" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_export_without_a_warehouse_is_one_error_and_writes_nothing(monkeypatch, capsys, tmp_path):
+    """A new user's trial: each notebook failed on the missing warehouse, a traceback apiece,
+    and the output folder was left with the frontend's assets and no page."""
+    from notebooks.export import main
+
+    monkeypatch.setenv("AGENTLAKE_WAREHOUSE", str(tmp_path / "nope.ducklake"))
+    assert main(["-o", str(tmp_path / "out"), "cost_overview"]) == 2
+    said = capsys.readouterr().err
+    assert said.startswith(f"error: no warehouse at {tmp_path / 'nope.ducklake'}: run `agentlake ingest`")
+    assert said.count("\n") == 1 and "Traceback" not in said
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_notebook_that_fails_is_named_and_leaves_no_half_written_folder(monkeypatch, capsys, tmp_path):
+    """A warehouse that is there but cannot be read (not a catalog): the notebook's error as
+    marimo prints it, then one line naming it, exit 1; the new folder is removed."""
+    from notebooks.export import main
+
+    (tmp_path / "notes.ducklake").write_text("not a catalog\n")
+    monkeypatch.setenv("AGENTLAKE_WAREHOUSE", str(tmp_path / "notes.ducklake"))
+    assert main(["-o", str(tmp_path / "out"), "cost_overview"]) == 1
+    assert capsys.readouterr().err.endswith("error: notebook cost_overview failed while exporting\n")
+    assert not (tmp_path / "out").exists()
