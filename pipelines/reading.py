@@ -49,9 +49,19 @@ def _read_warehouse(args, answer, opener=None) -> int:
                 print_err(f"error: {failed}")
                 return 1
             hint = damage_hint(exc)  # a table file lost or damaged is no bad query: what repairs it
-            print_err(f"error: {exc}{hint}")
+            print_err(f"error: {exc}{hint or _tables_hint(exc)}")
             return 1 if hint else 2
     return 0
+
+
+def _tables_hint(exc) -> str:
+    """Where the warehouse's tables are listed, after DuckDB's own error for a table it does not
+    hold: its suggestion is the closest name of any catalog's, a system view's too
+    (`nosuchtable`: "Did you mean duckdb_tables?", a new user's trial)."""
+    if not str(exc).startswith("Catalog Error: Table with name "):
+        return ""
+    return ('\nthe tables and marts: agentlake sql "SHOW TABLES" lists them; docs/TABLES.md and docs/MARTS.md '
+            "say what each holds")
 
 
 def cmd_sql(args) -> int:

@@ -59,6 +59,20 @@ def test_sql_formats(ingested, capsys):
     assert capsys.readouterr().out.splitlines() == ["x    y", "-  ---", "a  1.5", "(1 row)"]
 
 
+def test_a_table_the_warehouse_does_not_hold_says_where_its_tables_are_listed(ingested, capsys):
+    """DuckDB's suggestion for an unknown table is the closest name of any catalog's: for
+    `nosuchtable`, a system view (a new user's trial). The tables' list is named after it."""
+    assert main(["sql", "SELECT * FROM nosuchtable"]) == 2
+    said = capsys.readouterr().err
+    assert said.startswith("error: Catalog Error: Table with name nosuchtable does not exist!")
+    assert said.endswith('\nthe tables and marts: agentlake sql "SHOW TABLES" lists them; docs/TABLES.md and '
+                         "docs/MARTS.md say what each holds\n")
+    assert main(["sql", "SHOW TABLES", "--format", "csv"]) == 0
+    assert {"sessions", "daily_costs"} <= set(capsys.readouterr().out.split())
+    assert main(["sql", "SELECT nosuchcolumn FROM sessions"]) == 2  # another error: no such line
+    assert "SHOW TABLES" not in capsys.readouterr().err
+
+
 def test_bad_query_and_missing_warehouse_exit_2(home, capsys):
     assert main(["sql", "SELECT 1"]) == 2
     assert "run `agentlake ingest`" in capsys.readouterr().err
