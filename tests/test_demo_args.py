@@ -153,6 +153,11 @@ def test_a_demo_never_mixes_into_a_home_holding_real_data(tmp_path, monkeypatch,
     assert f"report --home {home / 'demo'}" in out  # the next commands name the demo's home
     assert len(_sessions(capsys, home / "demo")) == 18
     assert _sessions(capsys, home) == own
+    # the demo's home given a team's lake by mistake: told to keep its own, not to nest a demo in it
+    assert main(["demo", "--quiet", "--home", str(home / "demo"), "--lake", "s3://bucket/team"]) == 2
+    said = capsys.readouterr().err
+    assert said.endswith(f"run it with the home's own lake: `agentlake demo --home {home / 'demo'} "
+                         f"--lake {home / 'demo' / 'lake'}`\n") and "demo/demo" not in said, said
 
     # the other way round (a new user's trial): the user's own store ingested into the demo's
     # home lands, and is said to be mixed with generated sessions

@@ -52,11 +52,16 @@ def is_demos(path: str | None) -> bool:
 
 def refuse_real_data(layout: Layout) -> None:
     """NotADemoHome, saying where to run the demo instead, when the lake holds anything but a demo."""
-    suggestion = layout.home / DEMO
+    other_lake = layout.remote or Path(layout.lake) != layout.home / "lake"  # a flag's, $AGENTLAKE_LAKE, config.toml's
+    # a home that is a demo's already (quickstart's, or one `demo --home` wrote) given another lake
+    # is the place, with its own lake; any other keeps its demo in <home>/demo, as quickstart does
+    demos = layout.home.name == DEMO or (layout.home / DEMO_DATA).is_dir()
+    suggestion = layout.home if other_lake and demos else layout.home / DEMO
     flags = f"--home {shlex.quote(str(suggestion))}"
-    if layout.remote or Path(layout.lake) != layout.home / "lake":  # a flag's, $AGENTLAKE_LAKE, config.toml's
+    if other_lake:
         flags += f" --lake {shlex.quote(str(suggestion / 'lake'))}"
-    how = (f"run it in a home of its own: `agentlake demo {flags}` (where quickstart keeps its demo), "
+    how = (f"run it with the home's own lake: `agentlake demo {flags}`" if suggestion == layout.home else
+           f"run it in a home of its own: `agentlake demo {flags}` (where quickstart keeps its demo), "
            "or another --home")
     if layout.remote:
         raise NotADemoHome(f"the lake {layout.lake} is on object storage, maybe a team's: `agentlake demo` writes "
