@@ -154,6 +154,7 @@ def cmd_report(args) -> int:
         else:
             sections = build(con, filters, by=args.by, top=10 if args.top is None else args.top)
         _say_if_the_window_is_empty(con, filters)
+        _say_if_the_warehouse_is_empty(con, layout_of(args))
         if args.section:
             sections = _section(sections, args)
         if args.format != "csv":
@@ -201,6 +202,15 @@ def _say_if_the_window_is_empty(con, filters) -> None:
         print_err(f"note: no session from {filters.since or 'the first day'} to {filters.until or 'today'}; "
              f"the sessions{' of these filters' if scope else ''} are from {first} to {last} "
              f"(--since {first} --until {last})")
+
+
+def _say_if_the_warehouse_is_empty(con, layout) -> None:
+    """A warehouse without a session (an ingest that found no source made it): the report's zeros
+    are no total of anything, and `serving` says nothing is ingested (a new user's trial)."""
+    if con.execute("SELECT COUNT(*) FROM sessions").fetchone()[0] == 0:
+        print_err(f"note: the warehouse {layout.warehouse} holds no session yet: `agentlake sources` lists "
+                  "what an ingest finds, `agentlake ingest --agent-home AGENT=DIR` names a place, or try "
+                  "`agentlake demo`")
 
 
 BUDGETS_EXCEEDED = 3  # `report --budgets`: a budget is exceeded (a cron job or CI step alerts on it)

@@ -269,6 +269,11 @@ def test_an_empty_warehouse_totals_zero(layout, project, capsys):
     assert totals == [{"cost_usd": 0, "root_sessions": 0, "root_sessions_with_unknown_cost": 0,
                        "root_sessions_with_partial_cost": 0, "messages": 0, "tool_calls": 0, "tool_errors": 0,
                        "nonzero_exits": 0}]
+    # its zeros are no total of anything: said, with where to look next (a new user's trial)
+    assert main(["report", "--home", str(layout.home)]) == 0
+    assert capsys.readouterr().err == (
+        f"note: the warehouse {layout.warehouse} holds no session yet: `agentlake sources` lists what an ingest "
+        "finds, `agentlake ingest --agent-home AGENT=DIR` names a place, or try `agentlake demo`\n")
     from warehouse.serve.dashboard.server import render
     from warehouse.lake.ducklake import connect
 
