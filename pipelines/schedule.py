@@ -24,19 +24,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from transforms.providers import env_vars
 from warehouse.lake.storage import masked_url
 
 KINDS = ("systemd", "cron", "launchd")
 NAME = "agentlake-ingest"
 
-# Where each agent keeps its data, as its discovery reads it (transforms/*/discover.py and
-# transforms.sources.user_home); tests/test_schedule.py checks that this is every one of them.
-AGENT_VARS = (
-    "AIDER_CHAT_HISTORY_FILE", "APPDATA", "CLAUDE_CONFIG_DIR", "CODEWHALE_HOME", "CODEX_HOME", "COPILOT_HOME",
-    "CRUSH_GLOBAL_DATA", "GEMINI_CLI_HOME", "GOOSE_PATH_ROOT", "HOMEDRIVE", "HOMEPATH", "KILO_DB",
-    "KIMI_SHARE_DIR", "LOCALAPPDATA", "NEXT_PUBLIC_CB_ENVIRONMENT", "OPENCODE_DB", "PI_CODING_AGENT_DIR",
-    "QWEN_HOME", "QWEN_RUNTIME_DIR", "USERPROFILE", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME",
-)
+# Where each agent keeps its data, as its discovery reads it (each transforms/*/discover.py's
+# ENV_VARS, and transforms.sources.user_home's); tests/test_schedule.py checks that the code reads
+# no other.
+AGENT_VARS = tuple(v for v in env_vars() if v != "HOME")  # $HOME: see job_env
 # agentlake's own that an ingest reads (warehouse.lake.layout, warehouse.lake.config: the flags the job is
 # given win over them; the merge's DuckDB threads, warehouse.lake.duckdb_settings; how long a second
 # writer waits, warehouse.lake.pg_catalog). Not those of NOT_CARRIED, nor $DAGSTER_HOME (an ingest does

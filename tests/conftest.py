@@ -13,6 +13,7 @@ import tempfile
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -139,19 +140,34 @@ def shared_duckdb_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("duckdb-home")
 
 
+# the agents' variables pointed at empty folders, and those naming a file, unset
+EMPTY_HOMES = (("CRUSH_GLOBAL_DATA", "crush"), ("CODEWHALE_HOME", "codewhale"), ("CLAUDE_CONFIG_DIR", "claude"),
+               ("CODEX_HOME", "codex"), ("XDG_DATA_HOME", "xdg-data"), ("XDG_CONFIG_HOME", "xdg-config"))
+UNSET = ("OPENCODE_DB", "AIDER_CHAT_HISTORY_FILE", "KILO_DB", "AGENTLAKE_LAKE")
+# the agents that keep their data under the home directory only (Droid's ~/.factory, ...)
+EMPTY_DIRS = ("HOME", "USERPROFILE", "APPDATA", "LOCALAPPDATA", "XDG_STATE_HOME", "GEMINI_CLI_HOME", "QWEN_HOME",
+              "QWEN_RUNTIME_DIR", "KIMI_SHARE_DIR", "GOOSE_PATH_ROOT", "COPILOT_HOME", "PI_CODING_AGENT_DIR")
+
+
+@lru_cache(maxsize=1)
+def _other_agent_vars() -> tuple[str, ...]:
+    """Every other variable discovery reads (transforms.providers.env_vars: a new agent's own
+    too), unset in each test: its agent then looks under the empty HOME."""
+    from transforms.providers import env_vars
+
+    handled = {var for var, _ in EMPTY_HOMES} | set(UNSET) | set(EMPTY_DIRS)
+    return tuple(var for var in env_vars() if var not in handled)
+
+
 def isolate(monkeypatch, empty: Path, duckdb_dir: Path) -> None:
     """Every agent's default home points into the empty folder `empty`: nothing reads the
     machine's own sessions, whatever it discovers by default."""
-    for var, sub in (("CRUSH_GLOBAL_DATA", "crush"), ("CODEWHALE_HOME", "codewhale"), ("CLAUDE_CONFIG_DIR", "claude"),
-                     ("CODEX_HOME", "codex"), ("XDG_DATA_HOME", "xdg-data"), ("XDG_CONFIG_HOME", "xdg-config")):
+    for var, sub in EMPTY_HOMES:
         (empty / sub).mkdir()
         monkeypatch.setenv(var, str(empty / sub))
-    for var in ("OPENCODE_DB", "AIDER_CHAT_HISTORY_FILE", "KILO_DB", "AGENTLAKE_LAKE"):
+    for var in UNSET + _other_agent_vars():
         monkeypatch.delenv(var, raising=False)
-    # the agents that keep their data under the home directory only (Droid's ~/.factory, ...)
-    for var in ("HOME", "USERPROFILE", "APPDATA", "LOCALAPPDATA", "XDG_STATE_HOME",
-                "GEMINI_CLI_HOME", "QWEN_HOME", "QWEN_RUNTIME_DIR", "KIMI_SHARE_DIR", "GOOSE_PATH_ROOT", "COPILOT_HOME",
-                "PI_CODING_AGENT_DIR"):
+    for var in EMPTY_DIRS:
         (empty / var.lower()).mkdir()
         monkeypatch.setenv(var, str(empty / var.lower()))
     (empty / "home" / ".duckdb").symlink_to(duckdb_dir, target_is_directory=True)

@@ -8,6 +8,7 @@ import pytest
 
 from tests.conftest import run_cli
 from tests.support_homes import copy_demo_home, small_demo_home
+from transforms.providers import PROVIDERS
 from transforms.synth.demo import generate_demo
 
 RANGE = {"--projects": (1, 100), "--sessions": (1, 100)}  # transforms.synth.demo.LIMITS
@@ -97,7 +98,7 @@ def test_a_seed_gives_the_same_numbers_wherever_the_demo_is_written(tmp_path):
             totals.append(con.execute(
                 "SELECT provider, SUM(cost_usd), SUM(total_tokens), COUNT(*) FROM sessions GROUP BY 1 ORDER BY 1"
             ).fetchall())
-    assert len(totals[0]) == 18 and any(cost for _, cost, _, _ in totals[0])
+    assert len(totals[0]) == len(PROVIDERS) and any(cost for _, cost, _, _ in totals[0])
     assert totals[0] == totals[1]
 
 
@@ -151,7 +152,7 @@ def test_a_demo_never_mixes_into_a_home_holding_real_data(tmp_path, monkeypatch,
     assert main(["demo", "--quiet", "--home", str(home / "demo"), "--projects", "1", "--sessions", "1"]) == 0
     out = capsys.readouterr().out
     assert f"report --home {home / 'demo'}" in out  # the next commands name the demo's home
-    assert len(_sessions(capsys, home / "demo")) == 18
+    assert len(_sessions(capsys, home / "demo")) == len(PROVIDERS)
     assert _sessions(capsys, home) == own
     # the demo's home given a team's lake by mistake: told to keep its own, not to nest a demo in it
     assert main(["demo", "--quiet", "--home", str(home / "demo"), "--lake", "s3://bucket/team"]) == 2
@@ -214,3 +215,14 @@ def test_a_demo_is_never_written_into_a_lake_on_object_storage(tmp_path, monkeyp
     assert err.count("\n") == 1 and err.startswith("error: the lake s3://team-agentlake/lake is on object storage")
     assert f"`agentlake demo --home {home / 'demo'} --lake {home / 'demo' / 'lake'}`" in err
     assert not (home / "demo-data").exists()
+
+
+def test_an_agent_without_a_demo_generator_is_said_with_what_it_needs(tmp_path, monkeypatch):
+    """The demo holds every agent of transforms.providers: a new one without its generator is
+    told what the demo calls, not an ImportError."""
+    from transforms.synth import demo
+
+    monkeypatch.setattr(demo, "HOMES", {**demo.HOMES, "toyagent": "toyagent"})
+    with pytest.raises(RuntimeError, match=r"the demo has no generator for toyagent: transforms/synth/toyagent\.py "
+                                           r"needs generate_home\(home, \*, sessions, seed, workspaces\)"):
+        generate_demo(tmp_path / "demo", projects=1, sessions=1)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from transforms.synth import aider, codebuff, cursor, goose
+from transforms.providers import PROVIDERS
 from transforms.synth.demo import generate_demo
 
 # agents whose own ids repeat across machines: Goose numbers a day's sessions (`20260302_1`);
@@ -116,7 +117,7 @@ def test_two_seeds_demos_in_one_team_lake_are_no_copies(tmp_path):
     roots = _roots(layout)
     ana, bob = roots["ana-laptop"], roots["bob-desktop"]
     agents = {provider for provider, _, _ in ana}
-    assert len(agents) == 18 and agents == {provider for provider, _, _ in bob}
+    assert len(agents) == len(PROVIDERS) and agents == {provider for provider, _, _ in bob}
     assert ana.isdisjoint(bob), sorted(ana & bob)  # what copied_sessions matches
     for agent in sorted(agents - IDS_REPEAT):  # ids of their own: other seeds, other ids
         ids = [{sid for provider, sid, _ in side if provider == agent} for side in (ana, bob)]

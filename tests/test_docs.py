@@ -86,6 +86,18 @@ def test_marts_doc_names_every_mart():
     assert MARTS and all(f"## `{mart}`" in marts_doc for mart in MARTS)
 
 
+def test_the_agents_counted_in_words_are_as_many_as_agentlake_reads():
+    """The front pages say how many agents agentlake reads, in words: a new agent changes it."""
+    from transforms.providers import PROVIDERS
+
+    words = {17: "seventeen", 18: "eighteen", 19: "nineteen", 20: "twenty", 21: "twenty-one", 22: "twenty-two"}
+    said = words[len(PROVIDERS)]
+    for doc in ("README.md", "docs/AGENTS.md", "docs/SOURCES.md", "transforms/providers.py"):
+        text = (ROOT / doc).read_text().lower()
+        others = [w for w in words.values() if w != said and re.search(rf"\b{w}\b", text)]
+        assert said in text and not others, f"{doc}: {len(PROVIDERS)} agents are {said!r}, not {others}"
+
+
 def test_readme_test_command_is_what_ci_runs():
     ci = _ci_command()
     assert f"```sh\n{ci}\n```" in README  # a command of its own, as CI runs it

@@ -288,15 +288,26 @@ def run_schedule(*args, env):
 def test_every_variable_discovery_reads_is_carried_and_no_other():
     """The list the job carries is the list the code reads: each agent's discovery, the home
     they share, agentlake's own layout; never a token or a credential."""
+    import importlib
+
+    from transforms.sources import HOME_VARS
+
+    def read_by(text: str) -> set[str]:
+        names = set(re.findall(r'env(?:\.get\(|\[)\s*"([A-Z][A-Z0-9_]*)"', text))
+        names |= set(re.findall(r'^ENV = "([A-Z][A-Z0-9_]*)"', text, re.M))
+        for listed in re.findall(r"for var in \(([^)]*)\)", text):
+            names |= set(re.findall(r'"([A-Z][A-Z0-9_]*)"', listed))
+        return names
+
     read = set()
-    sources = [*ROOT.glob("transforms/*/discover.py"), ROOT / "transforms/sources.py",
-               ROOT / "warehouse/lake/layout.py", ROOT / "warehouse/lake/config.py"]
-    for path in sources:
-        text = path.read_text()
-        read |= set(re.findall(r'env(?:\.get\(|\[)\s*"([A-Z][A-Z0-9_]*)"', text))
-        read |= set(re.findall(r'^ENV = "([A-Z][A-Z0-9_]*)"', text, re.M))
-        for names in re.findall(r"for var in \(([^)]*)\)", text):
-            read |= set(re.findall(r'"([A-Z][A-Z0-9_]*)"', names))
+    for path in ROOT.glob("transforms/*/discover.py"):  # each agent's own list is what it reads
+        declared = set(importlib.import_module(f"transforms.{path.parent.name}.discover").ENV_VARS)
+        assert read_by(path.read_text()) - {"HOME"} == declared, (path, read_by(path.read_text()) ^ declared)
+        read |= declared
+    assert read_by((ROOT / "transforms/sources.py").read_text()) == set(HOME_VARS)
+    read |= set(HOME_VARS)
+    for path in (ROOT / "warehouse/lake/layout.py", ROOT / "warehouse/lake/config.py"):
+        read |= read_by(path.read_text())
     assert {"CLAUDE_CONFIG_DIR", "CODEX_HOME", "CRUSH_GLOBAL_DATA", "CODEWHALE_HOME", "XDG_DATA_HOME",
             "QWEN_RUNTIME_DIR", "PI_CODING_AGENT_DIR", "AGENTLAKE_WAREHOUSE"} <= read  # the scan works
     assert read - {"HOME"} <= set(schedule.CARRIED), read - {"HOME"} - set(schedule.CARRIED)

@@ -2,8 +2,9 @@
 
 A provider discovers its sources, fingerprints each one cheaply, and extracts one source into
 canonical rows (transforms.contract). Adding an agent is a new folder under transforms/ that
-implements this (`AgentProvider` gives what every agent does the same way), plus one line in
-transforms.providers.
+implements this (`AgentProvider` gives what every agent does the same way), a generator for the
+demo, and its name in transforms.providers and the lists docs/ARCHITECTURE.md ("Adding a
+provider") names.
 """
 
 from collections.abc import Mapping

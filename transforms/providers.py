@@ -1,4 +1,5 @@
-"""Every provider agentlake knows, by name. A new agent adds one line here.
+"""Every provider agentlake knows, by name. A new agent adds one line here
+(docs/ARCHITECTURE.md, "Adding a provider", lists what else names it).
 
 An agent that keeps a file per session is landed by project (`ByProject`, transforms.bundle).
 Each provider's module is imported when the provider is first asked for: a command that needs
@@ -74,3 +75,15 @@ class _Providers(MutableMapping):
 
 
 PROVIDERS: MutableMapping[str, "Provider"] = _Providers(_KNOWN)
+
+
+def env_vars() -> tuple[str, ...]:
+    """Every environment variable discovery reads: each agent's (`ENV_VARS` of its discover
+    module) and those the user's home is found by. A scheduled job carries them
+    (pipelines.schedule), and the tests set each apart (tests/conftest.py)."""
+    from transforms.sources import HOME_VARS
+
+    names = set(HOME_VARS)
+    for folder, _, _ in _KNOWN.values():
+        names |= set(import_module(f"transforms.{folder}.discover").ENV_VARS)
+    return tuple(sorted(names))

@@ -92,6 +92,9 @@ def file_fingerprint(*paths: str) -> str:
     return "|".join(parts)
 
 
+HOME_VARS = ("HOME", "USERPROFILE", "HOMEDRIVE", "HOMEPATH")  # what user_home reads
+
+
 def user_home(env) -> Path:
     """The user's home as the agents resolve it: HOME, then the Windows variables."""
     for value in (env.get("HOME"), env.get("USERPROFILE")):

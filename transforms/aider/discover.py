@@ -18,6 +18,8 @@ from transforms.projects import project_name
 from transforms.sources import Discovery, Source, probe, unusable, user_home
 
 PROVIDER = "aider"
+# the environment variables discovery reads (transforms.providers.env_vars)
+ENV_VARS = ("AIDER_CHAT_HISTORY_FILE",)
 HISTORY_NAME = ".aider.chat.history.md"
 DEPTH = 3
 SKIP_DIRS = frozenset({"node_modules", "__pycache__", "venv", "target", "dist", "build"})

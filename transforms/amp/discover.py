@@ -22,6 +22,8 @@ from transforms.projects import project_name
 from transforms.sources import Discovery, Source, named_homes, named_stores, user_home, with_folder
 
 PROVIDER = "amp"
+# the environment variables discovery reads (transforms.providers.env_vars)
+ENV_VARS = ("APPDATA", "XDG_CONFIG_HOME", "XDG_DATA_HOME")
 EDITORS = ("Code", "Code - Insiders", "VSCodium", "Cursor", "Windsurf")
 THREAD = re.compile(r"^T-[0-9A-Za-z-]+\.json$")
 

@@ -22,6 +22,8 @@ from transforms.projects import project_name
 from transforms.sources import Discovery, Source, named_homes, named_stores, names_carried, user_home
 
 PROVIDER = "antigravity"
+# the environment variables discovery reads (transforms.providers.env_vars)
+ENV_VARS = ()
 
 
 def cli_dir(env) -> Path:

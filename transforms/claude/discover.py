@@ -27,6 +27,8 @@ from transforms.projects import project_name
 from transforms.sources import Discovery, Source, as_text, files_under, probe, source_id_for, unusable, user_home
 
 PROVIDER = "claude"
+# the environment variables discovery reads (transforms.providers.env_vars)
+ENV_VARS = ("CLAUDE_CONFIG_DIR", "XDG_CONFIG_HOME")
 HEAD_BYTES = 64 * 1024  # the first records carry the cwd
 HEAD_FILES = 3  # transcripts looked at for it
 _CWD = re.compile(rb'"cwd"\s*:\s*("(?:[^"\\]|\\.)*")')

@@ -18,6 +18,8 @@ from transforms.projects import project_name
 from transforms.sources import Discovery, Source, named_homes, user_home
 
 PROVIDER = "codebuff"
+# the environment variables discovery reads (transforms.providers.env_vars)
+ENV_VARS = ("NEXT_PUBLIC_CB_ENVIRONMENT",)
 CHANNELS = ("manicode", "manicode-dev", "manicode-staging")
 CHAT_FILES = ("chat-messages.json", "messages.json")  # the CLI's, then the older npm-app's
 HEAD_BYTES = 256 * 1024

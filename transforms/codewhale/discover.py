@@ -16,6 +16,8 @@ from transforms.projects import project_name
 from transforms.sources import Discovery, Source, named_homes, named_stores, unusable, user_home, with_folder
 
 PROVIDER = "codewhale"
+# the environment variables discovery reads (transforms.providers.env_vars)
+ENV_VARS = ("CODEWHALE_HOME",)
 # crash-recovery and bookkeeping files that sit beside the sessions
 SIDE_FILES = frozenset({"latest.json", "offline_queue.json", "session_boot_owners.json"})
 PREFIX_BYTES = 64 * 1024  # metadata comes first in the file: enough to find the workspace

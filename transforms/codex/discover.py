@@ -42,6 +42,8 @@ from transforms.projects import project_name
 from transforms.sources import Discovery, Source, files_under, named_homes, named_stores, user_home, with_folder
 
 PROVIDER = "codex"
+# the environment variables discovery reads (transforms.providers.env_vars)
+ENV_VARS = ("CODEX_HOME",)
 
 
 @dataclass(frozen=True)

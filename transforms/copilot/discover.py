@@ -24,6 +24,8 @@ from transforms.projects import project_name
 from transforms.sources import Discovery, Source, named_homes, user_home, with_folder
 
 PROVIDER = "copilot"
+# the environment variables discovery reads (transforms.providers.env_vars)
+ENV_VARS = ("COPILOT_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME")
 EVENTS = "events.jsonl"
 
 

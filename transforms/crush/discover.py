@@ -13,6 +13,8 @@ from transforms.projects import project_name
 from transforms.sources import Discovery, Source, probe, unusable
 
 PROVIDER = "crush"
+# the environment variables discovery reads (transforms.providers.env_vars)
+ENV_VARS = ("CRUSH_GLOBAL_DATA", "LOCALAPPDATA", "USERPROFILE", "XDG_DATA_HOME")
 DB_NAME = "crush.db"
 
 

@@ -19,6 +19,8 @@ from pathlib import Path
 from transforms.sources import Discovery, Source, file_fingerprint, names_carried, probe, slugify, unusable, user_home
 
 PROVIDER = "cursor"
+# the environment variables discovery reads (transforms.providers.env_vars)
+ENV_VARS = ()
 SUMMARY_DB = Path("ai-tracking") / "ai-code-tracking.db"
 
 

@@ -19,6 +19,8 @@ from transforms.projects import project_name
 from transforms.sources import Discovery, Source, named_homes, named_stores, user_home, with_folder
 
 PROVIDER = "droid"
+# the environment variables discovery reads (transforms.providers.env_vars)
+ENV_VARS = ()
 SETTINGS = ".settings.json"
 
 

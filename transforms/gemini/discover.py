@@ -33,6 +33,8 @@ from transforms.projects import project_name
 from transforms.sources import Discovery, Source, named_homes, named_stores, unusable, user_home
 
 PROVIDER = "gemini"
+# the environment variables discovery reads (transforms.providers.env_vars)
+ENV_VARS = ("GEMINI_CLI_HOME",)
 HEAD_CAP = 1 << 16  # the metadata line (or the legacy record's first keys) is far smaller
 _KEY = {k: re.compile(rf'"{k}"\s*:\s*"((?:[^"\\]|\\.)*)"') for k in ("sessionId", "projectHash", "kind")}
 

@@ -19,6 +19,8 @@ from pathlib import Path
 from transforms.sources import Discovery, Source, file_fingerprint, names_carried, probe, slugify, unusable, user_home
 
 PROVIDER = "goose"
+# the environment variables discovery reads (transforms.providers.env_vars)
+ENV_VARS = ("APPDATA", "GOOSE_PATH_ROOT", "XDG_DATA_HOME")
 DB_NAME = "sessions.db"
 
 

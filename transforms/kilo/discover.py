@@ -26,6 +26,8 @@ from transforms.projects import project_name
 from transforms.sources import Discovery, Source, named_homes, names_carried, user_home
 
 PROVIDER = "kilo"
+# the environment variables discovery reads (transforms.providers.env_vars)
+ENV_VARS = ("APPDATA", "KILO_DB", "XDG_CONFIG_HOME", "XDG_DATA_HOME")
 EXTENSION_ID = "kilocode.kilo-code"
 EDITORS = ("Code", "Code - Insiders", "VSCodium", "Cursor", "Windsurf")
 TASK_FILES = ("api_conversation_history.json", "ui_messages.json")

@@ -23,6 +23,8 @@ from transforms.projects import project_name
 from transforms.sources import Discovery, Source, named_homes, unusable, user_home, with_folder
 
 PROVIDER = "kimi"
+# the environment variables discovery reads (transforms.providers.env_vars)
+ENV_VARS = ("KIMI_SHARE_DIR",)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,8 @@ from transforms.sources import (
 )
 
 PROVIDER = "opencode"
+# the environment variables discovery reads (transforms.providers.env_vars)
+ENV_VARS = ("OPENCODE_DB", "XDG_DATA_HOME")
 MAIN_DB = "opencode.db"
 LEGACY_KINDS = ("session", "message", "part")  # what we read under storage/; the rest is not usage
 

@@ -20,6 +20,8 @@ from transforms.projects import project_name
 from transforms.sources import Discovery, Source, named_homes, named_stores, user_home, with_folder
 
 PROVIDER = "pi"
+# the environment variables discovery reads (transforms.providers.env_vars)
+ENV_VARS = ("PI_CODING_AGENT_DIR",)
 ENV = "PI_CODING_AGENT_DIR"
 FIRST_LINE_CAP = 1 << 16
 

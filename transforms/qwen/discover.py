@@ -24,6 +24,8 @@ from transforms.projects import project_name
 from transforms.sources import Discovery, Source, named_homes, named_stores, user_home, with_folder
 
 PROVIDER = "qwen"
+# the environment variables discovery reads (transforms.providers.env_vars)
+ENV_VARS = ("QWEN_HOME", "QWEN_RUNTIME_DIR")
 HEAD_CAP = 1 << 16
 _PARENT = re.compile(r'"parentSessionId"\s*:\s*"([^"\\]+)"')
 

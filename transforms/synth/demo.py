@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
 
+from transforms.providers import PROVIDERS
+
 # where each agent's data goes under the demo root (the agents' own home layouts); Aider keeps
 # its chat history inside the project directories themselves, which are Crush's workspaces
-HOMES = {"crush": "crush", "codewhale": "codewhale", "claude": "claude", "codex": "codex", "opencode": "opencode",
-         "gemini": "gemini", "qwen": "qwen", "kimi": "kimi", "copilot": "copilot", "amp": "amp", "droid": "droid",
-         "goose": "goose", "aider": "crush/projects", "cursor": "cursor", "pi": "pi", "kilo": "kilo",
-         "codebuff": "codebuff", "antigravity": "antigravity"}
+# (every agent of transforms.providers: a new agent's generator is transforms/synth/<name>.py)
+HOMES = {name: name for name in PROVIDERS} | {"aider": "crush/projects"}
 
 # the sizes a demo can have, inclusive: every generator needs a project to work in and a session
 # to write (0 divides by zero, a negative count writes half a store), and the top keeps a typo
@@ -76,6 +76,17 @@ def generate_demo(root, *, projects=4, sessions=6, seed=7, without_cost=2) -> De
     }
     for agent, where in HOMES.items():  # every other agent's generator has the same signature
         if agent not in truths:
-            generate_home = import_module(f"transforms.synth.{agent}").generate_home
-            truths[agent] = generate_home(root / where, sessions=sessions, seed=seed, workspaces=workspaces)
+            truths[agent] = _generator(agent)(root / where, sessions=sessions, seed=seed, workspaces=workspaces)
     return Demo(root, truths)
+
+
+def _generator(agent: str):
+    """The agent's `generate_home`, or an error saying what the demo needs of a new agent."""
+    try:
+        return import_module(f"transforms.synth.{agent}").generate_home
+    except (ModuleNotFoundError, AttributeError):
+        raise RuntimeError(
+            f"the demo has no generator for {agent}: transforms/synth/{agent}.py needs "
+            "generate_home(home, *, sessions, seed, workspaces), writing the agent's store in its real format "
+            "under home for sessions in those workspaces and returning what it wrote (its .sessions and "
+            ".cost_usd; docs/ARCHITECTURE.md, \"Adding a provider\")") from None
