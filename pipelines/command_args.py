@@ -10,7 +10,7 @@ from pathlib import Path
 
 from transforms.provider import DiscoverOptions, merge_paths
 from warehouse.lake.config import DEMO, demo_layout, has_data, load_config, load_layout
-from warehouse.lake.layout import Layout, own_lake, same_lake
+from warehouse.lake.layout import Layout, default_home, own_lake, same_lake
 from warehouse.lake.pg_catalog import PostgresCatalog, is_postgres
 
 
@@ -165,7 +165,7 @@ def command_for(layout: Layout, command: str) -> str:
     home = layout.home
     if home.name == DEMO and not has_data(load_layout(str(home.parent), env={})):
         home = home.parent
-    flag = f" --home {shlex.quote(str(home))}" if home != Layout.resolve().home else ""
+    flag = f" --home {shlex.quote(str(home))}" if home != default_home().absolute() else ""
     if home == layout.home and not same_warehouse(str(load_layout(str(home), env={}).warehouse), layout.warehouse):
         flag += f" --warehouse {shlex.quote(str(layout.warehouse))}"
     exe = "agentlake" if shutil.which("agentlake") else shlex.quote(sys.argv[0])  # a venv not on PATH

@@ -134,3 +134,25 @@ def test_a_home_that_cannot_be_made_is_said_before_anything_is_read(tmp_path, ca
     home = tmp_path / "notes.txt" / "home"
     assert main([*command, "--home", str(home)]) == 1
     assert capsys.readouterr().err == f"error: cannot make the home folder {home}: Not a directory\n"
+
+
+def test_a_file_elsewhere_named_home_or_demo_stops_no_command_given_a_good_home(tmp_path, monkeypatch, capsys):
+    """The file-home check only where the home is read: $AGENTLAKE_HOME naming a file while
+    --home names a folder (the next commands the summary prints compare with the default home),
+    and a file called `demo` inside a home (a script: not quickstart's demo)."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n")
+    monkeypatch.setenv("AGENTLAKE_HOME", str(notes))
+    home = tmp_path / "home"
+    store = _crush_root(tmp_path / "crush")
+    assert main(["ingest", "--home", str(home), "--no-default", "--crush-root", str(store), "--quiet"]) == 0
+    out, err = capsys.readouterr()
+    assert "notes.txt" not in out + err and f"warehouse: {home / 'warehouse.ducklake'}" in out
+    monkeypatch.delenv("AGENTLAKE_HOME")
+    empty = tmp_path / "empty"
+    assert main(["ingest", "--home", str(empty), "--no-default", "--quiet"]) == 0
+    (empty / "demo").write_text("#!/bin/sh\n")
+    capsys.readouterr()
+    for command in (["report"], ["sources", "--no-default"], ["ingest", "--no-default", "--quiet"]):
+        assert main([*command, "--home", str(empty)]) == 0, command
+        assert "is a file" not in capsys.readouterr().err

@@ -265,6 +265,8 @@ def demo_layout(layout: Layout) -> Layout | None:
     own = load_layout(str(layout.home), env={})
     if layout.remote or str(layout.lake) != str(own.lake) or layout.warehouse != own.warehouse or has_data(layout):
         return None
+    if not (layout.home / DEMO).is_dir():  # a file of that name is the user's, not a demo
+        return None
     demo = load_layout(str(layout.home / DEMO), env={})
     return demo if demo.warehouse.exists() else None
 
