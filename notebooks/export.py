@@ -96,10 +96,10 @@ def main(argv=None) -> int:
         print("the notebooks need the `notebooks` extra: .venv/bin/pip install -q -c requirements.lock "
               "-e '.[notebooks]'", file=sys.stderr)
         return 2
-    missing = _no_warehouse()
+    missing, code = _no_warehouse()
     if missing:  # each notebook would fail on it, a traceback apiece
         print(f"error: {missing}", file=sys.stderr)
-        return 2
+        return code
     out = Path(args.output)
     made = not out.exists()
     try:
@@ -115,8 +115,9 @@ def main(argv=None) -> int:
     return 0
 
 
-def _no_warehouse() -> str | None:
-    """Why the notebooks have no warehouse to read (the one `agentlake sql` reads), else None."""
+def _no_warehouse() -> tuple[str | None, int]:
+    """Why the notebooks have no warehouse to read (the one `agentlake sql` reads), and the exit
+    status `agentlake sql` gives for it (docs/CLI.md): (None, 0) when there is one."""
     from warehouse.lake.config import ConfigError, reader_layout
     from warehouse.lake.ducklake import FIRST_STEP
     from warehouse.lake.layout import NotAHome
@@ -124,11 +125,13 @@ def _no_warehouse() -> str | None:
 
     try:
         warehouse = reader_layout().warehouse
-    except (ConfigError, NotAHome) as exc:
-        return str(exc)
+    except ConfigError as exc:
+        return str(exc), 1
+    except NotAHome as exc:
+        return str(exc), 2
     if is_postgres(warehouse) or Path(warehouse).exists():
-        return None
-    return f"no warehouse at {warehouse}: {FIRST_STEP}; or name one with $AGENTLAKE_WAREHOUSE"
+        return None, 0
+    return f"no warehouse at {warehouse}: {FIRST_STEP}; or name one with $AGENTLAKE_WAREHOUSE", 2
 
 
 if __name__ == "__main__":

@@ -168,5 +168,9 @@ def command_for(layout: Layout, command: str) -> str:
     flag = f" --home {shlex.quote(str(home))}" if home != default_home().absolute() else ""
     if home == layout.home and not same_warehouse(str(load_layout(str(home), env={}).warehouse), layout.warehouse):
         flag += f" --warehouse {shlex.quote(str(layout.warehouse))}"
-    exe = "agentlake" if shutil.which("agentlake") else shlex.quote(sys.argv[0])  # a venv not on PATH
-    return f"{exe} {command}{flag}"
+    return f"{agentlake_exe()} {command}{flag}"
+
+
+def agentlake_exe() -> str:
+    """`agentlake` as the user runs it: its path when the venv is not on PATH."""
+    return "agentlake" if shutil.which("agentlake") else shlex.quote(sys.argv[0])

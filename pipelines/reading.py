@@ -2,12 +2,13 @@
 zone) and `search`. Each opens the published catalog read-only."""
 
 import os
+import re
 import sys
 from datetime import date
 from functools import partial
 from pathlib import Path
 
-from pipelines.command_args import UsageError, command_for, layout_of, print_err
+from pipelines.command_args import UsageError, agentlake_exe, command_for, layout_of, print_err
 from warehouse.lake.config import load_config, load_layout
 from warehouse.lake.layout import Layout
 from warehouse.lake.pg_catalog import is_postgres
@@ -24,10 +25,10 @@ def no_warehouse(layout) -> str:
     return f"no warehouse at {layout.warehouse}: {FIRST_STEP}"
 
 
-def _read_warehouse(args, answer, opener=None) -> int:
+def _read_warehouse(args, answer, opener=None, hint=lambda exc: "") -> int:
     """Open the warehouse read-only (with `opener`, `connect`'s arguments, if given), print
     `answer(con)`; a missing warehouse or a bad query is a usage error (exit 2) with DuckDB's own
-    message."""
+    message, and `hint(exc)` after it."""
     import duckdb
 
     from warehouse.lake.ducklake import connect
@@ -48,17 +49,17 @@ def _read_warehouse(args, answer, opener=None) -> int:
             if failed:  # the lake's storage did not answer: no bad query either
                 print_err(f"error: {failed}")
                 return 1
-            hint = damage_hint(exc)  # a table file lost or damaged is no bad query: what repairs it
-            print_err(f"error: {exc}{hint or _tables_hint(exc)}")
-            return 1 if hint else 2
+            damage = damage_hint(exc)  # a table file lost or damaged is no bad query: what repairs it
+            print_err(f"error: {exc}{damage or hint(exc)}")
+            return 1 if damage else 2
     return 0
 
 
 def _tables_hint(exc) -> str:
-    """Where the warehouse's tables are listed, after DuckDB's own error for a table it does not
-    hold: its suggestion is the closest name of any catalog's, a system view's too
-    (`nosuchtable`: "Did you mean duckdb_tables?", a new user's trial)."""
-    if not str(exc).startswith("Catalog Error: Table with name "):
+    """Where the warehouse's tables are listed, after DuckDB's own error for a table a user's
+    query names and it does not hold: its suggestion is the closest name of any catalog's, a
+    system view's too (`nosuchtable`: "Did you mean duckdb_tables?", a new user's trial)."""
+    if not re.match(r"Catalog Error: Table with name .* does not exist", str(exc)):
         return ""
     return ('\nthe tables and marts: agentlake sql "SHOW TABLES" lists them; docs/TABLES.md and docs/MARTS.md '
             "say what each holds")
@@ -87,7 +88,7 @@ def cmd_sql(args) -> int:
         columns = [d[0] for d in cur.description] if cur.description else []
         return render(columns, fetch_rows(cur), args.format)
 
-    return _read_warehouse(args, answer, open_reader)
+    return _read_warehouse(args, answer, open_reader, hint=_tables_hint)
 
 
 def _query_text(args) -> tuple[str, str]:
@@ -206,11 +207,22 @@ def _say_if_the_window_is_empty(con, filters) -> None:
 
 def _say_if_the_warehouse_is_empty(con, layout) -> None:
     """A warehouse without a session (an ingest that found no source made it): the report's zeros
-    are no total of anything, and `serving` says nothing is ingested (a new user's trial)."""
-    if con.execute("SELECT COUNT(*) FROM sessions").fetchone()[0] == 0:
-        print_err(f"note: the warehouse {layout.warehouse} holds no session yet: `agentlake sources` lists "
-                  "what an ingest finds, `agentlake ingest --agent-home AGENT=DIR` names a place, or try "
-                  "`agentlake demo`")
+    are no total of anything, and `serving` says nothing is ingested (a new user's trial). A
+    home's own lake is told where to look next, with its --home; a demo goes where quickstart
+    keeps one (a shared lake must not take it)."""
+    if con.execute("SELECT COUNT(*) FROM sessions").fetchone()[0]:
+        return
+    said = f"note: the warehouse {layout.warehouse} holds no session yet"
+    if not (layout.remote or is_postgres(layout.warehouse)):
+        import shlex
+
+        from warehouse.lake.config import DEMO
+
+        said += (f": `{command_for(layout, 'sources')}` lists what an ingest finds, "
+                 f"`{command_for(layout, 'ingest')} --agent-home AGENT=DIR` names a place, or "
+                 f"`{agentlake_exe()} demo --home {shlex.quote(str(layout.home / DEMO))}` makes a demo the commands read "
+                 "until the home holds data")
+    print_err(said)
 
 
 BUDGETS_EXCEEDED = 3  # `report --budgets`: a budget is exceeded (a cron job or CI step alerts on it)
@@ -246,6 +258,7 @@ def _report_budgets(args, zone: str) -> int:
         if zone != UTC:
             use_zone(con, zone, marts=("daily_costs",))
         statuses = budget_statuses(con, budgets, today)
+        _say_if_the_warehouse_is_empty(con, layout_of(args))
         for note in unknown_scopes(con, budgets):
             print_err(f"note: {note}")
         over.extend(s.budget.name for s in statuses if s.status == OVER)

@@ -168,6 +168,10 @@ def test_a_demo_never_mixes_into_a_home_holding_real_data(tmp_path, monkeypatch,
     assert f"warning: {home / 'demo'} also holds `agentlake demo`'s generated sessions" in said, said
     assert "to the 1 source of your own this run landed" in said
     assert {r["provider"]: r["n"] for r in _sessions(capsys, home / "demo")}["crush"] == crush + 1
+    # that demo's home holds data of its own now: not suggested for a demo, given another lake
+    assert main(["demo", "--quiet", "--home", str(home / "demo"), "--lake", "s3://bucket/team"]) == 2
+    assert f"`agentlake demo --home {home / 'demo' / 'demo'} --lake {home / 'demo' / 'demo' / 'lake'}`" \
+        in capsys.readouterr().err
 
 
 def test_a_demo_of_another_seed_or_size_replaces_the_one_there(tmp_path, monkeypatch, capsys, built_once):

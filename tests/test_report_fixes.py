@@ -270,10 +270,18 @@ def test_an_empty_warehouse_totals_zero(layout, project, capsys):
                        "root_sessions_with_partial_cost": 0, "messages": 0, "tool_calls": 0, "tool_errors": 0,
                        "nonzero_exits": 0}]
     # its zeros are no total of anything: said, with where to look next (a new user's trial)
-    assert main(["report", "--home", str(layout.home)]) == 0
-    assert capsys.readouterr().err == (
-        f"note: the warehouse {layout.warehouse} holds no session yet: `agentlake sources` lists what an ingest "
-        "finds, `agentlake ingest --agent-home AGENT=DIR` names a place, or try `agentlake demo`\n")
+    from pipelines.command_args import agentlake_exe
+
+    exe = agentlake_exe()
+    for report in (["report"], ["report", "--budgets"]):  # the budgets' month too, of a config's budget
+        (layout.home / "config.toml").write_text("[[budgets]]\nmonthly_usd = 10\n")
+        assert main([*report, "--home", str(layout.home)]) == 0
+        assert capsys.readouterr().err == (
+            f"note: the warehouse {layout.warehouse} holds no session yet: `{exe} sources --home {layout.home}` "
+            f"lists what an ingest finds, `{exe} ingest --home {layout.home} --agent-home AGENT=DIR` names a place, "
+            f"or `{exe} demo --home {layout.home / 'demo'}` makes a demo the commands read until the home holds "
+            "data\n"), report
+    (layout.home / "config.toml").unlink()
     from warehouse.serve.dashboard.server import render
     from warehouse.lake.ducklake import connect
 

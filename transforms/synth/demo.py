@@ -82,9 +82,13 @@ def generate_demo(root, *, projects=4, sessions=6, seed=7, without_cost=2) -> De
 
 def _generator(agent: str):
     """The agent's `generate_home`, or an error saying what the demo needs of a new agent."""
+    module = f"transforms.synth.{agent}"
     try:
-        return import_module(f"transforms.synth.{agent}").generate_home
-    except (ModuleNotFoundError, AttributeError):
+        return import_module(module).generate_home
+    except (ModuleNotFoundError, AttributeError) as exc:
+        # the module or its function missing; an error inside a generator that is there is its own
+        if not (exc.name == module if isinstance(exc, ModuleNotFoundError) else exc.name == "generate_home"):
+            raise
         raise RuntimeError(
             f"the demo has no generator for {agent}: transforms/synth/{agent}.py needs "
             "generate_home(home, *, sessions, seed, workspaces), writing the agent's store in its real format "

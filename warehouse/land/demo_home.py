@@ -10,6 +10,7 @@ longer holds (warehouse.land.retention). Pure: no Dagster.
 import os
 import shlex
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 from warehouse.land.source_state import SourceStates
@@ -54,9 +55,13 @@ def refuse_real_data(layout: Layout) -> None:
     """NotADemoHome, saying where to run the demo instead, when the lake holds anything but a demo."""
     other_lake = layout.remote or Path(layout.lake) != layout.home / "lake"  # a flag's, $AGENTLAKE_LAKE, config.toml's
     # a home that is a demo's already (quickstart's, or one `demo --home` wrote) given another lake
-    # is the place, with its own lake; any other keeps its demo in <home>/demo, as quickstart does
-    demos = layout.home.name == DEMO or (layout.home / DEMO_DATA).is_dir()
-    suggestion = layout.home if other_lake and demos else layout.home / DEMO
+    # is the place, with its own lake, unless that holds data of its own too; any other keeps its
+    # demo in <home>/demo, as quickstart does
+    suggestion = layout.home / DEMO
+    if other_lake and (layout.home.name == DEMO or (layout.home / DEMO_DATA).is_dir()):
+        own = replace(layout, lake=layout.home / "lake")
+        if all(is_demos(path) for _, _, path in landed_sources(own)):
+            suggestion = layout.home
     flags = f"--home {shlex.quote(str(suggestion))}"
     if other_lake:
         flags += f" --lake {shlex.quote(str(suggestion / 'lake'))}"
