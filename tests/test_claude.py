@@ -646,6 +646,20 @@ def test_a_transcript_that_cannot_be_read_is_named_in_the_warnings(layout, tmp_p
     assert scalar(layout, "SELECT key FROM quarantine") == "gone.jsonl:0"
 
 
+def test_a_named_pipe_where_a_transcript_would_be_is_named_never_opened(layout, tmp_path):
+    """A trial: a FIFO named like a transcript hung the ingest for ever (opening it waits for a
+    writer). It is left out, named, and the source is read again next run; the rest is landed."""
+    import os
+
+    home = tmp_path / "claude"
+    path = write_fixture(home)
+    os.mkfifo(path.parent / "pipe.jsonl")
+    (result,) = ingest_tables(layout, homes={"claude": [home]}).results
+    assert result.status == "ok" and f"{path.parent / 'pipe.jsonl'} is a named pipe, not a regular file: not read" \
+        in result.warnings, result.warnings
+    assert scalar(layout, "SELECT COUNT(*) FROM sessions") == 1
+
+
 def test_an_upgraded_home_keeps_every_session_once_when_its_sources_are_renamed(layout, tmp_path, monkeypatch):
     """Releases before named a project's source by its directory's path; this one by its slug.
     The first ingest after the upgrade takes the old source over: a session Claude Code deleted

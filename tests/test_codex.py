@@ -577,6 +577,22 @@ def test_of_two_copies_of_a_session_the_larger_is_read_and_the_other_named(layou
     assert query(layout, "SELECT COUNT(*), SUM(total_tokens) FROM sessions") == [(1, 19920)]
 
 
+def test_a_named_pipe_where_a_rollout_would_be_is_a_problem_never_opened(layout, tmp_path):
+    """A trial: a FIFO named like a rollout hung the ingest for ever, in discovery (its head is
+    read there). It is a problem naming it (exit 1 from the CLI); the other rollouts are landed."""
+    import os
+
+    home = tmp_path / "codex"
+    rollout = write_fixture(home)
+    pipe = rollout.with_name("rollout-2026-03-02T10-00-00-0199a213-81c0-7800-8aa1-bbab2a035a99.jsonl")
+    os.mkfifo(pipe)
+    found = discover(env={"CODEX_HOME": str(home)})
+    assert [s.path for s in found.sources] == [str(rollout)]
+    assert found.problems == [f"{pipe} is a named pipe, not a regular file: not read"]
+    ingest_tables(layout, homes={"codex": [home]})
+    assert query(layout, "SELECT COUNT(*), SUM(total_tokens) FROM sessions") == [(1, 19920)]
+
+
 def test_a_symlinked_month_folder_is_read(layout, tmp_path):
     """Old months moved to another disk and linked back were skipped without a word (rglob does
     not follow symlinked folders); a link loop still ends."""

@@ -375,6 +375,24 @@ def ingest_with_fifos(layout, provider: str, home, names) -> None:
     assert done.wait(60), "ingestion blocked: it opened a credential file"
 
 
+def test_a_chat_name_on_a_pipe_or_a_link_loop_is_said_and_the_rest_landed(layout, tmp_path):
+    """A trial: a chat file turned into a symlink loop or a named pipe was skipped without a
+    word (its session's messages gone from the tables). Each is a problem naming it."""
+    home = tmp_path / ".gemini"
+    chat = write_chat(home)
+    loop = chat.with_name("session-2026-03-02T09-00-aaaaaaaa.jsonl")
+    loop.symlink_to(loop.with_suffix(".json"))
+    loop.with_suffix(".json").symlink_to(loop)
+    pipe = chat.with_name("session-2026-03-02T10-00-bbbbbbbb.jsonl")
+    os.mkfifo(pipe)
+    found = discover(env={"GEMINI_CLI_HOME": str(tmp_path)})
+    looped = "cannot be read: Too many levels of symbolic links: not read"  # both links of the loop
+    assert found.problems == [f"Gemini CLI chat file {loop.with_suffix('.json')} {looped}",
+                              f"Gemini CLI chat file {loop} {looped}",
+                              f"Gemini CLI chat file {pipe} is a named pipe, not a regular file: not read"]
+    assert [s.path for s in found.sources] == [str(chat)]
+
+
 def test_credentials_are_never_opened(layout, tmp_path):
     home = tmp_path / ".gemini"
     write_chat(home)

@@ -347,6 +347,35 @@ def test_a_malformed_row_is_quarantined_and_the_rest_ingests(layout, tmp_path):
     assert scalar(layout, "SELECT SUM(cost_usd) FROM usage") == 0.01842
 
 
+@pytest.mark.parametrize("odd", ["folder", "pipe"])
+def test_a_folder_or_a_pipe_by_a_records_name_is_quarantined_never_opened(layout, tmp_path, odd):
+    """A trial: a legacy session file turned into a folder or a named pipe was skipped without a
+    word, its session gone and its messages kept without it. It is quarantined, naming the file,
+    and the rest ingests; an opencode.db that is no file fails its data dir as a corrupt one does."""
+    import os
+
+    home = tmp_path / "oc"
+    closed(write_fixture(home))
+    extra = user_info("msg_z", "ses_3a9f1c2b7ffeAbCdEf", T + 99_000)
+    bad = write_json(home, "message", "ses_3a9f1c2b7ffeAbCdEf", extra)
+    bad.unlink()
+    bad.mkdir() if odd == "folder" else os.mkfifo(bad)
+    (result,) = oc(layout, home).results
+    assert result.status == "ok", result.error
+    why = "is a directory, not a regular file" if odd == "folder" else "is a named pipe, not a regular file"
+    assert query(layout, "SELECT key, source_table FROM quarantine") == [
+        ("msg_z", "storage/message/ses_3a9f1c2b7ffeAbCdEf/msg_z.json")]
+    assert why in scalar(layout, "SELECT error FROM quarantine")
+    assert scalar(layout, "SELECT COUNT(*) FROM messages") == len(fixture()[1])
+    db = home / "opencode.db"
+    for side in ("opencode.db-wal", "opencode.db-shm"):
+        (home / side).unlink(missing_ok=True)
+    db.unlink()
+    db.mkdir() if odd == "folder" else os.mkfifo(db)
+    (result,) = oc(layout, home).results
+    assert result.status == "failed" and f"{db} {why}; the data dir is not read without it" in result.error
+
+
 def test_a_corrupt_channel_database_does_not_sink_the_others(layout, tmp_path):
     home = tmp_path / "oc"
     closed(write_fixture(home))

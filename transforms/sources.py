@@ -1,5 +1,6 @@
 """What every provider's discovery returns: sources, their ids, slugs and fingerprints."""
 
+import errno
 import hashlib
 import os
 import re
@@ -188,10 +189,34 @@ def named_stores(stores, problems: list[str], what: str, files_in: Callable[[Pat
     return files
 
 
+class NotAFile(OSError):
+    """A name a session file would have, given to something that is not one (a named pipe, a
+    socket, a device): never opened, as a named pipe's open would wait for a writer forever."""
+
+
+def _not_a_file(path: str) -> NotAFile | None:
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:  # a broken link or a loop: the read says why, for that session
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    return NotAFile(errno.EINVAL, unusable(path, "file"), path)
+
+
+def listing_problem(exc: OSError, what: str) -> str:
+    """A line for what `files_under` put in its `errors`: a folder of `what` it could not list,
+    or a name it left out for not being a file."""
+    if isinstance(exc, NotAFile):
+        return f"{exc.filename} {exc.strerror}: not read"
+    return f"cannot list {what} in {exc.filename}: {exc.strerror or exc}"
+
+
 def files_under(folder: Path, matches, errors: list | None = None) -> list[Path]:
     """Every file under `folder` whose name `matches(name)`, sorted. Symlinked folders are
     followed (old months moved to another disk and linked back), each real folder once, so a
-    link loop ends; folders that cannot be listed go to `errors` when given."""
+    link loop ends; folders that cannot be listed go to `errors` when given, and so does a
+    matching name that is no regular file (`NotAFile`), left out."""
     found, followed, root = [], set(), os.path.realpath(folder)
 
     def within(path: str, tree: str) -> bool:
@@ -208,7 +233,12 @@ def files_under(folder: Path, matches, errors: list | None = None) -> list[Path]
                 else:
                     followed.add(real)
         dirs.sort()
-        found += [Path(top) / f for f in files if matches(f)]
+        for name in filter(matches, files):
+            odd = _not_a_file(os.path.join(top, name))
+            if odd is None:
+                found.append(Path(top) / name)
+            elif errors is not None:
+                errors.append(odd)
     return sorted(found)
 
 

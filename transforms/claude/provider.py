@@ -15,7 +15,7 @@ from transforms.claude.normalise import PROVIDER, SYNTHETIC, Context, normalise,
 from transforms.claude.reader import UNFINISHED, FileRead, cached_files, read_jsonl
 from transforms.claude.tools import CALL_TYPES, RESULT_TYPES, blocks_of
 from transforms.provider import AgentProvider, Extract, SourceError
-from transforms.sources import Source, file_fingerprint
+from transforms.sources import Source, file_fingerprint, listing_problem
 
 META_SUFFIX = ".meta.json"
 
@@ -47,7 +47,7 @@ class ClaudeProvider(AgentProvider):
         gone = [f for rel, f in cached.items() if rel not in on_disk]
         metas = {k: v for d in reversed(_dirs(source)) if Path(d).is_dir() for k, v in agent_metas(Path(d)).items()}
         rows, findings, kept = normalise(files + gone, metas, ctx)
-        findings.notes += [f"cannot list {e.filename}: {e.strerror}" for e in unlisted]
+        findings.notes += [listing_problem(e, "transcripts") for e in unlisted]
         findings.unread = len(unreadable) + len(unlisted)  # not settled: read again next run
         if len(gone) > older:
             findings.notes.append(f"{len(gone) - older} transcripts no longer on disk (Claude Code deletes old ones) "

@@ -39,7 +39,8 @@ from pathlib import Path
 
 from transforms import jsontext
 from transforms.projects import project_name
-from transforms.sources import Discovery, Source, files_under, named_homes, named_stores, user_home, with_folder
+from transforms.sources import (
+    Discovery, Source, files_under, listing_problem, named_homes, named_stores, user_home, with_folder)
 
 PROVIDER = "codex"
 # the environment variables discovery reads (transforms.providers.env_vars)
@@ -264,7 +265,7 @@ def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, 
         files += rollouts_in(home, errors)
     files += named_stores(extra_stores, found.problems, "Codex rollout",
                           lambda folder: files_under(folder, _is_rollout, errors))
-    found.problems += [f"cannot list Codex rollouts in {exc.filename}: {exc.strerror or exc}" for exc in errors]
+    found.problems += [listing_problem(exc, "Codex rollouts") for exc in errors]
     unique = list(dict.fromkeys(Path(os.path.realpath(f)) for f in files))
     found.sources = group([read_head(f) for f in unique], project_names or {})
     return found

@@ -67,17 +67,27 @@ def home_dir(root: Path) -> Path | None:
     return None
 
 
-def chat_files(home: Path) -> list[tuple[Path, str | None]]:
-    """(file, parent session id for a sub-agent chat) under `tmp/*/chats/`; no temp or backup files."""
+def chat_files(home: Path, problems: list[str] | None = None) -> list[tuple[Path, str | None]]:
+    """(file, parent session id for a sub-agent chat) under `tmp/*/chats/`; no temp or backup
+    files. A chat's name on something that is not a file (a symlink loop, a named pipe) is left
+    out and said in `problems`: a trial's session went missing without a word."""
     found = []
     for chats in sorted((home / "tmp").glob("*/chats")):
         for entry in sorted(chats.iterdir()):
-            if entry.is_file() and entry.name.startswith("session-") and entry.suffix in (".json", ".jsonl"):
-                found.append((entry, None))
+            if entry.name.startswith("session-") and entry.suffix in (".json", ".jsonl") and not entry.is_dir():
+                found += _a_file(entry, None, problems)
             elif entry.is_dir():  # a sub-agent's chat: `.json` in 0.37-0.38, `.jsonl` since
-                found += [(f, entry.name) for f in sorted(entry.iterdir())
-                          if f.suffix in (".json", ".jsonl") and f.is_file()]
+                for f in sorted(entry.iterdir()):
+                    if f.suffix in (".json", ".jsonl") and not f.is_dir():
+                        found += _a_file(f, entry.name, problems)
     return found
+
+
+def _a_file(path: Path, parent: str | None, problems: list[str] | None) -> list[tuple[Path, str | None]]:
+    why = unusable(path, "file")
+    if why and problems is not None:
+        problems.append(f"Gemini CLI chat file {path} {why}: not read")
+    return [] if why else [(path, parent)]
 
 
 def read_head(path: Path, parent_id: str | None) -> Head:
@@ -163,7 +173,7 @@ def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, 
     projects: dict[str, str] = {}
     for home in dict.fromkeys(homes):
         try:
-            files += chat_files(home)
+            files += chat_files(home, found.problems)
             projects.update(project_paths(home))
         except OSError as exc:  # a home we may not read: say so, go on with the others
             found.problems.append(f"cannot list Gemini CLI chats in {home}: {exc}")

@@ -62,7 +62,7 @@ def has_store(data_dir: Path) -> bool:
 def oldest_files(data_dir: Path):
     """The oldest layout (the first releases): `project/<id>/storage/session/info/<session>.json`,
     `.../session/message/<session>/<message>.json`, `.../session/part/<session>/<message>/<part>.json`,
-    as (kind, owner dir name, file), like `legacy_files`. Only regular files."""
+    as (kind, owner dir name, file), like `legacy_files`."""
     try:
         projects = sorted((e for e in os.scandir(data_dir / "project") if e.is_dir()), key=lambda e: e.name)
     except OSError:
@@ -75,7 +75,7 @@ def oldest_files(data_dir: Path):
                 dirs = [Path(e.path) for d in dirs for e in _scan(d) if e.is_dir()]
             for folder in dirs:
                 for entry in _scan(folder):
-                    if entry.name.endswith(".json") and entry.is_file():
+                    if entry.name.endswith(".json"):
                         yield kind, (folder.name if depth else None), Path(entry.path)
 
 
@@ -87,8 +87,9 @@ def _scan(folder: Path) -> list:
 
 
 def legacy_files(data_dir: Path):
-    """(kind, owner dir name, file) of every legacy JSON file we read, in a stable order.
-    Only regular files: a FIFO or a socket is never opened."""
+    """(kind, owner dir name, file) of every legacy JSON file, in a stable order: whatever bears a
+    record's name, a folder or a named pipe too, which the reader names without opening it
+    (transforms.opencode.store.read_legacy): a trial's session went missing without a word."""
     for kind in LEGACY_KINDS:
         top = storage_dir(data_dir) / kind
         try:
@@ -99,8 +100,7 @@ def legacy_files(data_dir: Path):
             if not owner.is_dir():
                 continue
             try:
-                files = sorted((e for e in os.scandir(owner.path) if e.name.endswith(".json") and e.is_file()),
-                               key=lambda e: e.name)
+                files = sorted((e for e in os.scandir(owner.path) if e.name.endswith(".json")), key=lambda e: e.name)
             except OSError:
                 continue
             for entry in files:

@@ -9,6 +9,7 @@ message's parts come from the same place as the message. Unreadable records are 
 `error` set) for the quarantine, never dropped.
 """
 
+import os
 import sqlite3
 from collections import Counter
 from contextlib import closing
@@ -19,6 +20,7 @@ from transforms import jsontext
 from transforms.opencode.discover import MAIN_DB, db_files, legacy_files
 from transforms.provider import SourceError
 from transforms.snapshot import SnapshotError, decode_text, open_snapshot, take_snapshot
+from transforms.sources import unusable
 
 TABLES = ("session", "message", "part")
 
@@ -159,7 +161,10 @@ def read_legacy(data_dir: Path) -> list[Record]:
     out = []
     for kind, owner, path in legacy_files(data_dir):
         rel = path.relative_to(data_dir).as_posix()
+        why = unusable(path, "file")  # a folder or a pipe by a record's name is never opened
         try:
+            if why:
+                raise OSError(f"{path} {why}")
             text = decode_text(path.read_bytes())
         except OSError as exc:
             out.append(Record(kind, path.stem, owner, None, "", rel, 0, error=f"unreadable file: {exc}",
@@ -185,6 +190,10 @@ def read_store(path: Path, workdir: Path) -> Store:
     the file. A channel database that cannot be read is skipped with a warning and a quarantine
     row: opencode.db's rows win over it, and the lake keeps its sessions."""
     is_dir = path.is_dir()
+    main = path / MAIN_DB
+    if is_dir and os.path.lexists(main) and unusable(main, "file"):  # a folder or a pipe by that name
+        raise SourceError(f"{main} {unusable(main, 'file')}; the data dir is not read without it (its sessions' "
+                          "older copies would stand in for them): the lake keeps this source's rows as they were")
     databases = db_files(path) if is_dir else [path]
     store, batches = Store(), []
     for db in databases:
