@@ -654,9 +654,11 @@ def test_a_named_pipe_where_a_transcript_would_be_is_named_never_opened(layout, 
     home = tmp_path / "claude"
     path = write_fixture(home)
     os.mkfifo(path.parent / "pipe.jsonl")
+    (path.parent / "folder.jsonl").mkdir()  # its session is not there either: said, not skipped
     (result,) = ingest_tables(layout, homes={"claude": [home]}).results
     assert result.status == "ok" and f"{path.parent / 'pipe.jsonl'} is a named pipe, not a regular file: not read" \
         in result.warnings, result.warnings
+    assert f"{path.parent / 'folder.jsonl'} is a directory, not a regular file: not read" in result.warnings
     assert scalar(layout, "SELECT COUNT(*) FROM sessions") == 1
 
 

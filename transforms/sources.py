@@ -216,7 +216,7 @@ def files_under(folder: Path, matches, errors: list | None = None) -> list[Path]
     """Every file under `folder` whose name `matches(name)`, sorted. Symlinked folders are
     followed (old months moved to another disk and linked back), each real folder once, so a
     link loop ends; folders that cannot be listed go to `errors` when given, and so does a
-    matching name that is no regular file (`NotAFile`), left out."""
+    matching name that is no regular file (`NotAFile`: a folder, a named pipe), left out."""
     found, followed, root = [], set(), os.path.realpath(folder)
 
     def within(path: str, tree: str) -> bool:
@@ -233,6 +233,9 @@ def files_under(folder: Path, matches, errors: list | None = None) -> list[Path]
                 else:
                     followed.add(real)
         dirs.sort()
+        if errors is not None:  # a folder by a session file's name: its session is not there
+            errors += [NotAFile(errno.EISDIR, "is a directory, not a regular file", os.path.join(top, d))
+                       for d in dirs if matches(d)]
         for name in filter(matches, files):
             odd = _not_a_file(os.path.join(top, name))
             if odd is None:
