@@ -345,6 +345,24 @@ def test_malformed_lines_are_quarantined_and_the_rest_ingested(layout, tmp_path)
     assert any("lines not used: event new_event=1" in w for w in warnings)
 
 
+def test_a_last_line_still_being_written_is_said_as_such_and_read_once_complete(layout, tmp_path):
+    """A trial: a rollout caught while Codex appends to it was said to hold a line that is "not
+    valid JSON". Its last line without a newline is said as unfinished, and the next run, the
+    line complete, has no quarantine row left."""
+    from transforms.jsontext import UNFINISHED
+
+    home = tmp_path / "codex"
+    whole = '{"timestamp":"2026-03-02T09:41:01.000Z","type":"event_msg","payload":{"type":"new_event"}}'
+    path = write_fixture(home)
+    path.write_text(FIXTURE.rstrip("\n") + "\n" + whole[:40])  # no newline after it yet
+    ingest_tables(layout, homes={"codex": [home]})
+    assert query(layout, "SELECT error FROM quarantine") == [(UNFINISHED,)]
+    path.write_text(FIXTURE.rstrip("\n") + "\n" + whole + "\n")
+    ingest_tables(layout, homes={"codex": [home]})
+    assert scalar(layout, "SELECT COUNT(*) FROM quarantine") == 0
+    assert query(layout, "SELECT COUNT(*), SUM(total_tokens) FROM usage") == [(2, 19920)]
+
+
 def test_a_first_landing_into_another_lake_keeps_the_notes_of_sessions_the_home_cached(tmp_path):
     """A team trial: a home that had ingested into its own lake landed into the team's lake from
     its cache, and the sessions' notes (lines not used, unknown types) reached neither the summary

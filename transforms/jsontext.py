@@ -60,19 +60,25 @@ def loads(text: str):
     return value
 
 
+UNFINISHED = "incomplete last line (no newline yet)"  # a bad line's why, when it may still be written
+
+
 def json_lines(data: bytes | str):
     """(line number from 0, line text, value, None) for each non-blank line of a JSONL file, or
     (.., .., None, why) for a line that is not JSON: the caller quarantines it and reads on.
 
-    Bytes are split on newlines, then each line decoded (invalid UTF-8 as U+FFFD)."""
-    for no, raw in enumerate(data.split(b"\n" if isinstance(data, bytes) else "\n")):
+    Bytes are split on newlines, then each line decoded (invalid UTF-8 as U+FFFD). A last line
+    that is not JSON and has no newline yet is said as such (UNFINISHED): a session being written,
+    or cut short, not a broken line; the file is read again once it changes."""
+    lines = data.split(b"\n" if isinstance(data, bytes) else "\n")
+    for no, raw in enumerate(lines):
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
         if not text.strip():
             continue
         try:
             yield no, text, loads(text), None
         except (ValueError, RecursionError) as exc:
-            yield no, text, None, f"not valid JSON: {exc}"[:300]
+            yield no, text, None, UNFINISHED if no == len(lines) - 1 else f"not valid JSON: {exc}"[:300]
 
 
 def parse_object(text: str, not_object: str = "not a JSON object: {}") -> tuple[dict | None, str | None]:

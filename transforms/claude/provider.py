@@ -12,7 +12,7 @@ from pathlib import Path
 from transforms import jsontext
 from transforms.claude import discover as cc_discover
 from transforms.claude.normalise import PROVIDER, SYNTHETIC, Context, normalise, response_key
-from transforms.claude.reader import UNFINISHED, FileRead, cached_files, read_jsonl
+from transforms.claude.reader import FileRead, cached_files, read_jsonl
 from transforms.claude.tools import CALL_TYPES, RESULT_TYPES, blocks_of
 from transforms.provider import AgentProvider, Extract, SourceError
 from transforms.sources import Source, file_fingerprint, listing_problem
@@ -58,7 +58,7 @@ class ClaudeProvider(AgentProvider):
         not_utf8 = sum(f.not_utf8 for f in files + gone)
         if not_utf8:
             findings.notes.append(f"{not_utf8} lines held bytes that are not UTF-8: read with U+FFFD in their place")
-        unfinished = sum(why == UNFINISHED for f in files for _, _, why in f.bad)
+        unfinished = sum(why == jsontext.UNFINISHED for f in files for _, _, why in f.bad)
         if unfinished:  # a session being written now: not a broken line, and read again when it ends
             findings.notes.append(f"{unfinished} last lines without their newline yet (a session still being "
                                   "written, or cut short): in quarantine for this run, read again once complete")

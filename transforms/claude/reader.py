@@ -20,7 +20,6 @@ from transforms.atomic import replace_file
 CACHE_VERSION = 2  # 2: the count of lines that are not UTF-8
 HEAD_BYTES = 4096  # the head that must not change for an append-only file
 TAIL_BYTES = 4096  # and the bytes just before the offset
-UNFINISHED = "incomplete last line (no newline yet)"  # a bad line's why, when it may still be written
 
 
 @dataclass
@@ -149,7 +148,7 @@ def read_jsonl(path: Path, rel: str, cache_dir: Path | None) -> FileRead:
         if record is not None:
             out.records.append((lineno + 1, record))
         else:
-            out.bad.append((lineno + 1, partial.decode("utf-8", "replace"), UNFINISHED))
+            out.bad.append((lineno + 1, partial.decode("utf-8", "replace"), jsontext.UNFINISHED))
     return out
 
 
