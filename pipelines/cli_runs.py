@@ -44,7 +44,8 @@ def keep(layout, summary, read: list, merge, landed_before: list = ()) -> None:
             by_partition.setdefault(result.source.dagster_partition, []).append(result)
     metadata = {key: partition_metadata(results) for key, results in sorted(by_partition.items())}
     for key in landed_before - partitions:
-        metadata[key]["landed_by"] = "an earlier run that did not merge it (it stopped, or its merge failed)"
+        metadata[key]["landed_by"] = ("another run that had not merged it (one that stopped, whose merge failed, "
+                                      "or one still running beside this one)")
     record = {
         "run_id": summary.run_id,
         "warehouse": str(layout.warehouse),  # the one it merged into (a team reader's own, not the team's)

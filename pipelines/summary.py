@@ -25,8 +25,8 @@ def print_summary(summary: "RunSummary", layout: "Layout", stream=None, *, verbo
     rows = summary.rows
     print("rows written: " + ", ".join(f"{t} {n:,}" for t, n in rows.items()), file=stream)
     if summary.landed_before:  # "0 written" alone hid them (a new user's trial, after a kill -9)
-        print(f"merged too: {summary.landed_before} sources an earlier run landed but did not merge (it stopped, "
-              "or its merge failed)", file=stream)
+        print(f"merged too: {summary.landed_before} sources another run landed but had not merged (one that "
+              "stopped, whose merge failed, or one still running beside this one)", file=stream)
     for r in summary.results:
         if r.status == "failed":
             print(f"FAILED  {r.source.path}: {r.error}", file=stream)

@@ -115,10 +115,10 @@ def test_a_run_killed_after_landing_is_reported_by_the_next_that_merges_it(proje
     assert not _records(layout)
     assert main(["ingest", "--home", str(home), "--no-default", "--db", str(p.db)]) == 0
     out = capsys.readouterr().out
-    assert "sources: 0 ok, 1 unchanged" in out and "merged too: 1 sources an earlier run landed but did not merge" in out
+    assert "sources: 0 ok, 1 unchanged" in out and "merged too: 1 sources another run landed but had not merged" in out
     [kept] = _records(layout)
     [(key, metadata)] = kept["partitions"].items()
-    assert key == sources[0].dagster_partition and metadata["landed_by"].startswith("an earlier run that did not merge it")
+    assert key == sources[0].dagster_partition and metadata["landed_by"].startswith("another run that had not merged it")
     with dg.instance_for_test() as instance:
         tick = _tick(instance, home)
     assert {e.partition for e in tick.asset_events if isinstance(e, dg.AssetMaterialization) and e.partition} == {key}
