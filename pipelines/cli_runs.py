@@ -29,7 +29,7 @@ def folder(layout) -> Path:
 def keep(layout, summary, read: list, merge, landed_before: list = ()) -> None:
     """The run for Dagster: the partitions of the sources it read (`read`: their results), the
     landing checks over them, and the merge's outcome (None: it failed or did not run);
-    `landed_before`: the results of the sources an earlier run landed and this merge merged
+    `landed_before`: the results of the sources another run landed and this merge merged
     (landed_by_a_stopped_run), whose partitions it reports too. Nothing
     when it read no source and the merge changed nothing: no Dagster run would have started
     either. Best effort: a state folder that cannot be written costs Dagster's view of this run,
@@ -70,8 +70,9 @@ def keep(layout, summary, read: list, merge, landed_before: list = ()) -> None:
 
 def landed_by_a_stopped_run(layout, summary, merge) -> list:
     """This machine's sources the run found settled (`unchanged`) whose landing files its merge
-    merged: an earlier run landed them and did not merge them. Killed between landing and its end,
-    it recorded them neither for Dagster nor in a summary (a new user's trial, after a kill -9)."""
+    merged: another run landed them and had not merged them. One killed between landing and its
+    end recorded them neither for Dagster nor in a summary (a new user's trial, after a kill -9);
+    one still running beside this run merges nothing of them after it."""
     if merge is None or not merge.landings:
         return []
     return [r for r in summary.results if r.status == "unchanged" and

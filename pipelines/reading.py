@@ -219,9 +219,11 @@ def _say_if_the_warehouse_is_empty(con, layout) -> None:
         from warehouse.lake.config import DEMO
 
         said += (f": `{command_for(layout, 'sources')}` lists what an ingest finds, "
-                 f"`{command_for(layout, 'ingest')} --agent-home AGENT=DIR` names a place, or "
-                 f"`{agentlake_exe()} demo --home {shlex.quote(str(layout.home / DEMO))}` makes a demo the commands read "
-                 "until the home holds data")
+                 f"`{command_for(layout, 'ingest')} --agent-home AGENT=DIR` names a place")
+        own = load_layout(str(layout.home), env={})
+        if (str(own.lake), own.warehouse) == (str(layout.lake), layout.warehouse):  # where quickstart's demo is read
+            said += (f", or `{agentlake_exe()} demo --home {shlex.quote(str(layout.home / DEMO))}` makes a demo the "
+                     "commands read until the home holds data")
     print_err(said)
 
 

@@ -658,7 +658,8 @@ def test_a_named_pipe_where_a_transcript_would_be_is_named_never_opened(layout, 
     (result,) = ingest_tables(layout, homes={"claude": [home]}).results
     assert result.status == "ok" and f"{path.parent / 'pipe.jsonl'} is a named pipe, not a regular file: not read" \
         in result.warnings, result.warnings
-    assert f"{path.parent / 'folder.jsonl'} is a directory, not a regular file: not read" in result.warnings
+    assert f"{path.parent / 'folder.jsonl'} is a directory, not a regular file (the files in it are read)" \
+        in result.warnings
     assert scalar(layout, "SELECT COUNT(*) FROM sessions") == 1
 
 

@@ -355,8 +355,11 @@ def test_a_last_line_still_being_written_is_said_as_such_and_read_once_complete(
     whole = '{"timestamp":"2026-03-02T09:41:01.000Z","type":"event_msg","payload":{"type":"new_event"}}'
     path = write_fixture(home)
     path.write_text(FIXTURE.rstrip("\n") + "\n" + whole[:40])  # no newline after it yet
-    ingest_tables(layout, homes={"codex": [home]})
+    (result,) = ingest_tables(layout, homes={"codex": [home]}).results
     assert query(layout, "SELECT error FROM quarantine") == [(UNFINISHED,)]
+    assert "1 last lines without their newline yet (a session still being written, or cut short): in quarantine " \
+           "for this run, read again once complete" in result.warnings, result.warnings
+    assert not [w for w in result.warnings if "unparseable" in w], result.warnings
     path.write_text(FIXTURE.rstrip("\n") + "\n" + whole + "\n")
     ingest_tables(layout, homes={"codex": [home]})
     assert scalar(layout, "SELECT COUNT(*) FROM quarantine") == 0

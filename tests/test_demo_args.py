@@ -230,3 +230,16 @@ def test_an_agent_without_a_demo_generator_is_said_with_what_it_needs(tmp_path, 
     with pytest.raises(RuntimeError, match=r"the demo has no generator for toyagent: transforms/synth/toyagent\.py "
                                            r"needs generate_home\(home, \*, sessions, seed, workspaces\)"):
         generate_demo(tmp_path / "demo", projects=1, sessions=1)
+
+
+def test_a_generator_that_is_there_but_fails_to_import_is_its_own_error(monkeypatch):
+    """Only the generator's module, or its function, missing is 'no generator': a generator that
+    fails on an import of its own says so itself."""
+    from transforms.synth import demo
+
+    def broken(name):
+        raise ModuleNotFoundError("No module named 'some_dependency'", name="some_dependency")
+
+    monkeypatch.setattr(demo, "import_module", broken)
+    with pytest.raises(ModuleNotFoundError, match="some_dependency"):
+        demo._generator("codex")

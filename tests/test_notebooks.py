@@ -404,3 +404,17 @@ def test_a_notebook_that_fails_is_named_and_leaves_no_half_written_folder(monkey
     assert main(["-o", str(tmp_path / "out"), "cost_overview"]) == 1
     assert capsys.readouterr().err.endswith("error: notebook cost_overview failed while exporting\n")
     assert not (tmp_path / "out").exists()
+
+
+def test_export_with_a_config_it_cannot_read_exits_1_as_the_cli_does(monkeypatch, capsys, tmp_path):
+    """A config.toml that cannot be read is the environment's error (exit 1, agentlake sql's),
+    not a usage error; nothing is written."""
+    from notebooks.export import main
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text("warehouse = [\n")
+    monkeypatch.setenv("AGENTLAKE_HOME", str(home))
+    assert main(["-o", str(tmp_path / "out"), "cost_overview"]) == 1
+    assert capsys.readouterr().err.startswith(f"error: cannot read {home / 'config.toml'}")
+    assert not (tmp_path / "out").exists()

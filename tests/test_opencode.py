@@ -360,12 +360,15 @@ def test_a_folder_or_a_pipe_by_a_records_name_is_quarantined_never_opened(layout
     bad = write_json(home, "message", "ses_3a9f1c2b7ffeAbCdEf", extra)
     bad.unlink()
     bad.mkdir() if odd == "folder" else os.mkfifo(bad)
+    channel = home / "opencode-dev.db"  # a channel database's name on it too
+    channel.mkdir() if odd == "folder" else os.mkfifo(channel)
     (result,) = oc(layout, home).results
     assert result.status == "ok", result.error
     why = "is a directory, not a regular file" if odd == "folder" else "is a named pipe, not a regular file"
-    assert query(layout, "SELECT key, source_table FROM quarantine") == [
-        ("msg_z", "storage/message/ses_3a9f1c2b7ffeAbCdEf/msg_z.json")]
-    assert why in scalar(layout, "SELECT error FROM quarantine")
+    assert sorted(query(layout, "SELECT key, source_table FROM quarantine")) == sorted([
+        ("msg_z", "storage/message/ses_3a9f1c2b7ffeAbCdEf/msg_z.json"), (str(channel), "opencode-dev.db")])
+    assert all(why in error for (error,) in query(layout, "SELECT error FROM quarantine"))
+    assert f"{channel} skipped: {channel} {why}" in result.warnings
     assert scalar(layout, "SELECT COUNT(*) FROM messages") == len(fixture()[1])
     db = home / "opencode.db"
     for side in ("opencode.db-wal", "opencode.db-shm"):

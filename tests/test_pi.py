@@ -173,6 +173,19 @@ def test_lines_written_twice_by_pi_count_once(layout, tmp_path):
     assert any("3 lines written twice" in w for w in summary.results[0].warnings)
 
 
+def test_a_last_line_still_being_written_is_said_as_such(layout, tmp_path):
+    """pi's own line parser: a last line without its newline is a session being written (the
+    shared reason, jsontext.UNFINISHED), not a line that is not valid JSON."""
+    from transforms.jsontext import UNFINISHED
+
+    path = write_fixture(tmp_path / "pi")
+    path.write_text(FIXTURE.rstrip("\n") + '\n{"type":"message","id":"zz", "mess')
+    (result,) = ingest_tables(layout, homes={"pi": [tmp_path / "pi"]}).results
+    assert query(layout, "SELECT error FROM quarantine") == [(UNFINISHED,)]
+    assert any(w.startswith("1 last lines without their newline yet") for w in result.warnings), result.warnings
+    assert query(layout, "SELECT COUNT(*), SUM(total_tokens) FROM usage") == [(3, 27642)]
+
+
 def test_every_branch_of_the_tree_counts(layout, tmp_path):
     """`/tree` branches in place: entries of an abandoned branch stay in the file and were billed."""
     b = builder()

@@ -282,6 +282,14 @@ def test_an_empty_warehouse_totals_zero(layout, project, capsys):
             f"or `{exe} demo --home {layout.home / 'demo'}` makes a demo the commands read until the home holds "
             "data\n"), report
     (layout.home / "config.toml").unlink()
+    # a warehouse the home alone does not read: no demo pointer (quickstart's demo would not be read)
+    import shutil
+
+    other = layout.home.parent / "other.ducklake"
+    shutil.copyfile(layout.warehouse, other)
+    assert main(["report", "--home", str(layout.home), "--warehouse", str(other)]) == 0
+    said = capsys.readouterr().err
+    assert said.startswith(f"note: the warehouse {other} holds no session yet") and " demo " not in said, said
     from warehouse.serve.dashboard.server import render
     from warehouse.lake.ducklake import connect
 

@@ -35,6 +35,22 @@ class Findings:
             out.append(f"{quarantined - self.explained} unparseable rows quarantined")
         return out + self.notes
 
+    def unfinished_lines(self, quarantine) -> None:
+        """The quarantine rows (dicts, or an Arrow table) of last lines without their newline yet
+        (jsontext.UNFINISHED, every agent's JSON-lines reader), said as such: a session being
+        written, not broken lines."""
+        from transforms.jsontext import UNFINISHED
+
+        if hasattr(quarantine, "column_names"):  # a columnar provider's table
+            errors = quarantine.column("error").to_pylist() if "error" in quarantine.column_names else []
+        else:
+            errors = [row.get("error") for row in quarantine]
+        unfinished = errors.count(UNFINISHED)
+        if unfinished:
+            self.notes.append(f"{unfinished} last lines without their newline yet (a session still being written, "
+                              "or cut short): in quarantine for this run, read again once complete")
+            self.explained += unfinished
+
     def add(self, more: "Findings", notes: bool = True) -> None:
         """`more` counted in, as for one source read in parts (transforms.bundle); `notes=False`
         leaves out its notes (a part read in an earlier run, whose notes were reported then)."""

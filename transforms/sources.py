@@ -208,7 +208,7 @@ def listing_problem(exc: OSError, what: str) -> str:
     """A line for what `files_under` put in its `errors`: a folder of `what` it could not list,
     or a name it left out for not being a file."""
     if isinstance(exc, NotAFile):
-        return f"{exc.filename} {exc.strerror}: not read"
+        return f"{exc.filename} {exc.strerror}" + ("" if exc.errno == errno.EISDIR else ": not read")
     return f"cannot list {what} in {exc.filename}: {exc.strerror or exc}"
 
 
@@ -234,8 +234,8 @@ def files_under(folder: Path, matches, errors: list | None = None) -> list[Path]
                     followed.add(real)
         dirs.sort()
         if errors is not None:  # a folder by a session file's name: its session is not there
-            errors += [NotAFile(errno.EISDIR, "is a directory, not a regular file", os.path.join(top, d))
-                       for d in dirs if matches(d)]
+            errors += [NotAFile(errno.EISDIR, "is a directory, not a regular file (the files in it are read)",
+                                os.path.join(top, d)) for d in dirs if matches(d)]
         for name in filter(matches, files):
             odd = _not_a_file(os.path.join(top, name))
             if odd is None:

@@ -47,7 +47,7 @@ class ClaudeProvider(AgentProvider):
         gone = [f for rel, f in cached.items() if rel not in on_disk]
         metas = {k: v for d in reversed(_dirs(source)) if Path(d).is_dir() for k, v in agent_metas(Path(d)).items()}
         rows, findings, kept = normalise(files + gone, metas, ctx)
-        findings.notes += [listing_problem(e, "transcripts") for e in unlisted]
+        findings.notes += list(dict.fromkeys(listing_problem(e, "transcripts") for e in unlisted))
         findings.unread = len(unreadable) + len(unlisted)  # not settled: read again next run
         if len(gone) > older:
             findings.notes.append(f"{len(gone) - older} transcripts no longer on disk (Claude Code deletes old ones) "
@@ -58,12 +58,8 @@ class ClaudeProvider(AgentProvider):
         not_utf8 = sum(f.not_utf8 for f in files + gone)
         if not_utf8:
             findings.notes.append(f"{not_utf8} lines held bytes that are not UTF-8: read with U+FFFD in their place")
-        unfinished = sum(why == jsontext.UNFINISHED for f in files for _, _, why in f.bad)
-        if unfinished:  # a session being written now: not a broken line, and read again when it ends
-            findings.notes.append(f"{unfinished} last lines without their newline yet (a session still being "
-                                  "written, or cut short): in quarantine for this run, read again once complete")
         findings.notes += [f"{rel}: {why} (in quarantine; read again next run)" for rel, why in unreadable]
-        findings.explained += unfinished + len(unreadable)
+        findings.explained += len(unreadable)  # its unfinished last lines: Findings.unfinished_lines
         rows["quarantine"] = quarantine_rows(files + gone, unreadable, ctx)
         return Extract(rows=rows, findings=findings, expected=expected_counts(kept))
 

@@ -265,7 +265,7 @@ def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, 
         files += rollouts_in(home, errors)
     files += named_stores(extra_stores, found.problems, "Codex rollout",
                           lambda folder: files_under(folder, _is_rollout, errors))
-    found.problems += [listing_problem(exc, "Codex rollouts") for exc in errors]
+    found.problems += list(dict.fromkeys(listing_problem(exc, "Codex rollouts") for exc in errors))  # a home named twice
     unique = list(dict.fromkeys(Path(os.path.realpath(f)) for f in files))
     found.sources = group([read_head(f) for f in unique], project_names or {})
     return found

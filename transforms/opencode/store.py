@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from transforms import jsontext
-from transforms.opencode.discover import MAIN_DB, db_files, legacy_files
+from transforms.opencode.discover import MAIN_DB, db_files, is_db_name, legacy_files
 from transforms.provider import SourceError
 from transforms.snapshot import SnapshotError, decode_text, open_snapshot, take_snapshot
 from transforms.sources import unusable
@@ -196,6 +196,9 @@ def read_store(path: Path, workdir: Path) -> Store:
                           "older copies would stand in for them): the lake keeps this source's rows as they were")
     databases = db_files(path) if is_dir else [path]
     store, batches = Store(), []
+    if is_dir:  # a channel database's name on a folder or a pipe: said as one that cannot be read
+        store.problems += [(str(path / name), f"{path / name} {unusable(path / name, 'file')}")
+                           for name in _channel_names(path) if unusable(path / name, "file")]
     for db in databases:
         try:
             batches.append(read_database(db, workdir))
@@ -210,6 +213,13 @@ def read_store(path: Path, workdir: Path) -> Store:
         raise SourceError("; ".join(why for _, why in store.problems))
     _merge(store, [r for batch in batches for r in batch])
     return store
+
+
+def _channel_names(data_dir: Path) -> list[str]:
+    try:
+        return sorted(e.name for e in os.scandir(data_dir) if is_db_name(e.name) and e.name != MAIN_DB)
+    except OSError:
+        return []
 
 
 def _merge(store: Store, records: list[Record]) -> None:

@@ -66,7 +66,7 @@ class RunSummary:
     run_id: str
     results: list[SourceResult] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
-    landed_before: int = 0  # sources an earlier run landed and did not merge, merged by this one
+    landed_before: int = 0  # sources another run landed and had not merged, merged by this one
 
     @property
     def by_status(self) -> Counter:
@@ -259,6 +259,7 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
         return SourceResult(source, "failed", error=f"cannot write the lake: {exc}", fingerprint=fingerprint)
     findings = extract.findings
     findings.null_timestamps, findings.epoch_dated = written.undated, written.epoch_dated
+    findings.unfinished_lines(extract.rows.get("quarantine", []))
     reconcile = {
         table: (expected, written.rows.get(table, 0) - retained[table] + findings.diverted.get(table, 0))
         for table, expected in extract.expected.items()
