@@ -222,7 +222,7 @@ def files_under(folder: Path, matches, errors: list | None = None) -> list[Path]
     def within(path: str, tree: str) -> bool:
         return path == tree or path.startswith(tree.rstrip(os.sep) + os.sep)
 
-    for top, dirs, files in os.walk(folder, followlinks=True, onerror=errors.append if errors is not None else None):
+    for top, dirs, files in _walk(str(folder), errors.append if errors is not None else None):
         linked = [d for d in dirs if os.path.islink(os.path.join(top, d))]
         if linked:  # only a link can make a loop or a second visit: followed once, to outside the tree
             here = os.path.realpath(top)
@@ -236,13 +236,49 @@ def files_under(folder: Path, matches, errors: list | None = None) -> list[Path]
         if errors is not None:  # a folder by a session file's name: its session is not there
             errors += [NotAFile(errno.EISDIR, "is a directory, not a regular file (the files in it are read)",
                                 os.path.join(top, d)) for d in dirs if matches(d)]
-        for name in filter(matches, files):
-            odd = _not_a_file(os.path.join(top, name))
+        for entry in files:
+            if not matches(entry.name):
+                continue
+            # a regular file is told by the listing itself; only the others are looked at
+            odd = None if _regular(entry) else _not_a_file(entry.path)
             if odd is None:
-                found.append(Path(top) / name)
+                found.append(Path(top) / entry.name)
             elif errors is not None:
                 errors.append(odd)
     return sorted(found)
+
+
+def _regular(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
+
+
+def _walk(top: str, onerror):
+    """os.walk(top, followlinks=True), top down, with each folder's files as its DirEntry items:
+    their kind comes with the listing, so a file needs no stat of its own (docs/BENCHMARKS.md,
+    "Figures behind the code's choices"). `dirs` may be pruned in place, as os.walk's."""
+    stack = [top]
+    while stack:
+        here = stack.pop()
+        try:
+            with os.scandir(here) as listing:
+                entries = list(listing)
+        except OSError as exc:
+            if onerror is not None:
+                onerror(exc)
+            continue
+        dirs, files = [], []
+        for entry in entries:
+            try:
+                folder = entry.is_dir()  # a symlinked folder too (followlinks)
+            except OSError:
+                folder = False
+            (dirs if folder else files).append(entry)
+        names = [d.name for d in dirs]
+        yield here, names, files
+        stack += [os.path.join(here, name) for name in reversed(names)]
 
 
 def members(source: Source) -> tuple[str, ...]:
