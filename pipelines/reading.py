@@ -143,11 +143,13 @@ def cmd_report(args) -> int:
     if zone != UTC:  # the tables look the same in any zone: say whose days they count
         print_err(f"note: days of {zone} (the lake keeps UTC, and the times in these tables are UTC)")
 
+    layout = layout_of(args)  # once: each of the notes below asks it
+
     def answer(con):
         unknown = unknown_filters(con, filters)
         if unknown:
             raise UsageError("; ".join(unknown))
-        _say_if_the_prices_wait_for_a_merge(con, args)
+        _say_if_the_prices_wait_for_a_merge(con, layout)
         if zone != UTC and not args.insights:  # the insights' SQL names the zone's days itself
             use_zone(con, zone)
         if args.insights:
@@ -155,7 +157,7 @@ def cmd_report(args) -> int:
         else:
             sections = build(con, filters, by=args.by, top=10 if args.top is None else args.top)
         _say_if_the_window_is_empty(con, filters)
-        _say_if_the_warehouse_is_empty(con, layout_of(args))
+        _say_if_the_warehouse_is_empty(con, layout)
         if args.section:
             sections = _section(sections, args)
         if args.format != "csv":
@@ -168,12 +170,11 @@ def cmd_report(args) -> int:
     return _read_warehouse(args, answer, partial(connect, ours=True))
 
 
-def _say_if_the_prices_wait_for_a_merge(con, args) -> None:
+def _say_if_the_prices_wait_for_a_merge(con, layout) -> None:
     """config.toml's prices are applied by a merge: prices changed since the last one are not in
     the report yet, and it said nothing (a new user's trial)."""
     from warehouse.catalog.prices import recorded_fingerprint
 
-    layout = layout_of(args)
     if is_postgres(layout.warehouse) or Path(layout.warehouse).parent != layout.home:
         return  # a warehouse another home merges (a team's): its prices are that home's config's
     config_file = layout.config_file

@@ -3,6 +3,8 @@
 from collections import Counter
 from dataclasses import dataclass, field
 
+from transforms.jsontext import UNFINISHED
+
 
 @dataclass
 class Findings:
@@ -39,8 +41,6 @@ class Findings:
         """The quarantine rows (dicts, or an Arrow table) of last lines without their newline yet
         (jsontext.UNFINISHED, every agent's JSON-lines reader), said as such: a session being
         written, not broken lines."""
-        from transforms.jsontext import UNFINISHED
-
         if hasattr(quarantine, "column_names"):  # a columnar provider's table
             errors = quarantine.column("error").to_pylist() if "error" in quarantine.column_names else []
         else:

@@ -7,8 +7,6 @@ demo, and its name in transforms.providers and the lists docs/ARCHITECTURE.md ("
 provider") names.
 """
 
-import os
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +14,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Protocol
 
 from transforms.findings import Findings
-from transforms.sources import Discovery, Source, file_fingerprint, members, unusable
+from transforms.sources import Discovery, Source, file_fingerprint, members, not_a_file
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -123,12 +121,9 @@ def read_file(path) -> bytes:
     """A source's file, read whole; one the operating system will not read is a SourceError that
     names it (`cannot read <path>: <reason>`), with the OS error as its context. Something else
     by its name (a named pipe, whose open would wait for a writer for ever) is not opened."""
-    try:
-        odd = not stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:  # gone, a loop, no permission: the read below says it in the OS's words
-        odd = False
+    odd = not_a_file(path)  # gone, a loop, no permission: the read below says it in the OS's words
     if odd:
-        raise SourceError(f"cannot read {path}: it {unusable(path, 'file')}")
+        raise SourceError(f"cannot read {path}: it {odd.strerror}")
     try:
         return Path(path).read_bytes()
     except OSError as exc:

@@ -194,7 +194,9 @@ class NotAFile(OSError):
     socket, a device): never opened, as a named pipe's open would wait for a writer forever."""
 
 
-def _not_a_file(path: str) -> NotAFile | None:
+def not_a_file(path) -> NotAFile | None:
+    """Why `path` is no regular file, when it is there and is something else (a named pipe, a
+    folder), found by a stat alone; None for a file, and for a path the stat cannot follow."""
     try:
         mode = os.stat(path).st_mode
     except OSError:  # a broken link or a loop: the read says why, for that session
@@ -240,7 +242,7 @@ def files_under(folder: Path, matches, errors: list | None = None) -> list[Path]
             if not matches(entry.name):
                 continue
             # a regular file is told by the listing itself; only the others are looked at
-            odd = None if _regular(entry) else _not_a_file(entry.path)
+            odd = None if _regular(entry) else not_a_file(entry.path)
             if odd is None:
                 found.append(Path(top) / entry.name)
             elif errors is not None:
