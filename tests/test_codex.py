@@ -16,6 +16,7 @@ from transforms.codex.discover import discover
 from transforms.synth.codex import RolloutBuilder, generate_home, spawn_source, tokens
 from transforms.codex.usage import buckets
 from transforms.pricing import Buckets, price_buckets
+from transforms.sources import source_id_for
 from warehouse.lake.layout import Layout
 
 SID = "01958a2b-7c3d-7e4f-8a9b-0c1d2e3f4a5b"
@@ -547,6 +548,33 @@ def test_an_empty_rollout_is_named_and_makes_no_source(layout, tmp_path):
     ingest_tables(layout, homes={"codex": [home]})
     assert sorted(k for (k,) in query(layout, "SELECT key FROM quarantine")) == [f"{copy}:1"]
     assert scalar(layout, "SELECT COUNT(*) FROM sessions") == truth.sessions + 1
+
+
+def test_a_rollout_unreadable_at_first_leaves_no_quarantine_row_once_codex_wrote_it(layout, tmp_path):
+    """A rollout whose first line is cut (Codex caught writing its session_meta) is a source of
+    its own in the `unknown` project, keyed by its path and quarantined whole. Once Codex wrote the
+    line, the session lands in its project's bundle, which takes it out of that source: the
+    quarantine row does not outlive the file's state, and the session counts once."""
+    home = tmp_path / "codex"
+    truth = generate_home(home, sessions=6, seed=3)
+    sid = "0199aaaa-bbbb-7ccc-8ddd-eeeeeeeeeeee"
+    day = home / "sessions" / "2026" / "01" / "08"
+    day.mkdir(parents=True)
+    rollout = day / f"rollout-2026-01-08T10-00-00-{sid}.jsonl"
+    rollout.write_bytes(b'{"timestamp":"2026-01-08T10:00:00.000Z","type":"session_me')
+    ingest_tables(layout, homes={"codex": [home]})
+    assert query(layout, "SELECT project, key FROM quarantine") == [("unknown", f"{rollout}:1")]
+    b = builder(sid, start=datetime(2026, 1, 8, 10, tzinfo=timezone.utc))
+    b.turn("gpt-5.3-codex")
+    b.tokens(1000, 0, 10)
+    rollout.write_text("".join(json.dumps(line) + "\n" for line in b.lines))
+    summary = ingest_tables(layout, homes={"codex": [home]})
+    assert summary.exit_code == 0
+    assert query(layout, "SELECT key FROM quarantine") == []
+    assert scalar(layout, "SELECT COUNT(*) FROM sessions") == truth.sessions + 1
+    assert scalar(layout, "SELECT COUNT(*) FROM sessions WHERE session_id = ? AND project <> 'unknown'", sid) == 1
+    unknown = layout.lake / "_landing" / "laptop" / "dev" / "codex" / source_id_for("codex", "project:")
+    assert not unknown.exists()  # the unknown project's folder went with its one rollout
 
 
 def test_a_home_holding_only_an_empty_rollout_skips_it_by_name(layout, tmp_path):

@@ -76,7 +76,8 @@ def bundles(sources: list[Source]) -> list[Source]:
             out.append(s)
         else:
             groups.setdefault((s.provider, s.project_path), []).append(s)
-    found = frozenset(s.source_id for s in sources)
+    # with the ids its stores had before (Source.formerly): a part landed under one is not gone
+    found = frozenset(s.source_id for s in sources) | {f for s in sources for f in s.formerly}
     made = []
     for (provider, project_path), parts in groups.items():
         count = bucket_count(len(parts))
@@ -93,6 +94,7 @@ def bundles(sources: list[Source]) -> list[Source]:
             identity = f"project:{project_path}" if count == 1 else f"project:{project_path}#{bucket + 1}/{count}"
             made.append(dict(provider=provider, path=common, project_path=project_path, project=members[0].project,
                              identity=identity, parts=tuple(members), found=found,
+                             formerly=tuple(f for p in members for f in p.formerly),
                              project_names=members[0].project_names))
     discovered = frozenset(s.source_id for s in out) | {source_id_for(kw["provider"], kw["identity"]) for kw in made}
     return out + [Bundle(**kw, discovered=discovered) for kw in made]

@@ -28,6 +28,10 @@ class Source:
     # project names by path, remote or name (config.toml [projects]), for a store that spans
     # several projects and names them at extract time (OpenCode)
     project_names: tuple[tuple[str, str], ...] = ()
+    # the ids this store was landed under before (a Codex rollout is keyed by its path while its
+    # first line cannot be read): the bundle that lands it now takes it out of the folder it was
+    # landed in (warehouse.land.bundle_folders), so that folder's quarantine row goes with it
+    formerly: tuple[str, ...] = ()
 
     @property
     def source_id(self) -> str:

@@ -40,7 +40,8 @@ from pathlib import Path
 from transforms import jsontext
 from transforms.projects import project_name
 from transforms.sources import (
-    Discovery, Source, files_under, listing_problem, named_homes, named_stores, user_home, with_folder)
+    Discovery, Source, files_under, listing_problem, named_homes, named_stores, source_id_for, user_home,
+    with_folder)
 
 PROVIDER = "codex"
 # the environment variables discovery reads (transforms.providers.env_vars)
@@ -227,9 +228,13 @@ def group(heads: list[Head], names: Mapping[str, str]) -> list[CodexSource]:
 
 
 def _source(root: Head, identity, members, fork_parents, names, extras=(), copies=(), skip_reason=None) -> CodexSource:
+    # a tree keyed by its root's session id: each of its rollouts had its path as id while its
+    # first line could not be read (the last case of the module's docstring)
+    formerly = tuple(source_id_for(PROVIDER, path) for path in members) if identity is not None else ()
     return CodexSource(provider=PROVIDER, path=root.path, project_path=root.cwd,
                        project=project_name(root.cwd, names), identity=identity, members=members,
-                       fork_parents=fork_parents, extras=extras, copies=copies, skip_reason=skip_reason)
+                       fork_parents=fork_parents, extras=extras, copies=copies, skip_reason=skip_reason,
+                       formerly=formerly)
 
 
 def _archived(head: Head) -> bool:

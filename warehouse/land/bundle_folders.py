@@ -15,7 +15,8 @@ some of them too, and would count them twice:
   this run's discovery), as any vanished source's files stay (warehouse.land.retention), and
   those their new bundle could not read (until it does); when a session not found comes back,
   its bundle is discovered again and finds its own state. A folder left without a session goes,
-  with its state and cache.
+  with its state and cache. A part landed under another id before (`Source.formerly`: a Codex
+  rollout keyed by its path while its first line could not be read) is taken out the same way.
 """
 
 import hashlib
@@ -58,7 +59,7 @@ def evict_moved(source: Bundle, layout: Layout, states: SourceStates, store,
     how many sessions were taken out, and the folders left as they were because another run
     held them past EVICT_WAIT. `landed`: this bundle's parts and the session ids it has just
     written for each (none for a part it could not read)."""
-    mine = set(source.replaces)
+    mine = set(source.replaces) | set(source.formerly)  # a part landed under its former id too
     others = states.ids(source.provider) - source.discovered - mine - {source.source_id}
     evicted, held, busy = 0, None, []
     for other in sorted(others):  # sorted: writers lock in one order
@@ -84,6 +85,7 @@ def _held(source: Bundle, states: SourceStates, landed: dict[str, list[str]]) ->
     where it is now (its failure cached, or a bucket not landed yet in this run) is not among
     them: the folder it left keeps its rows until its new source lands them."""
     held = {part for part, ids in landed.items() if ids}
+    held |= {f for part in source.parts if part.source_id in held for f in part.formerly}
     for other in sorted(source.discovered - {source.source_id}):
         parts = states.of(source.provider, other).parts or {}
         held.update(part for part, ids in parts.items() if ids)
