@@ -119,11 +119,12 @@ class Chat:
 def parse_chat(path: str, text: str) -> Chat:
     """A legacy record or a JSONL log, read as `loadConversationRecord` reads it."""
     chat = Chat(path)
+    whole_error = None
     try:
         whole = jsontext.loads(text)
         lines = [(0, text, whole)] if isinstance(whole, dict) else None
-    except (ValueError, RecursionError):
-        lines = None
+    except (ValueError, RecursionError) as exc:
+        lines, whole_error = None, exc
     if lines is None:
         lines = []
         for no, raw, value, error in json_lines(text):
@@ -148,6 +149,10 @@ def parse_chat(path: str, text: str) -> Chat:
         else:
             chat.bad.append((no, raw, "not a chat record: no id, $set, $rewindTo or sessionId"))
     if not isinstance(chat.meta.get("sessionId"), str) or not chat.meta["sessionId"]:
+        if whole_error is not None and path.endswith(".json") and not lines:
+            # a whole record (pretty-printed: a line is no record) cut short or damaged: said as
+            # such, not as a file of another kind, nor by its last line as one being written
+            raise ChatFileError(f"not valid JSON, a whole chat record cut short or damaged: {whole_error}"[:300])
         raise ChatFileError("no metadata with a sessionId: not a Gemini CLI chat recording")
     return chat
 
