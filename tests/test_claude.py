@@ -633,6 +633,19 @@ def test_a_last_line_still_being_written_is_said_as_such_not_as_an_unparseable_r
     assert not [w for w in result.warnings if "newline yet" in w], result.warnings
     assert scalar(layout, "SELECT error FROM quarantine").startswith("not valid JSON")
 
+    with open(path, "ab") as fh:  # a line of bytes that are not UTF-8: said by the run that reads it
+        fh.write(json.dumps(user_line(SID, T0, CWD, "four")).replace("four", "caf\\u00e9").encode()[:-3]
+                 + b"\xe9\"}}\n")
+    (result,) = ingest_tables(layout, homes={"claude": [home]}).results
+    assert "1 lines held bytes that are not UTF-8: read with U+FFFD in their place" in result.warnings
+    assert not [w for w in result.warnings if "unparseable" in w], result.warnings  # said by the run before
+    with open(path, "a") as fh:  # then a good line: neither is said again, and both stay as they were
+        fh.write(json.dumps(user_line(SID, T0, CWD, "five")) + "\n")
+    (result,) = ingest_tables(layout, homes={"claude": [home]}).results
+    assert result.status == "ok" and not [w for w in result.warnings if "unparseable" in w or "UTF-8" in w], \
+        result.warnings
+    assert scalar(layout, "SELECT error FROM quarantine").startswith("not valid JSON")
+
 
 def test_a_transcript_that_cannot_be_read_is_named_in_the_warnings(layout, tmp_path):
     """It was counted as "1 unparseable rows quarantined", naming no file."""

@@ -390,6 +390,25 @@ def test_a_first_landing_into_another_lake_keeps_the_notes_of_sessions_the_home_
     assert [r.status for r in again.results] == ["unchanged"]
 
 
+def test_a_sessions_warnings_are_said_by_the_run_that_read_it_not_by_each_later_one(layout, tmp_path):
+    """A trial: a rollout's broken line was said ("1 unparseable rows quarantined") in the run log
+    of every later run that read another session of its project, never reading that rollout
+    again. The row stays in quarantine; the warning is the run's that read it."""
+    home = tmp_path / "codex"
+    lines = FIXTURE.splitlines()
+    write_fixture(home, "\n".join(lines[:3] + ["{broken"] + lines[3:]))
+    (first,) = ingest_tables(layout, homes={"codex": [home]}).results
+    assert "1 unparseable rows quarantined" in first.warnings, first.warnings
+    other = "0199bbbb-0000-7000-8000-000000000002"
+    write_fixture(home, FIXTURE.replace(SID, other), name=f"rollout-2026-03-02T10-15-00-{other}.jsonl")
+    (second,) = ingest_tables(layout, homes={"codex": [home]}).results
+    assert second.status == "ok" and second.source.source_id == first.source.source_id  # one project: one source
+    assert not [w for w in second.warnings if "unparseable" in w], second.warnings
+    assert scalar(layout, "SELECT COUNT(*) FROM quarantine") == 1  # still there
+    logged = query(layout, "SELECT quarantined, warnings FROM sources WHERE provider = 'codex' ORDER BY run_at")
+    assert [q for q, _ in logged] == [1, 1] and "unparseable" not in (logged[-1][1] or ""), logged
+
+
 def test_codex_home_is_honoured(tmp_path):
     write_fixture(tmp_path / "user" / ".codex")
     write_fixture(tmp_path / "explicit", FIXTURE.replace(SID, "99999999-9999-4999-8999-999999999999"))

@@ -205,6 +205,8 @@ def _concat(name: str, chunks: list):
 class ByProject:
     """A provider whose per-session sources are landed as one source per project directory."""
 
+    takes_cached_notes = True  # extract's `cached_notes`: warehouse.land.ingest passes it on a first landing
+
     def __init__(self, inner: Provider):
         self.inner = inner
         self.name = inner.name
@@ -320,22 +322,27 @@ def _combined(source: Bundle, parts: list[tuple[Source, _Part, bool]], run_at, c
     tables: dict[str, list] = {}
     failed = []
     for part, p, fresh in parts:
+        said = fresh or cached_notes  # else the run that read it said its warnings
         if p.error is not None:
-            failed.append((part, p.error))
+            failed.append((part, p.error, said))
             continue
         for name, rows in p.rows.items():
             tables.setdefault(name, []).append(_with_source_id(rows, source.source_id))
         expected.update(p.expected)
-        findings.add(p.findings, notes=fresh or cached_notes)
+        findings.add(p.findings, notes=said)
+        findings.reported += 0 if said else len(p.rows.get("quarantine", ()))
     quarantine = [{"provider": source.provider, "source_id": source.source_id, "project_path": source.project_path,
                    "source_table": "session", "source_rowid": 0, "key": part.path, "error": error, "raw": None,
-                   "created_at": run_at} for part, error in failed]
+                   "created_at": run_at} for part, error, _ in failed]
     if quarantine:
         tables.setdefault("quarantine", []).append(quarantine)
-        findings.notes.append(f"{len(failed)} of {len(parts)} sessions could not be read (quarantined): "
-                              + "; ".join(f"{part.path}: {error}" for part, error in failed[:3])
-                              + ("; ..." if len(failed) > 3 else ""))
-        findings.unread += sum(p.retry for _, p, _ in parts)
+    now = [(part, error) for part, error, said in failed if said]
+    if now:
+        findings.notes.append(f"{len(now)} of {len(parts)} sessions could not be read (quarantined): "
+                              + "; ".join(f"{part.path}: {error}" for part, error in now[:3])
+                              + ("; ..." if len(now) > 3 else ""))
+    findings.reported += len(failed) - len(now)
+    findings.unread += sum(p.retry for _, p, _ in parts)
     rows = {name: _concat(name, chunks) for name, chunks in tables.items()}
     versions = [p.schema_version for _, p, _ in parts if p.schema_version is not None]
     # the oldest format among the sessions: the one a reader of `sources` should know about

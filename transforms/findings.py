@@ -20,6 +20,8 @@ class Findings:
     notes: list[str] = field(default_factory=list)  # anything else worth a warning
     unread: int = 0  # files that could not be read this run: the source must be read again
     explained: int = 0  # quarantine rows a note says more of (a last line still being written)
+    # quarantine rows of files read in an earlier run and kept from a cache: that run said them
+    reported: int = 0
 
     def warnings(self, quarantined: int) -> list[str]:
         out = []
@@ -33,8 +35,8 @@ class Findings:
         if self.null_timestamps:
             undated = f"; {self.epoch_dated} of no dated session, dated 1970-01-01" if self.epoch_dated else ""
             out.append(f"{self.null_timestamps} rows without a usable timestamp (dated by their session's day{undated})")
-        if quarantined > self.explained:
-            out.append(f"{quarantined - self.explained} unparseable rows quarantined")
+        if quarantined > self.explained + self.reported:
+            out.append(f"{quarantined - self.explained - self.reported} unparseable rows quarantined")
         return out + self.notes
 
     def unfinished_lines(self, quarantine) -> None:
@@ -53,19 +55,22 @@ class Findings:
 
     def add(self, more: "Findings", notes: bool = True) -> None:
         """`more` counted in, as for one source read in parts (transforms.bundle); `notes=False`
-        leaves out its notes (a part read in an earlier run, whose notes were reported then)."""
-        for table, cols in more.unknown_columns.items():
-            known = self.unknown_columns.setdefault(table, [])
-            known += [c for c in cols if c not in known]
-        self.unknown_part_types.update(more.unknown_part_types)
-        for unit, n in more.non_second_timestamps.items():
-            self.non_second_timestamps[unit] = self.non_second_timestamps.get(unit, 0) + n
+        leaves out what only its warnings say (a part read in an earlier run, whose warnings that
+        run gave): its notes, unknown columns, part types and timestamp units."""
+        if notes:
+            for table, cols in more.unknown_columns.items():
+                known = self.unknown_columns.setdefault(table, [])
+                known += [c for c in cols if c not in known]
+            self.unknown_part_types.update(more.unknown_part_types)
+            for unit, n in more.non_second_timestamps.items():
+                self.non_second_timestamps[unit] = self.non_second_timestamps.get(unit, 0) + n
         self.null_timestamps += more.null_timestamps
         self.epoch_dated += more.epoch_dated
         self.diverted.update(more.diverted)
         self.notes += more.notes if notes else []
         self.unread += more.unread
         self.explained += more.explained
+        self.reported += more.reported
 
 
 def bad_line(provider: str, owner, table: str, path: str, no: int, error: str, raw: str, run_at) -> dict:

@@ -27,7 +27,12 @@ class ClaudeProvider(AgentProvider):
     def fingerprint(self, source: Source) -> str:
         return file_fingerprint(*(str(p) for d in _dirs(source) for p in cc_discover.transcripts(Path(d))))
 
-    def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None) -> Extract:
+    # a first landing into a lake passes `cached_notes` (warehouse.land.ingest): what the cache
+    # holds was said to the lake it was read for
+    takes_cached_notes = True
+
+    def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None,
+                cached_notes: bool = False) -> Extract:
         root = Path(source.path)
         if not root.is_dir():
             raise SourceError(f"the Claude Code project directory {root} is gone")
@@ -55,7 +60,9 @@ class ClaudeProvider(AgentProvider):
         if older:
             findings.notes.append(f"{older} transcripts on disk only in older copies than the ones read before "
                                   "(a backup's): kept from the cache")
-        not_utf8 = sum(f.not_utf8 for f in files + gone)
+        # a run's warnings are those of the lines it read: an earlier run's were said then
+        not_utf8 = sum(f.not_utf8 - (0 if cached_notes else f.not_utf8_before) for f in files + gone)
+        findings.reported += 0 if cached_notes else sum(f.bad_before for f in files + gone)
         if not_utf8:
             findings.notes.append(f"{not_utf8} lines held bytes that are not UTF-8: read with U+FFFD in their place")
         findings.notes += [f"{rel}: {why} (in quarantine; read again next run)" for rel, why in unreadable]

@@ -34,6 +34,9 @@ class FileRead:
     from_cache_only: bool = False  # the file is gone: its records come from the cache
     not_utf8: int = 0  # lines holding bytes that are not UTF-8 (read with U+FFFD in their place)
     inode: tuple[int, int] | None = None  # (device, inode) of the file it was read from, when cached
+    # of `bad` and `not_utf8`, those of lines an earlier run read (kept in the cache): it said them
+    bad_before: int = 0
+    not_utf8_before: int = 0
 
 
 @dataclass
@@ -128,7 +131,8 @@ def read_jsonl(path: Path, rel: str, cache_dir: Path | None) -> FileRead:
         if not _still_valid(cached, fd, st):
             cached = None
         out = FileRead(rel, list(cached.records) if cached else [], list(cached.bad) if cached else [],
-                       not_utf8=cached.not_utf8 if cached else 0)
+                       not_utf8=cached.not_utf8 if cached else 0, bad_before=len(cached.bad) if cached else 0,
+                       not_utf8_before=cached.not_utf8 if cached else 0)
         out.read_from = offset = cached.offset if cached else 0
         lineno = cached.lines if cached else 0
         fh.seek(offset)
@@ -161,5 +165,6 @@ def cached_files(cache_dir: Path | None) -> list[FileRead]:
         cached = _load(path)
         if cached is not None:
             out.append(FileRead(cached.rel, list(cached.records), list(cached.bad), cached.offset,
-                                cached.offset, from_cache_only=True, not_utf8=cached.not_utf8, inode=cached.inode))
+                                cached.offset, from_cache_only=True, not_utf8=cached.not_utf8, inode=cached.inode,
+                                bad_before=len(cached.bad), not_utf8_before=cached.not_utf8))
     return out
