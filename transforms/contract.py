@@ -360,7 +360,8 @@ SOURCES = Table(
         _c("read_files", pa.int64(), "Rows written to `read_files`."),
         _c("quarantined", pa.int64(), "Rows written to `quarantine`."),
         _c("unknown_part_types", pa.int64(), "Parts of an unknown type (kept raw)."),
-        _c("retained_sessions", pa.int64(), "Sessions the lake holds that the source no longer does (pruned by the agent): kept, never deleted."),
+        _c("retained_sessions", pa.int64(), "Sessions the lake holds that the source no longer does (pruned by the agent): kept, never deleted. "
+          "Claude Code's deleted transcripts are landed again from its read cache: its warnings count them instead."),
         _c("duration_s", pa.float64(), "Seconds spent on the source in this run."),
     ),
 )
