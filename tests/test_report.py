@@ -1,6 +1,7 @@
 """`agentlake report` on the marts fixture: the same numbers as tables, JSON and CSV."""
 
 import json
+import re
 
 from pipelines.cli import main
 from tests.conftest import scalar
@@ -38,6 +39,11 @@ def test_unknown_costs_are_counted_not_zeroed(lake, capsys):
 def test_tables_and_csv(lake, capsys):
     text = _report(lake, capsys, "--by", "tool")
     assert text.startswith("Totals\n") and "Cost and use by tool" in text and "Failing tools" in text
+    # a rate has its three decimals in every section (a trial saw `1` in one, `1.0` in another)
+    for by in ("tool", "category"):
+        shown = text if by == "tool" else _report(lake, capsys, "--by", by)
+        tools = [line for line in shown.splitlines() if line.split()[:1] in (["bash"], ["edit"], ["write"], ["shell"])]
+        assert tools and {len(d) for line in tools for d in re.findall(r"\.(\d+)\b", line)} == {3}, tools
     lines = _report(lake, capsys, "--by", "tool", "--format", "csv", "--section", "failing_tools").splitlines()
     assert lines[0] == "tool_name,calls,errors,nonzero_exits,failed,failure_rate"
     assert "bash,2,0,1,1,0.5" in lines

@@ -113,7 +113,7 @@ def test_the_table_ends_each_breakdown_with_its_total_under_a_rule(lake):
     header, rule, first, rule_again, total, count = block[:6]
     assert rule == rule_again and set(rule) == {"-", " "}
     # every tool call (two bash, two edit, one write), not the one row shown: e1 failed, b2 exited 1
-    assert total.split() == ["total", "5", "1", "0.2", "1"]
+    assert total.split() == ["total", "5", "1", "0.200", "1"]  # a rate with its 3 decimals
     assert count == "(1 row)"
     csv_out = run_cli("report", "--home", lake.home, "--by", "tool", "--format", "csv").stdout
     assert "total" not in csv_out  # CSV and JSON hold the rows; the totals are their own section

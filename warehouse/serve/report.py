@@ -255,7 +255,7 @@ def total_row(columns: list[str], rows: list[tuple]) -> tuple:
     named = dict(zip(columns, out))
     for rate, part in (("error_rate", "errors"), ("failure_rate", "failed")):
         if rate in named and named.get("calls"):
-            out[columns.index(rate)] = round(named[part] / named["calls"], 3)
+            out[columns.index(rate)] = round(named[part] / named["calls"], RATE_DECIMALS)
     return tuple(out)
 
 
@@ -411,13 +411,18 @@ def _display_total(s: Section) -> tuple | None:
 # the decimals a budget's share used is kept to (warehouse.serve.budgets): written with all of them,
 # whatever its rows (a column of 0.18 and 0.45 showed two, of 0.1894 four)
 SHARE_DECIMALS = 4
+# the decimals the rates and ratios are rounded to (the sections' SQL: `ROUND(..., 3)`): all of
+# them written, in every section (a tool's error rate of 1 showed `1` in one, `1.0` in another)
+RATE_DECIMALS = 3
+RATES = ("error_rate", "failure_rate", "read_edit_ratio", "cache_read_share", "mean_share")
 
 
 def _places(s: Section) -> dict[str, int]:
-    """Every cost column of the table with DISPLAY_DECIMALS decimals, and a budget's share used
-    with SHARE_DECIMALS, so that each lines up the same on every run."""
+    """Every cost column of the table with DISPLAY_DECIMALS decimals, a budget's share used with
+    SHARE_DECIMALS and a rate with RATE_DECIMALS, so that each lines up the same on every run."""
     return {c: DISPLAY_DECIMALS for c in s.columns if _is_cost(c)} | (
-        {"share_used": SHARE_DECIMALS} if "share_used" in s.columns else {})
+        {"share_used": SHARE_DECIMALS} if "share_used" in s.columns else {}) | {
+        c: RATE_DECIMALS for c in RATES if c in s.columns}
 
 
 def render_report(sections: list[Section], fmt: str = "table") -> str:
