@@ -363,8 +363,8 @@ def cmd_schedule(args) -> int:
     merged = merged_lake(layout) if own_lake(layout.lake, layout.warehouse) else None
     if merged and not same_lake(merged, str(layout.lake)):  # a reader's home: its ingests are refused
         print_err(f"error: the warehouse {layout.warehouse} is read from the lake {merged}, so an ingest of this "
-             f"home's own lake would be refused: run `agentlake schedule --lake {merged}` to land this machine's "
-             f"agents there, or have your scheduler run `agentlake merge --lake {merged}`")
+             f"home's own lake would be refused: run `agentlake schedule --lake {shlex.quote(merged)}` to land this "
+             f"machine's agents there, or have your scheduler run `agentlake merge --lake {shlex.quote(merged)}`")
         return 2
     try:
         recipe = schedule.recipe(args.kind or schedule.default_kind(), args.every, schedule.ingest_argv(passed),

@@ -4,6 +4,8 @@ working directory; a new reader's merge of an empty or mistyped prefix ("merged 
 exit 0); an `$AWS_ENDPOINT_URL` with a password copied into the schedule; a misspelt key in an
 agent's section of config.toml ("no sources found", exit 0)."""
 
+import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -140,9 +142,14 @@ def _sessions(home) -> int:
         return con.execute("SELECT COUNT(*) FROM sessions").fetchone()[0]
 
 
+SHARE = "team share&co"
+
+
 def _team_share_and_a_readers_home(root: Path) -> Path:
-    """A team's folder lake (`share`, ana's ingest) and a reader's home merged from it (`reader`)."""
-    share, cwd, reader = root / "share", root / "cwd", root / "reader"
+    """A team's folder lake (`share`, ana's ingest) and a reader's home merged from it (`reader`).
+    The share's name holds what a shell reads as syntax (a space, an `&`): a command said with it
+    must still run when pasted."""
+    share, cwd, reader = root / SHARE, root / "cwd", root / "reader"
     team = generate_store(root / "crush", projects=1, sessions_per_project=2, seed=4)
     assert cli("ingest", "--quiet", "--no-default", "--lake", str(share), "--crush-root", str(team.global_dir),
                home=root / "ana", cwd=cwd).returncode == 0
@@ -160,7 +167,7 @@ def test_ingest_or_a_bare_merge_in_a_readers_home_keeps_the_teams_rows(tmp_path,
     machine's. Refused, naming the lake to merge; `merge --full` does it on purpose."""
     # the team's lake is only read from here on; the reader's home is changed, so each case has a copy
     built = built_once("team-share-and-a-readers-home", _team_share_and_a_readers_home)
-    share, cwd, reader = built / "share", tmp_path / "cwd", copy_home(built / "reader", tmp_path / "reader")
+    share, cwd, reader = built / SHARE, tmp_path / "cwd", copy_home(built / "reader", tmp_path / "reader")
     teams = _sessions(reader)
     assert teams > 0
     flags = ["--no-default"]
@@ -169,7 +176,7 @@ def test_ingest_or_a_bare_merge_in_a_readers_home_keeps_the_teams_rows(tmp_path,
         flags += ["--crush-root", str(own.global_dir)]
     said = (f"the warehouse {reader / 'warehouse.ducklake'} is read from the lake {share} (1 sources merged "
             f"from it), not from this home's own lake {reader / 'lake'}: merging that would replace them, and "
-            f"nothing was merged. To refresh it, run `agentlake merge --lake {share}`")
+            f"nothing was merged. To refresh it, run `agentlake merge --lake {shlex.quote(str(share))}`")
     out = cli("ingest", *flags, home=reader, cwd=cwd)
     assert out.returncode == 1, out.stdout + out.stderr
     told = out.stdout + out.stderr  # a Dagster run's merge says it among the run's problems
@@ -182,6 +189,8 @@ def test_ingest_or_a_bare_merge_in_a_readers_home_keeps_the_teams_rows(tmp_path,
     scheduled = cli("schedule", home=reader, cwd=cwd)
     assert scheduled.returncode == 2 and scheduled.stdout == ""
     assert f"is read from the lake {share}, so an ingest of this home's own lake would be refused" in scheduled.stderr
+    commands = re.findall(r"`(agentlake [^`]+)`", scheduled.stderr)
+    assert [shlex.split(c)[1:] for c in commands] == [["schedule", "--lake", str(share)], ["merge", "--lake", str(share)]]
     assert cli("schedule", "--lake", str(share), home=reader, cwd=cwd).returncode == 0
 
     assert cli("merge", "--lake", str(share), home=reader, cwd=cwd).returncode == 0  # the way to refresh
@@ -202,7 +211,7 @@ def test_a_readers_home_moved_or_copied_reads_and_compacts_its_own_tables(tmp_pa
     into the original's folder and `--orphans` deleted the original's newer files (a new user's
     trial). The docs: a home can be moved or copied whole."""
     built = built_once("team-share-and-a-readers-home", _team_share_and_a_readers_home)
-    share, cwd = built / "share", tmp_path / "cwd"
+    share, cwd = built / SHARE, tmp_path / "cwd"
     teams = _sessions(built / "reader")
     # a column read, not a count DuckLake answers from its statistics: the files are opened
     sql = ("sql", "--format", "csv", "SELECT COUNT(DISTINCT session_id) FROM sessions")

@@ -18,6 +18,7 @@ Each merge and compaction also deletes the files that have waited out the reader
 both in warehouse.catalog.compaction).
 """
 
+import shlex
 import sys
 from collections import Counter
 from contextlib import contextmanager
@@ -698,11 +699,12 @@ def _refuse_replacing(con, lake, catalog: Path) -> None:
     merged = _merged_sources(con)
     if not merged:
         return
+    quoted = shlex.quote(merged_from)  # a URI's `?...&...` would end the pasted command
     raise ReadFromAnotherLake(
         f"the warehouse {catalog} is read from the lake {merged_from} ({len(merged)} sources merged from it), "
         f"not from this home's own lake {own}: merging that would replace them, and nothing "
-        f"was merged. To refresh it, run `agentlake merge --lake {merged_from}`; to land this machine's "
-        f"agents there too, run `agentlake ingest --lake {merged_from}` (or set lake in config.toml); "
+        f"was merged. To refresh it, run `agentlake merge --lake {quoted}`; to land this machine's "
+        f"agents there too, run `agentlake ingest --lake {quoted}` (or set lake in config.toml); "
         "to make the warehouse this home's own lake's, run `agentlake merge --full`")
 
 

@@ -16,6 +16,7 @@ reader between the two commits would otherwise see new tables beside old marts.
 
 import os
 import re
+import shlex
 import sys
 import time
 from contextlib import contextmanager
@@ -186,7 +187,7 @@ def another_lake(catalog: PostgresCatalog, given: str, recorded: str):
     lake = masked(recorded.rstrip("/"))
     return ReadFromAnotherLake(
         f"the catalog at {catalog.host} keeps its tables in the lake {lake}, not in {masked(given.rstrip('/'))}: "
-        f"name that lake (--lake {lake}, or lake in config.toml); nothing was written")
+        f"name that lake (--lake {shlex.quote(lake)}, or lake in config.toml); nothing was written")
 
 
 def _query(con, db: str, sql: str) -> list[tuple]:
