@@ -175,13 +175,17 @@ def _say_if_the_prices_wait_for_a_merge(con, layout) -> None:
     the report yet, and it said nothing (a new user's trial)."""
     from warehouse.catalog.prices import recorded_fingerprint
 
-    if is_postgres(layout.warehouse) or Path(layout.warehouse).parent != layout.home:
-        return  # a warehouse another home merges (a team's): its prices are that home's config's
+    team = is_postgres(layout.warehouse)
+    if not team and Path(layout.warehouse).parent != layout.home:
+        return  # a file catalog another home merges: its prices are that home's config's
     config_file = layout.config_file
     prices = load_config(config_file).prices
     if prices and prices.fingerprint() != recorded_fingerprint(con):
-        print_err(f"note: the prices in {config_file} are not the ones the warehouse was merged with: "
-             "`agentlake merge` applies them")
+        # a team's catalog is merged by its center, with the center's config.toml: said there
+        # before its next merge, and to a reader whose own prices would never apply
+        merge = ("the merge that writes it applies its own home's prices (the team's center: `agentlake merge` "
+                 "there)" if team else "`agentlake merge` applies them")
+        print_err(f"note: the prices in {config_file} are not the ones the warehouse was merged with: {merge}")
 
 
 def _say_if_the_window_is_empty(con, filters) -> None:

@@ -334,6 +334,17 @@ def test_a_first_merge_naming_a_bucket_that_does_not_exist_leaves_the_catalog_to
     assert wrong.returncode == 1 and f"'{BUCKET}-typo', which does not exist" in wrong.stderr, wrong.stderr
     right = run_cli_fresh("merge", "--lake", lake, "--warehouse", db.warehouse(WRITER), env=env)
     assert ok(right)
+    # the center's config.toml holds the prices its merges apply: one set since its last merge is
+    # said by its report, as on one machine (a team trial's center said nothing)
+    config = tmp_path / "center" / "config.toml"
+    config.write_text('[[prices]]\nmodel = "claude-sonnet-4-5"\ninput = 1\noutput = 5\n')
+    waiting = run_cli_fresh("report", "--section", "totals", "--warehouse", db.warehouse(WRITER), env=env)
+    assert waiting.returncode == 0 and (f"note: the prices in {config} are not the ones the warehouse was merged "
+                                        "with: the merge that writes it applies its own home's prices (the team's "
+                                        "center: `agentlake merge` there)") in waiting.stderr, waiting.stderr
+    assert ok(run_cli_fresh("merge", "--lake", lake, "--warehouse", db.warehouse(WRITER), env=env))
+    merged = run_cli_fresh("report", "--section", "totals", "--warehouse", db.warehouse(WRITER), env=env)
+    assert merged.returncode == 0 and "not the ones the warehouse was merged with" not in merged.stderr, merged.stderr
     # another prefix, or no lake named (compact): the lake to name, not DuckLake's OVERRIDE_DATA_PATH
     for args in (("merge", "--lake", f"s3://{BUCKET}/other-prefix"), ("compact",)):
         other = run_cli_fresh(*args, "--warehouse", db.warehouse(WRITER), env=env)
