@@ -326,7 +326,11 @@ def test_a_misspelt_or_mistyped_setting_is_said_in_toml_s_words(tmp_path, text, 
     ("tz = Europe/Berlin\n", 'Invalid value (at line 1, column 6) (a text value goes in quotes: tz = "Europe/Berlin")'),
     ('lake = "/x"\nmachine = my laptop\n',
      'Invalid value (at line 2, column 11) (a text value goes in quotes: machine = "my laptop")'),
-    ("lake = s3://key:secret@bucket/x\n", "Invalid value (at line 1, column 8)"),  # a URI is not repeated
+    # a URI is shown by its scheme alone: it may hold a key (a team trial had no hint for its lake at all)
+    ("lake = s3://key:secret@bucket/x\n", 'Invalid value (at line 1, column 8) (a text value goes in quotes: '
+                                          'lake = "s3://...")'),
+    ("lake = s3://acme/lake?endpoint_override=127.0.0.1:5055&scheme=http  # the team's\n",
+     'Invalid value (at line 1, column 8) (a text value goes in quotes: lake = "s3://...")'),
     ("tz = Europe/Berlin  # mine\n", 'Invalid value (at line 1, column 6) (a text value goes in quotes: tz = '
                                      '"Europe/Berlin")'),
     ("[[budgets]]\nmonthly_usd = 5\nproject = shop\n",

@@ -97,16 +97,19 @@ TEXT_KEYS = frozenset([k for k, kind in TOP_LEVEL.items() if kind is str] + list
 def _unquoted_hint(text: str, error: str) -> str:
     """A text setting TOML refused, its value quoted, when the value is plain words TOML takes for
     no value (`tz = Europe/Berlin`: "Invalid value (at line 1, column 6)", the likeliest slip).
-    A value with a `://` is not repeated: a URI may hold a key."""
+    A URI (`lake = s3://...`) is shown by its scheme alone: it may hold a key."""
     import re
 
     at = re.search(r"at line (\d+)", error)
     lines = text.split("\n")  # TOML's lines: a U+2028 in a comment ends none
     if not at or not 0 < int(at[1]) <= len(lines):
         return ""
-    setting = re.fullmatch(r"\s*([A-Za-z0-9_-]+)\s*=\s*([\w./+-]+(?: [\w./+-]+)*)\s*(?:#.*)?",
-                           lines[int(at[1]) - 1].rstrip("\r"))
-    if not setting or setting[1] not in TEXT_KEYS or "://" in setting[2]:
+    line = lines[int(at[1]) - 1].rstrip("\r")
+    uri = re.fullmatch(r"\s*([A-Za-z0-9_-]+)\s*=\s*([A-Za-z][A-Za-z0-9+.-]*)://\S*\s*(?:#.*)?", line)
+    if uri and uri[1] in TEXT_KEYS:
+        return f" (a text value goes in quotes: {uri[1]} = \"{uri[2]}://...\")"
+    setting = re.fullmatch(r"\s*([A-Za-z0-9_-]+)\s*=\s*([\w./+-]+(?: [\w./+-]+)*)\s*(?:#.*)?", line)
+    if not setting or setting[1] not in TEXT_KEYS:
         return ""
     return f" (a text value goes in quotes: {setting[1]} = \"{setting[2]}\")"
 
