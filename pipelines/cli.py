@@ -193,6 +193,10 @@ LEGACY_NAMES = {"views"}
 # words users type as commands that are options of one (the README's "insights")
 OPTION_COMMANDS = {"insights": "report --insights", "budgets": "report --budgets", "tools": "report --by tool",
                    "users": "report --by user", "people": "report --by user", "models": "report --by model"}
+# words users type for a breakdown `report --by` names otherwise (a team trial's `--by person`)
+BY_WORDS = {"person": "user", "people": "user", "users": "user", "machine": "user", "developer": "user",
+            "provider": "agent", "agents": "agent", "projects": "project", "models": "model", "tools": "tool",
+            "daily": "day", "weekly": "week", "monthly": "month"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -213,6 +217,13 @@ class _Parser(argparse.ArgumentParser):
                        + f" (the commands: {', '.join(names)})")
         elif self.prog.endswith(" search") and message.endswith("required: query"):
             message += f" ({NEGATION_FIRST})"
+        elif by := re.match(r"argument --by: invalid choice: '(.*)' \(choose from", message):
+            import difflib
+
+            from warehouse.serve.report_options import BREAKDOWNS
+
+            close = [BY_WORDS[by[1]]] if by[1] in BY_WORDS else difflib.get_close_matches(by[1], BREAKDOWNS, n=1)
+            message += f" (did you mean --by {close[0]}?)" if close else ""
         super().error(message)
 
 

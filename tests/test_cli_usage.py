@@ -113,6 +113,16 @@ def test_a_port_outside_0_to_65535_is_a_usage_error(command, capsys):
         assert line.endswith(f"argument --port: wants a port from 0 (any free one) to 65535: {port!r}")
 
 
+def test_a_breakdown_named_in_other_words_is_answered_with_the_reports_own(capsys):
+    """A team trial typed `report --by person`: argparse's "invalid choice" alone, where a mistyped
+    command gets its closest name."""
+    for given, meant in (("person", "user"), ("machine", "user"), ("provider", "agent"), ("projekt", "project")):
+        line = usage_error(capsys, "report", "--by", given)
+        assert line.startswith("agentlake report: error: argument --by: invalid choice") and \
+            line.endswith(f"(did you mean --by {meant}?)"), line
+    assert "did you mean" not in usage_error(capsys, "report", "--by", "zzz")
+
+
 def test_dev_offers_only_the_home(capsys):
     """`agentlake dev` honours --home only (Dagster reads that home's lake and warehouse): its
     help does not offer --lake or --warehouse, which it refuses, saying why."""
@@ -168,7 +178,7 @@ HEAVY = ("pyarrow", "duckdb", "dagster", "warehouse.land.ingest", "transforms.cr
 
 
 @pytest.mark.parametrize("args", [
-    ["--help"], ["--version"], ["report", "--no-such-flag"], ["no-such-command"], ["reprot"],
+    ["--help"], ["--version"], ["report", "--no-such-flag"], ["no-such-command"], ["reprot"], ["report", "--by", "person"],
     # usage errors the commands find after parsing, before they open anything
     ["report", "--last", "0d"], ["report", "--week", "--since", "2026-01-01"], ["report", "--budgets", "--by", "day"],
     ["report", "--since", "2026-02-01", "--until", "2026-01-01"], ["report", "--output", "x"],
