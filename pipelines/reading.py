@@ -157,6 +157,7 @@ def cmd_report(args) -> int:
         else:
             sections = build(con, filters, by=args.by, top=10 if args.top is None else args.top)
         _say_if_the_window_is_empty(con, filters)
+        _say_if_the_pair_is_empty(con, filters)
         _say_if_the_warehouse_is_empty(con, layout)
         if args.section:
             sections = _section(sections, args)
@@ -208,6 +209,18 @@ def _say_if_the_window_is_empty(con, filters) -> None:
         print_err(f"note: no session from {filters.since or 'the first day'} to {filters.until or 'today'}; "
              f"the sessions{' of these filters' if scope else ''} are from {first} to {last} "
              f"(--since {first} --until {last})")
+
+
+def _say_if_the_pair_is_empty(con, filters) -> None:
+    """--user and --machine, each in the warehouse, that name no session together: the user's
+    machines (a team trial's `--user ana --machine bo-desktop` printed zeros without a word)."""
+    if filters.user is None or filters.machine is None:
+        return
+    machines = [r[0] for r in con.execute('SELECT DISTINCT machine FROM sessions WHERE "user" = ? ORDER BY 1',
+                                          [filters.user]).fetchall()]
+    if machines and filters.machine not in machines:
+        print_err(f"note: user {filters.user!r} has no session on machine {filters.machine!r}; "
+                  f"theirs are on {', '.join(machines)}")
 
 
 def _say_if_the_warehouse_is_empty(con, layout) -> None:

@@ -134,3 +134,24 @@ def test_a_window_without_sessions_says_which_days_hold_them(lake, capsys):
     assert "the sessions of these filters are from" in capsys.readouterr().err
     assert main(["report", "--home", str(lake.home), "--since", str(first)]) == 0
     assert "note: no session" not in capsys.readouterr().err  # sessions in the window: nothing said
+
+
+def test_a_user_and_a_machine_that_hold_no_session_together_are_said(lake, project, capsys):
+    """A team trial's `report --user ana --machine bo-desktop`, each name in the warehouse but no
+    session of the two together, printed zeros without a word: the user's machines are named."""
+    from tests.conftest import T0
+    from transforms.synth.crush import add_session
+
+    p = project("ops")
+    add_session(p.conn, "o1", title="ops", created_at=T0, cost=0.5)
+    p.close()
+    assert main(["ingest", "--home", str(lake.home), "--db", str(p.db), "--no-default", "--quiet",
+                 "--machine", "ci-box", "--user", "ana"]) == 0
+    capsys.readouterr()
+    assert main(["report", "--home", str(lake.home), "--user", "dev", "--machine", "ci-box", "--format", "json"]) == 0
+    ran = capsys.readouterr()
+    assert json.loads(ran.out)["totals"][0]["root_sessions"] == 0
+    assert "note: user 'dev' has no session on machine 'ci-box'; theirs are on laptop" in ran.err, ran.err
+    assert main(["report", "--home", str(lake.home), "--user", "ana", "--machine", "ci-box", "--format", "json"]) == 0
+    ran = capsys.readouterr()
+    assert json.loads(ran.out)["totals"][0]["root_sessions"] == 1 and "no session on machine" not in ran.err
