@@ -194,9 +194,11 @@ LEGACY_NAMES = {"views"}
 OPTION_COMMANDS = {"insights": "report --insights", "budgets": "report --budgets", "tools": "report --by tool",
                    "users": "report --by user", "people": "report --by user", "models": "report --by model"}
 # words users type for a breakdown `report --by` names otherwise (a team trial's `--by person`)
-BY_WORDS = {"person": "user", "people": "user", "users": "user", "machine": "user", "developer": "user",
-            "provider": "agent", "agents": "agent", "projects": "project", "models": "model", "tools": "tool",
-            "daily": "day", "weekly": "week", "monthly": "month"}
+BY_WORDS = {"person": "user", "persons": "user", "people": "user", "users": "user", "machine": "user",
+            "machines": "user", "developer": "user", "developers": "user", "provider": "agent",
+            "providers": "agent", "agents": "agent", "projects": "project", "models": "model", "tools": "tool",
+            "categories": "category", "days": "day", "daily": "day", "weeks": "week", "weekly": "week",
+            "months": "month", "monthly": "month"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -222,7 +224,8 @@ class _Parser(argparse.ArgumentParser):
 
             from warehouse.serve.report_options import BREAKDOWNS
 
-            close = [BY_WORDS[by[1]]] if by[1] in BY_WORDS else difflib.get_close_matches(by[1], BREAKDOWNS, n=1)
+            given = by[1].lower()  # `--by Person` too
+            close = [BY_WORDS[given]] if given in BY_WORDS else difflib.get_close_matches(given, BREAKDOWNS, n=1)
             message += f" (did you mean --by {close[0]}?)" if close else ""
         super().error(message)
 

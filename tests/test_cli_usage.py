@@ -116,7 +116,8 @@ def test_a_port_outside_0_to_65535_is_a_usage_error(command, capsys):
 def test_a_breakdown_named_in_other_words_is_answered_with_the_reports_own(capsys):
     """A team trial typed `report --by person`: argparse's "invalid choice" alone, where a mistyped
     command gets its closest name."""
-    for given, meant in (("person", "user"), ("machine", "user"), ("provider", "agent"), ("projekt", "project")):
+    for given, meant in (("person", "user"), ("Person", "user"), ("machines", "user"), ("provider", "agent"),
+                         ("projekt", "project")):
         line = usage_error(capsys, "report", "--by", given)
         assert line.startswith("agentlake report: error: argument --by: invalid choice") and \
             line.endswith(f"(did you mean --by {meant}?)"), line

@@ -396,17 +396,33 @@ def test_a_sessions_warnings_are_said_by_the_run_that_read_it_not_by_each_later_
     again. The row stays in quarantine; the warning is the run's that read it."""
     home = tmp_path / "codex"
     lines = FIXTURE.splitlines()
-    write_fixture(home, "\n".join(lines[:3] + ["{broken"] + lines[3:]))
+    kind = '{"timestamp":"2026-03-02T09:41:00.000Z","type":"response_item","payload":{"type":"new_kind"}}'
+    write_fixture(home, "\n".join(lines[:3] + ["{broken"] + lines[3:] + [kind]))
     (first,) = ingest_tables(layout, homes={"codex": [home]}).results
     assert "1 unparseable rows quarantined" in first.warnings, first.warnings
-    other = "0199bbbb-0000-7000-8000-000000000002"
-    write_fixture(home, FIXTURE.replace(SID, other), name=f"rollout-2026-03-02T10-15-00-{other}.jsonl")
-    (second,) = ingest_tables(layout, homes={"codex": [home]}).results
-    assert second.status == "ok" and second.source.source_id == first.source.source_id  # one project: one source
-    assert not [w for w in second.warnings if "unparseable" in w], second.warnings
+    assert "unknown part types kept raw: new_kind=1" in first.warnings, first.warnings
+
+    def another(n: int, text: str):
+        sid = f"0199bbbb-0000-7000-8000-00000000000{n}"
+        path = write_fixture(home, name=f"rollout-2026-03-02T1{n}-15-00-{sid}.jsonl")
+        path.write_text(text.replace(SID, sid))  # as given: a last line without its newline stays so
+        (result,) = ingest_tables(layout, homes={"codex": [home]}).results
+        assert result.status == "ok" and result.source.source_id == first.source.source_id  # one project: one source
+        return result
+
+    second = another(2, FIXTURE + "\n")
+    assert not [w for w in second.warnings if "unparseable" in w or "part types" in w], second.warnings
     assert scalar(layout, "SELECT COUNT(*) FROM quarantine") == 1  # still there
-    logged = query(layout, "SELECT quarantined, warnings FROM sources WHERE provider = 'codex' ORDER BY run_at")
-    assert [q for q, _ in logged] == [1, 1] and "unparseable" not in (logged[-1][1] or ""), logged
+    logged = query(layout, "SELECT quarantined, unknown_part_types, warnings FROM sources WHERE provider = 'codex' "
+                           "ORDER BY run_at")
+    assert [(q, k) for q, k, _ in logged] == [(1, 1), (1, 1)] and "unparseable" not in (logged[-1][2] or ""), logged
+    # a session caught being written, then another with a broken line: each run says its own
+    third = another(3, FIXTURE.rstrip("\n") + "\n" + kind[:40])
+    assert [w for w in third.warnings if "newline yet" in w] and not [w for w in third.warnings if "unparseable" in w]
+    fourth = another(4, "\n".join(lines[:1] + ["{broken"] + lines[1:]) + "\n")
+    assert "1 unparseable rows quarantined" in fourth.warnings, fourth.warnings
+    assert not [w for w in fourth.warnings if "newline yet" in w], fourth.warnings
+    assert scalar(layout, "SELECT COUNT(*) FROM quarantine") == 3
 
 
 def test_codex_home_is_honoured(tmp_path):
@@ -569,11 +585,13 @@ def test_an_empty_rollout_is_named_and_makes_no_source(layout, tmp_path):
     assert scalar(layout, "SELECT COUNT(*) FROM sessions") == truth.sessions + 1
 
 
-def test_a_rollout_unreadable_at_first_leaves_no_quarantine_row_once_codex_wrote_it(layout, tmp_path):
+@pytest.mark.parametrize("archived", [False, True], ids=["in place", "archived since"])
+def test_a_rollout_unreadable_at_first_leaves_no_quarantine_row_once_codex_wrote_it(layout, tmp_path, archived):
     """A rollout whose first line is cut (Codex caught writing its session_meta) is a source of
     its own in the `unknown` project, keyed by its path and quarantined whole. Once Codex wrote the
     line, the session lands in its project's bundle, which takes it out of that source: the
-    quarantine row does not outlive the file's state, and the session counts once."""
+    quarantine row does not outlive the file's state, and the session counts once. So too when
+    Codex has archived it since (`archived_sessions/`: another path)."""
     home = tmp_path / "codex"
     truth = generate_home(home, sessions=6, seed=3)
     sid = "0199aaaa-bbbb-7ccc-8ddd-eeeeeeeeeeee"
@@ -587,6 +605,9 @@ def test_a_rollout_unreadable_at_first_leaves_no_quarantine_row_once_codex_wrote
     b.turn("gpt-5.3-codex")
     b.tokens(1000, 0, 10)
     rollout.write_text("".join(json.dumps(line) + "\n" for line in b.lines))
+    if archived:
+        (home / "archived_sessions").mkdir(exist_ok=True)
+        rollout.rename(home / "archived_sessions" / rollout.name)
     summary = ingest_tables(layout, homes={"codex": [home]})
     assert summary.exit_code == 0
     assert query(layout, "SELECT key FROM quarantine") == []

@@ -320,15 +320,18 @@ def test_bad_lines_and_files_are_quarantined(layout, tmp_path):
     # damaged record (not as a file of another kind, nor by its last line as one being written)
     cut = chats / "session-2026-03-04T00-00-cafef00d.json"
     record = json.dumps({"sessionId": "cafef00d-0000", "projectHash": H, "messages": [
-        {"id": "m1", "type": "user", "timestamp": "2026-03-04T00:00:00Z", "content": "hi"}]}, indent=2)
-    cut.write_text(record[:-40])
+        {"id": "m1", "type": "user", "timestamp": "2026-03-04T00:00:00Z", "content": "hi"}],
+        "directories": ["/work/shop", "/work/lib"]}, indent=2)
+    text = record[:record.index('"/work/lib"') + len('"/work/lib"') + 1]  # cut after a line JSON alone reads
+    assert text.splitlines()[-1] == '    "/work/lib"' and json.loads(text.splitlines()[-1]) == "/work/lib"
+    cut.write_text(text)
     summary = ingest_tables(layout, homes={"gemini": [home]})
     assert {r.status for r in summary.results} == {"ok"}  # the project's sessions are one source
     assert scalar(layout, "SELECT COUNT(*) FROM quarantine") == 3
     errors = dict(query(layout, "SELECT split_part(key, ':', 1), error FROM quarantine WHERE key LIKE '%.json:%'"))
     assert sorted(errors) == sorted([str(chats / "session-2026-03-03T00-00-deadbeef.json"), str(cut)])
     assert all("not valid JSON, a whole chat record cut short or damaged" in e for e in errors.values()), errors
-    assert query(layout, "SELECT raw FROM quarantine WHERE key LIKE ?", f"{cut}:%") == [(record[:-40],)]
+    assert query(layout, "SELECT raw FROM quarantine WHERE key LIKE ?", f"{cut}:%") == [(text,)]
     assert scalar(layout, "SELECT SUM(total_tokens) FROM usage") == 19952  # the rest was read
 
 

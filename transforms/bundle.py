@@ -36,7 +36,8 @@ import pyarrow as pa
 
 from transforms.atomic import replace_file
 from transforms.contract import BY_NAME, SCHEMA_VERSION
-from transforms.findings import Findings
+from transforms.findings import Findings, errors_of
+from transforms.jsontext import UNFINISHED
 from transforms.provider import DiscoverOptions, Extract, Provider, SourceError, environmental
 from transforms.sources import Discovery, Source, source_id_for
 
@@ -330,7 +331,10 @@ def _combined(source: Bundle, parts: list[tuple[Source, _Part, bool]], run_at, c
             tables.setdefault(name, []).append(_with_source_id(rows, source.source_id))
         expected.update(p.expected)
         findings.add(p.findings, notes=said)
-        findings.reported += 0 if said else len(p.rows.get("quarantine", ()))
+        if not said:
+            errors = errors_of(p.rows.get("quarantine", ()))
+            findings.reported += len(errors)
+            findings.reported_unfinished += errors.count(UNFINISHED)
     quarantine = [{"provider": source.provider, "source_id": source.source_id, "project_path": source.project_path,
                    "source_table": "session", "source_rowid": 0, "key": part.path, "error": error, "raw": None,
                    "created_at": run_at} for part, error, _ in failed]

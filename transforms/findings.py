@@ -21,14 +21,19 @@ class Findings:
     unread: int = 0  # files that could not be read this run: the source must be read again
     explained: int = 0  # quarantine rows a note says more of (a last line still being written)
     # quarantine rows of files read in an earlier run and kept from a cache: that run said them
+    # (of those, the last lines without their newline yet: `unfinished_lines` leaves them out),
+    # and the part types among them, counted in the `sources` column but not said again
     reported: int = 0
+    reported_unfinished: int = 0
+    reported_part_types: Counter = field(default_factory=Counter)
 
     def warnings(self, quarantined: int) -> list[str]:
         out = []
         for table, cols in sorted(self.unknown_columns.items()):
             out.append(f"{table}: unknown columns kept in extra_columns: {', '.join(cols)}")
-        if self.unknown_part_types:
-            kinds = ", ".join(f"{k}={n}" for k, n in sorted(self.unknown_part_types.items(), key=str))
+        said = self.unknown_part_types - self.reported_part_types
+        if said:
+            kinds = ", ".join(f"{k}={n}" for k, n in sorted(said.items(), key=str))
             out.append(f"unknown part types kept raw: {kinds}")
         for unit, n in sorted(self.non_second_timestamps.items()):
             out.append(f"{n} timestamps in {unit} instead of seconds (converted)")
@@ -42,13 +47,9 @@ class Findings:
     def unfinished_lines(self, quarantine) -> None:
         """The quarantine rows (dicts, or an Arrow table) of last lines without their newline yet
         (jsontext.UNFINISHED, every agent's JSON-lines reader), said as such: a session being
-        written, not broken lines."""
-        if hasattr(quarantine, "column_names"):  # a columnar provider's table
-            errors = quarantine.column("error").to_pylist() if "error" in quarantine.column_names else []
-        else:
-            errors = [row.get("error") for row in quarantine]
-        unfinished = errors.count(UNFINISHED)
-        if unfinished:
+        written, not broken lines. Those of files an earlier run read were said by it."""
+        unfinished = errors_of(quarantine).count(UNFINISHED) - self.reported_unfinished
+        if unfinished > 0:
             self.notes.append(f"{unfinished} last lines without their newline yet (a session still being written, "
                               "or cut short): in quarantine for this run, read again once complete")
             self.explained += unfinished
@@ -56,21 +57,33 @@ class Findings:
     def add(self, more: "Findings", notes: bool = True) -> None:
         """`more` counted in, as for one source read in parts (transforms.bundle); `notes=False`
         leaves out what only its warnings say (a part read in an earlier run, whose warnings that
-        run gave): its notes, unknown columns, part types and timestamp units."""
+        run gave): its notes, unknown columns and timestamp units; its part types are counted,
+        not said."""
         if notes:
             for table, cols in more.unknown_columns.items():
                 known = self.unknown_columns.setdefault(table, [])
                 known += [c for c in cols if c not in known]
-            self.unknown_part_types.update(more.unknown_part_types)
             for unit, n in more.non_second_timestamps.items():
                 self.non_second_timestamps[unit] = self.non_second_timestamps.get(unit, 0) + n
+        else:
+            self.reported_part_types.update(more.unknown_part_types)
+        self.unknown_part_types.update(more.unknown_part_types)
+        self.reported_part_types.update(more.reported_part_types)
         self.null_timestamps += more.null_timestamps
         self.epoch_dated += more.epoch_dated
         self.diverted.update(more.diverted)
         self.notes += more.notes if notes else []
         self.unread += more.unread
-        self.explained += more.explained
+        self.explained += more.explained if notes else 0  # else its rows are among `reported`
         self.reported += more.reported
+        self.reported_unfinished += more.reported_unfinished
+
+
+def errors_of(quarantine) -> list:
+    """The `error` of each quarantine row: dicts, or a columnar provider's Arrow table."""
+    if hasattr(quarantine, "column_names"):
+        return quarantine.column("error").to_pylist() if "error" in quarantine.column_names else []
+    return [row.get("error") for row in quarantine]
 
 
 def bad_line(provider: str, owner, table: str, path: str, no: int, error: str, raw: str, run_at) -> dict:

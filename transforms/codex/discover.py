@@ -229,12 +229,26 @@ def group(heads: list[Head], names: Mapping[str, str]) -> list[CodexSource]:
 
 def _source(root: Head, identity, members, fork_parents, names, extras=(), copies=(), skip_reason=None) -> CodexSource:
     # a tree keyed by its root's session id: each of its rollouts had its path as id while its
-    # first line could not be read (the last case of the module's docstring)
-    formerly = tuple(source_id_for(PROVIDER, path) for path in members) if identity is not None else ()
+    # first line could not be read (the last case of the module's docstring), there or where
+    # Codex kept it before archiving it
+    formerly = tuple(source_id_for(PROVIDER, p) for path in members for p in (path, _other_place(path))
+                     if p) if identity is not None else ()
     return CodexSource(provider=PROVIDER, path=root.path, project_path=root.cwd,
                        project=project_name(root.cwd, names), identity=identity, members=members,
                        fork_parents=fork_parents, extras=extras, copies=copies, skip_reason=skip_reason,
                        formerly=formerly)
+
+
+def _other_place(path: str) -> str | None:
+    """Where Codex keeps the rollout before or after archiving it: `sessions/YYYY/MM/DD/<name>`
+    (its local day, as in its name) and `archived_sessions/<name>` in the same home."""
+    p = Path(path)
+    if p.parent.name == "archived_sessions":
+        day = re.match(r"rollout-(\d{4})-(\d{2})-(\d{2})T", p.name)
+        return str(p.parent.parent / "sessions" / day[1] / day[2] / day[3] / p.name) if day else None
+    if len(p.parents) > 4 and p.parents[3].name == "sessions":
+        return str(p.parents[4] / "archived_sessions" / p.name)
+    return None
 
 
 def _archived(head: Head) -> bool:
