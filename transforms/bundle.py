@@ -345,6 +345,7 @@ def _combined(source: Bundle, parts: list[tuple[Source, _Part, bool]], run_at, c
         findings.notes.append(f"{len(now)} of {len(parts)} sessions could not be read (quarantined): "
                               + "; ".join(f"{part.path}: {error}" for part, error in now[:3])
                               + ("; ..." if len(now) > 3 else ""))
+        findings.explained += len(now)  # their rows: said by this note, not as unparseable rows too
     findings.reported += len(failed) - len(now)
     findings.unread += sum(p.retry for _, p, _ in parts)
     rows = {name: _concat(name, chunks) for name, chunks in tables.items()}

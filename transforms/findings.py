@@ -65,10 +65,10 @@ class Findings:
                 known += [c for c in cols if c not in known]
             for unit, n in more.non_second_timestamps.items():
                 self.non_second_timestamps[unit] = self.non_second_timestamps.get(unit, 0) + n
-        else:
+            self.reported_part_types.update(more.reported_part_types)
+        else:  # every kind it counts was said when it was read
             self.reported_part_types.update(more.unknown_part_types)
         self.unknown_part_types.update(more.unknown_part_types)
-        self.reported_part_types.update(more.reported_part_types)
         self.null_timestamps += more.null_timestamps
         self.epoch_dated += more.epoch_dated
         self.diverted.update(more.diverted)

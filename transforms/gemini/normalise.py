@@ -149,10 +149,11 @@ def parse_chat(path: str, text: str) -> Chat:
         else:
             chat.bad.append((no, raw, "not a chat record: no id, $set, $rewindTo or sessionId"))
     if not isinstance(chat.meta.get("sessionId"), str) or not chat.meta["sessionId"]:
-        if whole_error is not None and path.endswith(".json") and not any(isinstance(v, dict) for _, _, v in lines):
+        if whole_error is not None and path.endswith(".json") and not any(isinstance(v, dict) and v
+                                                                            for _, _, v in lines):
             # a whole record (pretty-printed: a line is no record, though one may be a list's
-            # last string) cut short or damaged: said as such, not as a file of another kind,
-            # nor by its last line as one being written
+            # last string or an empty object) cut short or damaged: said as such, not as a file of
+            # another kind, nor by its last line as one being written
             raise ChatFileError(f"not valid JSON, a whole chat record cut short or damaged: {whole_error}"[:300])
         raise ChatFileError("no metadata with a sessionId: not a Gemini CLI chat recording")
     return chat
