@@ -54,15 +54,9 @@ def parse(data: bytes, bad, findings: Findings) -> tuple[dict | None, list[Entry
     """The header and the entries, in file order; a repeated header of the same session and an
     entry id seen before are skipped (pi <= 0.55.1 could write a file twice over, #1672)."""
     header, entries, seen, repeats = None, [], set(), 0
-    lines = data.split(b"\n")
-    for no, raw in enumerate(lines):
-        text = raw.decode("utf-8", "replace")
-        if not text.strip():
-            continue
-        try:
-            obj = jsontext.loads(text)
-        except (ValueError, RecursionError) as exc:  # the last line without its newline: still being written
-            bad(no, jsontext.UNFINISHED if no == len(lines) - 1 else f"not valid JSON: {exc}"[:300], text)
+    for no, text, obj, why in jsontext.json_lines(data):  # a last line without its newline: UNFINISHED
+        if why:
+            bad(no, why, text)
             continue
         if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
             bad(no, "not a session entry (an object with a `type`)", text)
