@@ -191,14 +191,15 @@ def read_store(path: Path, workdir: Path) -> Store:
     row: opencode.db's rows win over it, and the lake keeps its sessions."""
     is_dir = path.is_dir()
     main = path / MAIN_DB
-    if is_dir and os.path.lexists(main) and unusable(main, "file"):  # a folder or a pipe by that name
-        raise SourceError(f"{main} {unusable(main, 'file')}; the data dir is not read without it (its sessions' "
+    odd = unusable(main, "file") if is_dir and os.path.lexists(main) else None  # a folder or a pipe by that name
+    if odd:
+        raise SourceError(f"{main} {odd}; the data dir is not read without it (its sessions' "
                           "older copies would stand in for them): the lake keeps this source's rows as they were")
     databases = db_files(path) if is_dir else [path]
     store, batches = Store(), []
     if is_dir:  # a channel database's name on a folder or a pipe: said as one that cannot be read
-        store.problems += [(str(path / name), f"{path / name} {unusable(path / name, 'file')}")
-                           for name in _channel_names(path) if unusable(path / name, "file")]
+        odd_channels = ((path / name, unusable(path / name, "file")) for name in _channel_names(path))
+        store.problems += [(str(db), f"{db} {why}") for db, why in odd_channels if why]
     for db in databases:
         try:
             batches.append(read_database(db, workdir))
