@@ -118,20 +118,20 @@ def main(argv=None) -> int:
 def _no_warehouse() -> tuple[str | None, int]:
     """Why the notebooks have no warehouse to read (the one `agentlake sql` reads), and the exit
     status `agentlake sql` gives for it (docs/CLI.md): (None, 0) when there is one."""
+    from pipelines.reading import no_warehouse
     from warehouse.lake.config import ConfigError, reader_layout
-    from warehouse.lake.ducklake import FIRST_STEP
     from warehouse.lake.layout import NotAHome
     from warehouse.lake.pg_catalog import is_postgres
 
     try:
-        warehouse = reader_layout().warehouse
+        layout = reader_layout()
     except ConfigError as exc:
         return str(exc), 1
     except NotAHome as exc:
         return str(exc), 2
-    if is_postgres(warehouse) or Path(warehouse).exists():
+    if is_postgres(layout.warehouse) or Path(layout.warehouse).exists():
         return None, 0
-    return f"no warehouse at {warehouse}: {FIRST_STEP}; or name one with $AGENTLAKE_WAREHOUSE", 2
+    return f"{no_warehouse(layout)}; or name one with $AGENTLAKE_WAREHOUSE", 2
 
 
 if __name__ == "__main__":
