@@ -141,6 +141,9 @@ def _cost_and_use(keys: list[str], use: list[str], order: str, listed: tuple[tup
 
 _COUNTS = ["root_sessions", "messages", "tool_calls", "tokens"]
 
+# the decimals the rates and ratios (RATES) are rounded to by their SQL; the table writes all of
+# them, in every section (a tool's error rate of 1 showed `1` in one, `1.0` in another)
+RATE_DECIMALS = 3
 BY_SQL = {
     "day": _cost_and_use(["date"], _COUNTS, "date"),
     # ISO weeks (Monday first) and calendar months, each named by its first day
@@ -155,13 +158,13 @@ BY_SQL = {
     "user": _cost_and_use(['"user"', "machine"], _COUNTS, 'cost_usd DESC NULLS LAST, "user", machine',
                            listed=(("provider", "agents"),)),
     "tool": "SELECT tool_name, tool_category, SUM(calls) AS calls, SUM(errors) AS errors, "
-            "ROUND(SUM(errors) / SUM(calls), 3) AS error_rate, SUM(nonzero_exits) AS nonzero_exits "
+            f"ROUND(SUM(errors) / SUM(calls), {RATE_DECIMALS}) AS error_rate, SUM(nonzero_exits) AS nonzero_exits "
             "FROM tool_usage {w} GROUP BY tool_name, tool_category ORDER BY calls DESC, tool_name",
     # one row per kind of tool, whatever each agent calls it (bash, Bash, Shell, exec_command: shell)
     "category": f"SELECT tool_category, {sorted_list('tool_name')} AS tool_names, SUM(calls) AS calls, "
-                "SUM(errors) AS errors, ROUND(SUM(errors) / SUM(calls), 3) AS error_rate, "
+                f"SUM(errors) AS errors, ROUND(SUM(errors) / SUM(calls), {RATE_DECIMALS}) AS error_rate, "
                 "SUM(nonzero_exits) AS nonzero_exits, SUM(failed) AS failed, "
-                "ROUND(SUM(failed) / SUM(calls), 3) AS failure_rate "
+                f"ROUND(SUM(failed) / SUM(calls), {RATE_DECIMALS}) AS failure_rate "
                 "FROM tool_usage {w} GROUP BY tool_category ORDER BY calls DESC, tool_category",
 }
 
@@ -232,7 +235,7 @@ def build(con, filters: Filters, by: str = "project", top: int = 10) -> list[Sec
         add("tools", "Tools", BY_SQL["tool"], limit=top)
     add("failing_tools", "Failing tools",
         "SELECT tool_name, SUM(calls) AS calls, SUM(errors) AS errors, SUM(nonzero_exits) AS nonzero_exits, "
-        "SUM(failed) AS failed, ROUND(SUM(failed) / SUM(calls), 3) AS failure_rate FROM tool_usage {w} "
+        f"SUM(failed) AS failed, ROUND(SUM(failed) / SUM(calls), {RATE_DECIMALS}) AS failure_rate FROM tool_usage {{w}} "
         "GROUP BY ALL HAVING SUM(failed) > 0 ORDER BY failure_rate DESC, calls DESC, tool_name", limit=top)
     return sections
 
@@ -301,7 +304,7 @@ INSIGHTS = (
             "ORDER BY cost_usd DESC NULLS LAST, files DESC, project", date_col=SESSION_DATE),
     Insight("insight_read_edit_ratio", "Reads per edit, by model (low: editing without looking)",
             "SELECT model_name, COUNT(DISTINCT session_key) AS sessions, SUM(reads) AS reads, SUM(changes) AS changes, "
-            "ROUND(SUM(reads) / NULLIF(SUM(changes), 0), 3) AS read_edit_ratio FROM insight_read_edit_ratio{w} "
+            f"ROUND(SUM(reads) / NULLIF(SUM(changes), 0), {RATE_DECIMALS}) AS read_edit_ratio FROM insight_read_edit_ratio{{w}} "
             "GROUP BY ALL ORDER BY read_edit_ratio NULLS LAST, changes DESC, model_name", date_col=SESSION_DATE),
     Insight("insight_idle_cost", "Idle cost: sessions that cost money and changed no file, by project and models",
             "SELECT project, model_names AS models, COUNT(*) AS sessions, "
@@ -321,12 +324,12 @@ INSIGHTS = (
             "growth_per_request DESC NULLS LAST, session_key", date_col=SESSION_DATE),
     Insight("insight_cache_efficiency", "Cache: read share and writes never read back, by project and model",
             "SELECT project, model_name, SUM(requests) AS requests, "
-            "ROUND(SUM(cache_read_tokens) / NULLIF(SUM(input_tokens), 0), 3) AS cache_read_share, "
+            f"ROUND(SUM(cache_read_tokens) / NULLIF(SUM(input_tokens), 0), {RATE_DECIMALS}) AS cache_read_share, "
             "SUM(unread_write_tokens) AS unread_write_tokens FROM insight_cache_efficiency{w} GROUP BY ALL "
             "ORDER BY unread_write_tokens DESC, project, model_name", date_col=SESSION_DATE),
     Insight("insight_subagent_share", "Sub-agents: their part of their root sessions' cost, by kind",
             "SELECT agent_kind, COUNT(DISTINCT session_key) AS root_sessions, SUM(subagents) AS subagents, "
-            f"{_known_sum('subagent_cost_usd', double=True)} AS subagent_cost_usd, ROUND(AVG(share), 3) AS mean_share "
+            f"{_known_sum('subagent_cost_usd', double=True)} AS subagent_cost_usd, ROUND(AVG(share), {RATE_DECIMALS}) AS mean_share "
             "FROM insight_subagent_share{w} GROUP BY ALL ORDER BY subagent_cost_usd DESC NULLS LAST, agent_kind",
             date_col=SESSION_DATE),
     Insight("insight_usage_blocks", "Claude Code 5-hour usage blocks, costliest first (all projects)",
@@ -411,9 +414,6 @@ def _display_total(s: Section) -> tuple | None:
 # the decimals a budget's share used is kept to (warehouse.serve.budgets): written with all of them,
 # whatever its rows (a column of 0.18 and 0.45 showed two, of 0.1894 four)
 SHARE_DECIMALS = 4
-# the decimals the rates and ratios are rounded to (the sections' SQL: `ROUND(..., 3)`): all of
-# them written, in every section (a tool's error rate of 1 showed `1` in one, `1.0` in another)
-RATE_DECIMALS = 3
 RATES = ("error_rate", "failure_rate", "read_edit_ratio", "cache_read_share", "mean_share")
 
 
