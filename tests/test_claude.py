@@ -611,6 +611,44 @@ def test_bytes_that_are_not_utf8_are_counted(layout, tmp_path):
         "Fix the failing login test \ufffd\ufffd"
 
 
+def test_the_notes_of_lines_read_before_are_said_once_by_the_run_that_read_them(layout, tmp_path):
+    """A project whose transcripts grow said, at every run that read anything new, the notes of
+    every line an earlier run had read: "non-message lines not stored as messages" with the
+    whole history's counts, the same `<synthetic>` reply, the same unknown part. Each is said by
+    the run that reads its line; the counts stay in the `sources` table; a first landing into
+    another lake says them all again (that lake was never told)."""
+    home = tmp_path / "claude"
+    path = write_fixture(home)  # a summary and a system line, a <synthetic> reply
+    (first,) = ingest_tables(layout, homes={"claude": [home]}).results
+    assert "non-message lines not stored as messages: summary=1, system=1" in first.warnings, first.warnings
+    assert "1 <synthetic> API-error responses not billed" in first.warnings
+
+    write_jsonl(path, [base("file-history-snapshot", SID, T0 + timedelta(hours=2), CWD)]
+                + response(SID, T0 + timedelta(hours=2), "msg_new", usage(1, 5),
+                           blocks=[{"type": "mystery_block", "x": 1}]))
+    (grown,) = ingest_tables(layout, homes={"claude": [home]}).results
+    assert grown.status == "ok"
+    notes = [w for w in grown.warnings if "non-message" in w or "synthetic" in w or "part types" in w]
+    assert notes == ["unknown part types kept raw: mystery_block=1",
+                     "non-message lines not stored as messages: file-history-snapshot=1"], grown.warnings
+
+    other = "88888888-1111-4222-8333-444455556666"  # another session: none of the notes above again
+    write_jsonl(project(home) / f"{other}.jsonl", [user_line(other, T0, CWD, "new")])
+    (again,) = ingest_tables(layout, homes={"claude": [home]}).results
+    assert again.status == "ok" and again.unknown_part_types == 1, again
+    assert not [w for w in again.warnings if "non-message" in w or "synthetic" in w or "part types" in w], \
+        again.warnings
+    assert scalar(layout, "SELECT unknown_part_types FROM sources ORDER BY run_at DESC LIMIT 1") == 1
+
+    from warehouse.lake.layout import Layout
+
+    team = Layout.resolve(home=layout.home, lake=tmp_path / "team-lake", machine="laptop", user="dev")
+    (told,) = ingest_tables(team, homes={"claude": [home]}).results
+    assert "non-message lines not stored as messages: file-history-snapshot=1, summary=1, system=1" in told.warnings
+    assert "1 <synthetic> API-error responses not billed" in told.warnings
+    assert "unknown part types kept raw: mystery_block=1" in told.warnings, told.warnings
+
+
 def test_a_last_line_still_being_written_is_said_as_such_not_as_an_unparseable_row(layout, tmp_path):
     """A session being written when a scheduled run reads it ends in a line without its newline:
     said as "1 unparseable rows quarantined", as a broken line is, every run that met one. It is

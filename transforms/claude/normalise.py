@@ -64,6 +64,7 @@ class Line:
     # the time it is ordered by: its own, else the last one before it in its file (a line without
     # a timestamp stays where the file has it, not after every dated line)
     at: datetime | None = None
+    said: bool = False  # read by an earlier run, which gave its notes: counted, not said again
 
     @property
     def order(self):
@@ -118,12 +119,14 @@ def session_of(rel: str, rec: dict) -> tuple[str, str | None, bool]:
     return sid, None, False
 
 
-def to_lines(files: list[FileRead]) -> list[Line]:
+def to_lines(files: list[FileRead], said_before: bool = True) -> list[Line]:
     """Every record as a Line, files ranked by (first time, last time, path): the original
-    transcript comes before a resumed copy that replays it."""
+    transcript comes before a resumed copy that replays it. `said_before`: the lines an earlier
+    run read (FileRead.lines_before) are marked `said`."""
     per_file = []
     for f in files:
-        lines = [Line(f.rel, 0, n, rec, from_iso(rec.get("timestamp")), *session_of(f.rel, rec))
+        upto = f.lines_before if said_before else 0
+        lines = [Line(f.rel, 0, n, rec, from_iso(rec.get("timestamp")), *session_of(f.rel, rec), said=n <= upto)
                  for n, rec in f.records]
         times = [ln.ts for ln in lines if ln.ts]
         at = times[0] if times else None
@@ -166,7 +169,7 @@ def dedupe(lines: list[Line], findings: Findings) -> list[Line]:
     for ln in messages:
         key, uuid = response_key(ln), _str(ln.rec.get("uuid"))
         if (key and owner[key] != ln.rel) or (uuid and uuid_owner[uuid] is not ln):
-            replays += 1
+            replays += not ln.said
             continue
         kept.append(ln)
     if replays:
@@ -202,15 +205,20 @@ def build_messages(kept: list[Line], ctx: Context, findings: Findings):
     for ln in kept:
         groups.setdefault((ln.session, response_key(ln) or (ln.rel, ln.lineno)), []).append(ln)
     unknown: set[str] = set()
+    said = Findings()  # what the messages of lines read by an earlier run hold: counted, not said again
     messages, parts, index = [], [], Counter()
     for group in sorted(groups.values(), key=lambda g: g[0].order):
-        message, message_parts = message_rows(group, lambda ln: lineage(ctx, ln), findings, unknown)
+        old = all(ln.said for ln in group)
+        message, message_parts = message_rows(group, lambda ln: lineage(ctx, ln), said if old else findings,
+                                              set() if old else unknown)
         message["message_index"] = index[message["session_id"]]
         index[message["session_id"]] += 1
         messages.append(message)
         parts += message_parts
     if unknown:
         findings.unknown_columns["messages"] = sorted(unknown)
+    findings.unknown_part_types.update(said.unknown_part_types)
+    findings.reported_part_types.update(said.unknown_part_types)
     return messages, parts
 
 
@@ -272,12 +280,12 @@ def usage_rows(kept: list[Line], ctx: Context, findings: Findings, final: dict |
             group, key=lambda ln: (_int(ln.rec["message"]["usage"].get("output_tokens")) or -1, ln.lineno))
         if best.rel != group[0].rel:  # a copy elsewhere with the same numbers: the row keeps its own line
             best = max((ln for ln in group if _same_numbers(ln, best)), key=lambda ln: ln.lineno, default=best)
-        replaced += best.rel != group[0].rel
+        replaced += best.rel != group[0].rel and not all(ln.said for ln in group)
         first = min(group, key=lambda ln: ln.order)
         msg, u = best.rec["message"], best.rec["message"]["usage"]
         model = _str(msg.get("model"))
         if model == SYNTHETIC or best.rec.get("isApiErrorMessage") is True:
-            synthetic += 1
+            synthetic += not all(ln.said for ln in group)
             continue
         base = {**lineage(ctx, best), "session_id": first.session, "message_id": _str(msg.get("id")),
                 "request_id": _str(best.rec.get("requestId")), "is_sidechain": first.sidechain,
@@ -346,11 +354,16 @@ def cost_of(requests: list[dict]) -> tuple[float | None, str]:
     return round(sum(priced), 9), "native" if native else "estimated"
 
 
-def session_rows(sessions: dict[str, Session], usage: list[dict], ctx: Context, findings: Findings) -> list[dict]:
+def session_rows(sessions: dict[str, Session], usage: list[dict], ctx: Context, findings: Findings,
+                 read_now: set[str] | None = None) -> list[dict]:
+    """`read_now`: the sessions with lines this run read (None: all); a root made for the others
+    was said by the run that read them."""
     for parent in sorted({s.parent for s in sessions.values() if s.parent and s.parent not in sessions}):
-        child = min((s for s in sessions.values() if s.parent == parent), key=lambda s: s.first.order)
+        children = [s for s in sessions.values() if s.parent == parent]
+        child = min(children, key=lambda s: s.first.order)
         sessions[parent] = Session(parent, None, child.first, child.last_ts)  # a root to hold their cost
-        findings.notes.append(f"session {parent}: only its sub-agents' transcripts exist; a root row holds them")
+        if read_now is None or any(s.session_id in read_now for s in children):
+            findings.notes.append(f"session {parent}: only its sub-agents' transcripts exist; a root row holds them")
     own: dict[str, list] = {sid: [] for sid in sessions}
     tree: dict[str, list] = {sid: [] for sid in sessions}
     for r in usage:
@@ -375,11 +388,14 @@ def session_rows(sessions: dict[str, Session], usage: list[dict], ctx: Context, 
     return rows
 
 
-def normalise(files: list[FileRead], metas: dict, ctx: Context) -> tuple[dict[str, list[dict]], Findings, list]:
-    """Rows for every canonical table, the findings, and the message lines kept (to count)."""
+def normalise(files: list[FileRead], metas: dict, ctx: Context,
+              cached_notes: bool = False) -> tuple[dict[str, list[dict]], Findings, list]:
+    """Rows for every canonical table, the findings, and the message lines kept (to count).
+    The notes are those of the lines this run read (an earlier run said the others'), unless
+    `cached_notes` (a first landing into a lake: every line's)."""
     findings = Findings()
-    lines = to_lines(files)
-    skipped = Counter(str(ln.rec.get("type")) for ln in lines if not is_message(ln))
+    lines = to_lines(files, said_before=not cached_notes)
+    skipped = Counter(str(ln.rec.get("type")) for ln in lines if not is_message(ln) and not ln.said)
     if skipped:
         kinds = ", ".join(f"{k}={n}" for k, n in sorted(skipped.items()))
         findings.notes.append(f"non-message lines not stored as messages: {kinds}")
@@ -389,7 +405,8 @@ def normalise(files: list[FileRead], metas: dict, ctx: Context) -> tuple[dict[st
     strip_private(parts)
     usage = usage_rows(kept, ctx, findings, final_copies(lines))
     sessions = build_sessions(lines, kept, messages, metas)
-    rows = {"sessions": session_rows(sessions, usage, ctx, findings), "messages": messages, "parts": parts,
+    read_now = {ln.session for ln in lines if not ln.said}
+    rows = {"sessions": session_rows(sessions, usage, ctx, findings, read_now), "messages": messages, "parts": parts,
             "tool_calls": tool_calls, "usage": usage}
     return rows, findings, kept
 

@@ -51,7 +51,7 @@ class ClaudeProvider(AgentProvider):
         on_disk = {f.rel for f in files}
         gone = [f for rel, f in cached.items() if rel not in on_disk]
         metas = {k: v for d in reversed(_dirs(source)) if Path(d).is_dir() for k, v in agent_metas(Path(d)).items()}
-        rows, findings, kept = normalise(files + gone, metas, ctx)
+        rows, findings, kept = normalise(files + gone, metas, ctx, cached_notes)
         findings.notes += list(dict.fromkeys(listing_problem(e, "transcripts") for e in unlisted))
         findings.unread = len(unreadable) + len(unlisted)  # not settled: read again next run
         if len(gone) > older:

@@ -37,6 +37,7 @@ class FileRead:
     # of `bad` and `not_utf8`, those of lines an earlier run read (kept in the cache): it said them
     bad_before: int = 0
     not_utf8_before: int = 0
+    lines_before: int = 0  # its lines up to this number were read by an earlier run, which said their notes
 
 
 @dataclass
@@ -132,7 +133,7 @@ def read_jsonl(path: Path, rel: str, cache_dir: Path | None) -> FileRead:
             cached = None
         out = FileRead(rel, list(cached.records) if cached else [], list(cached.bad) if cached else [],
                        not_utf8=cached.not_utf8 if cached else 0, bad_before=len(cached.bad) if cached else 0,
-                       not_utf8_before=cached.not_utf8 if cached else 0)
+                       not_utf8_before=cached.not_utf8 if cached else 0, lines_before=cached.lines if cached else 0)
         out.read_from = offset = cached.offset if cached else 0
         lineno = cached.lines if cached else 0
         fh.seek(offset)
@@ -166,5 +167,6 @@ def cached_files(cache_dir: Path | None) -> list[FileRead]:
         if cached is not None:
             out.append(FileRead(cached.rel, list(cached.records), list(cached.bad), cached.offset,
                                 cached.offset, from_cache_only=True, not_utf8=cached.not_utf8, inode=cached.inode,
-                                bad_before=len(cached.bad), not_utf8_before=cached.not_utf8))
+                                bad_before=len(cached.bad), not_utf8_before=cached.not_utf8,
+                                lines_before=cached.lines))
     return out
