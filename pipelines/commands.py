@@ -294,6 +294,7 @@ def cmd_mcp(args) -> int:
 
 def cmd_merge(args) -> int:
     from warehouse.catalog.build import configured_prices, refresh
+    from warehouse.lake.config import settings_file
 
     layout = layout_of(args)
     if not has_data(layout):
@@ -304,7 +305,7 @@ def cmd_merge(args) -> int:
     print(f"merged {result.merged} sources ({result.removed} removed, {result.runs} run logs) from {layout.lake} "
           f"into {layout.warehouse}")
     if result.repriced:
-        print(f"the prices in {layout.config_file} changed: the history was priced again with them")
+        print(f"the prices in {settings_file(layout)} changed: the history was priced again with them")
     if result.waiting:
         print(f"{len(result.waiting)} sources were being written and wait for the next merge", file=sys.stderr)
     return 0

@@ -9,7 +9,7 @@ from functools import partial
 from pathlib import Path
 
 from pipelines.command_args import UsageError, agentlake_exe, command_for, layout_of, print_err
-from warehouse.lake.config import load_config, load_layout
+from warehouse.lake.config import load_config, load_layout, settings_file
 from warehouse.lake.layout import Layout
 from warehouse.lake.pg_catalog import is_postgres
 
@@ -179,7 +179,7 @@ def _say_if_the_prices_wait_for_a_merge(con, layout) -> None:
     team = is_postgres(layout.warehouse)
     if not team and Path(layout.warehouse).parent != layout.home:
         return  # a file catalog another home merges: its prices are that home's config's
-    config_file = layout.config_file
+    config_file = settings_file(layout)
     prices = load_config(config_file).prices
     if prices and prices.fingerprint() != recorded_fingerprint(con):
         # a team's catalog is merged by its center, with the center's config.toml: said there

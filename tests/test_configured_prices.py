@@ -217,6 +217,30 @@ def test_a_bad_price_is_a_config_error_naming_it(tmp_path, text, said):
     assert said in str(exc.value)
 
 
+def test_prices_in_the_home_apply_to_the_quickstart_demo_standing_in_for_it(tmp_path, built_once):
+    """After a quickstart that found no agent data, the commands use <home>/demo and read the
+    budgets from <home>/config.toml, the file the README and docs/CONFIG.md point at; prices put
+    there were ignored (a new user's trial): `merge` said the demo's own config.toml changed, the
+    model stayed unpriced, and the report gave no note. They apply now, and the note names it."""
+    built = small_demo_home(built_once)
+    assert built.code == 0, built.err
+    home = tmp_path / "home"
+    copy_demo_home(built.home, home / "demo")  # as a quickstart leaves it: <home> itself holds no data
+    rates = {"input": 1, "output": 5, "cache_read": 0.1, "cache_write": 1.25}
+    (home / "config.toml").write_text(_toml([{"model": MODEL, **rates}], {}))
+    env = {"AGENTLAKE_HOME": home}
+    waiting = run_cli("report", env=env)
+    assert waiting.returncode == 0 and f"note: the prices in {home / 'config.toml'} are not the ones the warehouse " \
+        "was merged with: `agentlake merge` applies them" in waiting.stderr, waiting.stderr
+    ran = run_cli("merge", env=env)
+    assert ran.returncode == 0 and "using the quickstart demo" in ran.stderr, ran.stderr
+    assert f"the prices in {home / 'config.toml'} changed: the history was priced again with them" in ran.stdout
+    demo = Layout.resolve(home=home / "demo")
+    qwen = _landed(home / "demo", "usage", "qwen")
+    assert qwen and {(_dec(r[2]), r[3]) for r in _usage(demo, "qwen")} == {(_cost(r, rates), "configured") for r in qwen}
+    assert "not the ones the warehouse was merged with" not in run_cli("report", env=env).stderr
+
+
 def test_the_first_merge_with_prices_does_not_say_they_changed(demo):
     """A home's first merge prices its requests with config.toml's prices: nothing was priced
     otherwise before it, so it says nothing of a change (it said "the prices ... changed", a new

@@ -114,10 +114,11 @@ def _index_owed(index: Path | None):
 
 
 def configured_prices(layout) -> Prices:
-    """The prices in the config.toml of the home whose warehouse is merged."""
-    from warehouse.lake.config import load_config
+    """The prices in the config.toml of the home whose warehouse is merged (for the quickstart's
+    demo, of the home it stands in for: warehouse.lake.config.settings_file)."""
+    from warehouse.lake.config import load_config, settings_file
 
-    return load_config(layout.config_file).prices
+    return load_config(settings_file(layout)).prices
 
 
 def lake_of(con) -> str | None:

@@ -274,6 +274,19 @@ def demo_layout(layout: Layout) -> Layout | None:
     return demo if demo.warehouse.exists() else None
 
 
+def settings_file(layout: Layout) -> Path:
+    """The config.toml whose settings (prices) apply to this home's merges: its own, but for the
+    quickstart's demo while it stands in for its home (demo_layout): that home's, the file the user
+    edits; its budgets were read from there and its prices were not (a new user's trial)."""
+    home = Path(layout.home)
+    if home.name == DEMO and not layout.remote:
+        owner = load_layout(str(home.parent), env={})
+        stand_in = demo_layout(owner)
+        if stand_in is not None and stand_in.home == home:
+            return owner.config_file
+    return layout.config_file
+
+
 def reader_layout(env=os.environ) -> Layout:
     """What a reader without flags opens (the notebooks): the home's warehouse, else the
     quickstart demo's, as `agentlake sql` and `report` do."""
