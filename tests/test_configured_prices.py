@@ -182,7 +182,8 @@ def test_a_price_reached_through_an_alias_only_is_not_called_a_typo(tmp_path):
                                '[[prices]]\nmodel = "never-used"\ninput = 1\noutput = 2\n\n[model_aliases]\n'
                                '"vllm/my-local" = "llama-3.3-70b-internal"\n"vllm/typo" = "never-used"\n')
     with duckdb.connect() as con:
-        con.execute("CREATE TABLE usage AS SELECT * FROM (VALUES ('vllm/my-local'), ('gpt-5'), (NULL)) AS t(model)")
+        con.execute("CREATE TABLE usage AS SELECT * FROM (VALUES ('vllm/my-local', NULL), ('gpt-5', 'openai'), "
+                    "(NULL, NULL)) AS t(model, llm_provider)")
         said = unmatched_prices(con, prices)
     assert [line.split(",")[0] for line in said] == [
         "config.toml prices the model 'never-used'", "config.toml prices the model 'vllm/typo'"]
@@ -239,6 +240,40 @@ def test_prices_in_the_home_apply_to_the_quickstart_demo_standing_in_for_it(tmp_
     qwen = _landed(home / "demo", "usage", "qwen")
     assert qwen and {(_dec(r[2]), r[3]) for r in _usage(demo, "qwen")} == {(_cost(r, rates), "configured") for r in qwen}
     assert "not the ones the warehouse was merged with" not in run_cli("report", env=env).stderr
+
+
+def test_a_price_under_the_name_the_report_shows_covers_the_names_grouped_under_it(demo):
+    """The report and the dashboard group `claude-sonnet-4-5-20250929` and `claude-sonnet-4.5` under
+    `claude-sonnet-4-5`. A price copied from them re-priced the requests recorded under that exact
+    name only, whose costs are native and stay: nothing, and no warning (a new user's trial). It
+    covers the names grouped under it; a price for a recorded name itself comes first; native
+    costs and other models stay as landed."""
+    home, layout = demo
+    config = home / "config.toml"
+    group = {"input": 1, "output": 5, "cache_read": 0.1, "cache_write": 1.25}
+    own = {"input": 2, "output": 7, "cache_read": 0.2, "cache_write": 2.5}
+    config.write_text(config.read_text() + "\n" + _toml([{"model": "claude-sonnet-4-5", **group},
+                                                        {"model": "claude-sonnet-4.5", **own}], {}))
+    ran = run_cli("merge", "--home", home)
+    assert ran.returncode == 0 and "which no request" not in ran.stderr, ran.stderr
+    landed = {(r["provider"], r["source_rowid"], r["request_id"]): r for provider in ("claude", "droid", "copilot", "pi", "amp")
+              for r in _landed(home, "usage", provider)}
+    merged = query(layout, "SELECT provider, source_rowid, request_id, cost_usd, cost_source, pricing_note FROM usage "
+                           "WHERE provider IN ('claude', 'droid', 'copilot', 'pi', 'amp')")
+    assert len(merged) == len(landed)
+    want, got = {}, {}
+    for provider, rowid, rid, cost, source, note in merged:
+        row = landed[(provider, rowid, rid)]
+        got[(provider, rowid, rid)] = (_dec(cost), source, note)
+        if row["cost_source"] == "native" or row["model"].startswith("claude-haiku"):
+            want[(provider, rowid, rid)] = (_dec(row["cost_usd"]), row["cost_source"], row["pricing_note"])
+        elif row["model"] == "claude-sonnet-4.5":
+            want[(provider, rowid, rid)] = (_cost(row, own), "configured", "configured price for claude-sonnet-4.5")
+        else:
+            assert row["model"] == "claude-sonnet-4-5-20250929", row
+            want[(provider, rowid, rid)] = (_cost(row, group), "configured", "configured price for claude-sonnet-4-5")
+    assert got == want
+    assert {v[1] for v in got.values()} == {"native", "estimated", "configured"}
 
 
 def test_the_first_merge_with_prices_does_not_say_they_changed(demo):

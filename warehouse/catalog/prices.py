@@ -2,7 +2,7 @@
 
 The landing files keep what the agents recorded; the merged `usage` rows of the sources a merge
 inserts get a configured price where one covers them: the row's model (as recorded, any case,
-or through an alias), a price in force on the row's `date` (the latest `since` on or before
+through an alias, or the name it groups under in `model_names`), a price in force on the row's `date` (the latest `since` on or before
 it), a request with token counts, and a cost that the agent did not record (`estimated` or
 `unknown`; a `native` cost is the agent's own and stays). Such a row gets `cost_source =
 'configured'` and a `pricing_note` naming the price.
@@ -21,7 +21,7 @@ from decimal import Decimal
 import duckdb
 import pyarrow as pa
 
-from warehouse.lake.prices import Prices
+from warehouse.lake.prices import Price, Prices
 
 FINGERPRINT_TABLE = "_agentlake_prices"
 OVERRIDDEN = ("estimated", "unknown")  # the usage rows' cost_source a configured price replaces
@@ -46,9 +46,9 @@ def record_fingerprint(con, fingerprint: str) -> None:
     con.execute(f"CREATE OR REPLACE TABLE {FINGERPRINT_TABLE} AS SELECT ?::VARCHAR AS fingerprint", [fingerprint])
 
 
-def _windows(prices: Prices) -> pa.Table:
+def _windows(priced: list[tuple[str, Price]]) -> pa.Table:
     """One row per recorded model name and price: the days [since, until) it holds."""
-    rows = sorted(prices.by_recorded_model(), key=lambda mp: (mp[0], mp[1].since or date.min))
+    rows = sorted(priced, key=lambda mp: (mp[0], mp[1].since or date.min))
     cols: dict[str, list] = {"model": [], "since": [], "until": [], "note": [],
                              **{rate: [] for _, rate in _BUCKETS}}
     for i, (model, price) in enumerate(rows):
@@ -74,7 +74,7 @@ def apply_prices(con, prices: Prices, scope: str) -> int:
     configured price covers, then their sessions; returns the requests re-priced."""
     if not prices:
         return 0
-    con.register("_price_windows", _windows(prices))
+    con.register("_price_windows", _windows(_with_grouped(con, prices, scope)))
     try:
         con.execute(f"""CREATE OR REPLACE TEMP TABLE _repriced AS
             SELECT u.machine, u.source_id, u.session_id,
@@ -90,6 +90,27 @@ def apply_prices(con, prices: Prices, scope: str) -> int:
     finally:
         con.unregister("_price_windows")
         con.execute("DROP TABLE IF EXISTS temp._repriced")
+
+
+def _with_grouped(con, prices: Prices, scope: str) -> list[tuple[str, Price]]:
+    """The prices by recorded name (and alias), plus the recorded names of the `scope`'s requests
+    that are priced under the name they group under (`model_names.model_name`, what the report
+    shows: `claude-sonnet-4-5` for `claude-sonnet-4-5-20250929`): a price copied from the report
+    priced nothing (a new user's trial). A price for the recorded name itself comes first."""
+    from transforms.pricing import model_name
+
+    priced = prices.by_recorded_model()
+    by_name: dict[str, list] = {}
+    for name, price in priced:
+        by_name.setdefault(name, []).append(price)
+    recorded = con.execute(f"SELECT DISTINCT lower(model), llm_provider FROM usage WHERE {scope} AND model IS NOT NULL "
+                           f"AND cost_source IN ({', '.join(repr(s) for s in OVERRIDDEN)})").fetchall()
+    grouped = {}
+    for model, provider in recorded:
+        group = model_name(model, provider).lower()
+        if model not in by_name and group in by_name:
+            grouped[model] = by_name[group]
+    return priced + [(model, price) for model, group_prices in grouped.items() for price in group_prices]
 
 
 def _reprice_sessions(con, scope: str) -> None:
@@ -132,7 +153,10 @@ def unmatched_prices(con, prices: Prices) -> list[str]:
     nothing, and would otherwise say nothing)."""
     if not prices:
         return []
-    recorded = {m for (m,) in con.execute("SELECT DISTINCT lower(model) FROM usage WHERE model IS NOT NULL").fetchall()}
+    from transforms.pricing import model_name
+
+    pairs = con.execute("SELECT DISTINCT lower(model), llm_provider FROM usage WHERE model IS NOT NULL").fetchall()
+    recorded = {m for m, _ in pairs} | {model_name(m, p).lower() for m, p in pairs}  # names and the names they group under
     named = prices.by_recorded_model()
     # a priced model that requests reach through an alias only is used: its own name is no typo
     reached = {price.model.lower() for name, price in named if name in recorded}
