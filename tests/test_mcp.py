@@ -244,6 +244,20 @@ def test_http_needs_its_token(served, tmp_path_factory, shared_duckdb_dir):
     assert "send `Authorization: Bearer $AGENTLAKE_MCP_TOKEN`" in said and "right-token" not in said, said
 
 
+def test_a_port_in_use_is_said_before_any_banner_with_exit_2(served):
+    """A trial: the banner said it served, uvicorn then logged "address already in use" and the
+    command exited 3, the code of a budget exceeded. As the dashboard says it: exit 2, one line."""
+    from tests.conftest import run_cli
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        ran = run_cli("mcp", "--http", "--port", port, "--home", served.built.home)
+    assert ran.returncode == 2 and ran.stderr.startswith(f"error: cannot listen on 127.0.0.1:{port}: "), ran.stderr
+    assert "MCP over streamable HTTP" not in ran.stderr and ran.stdout == ""
+
+
 def test_host_or_port_without_http_is_a_usage_error(tmp_path):
     from tests.conftest import run_cli
 

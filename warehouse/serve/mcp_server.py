@@ -4,6 +4,7 @@ not loaded for `agentlake --help` or any other command."""
 
 import functools
 import inspect
+import socket
 from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
@@ -160,10 +161,19 @@ def serve_http(tools: Tools, host: str, port: int, token: str | None, log) -> No
     import uvicorn
 
     app = _with_token(build_server(tools).streamable_http_app(streamable_http_path=PATH, host=host), token)
+    # bound here, before the banner: an address in use is the caller's OSError (exit 2), where
+    # uvicorn logged it after the banner said it served, and exited 1 from inside
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
     shown = f"[{host}]" if ":" in host else host
     log(f"MCP over streamable HTTP on http://{shown}:{port}{PATH}; send `Authorization: Bearer {said or token}`; "
         "Ctrl-C stops it")
-    uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run()
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
 
 
 def _with_token(app, token: str):
