@@ -388,6 +388,19 @@ def test_words_of_every_script_are_found_and_chinese_and_japanese_are_a_word_per
     assert ran.returncode == 0 and "**会議**" in ran.stdout, ran.stderr
 
 
+def test_words_people_search_their_sessions_for_are_not_stop_words(commands_home):
+    """fts's own `english` list (571 words) left out `them`, `help`, `value`, `name`, `new`, `c`,
+    `x`, `example`: `search help` was refused as "only stop words" (a trial). The index leaves out
+    Lucene's 33 English stop words only, and a query of those alone is still refused."""
+    index = search_path(commands_home / "warehouse.ducklake")
+    with duckdb.connect(str(index), read_only=True) as con:
+        kept = {w for (w,) in con.execute("SELECT sw FROM fts_main_docs.stopwords").fetchall()}
+    assert kept == set(search_index.STOP_WORDS) and not {"help", "value", "name", "new", "c", "x", "them"} & kept
+    assert set(_snippets(commands_home, "them")) == {("message", "s-ts-a")}
+    ran = _search(commands_home, "the into")
+    assert ran.returncode == 2 and "only stop words to search for (the, into)" in ran.stderr, ran.stderr
+
+
 def test_an_index_of_the_first_format_is_built_again_with_every_script(commands_home):
     """An index written before letters of every script were kept (format 1: a-z and 0-9 only) is
     built whole by the next merge, which has nothing else to do."""

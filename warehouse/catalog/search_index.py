@@ -41,7 +41,9 @@ from warehouse.lake import ducklake
 from warehouse.lake.locks import held
 from warehouse.catalog.merge import MERGED
 
-FORMAT = "2"  # what `meta.format` records: another value is rebuilt whole (1: words of a-z and 0-9 only)
+# what `meta.format` records: another value is rebuilt whole (1: words of a-z and 0-9 only; 2: fts's
+# 571 English stop words)
+FORMAT = "3"
 BODY_CHARS = 20_000
 # the tables a document is read from: a source whose files of these changed is read again
 READS = ("messages", "parts", "tool_calls")
@@ -50,6 +52,12 @@ READS = ("messages", "parts", "tool_calls")
 # letter outside a-z). Chinese and Japanese, written without spaces between words, are a word per
 # character (CJK_RANGES): `東京` is 東 and 京, and a "quoted phrase" finds them side by side.
 IGNORE = r"[^\p{L}\p{N}]+"
+# the words left out of the index and of a query: Lucene's English stop set, Elasticsearch's
+# `_english_`. fts's own `english` list (571 words) held words people search their sessions for:
+# `help`, `value`, `name`, `first`, `use`, `c`, `x`, `example` (a trial: `search help` was refused)
+STOP_WORDS = ("a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no",
+              "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this",
+              "to", "was", "will", "with")
 CJK_RANGES = ((0x3005, 0x3007), (0x3040, 0x30FF), (0x31F0, 0x31FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF),
               (0xF900, 0xFAFF), (0xFF66, 0xFF9F), (0x20000, 0x3134F))  # ideographs, kana, their marks
 CJK = "[" + "".join(f"\\x{{{lo:X}}}-\\x{{{hi:X}}}" for lo, hi in CJK_RANGES) + "]"
@@ -261,10 +269,13 @@ def _create_fts(lake) -> None:
     made, so the documents are indexed after, as an update indexes new ones (_index_new)."""
     lake.execute("USE search")
     try:
+        lake.execute("CREATE OR REPLACE TEMP TABLE _stop_words (sw VARCHAR)")
+        lake.executemany("INSERT INTO _stop_words VALUES (?)", [[w] for w in STOP_WORDS])
         lake.execute(f"PRAGMA create_fts_index('docs', 'doc_id', 'body', stemmer = '{STEMMER}', "
-                     f"stopwords = 'english', ignore = {ducklake.sql_string(IGNORE)}, strip_accents = 1, "
+                     f"stopwords = '_stop_words', ignore = {ducklake.sql_string(IGNORE)}, strip_accents = 1, "
                      f"lower = 1, overwrite = 1)")
         lake.execute(f"CREATE OR REPLACE MACRO {FTS}.tokenize(s) AS {TOKENIZE}")
+        lake.execute("DROP TABLE temp._stop_words")
     finally:
         lake.execute(f"USE {ducklake.CATALOG}")
 
