@@ -57,6 +57,7 @@ def cmd_ingest(args) -> int:
         print_err(f"warning: the lake {layout.lake} is a folder other than this home's own (a shared directory?) and "
              "team mode is off: rows are written as the agents hold them, secrets included. Set team = true in "
              f"{layout.config_file} (or --team) to redact them, or team = false (--no-team) to say it is meant")
+    _say_names_stored_otherwise(args, layout)
     summary = run_ingest(layout, options, full_refresh=args.full_refresh, quiet=args.quiet)
     print_summary(summary, layout, verbose=args.verbose, sql=command_for(layout, "sql"))
     _mixed_with_a_demo(layout, summary)
@@ -66,6 +67,19 @@ def cmd_ingest(args) -> int:
         print_err(f"no sources found (looked in {where}); name stores with --db, --crush-root, --codewhale-home "
              "or --agent-home AGENT=DIR, or try `agentlake demo`")
     return summary.exit_code
+
+
+def _say_names_stored_otherwise(args, layout: Layout) -> None:
+    """--user and --machine are stored as slugs (`Ana.Smith` is ana-smith): said when one changed,
+    as the reports and the dashboard will show it (a trial's names changed without a word)."""
+    pairs = [(flag, given, stored) for flag, given, stored in (("user", args.user, layout.user),
+                                                              ("machine", args.machine, layout.machine))
+             if given and given != stored]
+    if pairs and not args.quiet:
+        said = [f"--{flag} {given!r} " + ("is stored as" if not i else "as") + f" {stored!r}"
+                for i, (flag, given, stored) in enumerate(pairs)]
+        print_err(f"note: {', and '.join(said)} (names are kept in lower case letters, digits and dashes; "
+                  "filters and budgets take either)")
 
 
 def _mixed_with_a_demo(layout: Layout, summary) -> None:

@@ -164,6 +164,32 @@ def test_report_budgets_says_what_it_wants(spending, args, said):
     assert ran.returncode == 2 and said in ran.stderr
 
 
+def test_a_user_or_machine_given_as_typed_finds_the_name_an_ingest_stored(spending, tmp_path):
+    """An ingest stores `--user Ana.Smith` as `ana-smith` (names are slugs). `report --user
+    Ana.Smith` then said there was no such user, and a budget for `Ana.Smith` spent nothing with
+    only a note (a trial): both take the name as the ingest stored it. The ingest says so."""
+    layout, _ = spending
+    _budgets(layout, "[[budgets]]", "monthly_usd = 2", 'user = "DEV"')
+    ran = run_cli("report", "--home", layout.home, "--budgets", "--format", "json")
+    assert ran.returncode == 3 and "over budget: user DEV" in ran.stderr and "no user" not in ran.stderr, ran.stderr
+    assert json.loads(ran.stdout)["budgets"][0]["spent_usd"] == float(SPENT)
+    ran = run_cli("report", "--home", layout.home, "--user", "Dev", "--machine", "LAPTOP", "--format", "json")
+    assert ran.returncode == 0 and ran.stderr == "", ran.stderr
+    assert json.loads(ran.stdout)["totals"][0]["cost_usd"] == float(SPENT)
+
+    p = Project(tmp_path / "projects", "web")
+    add_session(p.conn, "s", title="t", created_at=1767225600, cost=0.5)
+    p.close()
+    home = tmp_path / "ana"
+    ran = run_cli("ingest", "--home", home, "--no-default", "--db", p.db, "--user", "Ana.Smith", "--machine",
+                  "Ana's MacBook")
+    assert ran.returncode == 0, ran.stderr
+    assert ("note: --user 'Ana.Smith' is stored as 'ana-smith', and --machine \"Ana's MacBook\" as 'ana-s-macbook' "
+            "(names are kept in lower case letters, digits and dashes; filters and budgets take either)") in ran.stderr
+    assert query(Layout.resolve(home=home), 'SELECT DISTINCT "user", machine FROM sessions') == [("ana-smith",
+                                                                                                 "ana-s-macbook")]
+
+
 def test_the_dagster_check_warns_when_a_budget_is_exceeded_or_projected_to_be(spending):
     layout, db = spending
     _budgets(layout, "[[budgets]]", "monthly_usd = 1", "[[budgets]]", "monthly_usd = 100000", 'project = "shop"')

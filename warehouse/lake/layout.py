@@ -44,6 +44,13 @@ def default_user(env=os.environ) -> str:
         return "user"
 
 
+def stored_name(name: str | None) -> str | None:
+    """A user or machine name as an ingest stores it (`Ana.Smith` is `ana-smith`: Layout.resolve),
+    so that a filter or a budget given the name as it was typed finds its rows (a trial's budget
+    for `Ana.Smith` spent nothing). A name with no letter or digit is kept: said as unknown."""
+    return slugify(name, name) if name else name
+
+
 def default_home(env=os.environ) -> Path:
     if env.get("AGENTLAKE_HOME"):
         return Path(env["AGENTLAKE_HOME"]).expanduser()

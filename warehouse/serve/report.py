@@ -15,6 +15,7 @@ from warehouse.serve.formatting import fetch_rows, json_text, render
 from warehouse.serve.labels import label
 from warehouse.catalog.marts import create_block_views
 from warehouse.serve.local_days import local_date
+from warehouse.lake.layout import stored_name
 from warehouse.lake.zones import UTC
 from warehouse.serve.report_options import BREAKDOWNS, PERIODS
 
@@ -28,6 +29,10 @@ class Filters:
     user: str | None = None  # who and where the rows were ingested (the dashboard's filters)
     machine: str | None = None
     zone: str = UTC  # whose days since and until are (the insights' SQL; the report's tables: local_days)
+
+    def __post_init__(self):
+        for name in ("user", "machine"):  # as an ingest stored them: `--user Ana.Smith` is ana-smith
+            object.__setattr__(self, name, stored_name(getattr(self, name)))
 
     def where(self, date_col: str = "date") -> tuple[str, list]:
         clauses, params = [], []
