@@ -189,9 +189,10 @@ def _say_if_the_prices_wait_for_a_merge(con, layout) -> None:
         print_err(f"note: the prices in {config_file} are not the ones the warehouse was merged with: {merge}")
 
 
-def _say_if_the_window_is_empty(con, filters) -> None:
+def _say_if_the_window_is_empty(con, filters, flags: bool = True) -> None:
     """A window with no session where the warehouse holds some elsewhere: the days it does hold
-    (a demo's January looked like an empty warehouse to `report --week` in December)."""
+    (a demo's January looked like an empty warehouse to `report --week` in December), and, with
+    `flags`, the --since and --until that show them."""
     if filters.since is None and filters.until is None:
         return
     from dataclasses import replace
@@ -207,8 +208,8 @@ def _say_if_the_window_is_empty(con, filters) -> None:
         [filters.since or date.min, filters.until or date.max, *params]).fetchone()
     if first is not None and not inside:
         print_err(f"note: no session from {filters.since or 'the first day'} to {filters.until or 'today'}; "
-             f"the sessions{' of these filters' if scope else ''} are from {first} to {last} "
-             f"(--since {first} --until {last})")
+             f"the sessions{' of these filters' if scope else ''} are from {first} to {last}"
+             + (f" (--since {first} --until {last})" if flags else ""))
 
 
 def _say_if_the_pair_is_empty(con, filters) -> None:
@@ -267,7 +268,7 @@ def _report_budgets(args, zone: str) -> int:
                          "(docs/CONFIG.md, Budgets)")
     from warehouse.lake.ducklake import connect
     from warehouse.serve.budgets import COLUMNS, OVER, PROJECTED_OVER, budget_statuses, rows, unknown_scopes
-    from warehouse.serve.report import Section, render_report
+    from warehouse.serve.report import Filters, Section, render_report
     from warehouse.serve.report_csv import csv_text
     from warehouse.serve.local_days import use_zone
     from warehouse.lake.zones import UTC, today_in
@@ -279,6 +280,8 @@ def _report_budgets(args, zone: str) -> int:
             use_zone(con, zone, marts=("daily_costs",))
         statuses = budget_statuses(con, budgets, today)
         _say_if_the_warehouse_is_empty(con, layout_of(args))
+        # a month without a session reads as every budget at 0, ok (a trial on the demo's January)
+        _say_if_the_window_is_empty(con, Filters(since=today.replace(day=1), until=today, zone=zone), flags=False)
         for note in unknown_scopes(con, budgets):
             print_err(f"note: {note}")
         over.extend(s.budget.name for s in statuses if s.status == OVER)

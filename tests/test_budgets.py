@@ -190,6 +190,18 @@ def test_a_user_or_machine_given_as_typed_finds_the_name_an_ingest_stored(spendi
                                                                                                  "ana-s-macbook")]
 
 
+def test_a_month_without_a_session_is_said_not_shown_as_budgets_at_zero(lake):
+    """On the demo (January to March) in December every budget read 0.0000, ok, with no word
+    (a trial): `report --month` said the days the sessions are on, `--budgets` did not."""
+    lake.config_file.write_text("[[budgets]]\nmonthly_usd = 5\n")
+    ran = run_cli("report", "--home", lake.home, "--budgets")
+    today = datetime.now(timezone.utc).date()
+    [(first, last)] = query(lake, "SELECT MIN(date), MAX(date) FROM sessions")
+    assert last < today.replace(day=1)
+    assert ran.returncode == 0 and (f"note: no session from {today.replace(day=1)} to {today}; the sessions are "
+                                    f"from {first} to {last}\n") in ran.stderr, ran.stderr
+
+
 def test_the_dagster_check_warns_when_a_budget_is_exceeded_or_projected_to_be(spending):
     layout, db = spending
     _budgets(layout, "[[budgets]]", "monthly_usd = 1", "[[budgets]]", "monthly_usd = 100000", 'project = "shop"')
