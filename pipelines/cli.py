@@ -633,8 +633,23 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _options_before_the_command(ap: argparse.ArgumentParser, argv: list[str]) -> None:
+    """`agentlake --home H report`: the options are the command's, and go after it (argparse took
+    H for the command: "unknown command 'H'", a trial). Said with the command as it is meant."""
+    import shlex
+
+    commands = ap._subparsers._group_actions[0].choices
+    if not argv or not argv[0].startswith("-") or argv[0] in ("-h", "--help", "-V", "--version"):
+        return
+    at = next((i for i, a in enumerate(argv) if a in commands), None)
+    if at is not None:
+        meant = shlex.join(["agentlake", argv[at], *argv[:at], *argv[at + 1:]])
+        ap.error(f"{argv[0]} is an option of the command: it goes after it, `{meant}`")
+
+
 def main(argv=None) -> int:
     ap = parser()
+    _options_before_the_command(ap, list(sys.argv[1:] if argv is None else argv))
     args, extra = ap.parse_known_args(argv)
     if extra:  # an unknown option: its name, the closest of the command's, and the command's usage (exit 2)
         _unrecognised(ap, args.command, extra)

@@ -44,6 +44,19 @@ def test_a_mistyped_command_is_answered_with_the_closest_one():
     assert far.returncode == 2 and "unknown command 'zzzzzz' (the commands: quickstart" in far.stderr
 
 
+def test_an_option_before_the_command_is_said_with_the_command_as_meant(tmp_path):
+    """`agentlake --home H report` said "unknown command 'H'", and `--format json report`
+    "unknown command 'json'" (a trial): argparse took the option's value for the command."""
+    home = tmp_path / "my home"
+    ran = run_cli("--home", home, "report", "--week")
+    assert ran.returncode == 2 and ran.stderr.endswith(
+        f"error: --home is an option of the command: it goes after it, `agentlake report --home '{home}' --week`\n"), \
+        ran.stderr
+    ran = run_cli("--format", "json", "report")
+    assert ran.returncode == 2 and "`agentlake report --format json`" in ran.stderr and "unknown command" not in ran.stderr
+    assert "unknown command 'zzz'" in run_cli("--quiet", "zzz").stderr  # no command named: as before
+
+
 def test_the_list_of_commands_does_not_show_the_legacy_alias():
     ran = run_cli("--help")
     assert ran.returncode == 0 and "\n    merge  " in ran.stdout and "views" not in ran.stdout
