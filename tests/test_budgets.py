@@ -42,11 +42,17 @@ def test_budgets_are_read_with_their_scopes(tmp_path):
 @pytest.mark.parametrize("text, said", [
     ("[[budgets]]\nuser = 'ana'\n", "budget 1: monthly_usd must be an amount in USD above 0"),
     ("[[budgets]]\nmonthly_usd = 0\n", "budget 1: monthly_usd must be an amount in USD above 0"),
-    ("[[budgets]]\nmonthly_usd = '500'\n", "budget 1: monthly_usd must be an amount in USD above 0"),
+    ("[[budgets]]\nmonthly_usd = '500'\n", "budget 1: monthly_usd must be an amount in USD above 0 (e.g. 500 or "
+     "99.5), a number without quotes: it is the string '500'"),
     ("[[budgets]]\nmonthly_usd = true\n", "budget 1: monthly_usd must be an amount in USD above 0"),
     ("[[budgets]]\nmonthly_usd = 5\nuser = 'a'\nagent = 'b'\n", "budget 1: one scope at most, not user and agent: a "
      "budget is for one project, user or agent, or for the team with none"),
     ("[[budgets]]\nmonthly_usd = 5\nteam = 'x'\n", "budget 1: unknown setting 'team'; known: monthly_usd, project"),
+    # a setting of the whole file below a budget: TOML reads it as the budget's (a trial)
+    ("[[budgets]]\nmonthly_usd = 5\ntz = 'Europe/Berlin'\n", "budget 1: unknown setting 'tz'; known: monthly_usd, "
+     "project, user, agent (tz is a setting of the whole file: put it above the first [section] or [[...]]; below "
+     "one, TOML reads it as that one's)"),
+    ("[[budgets]]\nmonthly_usd = 5\nmachin = 'x'\n", "known: monthly_usd, project, user, agent (machine is a setting"),
     ("[[budgets]]\nmonthly_usd = 5\nuser = ''\n", "budget 1: user must be a name"),
     ("[[budgets]]\nmonthly_usd = 5\n[[budgets]]\nmonthly_usd = 6\n", "budget 2: a second budget for the team"),
     ("budgets = 5\n", "budgets are [[budgets]] tables (double brackets: one per budget), each with monthly_usd"),

@@ -43,12 +43,11 @@ from pathlib import Path
 
 from transforms.providers import PROVIDERS
 from warehouse.lake.layout import LANDING, RUNS, Layout
-from warehouse.lake.setting_names import KINDS, close_to, unknown_setting
+from warehouse.lake.setting_names import KINDS, TOP_LEVEL, close_to, unknown_setting
 from warehouse.lake.prices import PriceError, Prices, parse_prices
 from warehouse.lake.pg_catalog import PostgresCatalogError
 from warehouse.lake.storage import CredentialsInURI
 
-TOP_LEVEL = {"lake": str, "warehouse": str, "machine": str, "user": str, "team": bool, "use_default": bool, "tz": str}
 AGENT_KEYS = ("extra_stores", "extra_roots")  # an agent's section: [crush], [claude], ...
 
 
@@ -197,7 +196,8 @@ def _budgets(path: Path, entries) -> tuple[Budget, ...]:
             raise ConfigError(f"{where}: {unknown_setting(unknown[0], ('monthly_usd', *BUDGET_SCOPES))}")
         amount = entry.get("monthly_usd")
         if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0 < amount < 1e12:
-            raise ConfigError(f"{where}: monthly_usd must be an amount in USD above 0 (e.g. 500 or 99.5)")
+            quoted = f", a number without quotes: it is the string {amount!r}" if isinstance(amount, str) else ""
+            raise ConfigError(f"{where}: monthly_usd must be an amount in USD above 0 (e.g. 500 or 99.5){quoted}")
         scopes = [k for k in BUDGET_SCOPES if k in entry]
         if len(scopes) > 1:
             raise ConfigError(f"{where}: one scope at most, not {' and '.join(scopes)}: a budget is for one "
