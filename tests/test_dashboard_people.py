@@ -102,7 +102,7 @@ def test_every_figure_honours_the_user_and_machine_filters(dashboard, people, wh
         assert re.search(rf'<select name="{key}">.*?<option value="{value}" selected>', page, re.S)
     cost = scalar(people, f"SELECT SUM(cost_usd) FROM daily_costs WHERE {where}", *args)
     roots = scalar(people, f"SELECT COUNT(*) FROM sessions WHERE is_root AND {where}", *args)
-    assert f"Total cost: {usd(cost)} · {roots:,} root sessions started" in page
+    assert f"Total cost: {usd(cost)} · {roots:,} root session{'' if roots == 1 else 's'} started" in page
     # cost over time: one bar per day and project with a known cost, each at its figure
     bars = [html.unescape(b) for b in re.findall(r'<path[^>]*aria-label="([^"]*)"', figure(page, "cost-over-time"))]
     days = query(people, f"SELECT date, project, SUM(cost_usd) FROM daily_costs WHERE {where} GROUP BY ALL "

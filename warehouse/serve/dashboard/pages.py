@@ -87,8 +87,13 @@ def _totals(con, req: Request) -> str:
     _, (cost, sessions, unknown, partial) = cost_and_sessions(con, req.filters)
     note = f" · {unknown:,} of them with unknown cost (not counted as $0)" if unknown else ""
     note += f" · {partial:,} priced in part (their unpriced requests not counted)" if partial else ""
-    return (f'<p id="total">Total cost: {usd(cost)} · {sessions:,} root sessions started{escaped(note)} · '
+    return (f'<p id="total">Total cost: {usd(cost)} · {_roots(sessions)} started{escaped(note)} · '
             "root sessions only, sub-agents included once</p>")
+
+
+def _roots(count: int) -> str:
+    """`1 root session`, `2 root sessions` (a trial read "1 root sessions")."""
+    return f"{count:,} root session{'' if count == 1 else 's'}"
 
 
 # --- budgets (config.toml's [[budgets]]): this month's spend, as `report --budgets` gives it
@@ -179,7 +184,7 @@ def budgets_section(con, req: Request, statuses: list, projects: list[str], prov
             for status, label in ((budgeting.OVER, "over budget"), (budgeting.PROJECTED_OVER,
                                                                     "projected over by the month's end"))
             if any(s.status == status for s in statuses)]
-    notes = [f"{s.budget.name}: spent is a floor, {s.unknown_cost_sessions:,} root sessions of unknown cost and "
+    notes = [f"{s.budget.name}: spent is a floor, {_roots(s.unknown_cost_sessions)} of unknown cost and "
              f"{s.partial_cost_sessions:,} priced in part this month" for s in statuses
              if s.unknown_cost_sessions or s.partial_cost_sessions]
     said = "".join(f'<p class="bad" id="budgets-unknown">{escaped(n)}</p>' for n in
