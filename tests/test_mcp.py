@@ -127,7 +127,7 @@ def test_run_sql_refuses_what_agentlake_sql_refuses(served, query, refused):
 @pytest.mark.parametrize("tool, arguments, said", [
     # the CLI's words, which the SDK ignored, answering as if unfiltered (a new user's trial)
     ("search_history", {"query": "npm", "tool": "shell"},
-     "no argument 'tool': the arguments are query, since, until, project, agent, user, limit"),
+     "no argument 'tool': the arguments are query, since, until, project, agent, user, limit, offset"),
     ("usage_report", {"by": "agent", "last": "7d"},
      "no argument 'last': the arguments are since, until, project, agent, user, by, top"),
     # a wrong value in one line, not pydantic's lines and its link
@@ -187,6 +187,31 @@ def test_a_search_hit_opens_its_session(served):
     assert total > 2 and first.startswith(f"showing 2 of {total:,} hits (limit 2; at most 500)"), first
 
 
+def test_hits_an_answer_cut_short_are_asked_for_with_the_offset_it_gives(served):
+    """`limit 100000` showed the 93 best of 359 hits, cut to stay under the answer's characters,
+    and no argument reached the others (a trial). The first line gives the next offset; pages
+    asked with it hold every hit once, in the CLI's order."""
+    every = [(h["machine"], h["source_id"], h["session_id"], h["snippet"]) for h in
+             json.loads(_cli_json(served.built, "search", "test", "--limit", "500"))]
+    seen, offset, pages = [], 0, 0
+    while True:
+        first, body, error = served.call("search_history", query="test", limit=7, offset=offset)
+        assert not error, first
+        rows = json.loads(body)["rows"]
+        seen += [(r[7]) for r in rows]
+        pages += 1
+        said = re.search(r"; the next ones: offset=(\d+)", first)
+        if not said:
+            assert first.startswith(f"showing hits {offset + 1} to {offset + len(rows)} of {len(every)}"), first
+            break
+        assert int(said[1]) == offset + len(rows), first
+        offset = int(said[1])
+    assert pages > 1 and seen == [snippet for *_, snippet in every]
+    first, _, error = served.call("search_history", query="test", offset=len(every))
+    assert not error and first.startswith(f"no hit past the first {len(every)} (offset {len(every)})"), first
+    assert served.call("search_history", query="test", offset=-1)[2]
+
+
 def test_the_server_says_its_version_and_describes_its_tools_without_indentation(served):
     from importlib.metadata import version
 
@@ -196,6 +221,14 @@ def test_the_server_says_its_version_and_describes_its_tools_without_indentation
     for name, text in described.items():
         assert text and not any(line.startswith(" ") for line in text.splitlines()), (name, text)
     assert "\neach with its session_key" in described["search_history"]  # a docstring's second line, dedented
+    # what an agent could not know: the part of a long message searched, the query's syntax
+    from warehouse.catalog.search_index import BODY_CHARS
+
+    assert f"first\n{BODY_CHARS:,} characters" in described["search_history"] and "-word" in described["search_history"]
+    schema = {t.name: t.input_schema["properties"] for t in served.tools}
+    assert schema["search_history"]["since"]["description"].startswith("the first day")
+    assert schema["search_history"]["until"]["description"].startswith("the last day")
+    assert (schema["run_sql"]["limit"]["minimum"], schema["run_sql"]["limit"]["maximum"]) == (1, 500)
 
 
 def _free_port() -> int:

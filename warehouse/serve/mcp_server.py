@@ -28,11 +28,13 @@ INSTRUCTIONS = (
     "Root sessions' cost includes their sub-agents': sum `cost_usd` over `sessions WHERE is_root`.")
 
 # a day as text: a bad one is said as `agentlake report` says it, not as the SDK's validation does
-Day = Annotated[str | None, Field(description="first or last day included, YYYY-MM-DD (UTC)")]
+Since = Annotated[str | None, Field(description="the first day included, YYYY-MM-DD (UTC)")]
+Until = Annotated[str | None, Field(description="the last day included, YYYY-MM-DD (UTC)")]
 Project = Annotated[str | None, Field(description="one project, by its slug")]
 Agent = Annotated[str | None, Field(description="one agent: claude, codex, crush, opencode, gemini, ...")]
 User = Annotated[str | None, Field(description="the user whose machine ingested the sessions")]
-Rows = Annotated[int | None, Field(description="rows to show (default 50, at most 500)")]
+Rows = Annotated[int | None, Field(description="rows to show (default 50, at most 500)",
+                                   json_schema_extra={"minimum": 1, "maximum": 500})]
 
 
 def agentlake_version() -> str:
@@ -73,11 +75,16 @@ def build_server(tools: Tools) -> MCPServer:
 
     @tool
     def search_history(query: Annotated[str, Field(description="words to find in messages, tool calls and results")],
-                       since: Day = None, until: Day = None, project: Project = None, agent: Agent = None,
-                       user: User = None, limit: Rows = None) -> str:
+                       since: Since = None, until: Until = None, project: Project = None, agent: Agent = None,
+                       user: User = None, limit: Rows = None,
+                       offset: Annotated[int, Field(description="best hits to skip: the first line of an answer "
+                                                                "cut short gives the next offset", ge=0)] = 0) -> str:
         """Find where past sessions spoke of something: the best matching messages and tool calls,
-        each with its session_key (open it with open_session)."""
-        return tools.search_history(query, since, until, project, agent, user, limit)
+        each with its session_key (open it with open_session). Words are matched stemmed and
+        case-folded; "a phrase" in double quotes must appear as written, -word must not appear;
+        English stop words (the, of, to, ...) are left out. A message is searched in its first
+        20,000 characters."""
+        return tools.search_history(query, since, until, project, agent, user, limit, offset)
 
     @tool
     def open_session(session: Annotated[str, Field(description="a session_key, or a session_id")],
@@ -87,7 +94,7 @@ def build_server(tools: Tools) -> MCPServer:
         return tools.open_session(session, offset)
 
     @tool
-    def usage_report(since: Day = None, until: Day = None, project: Project = None, agent: Agent = None,
+    def usage_report(since: Since = None, until: Until = None, project: Project = None, agent: Agent = None,
                      user: User = None,
                      # the schema lists the choices; a value outside them is the report's own error, not
                      # pydantic's validation dump (a new user's trial)
@@ -99,7 +106,7 @@ def build_server(tools: Tools) -> MCPServer:
         return tools.usage_report(since, until, project, agent, user, by, top)
 
     @tool
-    def insights(since: Day = None, until: Day = None, project: Project = None, agent: Agent = None,
+    def insights(since: Since = None, until: Until = None, project: Project = None, agent: Agent = None,
                  user: User = None,
                  top: Annotated[int, Field(description="findings per insight (at most 500)", ge=1)] = 3) -> str:
         """Money that buys nothing (duplicate and unused reads, idle sessions, retry loops, context

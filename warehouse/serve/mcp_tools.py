@@ -201,13 +201,16 @@ class Tools:
         return self._answer(head, body)
 
     def search_history(self, query: str, since=None, until=None, project=None, agent=None, user=None,
-                       limit: int | None = None) -> str:
+                       limit: int | None = None, offset: int = 0) -> str:
         """`agentlake search`'s hits for `query` (warehouse.serve.search), best first, each with
-        the session_key open_session takes."""
+        the session_key open_session takes; from hit `offset` on (0: the best), so that hits an
+        answer's characters cut off can be asked for next (a trial could never see past the 93rd)."""
         from warehouse.catalog.search_index import open_fts, search_path
         from warehouse.serve.search import BadQuery, SearchFilters, search
 
         wanted = self._rows_wanted(limit)
+        if offset < 0:
+            raise ToolError("offset wants 0 or the number of best hits to skip")
         f = _filters(since, until, project, agent, user)
         try:
             index = self._index() if self._index else search_path(self.reader.warehouse)
@@ -217,21 +220,28 @@ class Tools:
             raise ToolError(f"no search index at {index} yet: `agentlake merge` (or the next ingest) builds it")
         with open_fts(index) as con, _deadline(con, self.limits.seconds):
             try:
-                hits = search(con, query, SearchFilters(f.since, f.until, f.project, f.provider, f.user), wanted)
+                found = search(con, query, SearchFilters(f.since, f.until, f.project, f.provider, f.user),
+                               offset + wanted)
             except BadQuery as exc:
                 raise ToolError(str(exc)) from None
+        hits = found[offset:]
         columns = ["session_key", "project", "at", "role", "kind", "tool_name", "file_path", "snippet", "score"]
         rows = [(_key(h), h.project, h.at, h.role, h.kind, h.tool_name, h.file_path,
                  _clip(h.snippet, self.limits.cell_chars), h.score) for h in hits]
         body, shown = _fit_rows(columns, rows, self.limits.chars - 200)
-        head = f"showing {shown:,} of {hits.total:,} hit{'' if hits.total == 1 else 's'}"
+        total = found.total
+        head = (f"showing {shown:,} of {total:,} hit{'' if total == 1 else 's'}" if not offset else
+                f"showing hits {offset + 1:,} to {offset + shown:,} of {total:,}" if shown else
+                f"no hit past the first {total:,} (offset {offset:,})")
         if shown < len(rows):
             head += f" (cut to stay under {self.limits.chars:,} characters)"
-        elif shown < hits.total:
+        elif offset + shown < total:
             head += f" (limit {wanted:,}; at most {self.limits.max_rows:,})"
+        if offset + shown < total and shown:
+            head += f"; the next ones: offset={offset + shown}"
         if shown:
             head += "; open one with open_session(session=<its session_key>)"
-        else:  # as `agentlake search` says it
+        elif not offset:  # as `agentlake search` says it
             head += "; nothing matches with these filters"
         return self._answer(head, body)
 
