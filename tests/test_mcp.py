@@ -291,6 +291,30 @@ def test_a_port_in_use_is_said_before_any_banner_with_exit_2(served):
     assert "MCP over streamable HTTP" not in ran.stderr and ran.stdout == ""
 
 
+def test_a_call_its_client_cancelled_stops_its_query(lake):
+    """A trial cancelled a `run_sql` of a query without end: no answer came (right), and the
+    server's query ran on to the 30-second deadline, a core busy. Cancelled, the call's query is
+    interrupted: this process's CPU stays still once the call is given up."""
+    import anyio
+
+    from warehouse.serve.dashboard.server import Reader
+    from warehouse.serve.mcp_server import build_server
+    from warehouse.serve.mcp_tools import Tools
+
+    server = build_server(Tools(Reader(lake.warehouse)))
+
+    async def given_up_after(seconds: float) -> None:
+        with anyio.move_on_after(seconds) as scope:
+            await server.call_tool("run_sql", {"query": "SELECT count(*) FROM range(100000000000) a, range(10) b"})
+        assert scope.cancelled_caught
+
+    anyio.run(given_up_after, 0.5)
+    before = time.process_time()
+    time.sleep(1.0)
+    spent = time.process_time() - before
+    assert spent < 0.5, f"the query ran on: {spent:.2f} s of CPU in the second after its call was cancelled"
+
+
 def test_host_or_port_without_http_is_a_usage_error(tmp_path):
     from tests.conftest import run_cli
 

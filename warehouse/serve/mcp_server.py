@@ -5,7 +5,10 @@ not loaded for `agentlake --help` or any other command."""
 import functools
 import inspect
 import socket
+import threading
 from typing import Annotated
+
+import anyio.to_thread
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError as SaidToAgent
@@ -14,7 +17,7 @@ from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp_types import ToolAnnotations
 from pydantic import ConfigDict, Field, ValidationError
 
-from warehouse.serve.mcp_tools import Tools, ToolError
+from warehouse.serve.mcp_tools import CALL, Tools, ToolError
 from warehouse.serve.report_options import BREAKDOWNS
 
 TOKEN_ENV = "AGENTLAKE_MCP_TOKEN"
@@ -55,12 +58,24 @@ def build_server(tools: Tools) -> MCPServer:
     def tool(fn):
         checked = {}  # the SDK's model of the arguments, which the tool now applies itself
 
-        @functools.wraps(fn)
-        def answered(**given):
+        def run(stop: threading.Event, given: dict):
+            CALL.stop = stop  # this thread's call, which _deadline interrupts when it is cancelled
             try:
                 return fn(**_arguments(checked["model"], given.get(RAW, given)))
             except ToolError as exc:  # a refusal or a caller's mistake: said to the agent as it is
                 raise SaidToAgent(str(exc)) from None
+            finally:
+                CALL.stop = None
+
+        # async, its work in a thread it can leave: the SDK ran a tool in a thread it waited out, and
+        # a call its client cancelled ran its query on to the deadline (a trial)
+        @functools.wraps(fn)
+        async def answered(**given):
+            stop = threading.Event()
+            try:
+                return await anyio.to_thread.run_sync(functools.partial(run, stop, given), abandon_on_cancel=True)
+            finally:
+                stop.set()  # cancelled: the query stops; answered: nothing left to stop
 
         # the docstring without its indentation: the agent reads it as the tool's description
         one = Tool.from_function(answered, description=inspect.cleandoc(fn.__doc__), annotations=reads,

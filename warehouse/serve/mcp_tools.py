@@ -11,6 +11,7 @@ takes a cut answer for the whole. The rest is JSON (the report's exactly as `age
 """
 
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import date
@@ -37,17 +38,34 @@ class ToolError(ValueError):
     """An answer that is a refusal or a mistake of the caller's: said to the agent as the tool's error."""
 
 
+# the call this thread answers: `stop`, set when its client cancelled it (warehouse.serve.mcp_server)
+CALL = threading.local()
+
+
 @contextmanager
 def _deadline(cur, seconds: float):
-    """Interrupt `cur`'s query after `seconds`; DuckDB's InterruptException said as a ToolError."""
-    timer = threading.Timer(seconds, cur.interrupt)
-    timer.start()
+    """Interrupt `cur`'s query after `seconds`, or at once when the call it answers was cancelled
+    (a client that gave up left its query running to the deadline, both cores busy: a trial);
+    DuckDB's InterruptException said as a ToolError."""
+    stop, finished, until = getattr(CALL, "stop", None), threading.Event(), time.monotonic() + seconds
+
+    def watch():
+        while not finished.wait(0.05):
+            if time.monotonic() >= until or (stop is not None and stop.is_set()):
+                cur.interrupt()
+                return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
     try:
         yield
     except duckdb.InterruptException:
+        if stop is not None and stop.is_set():
+            raise ToolError("cancelled by the client") from None
         raise ToolError(f"stopped after {seconds:g} seconds, the limit of a query here: narrow it") from None
     finally:
-        timer.cancel()
+        finished.set()
+        watcher.join()
 
 
 def _count(n: int) -> str:
