@@ -159,6 +159,10 @@ def test_open_session_shows_the_transcript(served):
     assert error and "several sessions have the id" in first and row["k"] in first
     first, _, _ = served.call("open_session", session=row["k"], offset=row["n"] - 1)
     assert f"1 of {row['n']}, from offset {row['n'] - 1}" in first
+    # past the last message: said, not `showing messages none to none: 0 of 7` (a trial)
+    first, _, error = served.call("open_session", session=row["k"], offset=999)
+    assert error and first.endswith(f"no message at offset 999 or after: the session's {row['n']} messages are "
+                               f"#0 to #{row['n'] - 1}"), first
 
 
 def test_a_sub_agents_session_gives_its_own_figures(served):

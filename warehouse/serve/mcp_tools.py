@@ -266,13 +266,16 @@ class Tools:
     def open_session(self, session: str, offset: int = 0) -> str:
         """A session's transcript from message `offset` on: its facts, then each message's text,
         tool calls and results, and cost, as far as the answer's characters go."""
-        from warehouse.serve.session_text import transcript
+        from warehouse.serve.session_text import NoMessageThere, transcript
 
         if offset < 0:
             raise ToolError("offset wants 0 or a later message index")
         with self._cursor() as cur:
             key = _session_key(cur, session)
-            return transcript(cur, key, offset, self.limits)
+            try:
+                return transcript(cur, key, offset, self.limits)
+            except NoMessageThere as exc:
+                raise ToolError(str(exc)) from None
 
 
 def _count_rest(cur, chunk: int = 10_000) -> int:

@@ -58,14 +58,22 @@ def _part(row, clip) -> str | None:
     return None
 
 
+class NoMessageThere(LookupError):
+    """An offset past a session's last message."""
+
+
 def transcript(cur, key: str, offset: int, limits) -> str:
     """The session of `key` (a session_key) from message index `offset` on, within `limits`
     (warehouse.serve.mcp_tools.Limits): messages stop where the characters run out, and the first
     line says which were shown and how to read on."""
     found = find_session(cur, None, None, key)
     where, args = _where(found)
-    total, from_offset = cur.execute(f"SELECT COUNT(*), COUNT(*) FILTER (WHERE message_index >= ?) FROM messages {where}",
-                                     [offset] + args).fetchone()
+    total, from_offset, last_index = cur.execute(
+        f"SELECT COUNT(*), COUNT(*) FILTER (WHERE message_index >= ?), MAX(message_index) FROM messages {where}",
+        [offset] + args).fetchone()
+    if total and not from_offset:  # `showing messages none to none: 0 of 7` read as an empty session (a trial)
+        raise NoMessageThere(f"no message at offset {offset} or after: the session's {total:,} messages are "
+                              f"#0 to #{last_index}")
     messages = cur.execute(f"SELECT message_id, message_index, role, model, created_at FROM messages {where} "
                            f"AND message_index >= ? ORDER BY message_index LIMIT {int(limits.max_rows)}",
                            args + [offset]).fetchall()
