@@ -125,6 +125,14 @@ def test_an_unknown_zone_is_named_with_the_close_ones(straddling, how):
     assert "Traceback" not in ran.stderr
 
 
+def test_a_zone_in_other_case_is_that_zone():
+    """`--tz utc` was "not a time zone", with no suggestion, though UTC works (a trial)."""
+    from warehouse.lake.zones import check_zone
+
+    assert (check_zone("utc"), check_zone("europe/berlin"), check_zone("AMERICA/NEW_YORK")) == (
+        "UTC", "Europe/Berlin", "America/New_York")
+
+
 def test_a_zone_nothing_is_close_to_is_named(straddling):
     mars = run_cli("report", "--home", straddling.home, "--tz", "Mars/Base")
     assert mars.returncode == 2 and "--tz 'Mars/Base' is not a time zone: give an IANA name" in mars.stderr

@@ -20,6 +20,9 @@ def check_zone(name: str, where: str = "--tz") -> str:
     if name == UTC:
         return name
     known = available_timezones()
+    spelt = {k.lower(): k for k in known} | {UTC.lower(): UTC}
+    if name not in known and name.lower() in spelt:  # `utc`, `europe/berlin`: the zone's own spelling
+        return spelt[name.lower()]
     if name not in known:
         close = get_close_matches(name, sorted(known), 3, 0.6)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
