@@ -172,17 +172,24 @@ def _unrecognised(ap: argparse.ArgumentParser, command: str | None, extra: list[
     options = [o for action in owner._actions for o in action.option_strings if o.startswith("--")]
     hints = []
     for given in (e for e in extra if e.startswith("--")):
-        close = difflib.get_close_matches(given.split("=", 1)[0], options, n=1, cutoff=0.6)
-        if close and close[0] == given.split("=", 1)[0]:  # an option of its own, given after `--`
+        name = given.split("=", 1)[0]
+        close = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
+        if close and close[0] == name:  # an option of its own, given after `--`
             hints.append(f"{close[0]} goes before --: what follows -- is the query")
         elif close:
             hints.append(f"did you mean {close[0]}?")
+        elif PERSON_WORDS.get(name) in options:  # `--person ana` (a trial), as `--by person` is
+            hints.append(f"did you mean {PERSON_WORDS[name]}?")
     if command == "search" and any(e.startswith("-") and not e.startswith("--") for e in extra):
         hints.append(NEGATION_FIRST)
     elif command == "search" and not any(e.startswith("-") for e in extra):  # words only: an unquoted query
         hints.append("the query is one argument: quote its words, agentlake search 'login handler'")
     owner.error(f"unrecognized arguments: {' '.join(extra)}" + (f" ({'; '.join(hints)})" if hints else ""))
 
+
+# the words users type for --user (a team lead's `--person ana`), as BY_WORDS for --by
+PERSON_WORDS = {"--person": "--user", "--people": "--user", "--developer": "--user", "--dev": "--user",
+                "--author": "--user"}
 
 # argparse takes a leading -word for an option: `--` ends the options
 NEGATION_FIRST = 'a query that starts with -word goes after --: agentlake search -- "-test login"'
@@ -217,6 +224,8 @@ class _Parser(argparse.ArgumentParser):
                      else difflib.get_close_matches(typo[1], names, n=1, cutoff=0.6))
             message = (f"unknown command {typo[1]!r}" + (f": did you mean `{close[0]}`?" if close else "")
                        + f" (the commands: {', '.join(names)})")
+        elif message == "argument --last: expected one argument":  # `--last -3d` reads as an option
+            message += " (a number of days, weeks or months back from today: --last 7d, --last 2w, --last 3m)"
         elif self.prog.endswith(" search") and message.endswith("required: query"):
             message += f" ({NEGATION_FIRST})"
         elif by := re.match(r"argument --by: invalid choice: '(.*)' \(choose from", message):

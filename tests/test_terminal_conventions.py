@@ -57,6 +57,17 @@ def test_an_option_before_the_command_is_said_with_the_command_as_meant(tmp_path
     assert "unknown command 'zzz'" in run_cli("--quiet", "zzz").stderr  # no command named: as before
 
 
+def test_a_person_flag_and_a_negative_window_are_answered_with_the_flags_meant():
+    """A team lead's `report --person ana` got no hint, and `--last -3d` "expected one argument"
+    (a trial): --person is --user, and --last counts back from today."""
+    ran = run_cli("report", "--person", "ana")
+    assert ran.returncode == 2 and "unrecognized arguments: --person ana (did you mean --user?)" in ran.stderr
+    ran = run_cli("report", "--last", "-3d")
+    assert ran.returncode == 2 and ran.stderr.rstrip().endswith(
+        "argument --last: expected one argument (a number of days, weeks or months back from today: --last 7d, "
+        "--last 2w, --last 3m)"), ran.stderr
+
+
 def test_the_list_of_commands_does_not_show_the_legacy_alias():
     ran = run_cli("--help")
     assert ran.returncode == 0 and "\n    merge  " in ran.stdout and "views" not in ran.stdout
