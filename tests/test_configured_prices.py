@@ -187,6 +187,17 @@ def test_a_price_reached_through_an_alias_only_is_not_called_a_typo(tmp_path):
         said = unmatched_prices(con, prices)
     assert [line.split(",")[0] for line in said] == [
         "config.toml prices the model 'never-used'", "config.toml prices the model 'vllm/typo'"]
+    assert all("(a typo? `agentlake sql" in line for line in said)  # nothing recorded is close to either
+    # an alias spelt nearly as the agent records its model is named with it (a trial's qwen3-coder-30b)
+    near = _prices(tmp_path, '[[prices]]\nmodel = "local"\ninput = 1\noutput = 2\n\n[model_aliases]\n'
+                             '"qwen3-coder-30b" = "local"\n')
+    with duckdb.connect() as con:
+        con.execute("CREATE TABLE usage AS SELECT 'qwen3-coder:30b' AS model, 'ollama' AS llm_provider")
+        assert unmatched_prices(con, near) == [
+            "config.toml prices the model 'local', which no request in `usage` names (a typo? `agentlake sql "
+            "\"SELECT DISTINCT model FROM usage\"` lists them)",
+            "config.toml prices the model 'qwen3-coder-30b', which no request in `usage` names (did you mean "
+            "'qwen3-coder:30b'? `agentlake sql \"SELECT DISTINCT model FROM usage\"` lists them)"]
 
 
 @pytest.mark.parametrize("text, said", [

@@ -15,6 +15,7 @@ what its requests' costs changed, summed as DECIMAL(38,9); it becomes `configure
 The merge records the prices' fingerprint (`_agentlake_prices`); another one rebuilds the tables
 from the landing files, so a changed or removed price re-prices the whole history once."""
 
+import difflib
 from datetime import date, timedelta
 from decimal import Decimal
 
@@ -160,6 +161,12 @@ def unmatched_prices(con, prices: Prices) -> list[str]:
     named = prices.by_recorded_model()
     # a priced model that requests reach through an alias only is used: its own name is no typo
     reached = {price.model.lower() for name, price in named if name in recorded}
-    return [f"config.toml prices the model {name!r}, which no request in `usage` names (a typo? "
+    as_recorded = sorted({m for m, _ in pairs})
+
+    def hint(name: str) -> str:  # `qwen3-coder-30b` for the recorded `qwen3-coder:30b` (a trial)
+        close = difflib.get_close_matches(name, as_recorded, n=1, cutoff=0.8)
+        return f"did you mean {close[0]!r}?" if close else "a typo?"
+
+    return [f"config.toml prices the model {name!r}, which no request in `usage` names ({hint(name)} "
             "`agentlake sql \"SELECT DISTINCT model FROM usage\"` lists them)"
             for name in sorted({name for name, _ in named} - recorded - reached)]
