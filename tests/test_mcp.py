@@ -8,6 +8,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -317,6 +318,27 @@ def test_a_call_its_client_cancelled_stops_its_query(lake):
     time.sleep(1.0)
     spent = time.process_time() - before
     assert spent < 0.5, f"the query ran on: {spent:.2f} s of CPU in the second after its call was cancelled"
+
+
+def test_a_call_cancelled_between_two_queries_stops_the_second():
+    """DuckDB drops an interrupt sent while no query runs: a call cancelled between two of its
+    queries (run_sql's check and its query, the report's sections) ran the second to its end, and
+    past the deadline too (a review). The interrupt is sent again until the block ends."""
+    import duckdb
+
+    from warehouse.serve.mcp_tools import CALL, ToolError, _deadline
+
+    stop = threading.Event()
+    CALL.stop = stop
+    try:
+        with duckdb.connect(config={"threads": "1"}) as con, pytest.raises(ToolError, match="cancelled by the client"):
+            with _deadline(con, 30):
+                con.execute("SELECT 1").fetchall()
+                stop.set()
+                time.sleep(0.2)  # the watcher's first interrupt lands between the two queries
+                con.execute("SELECT sum(hash(range)) FROM range(500000000)").fetchall()  # seconds, uninterrupted
+    finally:
+        CALL.stop = None
 
 
 def test_host_or_port_without_http_is_a_usage_error(tmp_path):

@@ -49,11 +49,10 @@ def _deadline(cur, seconds: float):
     DuckDB's InterruptException said as a ToolError."""
     stop, finished, until = getattr(CALL, "stop", None), threading.Event(), time.monotonic() + seconds
 
-    def watch():
+    def watch():  # again at every tick once due: DuckDB drops an interrupt sent between two queries
         while not finished.wait(0.05):
             if time.monotonic() >= until or (stop is not None and stop.is_set()):
                 cur.interrupt()
-                return
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
@@ -238,16 +237,15 @@ class Tools:
             raise ToolError(f"no search index at {index} yet: `agentlake merge` (or the next ingest) builds it")
         with open_fts(index) as con, _deadline(con, self.limits.seconds):
             try:
-                found = search(con, query, SearchFilters(f.since, f.until, f.project, f.provider, f.user),
-                               offset + wanted)
+                hits = search(con, query, SearchFilters(f.since, f.until, f.project, f.provider, f.user), wanted,
+                              offset=offset)
             except BadQuery as exc:
                 raise ToolError(str(exc)) from None
-        hits = found[offset:]
         columns = ["session_key", "project", "at", "role", "kind", "tool_name", "file_path", "snippet", "score"]
         rows = [(_key(h), h.project, h.at, h.role, h.kind, h.tool_name, h.file_path,
                  _clip(h.snippet, self.limits.cell_chars), h.score) for h in hits]
         body, shown = _fit_rows(columns, rows, self.limits.chars - 200)
-        total = found.total
+        total = hits.total
         head = (f"showing {shown:,} of {total:,} hit{'' if total == 1 else 's'}" if not offset else
                 f"showing hits {offset + 1:,} to {offset + shown:,} of {total:,}" if shown else
                 f"no hit past the first {total:,} (offset {offset:,})")

@@ -123,7 +123,7 @@ def _words(text: str) -> list[str]:
 
 
 def search(con_or_paths, query: str, filters: SearchFilters | None = None, limit: int = 20,
-           mark=None) -> Hits:
+           mark=None, offset: int = 0) -> Hits:
     """The `limit` best documents for `query` (QUERY_HELP), best first, among those `filters` keep
     (their days are those of `filters.zone`), and how many matched in all (`Hits.total`).
 
@@ -133,6 +133,7 @@ def search(con_or_paths, query: str, filters: SearchFilters | None = None, limit
     machine, source_id, session_id), when and who, a snippet with the matches marked, its BM25
     score, and how to open the whole session (`open_sql`, `open_command`, `dashboard_path`).
     `mark(piece, matched)` writes each piece of a snippet (default: each match between MARK).
+    `offset`: the best hits skipped (a page after the first: only its own bodies are read).
     Raises BadQuery for a query or filter that cannot be searched (an unknown project or agent is
     said with the close names the index holds), NoIndex when there is no index yet. Reads only."""
     q = parse(query)
@@ -142,14 +143,14 @@ def search(con_or_paths, query: str, filters: SearchFilters | None = None, limit
     if filters.kind is not None and filters.kind not in KINDS:
         raise BadQuery(f"no kind {filters.kind!r}: message or tool_call")
     if isinstance(con_or_paths, duckdb.DuckDBPyConnection):
-        return _search(con_or_paths, q, filters, limit, mark)
+        return _search(con_or_paths, q, filters, limit, mark, offset)
     path = Path(con_or_paths)
     if path.suffix == ".ducklake":
         path = search_path(path)
     if not path.exists():
         raise NoIndex(f"no search index at {path}: `agentlake merge` builds it")
     with open_fts(path) as con:
-        return _search(con, q, filters, limit, mark)
+        return _search(con, q, filters, limit, mark, offset)
 
 
 def _unknown_tool(con, tool: str) -> str | None:
@@ -176,7 +177,7 @@ def _day(zone: str) -> str:
     return f"""COALESCE(CAST(timezone('{name}', timezone('UTC', "at")) AS DATE), date)"""
 
 
-def _search(con, q: Query, filters: SearchFilters, limit: int, mark=None) -> Hits:
+def _search(con, q: Query, filters: SearchFilters, limit: int, mark=None, offset: int = 0) -> Hits:
     unknown = [s for s in (unknown_name(con, what, value, column, table="docs") for what, value, column in
                            (("project", filters.project, "project"), ("agent", filters.provider, "provider"),
                             ("user", filters.user, '"user"'), ("machine", filters.machine, "machine"))
@@ -219,13 +220,16 @@ def _search(con, q: Query, filters: SearchFilters, limit: int, mark=None) -> Hit
             FROM ({bm25_sql(terms, excluded)}) AS scores JOIN (SELECT docid, "name" FROM fts_main_docs.docs) AS fd USING (docid)
                  JOIN docs ON docs.doc_id = fd."name"
             WHERE true{extra}),
-        best AS (SELECT doc_id, score FROM matched ORDER BY score DESC, "at" DESC, doc_id LIMIT ?)
+        best AS (SELECT doc_id, score FROM matched ORDER BY score DESC, "at" DESC, doc_id LIMIT ? OFFSET ?)
         SELECT provider, machine, "user", source_id, session_id, project, "at", role, kind, tool_name,
-               file_path, body, score, message_id, tool_call_id, (SELECT COUNT(*) FROM matched) AS total
-        FROM best JOIN docs USING (doc_id)
-        ORDER BY score DESC, "at" DESC, doc_id""", [*params, limit]).fetchall()
+               file_path, body, score, message_id, tool_call_id, counted.total
+        FROM (SELECT COUNT(*) AS total FROM matched) AS counted  -- a row even when `offset` passed them all
+             LEFT JOIN (best JOIN docs USING (doc_id)) ON true
+        ORDER BY score DESC, "at" DESC, doc_id""", [*params, limit, offset]).fetchall()
+    total = rows[0][-1] if rows else 0
+    rows = [row for row in rows if row[3] is not None]  # source_id: null on the count's row alone
     matched = matching(con, [row[11] for row in rows], stems)  # the bodies' words the index matched
-    return Hits([_hit(row[:-1], matched, q.phrases, mark) for row in rows], rows[0][-1] if rows else 0)
+    return Hits([_hit(row[:-1], matched, q.phrases, mark) for row in rows], total)
 
 
 # fts's BM25 parameters (match_bm25's defaults)
