@@ -253,6 +253,19 @@ def test_prices_in_the_home_apply_to_the_quickstart_demo_standing_in_for_it(tmp_
     assert "not the ones the warehouse was merged with" not in run_cli("report", env=env).stderr
 
 
+def test_a_home_named_demo_beside_another_tools_config_keeps_its_own_prices(tmp_path, built_once):
+    """A home of one's own named `demo` (`agentlake demo --home proj/demo`) in a folder whose
+    config.toml is another tool's (Hugo's): merging read that file as the home it stands in for,
+    and failed on its `baseURL` (a review). It is no agentlake home: the demo's own file prices it."""
+    built = small_demo_home(built_once)
+    home = copy_demo_home(built.home, tmp_path / "proj" / "demo")
+    (tmp_path / "proj" / "config.toml").write_text('baseURL = "https://example.org/"\ntitle = "site"\n')
+    (home / "config.toml").write_text((home / "config.toml").read_text() + "\n" + _toml(
+        [{"model": MODEL, "input": 1, "output": 5}], {}))
+    ran = run_cli("merge", "--home", home)
+    assert ran.returncode == 0 and f"the prices in {home / 'config.toml'} changed" in ran.stdout, ran.stderr
+
+
 def test_a_price_under_the_name_the_report_shows_covers_the_names_grouped_under_it(demo):
     """The report and the dashboard group `claude-sonnet-4-5-20250929` and `claude-sonnet-4.5` under
     `claude-sonnet-4-5`. A price copied from them re-priced the requests recorded under that exact
@@ -285,6 +298,22 @@ def test_a_price_under_the_name_the_report_shows_covers_the_names_grouped_under_
             want[(provider, rowid, rid)] = (_cost(row, group), "configured", "configured price for claude-sonnet-4-5")
     assert got == want
     assert {v[1] for v in got.values()} == {"native", "estimated", "configured"}
+
+
+def test_a_change_of_how_prices_find_their_requests_prices_the_history_again(demo, monkeypatch):
+    """A release that changes which requests a price covers (RULES: the grouped names) left the
+    history merged before as it was, and priced only the sources landed after: a mix (a review).
+    The fingerprint holds the rules and the genai-prices release, so the next merge re-prices."""
+    from warehouse.lake import prices
+
+    home, _ = demo
+    config = home / "config.toml"
+    config.write_text(config.read_text() + "\n" + _toml([{"model": MODEL, "input": 1, "output": 5}], {}))
+    monkeypatch.setattr(prices, "RULES", prices.RULES - 1)  # the release before
+    assert "priced again" in _merge(home)
+    assert "priced again" not in _merge(home)
+    monkeypatch.undo()
+    assert "the history was priced again" in _merge(home)
 
 
 def test_the_first_merge_with_prices_does_not_say_they_changed(demo):

@@ -280,7 +280,10 @@ def settings_file(layout: Layout) -> Path:
     edits; its budgets were read from there and its prices were not (a new user's trial)."""
     home = Path(layout.home)
     if home.name == DEMO and not layout.remote:
-        owner = load_layout(str(home.parent), env={})
+        try:
+            owner = load_layout(str(home.parent), env={})
+        except ConfigError:  # `demo --home proj/demo` beside another tool's config.toml (a review)
+            return layout.config_file
         stand_in = demo_layout(owner)
         if stand_in is not None and stand_in.home == home:
             return owner.config_file

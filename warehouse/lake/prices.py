@@ -24,6 +24,10 @@ from pathlib import Path
 
 from warehouse.lake.setting_names import unknown_setting
 
+# how a price finds its requests, in the fingerprint: another rule re-prices the history once
+# (2: also the names grouped under the price's model, warehouse.catalog.prices)
+RULES = 2
+
 RATES = ("input", "output", "cache_read", "cache_write", "cache_write_1h")
 REQUIRED = ("input", "output")
 PRICE_KEYS = ("model", "since", *RATES)
@@ -71,11 +75,16 @@ class Prices:
         return priced
 
     def fingerprint(self) -> str:
-        """What the merge records to notice a change of prices (empty for none)."""
+        """What the merge records to notice a change of prices (empty for none): of the prices, of
+        how a price finds its requests (RULES), and of the genai-prices release that groups the
+        recorded names under the ones a price may name (warehouse.catalog.prices)."""
         if not self:
             return ""
-        text = json.dumps([[m, p.model, p.since.isoformat() if p.since else None, *map(str, _rates(p))]
-                           for m, p in sorted(self.by_recorded_model(), key=lambda mp: (mp[0], str(mp[1].since)))])
+        from transforms.pricing import prices_version
+
+        text = json.dumps([RULES, prices_version()] + [
+            [m, p.model, p.since.isoformat() if p.since else None, *map(str, _rates(p))]
+            for m, p in sorted(self.by_recorded_model(), key=lambda mp: (mp[0], str(mp[1].since)))])
         return hashlib.sha256(text.encode()).hexdigest()
 
 
