@@ -650,7 +650,8 @@ def _options_before_the_command(ap: argparse.ArgumentParser, argv: list[str]) ->
     commands = ap._subparsers._group_actions[0].choices
     if not argv or not argv[0].startswith("-") or argv[0] in ("-h", "--help", "-V", "--version"):
         return
-    at = next((i for i, a in enumerate(argv) if a in commands), None)
+    # the last name of a command: an option's value may be one too (`--home demo report`, a review)
+    at = next((i for i in reversed(range(len(argv))) if argv[i] in commands), None)
     if at is not None:
         meant = shlex.join(["agentlake", argv[at], *argv[:at], *argv[at + 1:]])
         ap.error(f"{argv[0]} is an option of the command: it goes after it, `{meant}`")

@@ -280,8 +280,10 @@ def _report_budgets(args, zone: str) -> int:
             use_zone(con, zone, marts=("daily_costs",))
         statuses = budget_statuses(con, budgets, today)
         _say_if_the_warehouse_is_empty(con, layout_of(args))
-        # a month without a session reads as every budget at 0, ok (a trial on the demo's January)
-        _say_if_the_window_is_empty(con, Filters(since=today.replace(day=1), until=today, zone=zone), flags=False)
+        # a month without a session reads as every budget at 0, ok (a trial on the demo's January);
+        # not said beside a spend (a session started last month spends on this month's days)
+        if not any(s.spent_usd for s in statuses):
+            _say_if_the_window_is_empty(con, Filters(since=today.replace(day=1), until=today, zone=zone), flags=False)
         for note in unknown_scopes(con, budgets):
             print_err(f"note: {note}")
         over.extend(s.budget.name for s in statuses if s.status == OVER)

@@ -55,6 +55,8 @@ def test_an_option_before_the_command_is_said_with_the_command_as_meant(tmp_path
     ran = run_cli("--format", "json", "report")
     assert ran.returncode == 2 and "`agentlake report --format json`" in ran.stderr and "unknown command" not in ran.stderr
     assert "unknown command 'zzz'" in run_cli("--quiet", "zzz").stderr  # no command named: as before
+    ran = run_cli("--home", "demo", "report")  # an option's value that is a command's name too (a review)
+    assert ran.returncode == 2 and "`agentlake report --home demo`" in ran.stderr, ran.stderr
 
 
 def test_a_person_flag_and_a_negative_window_are_answered_with_the_flags_meant():
