@@ -156,6 +156,12 @@ def test_open_session_shows_the_transcript(served):
     first, body, error = served.call("open_session", session=row["k"])
     assert not error and first.startswith(f"showing messages #0 to #{row['n'] - 1}: {row['n']} of {row['n']}")
     assert f"session {row['k']}\n" in body and "agent: claude" in body and row["said"] in body
+    # times to the second, as every agent's read (a Codex session's read `10:00:00.100000`: a trial)
+    fraction = json.loads(_cli_json(served.built, "sql", f"SELECT {KEY} AS k FROM sessions s WHERE "
+                                                          "epoch_us(created_at) % 1000000 <> 0 ORDER BY k LIMIT 1"))[0]["k"]
+    body = served.call("open_session", session=fraction)[1]
+    assert re.search(r"started \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", body), body[:600]
+    assert not re.search(r"\d\d:\d\d:\d\d\.\d", body), body[:600]
     first, _, error = served.call("open_session", session=row["session_id"])  # the demo's agents share ids
     assert error and "several sessions have the id" in first and row["k"] in first
     first, _, _ = served.call("open_session", session=row["k"], offset=row["n"] - 1)

@@ -24,6 +24,12 @@ def _money(value) -> str:
     return "unknown" if value is None else f"${value:.4f}"
 
 
+def _when(at) -> str:
+    """A time to the second, as every agent's reads (a Codex session's read `10:00:00.100000`, a
+    Claude Code one's `10:00:00`: a trial)."""
+    return str(at.replace(microsecond=0)) if hasattr(at, "replace") else str(at)
+
+
 def _facts(key: str, found) -> list[str]:
     (provider, project, _source, _sid, title, started, ended, cost, cost_source, models, subagents, root,
      duration, messages, calls, errors, exits, machine) = found
@@ -31,7 +37,7 @@ def _facts(key: str, found) -> list[str]:
     # the tree's figures (session_summary) are a root session's: a sub-agent's cost is its own
     lines = [f"session {key}", f"title: {title or '(none)'}",
              f"agent: {provider}; project: {project or '(no project)'}; machine: {machine}",
-             f"started {started} UTC; last activity {ended} UTC"
+             f"started {_when(started)} UTC; last activity {_when(ended)} UTC"
              + (f"; duration {duration} s" if duration is not None else ""),
              f"cost {_money(cost)} ({cost_source}; {'its own requests' if sub_agent else 'with its sub-agents'}); "
              f"models: {models_label(models)}"]
@@ -92,7 +98,7 @@ def transcript(cur, key: str, offset: int, limits) -> str:
     room = limits.chars - len(facts) - 300  # the first line and the facts
     blocks = []
     for message_id, index, role, model, created in messages:
-        head = f"[#{index} {role} {created}" + (f" {model_label(model)}" if model else "") + (
+        head = f"[#{index} {role} {_when(created)}" + (f" {model_label(model)}" if model else "") + (
             f" cost {_money(costs[message_id])}" if costs.get(message_id) is not None else "") + "]"
         block = "\n".join([head] + [t for p in parts.get(message_id, []) if (t := _part(p, clip))])
         if blocks and len(block) + 1 > room:
