@@ -458,8 +458,15 @@ def test_insights_group_and_name_models_as_the_report_does(layout, built_once, c
     # agent's messages under (Goose and Kilo record the model on their requests only)
     steps = query(layout, "SELECT DISTINCT provider, model, model_name FROM insight_read_edit_ratio")
     assert {p for p, *_ in steps} >= {"claude", "goose", "kilo"}
+    # Cursor records no model at all: its steps stay NULL (its edits count since is_error null is
+    # no error), and every other's has the report's name
+    unnamed = {p for (p,) in query(layout, "SELECT provider FROM messages GROUP BY 1 HAVING COUNT(model) = 0")}
+    assert "cursor" in unnamed and "cursor" in {p for p, *_ in steps}
     for provider, model, name in steps:
-        assert model is not None and name == name_of[model] and provider in agents_of[name], (provider, model)
+        if model is None:
+            assert provider in unnamed and name is None, (provider, model, name)
+            continue
+        assert name == name_of[model] and provider in agents_of[name], (provider, model)
 
     cache = {(r["project"], r["model_name"]) for r in insights["insight_cache_efficiency"]}
     assert len(cache) == len(insights["insight_cache_efficiency"])  # one row per project and name
@@ -479,3 +486,30 @@ def test_insights_group_and_name_models_as_the_report_does(layout, built_once, c
     idle_table = table.split("Idle cost", 1)[1].split("\nSQL: ", 1)[0]
     assert sum(1 for line in idle_table.splitlines() if f"  {NO_MODEL}  " in line) == len(nameless)
     assert "claude-sonnet-4-5-20250929" not in table.split("Reads per edit", 1)[1].split("\nSQL: ", 1)[0]
+
+
+def test_an_edit_of_an_agent_that_flags_only_failures_is_a_change(built_once):
+    """Codex, Cursor, Aider and Codebuff record `is_error` only when a call failed (null
+    otherwise): their edits with a result counted as no change, so `file_activity` held rows of
+    zeros and `insight_idle_cost` blamed Codex sessions that had edited files (a trial)."""
+    from tests.support_homes import quickstart_with_a_typo
+
+    built = quickstart_with_a_typo(built_once)  # the default demo, read only
+    assert built.code == 1 and ", 0 failed" in built.out  # 1: the place it was told of is missing
+    layout = Layout.resolve(home=built.home)
+    unflagged = dict(query(layout, "SELECT provider, COUNT(*) FROM tool_calls WHERE has_call AND file_path IS NOT NULL "
+                                   "AND tool_category IN ('edit', 'write') AND has_result AND is_error IS NULL "
+                                   "GROUP BY 1"))
+    assert unflagged.get("codex"), unflagged
+    changed = dict(query(layout, "SELECT provider, SUM(changes) FROM file_activity GROUP BY 1"))
+    assert all(changed[provider] >= n for provider, n in unflagged.items()), (changed, unflagged)
+    assert not query(layout, "SELECT provider, project FROM file_activity WHERE changes = 0 AND failed_changes = 0 "
+                             "AND reads = 0 AND versions = 0")  # a row that counts nothing
+    blamed = query(layout, """SELECT i.session_key FROM insight_idle_cost AS i
+        JOIN sessions AS s ON s.is_root AND concat_ws('/', s.machine, s."user", s.provider, s.source_id,
+                                                     s.session_id) = i.session_key
+        JOIN tool_calls AS c ON c.machine = s.machine AND c.source_id = s.source_id
+         AND (c.session_id = s.session_id OR c.session_id IN (SELECT session_id FROM sessions AS sub
+              WHERE sub.machine = s.machine AND sub.source_id = s.source_id AND sub.root_session_id = s.session_id))
+        WHERE c.tool_category IN ('edit', 'write') AND c.has_result AND c.is_error IS NULL AND c.file_path IS NOT NULL""")
+    assert not blamed, blamed

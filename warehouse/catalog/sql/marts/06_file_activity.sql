@@ -2,23 +2,27 @@
 -- reads: tool_calls, file_versions
 -- file_activity: per project and file, how often agents changed, read and versioned it.
 -- A change is an edit-, multiedit- or write-category call WITH a result that is not an error:
--- a failed edit changed nothing. Relative paths are resolved against the project directory.
+-- a failed edit changed nothing. A null is_error is no error: Codex, Cursor, Aider and Codebuff
+-- flag only what failed (their successful edits counted as nothing: a trial). Relative paths are
+-- resolved against the project directory.
 CREATE OR REPLACE VIEW file_activity AS
 WITH calls AS (
     SELECT provider, project, tool_category, is_error, has_result, called_at,
            CASE WHEN file_path LIKE '/%' OR project_path = '' THEN file_path
                 ELSE project_path || '/' || file_path END AS path
     FROM tool_calls
-    WHERE has_call AND file_path IS NOT NULL
+    -- the calls it counts: a file another tool names (an MCP call's argument) is no activity, and
+    -- was a row of zeros
+    WHERE has_call AND file_path IS NOT NULL AND tool_category IN ('edit', 'write', 'read')
 ),
 by_calls AS (
     SELECT provider, project, path,
-           COUNT(*) FILTER (WHERE tool_category IN ('edit', 'write') AND has_result AND NOT is_error) AS changes,
-           COUNT(*) FILTER (WHERE tool_category = 'edit' AND has_result AND NOT is_error) AS edits,
-           COUNT(*) FILTER (WHERE tool_category = 'write' AND has_result AND NOT is_error) AS writes,
+           COUNT(*) FILTER (WHERE tool_category IN ('edit', 'write') AND has_result AND is_error IS NOT TRUE) AS changes,
+           COUNT(*) FILTER (WHERE tool_category = 'edit' AND has_result AND is_error IS NOT TRUE) AS edits,
+           COUNT(*) FILTER (WHERE tool_category = 'write' AND has_result AND is_error IS NOT TRUE) AS writes,
            COUNT(*) FILTER (WHERE tool_category IN ('edit', 'write') AND (is_error OR NOT has_result)) AS failed_changes,
            COUNT(*) FILTER (WHERE tool_category = 'read') AS reads,
-           MAX(called_at) FILTER (WHERE tool_category IN ('edit', 'write') AND has_result AND NOT is_error) AS last_changed_at
+           MAX(called_at) FILTER (WHERE tool_category IN ('edit', 'write') AND has_result AND is_error IS NOT TRUE) AS last_changed_at
     FROM calls
     GROUP BY ALL
 ),
