@@ -685,7 +685,9 @@ def main(argv=None) -> int:
         print_err("interrupted")
         return 130
     except Exception as exc:  # anything else is one `problem:` line, never a traceback (docs/CLI.md)
-        if type(exc).__name__ == "InterruptException":  # DuckDB's Ctrl-C in a query
+        from warehouse.lake.ducklake import interrupted
+
+        if interrupted(exc):  # DuckDB's Ctrl-C in a query
             print_err("interrupted")
             return 130
         from warehouse.lake.duckdb_settings import BadThreads

@@ -22,6 +22,7 @@ from pipelines import cli_runs
 from transforms.atomic import replace_file
 from transforms.provider import DiscoverOptions
 from transforms.providers import PROVIDERS
+from warehouse.lake.ducklake import interrupted
 from warehouse.lake.layout import Layout, NotACatalog
 from warehouse.lake.storage import LakeUnreachable
 from warehouse.land.ingest import (Run, RunSummary, clean_stale_staging, discover_sources, ingest_many,
@@ -197,7 +198,7 @@ def _merge(layout: Layout, summary: RunSummary, landed: bool, signalled: list):
         summary.problems.append(f"could not merge into the warehouse at {layout.warehouse}: {exc}")
         return None
     except Exception as exc:
-        if signalled or type(exc).__name__ == "InterruptException":  # DuckDB's "Query interrupted"
+        if signalled or interrupted(exc):  # DuckDB's "Query interrupted"
             raise KeyboardInterrupt from None
         summary.problems.append(f"could not merge into the warehouse at {layout.warehouse}: "
                                 + " ".join(str(exc).split()))

@@ -172,3 +172,16 @@ def test_a_ctrl_c_while_workers_start_is_raised_once_they_have_started():
         os.close(wakeup)
     assert reached == ["the workers started"]
     assert after is signal.default_int_handler
+
+
+def test_ctrl_c_during_a_query_of_agentlake_sql_is_130(lake):
+    """A trial: Ctrl-C on a long `agentlake sql` query said `problem: ... RuntimeError: Query
+    interrupted` and exited 1. DuckDB raises that RuntimeError when Python's own signal check came
+    first: an interrupt like its InterruptException, `interrupted`, 130."""
+    env = {**os.environ, "AGENTLAKE_HOME": str(lake.home)}
+    proc = forked.cli("sql", "SELECT count(*) FROM range(100000000000)", env=env, cwd=REPO, new_session=True)
+    time.sleep(1.5)  # the query running (it never ends by itself)
+    assert proc.poll() is None, proc.communicate()
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err) == (130, "interrupted\n"), err[-2000:]

@@ -187,6 +187,14 @@ def _installed_once(con, name: str, binary: Path) -> None:
         pass
 
 
+def interrupted(exc: BaseException) -> bool:
+    """DuckDB's Ctrl-C in a query: its InterruptException, or the RuntimeError "Query interrupted"
+    it raises when Python's own signal check came first (`agentlake sql` exited 1 with a
+    `problem:` line for it, not 130: a trial)."""
+    return type(exc).__name__ == "InterruptException" or (
+        isinstance(exc, RuntimeError) and str(exc).strip() == "Query interrupted")
+
+
 def sql_string(text) -> str:
     """`text` as a SQL string literal (a path may hold a quote)."""
     return "'" + str(text).replace("'", "''") + "'"
