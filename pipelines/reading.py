@@ -41,7 +41,12 @@ def _read_warehouse(args, answer, opener=None, hint=lambda exc: "") -> int:
         return 2
     with con:
         try:
-            print(answer(con))
+            said = answer(con)
+            if isinstance(said, str):
+                print(said)
+            else:  # pieces written as they come (a large result in CSV or JSON)
+                for piece in said:
+                    sys.stdout.write(piece)
         except duckdb.Error as exc:
             from warehouse.lake.ducklake import damage_hint, storage_failure
 
@@ -70,7 +75,7 @@ def cmd_sql(args) -> int:
     if not args.query.strip():
         raise UsageError(f'empty query{source}: give one SQL statement, e.g. agentlake sql "SELECT * FROM sessions '
                          'LIMIT 5"')
-    from warehouse.serve.formatting import fetch_rows, render
+    from warehouse.serve.formatting import fetch_batches, fetch_rows, render, render_chunks
     from warehouse.serve.read_only_sql import NotOne, Refused, check, open_reader
 
     def answer(con):
@@ -86,6 +91,8 @@ def cmd_sql(args) -> int:
         if cur is None:  # only comments, or only whitespace between statements
             raise UsageError(f"nothing to run in the query {args.query!r}")
         columns = [d[0] for d in cur.description] if cur.description else []
+        if args.format in ("csv", "json"):  # streamed: a result larger than memory prints too
+            return render_chunks(columns, fetch_batches(cur), args.format)
         return render(columns, fetch_rows(cur), args.format)
 
     return _read_warehouse(args, answer, open_reader, hint=_tables_hint)
