@@ -39,6 +39,7 @@ def _read_warehouse(args, answer, opener=None, hint=lambda exc: "") -> int:
     except FileNotFoundError:
         print_err(f"error: {no_warehouse(layout)}")
         return 2
+    written = False  # a piece of a streamed result written before an error: the output is cut short
     with con:
         try:
             said = answer(con)
@@ -47,8 +48,17 @@ def _read_warehouse(args, answer, opener=None, hint=lambda exc: "") -> int:
             else:  # pieces written as they come (a large result in CSV or JSON)
                 for piece in said:
                     sys.stdout.write(piece)
+                    written = True
         except duckdb.Error as exc:
-            from warehouse.lake.ducklake import damage_hint, storage_failure
+            from warehouse.lake.ducklake import damage_hint, interrupted, storage_failure
+
+            if interrupted(exc):  # DuckDB's InterruptException is one of its Errors: Ctrl-C, 130 (a review)
+                raise KeyboardInterrupt from None
+            if written:  # not a bad query, and the rows above are not the result (a review)
+                sys.stdout.flush()
+                print_err(f"error: the query failed after part of its rows were written, so the output is incomplete: "
+                          f"{' '.join(str(exc).split())}")
+                return 1
 
             failed = storage_failure(exc)
             if failed:  # the lake's storage did not answer: no bad query either

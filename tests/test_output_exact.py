@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.cli import main
-from tests.conftest import T0, DAY, Project, assistant, copy_home, ingest, query, scalar
+from tests.conftest import T0, DAY, Project, assistant, copy_home, ingest, query, run_cli, scalar
 from transforms.synth.crush import add_session
 from warehouse.lake.layout import Layout
 from warehouse.serve.formatting import render
@@ -419,3 +419,28 @@ def test_csv_and_json_written_as_the_rows_come_are_the_text_render_gives():
                 streamed = "".join(render_chunks(columns, fetch_batches(con.execute(f"SELECT * FROM ({sql}){where}"),
                                                                         size=7), fmt))
                 assert streamed == whole, (fmt, where)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_a_query_failing_after_rows_were_written_says_the_output_is_incomplete(lake, monkeypatch, fmt):
+    """Streamed, a query whose error comes after its first rows (a cast failing at row 5M) left
+    4.9M lines that look like a whole result, said as a bad query, exit 2 (a review): it is said
+    as output cut short, exit 1. DuckDB's InterruptException, one of its Errors, is Ctrl-C: 130."""
+    import duckdb
+
+    from warehouse.serve import formatting
+
+    def failing(error):
+        def batches(cur, size=10_000):
+            yield cur.fetchmany(size)
+            raise error
+        return batches
+
+    monkeypatch.setattr(formatting, "fetch_batches", failing(duckdb.ConversionException("Could not convert 'x'")))
+    ran = run_cli("sql", "--home", lake.home, "--format", fmt, "SELECT 1 AS a")
+    assert ran.returncode == 1 and ran.stderr == ("error: the query failed after part of its rows were written, so the "
+                                                  "output is incomplete: Could not convert 'x'\n"), ran.stderr
+    assert ran.stdout == ("a\n1\n" if fmt == "csv" else '[\n  {\n    "a": 1\n  }')
+    monkeypatch.setattr(formatting, "fetch_batches", failing(duckdb.InterruptException("INTERRUPT Error: Interrupted!")))
+    ran = run_cli("sql", "--home", lake.home, "--format", fmt, "SELECT 1 AS a")
+    assert (ran.returncode, ran.stderr) == (130, "interrupted\n")

@@ -55,7 +55,7 @@ class Interval:
 
 def fetch_batches(cur, size: int = 10_000):
     """`fetch_rows` a batch of rows at a time, so that a result is never held whole (`agentlake sql
-    --format csv` of 5M rows held 1.4 GB before its first line: a trial). A result with an
+    --format csv` of 5M rows held 1.6 GB before its first line: a trial). A result with an
     INTERVAL is fetched whole, as fetch_rows converts it (through Arrow, on the same connection)."""
     if any("INTERVAL" in str(d[1]).upper() for d in cur.description or ()):
         yield fetch_rows(cur)
