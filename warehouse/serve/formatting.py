@@ -284,14 +284,8 @@ def render(columns: list[str], rows: list[tuple], fmt: str = "table", max_width:
            places: dict[str, int] | None = None, total: tuple | None = None) -> str:
     """`total`: a table's last row, under a rule and not counted in its rows (JSON and CSV hold
     the rows only)."""
-    if fmt == "json":
-        return json_text([dict(zip(columns, row)) for row in rows])
-    if fmt == "csv":
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows([[v if isinstance(v, (int, float, str)) else text_value(v) for v in row] for row in rows])
-        return buf.getvalue().rstrip("\n")
+    if fmt in ("json", "csv"):  # the streamed text, whole, without its line's end
+        return "".join(render_chunks(columns, [rows], fmt)).rstrip("\n")
     if fmt != "table":
         raise ValueError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
     shown = rows + ([total] if total is not None and rows else [])  # aligned with the rows
