@@ -148,7 +148,6 @@ def use_demo_if_empty(args) -> None:
     else:
         print_err(f"note: {home} holds no ingested data yet: using the quickstart demo in {demo.home} "
              f"(`agentlake ingest` puts your agents' own data in {home})")
-    args.own_home = str(home)  # its config.toml still holds the user's settings (budgets)
     args.home = str(demo.home)
 
 

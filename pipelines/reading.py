@@ -318,7 +318,9 @@ def _report_budgets(args, zone: str) -> int:
 
 
 def own_config_file(args) -> Path:
-    return load_layout(getattr(args, "own_home", None) or args.home).config_file
+    """The config.toml of the user's settings (budgets, tz): the home's, also while the quickstart's
+    demo stands in for it (warehouse.lake.config.settings_file, which prices the merges too)."""
+    return settings_file(layout_of(args))
 
 
 def report_zone(args) -> str:
