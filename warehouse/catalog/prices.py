@@ -2,15 +2,15 @@
 
 The landing files keep what the agents recorded; the merged `usage` rows of the sources a merge
 inserts get a configured price where one covers them: the row's model (as recorded, any case,
-through an alias, or the name it groups under in `model_names`), a price in force on the row's `date` (the latest `since` on or before
-it), a request with token counts, and a cost that the agent did not record (`estimated` or
-`unknown`; a `native` cost is the agent's own and stays). Such a row gets `cost_source =
-'configured'` and a `pricing_note` naming the price.
+through an alias, or the name it groups under in `model_names`), a price in force on the row's
+`date` (the latest `since` on or before it), a request with token counts, and a cost that the agent
+did not record (`estimated` or `unknown`; a `native` cost is the agent's own and stays). Such a row
+gets `cost_source = 'configured'` and a `pricing_note` naming the price.
 
 The sessions those requests belong to follow, so that `daily_costs`, the report and the dashboard
 agree: a session's cost (a root's, with `cost_includes_subagents`, its tree's requests) changes by
-what its requests' costs changed, summed as DECIMAL(38,9); it becomes `configured`, or
-`partial` while one of its requests is still unpriced. A `native` session keeps its cost.
+what its requests' costs changed, summed as DECIMAL(38,9); it becomes `configured`, or `partial`
+while one of its requests is still unpriced. A `native` session keeps its cost.
 
 The merge records the prices' fingerprint (`_agentlake_prices`); another one rebuilds the tables
 from the landing files, so a changed or removed price re-prices the whole history once."""
@@ -157,7 +157,8 @@ def unmatched_prices(con, prices: Prices) -> list[str]:
     from transforms.pricing import model_name
 
     pairs = con.execute("SELECT DISTINCT lower(model), llm_provider FROM usage WHERE model IS NOT NULL").fetchall()
-    recorded = {m for m, _ in pairs} | {model_name(m, p).lower() for m, p in pairs}  # names and the names they group under
+    # the names recorded, and the names they group under
+    recorded = {m for m, _ in pairs} | {model_name(m, p).lower() for m, p in pairs}
     named = prices.by_recorded_model()
     # a priced model that requests reach through an alias only is used: its own name is no typo
     reached = {price.model.lower() for name, price in named if name in recorded}
