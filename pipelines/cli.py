@@ -440,8 +440,9 @@ def parser() -> argparse.ArgumentParser:
                         "merge keeps current; in a team lake it holds the redacted text only. Days and times\n"
                         "are UTC unless --tz names a zone (as report --tz).\n\n"
                         "Exit status: 2 for an empty query, one of stop words only, an unclosed quote, an\n"
-                        "unknown --project, --agent, --user or --machine (named with the close ones), a bad\n"
-                        "date or window, or no warehouse or search index yet.")
+                        "unknown --project, --agent, --user or --machine (named with the close ones), filters\n"
+                        "no hit can meet together (--role user with --kind tool_call), a bad date or window,\n"
+                        "or no warehouse or search index yet.")
     _common(p)
     p.add_argument("query", help="what to find (the syntax: below)")
     p.add_argument("--since", type=_date, metavar="DATE", help="first day included (YYYY-MM-DD, a day of --tz)")

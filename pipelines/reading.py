@@ -431,18 +431,20 @@ def cmd_search(args) -> int:
     if since and until and since > until:
         raise UsageError(f"--since {args.since} is after --until {args.until}: no day is in between")
     from warehouse.catalog.team_index import NoPublishedIndex
-    from warehouse.serve.search import BadQuery, NoIndex, SearchFilters, parse, render, search, shell_quoted
+    from warehouse.serve.search import (BadQuery, NoIndex, SearchFilters, check_filters, parse, render, search,
+                                         shell_quoted)
 
+    filters = SearchFilters(since, until, args.project, args.provider, args.user, args.machine,
+                            zone=zone, role=args.role, tool=args.tool, kind=args.kind)
     try:
         parse(args.query)
+        check_filters(filters)
     except BadQuery as exc:
         raise UsageError(str(exc)) from None
     layout = layout_of(args)
     if not layout.warehouse.exists():
         print_err(f"error: {no_warehouse(layout)}")
         return 2
-    filters = SearchFilters(since, until, args.project, args.provider, args.user, args.machine,
-                            zone=zone, role=args.role, tool=args.tool, kind=args.kind)
     try:
         hits = search(search_index_of(layout), args.query, filters, args.limit)
     except BadQuery as exc:

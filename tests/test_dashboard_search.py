@@ -76,6 +76,7 @@ SAID = [
     ("q=zebra&project=shop", 200, 'Nothing matches <q>zebra</q> with these filters. <a href="/search?q=zebra">'),
     ("q=%22open", 400, 'id="search-bad">Cannot search for that: unclosed quote'),
     ("q=pytest&tool=shel&role=boss", 400, "no tool &#x27;shel&#x27; in the index (close ones: shell)"),
+    ("q=pytest&role=user&kind=tool_call", 400, "role user keeps messages and kind tool_call keeps tool calls: no hit"),
 ]
 
 

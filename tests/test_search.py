@@ -268,6 +268,23 @@ def test_a_query_that_starts_with_a_negation_and_the_count_of_hits_cut(home):
     assert "note:" not in _search(home, "OOMKilled", "--limit", "10").stderr  # nothing cut, nothing said
 
 
+def test_filters_no_hit_can_meet_together_are_a_usage_error(home):
+    """A tool call's role is `tool` and a message's never is: `--kind message --role tool` said
+    "nothing matches", as if the words were missing. Filters that agree still search."""
+    for messages, calls in ((("--kind", "message"), ("--role", "tool")), (("--role", "user"), ("--kind", "tool_call")),
+                            (("--role", "assistant"), ("--tool", "bash")), (("--kind", "message"), ("--tool", "shell"))):
+        ran = _search(home, "docker", *messages, *calls)
+        assert ran.returncode == 2 and ran.stdout == "", (messages, calls, ran.stdout)
+        assert (f"error: {' '.join(messages).lstrip('-')} keeps messages and {' '.join(calls).lstrip('-')} keeps "
+                "tool calls: no hit is both") in ran.stderr, ran.stderr
+    for agreeing in (("--role", "tool", "--kind", "tool_call"), ("--role", "user", "--kind", "message"),
+                     ("--tool", "shell", "--role", "tool")):
+        ran = _search(home, "docker", "--format", "json", *agreeing)
+        hits = json.loads(ran.stdout)
+        assert ran.returncode == 0 and hits, (agreeing, ran.stderr)
+        assert {h["kind"] for h in hits} == {"message" if "user" in agreeing else "tool_call"}, agreeing
+
+
 def test_a_hit_links_its_message_and_a_zone_moves_the_days(home):
     db = home / "warehouse.ducklake"
     hit = json.loads(_search(home, "docker", "--format", "json", "--limit", "1").stdout)[0]

@@ -122,6 +122,21 @@ def _words(text: str) -> list[str]:
     return [w for _, _, w in tokens(text)]
 
 
+def check_filters(filters: SearchFilters) -> None:
+    """BadQuery for a kind the index has not, or filters no document can meet together: a tool
+    call's role is `tool`, and a message's never is (the search would say "nothing matches")."""
+    if filters.kind is not None and filters.kind not in KINDS:
+        raise BadQuery(f"no kind {filters.kind!r}: message or tool_call")
+    calls_only = [said for said, on in (("role tool", filters.role == "tool"),
+                                        (f"tool {filters.tool}", filters.tool is not None),
+                                        ("kind tool_call", filters.kind == "tool_call")) if on]
+    messages_only = [said for said, on in ((f"role {filters.role}", filters.role not in (None, "tool")),
+                                           ("kind message", filters.kind == "message")) if on]
+    if calls_only and messages_only:
+        raise BadQuery(f"{messages_only[0]} keeps messages and {calls_only[0]} keeps tool calls: no hit is both "
+                       "(a tool call's role is tool); leave one out")
+
+
 def search(con_or_paths, query: str, filters: SearchFilters | None = None, limit: int = 20,
            mark=None, offset: int = 0) -> Hits:
     """The `limit` best documents for `query` (QUERY_HELP), best first, among those `filters` keep
@@ -140,8 +155,7 @@ def search(con_or_paths, query: str, filters: SearchFilters | None = None, limit
     filters = filters or SearchFilters()
     if limit < 1:
         raise BadQuery(f"--limit must be 1 or more, not {limit}")
-    if filters.kind is not None and filters.kind not in KINDS:
-        raise BadQuery(f"no kind {filters.kind!r}: message or tool_call")
+    check_filters(filters)
     if isinstance(con_or_paths, duckdb.DuckDBPyConnection):
         return _search(con_or_paths, q, filters, limit, mark, offset)
     path = Path(con_or_paths)
