@@ -279,7 +279,25 @@ def test_trap5_transcripts_claude_code_deletes_keep_their_history(layout, tmp_pa
     summary = ingest_tables(layout, homes={"claude": [home]})
     assert summary.results[0].status == "ok"
     assert query(layout, "SELECT session_id, total_tokens FROM sessions ORDER BY 1") == [(SID, 11), (other, None)]
-    assert any("kept from the cache" in w for w in summary.results[0].warnings)
+    gone = "1 transcripts no longer on disk (Claude Code deletes old ones) kept from the cache"
+    assert gone in summary.results[0].warnings, summary.results[0].warnings
+    # said by the run that found it gone: the project's later runs keep it without a word
+    write_jsonl(project(home) / f"{other}.jsonl", [user_line(other, T0, CWD, "new"), user_line(other, T0, CWD, "more")])
+    (later,) = ingest_tables(layout, homes={"claude": [home]}).results
+    assert later.status == "ok" and not [w for w in later.warnings if "no longer on disk" in w], later.warnings
+    assert query(layout, "SELECT session_id, total_tokens FROM sessions ORDER BY 1") == [(SID, 11), (other, None)]
+    from warehouse.lake.layout import Layout  # a lake never told: said to it
+
+    team = Layout.resolve(home=layout.home, lake=tmp_path / "team-lake", machine="laptop", user="dev")
+    (told,) = ingest_tables(team, homes={"claude": [home]}).results
+    assert gone in told.warnings, told.warnings
+    # back on disk, then deleted once more: said again
+    write_jsonl(old, [user_line(SID, T0, CWD, "old")] + response(SID, T0, "m1", usage(1, 10)))
+    (back,) = ingest_tables(layout, homes={"claude": [home]}).results
+    assert not [w for w in back.warnings if "no longer on disk" in w], back.warnings
+    old.unlink()
+    (again,) = ingest_tables(layout, homes={"claude": [home]}).results
+    assert gone in again.warnings, again.warnings
 
 
 def test_native_cost_wins_and_session_cost_sources(layout, tmp_path):

@@ -12,7 +12,7 @@ from pathlib import Path
 from transforms import jsontext
 from transforms.claude import discover as cc_discover
 from transforms.claude.normalise import PROVIDER, SYNTHETIC, Context, normalise, response_key
-from transforms.claude.reader import FileRead, cached_files, read_jsonl
+from transforms.claude.reader import FileRead, cached_files, newly_gone, read_jsonl
 from transforms.claude.tools import CALL_TYPES, RESULT_TYPES, blocks_of
 from transforms.provider import AgentProvider, Extract, SourceError
 from transforms.sources import Source, file_fingerprint, listing_problem
@@ -37,13 +37,13 @@ class ClaudeProvider(AgentProvider):
         if not root.is_dir():
             raise SourceError(f"the Claude Code project directory {root} is gone")
         ctx = Context(source.source_id, source.project_path, run_at)
-        files, unreadable, unlisted, older = [], [], [], 0
+        files, unreadable, unlisted, kept_older = [], [], [], set()
         cached = {f.rel: f for f in cached_files(cache_dir)}
         for rel, (size, inode, path) in _larger_copies(source, unlisted).items():
             before = cached.get(rel)
             if before and inode != before.inode and size < before.offset:  # another copy, older than the one
-                older += 1  # read before (its home deleted that one, a backup holds less): kept from the cache
-                continue
+                kept_older.add(rel)  # read before (its home deleted that one, a backup holds less): kept from
+                continue  # the cache
             try:
                 files.append(read_jsonl(path, rel, cache_dir))
             except OSError as exc:  # one unreadable transcript must not fail the others
@@ -54,12 +54,16 @@ class ClaudeProvider(AgentProvider):
         rows, findings, kept = normalise(files + gone, metas, ctx, cached_notes)
         findings.notes += list(dict.fromkeys(listing_problem(e, "transcripts") for e in unlisted))
         findings.unread = len(unreadable) + len(unlisted)  # not settled: read again next run
-        if len(gone) > older:
-            findings.notes.append(f"{len(gone) - older} transcripts no longer on disk (Claude Code deletes old ones) "
-                                  "kept from the cache")
-        if older:
-            findings.notes.append(f"{older} transcripts on disk only in older copies than the ones read before "
-                                  "(a backup's): kept from the cache")
+        # said by the run that finds them gone (and to a lake landed into for the first time), not
+        # by every later run of the project
+        deleted = [f.rel for f in gone if f.rel not in kept_older and f.rel not in dict(unreadable)]
+        newly = newly_gone(cache_dir, deleted)
+        if cached_notes and deleted or newly:
+            findings.notes.append(f"{len(deleted if cached_notes else newly)} transcripts no longer on disk (Claude "
+                                  "Code deletes old ones) kept from the cache")
+        if kept_older:
+            findings.notes.append(f"{len(kept_older)} transcripts on disk only in older copies than the ones read "
+                                  "before (a backup's): kept from the cache")
         # a run's warnings are those of the lines it read: an earlier run's were said then
         not_utf8 = sum(f.not_utf8 - (0 if cached_notes else f.not_utf8_before) for f in files + gone)
         findings.reported += 0 if cached_notes else sum(f.bad_before for f in files + gone)
