@@ -9,6 +9,7 @@ import shlex
 import shutil
 import signal
 import sys
+from collections import Counter
 from functools import partial
 from pathlib import Path
 
@@ -61,11 +62,13 @@ def cmd_ingest(args) -> int:
     summary = run_ingest(layout, options, full_refresh=args.full_refresh, quiet=args.quiet)
     print_summary(summary, layout, verbose=args.verbose, sql=command_for(layout, "sql"))
     _mixed_with_a_demo(layout, summary)
+    if not args.quiet and not _places_named(args):
+        _say_not_found(layout, summary, verbose=args.verbose)
     if not summary.results:
         where = (f"each agent's default home, e.g. {global_data_dir(options.env) / 'projects.json'}"
                  if options.use_default else "the named places")
         print_err(f"no sources found (looked in {where}); name stores with --db, --crush-root, --codewhale-home "
-             "or --agent-home AGENT=DIR, or try `agentlake demo`")
+                  "or --agent-home AGENT=DIR" + ("" if has_data(layout) else ", or try `agentlake demo`"))
     return summary.exit_code
 
 
@@ -80,6 +83,42 @@ def _say_names_stored_otherwise(args, layout: Layout) -> None:
                 for i, (flag, given, stored) in enumerate(pairs)]
         print_err(f"note: {', and '.join(said)} (names are kept in lower case letters, digits and dashes; "
                   "filters and budgets take either)")
+
+
+NOT_FOUND_SAID = "not-found-said.json"  # in the state folder: the sources a run said it did not find
+
+
+def _places_named(args) -> bool:
+    """The run looked only where its flags said, not everywhere the home looks."""
+    return bool(args.db or args.crush_root or args.codewhale_home or args.codewhale_session or args.agent_home)
+
+
+def _say_not_found(layout: Layout, summary, verbose: bool) -> None:
+    """Sources landed before that a run looking everywhere did not find: their rows stay, and a
+    moved store or an agent's home variable set elsewhere said nothing (a trial's deleted home).
+    Said by the run that first misses them (`--verbose`: every run, naming them). The demo's
+    sources are found by `agentlake demo` only."""
+    from transforms.providers import PROVIDERS
+    from transforms.said_once import not_said_before
+    from warehouse.land.demo_home import is_demos
+    from warehouse.land.source_state import SourceStates
+
+    found = {(r.source.provider, r.source.source_id) for r in summary.results}
+    missing = sorted((agent, path) for agent, paths in SourceStates(layout).not_found(found, PROVIDERS).items()
+                     for path in paths if not is_demos(path))
+    newly = not_said_before(layout.state_dir / NOT_FOUND_SAID if layout.state_dir.is_dir() else None,
+                            [f"{agent} {path}" for agent, path in missing])
+    said = [pair for pair in missing if verbose or f"{pair[0]} {pair[1]}" in newly]
+    if not said:
+        return
+    agents = Counter(agent for agent, _ in said)
+    print_err(f"note: {len(said)} source{'s' if len(said) > 1 else ''} landed before "
+              f"{'were' if len(said) > 1 else 'was'} not found this run "
+              f"({', '.join(f'{agent} {n}' for agent, n in sorted(agents.items()))}): the lake keeps their rows. A "
+              "store deleted or moved, or an agent's home set elsewhere? " + ("" if verbose else "--verbose names them; ")
+              + "`agentlake sources` lists what is found")
+    for agent, path in said if verbose else ():
+        print_err(f"  not found: {agent} {path}")
 
 
 def _mixed_with_a_demo(layout: Layout, summary) -> None:

@@ -412,3 +412,31 @@ def test_agentlake_warehouse_is_not_read_with_home_and_a_note_says_so(built_once
     # the same file, spelt another way: nothing to say (found reviewing this stop's change)
     same = run_cli("sql", "--home", str(home), "SELECT 1", env={"AGENTLAKE_WAREHOUSE": f"{home}/./warehouse.ducklake"})
     assert same.returncode == 0 and "AGENTLAKE_WAREHOUSE" not in same.stderr, same.stderr
+
+
+def test_sources_landed_before_and_not_found_are_said_once_and_keep_their_rows(tmp_path):
+    """An agent's home deleted, moved or set elsewhere: the next runs found nothing of it and said
+    nothing. The run that first misses a source says so (the lake keeps its rows), later runs do
+    not, --verbose names them every run; a run told where to look (--crush-root) says nothing."""
+    from transforms.synth.crush import generate_store
+
+    store = generate_store(tmp_path / "crush", projects=2, sessions_per_project=2, seed=3)
+    home = tmp_path / "home"
+    env = {"CRUSH_GLOBAL_DATA": str(store.global_dir)}
+    assert run_cli("ingest", "--home", home, env=env).returncode == 0
+    moved = tmp_path / "moved"
+    shutil.move(store.global_dir, moved)  # the env variable now names nothing
+    first = run_cli("ingest", "--home", home, env=env)
+    assert first.returncode == 0 and ("note: 2 sources landed before were not found this run (crush 2): the lake "
+                                      "keeps their rows") in first.stderr, first.stderr
+    assert "not found: crush" not in first.stderr and "try `agentlake demo`" not in first.stderr
+    again = run_cli("ingest", "--home", home, env=env)
+    assert again.returncode == 0 and "not found this run" not in again.stderr, again.stderr
+    listed = run_cli("ingest", "--home", home, "--verbose", env=env)
+    named = sorted(line.removeprefix("  not found: crush ") for line in listed.stderr.splitlines()
+                   if line.startswith("  not found: "))
+    assert named == sorted(str(db.path) for db in store.dbs), listed.stderr
+    elsewhere = run_cli("ingest", "--home", home, "--crush-root", moved, env=env)
+    assert "not found this run" not in elsewhere.stderr and "0 failed" in elsewhere.stdout, elsewhere.stderr
+    sessions = run_cli("sql", "--home", home, "--format", "csv", "SELECT COUNT(*) AS n FROM sessions")
+    assert sessions.stdout.split() == ["n", str(store.sessions)], sessions.stdout

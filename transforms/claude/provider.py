@@ -12,9 +12,10 @@ from pathlib import Path
 from transforms import jsontext
 from transforms.claude import discover as cc_discover
 from transforms.claude.normalise import PROVIDER, SYNTHETIC, Context, normalise, response_key
-from transforms.claude.reader import FileRead, cached_files, newly_gone, read_jsonl
+from transforms.claude.reader import GONE_SAID, FileRead, cached_files, read_jsonl
 from transforms.claude.tools import CALL_TYPES, RESULT_TYPES, blocks_of
 from transforms.provider import AgentProvider, Extract, SourceError
+from transforms.said_once import not_said_before
 from transforms.sources import Source, file_fingerprint, listing_problem
 
 META_SUFFIX = ".meta.json"
@@ -57,7 +58,7 @@ class ClaudeProvider(AgentProvider):
         # said by the run that finds them gone (and to a lake landed into for the first time), not
         # by every later run of the project
         deleted = [f.rel for f in gone if f.rel not in kept_older and f.rel not in dict(unreadable)]
-        newly = newly_gone(cache_dir, deleted)
+        newly = not_said_before(cache_dir and cache_dir / GONE_SAID, deleted)
         if cached_notes and deleted or newly:
             findings.notes.append(f"{len(deleted if cached_notes else newly)} transcripts no longer on disk (Claude "
                                   "Code deletes old ones) kept from the cache")

@@ -9,7 +9,6 @@ offset stops before it), but it is returned for this run, parsed or as a bad lin
 """
 
 import hashlib
-import json
 import os
 import pickle
 from dataclasses import dataclass, field
@@ -158,26 +157,7 @@ def read_jsonl(path: Path, rel: str, cache_dir: Path | None) -> FileRead:
     return out
 
 
-GONE_SAID = "gone-said.json"  # the transcripts an earlier run said were gone from disk
-
-
-def newly_gone(cache_dir: Path | None, gone: list[str]) -> list[str]:
-    """Of the transcripts `gone` from disk (kept from the cache), those no earlier run said were
-    gone; the cache then holds `gone` as said (a transcript back on disk leaves it, and is said
-    again if it goes once more). Without a cache, all of them."""
-    if cache_dir is None:
-        return gone
-    path = cache_dir / GONE_SAID
-    try:
-        said = set(json.loads(path.read_text()))
-    except (OSError, ValueError):  # none yet, or cut short: said again, which loses nothing
-        said = set()
-    if said != set(gone):
-        try:
-            replace_file(path, json.dumps(sorted(gone)))
-        except OSError:
-            pass  # said again next run
-    return [rel for rel in gone if rel not in said]
+GONE_SAID = "gone-said.json"  # the transcripts an earlier run said were gone from disk (transforms.said_once)
 
 
 def cached_files(cache_dir: Path | None) -> list[FileRead]:

@@ -108,6 +108,23 @@ class SourceStates:
         return {name[len(prefix):-5] for name in names
                 if name.startswith(prefix) and name.endswith(".json") and "." not in name[len(prefix):-5]}
 
+    def not_found(self, found: set[tuple[str, str]], providers) -> dict[str, list[str]]:
+        """By agent, the paths of the sources with a state here, of `providers`, that a run which
+        looked everywhere it is told to did not find (`found`: (provider, source_id)): stores
+        deleted or moved, or an agent's home set elsewhere. One listing of the state folder."""
+        try:
+            names = sorted(os.listdir(self.dir))
+        except OSError:
+            return {}
+        missing: dict[str, list[str]] = {}
+        for name in names:
+            provider, dash, source_id = name.removesuffix(".json").partition("-")
+            if (not name.endswith(".json") or not dash or provider not in providers or "." in source_id
+                    or (provider, source_id) in found):
+                continue
+            missing.setdefault(provider, []).append(self.of(provider, source_id).path or source_id)
+        return missing
+
     def lock(self, provider: str, source_id: str, timeout: float | None = None):
         """One writer per source at a time (the sensor's run and a manual ingest, say);
         `timeout`: at most that many seconds of waiting, then locks.LockBusy."""
