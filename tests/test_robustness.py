@@ -107,3 +107,48 @@ def test_value_arrow_cannot_hold_fails_only_its_source(layout, project, monkeypa
     summary = ingest_tables(layout, good.db, bad.db)
     assert sorted((r.source.project, r.status) for r in summary.results) == [("bad", "failed"), ("good", "ok")]
     assert "OverflowError" in next(r.error for r in summary.results if r.status == "failed")
+
+
+def test_rows_for_a_table_or_column_the_contract_has_not_fail_their_source_not_silently(layout, project,
+                                                                                        monkeypatch):
+    """A new agent's extractor that misspelt `tool_calls` (or a column) had its rows dropped, and
+    the run said `ok`: the lake lost them without a word. Its source fails, naming the key, and
+    writes nothing; the other sources land."""
+    from transforms.providers import PROVIDERS
+
+    stores = {name: project(name) for name in ("good", "table", "column")}
+    for p in stores.values():
+        add_session(p.conn, "s", title="t", created_at=T0)
+        add_message(p.conn, "m", "s", "assistant", [text_part("hi")], created_at=T0)
+        p.close()
+    crush = PROVIDERS["crush"]
+    real = crush.extract
+
+    def misspelt(source, *args, **kwargs):
+        extract = real(source, *args, **kwargs)
+        if source.project == "table":
+            extract.rows["tool_call"] = extract.rows.pop("tool_calls")
+        elif source.project == "column":
+            sessions = extract.rows["sessions"]
+            extract.rows["sessions"] = sessions.append_column("titel", pa.array(["t"] * sessions.num_rows))
+        return extract
+
+    monkeypatch.setattr(crush, "extract", misspelt)
+    summary = ingest_tables(layout, *(p.db for p in stores.values()))
+    by_project = {r.source.project: r for r in summary.results}
+    assert {name: r.status for name, r in by_project.items()} == {"good": "ok", "table": "failed", "column": "failed"}
+    assert by_project["table"].error.startswith("crush's extractor gave rows for 'tool_call', not a table of the "
+                                                "contract (sessions, "), by_project["table"].error
+    assert by_project["column"].error == ("crush's extractor gave sessions rows the column 'titel', not in the "
+                                          "contract (transforms/contract.py): nothing of the source was written")
+    assert query(layout, "SELECT project, COUNT(*) FROM messages GROUP BY 1") == [("good", 1)]
+
+
+def test_a_rows_own_project_is_the_one_key_beside_the_contracts_columns():
+    from transforms.contract import DATA_TABLES
+
+    rows = {"messages": [{"message_id": "m", "session_id": "s", "project": "other"}]}
+    landing_files.check_rows(list(DATA_TABLES), rows, "opencode")  # a store spanning projects names each row's
+    rows["messages"][0]["Role"] = "user"
+    with pytest.raises(landing_files.RowsOutsideContract, match="gave messages rows the column 'Role', not in"):
+        landing_files.check_rows(list(DATA_TABLES), rows, "opencode")

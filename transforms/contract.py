@@ -370,7 +370,8 @@ DATA_TABLES = (SESSIONS, MESSAGES, PARTS, TOOL_CALLS, FILE_VERSIONS, READ_FILES,
 ALL_TABLES = DATA_TABLES + (SOURCES,)
 BY_NAME = {t.name: t for t in ALL_TABLES}
 # The data tables an agent fills when it keeps no file history of its own (file_versions and
-# read_files are Crush's): a provider returns each of them, empty ones too.
+# read_files are Crush's): one it leaves out lands empty, and one the contract has not fails the
+# source (warehouse.land.landing_files.check_rows).
 TRANSCRIPT_TABLES = tuple(t.name for t in (SESSIONS, MESSAGES, PARTS, TOOL_CALLS, USAGE, QUARANTINE))
 
 # The canonical `parts.part_type` vocabulary (Crush's names, plus two): every agent maps to it.

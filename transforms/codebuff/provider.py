@@ -7,7 +7,6 @@ from transforms import jsontext
 from transforms.codebuff import discover as cb_discover
 from transforms.codebuff.discover import CHAT_FILES, PROVIDER
 from transforms.codebuff.normalise import Context, normalise
-from transforms.contract import TRANSCRIPT_TABLES
 from transforms.findings import Findings
 from transforms.provider import AgentProvider, Extract, read_file
 from transforms.sources import Source, file_fingerprint
@@ -48,7 +47,7 @@ class CodebuffProvider(AgentProvider):
             findings.notes.append(f"{folder.name}: {len(messages)} messages: Codebuff keeps the last 100 only, "
                                   "older ones (and their credits) may be gone from the file")
         rows["quarantine"] = []
-        return Extract(rows={t: rows.get(t, []) for t in TRANSCRIPT_TABLES}, findings=findings,
+        return Extract(rows=rows, findings=findings,
                        schema_version=1 if legacy else 2, expected={"sessions": 1, "messages": len(messages)})
 
 

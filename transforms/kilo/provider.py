@@ -6,7 +6,6 @@ from datetime import datetime
 from pathlib import Path
 
 from transforms import jsontext
-from transforms.contract import TRANSCRIPT_TABLES
 from transforms.findings import Findings
 from transforms.kilo import discover as kilo_discover
 from transforms.kilo.discover import PROVIDER, TASK_FILES
@@ -77,5 +76,5 @@ def _task_folder(source: Source, run_at: datetime) -> Extract:
     ctx = Context(source.source_id, folder.name, source.project_path or workspace_of(api) or "")
     rows = normalise(api, ui, ctx, findings, docs[METADATA])
     rows["quarantine"] = quarantine
-    return Extract(rows={t: rows.get(t, []) for t in TRANSCRIPT_TABLES}, findings=findings,
+    return Extract(rows=rows, findings=findings,
                    expected={"sessions": 1, "messages": len(api)})

@@ -5,7 +5,6 @@ from datetime import datetime
 from pathlib import Path
 
 from transforms import jsontext
-from transforms.contract import TRANSCRIPT_TABLES
 from transforms.findings import Findings
 from transforms.pi import discover as pi_discover
 from transforms.pi.discover import PROVIDER
@@ -46,7 +45,7 @@ class PiProvider(AgentProvider):
             return Extract(rows={"quarantine": [row]}, findings=findings, expected={"sessions": 1})
         rows["quarantine"] = quarantine
         version = header.get("version") if isinstance(header.get("version"), int) else 1
-        return Extract(rows={t: rows.get(t, []) for t in TRANSCRIPT_TABLES}, findings=findings, schema_version=version,
+        return Extract(rows=rows, findings=findings, schema_version=version,
                        expected={"sessions": 1, "messages": expected_messages(entries, copied)})
 
 

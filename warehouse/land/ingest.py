@@ -30,7 +30,8 @@ from warehouse.lake.layout import DAMAGED, Layout, damaged_file, landing_dir, ru
 from warehouse.lake.scratch_dirs import scratch
 from warehouse.land import landed_as
 from warehouse.land.bundle_folders import evict_moved, taken_over
-from warehouse.land.landing_files import build_files, landed_files, read_file, write_files, write_run_log
+from warehouse.land.landing_files import (
+    RowsOutsideContract, build_files, landed_files, read_file, write_files, write_run_log)
 from warehouse.land.retention import carry_forward
 from warehouse.land.source_state import SourceStates, Verdict
 
@@ -236,6 +237,8 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
         built = build_files(list(DATA_TABLES), extract.rows, provider=source.provider,
                             source_id=source.source_id, project=source.project, machine=layout.machine,
                             user=layout.user, landing_id=f"{fingerprint}:{SCHEMA_VERSION}")
+    except RowsOutsideContract as exc:  # an extractor's defect: this source fails, the lake is untouched
+        return SourceResult(source, "failed", error=str(exc), fingerprint=fingerprint)
     except Exception as exc:  # a value Arrow cannot hold: this source fails, the lake is untouched
         return SourceResult(source, "failed", error=f"cannot convert the rows: {type(exc).__name__}: {exc}",
                             fingerprint=fingerprint)

@@ -120,9 +120,37 @@ class SourceFiles:
     out_of_range: list[str] = field(default_factory=list)  # each value nulled, said with its row
 
 
+class RowsOutsideContract(ValueError):
+    """An extractor gave a table or a column the contract has not: a defect of the extractor,
+    whose rows would otherwise be dropped without a word (a misspelt `tool_call`)."""
+
+
+# what a row may hold beside its table's columns: the project of a store that spans several
+# (with_partition), which becomes the partition's
+PARTITION_KEYS = frozenset({"project"})
+
+
+def check_rows(tables: list[Table], rows: dict[str, Rows], provider: str) -> None:
+    """RowsOutsideContract for a table or a column of `rows` that `tables` have not."""
+    known = {t.name: t for t in tables}
+    unknown = sorted(set(rows) - set(known))
+    if unknown:
+        raise RowsOutsideContract(f"{provider}'s extractor gave rows for {', '.join(map(repr, unknown))}, not a table "
+                                  f"of the contract ({', '.join(known)}): nothing of the source was written")
+    for name, table_rows in rows.items():
+        given = set(table_rows.column_names) if isinstance(table_rows, pa.Table) else set().union(*table_rows)
+        extra = sorted(given - set(known[name].column_names) - PARTITION_KEYS)
+        if extra:
+            raise RowsOutsideContract(f"{provider}'s extractor gave {name} rows the column"
+                                      f"{'s' if len(extra) > 1 else ''} {', '.join(map(repr, extra))}, not in the "
+                                      f"contract (transforms/contract.py): nothing of the source was written")
+
+
 def build_files(tables: list[Table], rows: dict[str, Rows], *, provider: str, source_id: str,
                 project: str, machine: str, user: str, landing_id: str) -> SourceFiles:
-    """`machine` and `user` are stamped on every row: who ingested it."""
+    """`machine` and `user` are stamped on every row: who ingested it. RowsOutsideContract for a
+    table or column the contract has not (check_rows)."""
+    check_rows(tables, rows, provider)
     built = SourceFiles()
     dated = {}
     for table in tables:

@@ -68,9 +68,9 @@ def _session_ids_of(rows) -> set:
 def _append(rows, kept: pa.Table):
     """`rows` (dicts or a table) with the lake's `kept` rows after them, each with its own
     `project` (its `date` is derived again when written)."""
+    kept = kept.drop_columns(["date"]) if "date" in kept.column_names else kept
     if rows is not None and not isinstance(rows, pa.Table):
         return rows + kept.to_pylist()
-    kept = kept.drop_columns(["date"]) if "date" in kept.column_names else kept
     # a provider's table has no `project` column, or a different one: columns are matched by name
     return kept if rows is None else pa.concat_tables([rows, kept], promote_options="permissive")
 
