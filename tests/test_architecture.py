@@ -55,7 +55,9 @@ def test_every_provider_maps_tools_to_the_shared_categories():
     assert set(mcp_names) == set(PROVIDERS)
     for name, mcp in mcp_names.items():
         module = importlib.import_module(f"transforms.{name}.tools")
-        assert set(module._CATEGORY.values()) <= set(TOOL_CATEGORIES), module.__name__
+        # the vocabulary as data (transforms.tools.ToolVocabulary), or the first agents' dict
+        categories = module.TOOLS.categories if hasattr(module, "TOOLS") else module._CATEGORY
+        assert set(categories.values()) <= set(TOOL_CATEGORIES), module.__name__
         assert module.tool_category("no_such_tool") == "other", name
         if mcp:
             assert module.tool_category(mcp) == "mcp", name
@@ -138,3 +140,14 @@ def test_nothing_imports_in_a_circle():
         if node not in state:
             visit(node, [node])
     assert circles == []
+
+
+def test_a_discover_module_without_env_vars_is_named_with_the_step_it_misses(monkeypatch):
+    """A new agent's discover.py without ENV_VARS broke every test at import, and `agentlake
+    schedule`, with a bare AttributeError."""
+    import transforms.codewhale.discover as discover
+    from transforms.providers import env_vars
+
+    monkeypatch.delattr(discover, "ENV_VARS")
+    with pytest.raises(AttributeError, match=r"transforms/codewhale/discover.py has no ENV_VARS: .*step 2"):
+        env_vars()

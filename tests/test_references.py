@@ -36,8 +36,9 @@ NOT_SCANNED = ("tests/fixtures/",)  # data copied from upstream, kept byte for b
 
 
 def _tracked(suffix: str) -> list[Path]:
-    names = subprocess.run(["git", "ls-files", "-z", f"*{suffix}"], cwd=ROOT, capture_output=True, text=True,
-                           check=True).stdout.split("\0")
+    # the files git does not track yet too (not those it ignores): a new agent's folder before its first commit
+    names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", f"*{suffix}"],
+                           cwd=ROOT, capture_output=True, text=True, check=True).stdout.split("\0")
     return [ROOT / n for n in sorted(names) if n and not n.startswith(NOT_SCANNED) and (ROOT / n).exists()]
 
 

@@ -85,5 +85,10 @@ def env_vars() -> tuple[str, ...]:
 
     names = set(HOME_VARS)
     for folder, _, _ in _KNOWN.values():
-        names |= set(import_module(f"transforms.{folder}.discover").ENV_VARS)
+        module = import_module(f"transforms.{folder}.discover")
+        if not hasattr(module, "ENV_VARS"):  # a new agent's: said as the step it misses
+            raise AttributeError(f"transforms/{folder}/discover.py has no ENV_VARS: every agent's discover module "
+                                 "names the environment variables it reads, () for none (docs/ARCHITECTURE.md, "
+                                 "\"Adding a provider\", step 2)")
+        names |= set(module.ENV_VARS)
     return tuple(sorted(names))
