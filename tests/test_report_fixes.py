@@ -145,10 +145,14 @@ def test_synthetic_replies_are_not_called_a_model(mixed, capsys):
     rows = _json(capsys, mixed.home, "--by", "model", "--top", "0")["by_model"]
     synthetic = [r for r in rows if r["model_name"] == "<synthetic>"]
     assert synthetic and all(r["models"] == "<synthetic>" for r in synthetic)
+    # they made no request: a known $0, as model_usage says, not a blank the legend reads as unknown
+    assert [r["cost_usd"] for r in synthetic] == [0] == [
+        float(c) for (c,) in query(mixed, "SELECT cost_usd FROM model_usage WHERE model_name = '<synthetic>'")]
     assert main(["report", "--home", str(mixed.home), "--by", "model", "--top", "0"]) == 0
     text = capsys.readouterr().out
     # said for the name it groups under and for the recorded name listed beside it
     assert "<synthetic>" not in text and text.count(said) == 2 * len(synthetic)
+    assert re.search(rf"^{re.escape(said)} +0\.0000 ", text, re.M), text
     project, source, sid, models = query(mixed, "SELECT project, source_id, session_id, models FROM session_summary "
                                                 "WHERE models LIKE '%<synthetic>%' LIMIT 1")[0]
     with connect(mixed.warehouse) as con:

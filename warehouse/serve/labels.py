@@ -11,6 +11,7 @@ NO_MODEL = "no model recorded"
 # what agents write where a model's name belongs for replies no model gave: Claude Code's
 # `<synthetic>` (an API error, an interrupted turn; never billed, docs/FORMATS.md)
 NOT_MODELS = {"<synthetic>": "synthetic (not a model)"}
+NEVER_BILLED = ("<synthetic>",)  # of those, the replies that made no request: their cost is a known 0
 # a model, the name it groups under (model_names), or models comma-separated (session_summary.models)
 MODEL_COLUMNS = ("model", "model_name", "models")
 SEPARATOR = ", "

@@ -12,7 +12,8 @@ from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
 
 from warehouse.serve.formatting import fetch_rows, json_text, render
-from warehouse.serve.labels import label
+from warehouse.lake.ducklake import sql_string
+from warehouse.serve.labels import NEVER_BILLED, label
 from warehouse.catalog.marts import create_block_views
 from warehouse.serve.local_days import local_date
 from warehouse.lake.layout import stored_name
@@ -127,9 +128,11 @@ _USE = {
 }
 
 
-def _cost_and_use(keys: list[str], use: list[str], order: str, listed: tuple[tuple[str, str], ...] = ()) -> str:
+def _cost_and_use(keys: list[str], use: list[str], order: str, listed: tuple[tuple[str, str], ...] = (),
+                  never_billed: str | None = None) -> str:
     """One row per key: the cost (daily_costs) and each measure of `use`, summed per key over
-    one union of per-table aggregates (a key with use but no cost row still shows). `listed`:
+    one union of per-table aggregates (a key with use but no cost row still shows, its cost NULL:
+    unknown, unless `never_billed`, a condition on the keys, says it is a known 0). `listed`:
     (column, name) of the values of a column each row gathers, listed (`sorted_list`)."""
     k = ", ".join(keys + [column for column, _ in listed if column not in keys])
     branches = [f"SELECT {k}, cost_usd, cost_source FROM daily_costs {{w}}"]
@@ -137,7 +140,8 @@ def _cost_and_use(keys: list[str], use: list[str], order: str, listed: tuple[tup
     out = ", ".join(key.rsplit(" AS ", 1)[-1] for key in keys)  # a key computed in the branches: its name
     # a count that found none is 0, as in Totals; tokens no row recorded stay NULL (Crush records none)
     measures = "".join(f", SUM({m}) AS {m}" if m == "tokens" else f", COALESCE(SUM({m}), 0) AS {m}" for m in use)
-    return (f"SELECT {out}, {_COST} AS cost_usd{measures}"
+    cost = _COST if never_billed is None else f"COALESCE({_COST}, CASE WHEN bool_and({never_billed}) THEN 0::DECIMAL(38, 9) END)"
+    return (f"SELECT {out}, {cost} AS cost_usd{measures}"
             + "".join(f", {sorted_list(column)} AS {name}" for column, name in listed)
             + f", {sorted_list('cost_source')} AS cost_source "
             + "FROM (" + " UNION ALL BY NAME ".join(f"({b})" for b in branches) + ") "
@@ -156,9 +160,11 @@ BY_SQL = {
     "month": _cost_and_use(["CAST(date_trunc('month', date) AS DATE) AS month"], _COUNTS, "month"),
     "project": _cost_and_use(["project", "provider"], _COUNTS, "cost_usd DESC NULLS LAST, project, provider"),
     # one row per name a model groups under (model_names), whatever each agent recorded: the
-    # recorded names listed
+    # recorded names listed; Claude Code's `<synthetic>` replies made no request: a known 0, as
+    # model_usage has it
     "model": _cost_and_use(["model_name"], ["assistant_messages", "tokens"], "cost_usd DESC NULLS LAST, model_name",
-                           listed=(("model", "models"), ("provider", "agents"))),
+                           listed=(("model", "models"), ("provider", "agents")),
+                           never_billed=f"model_name IN ({', '.join(map(sql_string, NEVER_BILLED))})"),
     "agent": _cost_and_use(["provider"], _COUNTS, "cost_usd DESC NULLS LAST, provider"),
     "user": _cost_and_use(['"user"', "machine"], _COUNTS, 'cost_usd DESC NULLS LAST, "user", machine',
                            listed=(("provider", "agents"),)),
