@@ -459,7 +459,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--user", help="one user, as ingested")
     p.add_argument("--machine", help="one machine, as ingested")
     p.add_argument("--role", choices=("user", "assistant", "system", "developer", "tool"),
-                   help="messages of this role only (tool: tool calls)")
+                   help="messages of this role only (tool: tool calls, and the messages holding a tool's result)")
     p.add_argument("--tool", metavar="NAME", help="tool calls of this tool only: its native name (bash, Edit, "
                                                   "shell_command, ...) or its category (shell, read, edit, ...)")
     p.add_argument("--kind", choices=("message", "tool_call"), help="messages only, or tool calls only")

@@ -90,7 +90,8 @@ NOT_FOUND_SAID = "not-found-said.json"  # in the state folder: the sources a run
 
 def _places_named(args) -> bool:
     """The run looked only where its flags said, not everywhere the home looks."""
-    return bool(args.db or args.crush_root or args.codewhale_home or args.codewhale_session or args.agent_home)
+    return bool(args.db or args.crush_root or args.codewhale_home or args.codewhale_session or args.agent_home
+                or args.no_default)
 
 
 def _say_not_found(layout: Layout, summary, verbose: bool) -> None:
@@ -106,8 +107,9 @@ def _say_not_found(layout: Layout, summary, verbose: bool) -> None:
     found = {(r.source.provider, r.source.source_id) for r in summary.results}
     missing = sorted((agent, path) for agent, paths in SourceStates(layout).not_found(found, PROVIDERS).items()
                      for path in paths if not is_demos(path))
-    newly = not_said_before(layout.state_dir / NOT_FOUND_SAID if layout.state_dir.is_dir() else None,
-                            [f"{agent} {path}" for agent, path in missing])
+    newly, remember = not_said_before(layout.state_dir / NOT_FOUND_SAID if layout.state_dir.is_dir() else None,
+                                      [f"{agent} {path}" for agent, path in missing])
+    remember()
     said = [pair for pair in missing if verbose or f"{pair[0]} {pair[1]}" in newly]
     if not said:
         return

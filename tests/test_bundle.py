@@ -449,3 +449,30 @@ def test_a_folder_another_run_holds_is_left_for_the_next_run_not_waited_for_fore
     assert _totals(layout) == before
     assert _landed_sources(layout) == {r.source.source_id for r in again.results}
     assert {r.status for r in ingest_tables(layout, homes={"codex": [home]}).results} == {"unchanged"}
+
+
+def test_a_project_split_into_buckets_leaves_no_source_said_not_found(layout, tmp_path, monkeypatch):
+    """A project past the bucket size lands in buckets of new ids; the bundle it leaves keeps its
+    state while it holds a session deleted from disk (its carried rows). That state is no store
+    moved or deleted: `agentlake ingest` said "1 source landed before was not found" for it."""
+    import transforms.bundle as bundle
+    from warehouse.land.source_state import SourceStates
+
+    monkeypatch.setattr(bundle, "BUCKET_SESSIONS", 8)
+    home = tmp_path / "codex"
+    generate_home(home, sessions=4, workspaces=("/home/dev/shop",))
+    ingest_tables(layout, homes={"codex": [home]})
+    for rollout in sorted(home.rglob("rollout-*.jsonl"))[:3]:  # rows kept in the lake, carried by the bundle
+        rollout.unlink()
+    ingest_tables(layout, homes={"codex": [home]})
+    monkeypatch.setattr(bundle, "BUCKET_SESSIONS", 1)  # the project splits into buckets of new ids
+    grown = ingest_tables(layout, homes={"codex": [home]})
+    found = {(r.source.provider, r.source.source_id) for r in grown.results}
+    assert all(r.source.identity.startswith("project:/home/dev/shop#") for r in grown.results)
+    states = SourceStates(layout)
+    left = [i for i in states.ids("codex") if ("codex", i) not in found]
+    assert left and all(states.of("codex", i).parts == {} for i in left)  # the bundle it left, holding no part
+    assert states.not_found(found, PROVIDERS) == {}
+    # a home moved away is not found: its buckets are said
+    home.rename(tmp_path / "moved")
+    assert sorted(SourceStates(layout).not_found(set(), PROVIDERS)) == ["codex"]

@@ -268,14 +268,27 @@ def test_trap5_synthetic_lines_are_not_priced_and_advisor_iterations_are(layout,
     assert any("1 <synthetic> API-error responses not billed" in w for w in summary.results[0].warnings)
 
 
-def test_trap5_transcripts_claude_code_deletes_keep_their_history(layout, tmp_path):
+def test_trap5_transcripts_claude_code_deletes_keep_their_history(layout, tmp_path, monkeypatch):
+    """Their rows stay, kept from the read cache. The note is said once per lake, by the run that
+    lands the project without them: not by each later run, not lost to a run that failed before
+    it landed, and said to each lake the home lands into."""
+    from warehouse.lake.layout import Layout
+    from warehouse.land import ingest as ingest_module
+
     home = tmp_path / "claude"
     other = "88888888-1111-4222-8333-444455556666"
     old = write_jsonl(project(home) / f"{SID}.jsonl",
                       [user_line(SID, T0, CWD, "old")] + response(SID, T0, "m1", usage(1, 10)))
     write_jsonl(project(home) / f"{other}.jsonl", [user_line(other, T0, CWD, "new")])
-    ingest_tables(layout, homes={"claude": [home]})
+    team = Layout.resolve(home=layout.home, lake=tmp_path / "team-lake", machine="laptop", user="dev")
+    for lake in (layout, team):
+        ingest_tables(lake, homes={"claude": [home]})
     old.unlink()  # cleanupPeriodDays passed
+    real_write = ingest_module.write_files
+    monkeypatch.setattr(ingest_module, "write_files", lambda *a, **k: (_ for _ in ()).throw(OSError("disk full")))
+    (failed,) = ingest_tables(layout, homes={"claude": [home]}).results  # nothing landed: nothing said
+    assert failed.status == "failed" and "disk full" in failed.error
+    monkeypatch.setattr(ingest_module, "write_files", real_write)
     summary = ingest_tables(layout, homes={"claude": [home]})
     assert summary.results[0].status == "ok"
     assert query(layout, "SELECT session_id, total_tokens FROM sessions ORDER BY 1") == [(SID, 11), (other, None)]
@@ -286,11 +299,11 @@ def test_trap5_transcripts_claude_code_deletes_keep_their_history(layout, tmp_pa
     (later,) = ingest_tables(layout, homes={"claude": [home]}).results
     assert later.status == "ok" and not [w for w in later.warnings if "no longer on disk" in w], later.warnings
     assert query(layout, "SELECT session_id, total_tokens FROM sessions ORDER BY 1") == [(SID, 11), (other, None)]
-    from warehouse.lake.layout import Layout  # a lake never told: said to it
-
-    team = Layout.resolve(home=layout.home, lake=tmp_path / "team-lake", machine="laptop", user="dev")
-    (told,) = ingest_tables(team, homes={"claude": [home]}).results
+    (told,) = ingest_tables(team, homes={"claude": [home]}).results  # the other lake's run log has it too
     assert gone in told.warnings, told.warnings
+    assert not [w for w in ingest_tables(team, homes={"claude": [home]}).results[0].warnings if "no longer" in w]
+    first = Layout.resolve(home=layout.home, lake=tmp_path / "new-lake", machine="laptop", user="dev")
+    assert gone in ingest_tables(first, homes={"claude": [home]}).results[0].warnings  # a lake never told
     # back on disk, then deleted once more: said again
     write_jsonl(old, [user_line(SID, T0, CWD, "old")] + response(SID, T0, "m1", usage(1, 10)))
     (back,) = ingest_tables(layout, homes={"claude": [home]}).results

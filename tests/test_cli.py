@@ -417,7 +417,8 @@ def test_agentlake_warehouse_is_not_read_with_home_and_a_note_says_so(built_once
 def test_sources_landed_before_and_not_found_are_said_once_and_keep_their_rows(tmp_path):
     """An agent's home deleted, moved or set elsewhere: the next runs found nothing of it and said
     nothing. The run that first misses a source says so (the lake keeps its rows), later runs do
-    not, --verbose names them every run; a run told where to look (--crush-root) says nothing."""
+    not, --verbose names them every run; a run told where to look (--crush-root, --no-default) says
+    nothing."""
     from transforms.synth.crush import generate_store
 
     store = generate_store(tmp_path / "crush", projects=2, sessions_per_project=2, seed=3)
@@ -438,5 +439,7 @@ def test_sources_landed_before_and_not_found_are_said_once_and_keep_their_rows(t
     assert named == sorted(str(db.path) for db in store.dbs), listed.stderr
     elsewhere = run_cli("ingest", "--home", home, "--crush-root", moved, env=env)
     assert "not found this run" not in elsewhere.stderr and "0 failed" in elsewhere.stdout, elsewhere.stderr
+    nowhere = run_cli("ingest", "--home", home, "--no-default", env=env)  # told not to look: nothing said
+    assert "not found this run" not in nowhere.stderr, nowhere.stderr
     sessions = run_cli("sql", "--home", home, "--format", "csv", "SELECT COUNT(*) AS n FROM sessions")
     assert sessions.stdout.split() == ["n", str(store.sessions)], sessions.stdout

@@ -3,7 +3,7 @@
 import json
 import shutil
 import sqlite3
-from datetime import date
+from datetime import date, datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -269,10 +269,11 @@ def test_a_query_that_starts_with_a_negation_and_the_count_of_hits_cut(home):
 
 
 def test_filters_no_hit_can_meet_together_are_a_usage_error(home):
-    """A tool call's role is `tool` and a message's never is: `--kind message --role tool` said
-    "nothing matches", as if the words were missing. Filters that agree still search."""
-    for messages, calls in ((("--kind", "message"), ("--role", "tool")), (("--role", "user"), ("--kind", "tool_call")),
-                            (("--role", "assistant"), ("--tool", "bash")), (("--kind", "message"), ("--tool", "shell"))):
+    """A tool call names a tool and has the role `tool`; a message names no tool. `--role user
+    --kind tool_call` said "nothing matches", as if the words were missing. Filters that agree
+    still search."""
+    for messages, calls in ((("--role", "user"), ("--kind", "tool_call")), (("--role", "assistant"), ("--tool", "bash")),
+                            (("--kind", "message"), ("--tool", "shell"))):
         ran = _search(home, "docker", *messages, *calls)
         assert ran.returncode == 2 and ran.stdout == "", (messages, calls, ran.stdout)
         assert (f"error: {' '.join(messages).lstrip('-')} keeps messages and {' '.join(calls).lstrip('-')} keeps "
@@ -283,6 +284,26 @@ def test_filters_no_hit_can_meet_together_are_a_usage_error(home):
         hits = json.loads(ran.stdout)
         assert ran.returncode == 0 and hits, (agreeing, ran.stderr)
         assert {h["kind"] for h in hits} == {"message" if "user" in agreeing else "tool_call"}, agreeing
+
+
+def test_a_tool_results_message_is_found_by_role_tool_and_kind_message(tmp_path):
+    """Claude Code records a tool's result in a user line, which may hold text of its own: a
+    message of role `tool`, found with `--kind message --role tool` (a review found the first
+    version of the check above refusing that pair)."""
+    from transforms.synth.claude import tool_result, user_line, write_jsonl
+
+    sid, cwd, at = "7a1e2c44-1111-4222-8333-444455556666", "/home/dev/shop", datetime(2026, 1, 5, tzinfo=timezone.utc)
+    home = tmp_path / "claude"
+    write_jsonl(home / "projects" / "-home-dev-shop" / f"{sid}.jsonl", [
+        user_line(sid, at, cwd, "run the tests"),
+        user_line(sid, at, cwd, [tool_result("call-1", "3 passed"),
+                                               {"type": "text", "text": "zanzibar flaky fixture noted"}])])
+    layout = Layout.resolve(home=tmp_path / "home", machine="laptop", user="dev")
+    ingest(layout, homes={"claude": [home]})
+    ran = run_cli("search", "--home", str(layout.home), "zanzibar", "--kind", "message", "--role", "tool",
+                  "--format", "json")
+    assert ran.returncode == 0, ran.stderr
+    assert [(h["kind"], h["role"], h["provider"]) for h in json.loads(ran.stdout)] == [("message", "tool", "claude")]
 
 
 def test_a_hit_links_its_message_and_a_zone_moves_the_days(home):

@@ -26,6 +26,10 @@ class Findings:
     reported: int = 0
     reported_unfinished: int = 0
     reported_part_types: Counter = field(default_factory=Counter)
+    # files whose rows come from a cache, the agent having deleted them (Claude Code's old
+    # transcripts): said by the ingest that first lands without them (warehouse.land.ingest)
+    gone_from_disk: list[str] = field(default_factory=list)
+    gone_why: str = "the agent deleted them"
 
     def warnings(self, quarantined: int) -> list[str]:
         out = []

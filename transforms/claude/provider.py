@@ -12,10 +12,9 @@ from pathlib import Path
 from transforms import jsontext
 from transforms.claude import discover as cc_discover
 from transforms.claude.normalise import PROVIDER, SYNTHETIC, Context, normalise, response_key
-from transforms.claude.reader import GONE_SAID, FileRead, cached_files, read_jsonl
+from transforms.claude.reader import FileRead, cached_files, read_jsonl
 from transforms.claude.tools import CALL_TYPES, RESULT_TYPES, blocks_of
 from transforms.provider import AgentProvider, Extract, SourceError
-from transforms.said_once import not_said_before
 from transforms.sources import Source, file_fingerprint, listing_problem
 
 META_SUFFIX = ".meta.json"
@@ -55,13 +54,8 @@ class ClaudeProvider(AgentProvider):
         rows, findings, kept = normalise(files + gone, metas, ctx, cached_notes)
         findings.notes += list(dict.fromkeys(listing_problem(e, "transcripts") for e in unlisted))
         findings.unread = len(unreadable) + len(unlisted)  # not settled: read again next run
-        # said by the run that finds them gone (and to a lake landed into for the first time), not
-        # by every later run of the project
-        deleted = [f.rel for f in gone if f.rel not in kept_older and f.rel not in dict(unreadable)]
-        newly = not_said_before(cache_dir and cache_dir / GONE_SAID, deleted)
-        if cached_notes and deleted or newly:
-            findings.notes.append(f"{len(deleted if cached_notes else newly)} transcripts no longer on disk (Claude "
-                                  "Code deletes old ones) kept from the cache")
+        findings.gone_from_disk = [f.rel for f in gone if f.rel not in kept_older and f.rel not in dict(unreadable)]
+        findings.gone_why = "Claude Code deletes old ones"
         if kept_older:
             findings.notes.append(f"{len(kept_older)} transcripts on disk only in older copies than the ones read "
                                   "before (a backup's): kept from the cache")

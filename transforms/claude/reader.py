@@ -157,9 +157,6 @@ def read_jsonl(path: Path, rel: str, cache_dir: Path | None) -> FileRead:
     return out
 
 
-GONE_SAID = "gone-said.json"  # the transcripts an earlier run said were gone from disk (transforms.said_once)
-
-
 def cached_files(cache_dir: Path | None) -> list[FileRead]:
     """Every file the cache knows, as last read (for transcripts Claude Code has since deleted)."""
     if cache_dir is None or not (cache_dir / "files").is_dir():

@@ -25,13 +25,14 @@ from transforms.bundle import Bundle, forget_cached
 from transforms.contract import DATA_TABLES, SCHEMA_VERSION, SOURCES
 from transforms.provider import DiscoverOptions, Provider, SourceError, environmental
 from transforms.providers import PROVIDERS
+from transforms.said_once import not_said_before
 from transforms.sources import Source, as_text, members
 from warehouse.lake.layout import DAMAGED, Layout, damaged_file, landing_dir, run_log_path
 from warehouse.lake.scratch_dirs import scratch
 from warehouse.land import landed_as
 from warehouse.land.bundle_folders import evict_moved, taken_over
 from warehouse.land.landing_files import (
-    RowsOutsideContract, build_files, landed_files, read_file, write_files, write_run_log)
+    RowsOutsideContract, build_files, check_rows, landed_files, read_file, write_files, write_run_log)
 from warehouse.land.retention import carry_forward
 from warehouse.land.source_state import SourceStates, Verdict
 
@@ -226,6 +227,10 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
         if not environmental(exc):  # a permission fixed later changes no byte: that is retried
             states.record_failure(source, previous, fingerprint, _reason(exc))
         return SourceResult(source, "failed", error=_reason(exc), fingerprint=fingerprint)
+    try:  # the extractor's own rows: those carried from the lake below are the contract's already
+        check_rows(list(DATA_TABLES), extract.rows, source.provider)
+    except RowsOutsideContract as exc:  # an extractor's defect: this source fails, the lake is untouched
+        return SourceResult(source, "failed", error=str(exc), fingerprint=fingerprint)
     redacted = _redact(extract.rows, privacy_policy(layout)) if layout.team else Counter()
     damaged = []  # its previous files that cannot be read: landed again from the store
     try:
@@ -237,8 +242,6 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
         built = build_files(list(DATA_TABLES), extract.rows, provider=source.provider,
                             source_id=source.source_id, project=source.project, machine=layout.machine,
                             user=layout.user, landing_id=f"{fingerprint}:{SCHEMA_VERSION}")
-    except RowsOutsideContract as exc:  # an extractor's defect: this source fails, the lake is untouched
-        return SourceResult(source, "failed", error=str(exc), fingerprint=fingerprint)
     except Exception as exc:  # a value Arrow cannot hold: this source fails, the lake is untouched
         return SourceResult(source, "failed", error=f"cannot convert the rows: {type(exc).__name__}: {exc}",
                             fingerprint=fingerprint)
@@ -261,6 +264,14 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
     except OSError as exc:
         return SourceResult(source, "failed", error=f"cannot write the lake: {exc}", fingerprint=fingerprint)
     findings = extract.findings
+    # said once per lake, by the run that lands the source without them (and to a lake never told)
+    gone, said_gone = not_said_before(states.said_file(source.provider, source.source_id, "gone"),
+                                      findings.gone_from_disk)
+    if replayed:
+        gone = findings.gone_from_disk
+    if gone:
+        findings.notes.append(f"{len(gone)} transcripts no longer on disk ({findings.gone_why}) kept from the cache")
+    said_gone()
     findings.null_timestamps, findings.epoch_dated = written.undated, written.epoch_dated
     findings.unfinished_lines(extract.rows.get("quarantine", []))
     reconcile = {

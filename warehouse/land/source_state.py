@@ -94,9 +94,15 @@ class SourceStates:
             data["path"], data["failed"] = row["db_path"], row["error"]
         return data
 
+    def said_file(self, provider: str, source_id: str, what: str) -> Path:
+        """Where a note about the source is recorded as said in this lake (transforms.said_once)."""
+        return self.dir / f"{provider}-{source_id}.{what}-said.json"
+
     def forget(self, provider: str, source_id: str) -> None:
         """A source that is no more (a session now landed with its project: transforms.bundle)."""
         self.file(provider, source_id).unlink(missing_ok=True)
+        for said in self.dir.glob(f"{provider}-{source_id}.*-said.json"):
+            said.unlink(missing_ok=True)
 
     def ids(self, provider: str) -> set[str]:
         """Every source of the agent with a state here, found or not this run."""
@@ -122,7 +128,10 @@ class SourceStates:
             if (not name.endswith(".json") or not dash or provider not in providers or "." in source_id
                     or (provider, source_id) in found):
                 continue
-            missing.setdefault(provider, []).append(self.of(provider, source_id).path or source_id)
+            state = self.of(provider, source_id)
+            if state.parts == {}:  # a bundle left holding only sessions gone from disk: its project's found
+                continue
+            missing.setdefault(provider, []).append(state.path or source_id)
         return missing
 
     def lock(self, provider: str, source_id: str, timeout: float | None = None):

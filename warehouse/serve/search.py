@@ -62,7 +62,7 @@ class Hits(list):
 class SearchFilters(Filters):
     """The report's filters (days of `date`, UTC; project, provider, user, machine), and:"""
 
-    role: str | None = None  # user, assistant, system, developer; tool calls are role `tool`
+    role: str | None = None  # user, assistant, system, developer, tool (tool calls, and tool results' messages)
     tool: str | None = None  # a tool's native name or its category (shell, read, edit, ...)
     kind: str | None = None  # message or tool_call
 
@@ -124,11 +124,11 @@ def _words(text: str) -> list[str]:
 
 def check_filters(filters: SearchFilters) -> None:
     """BadQuery for a kind the index has not, or filters no document can meet together: a tool
-    call's role is `tool`, and a message's never is (the search would say "nothing matches")."""
+    call's role is `tool` and it names a tool; a message names none (one of role `tool`, a tool's
+    result that an agent records as a message with text of its own, is still a message)."""
     if filters.kind is not None and filters.kind not in KINDS:
         raise BadQuery(f"no kind {filters.kind!r}: message or tool_call")
-    calls_only = [said for said, on in (("role tool", filters.role == "tool"),
-                                        (f"tool {filters.tool}", filters.tool is not None),
+    calls_only = [said for said, on in ((f"tool {filters.tool}", filters.tool is not None),
                                         ("kind tool_call", filters.kind == "tool_call")) if on]
     messages_only = [said for said, on in ((f"role {filters.role}", filters.role not in (None, "tool")),
                                            ("kind message", filters.kind == "message")) if on]
