@@ -104,6 +104,23 @@ def test_the_sensor_drops_the_per_source_partitions_of_an_older_version(layout, 
     assert list(delete.partition_keys) == sorted([old_key, "crush-gone-12345678"])  # found or not
 
 
+def test_a_project_named_like_an_old_per_source_key_keeps_its_partition_once_gone(layout, project, instance,
+                                                                                   tmp_path):
+    """A project whose name ends in 8 hex digits (`hotfix-20261201`) has a partition shaped like
+    an older version's per-source key: once its store was gone, the sensor deleted it, history
+    and all, where DAGSTER.md says a partition whose sources are gone stays registered."""
+    import shutil
+
+    a, b = _store(project, "alpha"), _store(project, "hotfix-20261201")
+    resource = _resource(layout, a.db, b.db)
+    instance.add_dynamic_partitions("sources", _partitions(resource))
+    assert dg.materialize([landing], partition_key="crush-hotfix-20261201", instance=instance,
+                          resources={"agentlake": resource}).success
+    shutil.rmtree(b.db.parent.parent)  # the project's store is gone
+    result = sensor_tick(instance, _resource(layout, a.db, b.db))
+    assert not [r for r in result.dynamic_partitions_requests if isinstance(r, dg.DeleteDynamicPartitionsRequest)]
+
+
 def test_materialize_one_source_partition_and_the_views(layout, project, instance):
     a, b = _store(project, "alpha", cost=0.5), _store(project, "beta", cost=0.25)
     resource = _resource(layout, a.db, b.db)

@@ -94,6 +94,18 @@ class SourceStates:
             data["path"], data["failed"] = row["db_path"], row["error"]
         return data
 
+    def partitions(self, providers) -> set[str]:
+        """The Dagster partitions (agent and project) of every source of `providers` with a state
+        here, found or not: a source's partition_key is its partition's, `-`, then 8 characters
+        of its id."""
+        keys = set()
+        for provider in providers:
+            for source_id in self.ids(provider):
+                key = self.of(provider, source_id).partition_key
+                if key:
+                    keys.add(key[:-9])
+        return keys
+
     def said_file(self, provider: str, source_id: str, what: str) -> Path:
         """Where a note about the source is recorded as said in this lake (transforms.said_once)."""
         return self.dir / f"{provider}-{source_id}.{what}-said.json"
