@@ -237,3 +237,21 @@ def test_the_centers_check_reads_the_centers_budgets(spending):
     assert check.metadata["agent codex"].value["spent_usd"] == 0  # a Crush-only lake: nothing spent by Codex
     # a budget for an agent the warehouse never saw is said (a typo would pass at $0 forever)
     assert "; budget agent codex: no agent 'codex' in the warehouse" in check.description
+
+
+def test_dagster_checks_the_budgets_report_reads_while_the_quickstart_demo_stands_in(built_once, tmp_path):
+    """After a quickstart demo, `agentlake dev` runs on `<home>/demo`, and its within_budgets
+    check read `<home>/demo/config.toml` while `report --budgets` reads `<home>/config.toml`, where
+    the README says budgets go: set in one, each said the other had none."""
+    from tests.support_homes import copy_demo_home, small_demo_home
+
+    home = tmp_path / "home"
+    demo = copy_demo_home(small_demo_home(built_once).home, home / "demo")
+    (home / "config.toml").write_text('[[budgets]]\nmonthly_usd = 5\nproject = "webshopp"\n')
+    report = run_cli("report", "--budgets", env={"AGENTLAKE_HOME": home})
+    assert "budget project webshopp: no project 'webshopp' in the warehouse" in report.stderr, report.stderr
+    resource = AgentlakeResource(home=str(demo))
+    with agentlake_instance() as instance:
+        result = dg.materialize([tables_and_marts], instance=instance, resources={"agentlake": resource})
+    (check,) = [c for c in result.get_asset_check_evaluations() if c.check_name == "within_budgets"]
+    assert "budget project webshopp: no project 'webshopp' in the warehouse" in check.description, check.description

@@ -23,6 +23,7 @@ from transforms.contract import ALL_TABLES
 from warehouse.catalog import checks as lakewide
 from warehouse.catalog import model_names
 from warehouse.catalog.marts import MARTS
+from warehouse.lake.config import settings_file
 
 TAG = "agentlake/cli_run"  # each reported event's tag: the run id the CLI printed and `sources` records
 MOST = 20  # runs reported per tick: a backlog (the CLI keeps 100) is reported over the next ticks
@@ -74,7 +75,7 @@ def _looked(context, layout, warehouse: str, merged: list[str]) -> Looked | None
     None, said in the tick's log, when it cannot be read (moved, deleted, a config.toml that does
     not parse): the runs are reported without."""
     try:
-        return lakewide.checked(warehouse, lambda con: look_after_merge(con, merged, layout.config_file))
+        return lakewide.checked(warehouse, lambda con: look_after_merge(con, merged, settings_file(layout)))
     except Exception as exc:  # noqa: BLE001 (one tick's checks; the materializations still go)
         context.log.warning(f"could not check the warehouse at {warehouse}: {' '.join(str(exc).split())}")
         return None

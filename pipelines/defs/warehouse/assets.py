@@ -11,6 +11,7 @@ from warehouse.catalog import model_names, search_index
 from warehouse.catalog.marts import MARTS, depends_on, mart_sql
 from warehouse.catalog.merge import duck_type
 from warehouse.catalog.build import configured_prices, refresh
+from warehouse.lake.config import settings_file
 from pipelines.budget_check import DESCRIPTION as BUDGETS, budget_check_result, spend_of
 
 # Runs launched from the UI or the sensor update what depends on them, not only the CLI's.
@@ -94,7 +95,8 @@ def tables_and_marts(context: dg.AssetExecutionContext, agentlake: AgentlakeReso
     checks = {}
 
     def check(con, merge):  # on the merge's own connection, the tables and marts as it publishes them
-        checks["found"] = look_after_merge(con, merge.source_ids, layout.config_file)
+        # budgets from the file `report --budgets` reads: a quickstart demo's home's (settings_file)
+        checks["found"] = look_after_merge(con, merge.source_ids, settings_file(layout))
 
     # the marts too, if anything changed or was pending
     result = refresh(layout.lake, layout.warehouse, prices=configured_prices(layout), then=check, home=layout.home)
