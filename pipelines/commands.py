@@ -472,16 +472,19 @@ def cmd_dev(args) -> int:
                          f"every source again as {layout.machine}/{layout.user}, counting each session twice: give "
                          f"`--machine {before[0]} --user {before[1]}`; or, if the new names are meant (a rename, "
                          "docs/TEAM.md), run `agentlake ingest` once under them first")
+    check_catalog(layout.warehouse)  # a warehouse that is no catalog ($AGENTLAKE_WAREHOUSE's): said now, not by a run
     env = dagster_env(layout)
     # the names Dagster's runs land as: the flags', else what the home's config and environment say
     env["AGENTLAKE_MACHINE"], env["AGENTLAKE_USER"] = layout.machine, layout.user
     port = args.port or _free_port(args.host)  # dagster dev took 0 for its default, 3000 (a new user's trial)
-    # dagster 1.13 says `dagster dev` is superseded by `dg dev` (dagster-dg-cli, not a dependency)
+    # dagster 1.13 says `dagster dev` is superseded by `dg dev`; its warning says nothing a user acts on
     cmd = [sys.executable, "-W", "ignore:Function `dev_command` is superseded:FutureWarning",
            "-m", "dagster", "dev", "-m", "pipelines.definitions",
            "--host", args.host, "--port", str(port), *args.dagster_args]
+    named = env.get("AGENTLAKE_WAREHOUSE")  # Dagster's processes read it as every command does
     print_err(f"DAGSTER_HOME={env['DAGSTER_HOME']}  AGENTLAKE_HOME={env['AGENTLAKE_HOME']}"
-         + (f"  (port 0: the UI takes the free port {port})" if not args.port else ""))
+              + (f"  AGENTLAKE_WAREHOUSE={named}" if named else "")
+              + (f"  (port 0: the UI takes the free port {port})" if not args.port else ""))
     # an ignored SIGINT is kept through exec (a shell's `cmd &` ignores it): dagster dev stops its
     # children by SIGINT, so they would outlive a SIGTERM to the group (a team trial)
     signal.signal(signal.SIGINT, signal.default_int_handler)

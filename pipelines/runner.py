@@ -23,7 +23,7 @@ from transforms.atomic import replace_file
 from transforms.provider import DiscoverOptions
 from transforms.providers import PROVIDERS
 from warehouse.lake.ducklake import interrupted
-from warehouse.lake.layout import Layout, NotACatalog
+from warehouse.lake.layout import Layout, NotACatalog, NotAHome
 from warehouse.lake.storage import LakeUnreachable
 from warehouse.land.ingest import (Run, RunSummary, clean_stale_staging, discover_sources, ingest_many,
                                    mark_pending, new_run_id, record_run, settle)
@@ -69,6 +69,10 @@ def dagster_env(layout: Layout) -> dict:
     env = dict(os.environ)
     home = Path(env.get("DAGSTER_HOME") or layout.dagster_home).expanduser().absolute()
     own = _own_home(layout, home)
+    if home.exists() and not home.is_dir():  # a raw FileExistsError from mkdir (a trial)
+        given = "$DAGSTER_HOME" if env.get("DAGSTER_HOME") else "the home's Dagster folder"
+        raise NotAHome(f"the Dagster home {home} ({given}) is a file, not a folder: give a folder (Dagster makes "
+                       "its files there)")
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists() or _sha256(config) in (SHIPPED_BEFORE if own else SHIPPED_ELSEWHERE_BEFORE):

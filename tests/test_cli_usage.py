@@ -278,3 +278,21 @@ def test_dev_on_a_home_ingested_under_other_names_lands_as_they_did_or_refuses(t
     [env] = started
     assert (env["AGENTLAKE_MACHINE"], env["AGENTLAKE_USER"]) == ("laptop-b", "bob")
     assert at_exec is not signal.SIG_IGN
+
+
+def test_a_dagster_home_or_a_warehouse_dev_cannot_use_is_a_usage_error_naming_it(tmp_path, monkeypatch):
+    """`DAGSTER_HOME=afile agentlake dev` said `problem: ... failed: FileExistsError` (exit 1),
+    where `--home afile` is named as a file (exit 2). Nothing is started; nor for a warehouse
+    that is no catalog."""
+    afile = tmp_path / "afile"
+    afile.write_text("not a database\n")
+    started = []
+    monkeypatch.setattr(os, "execvpe", lambda *a: started.append(a))
+    ran = run_cli("dev", "--home", tmp_path / "home", "--port", "0", env={"DAGSTER_HOME": str(afile)})
+    assert ran.returncode == 2 and not started
+    assert ran.stderr.endswith(f"error: the Dagster home {afile} ($DAGSTER_HOME) is a file, not a folder: give a "
+                               "folder (Dagster makes its files there)\n"), ran.stderr
+    # $AGENTLAKE_WAREHOUSE naming no catalog started Dagster, and its first merge failed on it
+    ran = run_cli("dev", "--port", "0", env={"AGENTLAKE_HOME": str(tmp_path / "home"), "AGENTLAKE_WAREHOUSE": str(afile)})
+    assert ran.returncode == 2 and not started
+    assert f"error: the warehouse {afile} is not a DuckLake catalog" in ran.stderr, ran.stderr
