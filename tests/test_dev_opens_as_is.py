@@ -10,6 +10,7 @@ from importlib import resources
 
 import dagster as dg
 
+from pipelines.defs.lake.assets import landing
 from pipelines.defs.resources import AgentlakeResource
 from pipelines.runner import dagster_config, dagster_env
 from tests.conftest import T0, ingest
@@ -93,6 +94,33 @@ def test_the_sensor_still_asks_for_what_the_lake_does_not_hold_as_it_is(layout, 
         layout.warehouse.rename(layout.warehouse.with_name("moved-away.ducklake"))
         (again,) = tick().run_requests
         assert again.tags["dagster/asset_partition_range_end"] == "crush-beta"
+
+
+RANGE = {"dagster/asset_partition_range_start": "crush-alpha", "dagster/asset_partition_range_end": "crush-beta"}
+
+
+def test_a_run_that_finds_every_source_as_the_lake_holds_it_leaves_no_merge_due(layout, project):
+    """`dagster asset materialize --select landing` over sources an ingest landed and merged: the
+    run settled them, read nothing, and left the merge marker all the same, so the sensor asked
+    for them again and the tables were rebuilt from nothing new."""
+    a, b = _store(project, "alpha"), _store(project, "beta")
+    ingest(layout, a.db, b.db, marts=False)
+    layout.pending_marker.unlink()  # merged
+    resource = AgentlakeResource(home=str(layout.home), machine=layout.machine, user=layout.user,
+                                 extra_stores={"crush": [str(a.db), str(b.db)]}, use_default=False)
+    with agentlake_instance() as instance:
+        instance.add_dynamic_partitions("sources", ["crush-alpha", "crush-beta"])
+        ran = dg.materialize([landing], instance=instance, resources={"agentlake": resource},
+                             tags=RANGE)
+        assert ran.success and not layout.merge_due
+        assert sensor_tick(instance, resource).run_requests == []
+        conn = sqlite3.connect(a.db)  # a source to read: its landing waits for a merge
+        conn.execute("UPDATE sessions SET cost = 0.9")
+        conn.commit()
+        conn.close()
+        ran = dg.materialize([landing], instance=instance, resources={"agentlake": resource},
+                             tags=RANGE)
+        assert ran.success and layout.merge_due
 
 
 def test_the_dagster_ui_opens_without_its_newsletter_pop_up(tmp_path, monkeypatch):

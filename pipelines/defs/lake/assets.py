@@ -42,7 +42,6 @@ def landing(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: 
     for problem in problems:
         context.log.warning(problem)
     clean_stale_staging(layout)
-    mark_pending(layout)
     summary = RunSummary(config.run_id or context.run.run_id, problems=problems)
     keys = set(context.partition_keys)
     in_run = sorted((s for s in found.values() if s.dagster_partition in keys), key=lambda s: s.partition_key)
@@ -57,6 +56,8 @@ def landing(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: 
     # process anyway: nothing to settle first.
     run = Run(layout, summary.run_id, config.full_refresh)
     settled, rest = ([], todo) if config.full_refresh or len(todo) < 2 else _settled_here(todo, run)
+    if rest:  # what lands waits for a merge; a run that settles every source leaves none due (the
+        mark_pending(layout)  # sensor then asked for its sources again, and the tables were rebuilt)
     results = chain(settled, ingest_many(rest, run))
     for i, result in enumerate(results, 1):
         summary.results.append(result)
