@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 from transforms.atomic import replace_file
+from transforms.findings import UNKNOWN_PARTS
 
 FOLDER = "cli-runs"
 KEEP = 100
@@ -111,6 +112,10 @@ def partition_metadata(results: list) -> dict:
     errors = [f"{r.source.partition_key}: {r.error}" for r in results if r.error]
     if errors:
         metadata["error"] = "; ".join(errors)
+    # what was unknown or bad, as the CLI's summary lists it (the run log, `sources`, keeps them too)
+    warnings = [f"{r.source.partition_key}: {w}" for r in results for w in r.warnings]
+    if warnings:
+        metadata["warnings"] = "; ".join(warnings)
     return metadata
 
 
@@ -124,7 +129,12 @@ def landing_checks(results: list) -> dict:
             "passed": not mismatched,
             "metadata": {"sources_checked": len(ingested), "mismatches": str(mismatched) if mismatched else "none"},
             # a pass that checked nothing says so: the run read no source (all unchanged, or failed)
-            "description": None if ingested else "No source was read in this run: nothing to reconcile."},
-        "unknown_part_types": {"passed": unknown == 0, "metadata": {"unknown_parts": unknown}, "description": None},
+            "description": (f"{len(mismatched)} of {len(ingested)} sources read do not reconcile with their "
+                            f"snapshot: {'; '.join(f'{k}: {v}' for k, v in sorted(mismatched.items()))}" if mismatched
+                            else None if ingested else "No source was read in this run: nothing to reconcile.")},
+        "unknown_part_types": {"passed": unknown == 0, "metadata": {"unknown_parts": unknown},
+                               # which types, said as each source's warning names them
+                               "description": "; ".join(f"{r.source.partition_key}: {w}" for r in ingested
+                                                        for w in r.warnings if w.startswith(UNKNOWN_PARTS)) or None},
     }
 

@@ -301,3 +301,33 @@ def test_dg_lists_the_graph_dagster_dev_serves():
     listed = {a["asset_key"] for a in json.loads(ran.stdout)["assets"]}
     assert listed == {key.to_user_string() for key in defs.resolve_asset_graph().get_all_asset_keys()}
     assert {"sessions", "messages", "daily_costs", "model_names", "search_index"} <= listed
+
+
+def test_what_was_unknown_or_bad_is_in_the_run_log_the_metadata_and_the_check(layout, tmp_path, instance):
+    """A Claude transcript with a block of an unknown type and a broken line: the CLI's summary
+    named both, Dagster's run log said `ok`, the landing's metadata held no warning, and the
+    unknown_part_types check failed without a description."""
+    from datetime import datetime, timezone
+
+    from transforms.synth.claude import base, user_line, write_jsonl
+
+    sid, cwd, at = "7a1e2c44-1111-4222-8333-444455556666", "/home/dev/shop", datetime(2026, 1, 5, tzinfo=timezone.utc)
+    home = tmp_path / "claude"
+    path = write_jsonl(home / "projects" / "-home-dev-shop" / f"{sid}.jsonl", [
+        user_line(sid, at, cwd, "go"),
+        base("assistant", sid, at, cwd, message={"id": "m1", "type": "message", "role": "assistant",
+                                                  "model": "claude-sonnet-4-5", "content": [{"type": "hologram"}],
+                                                  "usage": {"input_tokens": 1, "output_tokens": 1}})])
+    with open(path, "a") as fh:
+        fh.write("{not json\n")
+    resource = AgentlakeResource(home=str(layout.home), extra_roots={"claude": [str(home)]}, use_default=False)
+    instance.add_dynamic_partitions("sources", ["claude-shop"])
+    result = dg.materialize([landing], partition_key="claude-shop", instance=instance,
+                            resources={"agentlake": resource}, raise_on_error=False)
+    (metadata,) = [m.materialization.metadata for m in result.get_asset_materialization_events()]
+    assert "unknown part types kept raw: hologram=1" in metadata["warnings"].value
+    assert "1 unparseable rows quarantined" in metadata["warnings"].value
+    (check,) = [c for c in result.get_asset_check_evaluations() if c.check_name == "unknown_part_types"]
+    assert not check.passed and check.description.endswith(": unknown part types kept raw: hologram=1")
+    logged = [entry.user_message for entry in instance.all_logs(result.run_id)]
+    assert any(m.endswith(": unknown part types kept raw: hologram=1") for m in logged), logged

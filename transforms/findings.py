@@ -5,6 +5,9 @@ from dataclasses import dataclass, field
 
 from transforms.jsontext import UNFINISHED
 
+# the warning naming a source's unknown part types (Dagster's check says it too: pipelines.cli_runs)
+UNKNOWN_PARTS = "unknown part types kept raw:"
+
 
 @dataclass
 class Findings:
@@ -38,7 +41,7 @@ class Findings:
         said = self.unknown_part_types - self.reported_part_types
         if said:
             kinds = ", ".join(f"{k}={n}" for k, n in sorted(said.items(), key=str))
-            out.append(f"unknown part types kept raw: {kinds}")
+            out.append(f"{UNKNOWN_PARTS} {kinds}")
         for unit, n in sorted(self.non_second_timestamps.items()):
             out.append(f"{n} timestamps in {unit} instead of seconds (converted)")
         if self.null_timestamps:

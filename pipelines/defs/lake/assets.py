@@ -63,6 +63,8 @@ def landing(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: 
         summary.results.append(result)
         # progress in the run's log as each source is done
         (context.log.warning if result.status == "failed" else context.log.info)(progress_line(i, len(todo), result))
+        for warning in result.warnings:  # what was unknown or bad, as the CLI's summary says it
+            context.log.warning(f"{result.source.partition_key}: {warning}")
     problem = record_run(layout, summary.run_id, summary.results)
     if problem:
         context.log.warning(problem)
