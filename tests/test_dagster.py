@@ -331,3 +331,26 @@ def test_what_was_unknown_or_bad_is_in_the_run_log_the_metadata_and_the_check(la
     assert not check.passed and check.description.endswith(": unknown part types kept raw: hologram=1")
     logged = [entry.user_message for entry in instance.all_logs(result.run_id)]
     assert any(m.endswith(": unknown part types kept raw: hologram=1") for m in logged), logged
+
+
+def test_a_typo_in_config_toml_is_one_line_in_dagster_not_a_traceback(layout, project, instance):
+    """`use_defualt = false` in config.toml: the landing step failed with a wrapped traceback,
+    and the CLI runs' sensor logged one every 30 s. The step fails with the config's one line,
+    and each sensor skips saying it."""
+    from pipelines.defs.cli_runs_sensor import cli_runs_reported
+
+    a = _store(project, "alpha")
+    resource = _resource(layout, a.db)
+    instance.add_dynamic_partitions("sources", _partitions(resource))
+    layout.config_file.parent.mkdir(parents=True, exist_ok=True)
+    layout.config_file.write_text("use_defualt = false\n")
+    result = dg.materialize([landing], partition_key="crush-alpha", instance=instance,
+                            resources={"agentlake": resource}, raise_on_error=False)
+    (failure,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    said = failure.step_failure_data.user_failure_data.description
+    assert "use_defualt" in said and str(layout.config_file) in said and "Traceback" not in said, said
+    tick = sensor_tick(instance, resource)
+    assert isinstance(tick, dg.SkipReason) and "use_defualt" in tick.skip_message, tick
+    with dg.build_sensor_context(instance=instance, resources={"agentlake": resource}) as context:
+        reported = cli_runs_reported(context)
+    assert isinstance(reported, dg.SkipReason) and "use_defualt" in reported.skip_message, reported

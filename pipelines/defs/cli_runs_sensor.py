@@ -16,7 +16,7 @@ from pipelines.budget_check import budget_check_result
 from pipelines.defs.lake.assets import LANDING
 from pipelines.defs.lake.checks import landing_check_fields
 from pipelines.defs.partitions import sources_partitions
-from pipelines.defs.resources import AgentlakeResource
+from pipelines.defs.resources import AgentlakeResource, ConfigProblem
 from pipelines.defs.warehouse.assets import (BUDGET_CHECK, SEARCH_INDEX, Looked, look_after_merge,
                                              search_index_metadata, table_check_fields)
 from transforms.contract import ALL_TABLES
@@ -34,7 +34,10 @@ TABLES = [t.name for t in ALL_TABLES]
 def cli_runs_reported(context: dg.SensorEvaluationContext, agentlake: AgentlakeResource):
     """Report the `agentlake ingest` runs the home keeps (oldest first) as materializations and
     check evaluations; the cursor names the files reported, removed at the next tick."""
-    layout = agentlake.layout()
+    try:
+        layout = agentlake.layout()
+    except ConfigProblem as exc:
+        return dg.SkipReason(exc.description)
     runs = cli_runs.after(layout, json.loads(context.cursor) if context.cursor else [], MOST)
     if not runs:
         return dg.SensorResult(skip_reason="no `agentlake ingest` run since the last one reported", cursor="[]")

@@ -4,9 +4,21 @@ import dagster as dg
 
 from transforms.provider import DiscoverOptions, merge_paths
 from transforms.sources import Source
-from warehouse.lake.config import load_config, load_layout
+from warehouse.lake.config import ConfigError, load_config, load_layout
 from warehouse.land.ingest import discover_sources
 from warehouse.lake.layout import Layout
+
+
+class ConfigProblem(dg.Failure):
+    """config.toml cannot be read: a step fails with its one-line reason, a sensor skips saying it
+    (a typo showed a step's traceback, and a sensor's every 30 s)."""
+
+
+def _said(call):
+    try:
+        return call()
+    except ConfigError as exc:
+        raise ConfigProblem(description=str(exc)) from None
 
 
 class AgentlakeResource(dg.ConfigurableResource):
@@ -27,11 +39,12 @@ class AgentlakeResource(dg.ConfigurableResource):
     team: bool | None = None
 
     def layout(self) -> Layout:
-        return load_layout(self.home, self.lake, self.warehouse, machine=self.machine, user=self.user,
-                           team=self.team)
+        """ConfigProblem for a config.toml that cannot be read, as options() and discover()."""
+        return _said(lambda: load_layout(self.home, self.lake, self.warehouse, machine=self.machine,
+                                         user=self.user, team=self.team))
 
     def options(self) -> DiscoverOptions:
-        config = load_config(self.layout().config_file)
+        config = _said(lambda: load_config(self.layout().config_file))
         return DiscoverOptions(
             env=dict(os.environ),
             extra_stores=merge_paths(self.extra_stores, config.extra_stores),

@@ -6,7 +6,7 @@ import dagster as dg
 
 from pipelines.defs.lake.assets import landing
 from pipelines.defs.partitions import keys_after, partition_changes, sources_partitions
-from pipelines.defs.resources import AgentlakeResource
+from pipelines.defs.resources import AgentlakeResource, ConfigProblem
 from pipelines.runner import contiguous_batches, partition_tags
 from transforms.providers import PROVIDERS
 from warehouse.lake.layout import Layout
@@ -33,7 +33,10 @@ def discover_sources(context: dg.SensorEvaluationContext, agentlake: AgentlakeRe
     The cursor holds each source's fingerprint (size and mtime of the db and its -wal), so
     nothing is opened and unchanged sources cost nothing.
     """
-    found, problems = agentlake.discover()
+    try:
+        found, problems = agentlake.discover()
+    except ConfigProblem as exc:
+        return dg.SkipReason(exc.description)
     for problem in problems:
         context.log.warning(problem)
     seen = json.loads(context.cursor) if context.cursor else {}
