@@ -301,6 +301,11 @@ def test_dg_lists_the_graph_dagster_dev_serves():
     listed = {a["asset_key"] for a in json.loads(ran.stdout)["assets"]}
     assert listed == {key.to_user_string() for key in defs.resolve_asset_graph().get_all_asset_keys()}
     assert {"sessions", "messages", "daily_costs", "model_names", "search_index"} <= listed
+    # under the location name `agentlake dev` gives it: one DAGSTER_HOME keeps one state for both
+    # (dg named it after the checkout's folder, and the daemon dropped the schedule's state)
+    from dagster_dg_core.context import DgContext
+
+    assert DgContext.for_project_environment(root, {}).code_location_name == "pipelines.definitions"
 
 
 def test_what_was_unknown_or_bad_is_in_the_run_log_the_metadata_and_the_check(layout, tmp_path, instance):
