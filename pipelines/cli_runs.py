@@ -109,14 +109,29 @@ def partition_metadata(results: list) -> dict:
     for r in results:
         rows.update(r.rows)
     metadata.update({f"rows_{table}": n for table, n in rows.items()})
-    errors = [f"{r.source.partition_key}: {r.error}" for r in results if r.error]
+    errors = [f"{r.source.partition_key}: {said(r)[0]}" for r in results if r.error]
     if errors:
         metadata["error"] = "; ".join(errors)
-    # what was unknown or bad, as the CLI's summary lists it (the run log, `sources`, keeps them too)
-    warnings = [f"{r.source.partition_key}: {w}" for r in results for w in r.warnings]
+    # what was unknown or bad, as the CLI's summary lists it (the run log, `sources`, keeps them all)
+    warnings = [f"{r.source.partition_key}: {w}" for r in results for w in said(r)[1]]
     if warnings:
-        metadata["warnings"] = "; ".join(warnings)
+        metadata["warnings"] = "; ".join(warnings[:MOST_WARNINGS]) + (
+            f"; and {len(warnings) - MOST_WARNINGS} more (the run log, `sources`, keeps them)"
+            if len(warnings) > MOST_WARNINGS else "")
     return metadata
+
+
+MOST_WARNINGS = 50  # in a partition's metadata: a first ingest of many stores has hundreds
+
+
+def said(result) -> tuple[str | None, list[str]]:
+    """A source's error and warnings as its row of the `sources` run log has them: in team mode
+    without their secrets (a key in a part type's name), for what is written beside the lake (the
+    CLI's runs kept for Dagster, in a shared folder's state) and shown in Dagster."""
+    row = result.log_row
+    if row is None:
+        return result.error, list(result.warnings)
+    return row.get("error"), row["warnings"].split("; ") if row.get("warnings") else []
 
 
 def landing_checks(results: list) -> dict:
@@ -124,6 +139,7 @@ def landing_checks(results: list) -> dict:
     ingested = [r for r in results if r.status == "ok"]
     mismatched = {r.source.partition_key: r.reconcile for r in ingested if not r.reconciled}
     unknown = sum(r.unknown_part_types for r in ingested)
+    named = [f"{r.source.partition_key}: {w}" for r in ingested for w in said(r)[1] if w.startswith(UNKNOWN_PARTS)]
     return {
         "rows_reconcile": {
             "passed": not mismatched,
@@ -133,8 +149,10 @@ def landing_checks(results: list) -> dict:
                             f"snapshot: {'; '.join(f'{k}: {v}' for k, v in sorted(mismatched.items()))}" if mismatched
                             else None if ingested else "No source was read in this run: nothing to reconcile.")},
         "unknown_part_types": {"passed": unknown == 0, "metadata": {"unknown_parts": unknown},
-                               # which types, said as each source's warning names them
-                               "description": "; ".join(f"{r.source.partition_key}: {w}" for r in ingested
-                                                        for w in r.warnings if w.startswith(UNKNOWN_PARTS)) or None},
+                               # which types, as each source's warning names them; a source's warning
+                               # names only the types met in what this run read
+                               "description": "; ".join(named) if named else (
+                                   f"{unknown} parts of unknown types kept raw, of types an earlier run named "
+                                   "(the run log, `sources`, has its warnings)") if unknown else None},
     }
 

@@ -481,6 +481,8 @@ def cmd_dev(args) -> int:
     cmd = [sys.executable, "-W", "ignore:Function `dev_command` is superseded:FutureWarning",
            "-m", "dagster", "dev", "-m", "pipelines.definitions",
            "--host", args.host, "--port", str(port), *args.dagster_args]
+    if args.home:  # --home reads that home's warehouse (said, as every command says it): so does Dagster
+        env.pop("AGENTLAKE_WAREHOUSE", None)
     named = env.get("AGENTLAKE_WAREHOUSE")  # Dagster's processes read it as every command does
     print_err(f"DAGSTER_HOME={env['DAGSTER_HOME']}  AGENTLAKE_HOME={env['AGENTLAKE_HOME']}"
               + (f"  AGENTLAKE_WAREHOUSE={named}" if named else "")

@@ -296,3 +296,7 @@ def test_a_dagster_home_or_a_warehouse_dev_cannot_use_is_a_usage_error_naming_it
     ran = run_cli("dev", "--port", "0", env={"AGENTLAKE_HOME": str(tmp_path / "home"), "AGENTLAKE_WAREHOUSE": str(afile)})
     assert ran.returncode == 2 and not started
     assert f"error: the warehouse {afile} is not a DuckLake catalog" in ran.stderr, ran.stderr
+    # with --home, the home's warehouse, as the note says: Dagster is not given the variable
+    monkeypatch.setattr(os, "execvpe", lambda file, argv, env: started.append(env) or (_ for _ in ()).throw(SystemExit(0)))
+    run_cli("dev", "--home", tmp_path / "home", "--port", "0", env={"AGENTLAKE_WAREHOUSE": str(afile)})
+    assert started and "AGENTLAKE_WAREHOUSE" not in started[0]

@@ -116,8 +116,17 @@ def test_a_project_named_like_an_old_per_source_key_keeps_its_partition_once_gon
     instance.add_dynamic_partitions("sources", _partitions(resource))
     assert dg.materialize([landing], partition_key="crush-hotfix-20261201", instance=instance,
                           resources={"agentlake": resource}).success
-    shutil.rmtree(b.db.parent.parent)  # the project's store is gone
-    result = sensor_tick(instance, _resource(layout, a.db, b.db))
+    # and one whose only run failed (a store that is no database): its failure's history stays too
+    c = project("fix-cafebabe")
+    c.close()
+    c.db.write_bytes(b"not a database " * 100)
+    resource = _resource(layout, a.db, b.db, c.db)
+    instance.add_dynamic_partitions("sources", ["crush-fix-cafebabe"])
+    assert not dg.materialize([landing], partition_key="crush-fix-cafebabe", instance=instance,
+                              resources={"agentlake": resource}, raise_on_error=False).success
+    shutil.rmtree(b.db.parent.parent)  # the projects' stores are gone
+    shutil.rmtree(c.db.parent.parent)
+    result = sensor_tick(instance, resource)
     assert not [r for r in result.dynamic_partitions_requests if isinstance(r, dg.DeleteDynamicPartitionsRequest)]
 
 
@@ -312,7 +321,6 @@ def test_what_was_unknown_or_bad_is_in_the_run_log_the_metadata_and_the_check(la
     """A Claude transcript with a block of an unknown type and a broken line: the CLI's summary
     named both, Dagster's run log said `ok`, the landing's metadata held no warning, and the
     unknown_part_types check failed without a description."""
-    from datetime import datetime, timezone
 
     from transforms.synth.claude import base, user_line, write_jsonl
 
@@ -336,6 +344,13 @@ def test_what_was_unknown_or_bad_is_in_the_run_log_the_metadata_and_the_check(la
     assert not check.passed and check.description.endswith(": unknown part types kept raw: hologram=1")
     logged = [entry.user_message for entry in instance.all_logs(result.run_id)]
     assert any(m.endswith(": unknown part types kept raw: hologram=1") for m in logged), logged
+    # the transcript grows: the part is still there, its type was named by the run that read it
+    write_jsonl(path, [user_line(sid, at, cwd, "more")])
+    again = dg.materialize([landing], partition_key="claude-shop", instance=instance,
+                           resources={"agentlake": resource}, raise_on_error=False)
+    (check,) = [c for c in again.get_asset_check_evaluations() if c.check_name == "unknown_part_types"]
+    assert not check.passed and check.description == ("1 parts of unknown types kept raw, of types an earlier run "
+                                                      "named (the run log, `sources`, has its warnings)")
 
 
 def test_a_typo_in_config_toml_is_one_line_in_dagster_not_a_traceback(layout, project, instance):
@@ -359,3 +374,5 @@ def test_a_typo_in_config_toml_is_one_line_in_dagster_not_a_traceback(layout, pr
     with dg.build_sensor_context(instance=instance, resources={"agentlake": resource}) as context:
         reported = cli_runs_reported(context)
     assert isinstance(reported, dg.SkipReason) and "use_defualt" in reported.skip_message, reported
+    nightly = schedule_tick(instance, resource, datetime(2026, 1, 2, 3, tzinfo=timezone.utc))
+    assert isinstance(nightly, dg.SkipReason) and "use_defualt" in nightly.skip_message, nightly

@@ -114,6 +114,9 @@ def test_a_run_that_finds_every_source_as_the_lake_holds_it_leaves_no_merge_due(
                              tags=RANGE)
         assert ran.success and not layout.merge_due
         assert sensor_tick(instance, resource).run_requests == []
+        one = dg.materialize([landing], partition_key="crush-beta", instance=instance,
+                             resources={"agentlake": resource})  # one source alone, settled as well
+        assert one.success and not layout.merge_due
         conn = sqlite3.connect(a.db)  # a source to read: its landing waits for a merge
         conn.execute("UPDATE sessions SET cost = 0.9")
         conn.commit()

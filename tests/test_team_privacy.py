@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from tests.conftest import ingest_tables, query, scalar
+from tests.conftest import ingest_tables, query, run_cli, scalar
 from tests.test_redaction import CASES
 from transforms.contract import DATA_TABLES
 from transforms.synth.crush import add_file, add_message, add_session
@@ -88,14 +88,22 @@ def test_a_bad_privacy_setting_is_a_clear_error(tmp_path, privacy, message):
         load_layout(home)
 
 
-def test_the_sources_run_log_is_redacted_too(layout, project):
-    """Issue 12 item 16: a key inside an unknown part type's name reached `sources.warnings`."""
-    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+
+
+def _key_in_a_part_types_name(project):
+    """A Crush store whose one message has a part of an unknown type, a key in its name."""
     p = project("odd")
     add_session(p.conn, "s", title="t", created_at=T0, cost=0.1)
-    add_message(p.conn, "m", "s", "assistant", [{"type": f"custom-{token}", "data": {}}], created_at=T0,
+    add_message(p.conn, "m", "s", "assistant", [{"type": f"custom-{TOKEN}", "data": {}}], created_at=T0,
                 model="claude-sonnet-4-5", provider="anthropic")
     p.close()
+    return p
+
+
+def test_the_sources_run_log_is_redacted_too(layout, project):
+    """Issue 12 item 16: a key inside an unknown part type's name reached `sources.warnings`."""
+    token, p = TOKEN, _key_in_a_part_types_name(project)
     plain = ingest_tables(layout, p.db)
     assert any(token in w for w in plain.results[0].warnings)  # the unknown type is reported by name
     team = replace(layout, team=True, home=layout.home / "team", lake=layout.lake.parent / "team-lake",
@@ -104,3 +112,20 @@ def test_the_sources_run_log_is_redacted_too(layout, project):
     logged = [v for row in query(team, "SELECT * FROM sources") for v in row if isinstance(v, str)]
     assert any("unknown part types" in v for v in logged)
     assert not any(token in v for v in logged)
+
+
+def test_the_runs_kept_for_dagster_in_a_shared_folder_hold_no_secret(tmp_path, project):
+    """A team's folder lake keeps each machine's state, the CLI's runs for Dagster among it: their
+    warnings (an unknown part type's name holding a key) were written as the agent had them,
+    beside a `sources` log that had them redacted. Nothing under the lake holds the key."""
+    import json
+
+    token, p = TOKEN, _key_in_a_part_types_name(project)
+    lake = tmp_path / "shared-lake"
+    ran = run_cli("ingest", "--home", tmp_path / "home", "--lake", lake, "--team", "--no-default", "--db", p.db)
+    assert ran.returncode == 0, ran.stderr
+    (kept,) = lake.glob("_state/*/cli-runs/*.json")
+    record = json.loads(kept.read_text())
+    assert "unknown part types kept raw" in json.dumps(record)  # said, without its secret
+    leaked = [f for f in lake.rglob("*") if f.is_file() and token.encode() in f.read_bytes()]
+    assert not leaked, leaked

@@ -12,18 +12,18 @@ sources_partitions = dg.DynamicPartitionsDefinition(name="sources")
 _PER_SOURCE_KEY = re.compile(rf"^(?:{'|'.join(map(re.escape, PROVIDERS))})-[a-z0-9-]+-[0-9a-f]{{8}}$")
 
 
-def partition_changes(registered: set[str], partitions: set[str], landed=lambda: set()) -> list:
+def partition_changes(registered: set[str], partitions: set[str], landed=lambda providers: set()) -> list:
     """Add the new partitions; delete the per-source keys an older version registered
     (`<provider>-<project>-<8 hex>`), whether or not their source is still found: the nightly
-    run over every partition would fail on each one. `landed()`: the partitions of the sources
-    the lake holds, found or not: a project whose name ends so (`hotfix-20261201`) is one of
-    them, and keeps its partition once its sources are gone."""
+    run over every partition would fail on each one. `landed(providers)`: the partitions of
+    those agents' sources the lake holds, found or not: a project whose name ends so
+    (`hotfix-20261201`) is one of them, and keeps its partition once its sources are gone."""
     requests = []
     new = sorted(partitions - registered)
     if new:
         requests.append(sources_partitions.build_add_request(new))
     stale = [key for key in registered - partitions if _PER_SOURCE_KEY.match(key)]
-    kept = landed() if stale else set()
+    kept = landed({key.partition("-")[0] for key in stale}) if stale else set()
     stale = sorted(key for key in stale if key not in kept)
     if stale:
         requests.append(sources_partitions.build_delete_request(stale))

@@ -1,7 +1,7 @@
 import dagster as dg
 
 from pipelines.defs.partitions import sources_partitions
-from pipelines.defs.resources import AgentlakeResource
+from pipelines.defs.resources import AgentlakeResource, ConfigProblem
 from pipelines.defs.sensors import batch_request, ingest_job
 from pipelines.runner import contiguous_batches
 
@@ -17,7 +17,10 @@ DESCRIPTION = ("Every night at 03:00 UTC, re-read every source found now (finger
              default_status=dg.DefaultScheduleStatus.RUNNING)
 def daily_full_refresh(context: dg.ScheduleEvaluationContext, agentlake: AgentlakeResource):
     registered = sources_partitions.get_partition_keys(dynamic_partitions_store=context.instance)
-    found = {s.dagster_partition for s in agentlake.discover()[0].values()}
+    try:
+        found = {s.dagster_partition for s in agentlake.discover()[0].values()}
+    except ConfigProblem as exc:  # said in one line, as the sensors say it
+        return dg.SkipReason(exc.description)
     keys = [key for key in registered if key in found]
     if not keys:
         return dg.SkipReason("no registered partition has sources found now" if registered

@@ -49,7 +49,7 @@ def discover_sources(context: dg.SensorEvaluationContext, agentlake: AgentlakeRe
             changed[source.dagster_partition][source.partition_key] = current[source.partition_key]
     registered = sources_partitions.get_partition_keys(dynamic_partitions_store=context.instance)
     partition_requests = partition_changes(set(registered), {s.dagster_partition for s in found.values()},
-                                           lambda: SourceStates(agentlake.layout()).partitions(PROVIDERS))
+                                           lambda agents: SourceStates(agentlake.layout()).partitions(agents))
     # a run per range of neighbours: a partition each cost a run's set-up, and
     # after a demo ingest a run per partition took far longer than one run (docs/BENCHMARKS.md,
     # "Figures behind the code's choices"). A run reads its partitions' changed sources only: one

@@ -195,6 +195,7 @@ class SourceStates:
         """The source could not be read: the same bytes are not read again until they or
         agentlake change (`ingest --full-refresh` retries). Its landed files stay recorded."""
         previous.failed_fingerprint, previous.failed = attempt(fingerprint), reason
+        previous.partition_key = previous.partition_key or source.partition_key  # its partition, landed or not
         self.save(source.provider, source.source_id, previous)
 
     def record_intent(self, source: Source, files: dict[str, str], parts) -> None:

@@ -3,7 +3,7 @@ from itertools import chain
 
 import dagster as dg
 
-from pipelines.cli_runs import partition_metadata
+from pipelines.cli_runs import MOST_WARNINGS, partition_metadata, said
 from pipelines.defs.lake.checks import CHECK_SPECS, LANDING, check_results
 from pipelines.defs.partitions import sources_partitions
 from pipelines.defs.resources import AgentlakeResource
@@ -52,10 +52,10 @@ def landing(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: 
     wanted = set(config.sources)
     todo = [s for s in in_run if not wanted or s.partition_key in wanted]
     # sources the CLI landed before the sensor saw them are settled here, as the CLI settles them,
-    # without starting worker processes for them (docs/BENCHMARKS.md). One source runs in this
-    # process anyway: nothing to settle first.
+    # without starting worker processes for them (docs/BENCHMARKS.md); a run that settles every
+    # source, one or many, then leaves no merge due
     run = Run(layout, summary.run_id, config.full_refresh)
-    settled, rest = ([], todo) if config.full_refresh or len(todo) < 2 else _settled_here(todo, run)
+    settled, rest = ([], todo) if config.full_refresh else _settled_here(todo, run)
     if rest:  # what lands waits for a merge; a run that settles every source leaves none due (the
         mark_pending(layout)  # sensor then asked for its sources again, and the tables were rebuilt)
     results = chain(settled, ingest_many(rest, run))
@@ -63,8 +63,12 @@ def landing(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: 
         summary.results.append(result)
         # progress in the run's log as each source is done
         (context.log.warning if result.status == "failed" else context.log.info)(progress_line(i, len(todo), result))
-        for warning in result.warnings:  # what was unknown or bad, as the CLI's summary says it
+        warnings = said(result)[1]  # what was unknown or bad, as the CLI's summary says it
+        for warning in warnings[:MOST_WARNINGS]:
             context.log.warning(f"{result.source.partition_key}: {warning}")
+        if len(warnings) > MOST_WARNINGS:
+            context.log.warning(f"{result.source.partition_key}: and {len(warnings) - MOST_WARNINGS} more warnings "
+                                "(the run log, `sources`, keeps them)")
     problem = record_run(layout, summary.run_id, summary.results)
     if problem:
         context.log.warning(problem)
