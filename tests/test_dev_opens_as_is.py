@@ -12,6 +12,7 @@ import dagster as dg
 
 from pipelines.defs.lake.assets import landing
 from pipelines.defs.resources import AgentlakeResource
+from pipelines.defs.warehouse.assets import tables_and_marts
 from pipelines.runner import dagster_config, dagster_env
 from tests.conftest import T0, ingest
 from tests.support_dagster import agentlake_instance, sensor_tick
@@ -154,3 +155,48 @@ def test_the_dagster_ui_opens_without_its_newsletter_pop_up(tmp_path, monkeypatc
     monkeypatch.setenv("DAGSTER_HOME", str(edited))
     dagster_env(layout)
     assert "nux" not in (edited / "dagster.yaml").read_text()
+
+
+def test_what_landed_beside_a_merge_waits_for_the_next_one_and_the_sensor_asks_for_it(layout, project):
+    """Dagster's run landed while an `agentlake ingest` merged: the ingest's merge, started
+    before, took the marker away, and its tables, reported after, looked newer than the landing:
+    two runs' sources stayed unmerged until the next ingest (a trial). A merge keeps a marker
+    marked since it started, and the sensor asks for a merge once a marker is left waiting."""
+    import os
+    import time
+
+    from pipelines.defs.sensors import MERGE_WAITED_SECONDS, merge_left_waiting
+    from warehouse.land.ingest import merged_since
+
+    a = _store(project, "alpha")
+    ingest(layout, a.db, marts=False)
+    layout.pending_marker.unlink()
+    started = time.time()
+    time.sleep(0.01)
+    mark_pending(layout)  # a run landed after the merge started
+    merged_since(layout, started)
+    assert layout.pending_marker.exists()  # it waits for the next merge
+    merged_since(layout, time.time())  # a merge started after it: merged
+    assert not layout.pending_marker.exists()
+
+    assert merge_left_waiting(layout) == []  # nothing waits
+    mark_pending(layout)
+    assert merge_left_waiting(layout) == []  # a run's own merge (or the automation's) comes first
+    marked = layout.pending_marker.stat().st_mtime
+    os.utime(layout.pending_marker, (marked - MERGE_WAITED_SECONDS - 1, marked - MERGE_WAITED_SECONDS - 1))
+    (request,) = merge_left_waiting(layout)
+    assert request.job_name == "merge_landed" and request.run_key.startswith("merge-landed-")
+    resource = AgentlakeResource(home=str(layout.home), machine=layout.machine, user=layout.user,
+                                 extra_stores={"crush": [str(a.db)]}, use_default=False)
+    with agentlake_instance() as instance:
+        instance.add_dynamic_partitions("sources", ["crush-alpha"])
+        tick = sensor_tick(instance, resource, cursor=json.dumps({s: fp for s, fp in _fingerprints(resource).items()}))
+        assert [r.job_name for r in tick.run_requests] == ["merge_landed"]
+        merged = dg.materialize([tables_and_marts], instance=instance, resources={"agentlake": resource})
+        assert merged.success and not layout.pending_marker.exists()
+
+
+def _fingerprints(resource) -> dict:
+    from transforms.providers import PROVIDERS
+
+    return {key: PROVIDERS[s.provider].fingerprint(s) for key, s in resource.discover()[0].items()}

@@ -407,11 +407,23 @@ def record_run(layout: Layout, run_id: str, results) -> str | None:
 
 
 def mark_pending(layout: Layout) -> None:
-    """Landed files wait for a merge: a run killed before merging leaves this, and the next merges."""
+    """Landed files wait for a merge: a run killed before merging leaves this, and the next merges.
+    Marked before a run writes, and again once it wrote (merged_since)."""
     try:
         layout.pending_marker.parent.mkdir(parents=True, exist_ok=True)
         layout.pending_marker.touch()
     except OSError:  # an unwritable state dir: each source fails with the reason, and nothing lands
+        pass
+
+
+def merged_since(layout: Layout, started: float) -> None:
+    """A merge that started at `started` (time.time()) merged what had landed: the marker goes,
+    unless a run marked it since, having landed beside the merge (an `agentlake ingest` while
+    Dagster's run lands): what it wrote waits for the next merge, and the marker says so."""
+    try:
+        if layout.pending_marker.stat().st_mtime <= started:
+            layout.pending_marker.unlink(missing_ok=True)
+    except OSError:  # gone already
         pass
 
 

@@ -61,6 +61,8 @@ def landing(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: 
     results = chain(settled, ingest_many(rest, run))
     for i, result in enumerate(results, 1):
         summary.results.append(result)
+        if result.status == "ok":  # written: a merge that started before keeps the marker (merged_since)
+            mark_pending(layout)
         # progress in the run's log as each source is done
         (context.log.warning if result.status == "failed" else context.log.info)(progress_line(i, len(todo), result))
         warnings = said(result)[1]  # what was unknown or bad, as the CLI's summary says it
