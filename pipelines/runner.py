@@ -14,7 +14,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
@@ -27,7 +26,7 @@ from warehouse.lake.ducklake import interrupted
 from warehouse.lake.layout import Layout, NotACatalog, NotAHome
 from warehouse.lake.storage import LakeUnreachable
 from warehouse.land.ingest import (Run, RunSummary, clean_stale_staging, discover_sources, ingest_many,
-                                   mark_pending, merged_since, new_run_id, record_run, settle)
+                                   mark_pending, merged_since, new_run_id, pending_token, record_run, settle)
 from warehouse.land.landing_files import landed_files
 
 PROVIDER_WIDTH = max(map(len, PROVIDERS))  # the progress lines' columns line up
@@ -180,11 +179,13 @@ def _land(run: Run, to_run: list, reporter: PrintingReporter, summary: RunSummar
     for result in ingest_many(to_run, run):
         results.append(result)
         reporter.source_done(0, reporter.total, result)
-    if any(r.status == "ok" for r in results):  # once written: a merge beside this run keeps the marker
-        mark_pending(run.layout)
+        if result.status == "ok":  # written: a merge that started before keeps the marker (merged_since)
+            mark_pending(run.layout)
     problem = record_run(run.layout, run.run_id, results)
     if problem:
         summary.problems.append(problem)
+    elif results:  # the run log's own file waits for a merge too
+        mark_pending(run.layout)
 
 
 def _merge(layout: Layout, summary: RunSummary, landed: bool, signalled: list):
@@ -195,7 +196,7 @@ def _merge(layout: Layout, summary: RunSummary, landed: bool, signalled: list):
     it failed."""
     from warehouse.catalog.build import configured_prices, refresh
 
-    started = time.time()
+    token = pending_token(layout)
     try:
         result = refresh(layout.lake, layout.warehouse, prices=configured_prices(layout), home=layout.home)
     except (NotACatalog, KeyboardInterrupt):  # said as errors by the CLI
@@ -211,7 +212,7 @@ def _merge(layout: Layout, summary: RunSummary, landed: bool, signalled: list):
         summary.problems.append(f"could not merge into the warehouse at {layout.warehouse}: "
                                 + " ".join(str(exc).split()))
         return None
-    merged_since(layout, started)  # what landed is merged
+    merged_since(layout, token)  # what landed is merged
     return result
 
 

@@ -157,43 +157,71 @@ def test_the_dagster_ui_opens_without_its_newsletter_pop_up(tmp_path, monkeypatc
     assert "nux" not in (edited / "dagster.yaml").read_text()
 
 
-def test_what_landed_beside_a_merge_waits_for_the_next_one_and_the_sensor_asks_for_it(layout, project):
+def test_what_landed_beside_a_merge_waits_for_the_next_one_and_the_sensor_asks_for_it(layout, project,
+                                                                                        monkeypatch):
     """Dagster's run landed while an `agentlake ingest` merged: the ingest's merge, started
     before, took the marker away, and its tables, reported after, looked newer than the landing:
     two runs' sources stayed unmerged until the next ingest (a trial). A merge keeps a marker
-    marked since it started, and the sensor asks for a merge once a marker is left waiting."""
+    marked since it started (by a token, not a clock), and the sensor asks for a merge once a
+    marker is left waiting with no run in progress."""
     import os
-    import time
 
-    from pipelines.defs.sensors import MERGE_WAITED_SECONDS, merge_left_waiting
-    from warehouse.land.ingest import merged_since
+    import pipelines.defs.warehouse.assets as warehouse_assets
+    import warehouse.catalog.build as build
+    from pipelines.defs.sensors import MERGE_WAITED_SECONDS, discover_sources, merge_left_waiting
+    from pipelines.definitions import defs
+    from tests.conftest import run_cli
 
     a = _store(project, "alpha")
     ingest(layout, a.db, marts=False)
     layout.pending_marker.unlink()
-    started = time.time()
-    time.sleep(0.01)
-    mark_pending(layout)  # a run landed after the merge started
-    merged_since(layout, started)
-    assert layout.pending_marker.exists()  # it waits for the next merge
-    merged_since(layout, time.time())  # a merge started after it: merged
-    assert not layout.pending_marker.exists()
-
-    assert merge_left_waiting(layout) == []  # nothing waits
-    mark_pending(layout)
-    assert merge_left_waiting(layout) == []  # a run's own merge (or the automation's) comes first
-    marked = layout.pending_marker.stat().st_mtime
-    os.utime(layout.pending_marker, (marked - MERGE_WAITED_SECONDS - 1, marked - MERGE_WAITED_SECONDS - 1))
-    (request,) = merge_left_waiting(layout)
-    assert request.job_name == "merge_landed" and request.run_key.startswith("merge-landed-")
     resource = AgentlakeResource(home=str(layout.home), machine=layout.machine, user=layout.user,
                                  extra_stores={"crush": [str(a.db)]}, use_default=False)
+
+    def landed_meanwhile(real):  # a run beside the merge lands (and marks) while it merges
+        def merge(*args, **kwargs):
+            mark_pending(layout)
+            return real(*args, **kwargs)
+        return merge
+
     with agentlake_instance() as instance:
+        mark_pending(layout)
+        monkeypatch.setattr(warehouse_assets, "refresh", landed_meanwhile(warehouse_assets.refresh))
+        assert dg.materialize([tables_and_marts], instance=instance, resources={"agentlake": resource}).success
+        assert layout.pending_marker.exists()  # what landed meanwhile waits for the next merge
+        monkeypatch.undo()
+        assert dg.materialize([tables_and_marts], instance=instance, resources={"agentlake": resource}).success
+        assert not layout.pending_marker.exists()
+        # `agentlake ingest`'s merge keeps it the same way
+        monkeypatch.setattr(build, "refresh", landed_meanwhile(build.refresh))
+        ran = run_cli("ingest", "--home", layout.home, "--no-default", "--db", a.db, "--full-refresh",
+                      env={"AGENTLAKE_MACHINE": layout.machine, "AGENTLAKE_USER": layout.user})
+        assert ran.returncode == 0 and layout.pending_marker.exists(), ran.stderr
+        monkeypatch.undo()
+
+        assert merge_left_waiting(layout, instance) == []  # fresh: a run's own merge comes first
+        marked = layout.pending_marker.stat().st_mtime
+        os.utime(layout.pending_marker, (marked - MERGE_WAITED_SECONDS - 1, marked - MERGE_WAITED_SECONDS - 1))
+        (request,) = merge_left_waiting(layout, instance)
+        assert request.job_name == "merge_landed"
         instance.add_dynamic_partitions("sources", ["crush-alpha"])
-        tick = sensor_tick(instance, resource, cursor=json.dumps({s: fp for s, fp in _fingerprints(resource).items()}))
-        assert [r.job_name for r in tick.run_requests] == ["merge_landed"]
-        merged = dg.materialize([tables_and_marts], instance=instance, resources={"agentlake": resource})
-        assert merged.success and not layout.pending_marker.exists()
+        repository = defs.get_repository_def()  # ticks as Dagster evaluates them: each request names its job
+
+        def tick(cursor):  # the daemon loads the partitions from the instance, as here
+            with dg.partition_loading_context(dynamic_partitions_store=instance), dg.build_sensor_context(
+                    instance=instance, cursor=cursor, resources={"agentlake": resource},
+                    repository_def=repository) as context:
+                return discover_sources.evaluate_tick(context)
+
+        cursor = json.dumps(_fingerprints(resource))
+        assert [r.job_name for r in tick(cursor).run_requests] == ["merge_landed"]
+        conn = sqlite3.connect(a.db)  # a changed source: its landing is asked for, not a merge
+        conn.execute("UPDATE sessions SET cost = 0.9")
+        conn.commit()
+        conn.close()
+        assert [r.job_name for r in tick(cursor).run_requests] == ["ingest_sources"]
+        assert dg.materialize([tables_and_marts], instance=instance, resources={"agentlake": resource}).success
+        assert not layout.pending_marker.exists()
 
 
 def _fingerprints(resource) -> dict:

@@ -27,7 +27,7 @@ def batch_request(batch: list[str], run_key: str, run_config: dict) -> dg.RunReq
     """A run of `ingest_job` over a range of neighbouring partitions (one: its partition key)."""
     single = len(batch) == 1
     return dg.RunRequest(run_key=run_key, run_config=run_config, partition_key=batch[0] if single else None,
-                         tags=None if single else partition_tags(batch))
+                         tags=None if single else partition_tags(batch), job_name=ingest_job.name)
 
 
 @dg.sensor(jobs=[ingest_job, merge_job], minimum_interval_seconds=300, default_status=dg.DefaultSensorStatus.RUNNING)
@@ -69,7 +69,7 @@ def discover_sources(context: dg.SensorEvaluationContext, agentlake: AgentlakeRe
         requests.append(batch_request(batch, f"{span}:{_digest(fps)}",
                                       {"ops": {"landing": {"config": {"sources": sorted(fps)}}}}))
     if not requests:
-        requests += merge_left_waiting(agentlake.layout())
+        requests += merge_left_waiting(agentlake.layout(), context.instance)
     return dg.SensorResult(
         run_requests=requests,
         dynamic_partitions_requests=partition_requests,
@@ -77,18 +77,25 @@ def discover_sources(context: dg.SensorEvaluationContext, agentlake: AgentlakeRe
     )
 
 
-def merge_left_waiting(layout: Layout, now: float | None = None) -> list:
+IN_PROGRESS = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+               dg.DagsterRunStatus.STARTED]
+
+
+def merge_left_waiting(layout: Layout, instance, now: float | None = None) -> list:
     """A merge of what landed and waits for one that nothing else will run: Dagster's run landed
     beside an `agentlake ingest`, whose merge started before and whose tables, reported after,
-    looked newer than the landing (a trial: two runs' sources stayed unmerged). One request per
-    marking (its run key), once the marker is MERGE_WAITED_SECONDS old."""
+    looked newer than the landing (a trial: two runs' sources stayed unmerged). Requested once
+    the marker is MERGE_WAITED_SECONDS old and no run is queued or running (a landing, or the
+    merge the automation started); again at a later tick if it failed and the marker stays."""
     try:
-        marked = layout.pending_marker.stat().st_mtime_ns
+        marked = layout.pending_marker.stat().st_mtime
     except OSError:
         return []
-    if (now if now is not None else time.time()) - marked / 1e9 < MERGE_WAITED_SECONDS:
+    if (now if now is not None else time.time()) - marked < MERGE_WAITED_SECONDS:
         return []
-    return [dg.RunRequest(run_key=f"merge-landed-{marked}", job_name=merge_job.name)]
+    if instance.get_run_records(filters=dg.RunsFilter(statuses=IN_PROGRESS), limit=1):
+        return []
+    return [dg.RunRequest(job_name=merge_job.name)]
 
 
 def held_as_they_are(layout: Layout, sources: list, fingerprints: dict[str, str]) -> set[str]:

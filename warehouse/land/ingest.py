@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 
+from transforms.atomic import replace_file
 from transforms.bundle import Bundle, forget_cached
 from transforms.contract import DATA_TABLES, SCHEMA_VERSION, SOURCES
 from transforms.provider import DiscoverOptions, Provider, SourceError, environmental
@@ -408,23 +409,29 @@ def record_run(layout: Layout, run_id: str, results) -> str | None:
 
 def mark_pending(layout: Layout) -> None:
     """Landed files wait for a merge: a run killed before merging leaves this, and the next merges.
-    Marked before a run writes, and again once it wrote (merged_since)."""
+    Marked before a run writes, and again as it writes, each time with a new token (merged_since)."""
     try:
         layout.pending_marker.parent.mkdir(parents=True, exist_ok=True)
-        layout.pending_marker.touch()
+        replace_file(layout.pending_marker, uuid.uuid4().hex)
     except OSError:  # an unwritable state dir: each source fails with the reason, and nothing lands
         pass
 
 
-def merged_since(layout: Layout, started: float) -> None:
-    """A merge that started at `started` (time.time()) merged what had landed: the marker goes,
-    unless a run marked it since, having landed beside the merge (an `agentlake ingest` while
-    Dagster's run lands): what it wrote waits for the next merge, and the marker says so."""
+def pending_token(layout: Layout) -> str | None:
+    """The marker's token as a merge starts (None: nothing marked): merged_since compares it."""
     try:
-        if layout.pending_marker.stat().st_mtime <= started:
-            layout.pending_marker.unlink(missing_ok=True)
-    except OSError:  # gone already
-        pass
+        return layout.pending_marker.read_text()
+    except OSError:
+        return None
+
+
+def merged_since(layout: Layout, token: str | None) -> None:
+    """A merge that started when the marker held `token` merged what had landed: the marker goes,
+    unless a run marked it since, having landed beside the merge (an `agentlake ingest` while
+    Dagster's run lands): what it wrote waits for the next merge, and the marker says so. A token,
+    not a time: a shared folder's clock or its mtimes' steps are not this machine's."""
+    if pending_token(layout) == token:
+        layout.pending_marker.unlink(missing_ok=True)
 
 
 def clean_stale_staging(layout: Layout) -> int:

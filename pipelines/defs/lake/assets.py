@@ -74,6 +74,8 @@ def landing(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: 
     problem = record_run(layout, summary.run_id, summary.results)
     if problem:
         context.log.warning(problem)
+    elif any(r.status == "ok" for r in summary.results):  # the run log's own file waits for a merge too
+        mark_pending(layout)
     by_partition = defaultdict(list)
     for result in summary.results:
         by_partition[result.source.dagster_partition].append(result)

@@ -1,4 +1,3 @@
-import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -13,7 +12,7 @@ from warehouse.catalog.marts import MARTS, depends_on, mart_sql
 from warehouse.catalog.merge import duck_type
 from warehouse.catalog.build import configured_prices, refresh
 from warehouse.lake.config import settings_file
-from warehouse.land.ingest import merged_since
+from warehouse.land.ingest import merged_since, pending_token
 from pipelines.budget_check import DESCRIPTION as BUDGETS, budget_check_result, spend_of
 
 # Runs launched from the UI or the sensor update what depends on them, not only the CLI's.
@@ -101,12 +100,12 @@ def tables_and_marts(context: dg.AssetExecutionContext, agentlake: AgentlakeReso
         checks["found"] = look_after_merge(con, merge.source_ids, settings_file(layout))
 
     # the marts too, if anything changed or was pending
-    started = time.time()
+    token = pending_token(layout)
     result = refresh(layout.lake, layout.warehouse, prices=configured_prices(layout), then=check, home=layout.home)
     # what landed is merged: the marker goes, as `agentlake ingest` takes it away after its merge
     # (left by a run from the UI or the sensor, it sent the next `agentlake ingest` with nothing
     # changed to merge again: docs/BENCHMARKS.md, "Figures behind the code's choices")
-    merged_since(layout, started)
+    merged_since(layout, token)
     found = checks["found"]
     for table in ALL_TABLES:
         yield dg.MaterializeResult(asset_key=table.name, metadata={
