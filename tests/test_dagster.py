@@ -376,3 +376,11 @@ def test_a_typo_in_config_toml_is_one_line_in_dagster_not_a_traceback(layout, pr
     assert isinstance(reported, dg.SkipReason) and "use_defualt" in reported.skip_message, reported
     nightly = schedule_tick(instance, resource, datetime(2026, 1, 2, 3, tzinfo=timezone.utc))
     assert isinstance(nightly, dg.SkipReason) and "use_defualt" in nightly.skip_message, nightly
+
+
+def test_a_tick_that_finds_no_source_says_so(layout, instance):
+    """`agentlake dev` on a home with no agent data: the sensor's tick said Dagster's "Sensor
+    function returned an empty result", as after a tick that added partitions."""
+    resource = AgentlakeResource(home=str(layout.home), use_default=False)
+    tick = sensor_tick(instance, resource)
+    assert tick.run_requests == [] and tick.skip_reason.skip_message.startswith("no source found"), tick

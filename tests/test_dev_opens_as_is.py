@@ -80,7 +80,9 @@ def test_the_sensor_still_asks_for_what_the_lake_does_not_hold_as_it_is(layout, 
 
         first = tick()
         instance.add_dynamic_partitions("sources", list(first.dynamic_partitions_requests[0].partition_keys))
-        assert first.run_requests == []  # both held as they are
+        assert first.run_requests == []  # both held as they are, and the tick says so
+        assert first.skip_reason.skip_message == ("2 sources found, 2 new or changed since the last tick, 2 of them as the lake "
+                                     "holds them; 2 partitions added"), first.skip_reason
         conn = sqlite3.connect(a.db)
         conn.execute("UPDATE sessions SET cost = 0.9")
         conn.commit()

@@ -70,10 +70,18 @@ def discover_sources(context: dg.SensorEvaluationContext, agentlake: AgentlakeRe
                                       {"ops": {"landing": {"config": {"sources": sorted(fps)}}}}))
     if not requests:
         requests += merge_left_waiting(agentlake.layout(), context.instance)
+    # a tick that requests no run says why (Dagster's own words were "returned an empty result",
+    # after a tick that found nothing as after one that added partitions)
+    added = sum(len(r.partition_keys) for r in partition_requests if isinstance(r, dg.AddDynamicPartitionsRequest))
+    said = (f"{len(found)} sources found, {len(new)} new or changed since the last tick, "
+            f"{len(new) - sum(len(c) for c in changed.values())} of them as the lake holds them; "
+            f"{added} partitions added" if found else "no source found: each agent's home is empty or not there "
+            "(`agentlake sources` lists what discovery finds)")
     return dg.SensorResult(
         run_requests=requests,
         dynamic_partitions_requests=partition_requests,
         cursor=json.dumps({**seen, **current}, sort_keys=True),
+        skip_reason=None if requests else said,
     )
 
 
