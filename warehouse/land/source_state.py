@@ -98,13 +98,9 @@ class SourceStates:
         """The Dagster partitions (agent and project) of every source of `providers` with a state
         here, found or not: a source's partition_key is its partition's, `-`, then 8 characters
         of its id."""
-        keys = set()
-        for provider in providers:
-            for source_id in self.ids(provider):
-                key = self.of(provider, source_id).partition_key
-                if key:
-                    keys.add(key[:-9])
-        return keys
+        keys = {self.of(provider, source_id).partition_key for provider, source_id in self._listed()
+                if provider in providers}
+        return {key[:-9] for key in keys if key}
 
     def said_file(self, provider: str, source_id: str, what: str) -> Path:
         """Where a note about the source is recorded as said in this lake (transforms.said_once)."""
@@ -118,27 +114,30 @@ class SourceStates:
 
     def ids(self, provider: str) -> set[str]:
         """Every source of the agent with a state here, found or not this run."""
+        return {source_id for agent, source_id in self._listed() if agent == provider}
+
+    def _listed(self) -> list[tuple[str, str]]:
+        """(provider, source_id) of every state file here, in one listing: `<provider>-<id>.json`
+        (not the notes recorded as said, `<provider>-<id>.<what>-said.json`). A provider's name
+        has no dash."""
         try:
             names = os.listdir(self.dir)
         except OSError:
-            return set()
-        prefix = f"{provider}-"
-        return {name[len(prefix):-5] for name in names
-                if name.startswith(prefix) and name.endswith(".json") and "." not in name[len(prefix):-5]}
+            return []
+        listed = []
+        for name in names:
+            provider, dash, source_id = name.removesuffix(".json").partition("-")
+            if name.endswith(".json") and dash and source_id and "." not in source_id:
+                listed.append((provider, source_id))
+        return listed
 
     def not_found(self, found: set[tuple[str, str]], providers) -> dict[str, list[str]]:
         """By agent, the paths of the sources with a state here, of `providers`, that a run which
         looked everywhere it is told to did not find (`found`: (provider, source_id)): stores
         deleted or moved, or an agent's home set elsewhere. One listing of the state folder."""
-        try:
-            names = sorted(os.listdir(self.dir))
-        except OSError:
-            return {}
         missing: dict[str, list[str]] = {}
-        for name in names:
-            provider, dash, source_id = name.removesuffix(".json").partition("-")
-            if (not name.endswith(".json") or not dash or provider not in providers or "." in source_id
-                    or (provider, source_id) in found):
+        for provider, source_id in self._listed():
+            if provider not in providers or (provider, source_id) in found:
                 continue
             state = self.of(provider, source_id)
             if state.parts == {}:  # a bundle left holding only sessions gone from disk: its project's found
