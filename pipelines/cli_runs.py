@@ -115,13 +115,17 @@ def partition_metadata(results: list) -> dict:
     # what was unknown or bad, as the CLI's summary lists it (the run log, `sources`, keeps them all)
     warnings = [f"{r.source.partition_key}: {w}" for r in results for w in said(r)[1]]
     if warnings:
-        metadata["warnings"] = "; ".join(warnings[:MOST_WARNINGS]) + (
-            f"; and {len(warnings) - MOST_WARNINGS} more (the run log, `sources`, keeps them)"
-            if len(warnings) > MOST_WARNINGS else "")
+        metadata["warnings"] = "; ".join(capped(warnings))
     return metadata
 
 
-MOST_WARNINGS = 50  # in a partition's metadata: a first ingest of many stores has hundreds
+MOST_WARNINGS = 50  # in a partition's metadata or a run's log: a first ingest of many stores has hundreds
+
+
+def capped(warnings: list[str]) -> list[str]:
+    """The first MOST_WARNINGS, and how many more there are."""
+    more = len(warnings) - MOST_WARNINGS
+    return warnings[:MOST_WARNINGS] + ([f"and {more} more (the run log, `sources`, keeps them)"] if more > 0 else [])
 
 
 def said(result) -> tuple[str | None, list[str]]:

@@ -14,8 +14,8 @@ from functools import partial
 from pathlib import Path
 
 from pipelines.command_args import (
-    UsageError, agent_homes, command_for, discover_options, layout_of, merged_lake, nothing_ingested,
-    print_err, tsv_field)
+    DISCOVERY_FLAGS, UsageError, agent_homes, command_for, discover_options, layout_of, merged_lake,
+    nothing_ingested, print_err, tsv_field)
 from pipelines.reading import no_warehouse, own_config_file, report_zone, search_index_of
 from transforms.provider import DiscoverOptions
 from warehouse.lake.config import DEMO, has_data, load_config, load_layout
@@ -90,8 +90,7 @@ NOT_FOUND_SAID = "not-found-said.json"  # in the state folder: the sources a run
 
 def _places_named(args) -> bool:
     """The run looked only where its flags said, not everywhere the home looks."""
-    return bool(args.db or args.crush_root or args.codewhale_home or args.codewhale_session or args.agent_home
-                or args.no_default)
+    return any(getattr(args, flag) for flag in DISCOVERY_FLAGS)
 
 
 def _say_not_found(layout: Layout, summary, verbose: bool) -> None:

@@ -43,6 +43,7 @@ def discover_sources(context: dg.SensorEvaluationContext, agentlake: AgentlakeRe
     """
     try:
         found, problems = agentlake.discover()
+        layout = agentlake.layout()  # once a tick: each reads config.toml again
     except ConfigProblem as exc:
         return dg.SkipReason(exc.description)
     for problem in problems:
@@ -50,14 +51,14 @@ def discover_sources(context: dg.SensorEvaluationContext, agentlake: AgentlakeRe
     seen = json.loads(context.cursor) if context.cursor else {}
     current = {key: PROVIDERS[s.provider].fingerprint(s) for key, s in found.items() if not s.skip_reason}
     new = [found[key] for key, fp in current.items() if seen.get(key) != fp]
-    held = held_as_they_are(agentlake.layout(), new, current)
+    held = held_as_they_are(layout, new, current)
     changed = defaultdict(dict)
     for source in new:
         if source.partition_key not in held:
             changed[source.dagster_partition][source.partition_key] = current[source.partition_key]
     registered = sources_partitions.get_partition_keys(dynamic_partitions_store=context.instance)
     partition_requests = partition_changes(set(registered), {s.dagster_partition for s in found.values()},
-                                           lambda agents: SourceStates(agentlake.layout()).partitions(agents))
+                                           lambda agents: SourceStates(layout).partitions(agents))
     # a run per range of neighbours: a partition each cost a run's set-up, and
     # after a demo ingest a run per partition took far longer than one run (docs/BENCHMARKS.md,
     # "Figures behind the code's choices"). A run reads its partitions' changed sources only: one
@@ -69,7 +70,7 @@ def discover_sources(context: dg.SensorEvaluationContext, agentlake: AgentlakeRe
         requests.append(batch_request(batch, f"{span}:{_digest(fps)}",
                                       {"ops": {"landing": {"config": {"sources": sorted(fps)}}}}))
     if not requests:
-        requests += merge_left_waiting(agentlake.layout(), context.instance)
+        requests += merge_left_waiting(layout, context.instance)
     # a tick that requests no run says why (Dagster's own words were "returned an empty result",
     # after a tick that found nothing as after one that added partitions)
     added = sum(len(r.partition_keys) for r in partition_requests if isinstance(r, dg.AddDynamicPartitionsRequest))

@@ -54,7 +54,8 @@ class ClaudeProvider(AgentProvider):
         rows, findings, kept = normalise(files + gone, metas, ctx, cached_notes)
         findings.notes += list(dict.fromkeys(listing_problem(e, "transcripts") for e in unlisted))
         findings.unread = len(unreadable) + len(unlisted)  # not settled: read again next run
-        findings.gone_from_disk = [f.rel for f in gone if f.rel not in kept_older and f.rel not in dict(unreadable)]
+        skipped = kept_older | {rel for rel, _ in unreadable}  # not gone: an older copy, or a read that failed
+        findings.gone_from_disk = [f.rel for f in gone if f.rel not in skipped]
         findings.gone_why = "Claude Code deletes old ones"
         if kept_older:
             findings.notes.append(f"{len(kept_older)} transcripts on disk only in older copies than the ones read "

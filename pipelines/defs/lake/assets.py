@@ -3,7 +3,7 @@ from itertools import chain
 
 import dagster as dg
 
-from pipelines.cli_runs import MOST_WARNINGS, partition_metadata, said
+from pipelines.cli_runs import capped, partition_metadata, said
 from pipelines.defs.lake.checks import CHECK_SPECS, LANDING, check_results
 from pipelines.defs.partitions import sources_partitions
 from pipelines.defs.resources import AgentlakeResource
@@ -65,12 +65,8 @@ def landing(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: 
             mark_pending(layout)
         # progress in the run's log as each source is done
         (context.log.warning if result.status == "failed" else context.log.info)(progress_line(i, len(todo), result))
-        warnings = said(result)[1]  # what was unknown or bad, as the CLI's summary says it
-        for warning in warnings[:MOST_WARNINGS]:
+        for warning in capped(said(result)[1]):  # what was unknown or bad, as the CLI's summary says it
             context.log.warning(f"{result.source.partition_key}: {warning}")
-        if len(warnings) > MOST_WARNINGS:
-            context.log.warning(f"{result.source.partition_key}: and {len(warnings) - MOST_WARNINGS} more warnings "
-                                "(the run log, `sources`, keeps them)")
     problem = record_run(layout, summary.run_id, summary.results)
     if problem:
         context.log.warning(problem)
