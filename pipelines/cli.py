@@ -167,7 +167,7 @@ def _unrecognised(ap: argparse.ArgumentParser, command: str | None, extra: list[
     top level's), with the closest of its options for a mistyped one (`--agnet`: `--agent`)."""
     import difflib
 
-    sub = ap._subparsers._group_actions[0].choices.get(command) if command else None
+    sub = command_parsers(ap).get(command) if command else None
     owner = sub or ap
     options = [o for action in owner._actions for o in action.option_strings if o.startswith("--")]
     hints = []
@@ -185,6 +185,11 @@ def _unrecognised(ap: argparse.ArgumentParser, command: str | None, extra: list[
     elif command == "search" and not any(e.startswith("-") for e in extra):  # words only: an unquoted query
         hints.append("the query is one argument: quote its words, agentlake search 'login handler'")
     owner.error(f"unrecognized arguments: {' '.join(extra)}" + (f" ({'; '.join(hints)})" if hints else ""))
+
+
+def command_parsers(ap: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The commands' parsers by name (argparse keeps them in its subparsers action only)."""
+    return ap._subparsers._group_actions[0].choices
 
 
 # the words users type for --user (a team lead's `--person ana`), as BY_WORDS for --by
@@ -219,7 +224,7 @@ class _Parser(argparse.ArgumentParser):
         if typo:
             import difflib
 
-            names = [n for n in self._subparsers._group_actions[0].choices if n not in LEGACY_NAMES]
+            names = [n for n in command_parsers(self) if n not in LEGACY_NAMES]
             close = ([OPTION_COMMANDS[typo[1]]] if typo[1] in OPTION_COMMANDS
                      else difflib.get_close_matches(typo[1], names, n=1, cutoff=0.6))
             message = (f"unknown command {typo[1]!r}" + (f": did you mean `{close[0]}`?" if close else "")
@@ -650,7 +655,7 @@ def _options_before_the_command(ap: argparse.ArgumentParser, argv: list[str]) ->
     H for the command: "unknown command 'H'", a trial). Said with the command as it is meant."""
     import shlex
 
-    commands = ap._subparsers._group_actions[0].choices
+    commands = command_parsers(ap)
     if not argv or not argv[0].startswith("-") or argv[0] in ("-h", "--help", "-V", "--version"):
         return
     # the last name of a command: an option's value may be one too (`--home demo report`, a review)

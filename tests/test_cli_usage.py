@@ -144,9 +144,9 @@ def test_dev_offers_only_the_home(capsys):
 def test_every_commands_help_says_what_it_does(capsys):
     """`agentlake merge --help` (and dashboard, serving, compact) began with the usage lines and
     went on to the options: each command's help now opens with a sentence saying what it does."""
-    from pipelines.cli import parser
+    from pipelines.cli import command_parsers, parser
 
-    commands = parser()._subparsers._group_actions[0].choices
+    commands = command_parsers(parser())
     assert {"merge", "dashboard", "serving", "compact", "ingest", "sql"} <= set(commands)
     for name in commands:
         with pytest.raises(SystemExit) as exc:
@@ -161,11 +161,11 @@ def test_every_commands_help_fills_its_lines(capsys, monkeypatch):
     """The descriptions and epilogs are prose filled to the terminal's width: edited text had left
     lines of a few words (`dashboard --help`'s "the page. The"). No line of a paragraph ends where
     the next one's first word would have fitted; indented lines (examples, options) are as written."""
-    from pipelines.cli import parser
+    from pipelines.cli import command_parsers, parser
 
     for columns in (80, 120):
         monkeypatch.setenv("COLUMNS", str(columns))
-        for name in parser()._subparsers._group_actions[0].choices:
+        for name in command_parsers(parser()):
             with pytest.raises(SystemExit):
                 main([name, "--help"])
             lines = capsys.readouterr().out.splitlines()

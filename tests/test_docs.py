@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.cli import parser
+from pipelines.cli import command_parsers, parser
 from transforms.contract import ALL_TABLES
 from warehouse.catalog.tables_doc import render
 
@@ -30,7 +30,7 @@ def _commands() -> dict[str, tuple[argparse.ArgumentParser, list[str]]]:
     """Each subcommand by its name, with its parser and its other names (`views` for `merge`)."""
     out: dict[str, tuple[argparse.ArgumentParser, list[str]]] = {}
     seen: dict[int, str] = {}
-    for name, sub in parser()._subparsers._group_actions[0].choices.items():
+    for name, sub in command_parsers(parser()).items():
         if id(sub) in seen:
             out[seen[id(sub)]][1].append(name)
         else:
