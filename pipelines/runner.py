@@ -25,7 +25,7 @@ from transforms.providers import PROVIDERS
 from warehouse.lake.ducklake import interrupted
 from warehouse.lake.layout import Layout, NotACatalog, NotAHome
 from warehouse.lake.storage import LakeUnreachable
-from warehouse.land.ingest import (Run, RunSummary, clean_stale_staging, discover_sources, ingest_many,
+from warehouse.land.ingest import (Run, RunSummary, clean_stale_staging, discover_sources, land,
                                    mark_pending, merged_since, new_run_id, pending_token, record_run, settle)
 from warehouse.land.landing_files import landed_files
 
@@ -172,15 +172,12 @@ def run_ingest(layout: Layout, options: DiscoverOptions, *, full_refresh: bool =
 def _land(run: Run, to_run: list, reporter: PrintingReporter, summary: RunSummary, results: list) -> None:
     """The sources to read, by the worker pool, each reported as it is done and appended to
     `results` (those done are there when a signal cuts the run off); their rows of the run log
-    written once all are. What landed waits for the merge (`mark_pending`): a run killed before
-    it is merged by the next."""
+    written once all are. What landed waits for the merge (`land`): a run killed before it is
+    merged by the next."""
     clean_stale_staging(run.layout)
-    mark_pending(run.layout)
-    for result in ingest_many(to_run, run):
+    for result in land(to_run, run):
         results.append(result)
         reporter.source_done(0, reporter.total, result)
-        if result.status == "ok":  # written: a merge that started before keeps the marker (merged_since)
-            mark_pending(run.layout)
     problem = record_run(run.layout, run.run_id, results)
     if problem:
         summary.problems.append(problem)

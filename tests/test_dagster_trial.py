@@ -199,8 +199,8 @@ def test_a_sensor_run_of_what_the_cli_landed_is_settled_without_workers(tmp_path
     tick = sensor_tick(instance, resource)
     instance.add_dynamic_partitions("sources", list(tick.dynamic_partitions_requests[0].partition_keys))
     handed = []
-    real = assets.ingest_many
-    monkeypatch.setattr(assets, "ingest_many",
+    real = assets.land
+    monkeypatch.setattr(assets, "land",
                         lambda sources, *a, **k: handed.extend(sources) or real(sources, *a, **k))
     (request,) = tick.run_requests
     run = _run(instance, resource, request.tags, request.run_config["ops"]["landing"]["config"])

@@ -487,6 +487,18 @@ def _size(path: str) -> int:
         return 0
 
 
+def land(sources, run: Run, workers: int | None = None):
+    """`ingest_many`, the merge owed marked as the sources land (`mark_pending`): before anything
+    is written (a run killed before its merge leaves the marker, and the next merges), and again
+    after each source written (a merge that started before keeps the marker: `merged_since`)."""
+    if sources:
+        mark_pending(run.layout)
+    for result in ingest_many(sources, run, workers):
+        if result.status == "ok":
+            mark_pending(run.layout)
+        yield result
+
+
 def ingest_many(sources, run: Run, workers: int | None = None):
     """Ingest sources, in parallel processes when there are several and enough to read (`workers`
     unset: POOL_FROM_BYTES); yields each result as it is done. Memory grows with the number of
@@ -623,10 +635,10 @@ def ingest_all(sources, layout: Layout, *, full_refresh: bool = False, run_id: s
     summary = RunSummary(run_id or new_run_id(), problems=list(problems))
     clean_stale_staging(layout)
     take_damage_notes(layout)
-    mark_pending(layout)
+    mark_pending(layout)  # with no source too: the merge after it is owed all the same
     position = {s.source_id: i for i, s in enumerate(sources)}
     run = Run(layout, summary.run_id, full_refresh)
-    for i, result in enumerate(ingest_many(sources, run, workers), 1):
+    for i, result in enumerate(land(sources, run, workers), 1):
         summary.results.append(result)
         if progress:
             progress(i, len(sources), result)

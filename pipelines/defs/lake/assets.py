@@ -7,7 +7,7 @@ from pipelines.cli_runs import capped, partition_metadata, said
 from pipelines.defs.lake.checks import CHECK_SPECS, LANDING, check_results
 from pipelines.defs.partitions import sources_partitions
 from pipelines.defs.resources import AgentlakeResource
-from warehouse.land.ingest import Run, RunSummary, clean_stale_staging, ingest_many, mark_pending, record_run, settle
+from warehouse.land.ingest import Run, RunSummary, clean_stale_staging, land, mark_pending, record_run, settle
 from warehouse.land.landing_files import landed_files
 
 # Extraction, one partition per agent and project (Source.dagster_partition): the only per-source
@@ -56,13 +56,11 @@ def landing(context: dg.AssetExecutionContext, config: IngestConfig, agentlake: 
     # source, one or many, then leaves no merge due
     run = Run(layout, summary.run_id, config.full_refresh)
     settled, rest = ([], todo) if config.full_refresh else _settled_here(todo, run)
-    if rest:  # what lands waits for a merge; a run that settles every source leaves none due (the
-        mark_pending(layout)  # sensor then asked for its sources again, and the tables were rebuilt)
-    results = chain(settled, ingest_many(rest, run))
+    # what lands waits for a merge (`land`); a run that settles every source leaves none due (the
+    # sensor then asked for its sources again, and the tables were rebuilt)
+    results = chain(settled, land(rest, run))
     for i, result in enumerate(results, 1):
         summary.results.append(result)
-        if result.status == "ok":  # written: a merge that started before keeps the marker (merged_since)
-            mark_pending(layout)
         # progress in the run's log as each source is done
         (context.log.warning if result.status == "failed" else context.log.info)(progress_line(i, len(todo), result))
         for warning in capped(said(result)[1]):  # what was unknown or bad, as the CLI's summary says it
