@@ -7,7 +7,7 @@ interrupted; 141 the output was closed early (a pipe into `head`).
 
 After `agentlake quickstart` found no agent data, its demo lives in <home>/demo. Until <home>
 holds data of its own, every command that reads or ingests (sql, report, dashboard, serving,
-views, sources, ingest) uses that demo instead, and says so on stderr.
+views, sources, ingest, demo) uses that demo instead, and says so on stderr.
 """
 
 import argparse
@@ -264,7 +264,7 @@ def parser() -> argparse.ArgumentParser:
                  epilog="With agent data found, it runs `agentlake ingest` and prints what that prints.\n"
                         "Otherwise it runs `agentlake demo` into <home>/demo (--lake and --warehouse are\n"
                         "not used there). Until <home> holds data of its own, sql, report, dashboard,\n"
-                        "serving, merge, compact, sources, ingest and dev use that demo, and say so on\n"
+                        "serving, merge, compact, sources, ingest, dev and demo use that demo, and say so on\n"
                         "stderr; the first `agentlake ingest` that finds an agent's data puts it in\n"
                         "<home>, and the demo steps aside.\n\n"
                         "Exit status: as `agentlake ingest`; a demo after a place that could not be read\n"
@@ -310,7 +310,8 @@ def parser() -> argparse.ArgumentParser:
                               "(said on stderr), its old rows gone. A home whose lake holds anything but a\n"
                               "demo (your agents' data, another machine's, a lake on object storage) is\n"
                               "refused, exit 2: run `agentlake demo --home <home>/demo`, where quickstart\n"
-                              "keeps its demo. In <home>/demo, or a home named with --home, it also writes\n"
+                              "keeps its demo (a home holding no data and quickstart's demo: the demo goes\n"
+                              "there, said on stderr). In <home>/demo, or a home named with --home, it also writes\n"
                               "the home's config.toml naming the demo's stores (when there is none), so that\n"
                               "`agentlake dev --home ...` materialises them.\n\n"
                               "Its summary counts the warnings of the demo's stores (traps planted to show\n"

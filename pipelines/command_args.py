@@ -122,9 +122,10 @@ def use_demo_if_empty(args) -> None:
     """After a quickstart that found no agent data, the README's next commands work as written:
     they use the demo in <home>/demo until <home> holds data of its own (see the module doc).
     `ingest`, `sources` and `dev` do so only when discovery finds no store of the agents at all
-    (`dev` then finds the demo's stores in the demo home's config.toml)."""
+    (`dev` then finds the demo's stores in the demo home's config.toml). `demo` makes its demo
+    there too, not a second one in <home> (which would then hold "data of its own", a trial)."""
     if args.command not in ("sql", "report", "search", "dashboard", "mcp", "serving", "views", "merge", "compact",
-                            "sources", "ingest", "dev"):
+                            "sources", "ingest", "dev", "demo"):
         return
     demo = _demo_instead(args)
     if demo is None:
@@ -145,9 +146,12 @@ def use_demo_if_empty(args) -> None:
             args.agent_home = [f"{p}={demo.home / DEMO_DATA / d}" for p, d in HOMES.items()]
         print_err(f"note: no agent data found on this machine and {home} holds none yet: using the quickstart demo "
              f"in {demo.home} (once an agent has written sessions, `agentlake ingest` puts them in {home})")
+    elif args.command == "demo":
+        print_err(f"note: the quickstart's demo is in {demo.home}: this demo goes there, where the other commands "
+                  f"find it ({home} is kept for your agents' own data)")
     else:
         print_err(f"note: {home} holds no ingested data yet: using the quickstart demo in {demo.home} "
-             f"(`agentlake ingest` puts your agents' own data in {home})")
+                  f"(`agentlake ingest` puts your agents' own data in {home})")
     args.home = str(demo.home)
 
 

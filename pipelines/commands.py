@@ -34,8 +34,8 @@ def cmd_sources(args) -> int:
         state = f"skipped: {s.skip_reason}" if s.skip_reason else "ok"
         print(f"{s.partition_key}\t{tsv_field(s.path)}\t{tsv_field(state)}")
     if not sources:
-        print_err("no sources found: each agent is looked for where it keeps its data (README, \"Where the data "
-             "comes from\"); name other places with --agent-home AGENT=DIR, or try `agentlake demo`")
+        print_err("no sources found: each agent is looked for where it keeps its data (docs/SOURCES.md); name other "
+                  "places with --agent-home AGENT=DIR, or try `agentlake demo`")
     return 1 if problems else 0
 
 
@@ -254,8 +254,11 @@ def _first_look(layout: Layout, demo: str | None = None) -> None:
               "partial = some requests unpriced, "
               "unknown = no price, never $0):")
         print(render([d[0] for d in cur.description], cur.fetchall()))
+        # a demo's sessions are on fixed days (its seed's numbers whenever it is made): --week shows none
+        first, last = con.execute('SELECT MIN("date"), MAX("date") FROM sessions').fetchone() if demo else (None, None)
     command = partial(command_for, layout)
-    print(f"\nNext: {command('report')}                 (cost and use by project; --by agent|day|week|model|category; --week)")
+    window = f"the demo's days: --since {first} --until {last}" if first else "--week"
+    print(f"\nNext: {command('report')}                 (cost and use by project; --by agent|day|week|model|category; {window})")
     print(f"      {command('report')} --insights      (money that buys nothing, with the SQL behind it)")
     print(f"      {command('dashboard')}              (the team dashboard in a browser)")
     print(f"      {command('sql')} \"SELECT tool_name, COUNT(*) AS calls FROM tool_calls GROUP BY 1 ORDER BY 2 DESC\"")

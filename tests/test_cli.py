@@ -282,11 +282,14 @@ def test_a_warehouse_that_is_not_a_catalog_is_a_usage_error_and_stays_untouched(
     folder.mkdir()
     junk = tmp_path / "notes.db"
     junk.write_text("not a database at all\n")
+    empty = tmp_path / "empty.ducklake"  # `touch`ed (a trial): DuckDB's own error, unexplained
+    empty.touch()
     other = tmp_path / "serving.duckdb"  # a DuckDB database, not a DuckLake catalog
     with duckdb.connect(str(other)) as con:
         con.execute("CREATE TABLE t AS SELECT 1 AS x")
     before = other.read_bytes()
-    for path, says in ((folder, "is a folder"), (junk, "not a DuckDB database"), (other, "not a DuckLake catalog")):
+    for path, says in ((folder, "is a folder"), (junk, "not a DuckDB database"), (empty, "is an empty file, not a"),
+                       (other, "not a DuckLake catalog")):
         commands = [["sql", "SELECT 1"], ["report"], ["merge"], ["compact"], ["serving", str(tmp_path / "out.duckdb")],
                     ["dashboard", "--port", "0"]]
         if path != other:  # a DuckDB file is told apart only by opening it: ingest says so at its merge

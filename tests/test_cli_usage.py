@@ -300,3 +300,11 @@ def test_a_dagster_home_or_a_warehouse_dev_cannot_use_is_a_usage_error_naming_it
     monkeypatch.setattr(os, "execvpe", lambda file, argv, env: started.append(env) or (_ for _ in ()).throw(SystemExit(0)))
     run_cli("dev", "--home", tmp_path / "home", "--port", "0", env={"AGENTLAKE_WAREHOUSE": str(afile)})
     assert started and "AGENTLAKE_WAREHOUSE" not in started[0]
+
+
+def test_sources_finding_nothing_names_the_page_that_says_where_it_looked(tmp_path, capsys):
+    """It named a README section that had moved to docs/SOURCES.md (a trial)."""
+    assert main(["sources", "--home", str(tmp_path / "home"), "--no-default"]) == 0
+    err = capsys.readouterr().err
+    assert "no sources found: each agent is looked for where it keeps its data (docs/SOURCES.md)" in err
+    assert (Path(__file__).parent.parent / "docs" / "SOURCES.md").exists()

@@ -197,6 +197,11 @@ def test_links_lead_from_the_overview_down_to_a_transcript(dashboard, read_only_
     screenshot(top, tab, tmp_path, "session")
     sub = browse(urljoin(dashboard, subagents[0][1]), tab)
     assert "sub-agent of" in sub and "$0.3000" in sub
+    # the facts only its root's summary has are left out, not shown empty (a trial's blank duration)
+    shown = sub.split('id="session-facts"')[1].split("</table>")[0]
+    facts = dict(re.findall(r"<tr><th>([^<]*)</th><td>([^<]*)</td></tr>", shown))
+    assert "started (UTC)" in facts and "duration" not in facts and "messages (with sub-agents)" not in facts, facts
+    assert all(facts.values()), facts
 
 
 def chart_links(dom: str) -> list[str]:

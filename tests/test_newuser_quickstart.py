@@ -22,6 +22,10 @@ def test_the_readme_commands_work_after_a_quickstart_demo_then_own_data_takes_ov
     assert f"in {home / 'demo'}" in err
     next_line = next(line for line in out.splitlines() if line.startswith("Next:"))
     assert "--home" not in next_line  # the command it suggests works as printed
+    # the demo's days, not --week: its sessions are on fixed days, months before today (a trial)
+    since, until = next_line.split("the demo's days: --since ")[1].rstrip(")").split(" --until ")
+    assert main(["report", "--since", since, "--until", until, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["totals"][0]["root_sessions"] > 0
     # the Dagster UI on the demo's home (`agentlake dev --home <home>/demo`) finds its stores
     from pipelines.defs.resources import AgentlakeResource
 
@@ -65,6 +69,11 @@ def test_the_readme_commands_work_after_a_quickstart_demo_then_own_data_takes_ov
     assert main(["serving", str(tmp_path / "bi.duckdb")]) == 0
     assert "session_summary" in capsys.readouterr().out
     assert not (home / "lake").exists()  # the demo never leaks into the home's own lake
+    # `agentlake demo` refreshes that demo, not a second one in <home> (which would then hold data
+    # of its own, and take the user's sessions beside generated ones: a trial)
+    assert main(["demo", "--quiet"]) == 0
+    assert f"note: the quickstart's demo is in {home / 'demo'}: this demo goes there" in capsys.readouterr().err
+    assert not (home / "lake").exists() and not (home / "demo-data").exists()
 
     # a mistyped agent home finds nothing: the run fails, and the demo stays the one read
     assert main(["ingest", "--quiet", "--agent-home", f"claude={tmp_path / 'typo' / '.claude'}"]) == 1

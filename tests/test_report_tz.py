@@ -133,6 +133,16 @@ def test_a_zone_in_other_case_is_that_zone():
         "UTC", "Europe/Berlin", "America/New_York")
 
 
+def test_a_city_alone_is_answered_with_its_zone():
+    """`--tz berlin` named no zone at all: the city's spelling is not close to `Europe/Berlin`
+    by difflib's measure (a trial)."""
+    from warehouse.lake.zones import BadZone, check_zone
+
+    for typed, meant in (("berlin", "Europe/Berlin"), ("new york", "America/New_York"), ("Kolkata", "Asia/Kolkata")):
+        with pytest.raises(BadZone, match=f"'{typed}' is not a time zone \\(did you mean {meant}\\?\\)"):
+            check_zone(typed)
+
+
 def test_a_zone_nothing_is_close_to_is_named(straddling):
     mars = run_cli("report", "--home", straddling.home, "--tz", "Mars/Base")
     assert mars.returncode == 2 and "--tz 'Mars/Base' is not a time zone: give an IANA name" in mars.stderr

@@ -102,7 +102,10 @@ def check_catalog(path) -> None:
             head = f.read(12)
     except FileNotFoundError:
         return  # a new catalog, made on the first merge
-    if head and head[8:12] != b"DUCK":  # a DuckDB file's magic bytes
+    if not head:  # never one of agentlake's: a catalog is published whole, by a rename
+        raise NotACatalog(f"the warehouse {path} is an empty file, not a DuckLake catalog (not a DuckDB database): "
+                          "remove it, and `agentlake merge` makes the catalog there")
+    if head[8:12] != b"DUCK":  # a DuckDB file's magic bytes
         raise NotACatalog(f"the warehouse {path} is not a DuckLake catalog (not a DuckDB database)")
 
 

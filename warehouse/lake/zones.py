@@ -24,7 +24,10 @@ def check_zone(name: str, where: str = "--tz") -> str:
     if name not in known and name.lower() in spelt:  # `utc`, `europe/berlin`: the zone's own spelling
         return spelt[name.lower()]
     if name not in known:
-        close = get_close_matches(name, sorted(known), 3, 0.6)
+        # a city alone (`berlin`, `new york`): the zones it ends, else the names spelt closest
+        city = name.strip().lower().replace(" ", "_")
+        close = (sorted(k for k in known if k.lower().rsplit("/", 1)[-1] == city)[:3]
+                 or get_close_matches(name, sorted(known), 3, 0.6))
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise BadZone(f"{where} {name!r} is not a time zone{hint}: give an IANA name such as Europe/Berlin, "
                       "America/New_York, Asia/Kolkata or UTC")

@@ -73,7 +73,7 @@ def session_page(con, req: Request) -> tuple[str, int]:
     zone = req.filters.zone
     facts = [("agent", provider), ("project", project), (f"started ({zone})", clock(started, zone)),
              (f"last activity ({zone})", clock(ended, zone)),
-             ("duration", duration_text(duration)), ("cost", f"{usd(cost)} ({cost_source})"),
+             ("duration", None if duration is None else duration_text(duration)), ("cost", f"{usd(cost)} ({cost_source})"),
              ("models", models_label(models)),
              ("messages (with sub-agents)", messages), ("tool calls (with sub-agents)", calls),
              ("tool errors", errors), ("non-zero exits", exits), ("sub-agents", subagents)]
