@@ -513,3 +513,50 @@ def test_an_edit_of_an_agent_that_flags_only_failures_is_a_change(built_once):
               WHERE sub.machine = s.machine AND sub.source_id = s.source_id AND sub.root_session_id = s.session_id))
         WHERE c.tool_category IN ('edit', 'write') AND c.has_result AND c.is_error IS NULL AND c.file_path IS NOT NULL""")
     assert not blamed, blamed
+
+
+# --- a folder's listing is no read of a file -----------------------------------------------
+
+# each agent's tools that list a folder (name -> agent), in the `read` category with the folder as
+# their file_path: OpenCode's `list` and Codex's `list_dir` were counted as reads of files, and
+# listing one folder twice as a duplicate read
+LISTINGS = {"ls": ("aider", "crush", "pi"), "LS": ("claude", "cursor", "droid"), "list": ("opencode",),
+            "list_dir": ("antigravity", "codewhale", "codex", "cursor"), "read_dir": ("codex",),
+            "list_directory": ("amp", "codebuff", "gemini", "qwen"), "list_files": ("kilo",)}
+
+
+def test_every_agents_folder_listing_is_named_in_the_marts_listings():
+    import importlib
+
+    import duckdb
+
+    from warehouse.catalog.marts import mart_sql
+
+    with duckdb.connect() as con:
+        con.execute(dict(mart_sql())["_listings"])
+        listed = {r[0] for r in con.execute("SELECT tool_name FROM _listings()").fetchall()}
+    assert listed == {name.lower() for name in LISTINGS}
+    for name, agents in LISTINGS.items():
+        for agent in agents:
+            tools = importlib.import_module(f"transforms.{agent}.tools")
+            categories = tools.TOOLS.categories if hasattr(tools, "TOOLS") else tools._CATEGORY
+            assert categories[name] == "read", (agent, name)
+
+
+def test_a_folder_listed_twice_is_neither_a_file_nor_a_duplicate_read(layout, tmp_path):
+    cwd = tmp_path / "web"
+    cwd.mkdir()
+    w, x = str(cwd), str(cwd / "x.py")
+    folder = tmp_path / "claude" / "projects" / project_slug(w)
+    lines = [user_line("l1", at(9, 0), w, "look")]
+    for n, (name, args, result) in enumerate([("LS", {"path": w}, "- x.py"), ("LS", {"path": w}, "- x.py"),
+                                              ("Read", {"file_path": x}, "print(1)"),
+                                              ("Read", {"file_path": x}, "print(1)")], 1):
+        lines += [*request("l1", at(9, n), w, n, [tool_use(f"t{n}", name, args)], usage(10, 5), 0.01, stop="tool_use"),
+                  user_line("l1", at(9, n, 5), w, [tool_result(f"t{n}", result)])]
+    write_jsonl(folder / "l1.jsonl", lines)
+    ingest(layout, homes={"claude": [tmp_path / "claude"]})
+    assert query(layout, "SELECT tool_name, file_path FROM tool_calls ORDER BY tool_call_id")[0] == ("LS", w)
+    assert query(layout, "SELECT path, reads FROM file_activity") == [(x, 2)]  # the folder: no row
+    assert query(layout, "SELECT path, reads, duplicate_reads FROM insight_duplicate_reads") == [(x, 2, 1)]
+    assert query(layout, "SELECT COUNT(*) FROM insight_unused_reads WHERE path = ?", w) == [(0,)]

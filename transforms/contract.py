@@ -243,7 +243,7 @@ TOOL_CALLS = Table(
         _c("input_raw", pa.string(), "Arguments string exactly as stored."),
         _c("is_input_valid", pa.bool_(), "False when the arguments string is empty or not a JSON object."),
         _c("command", pa.string(), "Shell command (bash), when present."),
-        _c("file_path", pa.string(), "Target file path (edit, write, view, ...), when present."),
+        _c("file_path", pa.string(), "Target file path (edit, write, view, ...), when present; for a folder's listing (ls, list_dir, ...), the folder."),
         _c("has_call", pa.bool_(), "False for a result whose call was not found."),
         _c("has_result", pa.bool_(), "False when the call never got a result."),
         _c("is_error", pa.bool_(), "The result's tool-level error flag. Null without a result, and null with one when the agent records no error flag for it: Codex (true only when the tool could not run, told from its output), Aider (its `/run` output), Codebuff (`tool` blocks; a failed `agent` block is true) and Cursor (its text transcripts, and JSONL results without `is_error`). A non-zero exit is NOT an error here."),

@@ -71,9 +71,11 @@ def is_macro(sql: str) -> bool:
 
 def reads(sql: str) -> tuple[str, ...]:
     """What a file reads, from its `-- reads:` header line: curated tables, building blocks and
-    marts."""
+    marts (`-- reads: nothing` for a block of constants)."""
     found = re.search(r"^-- reads: (.+)$", sql, re.MULTILINE)
-    return tuple(name.strip() for name in found[1].split(",")) if found else ()
+    if not found or found[1].strip() == "nothing":
+        return ()
+    return tuple(name.strip() for name in found[1].split(","))
 
 
 @lru_cache(maxsize=None)

@@ -1,10 +1,11 @@
 -- refresh: by project
--- reads: tool_calls, file_versions
+-- reads: tool_calls, file_versions, _listings
 -- file_activity: per project and file, how often agents changed, read and versioned it.
 -- A change is an edit-, multiedit- or write-category call WITH a result that is not an error:
 -- a failed edit changed nothing. A null is_error is no error: Codex, Cursor, Aider and Codebuff
 -- flag only what failed (their successful edits counted as nothing: a trial). Relative paths are
--- resolved against the project directory.
+-- resolved against the project directory. A folder's listing (_listings) is no read of a file,
+-- and its folder no row.
 CREATE OR REPLACE VIEW file_activity AS
 WITH calls AS (
     SELECT provider, project, tool_category, is_error, has_result, called_at,
@@ -14,6 +15,7 @@ WITH calls AS (
     -- the calls it counts: a file another tool names (an MCP call's argument) is no activity, and
     -- was a row of zeros
     WHERE has_call AND file_path IS NOT NULL AND tool_category IN ('edit', 'write', 'read')
+      AND lower(tool_name) NOT IN (SELECT tool_name FROM _listings())
 ),
 by_calls AS (
     SELECT provider, project, path,

@@ -1,0 +1,7 @@
+-- reads: nothing
+-- _listings(): the tools that list a folder (Crush's, Aider's and pi's `ls`, Claude Code's and
+-- Droid's `LS`, Codex's `list_dir`, Gemini CLI's `list_directory`, OpenCode's `list`, ...). They
+-- are in the `read` category, and their `file_path` is the folder they list: the marts about
+-- files (file_activity, the insights' _file_calls) count no read of a file for them.
+CREATE OR REPLACE MACRO _listings() AS TABLE
+SELECT unnest(['ls', 'list', 'list_dir', 'list_directory', 'list_files', 'read_dir']) AS tool_name
