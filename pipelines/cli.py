@@ -700,9 +700,10 @@ def main(argv=None) -> int:
             print_err("interrupted")
             return 130
         from warehouse.lake.duckdb_settings import BadThreads
-        from warehouse.lake.pg_catalog import CatalogUnreachable
+        from warehouse.lake.pg_catalog import BadWriterWait, CatalogUnreachable, LakeClaimed
 
-        if isinstance(exc, (ConfigError, BadThreads, LakeUnreachable, CatalogUnreachable, HomeNotMade)):
+        if isinstance(exc, (ConfigError, BadThreads, BadWriterWait, LakeUnreachable, CatalogUnreachable, LakeClaimed,
+                            HomeNotMade)):
             print_err(f"error: {exc}")
             return 1
         from warehouse.lake.ducklake import damage_hint

@@ -18,7 +18,7 @@ from pipelines.command_args import (
     nothing_ingested, print_err, tsv_field)
 from pipelines.reading import no_warehouse, own_config_file, report_zone, search_index_of
 from transforms.provider import DiscoverOptions
-from warehouse.lake.config import DEMO, has_data, load_config, load_layout
+from warehouse.lake.config import DEMO, has_data, load_config, load_layout, settings_file
 from warehouse.lake.layout import Layout, check_catalog, make_home, own_lake, same_lake
 
 
@@ -178,7 +178,9 @@ def cmd_demo(args) -> int:
         forget_demo_sources(layout, root, everything=False)  # a demo home moved or copied here
     # the home's project names apply to the demo's sessions as to any (a rename is what a new user
     # tries on it); its other settings name places, which the demo's stores are not
-    names = load_config(layout.config_file).project_names if layout.config_file.exists() else {}
+    # (the home a quickstart demo stands in for keeps them: settings_file)
+    settings = settings_file(layout)
+    names = load_config(settings).project_names if settings.exists() else {}
     options = DiscoverOptions(env={}, extra_roots={p: (str(root / d),) for p, d in HOMES.items()},
                               use_default=False, project_names=names)
     # so that `agentlake dev` on this home finds the demo's stores: in quickstart's <home>/demo, or a
@@ -254,8 +256,10 @@ def _first_look(layout: Layout, demo: str | None = None) -> None:
               "partial = some requests unpriced, "
               "unknown = no price, never $0):")
         print(render([d[0] for d in cur.description], cur.fetchall()))
-        # a demo's sessions are on fixed days (its seed's numbers whenever it is made): --week shows none
-        first, last = con.execute('SELECT MIN("date"), MAX("date") FROM sessions').fetchone() if demo else (None, None)
+        # a demo's sessions are on fixed days (its seed's numbers whenever it is made): --week shows none.
+        # A day either side: the report counts the days of its time zone, these are UTC's
+        first, last = con.execute('SELECT MIN("date") - 1, MAX("date") + 1 FROM sessions').fetchone() if demo \
+            else (None, None)
     command = partial(command_for, layout)
     window = f"the demo's days: --since {first} --until {last}" if first else "--week"
     print(f"\nNext: {command('report')}                 (cost and use by project; --by agent|day|week|model|category; {window})")
@@ -280,8 +284,11 @@ def cmd_serving(args) -> int:
         if args.output and not target.parent.exists():  # a mistyped path made its folder tree (a new user's trial)
             raise ServingError(f"cannot write the serving database {target}: the folder {target.parent} does not "
                                "exist (create it first)")
-        # a reader's home has no lake of its own: the catalog holds what its merge read elsewhere
-        own_lake = layout.remote or Path(layout.lake).is_dir()
+        # a reader's home has no lake of its own: the catalog holds what its merge read elsewhere,
+        # and the team's catalog in PostgreSQL what the center merged (whatever the home's lake folder holds)
+        from warehouse.lake.pg_catalog import is_postgres
+
+        own_lake = not is_postgres(layout.warehouse) and (layout.remote or Path(layout.lake).is_dir())
         if not layout.warehouse.exists() or (own_lake and not has_data(layout)):
             return nothing_ingested(layout)
         counts = build_serving(layout.warehouse, target, args.storage_version, layout.tables_path)
@@ -351,7 +358,6 @@ def cmd_mcp(args) -> int:
 
 def cmd_merge(args) -> int:
     from warehouse.catalog.build import configured_prices, refresh
-    from warehouse.lake.config import settings_file
 
     layout = layout_of(args)
     if not has_data(layout):

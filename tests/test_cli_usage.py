@@ -242,6 +242,14 @@ def test_dev_on_a_home_ingested_under_other_names_lands_as_they_did_or_refuses(t
     ran = run_cli("ingest", "--home", home, "--db", p.db, "--no-default", "--quiet", "--machine", "laptop-b",
                   "--user", "bob")
     assert ran.returncode == 0, ran.stderr
+    # a run under other names whose every source failed landed nothing as them (a bucket refusing
+    # a new machine's folder, a trial): the home's names stay the ones that landed
+    broken = tmp_path / "broken" / ".crush" / "crush.db"
+    broken.parent.mkdir(parents=True)
+    broken.write_bytes(b"not a database" * 100)
+    failed = run_cli("ingest", "--home", home, "--db", broken, "--no-default", "--quiet", "--machine", "laptop-c",
+                     "--user", "bob")
+    assert failed.returncode == 1 and "1 failed" in failed.stdout, failed.stdout + failed.stderr
     started = []
 
     def execvpe(file, argv, env):

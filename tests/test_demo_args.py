@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from pipelines.cli import main
 from tests.conftest import run_cli
 from tests.support_homes import copy_demo_home, small_demo_home
 from transforms.providers import PROVIDERS
@@ -243,3 +244,21 @@ def test_a_generator_that_is_there_but_fails_to_import_is_its_own_error(monkeypa
     monkeypatch.setattr(demo, "import_module", broken)
     with pytest.raises(ModuleNotFoundError, match="some_dependency"):
         demo._generator("codex")
+
+
+def test_a_demo_made_where_the_quickstart_keeps_it_takes_the_project_names_of_the_home_it_stands_in_for(
+        tmp_path, monkeypatch, capsys, built_once):
+    """`agentlake demo` in a home holding no data goes to the quickstart's <home>/demo: the
+    `[projects]` of <home>/config.toml, the file the user edits, still name its projects (they were
+    read from the demo's own config.toml, which has none: a review)."""
+    home = tmp_path / "home"
+    copy_demo_home(small_demo_home(built_once).home, home / "demo")
+    before = {p for r in _sessions(capsys, home / "demo") for p in r["projects"].split(",")}
+    assert "webshop" in before
+    (home / "config.toml").write_text('[projects]\n"webshop" = "shop"\n')
+    monkeypatch.setenv("AGENTLAKE_HOME", str(home))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    assert main(["demo", "--quiet", "--projects", "1", "--sessions", "1"]) == 0
+    assert "note: the quickstart's demo is in" in capsys.readouterr().err
+    after = {p for r in _sessions(capsys, home / "demo") for p in r["projects"].split(",")}
+    assert after == before - {"webshop"} | {"shop"}

@@ -163,6 +163,11 @@ def test_the_center_merges_into_postgres_and_readers_see_each_merge_at_once(post
     with as_reader(postgres):
         assert _through_sqlalchemy(postgres.warehouse(READER)) == a.sessions + b.sessions
         assert _through_the_dashboard(postgres.warehouse(READER)) == a.sessions + b.sessions
+    # the BI file from the team's catalog, in a reader's home whose own ingest found nothing (it left
+    # an empty lake folder: "nothing ingested", a team trial)
+    (home / "lake").mkdir(exist_ok=True)
+    served = reader(postgres, s3, home, "serving", str(tmp_path / "bi.duckdb"))
+    assert ok(served) and served.stdout.startswith(f"{tmp_path / 'bi.duckdb'}: ") and "session_summary" in served.stdout
 
 
 def current_now(s3env) -> str:
@@ -357,9 +362,26 @@ def test_a_first_merge_naming_a_bucket_that_does_not_exist_leaves_the_catalog_to
         without.delenv("AWS_ENDPOINT_URL")
         via_uri = run_cli_fresh("merge", "--lake", f"{lake}?endpoint_override={endpoint}&scheme=http",
                                 "--warehouse", db.warehouse(WRITER), env=bare)
-        compacted = run_cli_fresh("compact", "--lake", f"{lake}?endpoint_override={endpoint}&scheme=http",
+        # a file a killed merge left in the tables' folder on S3: removed through the lake's store
+        # (it was given to os.remove, a trial)
+        stray = "first-merge/main/sessions/year=2026/project=x/ducklake-killed-merge.parquet"
+        s3_client(s3).put_object(Bucket=BUCKET, Key=stray, Body=b"PAR1")
+        compacted = run_cli_fresh("compact", "--orphans", "--keep-seconds", "0",
+                                  "--lake", f"{lake}?endpoint_override={endpoint}&scheme=http",
                                   "--warehouse", db.warehouse(WRITER), env=bare)  # as the merge does
     assert ok(via_uri) and ok(compacted)
+    assert "Contents" not in s3_client(s3).list_objects_v2(Bucket=BUCKET, Prefix=stray)
+    # a second catalog given this lake is refused before it writes a file there (it would take the
+    # first one's files for orphans and replace its search index: a team trial)
+    second = new_database(postgres, "second_catalog")
+    files = {o["Key"] for o in s3_client(s3).list_objects_v2(Bucket=BUCKET, Prefix="first-merge/")["Contents"]}
+    for args in (("merge",), ("compact", "--orphans", "--keep-seconds", "0")):
+        refused = run_cli_fresh(*args, "--lake", lake, "--warehouse", second.warehouse(WRITER), env=env)
+        assert refused.returncode == 1 and refused.stderr.startswith(
+            f"error: the lake {lake} holds the tables of another catalog (postgres:dbname=wrong_bucket ") \
+            and f"not of postgres:dbname=second_catalog " in refused.stderr \
+            and f"remove {lake}/_catalog.json" in refused.stderr, refused.stderr
+    assert {o["Key"] for o in s3_client(s3).list_objects_v2(Bucket=BUCKET, Prefix="first-merge/")["Contents"]} == files
     reader_env = {**s3, **db.env(READER, READER_PASSWORD), "AGENTLAKE_HOME": str(tmp_path / "reader")}
     ran = run_cli_fresh("sql", "--format", "json", "--warehouse", db.warehouse(READER),
                         "SELECT COUNT(*) AS n FROM sessions", env=reader_env)

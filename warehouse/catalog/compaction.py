@@ -58,19 +58,31 @@ def _compact(catalog: Path, keep_seconds: int, orphans: bool, memory_limit: str 
         con.execute(f"CALL ducklake_merge_adjacent_files('{ducklake.CATALOG}')")
         sweep(con, keep_seconds, catalog)  # with no grace, what the compaction replaced goes too
         if orphans:
-            _delete_orphans(con, keep_seconds)
+            _delete_orphans(con, keep_seconds, lake)
         after = _file_count(con)
     return {"files_before": before, "files_after": after, "rows_written_out": int(sum(r for _, _, r in flushed))}
 
 
-def _delete_orphans(con, keep_seconds: int) -> int:
+def _delete_orphans(con, keep_seconds: int, lake: str = "") -> int:
     """Data files a killed merge wrote but never committed, in the tables' own folder only.
     DuckLake lists every file under the data path that its catalog does not know, and a home's
     own lake is that data path: its landing files and state (`_landing/`, `_state/`) would be
-    listed, and deleted, with them. Listed by DuckLake (a dry run), deleted here."""
-    tables = os.path.normpath(ducklake.tables_folder(ducklake.stored_data_path(con))) + os.sep
+    listed, and deleted, with them. Listed by DuckLake (a dry run), deleted here: through the
+    lake's object store when the tables are there (a catalog in PostgreSQL; `lake` names its
+    endpoint)."""
+    from warehouse.lake.storage import is_remote, open_store
+
+    data = ducklake.stored_data_path(con)
     listed = con.execute(f"CALL ducklake_delete_orphaned_files('{ducklake.CATALOG}', dry_run => true, "
                          f"older_than => now() - INTERVAL {int(keep_seconds)} SECOND)").fetchall()
+    if is_remote(data):
+        root, tables = data.rstrip("/"), ducklake.tables_folder(data)
+        store = open_store(lake if is_remote(lake) else root)
+        orphans = [path[len(root) + 1:] for (path,) in listed if path.startswith(tables)]
+        for rel in orphans:
+            store.delete(rel)
+        return len(orphans)
+    tables = os.path.normpath(ducklake.tables_folder(data)) + os.sep
     deleted = 0
     for (path,) in listed:
         if os.path.normpath(path).startswith(tables):

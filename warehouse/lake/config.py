@@ -275,9 +275,10 @@ def demo_layout(layout: Layout) -> Layout | None:
 
 
 def settings_file(layout: Layout) -> Path:
-    """The config.toml whose settings (prices) apply to this home's merges: its own, but for the
-    quickstart's demo while it stands in for its home (demo_layout): that home's, the file the user
-    edits; its budgets were read from there and its prices were not (a new user's trial)."""
+    """The config.toml whose settings (prices; a demo's project names) apply to this home's merges:
+    its own, but for the quickstart's demo while it stands in for its home (demo_layout): that
+    home's, the file the user edits; its budgets were read from there and its prices were not (a
+    new user's trial)."""
     home = Path(layout.home)
     if home.name == DEMO and not layout.remote:
         try:

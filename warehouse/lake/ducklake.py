@@ -376,6 +376,9 @@ def _pg_writing(catalog: "pg_catalog.PostgresCatalog", data_path: str | None, me
                 pg_catalog.publish(con, f"__ducklake_metadata_{CATALOG}", unless_published=True)
             except duckdb.Error as exc:
                 raise pg_catalog.read_only_role(catalog, exc) or exc
+            # before any file is written to the lake: another catalog's lake is refused
+            pg_catalog.claim_lake(con, f"__ducklake_metadata_{CATALOG}", catalog,
+                                  lake or data_path or stored_data_path(con))
             yield con
             pg_catalog.publish(con, f"__ducklake_metadata_{CATALOG}")
         finally:

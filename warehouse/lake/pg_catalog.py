@@ -212,12 +212,61 @@ _SESSION = {"idle_in_transaction_session_timeout": "0", "tcp_keepalives_idle": "
             "tcp_keepalives_interval": "10", "tcp_keepalives_count": "3"}
 
 
+# In the lake, beside the tables (`main/`) and the search index (`search/`): the one PostgreSQL
+# catalog they are the files of, recorded by its first writer. A second catalog given the same
+# lake would take the first one's files for orphans (`compact --orphans`) and replace its index.
+CLAIM = "_catalog.json"
+
+
+class LakeClaimed(RuntimeError):
+    """The lake holds another PostgreSQL catalog's tables: nothing was written."""
+
+
+def claim_lake(con, meta: str, catalog: PostgresCatalog, lake: str) -> None:
+    """The lake's tables are this catalog's: recorded in the lake (`CLAIM`) by the catalog's first
+    writer, LakeClaimed when another catalog recorded it first. A catalog is known by its `main`
+    schema's uuid, which DuckLake gives it once (a dump restored elsewhere keeps it); `meta`: its
+    metadata database on `con`, `lake`: the lake's URI or the catalog's data path."""
+    import json
+    from datetime import datetime, timezone
+
+    from warehouse.lake.storage import open_store
+
+    mine = con.execute(f"SELECT schema_uuid::VARCHAR FROM {meta}.ducklake_schema "
+                       "WHERE schema_name = 'main' AND end_snapshot IS NULL").fetchone()[0]
+    store = open_store(lake.rstrip("/"))
+    try:
+        held = json.loads(store.read(CLAIM))
+    except FileNotFoundError:
+        held = None
+    except ValueError:  # cut short or edited: taken again by this catalog, which writes here now
+        held = None
+    if isinstance(held, dict) and held.get("catalog") == mine:
+        return
+    if isinstance(held, dict) and held.get("catalog"):
+        raise LakeClaimed(
+            f"the lake {store.uri('').rstrip('/')} holds the tables of another catalog ({held.get('named', 'unnamed')}, "
+            f"since {held.get('since', 'its first merge')}), not of {catalog}: a second catalog there would delete "
+            "the first one's files as orphans and replace its search index. Merge into that catalog, or give this "
+            f"one a lake of its own; if that catalog is gone for good, remove {store.uri(CLAIM)}, and this "
+            "catalog's `agentlake compact --orphans` then removes the old one's files")
+    since = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    store.put_all({CLAIM: json.dumps({"catalog": mine, "named": str(catalog), "since": since}).encode()})
+
+
+class BadWriterWait(ValueError):
+    """$AGENTLAKE_WRITER_WAIT is no number of seconds: said as an error, as a bad $AGENTLAKE_THREADS."""
+
+
 def wait_s(env=os.environ) -> float:
     try:
-        return max(0.0, float(env.get(WAIT_ENV) or WAIT_S))
+        wait = float(env.get(WAIT_ENV) or WAIT_S)
     except ValueError:
-        raise PostgresCatalogError(f"${WAIT_ENV} is {env[WAIT_ENV]!r}: give the seconds a second writer "
-                                   "waits for the first, a number") from None
+        wait = -1.0
+    if not 0 <= wait < float("inf"):  # a negative, NaN or infinite wait is no wait a user meant
+        raise BadWriterWait(f"{WAIT_ENV}={env[WAIT_ENV]!r}: give the seconds a second writer waits for the first, "
+                            "a number from 0")
+    return wait
 
 
 @contextmanager

@@ -399,7 +399,8 @@ def record_run(layout: Layout, run_id: str, results) -> str | None:
     if not rows:
         return None
     rel = run_log_path(layout.machine, layout.user, f"{run_id}-{uuid.uuid4().hex[:8]}")
-    landed_as.record(layout)  # the names `agentlake dev` lands as on this home
+    if any(r.status in ("ok", "unchanged") for r in results):  # sessions landed under these names: a run
+        landed_as.record(layout)  # whose every source failed (a bucket refusing a new name) landed none
     try:
         write_run_log(layout.store(), SOURCES, rel, rows)
     except (OSError, ValueError) as exc:  # the data is landed or not already; only the log entry is lost

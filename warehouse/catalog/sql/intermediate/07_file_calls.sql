@@ -23,5 +23,5 @@ SELECT
     c.step_tokens,
     c.step_nanos
 FROM _costed_calls() AS c
-LEFT JOIN _listings() AS l ON l.tool_name = lower(c.tool_name)
+LEFT JOIN _listings() AS l ON l.tool_name = lower(regexp_replace(c.tool_name, '^.*?__', ''))
 WHERE c.file_path IS NOT NULL

@@ -15,7 +15,7 @@ WITH calls AS (
     -- the calls it counts: a file another tool names (an MCP call's argument) is no activity, and
     -- was a row of zeros
     WHERE has_call AND file_path IS NOT NULL AND tool_category IN ('edit', 'write', 'read')
-      AND lower(tool_name) NOT IN (SELECT tool_name FROM _listings())
+      AND lower(regexp_replace(tool_name, '^.*?__', '')) NOT IN (SELECT tool_name FROM _listings())
 ),
 by_calls AS (
     SELECT provider, project, path,
