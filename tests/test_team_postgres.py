@@ -57,7 +57,8 @@ def test_the_center_merges_into_postgres_and_readers_see_each_merge_at_once(post
     assert ok(center(postgres, s3, tmp_path / "center", "merge", "--lake", lake))
     # the tables' files are in the lake, beside the landing files: nothing on the center's disk
     keys = [o["Key"] for o in s3_client(s3).list_objects_v2(Bucket=BUCKET, Prefix="pg-team/main/")["Contents"]]
-    assert keys and all(k.endswith(".parquet") for k in keys)
+    assert "pg-team/main/_catalog.json" in keys  # the lake's tables are this catalog's: recorded there
+    assert all(k.endswith(".parquet") for k in keys if k != "pg-team/main/_catalog.json")
     assert not list((tmp_path / "center").glob("*.ducklake"))
 
     home = tmp_path / "reader"  # a reader's home holds no warehouse and merges nothing
@@ -372,16 +373,30 @@ def test_a_first_merge_naming_a_bucket_that_does_not_exist_leaves_the_catalog_to
     assert ok(via_uri) and ok(compacted)
     assert "Contents" not in s3_client(s3).list_objects_v2(Bucket=BUCKET, Prefix=stray)
     # a second catalog given this lake is refused before it writes a file there (it would take the
-    # first one's files for orphans and replace its search index: a team trial)
+    # first one's files for orphans and replace its search index: a team trial), and so is a copy
+    # of this catalog (a staging center's database restored from a dump keeps the catalog's uuid)
+    from tests.support_postgres import OS_USER, _sql, binaries
+
     second = new_database(postgres, "second_catalog")
-    files = {o["Key"] for o in s3_client(s3).list_objects_v2(Bucket=BUCKET, Prefix="first-merge/")["Contents"]}
-    for args in (("merge",), ("compact", "--orphans", "--keep-seconds", "0")):
-        refused = run_cli_fresh(*args, "--lake", lake, "--warehouse", second.warehouse(WRITER), env=env)
+    _sql(binaries(), postgres.port, OS_USER, "postgres", [f"CREATE DATABASE copied TEMPLATE {db.name} OWNER {WRITER}"])
+    copied = type(db)(db.host, db.port, "copied")
+
+    def listed():
+        return {o["Key"] for o in s3_client(s3).list_objects_v2(Bucket=BUCKET, Prefix="first-merge/")["Contents"]}
+
+    files = listed()
+    for other, args in ((second, ("merge",)), (second, ("compact", "--orphans", "--keep-seconds", "0")),
+                        (copied, ("compact", "--orphans", "--keep-seconds", "0"))):
+        refused = run_cli_fresh(*args, "--lake", lake, "--warehouse", other.warehouse(WRITER), env=env)
         assert refused.returncode == 1 and refused.stderr.startswith(
             f"error: the lake {lake} holds the tables of another catalog (postgres:dbname=wrong_bucket ") \
-            and f"not of postgres:dbname=second_catalog " in refused.stderr \
-            and f"remove {lake}/_catalog.json" in refused.stderr, refused.stderr
-    assert {o["Key"] for o in s3_client(s3).list_objects_v2(Bucket=BUCKET, Prefix="first-merge/")["Contents"]} == files
+            and f"not of postgres:dbname={other.name} " in refused.stderr \
+            and f"remove {lake}/main/_catalog.json" in refused.stderr, refused.stderr
+    assert listed() == files
+    # refused before it named the lake its tables' place: the lake of its own it is told to take, it takes
+    own = f"s3://{BUCKET}/second-own"
+    assert ok(ingest_here(tmp_path / "home2", own, "ana-laptop", "ana", store.global_dir, s3))
+    assert ok(run_cli_fresh("merge", "--lake", own, "--warehouse", second.warehouse(WRITER), env=env))
     reader_env = {**s3, **db.env(READER, READER_PASSWORD), "AGENTLAKE_HOME": str(tmp_path / "reader")}
     ran = run_cli_fresh("sql", "--format", "json", "--warehouse", db.warehouse(READER),
                         "SELECT COUNT(*) AS n FROM sessions", env=reader_env)

@@ -70,11 +70,13 @@ def _delete_orphans(con, keep_seconds: int, lake: str = "") -> int:
     listed, and deleted, with them. Listed by DuckLake (a dry run), deleted here: through the
     lake's object store when the tables are there (a catalog in PostgreSQL; `lake` names its
     endpoint)."""
+    from warehouse.lake.pg_catalog import CLAIM
     from warehouse.lake.storage import is_remote, open_store
 
     data = ducklake.stored_data_path(con)
     listed = con.execute(f"CALL ducklake_delete_orphaned_files('{ducklake.CATALOG}', dry_run => true, "
                          f"older_than => now() - INTERVAL {int(keep_seconds)} SECOND)").fetchall()
+    listed = [(path,) for (path,) in listed if not path.endswith("/" + CLAIM)]  # the lake's claim: no table's
     if is_remote(data):
         root, tables = data.rstrip("/"), ducklake.tables_folder(data)
         store = open_store(lake if is_remote(lake) else root)

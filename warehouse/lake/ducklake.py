@@ -366,7 +366,11 @@ def _pg_writing(catalog: "pg_catalog.PostgresCatalog", data_path: str | None, me
     spill = Path(tempfile.gettempdir()) / f"agentlake-writer-{os.getpid()}.spill"  # no home of its own
     settings = {**WRITER_SETTINGS, **({"memory_limit": memory_limit} if memory_limit else {}),
                 "temp_directory": str(spill)}
-    with pg_catalog.writer_lock(catalog, _opened(True, extra=("postgres_scanner",))):
+    lock = _opened(True, extra=("postgres_scanner",))
+    with pg_catalog.writer_lock(catalog, lock):
+        server, place = pg_catalog.server_of(lock), lake or data_path
+        if place and not pg_catalog.made(lock):  # a new catalog: refused another's lake before it names it
+            pg_catalog.refuse_claimed(place, catalog)
         try:
             con = open_catalog(catalog, data_path, read_only=False, ours=True, settings=settings, lake=lake)
         except (duckdb.Error, pg_catalog.CatalogUnreachable) as exc:
@@ -377,8 +381,8 @@ def _pg_writing(catalog: "pg_catalog.PostgresCatalog", data_path: str | None, me
             except duckdb.Error as exc:
                 raise pg_catalog.read_only_role(catalog, exc) or exc
             # before any file is written to the lake: another catalog's lake is refused
-            pg_catalog.claim_lake(con, f"__ducklake_metadata_{CATALOG}", catalog,
-                                  lake or data_path or stored_data_path(con))
+            pg_catalog.claim_lake(con, f"__ducklake_metadata_{CATALOG}", catalog, place or stored_data_path(con),
+                                  server)
             yield con
             pg_catalog.publish(con, f"__ducklake_metadata_{CATALOG}")
         finally:

@@ -212,46 +212,83 @@ _SESSION = {"idle_in_transaction_session_timeout": "0", "tcp_keepalives_idle": "
             "tcp_keepalives_interval": "10", "tcp_keepalives_count": "3"}
 
 
-# In the lake, beside the tables (`main/`) and the search index (`search/`): the one PostgreSQL
-# catalog they are the files of, recorded by its first writer. A second catalog given the same
-# lake would take the first one's files for orphans (`compact --orphans`) and replace its index.
-CLAIM = "_catalog.json"
+# In the lake's tables folder (`main/`, which the center alone writes): the one PostgreSQL catalog
+# whose tables and search index the lake holds, recorded by that catalog's first writer. A second
+# catalog given the same lake would take the first one's files for orphans (`compact --orphans`)
+# and replace its search index.
+CLAIM = "main/_catalog.json"
 
 
 class LakeClaimed(RuntimeError):
     """The lake holds another PostgreSQL catalog's tables: nothing was written."""
 
 
-def claim_lake(con, meta: str, catalog: PostgresCatalog, lake: str) -> None:
-    """The lake's tables are this catalog's: recorded in the lake (`CLAIM`) by the catalog's first
-    writer, LakeClaimed when another catalog recorded it first. A catalog is known by its `main`
-    schema's uuid, which DuckLake gives it once (a dump restored elsewhere keeps it); `meta`: its
-    metadata database on `con`, `lake`: the lake's URI or the catalog's data path."""
+def server_of(con) -> str:
+    """Which database this is, on the writer lock's connection (`writer_lock`): the server's
+    system identifier (when the role may read it) and the database's oid. A dump restored into
+    another database, here or on another server, is another catalog, though it keeps its uuid."""
+    readable = _query(con, LOCK_DB, "SELECT has_function_privilege('pg_control_system()', 'execute')")[0][0]
+    system = _query(con, LOCK_DB, "SELECT system_identifier::text FROM pg_control_system()")[0][0] if readable else "?"
+    database = _query(con, LOCK_DB, "SELECT oid::text FROM pg_database WHERE datname = current_database()")[0][0]
+    return f"{system}/{database}"
+
+
+def made(con) -> bool:
+    """Whether the catalog's database holds DuckLake's tables yet (a first merge makes them), on
+    the writer lock's connection. Asked before reading one: a failed statement would end the
+    lock's transaction."""
+    return bool(_query(con, LOCK_DB, "SELECT to_regclass('ducklake_schema') IS NOT NULL")[0][0])
+
+
+def _claim(lake: str):
+    """(the lake's store, its claim or None)."""
     import json
-    from datetime import datetime, timezone
 
     from warehouse.lake.storage import open_store
 
-    mine = con.execute(f"SELECT schema_uuid::VARCHAR FROM {meta}.ducklake_schema "
-                       "WHERE schema_name = 'main' AND end_snapshot IS NULL").fetchone()[0]
     store = open_store(lake.rstrip("/"))
     try:
         held = json.loads(store.read(CLAIM))
-    except FileNotFoundError:
+    except (FileNotFoundError, ValueError):  # none; or cut short, edited: taken again by the next writer
         held = None
-    except ValueError:  # cut short or edited: taken again by this catalog, which writes here now
-        held = None
-    if isinstance(held, dict) and held.get("catalog") == mine:
+    return store, held if isinstance(held, dict) and held.get("catalog") else None
+
+
+def refuse_claimed(lake: str, catalog: PostgresCatalog) -> None:
+    """A catalog not made yet is refused a lake another catalog claimed, before its first attach
+    records the lake as its tables' place (it could then take no other)."""
+    store, held = _claim(lake)
+    if held is not None:
+        raise _claimed(store, held, catalog)
+
+
+def claim_lake(con, meta: str, catalog: PostgresCatalog, lake: str, server: str) -> None:
+    """The lake's tables are this catalog's: recorded in the lake (`CLAIM`) by the catalog's first
+    writer, LakeClaimed when another catalog recorded it first. A catalog is its `main` schema's
+    uuid, which DuckLake gives it once, on its server (`server_of`); `meta`: its metadata
+    database on `con`, `lake`: the lake's URI or the catalog's data path."""
+    import json
+    from datetime import datetime, timezone
+
+    uuid = con.execute(f"SELECT schema_uuid::VARCHAR FROM {meta}.ducklake_schema "
+                       "WHERE schema_name = 'main' AND end_snapshot IS NULL").fetchone()[0]
+    mine = f"{uuid}@{server}"
+    store, held = _claim(lake)
+    if held is not None and held["catalog"] == mine:
         return
-    if isinstance(held, dict) and held.get("catalog"):
-        raise LakeClaimed(
-            f"the lake {store.uri('').rstrip('/')} holds the tables of another catalog ({held.get('named', 'unnamed')}, "
-            f"since {held.get('since', 'its first merge')}), not of {catalog}: a second catalog there would delete "
-            "the first one's files as orphans and replace its search index. Merge into that catalog, or give this "
-            f"one a lake of its own; if that catalog is gone for good, remove {store.uri(CLAIM)}, and this "
-            "catalog's `agentlake compact --orphans` then removes the old one's files")
+    if held is not None:
+        raise _claimed(store, held, catalog)
     since = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     store.put_all({CLAIM: json.dumps({"catalog": mine, "named": str(catalog), "since": since}).encode()})
+
+
+def _claimed(store, held: dict, catalog: PostgresCatalog) -> LakeClaimed:
+    return LakeClaimed(
+        f"the lake {store.uri('').rstrip('/')} holds the tables of another catalog ({held.get('named', 'unnamed')}, "
+        f"since {held.get('since', 'its first merge')}), not of {catalog}: a second catalog there would delete the "
+        "first one's files as orphans and replace its search index. Merge into that catalog, or give this one a "
+        f"lake of its own; if that catalog is gone for good, remove {store.uri(CLAIM)}, and this catalog's "
+        "`agentlake compact --orphans` then removes the old one's files")
 
 
 class BadWriterWait(ValueError):
