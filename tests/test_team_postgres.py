@@ -393,6 +393,12 @@ def test_a_first_merge_naming_a_bucket_that_does_not_exist_leaves_the_catalog_to
             and f"not of postgres:dbname={other.name} " in refused.stderr \
             and f"remove {lake}/main/_catalog.json" in refused.stderr, refused.stderr
     assert listed() == files
+    # a privilege the center's role loses (a hardening REVOKE) leaves the catalog the lake's own
+    _sql(binaries(), postgres.port, OS_USER, db.name, ["REVOKE EXECUTE ON FUNCTION pg_control_system() FROM PUBLIC"])
+    try:
+        assert ok(run_cli_fresh("compact", "--lake", lake, "--warehouse", db.warehouse(WRITER), env=env))
+    finally:
+        _sql(binaries(), postgres.port, OS_USER, db.name, ["GRANT EXECUTE ON FUNCTION pg_control_system() TO PUBLIC"])
     # refused before it named the lake its tables' place: the lake of its own it is told to take, it takes
     own = f"s3://{BUCKET}/second-own"
     assert ok(ingest_here(tmp_path / "home2", own, "ana-laptop", "ana", store.global_dir, s3))

@@ -368,7 +368,7 @@ def _pg_writing(catalog: "pg_catalog.PostgresCatalog", data_path: str | None, me
                 "temp_directory": str(spill)}
     lock = _opened(True, extra=("postgres_scanner",))
     with pg_catalog.writer_lock(catalog, lock):
-        server, place = pg_catalog.server_of(lock), lake or data_path
+        server, place = pg_catalog.server_of(lock, catalog), lake or data_path
         if place and not pg_catalog.made(lock):  # a new catalog: refused another's lake before it names it
             pg_catalog.refuse_claimed(place, catalog)
         try:

@@ -223,14 +223,12 @@ class LakeClaimed(RuntimeError):
     """The lake holds another PostgreSQL catalog's tables: nothing was written."""
 
 
-def server_of(con) -> str:
-    """Which database this is, on the writer lock's connection (`writer_lock`): the server's
-    system identifier (when the role may read it) and the database's oid. A dump restored into
-    another database, here or on another server, is another catalog, though it keeps its uuid."""
-    readable = _query(con, LOCK_DB, "SELECT has_function_privilege('pg_control_system()', 'execute')")[0][0]
-    system = _query(con, LOCK_DB, "SELECT system_identifier::text FROM pg_control_system()")[0][0] if readable else "?"
-    database = _query(con, LOCK_DB, "SELECT oid::text FROM pg_database WHERE datname = current_database()")[0][0]
-    return f"{system}/{database}"
+def server_of(con, catalog: PostgresCatalog) -> str:
+    """Where this catalog is, on the writer lock's connection (`writer_lock`): its server as the
+    center names it (host and port) and its database. A dump restored into another database, here
+    or on another server, is another catalog though it keeps its uuid; an upgrade in place is not.
+    Nothing a privilege hides: a REVOKE or a GRANT must not make the catalog another."""
+    return f"{catalog.host}/{_query(con, LOCK_DB, 'SELECT current_database()')[0][0]}"
 
 
 def made(con) -> bool:
@@ -265,8 +263,8 @@ def refuse_claimed(lake: str, catalog: PostgresCatalog) -> None:
 def claim_lake(con, meta: str, catalog: PostgresCatalog, lake: str, server: str) -> None:
     """The lake's tables are this catalog's: recorded in the lake (`CLAIM`) by the catalog's first
     writer, LakeClaimed when another catalog recorded it first. A catalog is its `main` schema's
-    uuid, which DuckLake gives it once, on its server (`server_of`); `meta`: its metadata
-    database on `con`, `lake`: the lake's URI or the catalog's data path."""
+    uuid, which DuckLake gives it once, where it is (`server_of`); `meta`: its metadata database on
+    `con`, `lake`: the lake's URI or the catalog's data path."""
     import json
     from datetime import datetime, timezone
 
