@@ -636,7 +636,8 @@ def ingest_all(sources, layout: Layout, *, full_refresh: bool = False, run_id: s
     summary = RunSummary(run_id or new_run_id(), problems=list(problems))
     clean_stale_staging(layout)
     take_damage_notes(layout)
-    mark_pending(layout)  # with no source too: the merge after it is owed all the same
+    if not sources:  # the merge after it is owed all the same (`land` marks it for a run with sources)
+        mark_pending(layout)
     position = {s.source_id: i for i, s in enumerate(sources)}
     run = Run(layout, summary.run_id, full_refresh)
     for i, result in enumerate(land(sources, run, workers), 1):
