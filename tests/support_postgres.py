@@ -9,6 +9,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,8 +94,8 @@ def postgres():
                "--auth-host=trust", "--no-sync", "-E", "UTF8"], cwd=root)
     port = _free_port()
     options = f"-h 127.0.0.1 -p {port} -k {root} -F -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-    _as_owner([str(bindir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(root / "log"), "-w", "start"],
-              cwd=root)
+    _STARTS[port] = [str(bindir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(root / "log"), "-w", "start"]
+    _as_owner(_STARTS[port], cwd=root)
     try:
         _sql(bindir, port, OS_USER, "postgres", ROLES_SQL)
         _sql(bindir, port, WRITER, DATABASE, READER_SQL)
@@ -108,6 +109,21 @@ def postgres():
     finally:
         _as_owner([str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], cwd=root)
         shutil.rmtree(root, ignore_errors=True)
+
+
+_STARTS: dict[int, list[str]] = {}  # each worker's server: how it was started, by port
+
+
+@contextmanager
+def stopped(server: Server):
+    """The worker's server stopped at once, as a crash or an operator's restart stops it (its
+    sessions cut off mid-command), then started again as it was."""
+    start = _STARTS[server.port]
+    _as_owner([start[0], "-D", start[2], "-m", "immediate", "stop"], cwd="/")
+    try:
+        yield
+    finally:
+        _as_owner(start, cwd="/")
 
 
 def create_database(server: Server, name: str, owner: str, password: str) -> None:

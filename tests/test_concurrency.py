@@ -19,7 +19,7 @@ import pytest
 
 from tests.support_forked import cli, code, finished
 from tests.support_postgres import postgres  # noqa: F401  (the server's fixture)
-from tests.support_postgres import READER, READER_PASSWORD, WRITER, WRITER_PASSWORD, new_database
+from tests.support_postgres import READER, READER_PASSWORD, WRITER, WRITER_PASSWORD, new_database, stopped
 from warehouse.lake.ducklake import connect, load_packaged, sql_string
 from warehouse.lake.pg_catalog import PostgresCatalog
 
@@ -30,24 +30,49 @@ TOTALS = ("SELECT (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM message
           "(SELECT SUM(cost_usd)::DECIMAL(18, 9) FROM daily_costs), (SELECT COUNT(*) FROM session_summary)")
 
 # `agentlake merge` that stops once its tables are committed, before the marts (as a large merge
-# builds them in a transaction of their own): it says so in the file named first, then waits to be
-# killed
-STOPPED_MERGE = """
-import sys, threading
+# builds them in a transaction of their own): it says so in the file named first, and goes on with
+# its marts once the file named second exists (or waits to be killed)
+PAUSED_MERGE = """
+import sys, time
 from pathlib import Path
 from warehouse.catalog import merge
 
-marker = Path(sys.argv[1])
+marker, go = Path(sys.argv[1]), Path(sys.argv[2])
+refresh_marts = merge._refresh_marts
 
-def stopped(*args, **kwargs):
+def paused(*args, **kwargs):
     marker.write_text("the tables are committed")
-    threading.Event().wait()
+    while not go.exists():
+        time.sleep(0.02)
+    return refresh_marts(*args, **kwargs)
 
-merge._refresh_marts = stopped
+merge._refresh_marts = paused
 merge.MARTS_WITH_TABLES_ROWS = -1
 from pipelines import cli
-sys.argv = ["agentlake", *sys.argv[2:]]
+sys.argv = ["agentlake", *sys.argv[3:]]
 cli.entry()
+"""
+
+# a reader of the catalog named third inside one snapshot, as the report reads: it says so in the
+# file named first, and reads on once the file named second exists
+READING = """
+import sys, time
+from pathlib import Path
+from warehouse.lake.ducklake import connect, one_snapshot
+from warehouse.lake.pg_catalog import PostgresCatalog
+
+marker, go = Path(sys.argv[1]), Path(sys.argv[2])
+con = connect(PostgresCatalog.parse(sys.argv[3]), ours=True)
+try:
+    with one_snapshot(con):
+        con.execute("SELECT COUNT(*) FROM sessions").fetchone()
+        marker.write_text("reading")
+        while not go.exists():
+            time.sleep(0.02)
+        con.execute("SELECT COUNT(*) FROM messages").fetchone()
+except Exception as exc:
+    print("the read failed:", exc)
+con.close()
 """
 
 
@@ -112,7 +137,7 @@ def _stopped_merge(reader_catalog, merge_args: list[str], env: dict, tmp_path: P
     before = _read(reader_catalog)
     _second_machine(landing)
     marker = tmp_path / "stopped"
-    first = code(STOPPED_MERGE, marker, *merge_args, env=env, cwd=tmp_path)
+    first = code(PAUSED_MERGE, marker, tmp_path / "never", *merge_args, env=env, cwd=tmp_path)
     _until(marker.exists, first, "the first merge committed its tables")
     assert _read(reader_catalog) == before  # its tables are committed, and no reader sees them yet
     return before, first
@@ -142,9 +167,10 @@ def test_a_second_merge_into_a_file_catalog_waits_and_readers_never_see_a_mix(la
     assert f"(pid {first.pid} on " in ran.stderr  # who held it, as the lock file says
 
 
-def test_a_second_center_fails_clearly_or_waits_and_readers_never_see_a_mix(lake, postgres, tmp_path,  # noqa: F811
-                                                                             monkeypatch):
-    db = new_database(postgres, "two_centers")
+def _merged_into(db, lake, tmp_path: Path, monkeypatch):
+    """The lake's landing files copied to a team's lake and merged by the center into `db`; this
+    process then reads as the readers' role. Returns the team's lake, the center's environment and
+    merge arguments, and the readers' catalog."""
     team = tmp_path / "team"
     shutil.copytree(lake.lake / "_landing", team / "_landing")
     env = {**os.environ, "AGENTLAKE_HOME": str(tmp_path / "center"), **db.env(WRITER, WRITER_PASSWORD)}
@@ -153,7 +179,13 @@ def test_a_second_center_fails_clearly_or_waits_and_readers_never_see_a_mix(lake
     assert ran.returncode == 0, ran.stderr
     for key, value in db.env(READER, READER_PASSWORD).items():
         monkeypatch.setenv(key, value)
-    reader = PostgresCatalog.parse(db.warehouse(READER))
+    return team, env, args, PostgresCatalog.parse(db.warehouse(READER))
+
+
+def test_a_second_center_fails_clearly_or_waits_and_readers_never_see_a_mix(lake, postgres, tmp_path,  # noqa: F811
+                                                                             monkeypatch):
+    db = new_database(postgres, "two_centers")
+    team, env, args, reader = _merged_into(db, lake, tmp_path, monkeypatch)
     before, first = _stopped_merge(reader, args, env, tmp_path, team / "_landing")
     # the mix is there to be seen: the last commit holds the new tables beside the old marts
     latest = _latest_commit(reader)
@@ -165,6 +197,33 @@ def test_a_second_center_fails_clearly_or_waits_and_readers_never_see_a_mix(lake
                                   f"agentlake writer, pid {first.pid} on "), busy.stderr
     second = cli(*args, env=env, cwd=tmp_path)
     _killed_while_another_waits(first, second, reader, before)
+
+
+def test_a_merge_or_a_reader_whose_postgresql_stops_fails_clearly_and_the_next_merge_completes(  # noqa: F811
+        lake, postgres, tmp_path, monkeypatch):
+    """PostgreSQL stopped under a merge (its tables committed, its marts not) and under a reader
+    inside one snapshot: each ends with an error of its own, not DuckDB's abort of the whole
+    process as it closes; readers keep the last published snapshot, and the next merge completes."""
+    db = new_database(postgres, "server_stops")
+    team, env, args, reader = _merged_into(db, lake, tmp_path, monkeypatch)
+    before = _read(reader)
+    _second_machine(team / "_landing")
+    paused, reading, go = tmp_path / "paused", tmp_path / "reading", tmp_path / "go"
+    merging = code(PAUSED_MERGE, paused, go, *args, env=env, cwd=tmp_path)
+    readers = code(READING, reading, go, db.warehouse(READER), cwd=tmp_path)
+    _until(paused.exists, merging, "the merge committed its tables")
+    _until(reading.exists, readers, "the reader read in its snapshot")
+    with stopped(postgres):
+        go.write_text("go on")
+        merged, read = finished(merging), finished(readers)
+    assert merged.returncode == 1 and merged.stderr.startswith(
+        f"error: lost the PostgreSQL catalog at {reader.host} while merging into it: "), merged.stderr
+    assert "run it once the server answers" in merged.stderr and "Traceback" not in merged.stderr
+    assert read.returncode == 0 and read.stdout.startswith("the read failed: "), (read.stdout, read.stderr)
+    assert _read(reader) == before  # the cut merge published nothing
+    ran = finished(cli(*args, env=env, cwd=tmp_path))
+    assert ran.returncode == 0, ran.stderr
+    assert _read(reader) == _doubled(before)
 
 
 def _latest_commit(catalog: PostgresCatalog) -> tuple:

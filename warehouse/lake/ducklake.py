@@ -292,7 +292,10 @@ def one_snapshot(con):
     try:
         yield con
     finally:
-        con.execute("ROLLBACK")
+        try:
+            con.execute("ROLLBACK")
+        except duckdb.Error:  # a team catalog's server gone: left to close(), this ROLLBACK would abort the process
+            pass
 
 
 @contextmanager
@@ -383,10 +386,13 @@ def _pg_writing(catalog: "pg_catalog.PostgresCatalog", data_path: str | None, me
             # before any file is written to the lake: another catalog's lake is refused
             pg_catalog.claim_lake(con, f"__ducklake_metadata_{CATALOG}", catalog, place or stored_data_path(con),
                                   server)
-            yield con
-            pg_catalog.publish(con, f"__ducklake_metadata_{CATALOG}")
+            try:
+                yield con
+                pg_catalog.publish(con, f"__ducklake_metadata_{CATALOG}")
+            except duckdb.Error as exc:
+                raise pg_catalog.lost(catalog, exc, "merging into it") or exc
         finally:
-            con.close()
+            pg_catalog.close(con)
 
 
 # What an attach that failed may say without the file being damaged: it is left alone then.

@@ -315,7 +315,37 @@ def writer_lock(catalog: PostgresCatalog, con):
         _take(con, catalog, wait_s())
         yield
     finally:
-        con.close()
+        close(con)
+
+
+def close(con) -> None:
+    """Close a connection that may hold a transaction in PostgreSQL, rolled back first: when the
+    server has gone, that ROLLBACK fails here as an error, where left to close() it fails inside
+    DuckDB's clean-up, which aborts the whole process (SIGABRT)."""
+    import duckdb
+
+    try:
+        con.execute("ROLLBACK")
+    except duckdb.Error:  # no transaction open, or no server to roll it back: PostgreSQL ends it
+        pass
+    con.close()
+
+
+# libpq's words for a connection that ended under a running command
+_LOST = re.compile(r"server closed the connection|no connection to the server|terminating connection|"
+                   r"could not (?:receive|send) data|connection to server .* failed")
+
+
+def lost(catalog: PostgresCatalog, exc: Exception, doing: str) -> CatalogUnreachable | None:
+    """The connection to the catalog's server ended while `doing`: said as such (None for any other
+    error). PostgreSQL rolled back whatever was not committed."""
+    text = " ".join(str(exc).split())
+    found = _LOST.search(text)
+    if found is None:
+        return None
+    return CatalogUnreachable(f"lost the PostgreSQL catalog at {catalog.host} while {doing}: {found.group(0)} "
+                              "(did the server stop or restart?). What was not committed is rolled back, and the "
+                              "next merge does it again: run it once the server answers")
 
 
 def _take(con, catalog: PostgresCatalog, wait: float) -> None:
