@@ -270,7 +270,8 @@ def _create_fts(lake) -> None:
     lake.execute("USE search")
     try:
         lake.execute("CREATE OR REPLACE TEMP TABLE _stop_words (sw VARCHAR)")
-        lake.executemany("INSERT INTO _stop_words VALUES (?)", [[w] for w in STOP_WORDS])
+        # one statement: DuckDB binds each row of an executemany on its own (and looks for pandas each time)
+        lake.execute("INSERT INTO _stop_words SELECT unnest(?::VARCHAR[])", [list(STOP_WORDS)])
         lake.execute(f"PRAGMA create_fts_index('docs', 'doc_id', 'body', stemmer = '{STEMMER}', "
                      f"stopwords = '_stop_words', ignore = {ducklake.sql_string(IGNORE)}, strip_accents = 1, "
                      f"lower = 1, overwrite = 1)")
