@@ -224,7 +224,12 @@ def _say_if_the_window_is_empty(con, filters, flags: bool = True) -> None:
         f"SELECT MIN({day}), MAX({day}), COUNT(*) FILTER (WHERE {day} BETWEEN ? AND ?) FROM sessions {scope}",
         [filters.since or date.min, filters.until or date.max, *params]).fetchone()
     if first is not None and not inside:
-        print_err(f"note: no session from {filters.since or 'the first day'} to {filters.until or 'today'}; "
+        from warehouse.lake.zones import today_in
+
+        to, today = filters.until or "today", today_in(filters.zone)
+        if filters.until is None and filters.since is not None and filters.since > today:
+            to = f"today ({today}: --since is in the future)"
+        print_err(f"note: no session from {filters.since or 'the first day'} to {to}; "
              f"the sessions{' of these filters' if scope else ''} are from {first} to {last}"
              + (f" (--since {first} --until {last})" if flags else ""))
 

@@ -2,6 +2,7 @@
 
 import json
 import re
+from datetime import datetime, timedelta, timezone
 
 from pipelines.cli import main
 from tests.conftest import scalar
@@ -127,9 +128,14 @@ def test_a_model_that_is_none_is_said_in_words_in_the_table_only(lake, capsys):
 def test_a_window_without_sessions_says_which_days_hold_them(lake, capsys):
     first = scalar(lake, 'SELECT MIN("date") FROM sessions')
     last = scalar(lake, 'SELECT MAX("date") FROM sessions')
-    assert main(["report", "--home", str(lake.home), "--since", "2030-01-01"]) == 0
+    after = last + timedelta(days=1)
+    assert main(["report", "--home", str(lake.home), "--since", str(after)]) == 0
     said = capsys.readouterr().err
-    assert f"note: no session from 2030-01-01 to today; the sessions are from {first} to {last}" in said
+    assert f"note: no session from {after} to today; the sessions are from {first} to {last}" in said
+    assert main(["report", "--home", str(lake.home), "--since", "2030-01-01", "--tz", "UTC"]) == 0
+    said = capsys.readouterr().err  # not "from 2030-01-01 to today", as if today came after
+    assert (f"note: no session from 2030-01-01 to today ({datetime.now(timezone.utc).date()}: --since is in the "
+            f"future); the sessions are from {first} to {last}") in said
     assert main(["report", "--home", str(lake.home), "--agent", "crush", "--until", "2020-01-01"]) == 0
     assert "the sessions of these filters are from" in capsys.readouterr().err
     assert main(["report", "--home", str(lake.home), "--since", str(first)]) == 0
