@@ -118,6 +118,8 @@ def test_run_sql_answers_as_agentlake_sql_and_states_its_bounds(served):
     # a statement that does not parse: the parser's reason, not "Error executing tool" (a new user's trial)
     ("SELEC 1", 'Parser Error: syntax error at or near "SELEC"'),
     ("SELECT (1", "Parser Error: syntax error at end of input"),
+    # not DuckDB's advice to SET max_expression_depth, which run_sql refuses
+    ("SELECT " + " + ".join(["1"] * 1500), "write it flatter"),
 ])
 def test_run_sql_refuses_what_agentlake_sql_refuses(served, query, refused):
     first, _, error = served.call("run_sql", query=query)

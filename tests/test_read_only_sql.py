@@ -123,6 +123,14 @@ def test_several_statements_are_refused_together():
         check(con, "SELECT 1; CALL ducklake_cleanup_old_files('lake')")
 
 
+def test_a_query_nested_too_deep_is_said_without_duckdbs_advice_to_set_a_limit():
+    """DuckDB's parser advises `SET max_expression_depth`, which a reader's locked configuration refuses."""
+    with duckdb.connect() as con, pytest.raises(NotOne) as said:
+        check(con, "SELECT " + " + ".join(["1"] * 1500))
+    assert str(said.value).startswith("the query nests expressions deeper than DuckDB's limit of 1000 ")
+    assert "write it flatter" in str(said.value) and "may not SET" in str(said.value)
+
+
 # --- the connection ----------------------------------------------------------------------
 
 # Every table function DuckDB 1.5.5 and DuckLake offer a reader that reads only, reviewed one by

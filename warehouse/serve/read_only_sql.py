@@ -95,7 +95,8 @@ class Refused(ValueError):
 
 
 class NotOne(ValueError):
-    """Several statements: DuckDB would run them all and show the last one's rows only."""
+    """Not one statement to run: several (DuckDB would run them all and show the last one's rows
+    only), or one nested deeper than DuckDB parses."""
 
 
 def open_reader(catalog: Path, data_path: str | None = None):
@@ -121,7 +122,16 @@ def open_reader(catalog: Path, data_path: str | None = None):
 def check(con, sql: str) -> None:
     """Refused, or NotOne, unless `sql` is one statement a reader may run. Parsed on `con`, a
     reader's connection: parsing IMPORT DATABASE already reads the files it names."""
-    statements = con.extract_statements(sql)
+    try:
+        statements = con.extract_statements(sql)
+    except duckdb.ParserException as exc:
+        depth = re.search(r"Max expression depth limit of (\d+) exceeded", str(exc))
+        if depth is None:
+            raise
+        # DuckDB's own advice is a SET, which a reader's locked configuration refuses
+        raise NotOne(f"the query nests expressions deeper than DuckDB's limit of {depth.group(1)} "
+                     "(max_expression_depth, which a reader may not SET): write it flatter, as an IN list or "
+                     "a VALUES table instead of a long chain of OR, AND or +") from None
     if len(statements) > 1:
         raise NotOne(f"the query holds {len(statements)} statements: give one at a time")
     if statements:
