@@ -403,6 +403,24 @@ def test_an_appended_source_ingests_like_a_cold_read(layout, tmp_path):
     assert scalar(layout, "SELECT COUNT(*) FROM usage") == 2
 
 
+def test_a_full_refresh_reads_each_transcript_again_from_its_first_byte(layout, tmp_path):
+    """The cache of what was read trusts a file that looks appended to (its head and the bytes before
+    the offset unchanged): an edit in its middle is not seen (a trial fixed a bad count by hand, and
+    `--full-refresh` still read the cached one). A full refresh reads every byte again."""
+    home = tmp_path / "claude"
+    padding = [user_line(SID, T0, CWD, f"note {i} " + "x" * 200, line_uuid=f"p{i}") for i in range(40)]
+    path = project(home) / f"{SID}.jsonl"
+    write_jsonl(path, padding[:20] + response(SID, T0, "m1", usage(1000, 10)) + padding[20:])
+    ingest_tables(layout, homes={"claude": [home]})
+    text = path.read_bytes()
+    assert text.count(b'"input_tokens": 1000') == 1 and len(text) > 3 * 4096
+    with open(path, "r+b") as fh:  # the same inode and size: only the middle changed
+        fh.write(text.replace(b'"input_tokens": 1000', b'"input_tokens": 2000'))
+    ingest_tables(layout, homes={"claude": [home]}, full_refresh=True)
+    assert query(layout, "SELECT input_uncached_tokens, cost_usd FROM usage") == [
+        (2000, pytest.approx(2000 * IN + 10 * OUT))]
+
+
 def test_claude_config_dir_replaces_the_default_home(tmp_path):
     user = tmp_path / "user"
     write_jsonl(project(user / ".claude", "/home/dev/a") / f"{SID}.jsonl", [user_line(SID, T0, "/home/dev/a", "a")])

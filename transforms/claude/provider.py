@@ -30,9 +30,12 @@ class ClaudeProvider(AgentProvider):
     # a first landing into a lake passes `cached_notes` (warehouse.land.ingest): what the cache
     # holds was said to the lake it was read for
     takes_cached_notes = True
+    # `--full-refresh` passes `full_refresh`: every transcript on the disk is read again from its first
+    # byte (the cache of what was read keeps those gone from the disk, which it alone still holds)
+    takes_full_refresh = True
 
     def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None,
-                cached_notes: bool = False) -> Extract:
+                cached_notes: bool = False, full_refresh: bool = False) -> Extract:
         root = Path(source.path)
         if not root.is_dir():
             raise SourceError(f"the Claude Code project directory {root} is gone")
@@ -43,9 +46,9 @@ class ClaudeProvider(AgentProvider):
             before = cached.get(rel)
             if before and inode != before.inode and size < before.offset:  # another copy, older than the one
                 kept_older.add(rel)  # read before (its home deleted that one, a backup holds less): kept from
-                continue  # the cache
+                continue  # the cache, a full refresh's too
             try:
-                files.append(read_jsonl(path, rel, cache_dir))
+                files.append(read_jsonl(path, rel, cache_dir, fresh=full_refresh))
             except OSError as exc:  # one unreadable transcript must not fail the others
                 unreadable.append((rel, f"cannot read the transcript: {exc}"))
         on_disk = {f.rel for f in files}

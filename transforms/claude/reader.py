@@ -122,13 +122,15 @@ def _store(cache_path: Path, fd: int, st: os.stat_result, rel: str, offset: int,
         pass  # no cache this time: the next run reads the file whole again
 
 
-def read_jsonl(path: Path, rel: str, cache_dir: Path | None) -> FileRead:
-    """Every line of one transcript, reading only what was appended since the cached offset."""
+def read_jsonl(path: Path, rel: str, cache_dir: Path | None, *, fresh: bool = False) -> FileRead:
+    """Every line of one transcript, reading only what was appended since the cached offset
+    (`fresh`: from its first byte, whatever the cache holds: a full refresh, after an edit the
+    checks of an appended file cannot see)."""
     cache_path = _cache_file(cache_dir, rel) if cache_dir else None
     with open(path, "rb") as fh:
         fd = fh.fileno()
         st = os.fstat(fd)
-        cached = _load(cache_path) if cache_path else None
+        cached = _load(cache_path) if cache_path and not fresh else None
         if not _still_valid(cached, fd, st):
             cached = None
         out = FileRead(rel, list(cached.records) if cached else [], list(cached.bad) if cached else [],

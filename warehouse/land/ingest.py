@@ -221,6 +221,8 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
     # a first landing into this lake: the cached sessions' notes too, which went to the lake they
     # were read for (the home's cache is every lake's: a first ingest into a team lake lost them)
     replayed = {"cached_notes": True} if first and getattr(provider, "takes_cached_notes", False) else {}
+    if run.full_refresh and getattr(provider, "takes_full_refresh", False):  # its own cache of what it read
+        replayed["full_refresh"] = True
     try:
         with scratch("snapshot") as workdir:
             extract = provider.extract(source, workdir, run_at, cache_dir=cache_dir, **replayed)
