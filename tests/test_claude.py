@@ -332,6 +332,28 @@ def test_native_cost_wins_and_session_cost_sources(layout, tmp_path):
         (partial, pytest.approx(1 * IN + 10 * OUT), "partial"), (unknown, None, "unknown"), (SID, 0.0421, "native")]
 
 
+def test_a_token_count_out_of_range_is_nulled_unpriced_and_its_project_still_lands(layout, tmp_path):
+    """A negative count (a trial's hand-edited transcript) failed the whole project: genai-prices
+    refuses it. Now its request has no price (the session's cost is partial), the count is nulled
+    and kept in quarantine with the source's warning, and the project's other sessions land."""
+    home = tmp_path / "claude"
+    write_jsonl(project(home) / f"{SID}.jsonl", [user_line(SID, T0, CWD, "a")] + response(SID, T0, "m1", usage(1, 10))
+                + response(SID, T0, "m2", {"input_tokens": -5, "output_tokens": 10}))
+    other = "22222222-1111-4222-8333-444455556666"
+    write_jsonl(project(home) / f"{other}.jsonl", [user_line(other, T0, CWD, "b")] + response(other, T0, "m3", usage(2, 20)))
+    [result] = ingest_tables(layout, homes={"claude": [home]}).results
+    assert result.status == "ok"
+    assert [w for w in result.warnings if "1 value out of range nulled (kept in quarantine)" in w
+            and "input_uncached_tokens" in w], result.warnings
+    assert query(layout, "SELECT message_id, input_uncached_tokens, output_tokens, total_tokens, cost_usd, cost_source "
+                         "FROM usage ORDER BY 1") == [
+        ("m1", 1, 10, 11, pytest.approx(1 * IN + 10 * OUT), "estimated"), ("m2", None, 10, None, None, "unknown"),
+        ("m3", 2, 20, 22, pytest.approx(2 * IN + 20 * OUT), "estimated")]
+    assert query(layout, "SELECT session_id, cost_usd, cost_source FROM sessions ORDER BY 1") == [
+        (other, pytest.approx(2 * IN + 20 * OUT), "estimated"), (SID, pytest.approx(1 * IN + 10 * OUT), "partial")]
+    assert scalar(layout, "SELECT COUNT(*) FROM quarantine WHERE raw LIKE '%-5%'") == 1
+
+
 def test_bedrock_and_vertex_ids_are_priced_as_the_anthropic_model(layout, tmp_path):
     home = tmp_path / "claude"
     lines = [user_line(SID, T0, CWD, "go")]

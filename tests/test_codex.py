@@ -122,6 +122,39 @@ def test_totals_that_drop_re_baseline(layout, tmp_path):
     assert "re-baselined" in rows[1][3] and "re-baselined" not in rows[2][3]
 
 
+def test_a_count_out_of_range_is_not_priced_as_if_absent(layout, tmp_path):
+    """A trial's rollout whose cumulative output went negative was priced as if it had no output (the
+    count was dropped), with no word. A total out of range is no total to count from: its request
+    counts its own last_token_usage, and the baseline moves on by as much; one whose last is out of
+    range too is counted by the next total. A last out of range where the total re-baselines is
+    not priced, and the lake nulls it with the source's warning."""
+    b = builder()
+    b.turn("gpt-5.3-codex")
+    b.prompt("go")
+    b.tokens(5000, 1000, 100)
+    bad = {**b.total, "output_tokens": -700}
+    b.event(type="token_count", info={"total_token_usage": bad, "last_token_usage": tokens(3000, 0, 50)})
+    b.total = {k: v + tokens(3000, 0, 50)[k] for k, v in b.total.items()}
+    b.tokens(2000, 500, 20)
+    b.event(type="token_count", info={"total_token_usage": bad, "last_token_usage": None})  # the next total counts it
+    b.tokens(1000, 0, 10)
+    b.total = dict(tokens(0, 0, 0))  # a reset, whose own request's output is negative
+    b.event(type="token_count", info={"total_token_usage": tokens(400, 0, 30),
+                                      "last_token_usage": {**tokens(400, 0, 30), "output_tokens": -30}})
+    b.write(tmp_path / "codex")
+    [result] = ingest_tables(layout, homes={"codex": [tmp_path / "codex"]}).results
+    rows = query(layout, "SELECT input_uncached_tokens, cache_read_tokens, output_tokens, cost_source, pricing_note "
+                         "FROM usage ORDER BY requested_at")
+    assert [r[:4] for r in rows] == [(4000, 1000, 100, "estimated"), (3000, 0, 50, "estimated"),
+                                     (1500, 500, 20, "estimated"), (1000, 0, 10, "estimated"),
+                                     (400, 0, None, "unknown")]
+    assert "last only" in rows[1][4] and "out of range" in rows[4][4]
+    assert result.status == "ok" and f"{SID}: 2 token_count events with a cumulative total out of range" in \
+        "; ".join(result.warnings)
+    assert [w for w in result.warnings if "1 value out of range nulled" in w and "output_tokens" in w]
+    assert scalar(layout, "SELECT cost_source FROM sessions") == "partial"
+
+
 def test_cached_input_and_reasoning_are_not_added_again(layout, tmp_path):
     b = builder()
     b.turn("gpt-5.3-codex")

@@ -289,6 +289,10 @@ class Walker:
         if self.skipped:
             kinds = ", ".join(f"{k}={n}" for k, n in sorted(self.skipped.items()))
             self.findings.notes.append(f"{self.ctx.session_id}: lines not used: {kinds}")
+        if self.deltas.bad_totals:
+            self.findings.notes.append(
+                f"{self.ctx.session_id}: {self.deltas.bad_totals} token_count events with a cumulative total out of "
+                "range (a negative count): counted from their last_token_usage, else by the next total")
 
     # --- usage
 

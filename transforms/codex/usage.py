@@ -15,22 +15,28 @@ newer optional field: when absent, cache writes are not recorded (null, never 0)
 
 from dataclasses import dataclass
 
-from transforms.pricing import Buckets
+from transforms.pricing import Buckets, in_range
 
 FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens", "total_tokens",
           "cache_write_input_tokens")
 
 
 def counts(usage) -> dict[str, int] | None:
-    """The integer fields of a TokenUsage object; None when there are none."""
+    """The integer fields of a TokenUsage object; None when there are none. One out of range
+    (negative) is kept: a request that holds it is not priced, and the lake nulls and quarantines
+    it (dropped here, a request was priced as if it had no output)."""
     if not isinstance(usage, dict):
         return None
-    out = {k: usage[k] for k in FIELDS if _count(usage.get(k))}
+    out = {k: usage[k] for k in FIELDS if _int64(usage.get(k))}
     return out or None
 
 
-def _count(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 62
+def _int64(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and -(1 << 63) <= value < 1 << 63
+
+
+def _out_of_range(tokens: dict[str, int]) -> bool:
+    return not all(in_range(v) for v in tokens.values())
 
 
 def _size(usage: dict) -> int:
@@ -50,11 +56,22 @@ class TokenDeltas:
 
     def __init__(self):
         self.previous: dict[str, int] | None = None
+        self.bad_totals = 0  # events whose cumulative total held a count out of range (said by the normaliser)
 
     def feed(self, info) -> Delta | None:
         if not isinstance(info, dict):  # `info: null`: a rate-limit-only event
             return None
         total, last = counts(info.get("total_token_usage")), counts(info.get("last_token_usage"))
+        if total is not None and _out_of_range(total):
+            # no total to count from: its own request's counts stand in, and move the baseline on by
+            # as much (the next total's difference would count them again); without usable ones, the
+            # next total's difference counts this request
+            self.bad_totals += 1
+            if not _nonzero(last) or _out_of_range(last):
+                return None
+            if self.previous is not None:
+                self.previous = {k: self.previous.get(k, 0) + last.get(k, 0) for k in self.previous.keys() | last}
+            return Delta(last, "last only")
         if total is None:
             return Delta(last, "last only") if _nonzero(last) else None
         previous, self.previous = self.previous, total
