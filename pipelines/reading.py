@@ -74,10 +74,14 @@ def _tables_hint(exc) -> str:
     """Where the warehouse's tables are listed, after DuckDB's own error for a table a user's
     query names and it does not hold: its suggestion is the closest name of any catalog's, a
     system view's too (`nosuchtable`: "Did you mean duckdb_tables?", a new user's trial)."""
-    if not re.match(r"Catalog Error: Table with name .* does not exist", str(exc)):
+    named = re.match(r"Catalog Error: Table with name (.*) does not exist", str(exc))
+    if not named:
         return ""
-    return ('\nthe tables and marts: agentlake sql "SHOW TABLES" lists them; docs/TABLES.md and docs/MARTS.md '
-            "say what each holds")
+    # a file named as a table (`FROM 'data.csv'`): DuckDB reads it only with file access, which is off
+    file = ("\nreading a file is refused: `agentlake sql` reads the warehouse's tables only"
+            if re.search(r"[/\\]|\.[A-Za-z0-9]{1,8}$", named.group(1)) else "")
+    return (f'{file}\nthe tables and marts: agentlake sql "SHOW TABLES" lists them; docs/TABLES.md and '
+            "docs/MARTS.md say what each holds")
 
 
 def cmd_sql(args) -> int:

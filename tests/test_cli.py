@@ -67,6 +67,11 @@ def test_a_table_the_warehouse_does_not_hold_says_where_its_tables_are_listed(in
     assert said.startswith("error: Catalog Error: Table with name nosuchtable does not exist!")
     assert said.endswith('\nthe tables and marts: agentlake sql "SHOW TABLES" lists them; docs/TABLES.md and '
                          "docs/MARTS.md say what each holds\n")
+    assert "reading a file" not in said
+    # a file named as a table: DuckDB says no such table ("Did you mean pg_class?"), as file access is off
+    assert main(["sql", "SELECT * FROM '/etc/passwd'"]) == 2
+    said = capsys.readouterr().err
+    assert "\nreading a file is refused: `agentlake sql` reads the warehouse's tables only\n" in said, said
     assert main(["sql", "SHOW TABLES", "--format", "csv"]) == 0
     assert {"sessions", "daily_costs"} <= set(capsys.readouterr().out.split())
     assert main(["sql", "SELECT nosuchcolumn FROM sessions"]) == 2  # another error: no such line
