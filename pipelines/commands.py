@@ -65,9 +65,11 @@ def cmd_ingest(args) -> int:
     if not args.quiet and not _places_named(args):
         _say_not_found(layout, summary, verbose=args.verbose)
     if not summary.results:
-        where = (f"each agent's default home, e.g. {global_data_dir(options.env) / 'projects.json'}"
-                 if options.use_default else "the named places")
-        print_err(f"no sources found (looked in {where}); name stores with --db, --crush-root, --codewhale-home "
+        where = (f"looked in each agent's default home, e.g. {global_data_dir(options.env) / 'projects.json'}"
+                 if options.use_default else "looked in the named places"
+                 if any(getattr(args, flag) for flag in DISCOVERY_FLAGS if flag != "no_default")
+                 else "--no-default, and no place named")
+        print_err(f"no sources found ({where}); name stores with --db, --crush-root, --codewhale-home "
                   "or --agent-home AGENT=DIR" + ("" if has_data(layout) else ", or try `agentlake demo`"))
     return summary.exit_code
 

@@ -316,3 +316,14 @@ def test_sources_finding_nothing_names_the_page_that_says_where_it_looked(tmp_pa
     err = capsys.readouterr().err
     assert "no sources found: each agent is looked for where it keeps its data (docs/SOURCES.md)" in err
     assert (Path(__file__).parent.parent / "docs" / "SOURCES.md").exists()
+
+
+def test_an_ingest_finding_nothing_says_where_it_looked_or_that_it_looked_nowhere(tmp_path, capsys):
+    """`--no-default` with no place named said "looked in the named places" (a new user's trial)."""
+    home = str(tmp_path / "home")
+    assert main(["ingest", "--home", home, "--no-default"]) == 0
+    assert "no sources found (--no-default, and no place named); name stores with" in capsys.readouterr().err
+    assert main(["ingest", "--home", home, "--no-default", "--agent-home", f"codex={tmp_path / 'none'}"]) == 1
+    said = capsys.readouterr()
+    assert "no sources found (looked in the named places); name stores with" in said.err
+    assert str(tmp_path / "none") in said.out + said.err  # the named home that is not there: a problem
