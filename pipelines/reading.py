@@ -40,6 +40,7 @@ def _read_warehouse(args, answer, opener=None, hint=lambda exc: "") -> int:
         print_err(f"error: {no_warehouse(layout)}")
         return 2
     written = False  # a piece of a streamed result written before an error: the output is cut short
+    _say_if_another_lake(con, args, layout)
     with con:
         try:
             said = answer(con)
@@ -68,6 +69,24 @@ def _read_warehouse(args, answer, opener=None, hint=lambda exc: "") -> int:
             print_err(f"error: {exc}{damage or hint(exc)}")
             return 1 if damage else 2
     return 0
+
+
+def _say_if_another_lake(con, args, layout) -> None:
+    """A reader reads a warehouse, not a lake: a --lake other than the one the warehouse merges
+    changes nothing it reads, which it said nothing of (a new user's trial read the home's rows
+    with --lake naming another)."""
+    from warehouse.lake.layout import own_lake, same_lake
+
+    if not getattr(args, "lake", None) or own_lake(layout.lake, layout.warehouse):  # (a moved home's own, too)
+        return
+    from warehouse.catalog.build import lake_of
+    from warehouse.lake.storage import masked
+
+    merged = lake_of(con)
+    if merged is not None and not same_lake(merged, masked(str(layout.lake))):
+        print_err(f"note: --lake {args.lake} is not the lake the warehouse {layout.warehouse} merges ({merged}): a "
+                  "reader reads that warehouse as it is. To read another lake, name its warehouse (--warehouse or "
+                  "--home), or merge it into one (`agentlake merge --lake LAKE --warehouse FILE`)")
 
 
 def _tables_hint(exc) -> str:

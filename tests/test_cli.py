@@ -59,6 +59,20 @@ def test_sql_formats(ingested, capsys):
     assert capsys.readouterr().out.splitlines() == ["x    y", "-  ---", "a  1.5", "(1 row)"]
 
 
+def test_a_reader_given_another_lake_says_it_reads_the_warehouse_as_it_is(ingested, tmp_path, capsys):
+    """`sql --lake OTHER` printed the home's rows without a word (a new user's trial)."""
+    other = tmp_path / "other-lake"
+    assert main(["sql", "SELECT SUM(cost_usd) AS c FROM sessions", "--lake", str(other), "--format", "csv"]) == 0
+    said = capsys.readouterr()
+    assert said.out.split() == ["c", str(ONE_SESSION_COST)]
+    assert said.err.startswith(f"note: --lake {other} is not the lake the warehouse {ingested / 'warehouse.ducklake'} "
+                               "merges ("), said.err
+    assert "): a reader reads that warehouse as it is." in said.err
+    # its own lake (this home is a copy: its catalog names the lake of the home it was copied from)
+    assert main(["report", "--lake", str(ingested / "lake")]) == 0
+    assert "--lake" not in capsys.readouterr().err
+
+
 def test_a_table_the_warehouse_does_not_hold_says_where_its_tables_are_listed(ingested, capsys):
     """DuckDB's suggestion for an unknown table is the closest name of any catalog's: for
     `nosuchtable`, a system view (a new user's trial). The tables' list is named after it."""
