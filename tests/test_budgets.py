@@ -196,6 +196,23 @@ def test_a_user_or_machine_given_as_typed_finds_the_name_an_ingest_stored(spendi
                                                                                                  "ana-s-macbook")]
 
 
+def test_a_project_given_as_typed_finds_the_name_an_ingest_stored(spending):
+    """Projects are stored as slugs too (`acme/myapp` and `Acme-MyApp` are `acme-myapp`): `--project
+    acme/myapp` said there was no such project, and a budget for it spent nothing (a trial)."""
+    from warehouse.lake.layout import stored_project
+
+    assert [stored_project(n) for n in ("acme/myapp", "Acme-MyApp", "acme-myapp", "---")] == [
+        "acme-myapp", "acme-myapp", "acme-myapp", "---"]
+    layout, _ = spending
+    _budgets(layout, "[[budgets]]", "monthly_usd = 2", 'project = "Shop"')
+    ran = run_cli("report", "--home", layout.home, "--budgets", "--format", "json")
+    assert ran.returncode == 3 and "no project" not in ran.stderr, ran.stderr
+    assert json.loads(ran.stdout)["budgets"][0]["spent_usd"] == float(SPENT)
+    ran = run_cli("report", "--home", layout.home, "--project", "SHOP/", "--format", "json")
+    assert ran.returncode == 0 and ran.stderr == "", ran.stderr
+    assert json.loads(ran.stdout)["totals"][0]["cost_usd"] == float(SPENT)
+
+
 def test_a_month_without_a_session_is_said_not_shown_as_budgets_at_zero(lake):
     """On the demo (January to March) in December every budget read 0.0000, ok, with no word
     (a trial): `report --month` said the days the sessions are on, `--budgets` did not."""

@@ -51,6 +51,15 @@ def stored_name(name: str | None) -> str | None:
     return slugify(name, name) if name else name
 
 
+def stored_project(name: str | None) -> str | None:
+    """A project as an ingest names it (`acme/myapp` and `Acme-MyApp` are `acme-myapp`:
+    transforms.projects.project_slug), for a filter or a budget given it as typed (a trial's
+    `--project acme/myapp` found nothing). A name with no letter or digit is kept: said as unknown."""
+    from transforms.projects import project_slug
+
+    return project_slug(name, name) if name else name
+
+
 def default_home(env=os.environ) -> Path:
     if env.get("AGENTLAKE_HOME"):
         return Path(env["AGENTLAKE_HOME"]).expanduser()

@@ -8,7 +8,7 @@ from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
 
 from warehouse.lake.config import Budget
-from warehouse.lake.layout import stored_name
+from warehouse.lake.layout import stored_name, stored_project
 from warehouse.serve.report import SHARE_DECIMALS, Filters, cost_and_sessions, unknown_name
 
 OVER, PROJECTED_OVER, OK = "over", "projected over", "ok"
@@ -71,6 +71,7 @@ def rows(statuses: list[BudgetStatus], today: date, zone: str) -> list[tuple]:
 def unknown_scopes(con, budgets: tuple[Budget, ...]) -> list[str]:
     """A budget for a project, user or agent the warehouse has never seen (a typo spends nothing
     and never warns): said, with the close names it holds, as the report's filters say it."""
-    said = ((b, unknown_name(con, b.scope, stored_name(b.value) if b.scope == "user" else b.value, _COLUMN[b.scope]))
+    stored = {"user": stored_name, "project": stored_project}
+    said = ((b, unknown_name(con, b.scope, stored.get(b.scope, str)(b.value), _COLUMN[b.scope]))
             for b in budgets if b.scope != "team")
     return [f"budget {b.name}: {s}" for b, s in said if s]
