@@ -136,6 +136,35 @@ def test_a_home_that_cannot_be_made_is_said_before_anything_is_read(tmp_path, ca
     assert capsys.readouterr().err == f"error: cannot make the home folder {home}: Not a directory\n"
 
 
+@pytest.fixture
+def read_only_folder(tmp_path):
+    """A real read-only file system (a tmpfs mounted read-only), where this machine lets the tests
+    mount one; skipped elsewhere (an unprivileged user, a container without the capability)."""
+    import subprocess
+
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a read-only tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+@pytest.mark.parametrize("command", [["ingest", "--no-default"], ["quickstart"], ["demo", "--projects", "1"]])
+def test_a_home_that_cannot_be_written_is_said_before_anything_is_read(read_only_folder, capsys, command):
+    """A read-only home read every source, then failed each one, then the merge, naming an internal
+    file (a new user's trial); quickstart blamed a missing warehouse. Said once, before, as a home
+    that cannot be made is."""
+    assert main([*command, "--home", str(read_only_folder)]) == 1
+    assert capsys.readouterr().err == (
+        f"error: cannot write in the home folder {read_only_folder}: its file system is read-only (a command that "
+        "ingests or merges writes its lake, warehouse and cache there; name another with --home or $AGENTLAKE_HOME)\n")
+
+
 def test_a_file_elsewhere_named_home_or_demo_stops_no_command_given_a_good_home(tmp_path, monkeypatch, capsys):
     """The file-home check only where the home is read: $AGENTLAKE_HOME naming a file while
     --home names a folder (the next commands the summary prints compare with the default home),

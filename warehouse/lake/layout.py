@@ -81,11 +81,16 @@ class HomeNotMade(RuntimeError):
 
 def make_home(home: Path) -> None:
     """The home folder, made before a command that writes into it reads any source: one that
-    cannot be made is said once, not as the merge's failure after every source was read."""
+    cannot be made, or written in, is said once, not as each source's failure and the merge's after
+    every source was read (a trial's read-only home)."""
     try:
         home.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise HomeNotMade(f"cannot make the home folder {home}: {exc.strerror or exc}") from None
+    if not os.access(home, os.W_OK | os.X_OK):
+        why = "its file system is read-only" if os.statvfs(home).f_flag & os.ST_RDONLY else "permission denied"
+        raise HomeNotMade(f"cannot write in the home folder {home}: {why} (a command that ingests or merges writes "
+                          "its lake, warehouse and cache there; name another with --home or $AGENTLAKE_HOME)")
 
 
 def check_home(home: Path, explicit: bool, env=os.environ) -> None:
