@@ -263,7 +263,8 @@ def _first_look(layout: Layout, demo: str | None = None) -> None:
         first, last = con.execute('SELECT MIN("date") - 1, MAX("date") + 1 FROM sessions').fetchone() if demo \
             else (None, None)
     command = partial(command_for, layout)
-    window = f"the demo's days: --since {first} --until {last}" if first else "--week"
+    window = f"the demo's days, and one either side for time zones: --since {first} --until {last}" if first \
+        else "--week"
     print(f"\nNext: {command('report')}                 (cost and use by project; --by agent|day|week|model|category; {window})")
     print(f"      {command('report')} --insights      (money that buys nothing, with the SQL behind it)")
     print(f"      {command('dashboard')}              (the team dashboard in a browser)")

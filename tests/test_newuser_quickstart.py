@@ -23,7 +23,8 @@ def test_the_readme_commands_work_after_a_quickstart_demo_then_own_data_takes_ov
     next_line = next(line for line in out.splitlines() if line.startswith("Next:"))
     assert "--home" not in next_line  # the command it suggests works as printed
     # the demo's days, not --week: its sessions are on fixed days, months before today (a trial)
-    since, until = next_line.split("the demo's days: --since ")[1].rstrip(")").split(" --until ")
+    since, until = next_line.split("the demo's days, and one either side for time zones: --since ")[1].rstrip(
+        ")").split(" --until ")
     assert main(["report", "--since", since, "--until", until, "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["totals"][0]["root_sessions"] > 0
     # the Dagster UI on the demo's home (`agentlake dev --home <home>/demo`) finds its stores
