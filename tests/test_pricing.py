@@ -26,3 +26,18 @@ def test_a_known_model_is_priced_exactly_after_a_miss():
                           provider_id="openai", genai_request_timestamp=AT)
     assert priced.cost_source == "estimated"
     assert priced.cost_usd == float(round(expected.total_price, 9)) and priced.cost_usd > 0
+
+
+def test_a_token_count_out_of_range_leaves_a_request_or_a_total_unpriced():
+    """genai-prices raised for a negative count, failing the whole source; a total of many
+    requests priced it as a negative cost. Neither is a price: unknown, and the lake nulls the count."""
+    from transforms.costs import price_aggregate
+
+    for bad in (Buckets(input_uncached=-5, output=10), Buckets(output=10**12 + 1), Buckets(cache_read=5, reasoning=-1)):
+        assert bad.out_of_range and bad.total is None
+        for priced in (price_buckets(bad, "claude-sonnet-4-5", "anthropic", None),
+                       price_aggregate(bad, "claude-sonnet-4-5", "anthropic", None)):
+            assert (priced.cost_usd, priced.cost_source) == (None, "unknown") and "out of range" in priced.note
+    good = Buckets(input_uncached=0, output=10**12)
+    assert not good.out_of_range and good.total == 10**12
+    assert price_buckets(good, "claude-sonnet-4-5", "anthropic", None).cost_source == "estimated"

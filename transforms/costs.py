@@ -4,7 +4,7 @@ made. Shared by the providers; the prices themselves come from transforms.pricin
 from datetime import datetime
 from decimal import Decimal
 
-from transforms.pricing import Buckets, Priced, price_buckets
+from transforms.pricing import OUT_OF_RANGE, Buckets, Priced, price_buckets
 
 
 def session_cost(requests: list[tuple[float | None, str]]) -> tuple[float | None, str]:
@@ -38,6 +38,8 @@ BUCKETS = ("input_uncached", "cache_read", "cache_write_5m", "cache_write_1h", "
 
 
 def price_aggregate(total: Buckets, model: str | None, provider: str | None, at: datetime | None) -> Priced:
+    if total.out_of_range:  # as one request's (price_buckets): no price, nulled as it lands
+        return OUT_OF_RANGE
     usd, note = Decimal(0), None
     for name in BUCKETS:
         count = getattr(total, name)
