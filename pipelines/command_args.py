@@ -57,6 +57,20 @@ class UsageError(ValueError):
     """A flag's value is wrong: exit 2, like argparse's own errors."""
 
 
+def refuse_team_catalog_flag(args, layout: Layout, what: str) -> None:
+    """--warehouse naming a team's catalog in PostgreSQL, given to a command that lands (`ingest`,
+    or `schedule`'s timer of it): an ingest never writes that catalog (the center's merge does), and
+    it merged into the home's file catalog instead, saying nothing (a team lead's trial scheduled a
+    center that never merged). One set in config.toml or $AGENTLAKE_WAREHOUSE is a reader's: kept."""
+    if args.warehouse and is_postgres(layout.warehouse):
+        raise UsageError(
+            f"--warehouse names a team's catalog in PostgreSQL, which {what} never writes: an ingest lands this "
+            "machine's files (and merges them into its home's file catalog). The center writes the team's catalog "
+            f"with `agentlake merge --lake {shlex.quote(str(layout.lake))} --warehouse {shlex.quote(args.warehouse)}`, "
+            "on a timer of its own "
+            "(docs/TEAM.md, step 3); a machine's ingest needs no --warehouse")
+
+
 def agent_homes(values: list[str]) -> dict[str, tuple[str, ...]]:
     from transforms.providers import PROVIDERS
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pipelines.command_args import (
     DISCOVERY_FLAGS, UsageError, agent_homes, command_for, discover_options, layout_of, merged_lake,
-    nothing_ingested, print_err, tsv_field)
+    nothing_ingested, print_err, refuse_team_catalog_flag, tsv_field)
 from pipelines.reading import no_warehouse, own_config_file, report_zone, search_index_of
 from transforms.provider import DiscoverOptions
 from warehouse.lake.config import DEMO, has_data, load_config, load_layout, settings_file
@@ -49,6 +49,7 @@ def cmd_ingest(args) -> int:
     from transforms.crush.discover import global_data_dir
 
     layout = layout_of(args)
+    refuse_team_catalog_flag(args, layout, "`agentlake ingest`")
     if is_postgres(layout.warehouse):  # a reader of the team's catalog: the center alone writes it
         layout = replace(layout, warehouse=layout.home / "warehouse.ducklake")
     make_home(layout.home)
@@ -413,6 +414,7 @@ def cmd_schedule(args) -> int:
     from pipelines import schedule
 
     layout = layout_of(args)
+    refuse_team_catalog_flag(args, layout, "the timer's `agentlake ingest`")
     # the scheduler runs without this shell's variables: the home always, and whatever the
     # home's own config.toml would not give (a flag, $AGENTLAKE_LAKE, $AGENTLAKE_WAREHOUSE, ...)
     own = load_layout(str(layout.home), env={})

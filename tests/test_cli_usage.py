@@ -327,3 +327,22 @@ def test_an_ingest_finding_nothing_says_where_it_looked_or_that_it_looked_nowher
     said = capsys.readouterr()
     assert "no sources found (looked in the named places); name stores with" in said.err
     assert str(tmp_path / "none") in said.out + said.err  # the named home that is not there: a problem
+
+
+@pytest.mark.parametrize("command", [["ingest"], ["schedule", "--kind", "cron"]])
+def test_a_team_catalog_named_to_a_command_that_lands_is_refused_not_swapped_for_a_file(tmp_path, capsys,
+                                                                                        monkeypatch, command):
+    """`ingest --warehouse postgres:...` merged into the home's file catalog without a word, and
+    `schedule` with it made a center's timer that never merged (a team lead's trial). The flag is
+    refused, naming the center's merge; the same setting from $AGENTLAKE_WAREHOUSE (a reader's,
+    as config.toml's) still lets the machine land."""
+    team = "postgres:dbname=agentlake host=127.0.0.1 user=center"
+    home, lake = tmp_path / "center", tmp_path / "lake"
+    assert main([*command, "--home", str(home), "--lake", str(lake), "--warehouse", team, "--no-default"]) == 2
+    said = capsys.readouterr().err
+    assert said.startswith("error: --warehouse names a team's catalog in PostgreSQL, which ") and (
+        f"`agentlake merge --lake {lake} --warehouse '{team}'`" in said), said
+    assert not (home / "warehouse.ducklake").exists()
+    monkeypatch.setenv("AGENTLAKE_WAREHOUSE", team.replace("center", "reader"))
+    assert main(["ingest", "--lake", str(lake), "--no-default"]) == 0
+    assert "no sources found" in capsys.readouterr().err
