@@ -144,6 +144,29 @@ def test_a_machine_with_nothing_new_still_sees_tables_others_started_filling(s3,
         assert con.execute("SELECT COUNT(*) FROM usage").fetchall() == [(codex.usage_rows,)]
 
 
+def test_the_lakes_endpoint_in_the_uri_or_in_the_environment_is_one_lake(s3, tmp_path):
+    """A team lead's trial landed every source again after writing the endpoint into the URI, which
+    it had given in $AWS_ENDPOINT_URL: the machine's state of a lake was keyed by the URI as written.
+    It is now keyed by the place (bucket, prefix, endpoint), and an older release's state moves over."""
+    import hashlib
+
+    plain = f"s3://{BUCKET}/spelt"
+    host = s3["AWS_ENDPOINT_URL"].split("://", 1)[1]
+    spelt = f"{plain}?endpoint_override={host}&scheme=http&region=us-east-1"
+    store = generate_store(tmp_path / "crush", projects=2, sessions_per_project=2, seed=10)
+    home = tmp_path / "ana"
+    first = ingest_here(home, plain, "ana-laptop", "ana", store.global_dir, s3)
+    assert ok(first) and "sources: 2 ok, 0 unchanged" in first.stdout
+    again = ingest_here(home, spelt, "ana-laptop", "ana", store.global_dir, s3)
+    assert ok(again) and "sources: 0 ok, 2 unchanged" in again.stdout, again.stdout
+    [state] = (home / "remote").iterdir()
+    # an older release kept it by the URI as written: moved over, not landed again
+    state.rename(home / "remote" / hashlib.sha256(plain.encode()).hexdigest()[:12])
+    moved = ingest_here(home, plain, "ana-laptop", "ana", store.global_dir, s3)
+    assert ok(moved) and "sources: 0 ok, 2 unchanged" in moved.stdout, moved.stdout
+    assert [p.name for p in (home / "remote").iterdir()] == [state.name]
+
+
 def test_an_emptied_bucket_heals_on_the_next_run(s3, tmp_path):
     """Issue 12 item 8: the landing objects of a machine deleted (a bucket emptied): the next run
     reads its sources again instead of calling them unchanged, and the tables are whole again."""

@@ -23,11 +23,12 @@ import hashlib
 import os
 import socket
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from transforms.sources import slugify
 from warehouse.lake.pg_catalog import PostgresCatalog, data_path, is_postgres
-from warehouse.lake.storage import is_remote, refuse_credentials, refuse_other_scheme
+from warehouse.lake.storage import is_remote, lake_place, refuse_credentials, refuse_other_scheme
 
 
 def default_machine(env=os.environ) -> str:
@@ -164,12 +165,19 @@ class Layout:
     def identity(self) -> str:
         return f"{self.machine}-{self.user}"
 
-    @property
+    @cached_property  # (asked for each source's state: one look at the disk per layout)
     def _local_root(self) -> Path:
         """Where this machine keeps its state and staging: beside a local lake, else in its home."""
-        if self.remote:
-            return self.home / "remote" / hashlib.sha256(str(self.lake).encode()).hexdigest()[:12]
-        return self.lake
+        if not self.remote:
+            return self.lake
+        root = self.home / "remote" / _digest(lake_place(str(self.lake)))
+        spelt = self.home / "remote" / _digest(str(self.lake))  # an older release's: by the URI as written
+        if not root.exists() and spelt.is_dir():
+            try:
+                os.replace(spelt, root)
+            except OSError:  # another process's rename came first, or none can be made: that one
+                return root if root.exists() else spelt
+        return root
 
     @property
     def state_dir(self) -> Path:
@@ -277,8 +285,15 @@ def _beside(warehouse: Path) -> str:
 
 
 def same_lake(a: str, b: str) -> bool:
-    """Two lake names (as a catalog records them: masked) for one lake: a folder however spelt."""
+    """Two lake names (as a catalog records them: masked) for one lake: a folder however spelt, a
+    bucket's prefix with its endpoint in the URI or in the environment (storage.lake_place)."""
+    if is_remote(a) and is_remote(b):
+        return a == b or lake_place(a) == lake_place(b)
     return a == b or (not is_remote(a) and not is_remote(b) and os.path.normpath(a) == os.path.normpath(b))
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def own_lake(lake, warehouse) -> bool:

@@ -55,6 +55,19 @@ class NotALakeURI(CredentialsInURI):
     a URI with credentials is, and masked as one (it may hold some)."""
 
 
+def lake_place(lake: str) -> str:
+    """A remote lake as the place it is: its bucket and prefix at its endpoint, however the endpoint
+    is given (in the URI, or $AWS_ENDPOINT_URL as the AWS tools read it) and whatever else the URI
+    says of how to reach it (scheme, region). Two spellings of one lake are one place: a machine's
+    state of it is one (a team lead's trial landed every source again for the endpoint written in
+    the URI, after landing them with it in the variable)."""
+    from warehouse.lake.duckdb_settings import endpoint as lake_endpoint
+
+    where = lake.split("?", 1)[0].rstrip("/")
+    url = lake_endpoint(lake)[0]
+    return f"{where} at {masked_url(url.rstrip('/')) if url else 'the AWS default endpoint'}"
+
+
 def _endpoint_name(lake: str) -> str:
     if "endpoint_override=" in lake or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"):
         from warehouse.lake.duckdb_settings import endpoint as lake_endpoint

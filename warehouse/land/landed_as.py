@@ -7,7 +7,7 @@ not the lake's: a folder lake is shared by every machine of a team."""
 import json
 
 from transforms.atomic import replace_file
-from warehouse.lake.storage import masked
+from warehouse.lake.storage import is_remote, lake_place, masked
 
 FILE = "landed-as.json"
 
@@ -16,9 +16,10 @@ def record(layout) -> None:
     """These names, for this lake; best effort (a home that cannot be written loses the guard only)."""
     path = layout.home / FILE
     names = _read(path)
-    key = masked(str(layout.lake))
+    key = _key(layout)
     if names.get(key) == [layout.machine, layout.user]:
         return
+    names.pop(masked(str(layout.lake)), None)  # an older release's key, by the URI as written
     names[key] = [layout.machine, layout.user]
     try:
         replace_file(path, json.dumps(names, indent=1, sort_keys=True))
@@ -28,8 +29,15 @@ def record(layout) -> None:
 
 def recorded(layout) -> tuple[str, str] | None:
     """(machine, user) this home last landed into its lake as, None if never (or not recorded)."""
-    found = _read(layout.home / FILE).get(masked(str(layout.lake)))
+    names = _read(layout.home / FILE)
+    found = names.get(_key(layout), names.get(masked(str(layout.lake))))
     return tuple(found) if isinstance(found, list) and len(found) == 2 else None
+
+
+def _key(layout) -> str:
+    """The lake as a place: one entry however its URI spells the endpoint (storage.lake_place)."""
+    lake = str(layout.lake)
+    return lake_place(lake) if is_remote(lake) else masked(lake)
 
 
 def _read(path) -> dict:
