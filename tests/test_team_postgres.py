@@ -407,3 +407,13 @@ def test_a_first_merge_naming_a_bucket_that_does_not_exist_leaves_the_catalog_to
     ran = run_cli_fresh("sql", "--format", "json", "--warehouse", db.warehouse(READER),
                         "SELECT COUNT(*) AS n FROM sessions", env=reader_env)
     assert ok(ran) and json.loads(ran.stdout) == [{"n": store.sessions}]
+    # a role made without docs/TEAM.md's grants: told which, not DuckDB's COPY error (a team lead's trial)
+    _sql(binaries(), postgres.port, OS_USER, "postgres", ["CREATE ROLE intern LOGIN PASSWORD 'intern-secret-4'"])
+    intern_env = {**reader_env, "PGUSER": "intern", "PGPASSWORD": "intern-secret-4"}
+    setting = db.warehouse(READER).replace(f"user={READER}", "user=intern")
+    for args in (("sql", "SELECT COUNT(*) FROM sessions"), ("report",)):
+        refused = run_cli_fresh(*args, "--warehouse", setting, env=intern_env)
+        assert refused.returncode == 1 and refused.stderr.startswith(
+            f"error: the role intern may not read the catalog at {db.host}:{db.port}: PostgreSQL said permission "
+            "denied for table ") and "GRANT SELECT ON ALL TABLES IN SCHEMA public TO intern" in refused.stderr \
+            and "COPY" not in refused.stderr, refused.stderr

@@ -658,7 +658,10 @@ def open_catalog(catalog: "pg_catalog.PostgresCatalog", data_path: str | None, *
     try:
         pg_catalog.use_s3_credentials(con, lake=lake)
         if read_only:
-            attach_published(con, catalog)
+            try:
+                attach_published(con, catalog)
+            except duckdb.Error as exc:
+                raise pg_catalog.not_granted(catalog, exc) or exc
         else:
             options = f"DATA_PATH {sql_string(data_path)}" if data_path else ""
             pg_catalog.attach(con, catalog, catalog.attach_target, CATALOG, options)

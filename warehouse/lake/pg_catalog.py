@@ -418,13 +418,31 @@ def publish(con, metadata_db: str, *, unless_published: bool = False) -> None:
     con.execute(f"CALL postgres_execute({literal(metadata_db)}, {literal(sql)})")  # one transaction
 
 
+_DENIED = re.compile(r"permission denied for (?:schema|table|relation|sequence) [\w.\"]+")
+
+
 def read_only_role(catalog: PostgresCatalog, exc: Exception) -> CatalogReadOnly | None:
-    """A writer's first write refused for want of privileges: the role is a reader's."""
-    if not re.search(r"permission denied for (schema|table|relation|sequence)", str(exc)):
+    """A writer's first write refused for want of privileges: the role is a reader's (or one given
+    none: it may not read either, and is told so by a reader's command)."""
+    if not _DENIED.search(str(exc)):
         return None  # (for a database: the role may not even connect, said as CatalogUnreachable)
     role = catalog.user or "this role"
     return CatalogReadOnly(f"the role {role} may only read the catalog at {catalog.host}: merging into it is the "
                            "center's job, with the role that owns it (docs/TEAM.md); a reader needs no merge")
+
+
+def not_granted(catalog: PostgresCatalog, exc: Exception) -> CatalogUnreachable | None:
+    """A reader's attach refused for want of SELECT on the catalog's tables (a role made without
+    docs/TEAM.md's grants, or before them): said with the grants, not as DuckDB's COPY error."""
+    denied = _DENIED.search(" ".join(str(exc).split()))
+    if denied is None:
+        return None
+    role = catalog.user or "this role"
+    return CatalogUnreachable(
+        f"the role {role} may not read the catalog at {catalog.host}: PostgreSQL said {denied.group(0)}. A reader's "
+        "role needs SELECT on the tables the center's merges make: docs/TEAM.md, step 1 (ALTER DEFAULT PRIVILEGES "
+        f"... GRANT SELECT ON TABLES TO {role}, which covers the tables made after it; for those made before, "
+        f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role})")
 
 
 def publications(con, metadata_db: str) -> list[tuple]:
