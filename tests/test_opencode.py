@@ -218,6 +218,21 @@ def test_a_zero_cost_is_priced_with_the_cache_buckets_apart(layout, tmp_path):
     assert query(layout, "SELECT cost_usd, cost_source FROM sessions") == [(pytest.approx(expected), "estimated")]
 
 
+def test_a_negative_input_as_opencode_writes_one_keeps_its_request_unpriced(layout, tmp_path):
+    """OpenCode writes a negative input (its issue 15293: -423 beside a cache read of 84,160). The
+    request is kept, unpriced, its input nulled with the source's warning: a review found it dropped
+    as a placeholder once its total was taken for no count."""
+    bad, good = tokens(input=-423, output=655, read=84160, write=0), tokens(input=12, output=350, read=14800, write=0)
+    conn = one_session(tmp_path / "oc", [answer("msg_a", "ses_A", cost=0, usage=bad),
+                                         answer("msg_b", "ses_A", cost=0, usage=good, at=T + 3000)])
+    closed(conn)
+    [result] = oc(layout, tmp_path / "oc").results
+    assert query(layout, "SELECT message_id, input_uncached_tokens, cache_read_tokens, cost_source FROM usage "
+                         "ORDER BY 1") == [("msg_a", None, 84160, "unknown"), ("msg_b", 12, 14800, "estimated")]
+    assert query(layout, "SELECT cost_source FROM sessions") == [("partial",)]
+    assert [w for w in result.warnings if "out of range nulled" in w and "input_uncached_tokens" in w], result.warnings
+
+
 @pytest.mark.parametrize("inside", [False, True])
 def test_reasoning_is_added_to_output_unless_total_shows_it_inside(layout, tmp_path, inside):
     usage = tokens(input=100, output=500, reasoning=200, reasoning_inside=inside)

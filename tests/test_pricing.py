@@ -34,7 +34,7 @@ def test_a_token_count_out_of_range_leaves_a_request_or_a_total_unpriced():
     from transforms.costs import price_aggregate
 
     for bad in (Buckets(input_uncached=-5, output=10), Buckets(output=10**12 + 1), Buckets(cache_read=5, reasoning=-1)):
-        assert bad.out_of_range and bad.total is None
+        assert bad.out_of_range and bad.total is not None  # the request is kept (OpenCode's negative input)
         for priced in (price_buckets(bad, "claude-sonnet-4-5", "anthropic", None),
                        price_aggregate(bad, "claude-sonnet-4-5", "anthropic", None)):
             assert (priced.cost_usd, priced.cost_source) == (None, "unknown") and "out of range" in priced.note

@@ -84,11 +84,11 @@ class Buckets:
 
     @property
     def total(self) -> int | None:
-        """None when nothing was recorded, or when a bucket is out of range (its sum is no count)."""
+        """The buckets' sum, None when nothing was recorded. One out of range is summed too: an agent
+        whose request holds one (OpenCode writes a negative input) keeps the request by its total,
+        and the lake nulls a sum out of range as it does the bucket."""
         parts = (self.input_uncached, self.cache_read, self.cache_write_5m, self.cache_write_1h, self.output)
-        if all(p is None for p in parts) or self.out_of_range:
-            return None
-        return sum(p or 0 for p in parts)
+        return None if all(p is None for p in parts) else sum(p or 0 for p in parts)
 
     @property
     def out_of_range(self) -> bool:
