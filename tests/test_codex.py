@@ -133,7 +133,8 @@ def test_a_count_out_of_range_is_not_priced_as_if_absent(layout, tmp_path):
     b.prompt("go")
     b.tokens(5000, 1000, 100)
     bad = {**b.total, "output_tokens": -700}
-    b.event(type="token_count", info={"total_token_usage": bad, "last_token_usage": tokens(3000, 0, 50)})
+    for _ in range(2):  # re-emitted unchanged, as Codex does on a rate-limit refresh: counted once
+        b.event(type="token_count", info={"total_token_usage": bad, "last_token_usage": tokens(3000, 0, 50)})
     b.total = {k: v + tokens(3000, 0, 50)[k] for k, v in b.total.items()}
     b.tokens(2000, 500, 20)
     b.event(type="token_count", info={"total_token_usage": bad, "last_token_usage": None})  # the next total counts it
@@ -153,6 +154,19 @@ def test_a_count_out_of_range_is_not_priced_as_if_absent(layout, tmp_path):
         "; ".join(result.warnings)
     assert [w for w in result.warnings if "1 value out of range nulled" in w and "output_tokens" in w]
     assert scalar(layout, "SELECT cost_source FROM sessions") == "partial"
+
+
+def test_a_first_total_out_of_range_is_the_baseline_its_last_gives():
+    """With no total before it, the event's own counts are where the next total is counted from
+    (a review: the next total was counted whole, this request again)."""
+    from transforms.codex.usage import TokenDeltas
+
+    deltas = TokenDeltas()
+    first = deltas.feed({"total_token_usage": {**tokens(300, 0, 10), "output_tokens": -1},
+                         "last_token_usage": tokens(300, 0, 10)})
+    then = deltas.feed({"total_token_usage": tokens(700, 0, 30), "last_token_usage": tokens(400, 0, 20)})
+    assert (first.tokens, first.how) == (tokens(300, 0, 10), "last only")
+    assert then.tokens["input_tokens"] == 400 and then.tokens["output_tokens"] == 20 and deltas.bad_totals == 1
 
 
 def test_cached_input_and_reasoning_are_not_added_again(layout, tmp_path):

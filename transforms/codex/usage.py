@@ -57,6 +57,7 @@ class TokenDeltas:
     def __init__(self):
         self.previous: dict[str, int] | None = None
         self.bad_totals = 0  # events whose cumulative total held a count out of range (said by the normaliser)
+        self.bad_event: tuple | None = None  # the last of them, whose repeats count nothing
 
     def feed(self, info) -> Delta | None:
         if not isinstance(info, dict):  # `info: null`: a rate-limit-only event
@@ -66,11 +67,15 @@ class TokenDeltas:
             # no total to count from: its own request's counts stand in, and move the baseline on by
             # as much (the next total's difference would count them again); without usable ones, the
             # next total's difference counts this request
+            event = (total, last)
+            if event == self.bad_event:  # re-emitted unchanged, as any token_count is: counts nothing again
+                return None
+            self.bad_event = event
             self.bad_totals += 1
             if not _nonzero(last) or _out_of_range(last):
                 return None
-            if self.previous is not None:
-                self.previous = {k: self.previous.get(k, 0) + last.get(k, 0) for k in self.previous.keys() | last}
+            self.previous = dict(last) if self.previous is None else {
+                k: self.previous.get(k, 0) + last.get(k, 0) for k in self.previous.keys() | last}
             return Delta(last, "last only")
         if total is None:
             return Delta(last, "last only") if _nonzero(last) else None
