@@ -68,8 +68,8 @@ def cmd_ingest(args) -> int:
     if not summary.results:
         where = (f"looked in each agent's default home, e.g. {global_data_dir(options.env) / 'projects.json'}"
                  if options.use_default else "looked in the named places"
-                 if any(getattr(args, flag) for flag in DISCOVERY_FLAGS if flag != "no_default")
-                 else "--no-default, and no place named")
+                 if any(options.extra_stores.values()) or any(options.extra_roots.values())
+                 else "no default homes (--no-default, or use_default = false), and no place named")
         print_err(f"no sources found ({where}); name stores with --db, --crush-root, --codewhale-home "
                   "or --agent-home AGENT=DIR" + ("" if has_data(layout) else ", or try `agentlake demo`"))
     return summary.exit_code

@@ -322,7 +322,13 @@ def test_an_ingest_finding_nothing_says_where_it_looked_or_that_it_looked_nowher
     """`--no-default` with no place named said "looked in the named places" (a new user's trial)."""
     home = str(tmp_path / "home")
     assert main(["ingest", "--home", home, "--no-default"]) == 0
-    assert "no sources found (--no-default, and no place named); name stores with" in capsys.readouterr().err
+    assert ("no sources found (no default homes (--no-default, or use_default = false), and no place named); "
+            "name stores with") in capsys.readouterr().err
+    # places named by config.toml, not by flags (a demo's home: use_default = false, extra_roots)
+    (tmp_path / "home" / "config.toml").write_text(
+        f'use_default = false\n[codex]\nextra_roots = ["{tmp_path / "gone"}"]\n')
+    main(["ingest", "--home", home])
+    assert "no sources found (looked in the named places)" in capsys.readouterr().err
     assert main(["ingest", "--home", home, "--no-default", "--agent-home", f"codex={tmp_path / 'none'}"]) == 1
     said = capsys.readouterr()
     assert "no sources found (looked in the named places); name stores with" in said.err
