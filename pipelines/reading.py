@@ -98,7 +98,8 @@ def _tables_hint(exc) -> str:
         return ""
     # a file named as a table (`FROM 'data.csv'`): DuckDB reads it only with file access, which is off
     file = ("\nreading a file is refused: `agentlake sql` reads the warehouse's tables only"
-            if re.search(r"[/\\]|\.[A-Za-z0-9]{1,8}$", named.group(1)) else "")
+            if re.search(r"[/\\]|\.(?:csv|tsv|txt|json|jsonl|ndjson|parquet|xlsx|gz|zst)$", named.group(1), re.I)
+            else "")
     return (f'{file}\nthe tables and marts: agentlake sql "SHOW TABLES" lists them; docs/TABLES.md and '
             "docs/MARTS.md say what each holds")
 

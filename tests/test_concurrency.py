@@ -217,7 +217,7 @@ def test_a_merge_or_a_reader_whose_postgresql_stops_fails_clearly_and_the_next_m
         go.write_text("go on")
         merged, read = finished(merging), finished(readers)
     assert merged.returncode == 1 and merged.stderr.startswith(
-        f"error: lost the PostgreSQL catalog at {reader.host} while merging into it: "), merged.stderr
+        f"error: lost the PostgreSQL catalog at {reader.host} while writing it: "), merged.stderr
     assert "run it once the server answers" in merged.stderr and "Traceback" not in merged.stderr
     assert read.returncode == 0 and read.stdout.startswith("the read failed: "), (read.stdout, read.stderr)
     assert _read(reader) == before  # the cut merge published nothing

@@ -294,7 +294,7 @@ def one_snapshot(con):
     finally:
         try:
             con.execute("ROLLBACK")
-        except duckdb.Error:  # a team catalog's server gone: left to close(), this ROLLBACK would abort the process
+        except duckdb.Error:  # a team catalog's server gone: its failure would hide the error that ended the block
             pass
 
 
@@ -390,7 +390,7 @@ def _pg_writing(catalog: "pg_catalog.PostgresCatalog", data_path: str | None, me
                 yield con
                 pg_catalog.publish(con, f"__ducklake_metadata_{CATALOG}")
             except duckdb.Error as exc:
-                raise pg_catalog.lost(catalog, exc, "merging into it") or exc
+                raise pg_catalog.lost(catalog, exc, "writing it") or exc
         finally:
             pg_catalog.close(con)
 

@@ -89,7 +89,11 @@ def make_home(home: Path) -> None:
     except OSError as exc:
         raise HomeNotMade(f"cannot make the home folder {home}: {exc.strerror or exc}") from None
     if not os.access(home, os.W_OK | os.X_OK):
-        why = "its file system is read-only" if os.statvfs(home).f_flag & os.ST_RDONLY else "permission denied"
+        try:
+            read_only = bool(os.statvfs(home).f_flag & os.ST_RDONLY)
+        except (OSError, AttributeError):  # (no statvfs: not POSIX)
+            read_only = False
+        why = "its file system is read-only" if read_only else "permission denied"
         raise HomeNotMade(f"cannot write in the home folder {home}: {why} (a command that ingests or merges writes "
                           "its lake, warehouse and cache there; name another with --home or $AGENTLAKE_HOME)")
 
@@ -289,7 +293,7 @@ def same_lake(a: str, b: str) -> bool:
     bucket's prefix with its endpoint in the URI or in the environment (storage.lake_place)."""
     if is_remote(a) and is_remote(b):
         return a == b or lake_place(a) == lake_place(b)
-    return a == b or (not is_remote(a) and not is_remote(b) and os.path.normpath(a) == os.path.normpath(b))
+    return a == b or (not is_remote(a) and not is_remote(b) and os.path.realpath(a) == os.path.realpath(b))
 
 
 def _digest(text: str) -> str:

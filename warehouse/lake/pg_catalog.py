@@ -328,12 +328,14 @@ def close(con) -> None:
         con.execute("ROLLBACK")
     except duckdb.Error:  # no transaction open, or no server to roll it back: PostgreSQL ends it
         pass
-    con.close()
+    finally:  # (a Ctrl-C during the ROLLBACK too)
+        con.close()
 
 
 # libpq's words for a connection that ended under a running command
 _LOST = re.compile(r"server closed the connection|no connection to the server|terminating connection|"
-                   r"could not (?:receive|send) data|connection to server .* failed")
+                   r"could not (?:receive|send) data|connection to server was lost|SSL SYSCALL error|"
+                   r"SSL connection has been closed unexpectedly|connection to server at \"[^\"]*\", port \d+ failed")
 
 
 def lost(catalog: PostgresCatalog, exc: Exception, doing: str) -> CatalogUnreachable | None:
