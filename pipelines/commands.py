@@ -369,8 +369,9 @@ def cmd_merge(args) -> int:
     make_home(layout.home)
     result = refresh(layout.lake, layout.warehouse, full=args.full, prices=configured_prices(layout),
                      home=layout.home)
-    print(f"merged {result.merged} sources ({result.removed} removed, {result.runs} run logs) from {layout.lake} "
-          f"into {layout.warehouse}")
+    sources = f"{result.merged} source{'' if result.merged == 1 else 's'}"
+    logs = f"{result.runs} run log{'' if result.runs == 1 else 's'}"
+    print(f"merged {sources} ({result.removed} removed, {logs}) from {layout.lake} into {layout.warehouse}")
     if result.repriced:
         print(f"the prices in {settings_file(layout)} changed: the history was priced again with them")
     if result.waiting:

@@ -485,7 +485,8 @@ def cmd_search(args) -> int:
     for hit in hits:
         hit.open_command = f"{opener} {shell_quoted(hit.open_sql)}"
     if not hits:  # said on stderr whatever the format: JSON's `[]` on stdout, as CLI.md says
-        print_err(f"note: nothing matches {args.query!r} with these filters")
+        filtered = filters != SearchFilters(zone=filters.zone)
+        print_err(f"note: nothing matches {args.query!r}" + (" with these filters" if filtered else ""))
         if args.format == "table":
             return 0
     print(render(hits, args.format, zone))

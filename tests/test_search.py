@@ -132,7 +132,9 @@ def test_json_format_and_no_hits(home):
     assert len(hits) == 1 and hits[0]["session_id"] == "s-docker" and "**" in hits[0]["snippet"]
     assert hits[0]["at"].endswith("Z") and hits[0]["open_sql"].startswith("SELECT")
     none = _search(home, "zebra")
-    assert none.returncode == 0 and none.stdout == "" and "nothing matches" in none.stderr
+    assert none.returncode == 0 and none.stdout == "" and none.stderr.endswith("note: nothing matches 'zebra'\n")
+    filtered = _search(home, "zebra", "--agent", "crush")  # "with these filters" only where there are some
+    assert filtered.stderr.endswith("note: nothing matches 'zebra' with these filters\n"), filtered.stderr
     as_json = _search(home, "zebra", "--format", "json")
     assert json.loads(as_json.stdout) == [] and "nothing matches" in as_json.stderr  # the note, as CLI.md says
 

@@ -113,7 +113,7 @@ def test_a_new_reader_merging_an_empty_prefix_is_told_and_writes_nothing(s3, tmp
 
     right = cli("merge", "--lake", lake, home=reader, cwd=tmp_path / "cwd", env=s3)
     assert right.returncode == 0, right.stderr
-    assert right.stdout.startswith(f"merged 1 sources (0 removed, 1 run logs) from {lake} into ")
+    assert right.stdout.startswith(f"merged 1 source (0 removed, 1 run log) from {lake} into ")
     # once merged, the lake is not listed again before the merge: the merge's own refusal speaks
     s3_client(s3).create_bucket(Bucket="empty-agentlake")
     emptied = cli("merge", "--lake", "s3://empty-agentlake/lake", home=reader, cwd=tmp_path / "cwd", env=s3)
