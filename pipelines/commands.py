@@ -362,9 +362,13 @@ def cmd_mcp(args) -> int:
 
 def cmd_merge(args) -> int:
     from warehouse.catalog.build import configured_prices, refresh
+    from warehouse.lake.ducklake import refuse_a_readers_write
+    from warehouse.lake.pg_catalog import is_postgres
 
     layout = layout_of(args)
     if not has_data(layout):
+        if is_postgres(layout.warehouse):  # a reader's role: that, before the lake to name
+            refuse_a_readers_write(layout.warehouse)
         return nothing_ingested(layout)
     make_home(layout.home)
     result = refresh(layout.lake, layout.warehouse, full=args.full, prices=configured_prices(layout),
@@ -381,10 +385,14 @@ def cmd_merge(args) -> int:
 
 def cmd_compact(args) -> int:
     from warehouse.catalog.compaction import compact
+    from warehouse.lake.ducklake import refuse_a_readers_write
+    from warehouse.lake.pg_catalog import is_postgres
 
     layout = layout_of(args)
     if not layout.warehouse.exists():
         return nothing_ingested(layout)
+    if is_postgres(layout.warehouse):  # a reader's role: that, before the lake to name
+        refuse_a_readers_write(layout.warehouse)
     files = compact(layout.warehouse, keep_seconds=args.keep_seconds, orphans=args.orphans,
                     data_path=layout.tables_path, lake=str(layout.lake))
     # rows small merges kept in the catalog become files of their own: a compaction may end with more

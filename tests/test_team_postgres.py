@@ -112,10 +112,13 @@ def test_the_center_merges_into_postgres_and_readers_see_each_merge_at_once(post
     assert busy.returncode == 1 and f"(held by a session of the role {READER}, PostgreSQL pid {pid})" in busy.stderr, \
         busy.stderr
     # a reader's role asked to merge: said in one line, before anything is written
-    merged = reader(postgres, s3, home, "merge", "--lake", lake)
-    assert merged.returncode == 1 and merged.stderr == (
-        f"error: the role {READER} may only read the catalog at {postgres.host}:{postgres.port}: merging into it "
-        "is the center's job, with the role that owns it (docs/TEAM.md); a reader needs no merge\n"), merged.stderr
+    said = (f"error: the role {READER} may only read the catalog at {postgres.host}:{postgres.port}: writing it "
+            "(`agentlake merge`, `compact`) is the center's job, with the role that owns it (docs/TEAM.md); a reader "
+            "needs neither\n")
+    # with its lake named or not (not first told to name the lake, then refused: a team lead's trial)
+    for args in (("merge", "--lake", lake), ("merge",), ("compact",)):
+        refused = reader(postgres, s3, home, *args)
+        assert refused.returncode == 1 and refused.stderr == said, (args, refused.stderr)
     refused = reader(postgres, s3, home, "sql", "DELETE FROM sessions")
     assert refused.returncode == 2 and "DELETE statements are refused" in refused.stderr
     # below agentlake's own guard, the role and the read-only attach refuse too

@@ -768,6 +768,18 @@ def attach_team_catalog(con, setting: str) -> None:
     con.execute(f"USE {CATALOG}")
 
 
+def refuse_a_readers_write(catalog: "pg_catalog.PostgresCatalog") -> None:
+    """A reader's role asked to write the team's catalog (a merge, a compaction) is told so first,
+    not after advice about its lake that ends in the same refusal (a team lead's trial)."""
+    con = _opened(True, extra=("postgres_scanner",))
+    try:
+        pg_catalog.attach(con, catalog, catalog.words, "agentlake_role_probe", "TYPE postgres, READ_ONLY")
+        if not pg_catalog.may_write(con, "agentlake_role_probe"):
+            raise pg_catalog.read_only(catalog)
+    finally:
+        pg_catalog.close(con)
+
+
 def attach_published(con, catalog: "pg_catalog.PostgresCatalog") -> None:
     """The catalog read-only at the snapshot its last writer published: every query on `con`
     sees that one, never a merge between its commits. A snapshot expired since (a compaction

@@ -428,9 +428,20 @@ def read_only_role(catalog: PostgresCatalog, exc: Exception) -> CatalogReadOnly 
     none: it may not read either, and is told so by a reader's command)."""
     if not _DENIED.search(str(exc)):
         return None  # (for a database: the role may not even connect, said as CatalogUnreachable)
+    return read_only(catalog)
+
+
+def read_only(catalog: PostgresCatalog) -> CatalogReadOnly:
     role = catalog.user or "this role"
-    return CatalogReadOnly(f"the role {role} may only read the catalog at {catalog.host}: merging into it is the "
-                           "center's job, with the role that owns it (docs/TEAM.md); a reader needs no merge")
+    return CatalogReadOnly(f"the role {role} may only read the catalog at {catalog.host}: writing it (`agentlake "
+                           "merge`, `compact`) is the center's job, with the role that owns it (docs/TEAM.md); a "
+                           "reader needs neither")
+
+
+def may_write(con, db: str) -> bool:
+    """Whether the role on the attached `db` may make tables in the catalog's schema: the center's
+    (it owns the schema: docs/TEAM.md), not a reader's."""
+    return bool(_query(con, db, "SELECT has_schema_privilege(current_user, 'public', 'CREATE')")[0][0])
 
 
 def not_granted(catalog: PostgresCatalog, exc: Exception) -> CatalogUnreachable | None:
