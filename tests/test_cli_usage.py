@@ -101,9 +101,14 @@ def test_compact_keeps_files_for_no_negative_time(home, capsys):
         assert line.endswith(f"argument --keep-seconds: wants 0 or a positive whole number of seconds: {value!r}")
     assert main(["compact", "--home", str(home), "--keep-seconds", "0"]) == 0
     # a home of small merges: its rows were kept in the catalog, and become files (more of them after)
-    said = re.fullmatch(r"data files: (\d+) before, (\d+) after \(and (\d+) rows small merges kept in the "
-                        r"catalog written out to files\)\n", capsys.readouterr().out)
-    assert said and int(said[2]) > int(said[1]) and int(said[3]) > 0, said
+    out = capsys.readouterr().out
+    said = re.fullmatch(r"files read by the tables and marts: (\d+) before, (\d+) after \(and (\d+) rows small "
+                        r"merges kept in the catalog written out to files\); in their folder: (\d+) before, (\d+) "
+                        r"after \((\d+) deleted\)\n", out)
+    assert said and int(said[2]) > int(said[1]) and int(said[3]) > 0, out
+    # with no grace, the folder holds what the tables and marts read, and no more (the files they
+    # replaced are deleted, and counted)
+    assert int(said[5]) <= int(said[2]) and int(said[6]) == max(int(said[4]) - int(said[5]), 0), out
 
 
 @pytest.mark.parametrize("command", ["dashboard", "dev"])

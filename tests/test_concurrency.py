@@ -193,7 +193,7 @@ def test_a_second_center_fails_clearly_or_waits_and_readers_never_see_a_mix(lake
 
     busy = finished(cli(*args, env={**env, "AGENTLAKE_WRITER_WAIT": "0"}, cwd=tmp_path))
     assert busy.returncode == 1 and "Traceback" not in busy.stderr
-    assert busy.stderr.startswith(f"error: another merge into {db.warehouse(WRITER)} is running (held by "
+    assert busy.stderr.startswith(f"error: another merge or compaction of {db.warehouse(WRITER)} is running (held by "
                                   f"agentlake writer, pid {first.pid} on "), busy.stderr
     second = cli(*args, env=env, cwd=tmp_path)
     _killed_while_another_waits(first, second, reader, before)

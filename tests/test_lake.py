@@ -324,7 +324,7 @@ def test_merge_full_and_compact_from_the_cli(layout, project, capsys):
     ingest_tables(layout, p.db)
     args = ["--home", str(layout.home)]
     assert main(["compact", *args, "--keep-seconds", "0"]) == 0
-    assert "data files:" in capsys.readouterr().out
+    assert "files read by the tables and marts:" in capsys.readouterr().out
     for f in layout.lake.glob("main/messages/**/*.parquet"):
         f.unlink()  # a table's data deleted by hand: the landing files still hold it
     assert main(["merge", *args, "--full"]) == 0

@@ -143,11 +143,11 @@ def sweep(con, keep_seconds: int, catalog) -> None:
         con.execute(f"CALL ducklake_cleanup_old_files('{ducklake.CATALOG}', cleanup_all => true)")
 
 
-def file_counts(catalog: Path, data_path: str | None = None) -> dict[str, int]:
+def file_counts(catalog: Path, data_path: str | None = None, lake: str = "") -> dict[str, int]:
     """The tables' files the catalog's current snapshot reads (`live`, data and delete files),
     and the Parquet files under its data path's tables folder (`on_disk`): the difference is
     what readers of older snapshots still have, and what a sweep has yet to delete."""
-    from warehouse.lake.storage import open_store
+    from warehouse.lake.storage import is_remote, open_store
 
     meta = f"__ducklake_metadata_{ducklake.CATALOG}"
     with ducklake.connect(catalog, data_path, ours=True) as con:
@@ -155,4 +155,6 @@ def file_counts(catalog: Path, data_path: str | None = None) -> dict[str, int]:
                                "WHERE f.end_snapshot IS NULL AND t.end_snapshot IS NULL").fetchone()[0]
                    for kind in ("ducklake_data_file", "ducklake_delete_file"))
         stored = data_path or ducklake.stored_data_path(con)
-    return {"live": live, "on_disk": len(open_store(stored.rstrip("/")).list("main"))}
+    # a bucket's tables through the lake's URI, whose endpoint the data path (the lake's place only) has not
+    store = open_store(lake if is_remote(lake) and is_remote(stored) else stored.rstrip("/"))
+    return {"live": live, "on_disk": len(store.list("main"))}

@@ -354,13 +354,13 @@ def _take(con, catalog: PostgresCatalog, wait: float) -> None:
     deadline, said = time.monotonic() + wait, False
     while not _query(con, LOCK_DB, "SELECT pg_try_advisory_xact_lock({}, {})".format(*LOCK_KEYS))[0][0]:
         if time.monotonic() >= deadline:
-            raise CatalogBusy(f"another merge into {catalog} is running (held by {_holder(con)}): it holds the "
-                              f"catalog's writer lock, which this merge waits for at most {wait:g} s (${WAIT_ENV}). "
+            raise CatalogBusy(f"another merge or compaction of {catalog} is running (held by {_holder(con)}): it holds "
+                              f"the catalog's writer lock, which this one waits for at most {wait:g} s (${WAIT_ENV}). "
                               "Run it again once that one has ended; if that one is stuck, end its process, or "
                               "its PostgreSQL session (pg_terminate_backend)")
         if not said:
             _name(con, f"agentlake writer waiting, {holder_note(since=False)}")
-            print(f"waiting for another merge into {catalog} to end (held by {_holder(con)}), "
+            print(f"waiting for another merge or compaction of {catalog} to end (held by {_holder(con)}), "
                   f"at most {wait:g} s (${WAIT_ENV})", file=sys.stderr, flush=True)
             said = True
         time.sleep(POLL_S)
