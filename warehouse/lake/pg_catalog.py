@@ -275,12 +275,19 @@ def claim_lake(con, meta: str, catalog: PostgresCatalog, lake: str, server: str)
     if held is not None and held["catalog"] == mine:
         return
     if held is not None:
-        raise _claimed(store, held, catalog)
+        raise _claimed(store, held, catalog, same_uuid=str(held.get("catalog", "")).split("@", 1)[0] == uuid)
     since = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     store.put_all({CLAIM: json.dumps({"catalog": mine, "named": str(catalog), "since": since}).encode()})
 
 
-def _claimed(store, held: dict, catalog: PostgresCatalog) -> LakeClaimed:
+def _claimed(store, held: dict, catalog: PostgresCatalog, same_uuid: bool = False) -> LakeClaimed:
+    if same_uuid:  # this catalog's own id, reached at another server name: the same one, or a copy of it
+        return LakeClaimed(
+            f"the lake {store.uri('').rstrip('/')} holds the tables of this catalog as {held.get('named', 'unnamed')} "
+            f"named it (since {held.get('since', 'its first merge')}), not as {catalog} does: the same database "
+            "under another host name (localhost for 127.0.0.1, a new DNS name), or a copy of it (a restored dump), "
+            "whose merges would delete the other's files as orphans. If it is the same database, name it as "
+            f"before; if it moved for good, remove {store.uri(CLAIM)} and merge again (docs/TEAM.md)")
     return LakeClaimed(
         f"the lake {store.uri('').rstrip('/')} holds the tables of another catalog ({held.get('named', 'unnamed')}, "
         f"since {held.get('since', 'its first merge')}), not of {catalog}: a second catalog there would delete the "
