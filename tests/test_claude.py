@@ -347,7 +347,7 @@ def test_a_token_count_out_of_range_is_nulled_unpriced_and_its_project_still_lan
             and "input_uncached_tokens" in w], result.warnings
     assert query(layout, "SELECT message_id, input_uncached_tokens, output_tokens, total_tokens, cost_usd, cost_source "
                          "FROM usage ORDER BY 1") == [
-        ("m1", 1, 10, 11, pytest.approx(1 * IN + 10 * OUT), "estimated"), ("m2", None, 10, 5, None, "unknown"),
+        ("m1", 1, 10, 11, pytest.approx(1 * IN + 10 * OUT), "estimated"), ("m2", None, 10, 10, None, "unknown"),
         ("m3", 2, 20, 22, pytest.approx(2 * IN + 20 * OUT), "estimated")]
     assert query(layout, "SELECT session_id, cost_usd, cost_source FROM sessions ORDER BY 1") == [
         (other, pytest.approx(2 * IN + 20 * OUT), "estimated"), (SID, pytest.approx(1 * IN + 10 * OUT), "partial")]

@@ -223,12 +223,16 @@ def test_a_negative_input_as_opencode_writes_one_keeps_its_request_unpriced(layo
     request is kept, unpriced, its input nulled with the source's warning: a review found it dropped
     as a placeholder once its total was taken for no count."""
     bad, good = tokens(input=-423, output=655, read=84160, write=0), tokens(input=12, output=350, read=14800, write=0)
+    only = tokens(input=-5, output=0, read=0, write=0)  # no count in range: still a request, not a placeholder
     conn = one_session(tmp_path / "oc", [answer("msg_a", "ses_A", cost=0, usage=bad),
-                                         answer("msg_b", "ses_A", cost=0, usage=good, at=T + 3000)])
+                                         answer("msg_b", "ses_A", cost=0, usage=good, at=T + 3000),
+                                         answer("msg_c", "ses_A", cost=0, usage=only, at=T + 5000)])
     closed(conn)
     [result] = oc(layout, tmp_path / "oc").results
-    assert query(layout, "SELECT message_id, input_uncached_tokens, cache_read_tokens, cost_source FROM usage "
-                         "ORDER BY 1") == [("msg_a", None, 84160, "unknown"), ("msg_b", 12, 14800, "estimated")]
+    assert query(layout, "SELECT message_id, input_uncached_tokens, cache_read_tokens, total_tokens, cost_source "
+                         "FROM usage ORDER BY 1") == [("msg_a", None, 84160, 84160 + 655, "unknown"),
+                                                      ("msg_b", 12, 14800, 12 + 14800 + 350, "estimated"),
+                                                      ("msg_c", None, 0, 0, "unknown")]
     assert query(layout, "SELECT cost_source FROM sessions") == [("partial",)]
     assert [w for w in result.warnings if "out of range nulled" in w and "input_uncached_tokens" in w], result.warnings
 

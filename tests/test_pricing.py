@@ -35,6 +35,7 @@ def test_a_token_count_out_of_range_leaves_a_request_or_a_total_unpriced():
 
     for bad in (Buckets(input_uncached=-5, output=10), Buckets(output=10**12 + 1), Buckets(cache_read=5, reasoning=-1)):
         assert bad.out_of_range and bad.total is not None  # the request is kept (OpenCode's negative input)
+        assert bad.total == sum(v for v in (bad.input_uncached, bad.cache_read, bad.output) if v and 0 <= v <= 10**12)
         for priced in (price_buckets(bad, "claude-sonnet-4-5", "anthropic", None),
                        price_aggregate(bad, "claude-sonnet-4-5", "anthropic", None)):
             assert (priced.cost_usd, priced.cost_source) == (None, "unknown") and "out of range" in priced.note

@@ -84,11 +84,16 @@ class Buckets:
 
     @property
     def total(self) -> int | None:
-        """The buckets' sum, None when nothing was recorded. One out of range is summed too: an agent
-        whose request holds one (OpenCode writes a negative input) keeps the request by its total,
-        and the lake nulls a sum out of range as it does the bucket."""
+        """The buckets' sum, None when nothing was recorded. One out of range is left out, as the lake
+        nulls it: the total stays the sum of the token columns (transforms.contract)."""
         parts = (self.input_uncached, self.cache_read, self.cache_write_5m, self.cache_write_1h, self.output)
-        return None if all(p is None for p in parts) else sum(p or 0 for p in parts)
+        return None if all(p is None for p in parts) else sum(p for p in parts if p is not None and in_range(p))
+
+    @property
+    def any_count(self) -> bool:
+        """A request's counts, not a placeholder's: some nonzero token count, or one out of range
+        (counts recorded badly are still a request: not priced, never dropped)."""
+        return bool(self.total) or self.out_of_range
 
     @property
     def out_of_range(self) -> bool:

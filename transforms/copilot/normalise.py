@@ -314,7 +314,7 @@ class Walker:
             if not isinstance(m, dict):
                 continue
             buckets = usage_buckets(m.get("usage") if isinstance(m.get("usage"), dict) else {})
-            if not buckets.total:
+            if not buckets.any_count:
                 continue
             nano = _num(m.get("totalNanoAiu"))
             if nano:

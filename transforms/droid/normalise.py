@@ -222,7 +222,7 @@ def normalise(events: list[Event], settings: dict, ctx: Context) -> tuple[dict[s
     usage = settings.get("tokenUsage") if isinstance(settings.get("tokenUsage"), dict) else {}
     buckets = usage_buckets(usage)
     rows["usage"] = []
-    if buckets is not None and buckets.total:
+    if buckets is not None and buckets.any_count:
         priced = price_aggregate(buckets, model, provider, at)
         rows["usage"].append({
             "provider": PROVIDER, "source_id": ctx.source_id, "project_path": ctx.project_path,

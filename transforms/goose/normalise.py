@@ -178,7 +178,7 @@ class _Normaliser:
         self.garbled += garbled
         if cost is not None:
             usd, source, note = cost, "native", "sessions.accumulated_cost"
-        elif buckets is not None and buckets.total:
+        elif buckets is not None and buckets.any_count:
             priced = price_buckets(buckets, model, provider, updated)
             usd, source, note = priced.cost_usd, priced.cost_source, priced.note
         elif assistant == 0 or (buckets is not None and not garbled):

@@ -270,7 +270,7 @@ class Walker:
     def usage(self, no: int, info: dict, at, kind: str) -> None:
         buckets = request_buckets(info, at)
         cost = _cost(info.get("cost"))
-        if not (cost and cost > 0) and not (buckets and buckets.total):
+        if not (cost and cost > 0) and not (buckets and buckets.any_count):
             return  # a placeholder: the request never finished, nothing was billed
         recorded = self.model_at(at) if kind != "condense_context" else None
         if cost and cost > 0:

@@ -220,8 +220,8 @@ class _Normaliser:
         if cost is not None and not number:
             self.bad_costs += 1  # text where a number belongs: no native cost; priced from the tokens
         native = number and cost > 0
-        if not native and not (buckets and buckets.total):
-            return  # an aborted or still-streaming placeholder: nothing was billed
+        if not native and not (buckets and buckets.any_count):
+            return  # an aborted or still-streaming placeholder: nothing was billed (a bad count is no placeholder)
         buckets = buckets or Buckets()
         at = from_epoch(_dict(info.get("time")).get("completed")) or created
         steps = sum(1 for p in parts if p.get("type") == "step-finish")

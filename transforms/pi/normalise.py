@@ -127,7 +127,7 @@ def price_request(buckets: Buckets, usage, model, provider, at) -> tuple[float |
     cost, _ = recorded_cost(usage)
     if cost is not None and cost > 0:
         return cost, "native", "usage.cost.total"
-    if not buckets or not buckets.total:
+    if not buckets or not buckets.any_count:
         return None  # no tokens, no cost: an error before any response
     priced = price_buckets(buckets, model, PRICE_PROVIDER.get(provider, provider), at)
     return priced.cost_usd, priced.cost_source, f"pi recorded no cost; {priced.note}"
