@@ -63,10 +63,13 @@ def refuse_team_catalog_flag(args, layout: Layout, what: str) -> None:
     it merged into the home's file catalog instead, saying nothing (a team lead's trial scheduled a
     center that never merged). One set in config.toml or $AGENTLAKE_WAREHOUSE is a reader's: kept."""
     if args.warehouse and is_postgres(layout.warehouse):
+        # the team's lake: the one given, else a placeholder (not this home's own folder, which a new
+        # catalog would take for its tables' place)
+        lake = shlex.quote(str(layout.lake)) if args.lake or layout.remote else "s3://TEAM-BUCKET/LAKE"
         raise UsageError(
             f"--warehouse names a team's catalog in PostgreSQL, which {what} never writes: an ingest lands this "
             "machine's files (and merges them into its home's file catalog). The center writes the team's catalog "
-            f"with `agentlake merge --lake {shlex.quote(str(layout.lake))} --warehouse {shlex.quote(args.warehouse)}`, "
+            f"with `agentlake merge --lake {lake} --warehouse {shlex.quote(args.warehouse)}`, "
             "on a timer of its own "
             "(docs/TEAM.md, step 3); a machine's ingest needs no --warehouse")
 

@@ -20,6 +20,7 @@ from pipelines.reading import no_warehouse, own_config_file, report_zone, search
 from transforms.provider import DiscoverOptions
 from warehouse.lake.config import DEMO, has_data, load_config, load_layout, settings_file
 from warehouse.lake.layout import Layout, check_catalog, make_home, own_lake, same_lake
+from warehouse.lake.pg_catalog import is_postgres
 
 
 
@@ -43,7 +44,6 @@ def cmd_ingest(args) -> int:
     from dataclasses import replace
 
     from pipelines.runner import run_ingest
-    from warehouse.lake.pg_catalog import is_postgres
     from pipelines.summary import print_summary
 
     from transforms.crush.discover import global_data_dir
@@ -290,8 +290,7 @@ def cmd_serving(args) -> int:
                                "exist (create it first)")
         # a reader's home has no lake of its own: the catalog holds what its merge read elsewhere,
         # and the team's catalog in PostgreSQL what the center merged (whatever the home's lake folder holds)
-        from warehouse.lake.pg_catalog import is_postgres
-
+    
         own_lake = not is_postgres(layout.warehouse) and (layout.remote or Path(layout.lake).is_dir())
         if not layout.warehouse.exists() or (own_lake and not has_data(layout)):
             return nothing_ingested(layout)
@@ -363,7 +362,6 @@ def cmd_mcp(args) -> int:
 def cmd_merge(args) -> int:
     from warehouse.catalog.build import configured_prices, refresh
     from warehouse.lake.ducklake import refuse_a_readers_write
-    from warehouse.lake.pg_catalog import is_postgres
 
     layout = layout_of(args)
     if not has_data(layout):
@@ -386,7 +384,7 @@ def cmd_merge(args) -> int:
 def cmd_compact(args) -> int:
     from warehouse.catalog.compaction import compact, file_counts
     from warehouse.lake.ducklake import refuse_a_readers_write
-    from warehouse.lake.pg_catalog import CatalogUnreachable, is_postgres
+    from warehouse.lake.pg_catalog import CatalogUnreachable
 
     layout = layout_of(args)
     if not layout.warehouse.exists():
@@ -409,9 +407,10 @@ def cmd_compact(args) -> int:
     if before is None:
         print(f"files read by the tables and marts: {after['live']:,}{said}; in their folder: {after['on_disk']:,}")
         return 0
+    deleted, written = len(before["listed"] - after["listed"]), len(after["listed"] - before["listed"])
     print(f"files read by the tables and marts: {before['live']:,} before, {after['live']:,} after{said}; "
-          f"in their folder: {before['on_disk']:,} before, {after['on_disk']:,} after "
-          f"({max(before['on_disk'] - after['on_disk'], 0):,} deleted)")
+          f"in their folder: {before['on_disk']:,} before, {after['on_disk']:,} after ({deleted:,} deleted, "
+          f"{written:,} written)")
     return 0
 
 
@@ -443,7 +442,9 @@ def cmd_schedule(args) -> int:
     passed = ["--home", str(layout.home)]
     if args.lake or str(layout.lake) != str(own.lake):
         passed += ["--lake", str(layout.lake)]
-    if args.warehouse or layout.warehouse != own.warehouse:
+    # (a team's catalog in PostgreSQL is a reader's setting here, which an ingest does not write: not
+    # passed, where the timer's ingest would refuse it as a flag)
+    if (args.warehouse or layout.warehouse != own.warehouse) and not is_postgres(layout.warehouse):
         passed += ["--warehouse", str(layout.warehouse)]
     for flag in ("machine", "user"):
         if getattr(args, flag) or getattr(layout, flag) != getattr(own, flag):

@@ -145,8 +145,9 @@ def sweep(con, keep_seconds: int, catalog) -> None:
 
 def file_counts(catalog: Path, data_path: str | None = None, lake: str = "") -> dict[str, int]:
     """The tables' files the catalog's current snapshot reads (`live`, data and delete files),
-    and the Parquet files under its data path's tables folder (`on_disk`): the difference is
-    what readers of older snapshots still have, and what a sweep has yet to delete."""
+    and the Parquet files under its data path's tables folder (`on_disk`, and their names,
+    `listed`): the difference is what readers of older snapshots still have, and what a sweep has
+    yet to delete."""
     from warehouse.lake.storage import is_remote, open_store
 
     meta = f"__ducklake_metadata_{ducklake.CATALOG}"
@@ -157,4 +158,5 @@ def file_counts(catalog: Path, data_path: str | None = None, lake: str = "") -> 
         stored = data_path or ducklake.stored_data_path(con)
     # a bucket's tables through the lake's URI, whose endpoint the data path (the lake's place only) has not
     store = open_store(lake if is_remote(lake) and is_remote(stored) else stored.rstrip("/"))
-    return {"live": live, "on_disk": len(store.list("main"))}
+    listed = frozenset(store.list("main"))
+    return {"live": live, "on_disk": len(listed), "listed": listed}
