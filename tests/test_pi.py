@@ -116,6 +116,23 @@ def test_cost_zero_is_priced_and_an_unpriced_model_is_unknown_never_zero(layout,
         (pytest.approx(expected.cost_usd), "partial", "gpt-5.1-codex")]
 
 
+def test_a_negative_input_as_pi_writes_one_leaves_its_request_unpriced_not_priced_without_it(layout, tmp_path):
+    """pi writes an input below zero (its issue 2048); read as not recorded, the request was priced
+    on its other counts as if it had no input. It is not priced, and the lake nulls the count with
+    the source's warning."""
+    b = builder()
+    b.prompt("hi")
+    b.assistant([{"type": "text", "text": "a"}], tokens=(-1200, 50, 4000, 0), priced=False)
+    b.assistant([{"type": "text", "text": "b"}], tokens=(1000, 50, 0, 0), priced=False)
+    b.write(tmp_path / "pi")
+    [result] = ingest_tables(layout, homes={"pi": [tmp_path / "pi"]}).results
+    rows = query(layout, "SELECT input_uncached_tokens, cache_read_tokens, output_tokens, total_tokens, cost_source "
+                         "FROM usage ORDER BY requested_at")
+    assert rows == [(None, 4000, 50, 4050, "unknown"), (1000, 0, 50, 1050, "estimated")]
+    assert scalar(layout, "SELECT cost_source FROM sessions") == "partial"
+    assert [w for w in result.warnings if "out of range nulled" in w and "input_uncached_tokens" in w], result.warnings
+
+
 def test_a_fork_copies_its_parents_entries_they_count_once(layout, tmp_path):
     """pi's forkFrom/createBranchedSession write a new file whose header names the parent
     (`parentSession`) and which starts with copies of the parent's entries (session-manager.ts).

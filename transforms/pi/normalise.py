@@ -105,11 +105,18 @@ def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and -math.inf < v < math.inf
 
 
+def _tokens(v) -> int | None:
+    """A token count as pi wrote it, a negative one too (pi's issue 2048: an input below zero): such
+    a request is not priced, and the lake nulls the count with a warning. Dropped as not recorded,
+    it was priced as if it had no input."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and -(1 << 63) <= v < 1 << 63 else None
+
+
 def usage_buckets(usage) -> Buckets | None:
     if not isinstance(usage, dict):
         return None
-    b = Buckets(input_uncached=_count(usage.get("input")), cache_read=_count(usage.get("cacheRead")),
-                cache_write_5m=_count(usage.get("cacheWrite")), output=_count(usage.get("output")))
+    b = Buckets(input_uncached=_tokens(usage.get("input")), cache_read=_tokens(usage.get("cacheRead")),
+                cache_write_5m=_tokens(usage.get("cacheWrite")), output=_tokens(usage.get("output")))
     return b if b.total is not None else None
 
 
