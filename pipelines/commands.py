@@ -290,7 +290,6 @@ def cmd_serving(args) -> int:
                                "exist (create it first)")
         # a reader's home has no lake of its own: the catalog holds what its merge read elsewhere,
         # and the team's catalog in PostgreSQL what the center merged (whatever the home's lake folder holds)
-    
         own_lake = not is_postgres(layout.warehouse) and (layout.remote or Path(layout.lake).is_dir())
         if not layout.warehouse.exists() or (own_lake and not has_data(layout)):
             return nothing_ingested(layout)

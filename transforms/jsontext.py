@@ -112,6 +112,12 @@ def str_or_none(v) -> str | None:
     return v if isinstance(v, str) else None
 
 
+def int64_or_none(v) -> int | None:
+    """A decoded integer that fits the lake's int64 columns (a negative one too: a token count out of
+    range is kept, to be said and nulled as it lands, not read as not recorded), else None."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and -(1 << 63) <= v < 1 << 63 else None
+
+
 def count_or_none(v) -> int | None:
     """A decoded value that should be a count (a non-negative integer, not a bool), else None."""
     return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None

@@ -32,6 +32,7 @@ from pathlib import PurePosixPath
 from transforms.claude.reader import FileRead
 from transforms.claude.tools import join_tool_calls, message_rows, strip_private
 from transforms.findings import Findings
+from transforms.jsontext import int64_or_none
 from transforms.pricing import Buckets, price_buckets
 from transforms.timestamps import from_iso
 from transforms.tools import compact_json
@@ -88,9 +89,7 @@ def _str(v):
     return v if isinstance(v, str) else None
 
 
-def _int(v):
-    """A token count that fits the lake's int64 columns, else None (not recorded usably)."""
-    return v if isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63 else None
+_int = int64_or_none  # a token count that fits the lake's int64 columns
 
 
 @lru_cache(maxsize=4096)

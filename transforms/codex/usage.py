@@ -15,6 +15,7 @@ newer optional field: when absent, cache writes are not recorded (null, never 0)
 
 from dataclasses import dataclass
 
+from transforms.jsontext import int64_or_none
 from transforms.pricing import Buckets, in_range
 
 FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens", "total_tokens",
@@ -27,12 +28,8 @@ def counts(usage) -> dict[str, int] | None:
     it (dropped here, a request was priced as if it had no output)."""
     if not isinstance(usage, dict):
         return None
-    out = {k: usage[k] for k in FIELDS if _int64(usage.get(k))}
+    out = {k: usage[k] for k in FIELDS if int64_or_none(usage.get(k)) is not None}
     return out or None
-
-
-def _int64(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and -(1 << 63) <= value < 1 << 63
 
 
 def _out_of_range(tokens: dict[str, int]) -> bool:

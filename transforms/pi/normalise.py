@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from transforms.findings import Findings
+from transforms.jsontext import int64_or_none
 from transforms.costs import session_cost
 from transforms.pi import tools as t
 from transforms.pricing import Buckets, price_buckets
@@ -105,18 +106,13 @@ def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and -math.inf < v < math.inf
 
 
-def _tokens(v) -> int | None:
-    """A token count as pi wrote it, a negative one too (pi's issue 2048: an input below zero): such
-    a request is not priced, and the lake nulls the count with a warning. Dropped as not recorded,
-    it was priced as if it had no input."""
-    return v if isinstance(v, int) and not isinstance(v, bool) and -(1 << 63) <= v < 1 << 63 else None
-
-
 def usage_buckets(usage) -> Buckets | None:
+    # a negative count kept as pi wrote it (its issue 2048): the request is not priced, where read as
+    # not recorded it was priced as if it had no input
     if not isinstance(usage, dict):
         return None
-    b = Buckets(input_uncached=_tokens(usage.get("input")), cache_read=_tokens(usage.get("cacheRead")),
-                cache_write_5m=_tokens(usage.get("cacheWrite")), output=_tokens(usage.get("output")))
+    b = Buckets(input_uncached=int64_or_none(usage.get("input")), cache_read=int64_or_none(usage.get("cacheRead")),
+                cache_write_5m=int64_or_none(usage.get("cacheWrite")), output=int64_or_none(usage.get("output")))
     return b if b.total is not None else None
 
 
