@@ -439,3 +439,20 @@ def test_generated_home_totals(layout, tmp_path):
     assert dict(query(layout, "SELECT tool_name, COUNT(*) FROM tool_calls GROUP BY 1")) == truth.tool_calls
     assert scalar(layout, "SELECT COUNT(*) FROM tool_calls WHERE is_error") == truth.tool_errors
 
+
+
+def test_a_negative_count_leaves_its_response_unpriced_and_is_said_as_it_lands(layout, tmp_path):
+    """A negative output was read as not recorded: the response was priced on its input alone.
+    It is kept, not priced, and nulled with the source's warning; the other response is priced."""
+    home = tmp_path / ".gemini"
+    w = ChatWriter(home, "shop", SID, project_root=ROOT, start=datetime(2026, 3, 2, tzinfo=timezone.utc))
+    w.user("hi")
+    w.gemini("hello", model="gemini-2.5-pro", usage=tokens(100, -5))
+    w.user("again")
+    w.gemini("hello again", model="gemini-2.5-pro", usage=tokens(100, 5))
+    w.write()
+    [result] = ingest_tables(layout, homes={"gemini": [home]}).results
+    assert query(layout, "SELECT input_uncached_tokens, output_tokens, total_tokens, cost_source FROM usage "
+                         "ORDER BY requested_at") == [(100, None, 100, "unknown"), (100, 5, 105, "estimated")]
+    assert scalar(layout, "SELECT cost_source FROM sessions") == "partial"
+    assert [w for w in result.warnings if "out of range nulled" in w and "output_tokens" in w], result.warnings

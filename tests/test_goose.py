@@ -323,3 +323,19 @@ def test_generated_home_matches_its_truth(layout, tmp_path):
     for sid, (inp, out, total, cost) in truth.by_session.items():
         assert query(layout, "SELECT input_uncached_tokens, output_tokens, total_tokens FROM usage "
                              "WHERE session_id = ?", sid) == [(inp, out, total)]
+
+
+def test_a_negative_counter_leaves_the_session_unpriced_and_is_said_as_it_lands(layout, tmp_path):
+    """A negative accumulated input was read as not recorded: the session was priced on its output
+    alone, plus a `total - input - output` of reasoning grown by the negative input. It is kept,
+    not priced, and nulled with the source's warning."""
+    folder = tmp_path / "g" / "sessions"
+    conn = create_goose_db(folder / "sessions.db")
+    add_session(conn, "s1", "/home/dev/shop", model="gemini-2.5-pro", provider="google", acc=(-100, 50, 180))
+    conn.commit()
+    conn.close()
+    [result] = goose(layout, tmp_path / "g").results
+    assert query(layout, "SELECT input_uncached_tokens, output_tokens, reasoning_tokens, total_tokens, cost_usd, "
+                         "cost_source FROM usage") == [(None, 50, None, 50, None, "unknown")]
+    assert query(layout, "SELECT cost_usd, cost_source FROM sessions") == [(None, "unknown")]
+    assert [w for w in result.warnings if "out of range nulled" in w and "input_uncached_tokens" in w], result.warnings

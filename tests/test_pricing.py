@@ -42,3 +42,45 @@ def test_a_token_count_out_of_range_leaves_a_request_or_a_total_unpriced():
     good = Buckets(input_uncached=0, output=10**12)
     assert not good.out_of_range and good.total == 10**12
     assert price_buckets(good, "claude-sonnet-4-5", "anthropic", None).cost_source == "estimated"
+
+
+def test_five_agents_keep_a_negative_count_where_it_belongs_and_leave_the_request_unpriced():
+    """Droid, Copilot, Amp, Goose and Gemini read a negative count as not recorded: its request
+    was priced on the other counts as if it had none (a negative output, added to reasoning or
+    subtracted from an input, came out as some other number). Each now keeps the count as written
+    in its own column, takes it into no sum, and leaves the request unpriced, as OpenCode's and
+    pi's (whose stores have written one) are: the lake nulls it with the source's warning."""
+    from transforms.amp.normalise import message_buckets
+    from transforms.copilot.normalise import usage_buckets as copilot
+    from transforms.droid.normalise import usage_buckets as droid
+    from transforms.gemini.genai import usage_buckets as gemini
+    from transforms.goose.normalise import session_buckets as goose
+
+    cases = [
+        (droid({"inputTokens": 100, "outputTokens": -7, "thinkingTokens": 20}),
+         Buckets(input_uncached=100, output=-7, reasoning=20)),
+        (droid({"inputTokens": 100, "outputTokens": 50, "thinkingTokens": -3}),
+         Buckets(input_uncached=100, output=50, reasoning=-3)),
+        (copilot({"inputTokens": 1000, "cacheReadTokens": -200, "outputTokens": 9}),
+         Buckets(input_uncached=1000, cache_read=-200, output=9)),
+        (copilot({"inputTokens": -1000, "cacheReadTokens": 200, "outputTokens": 9}),
+         Buckets(input_uncached=-1000, cache_read=200, output=9)),
+        (message_buckets({"inputTokens": -4, "outputTokens": 12}), Buckets(input_uncached=-4, output=12)),
+        (message_buckets({"totalTokens": -40}), Buckets(input_uncached=-40)),
+        (goose({"accumulated_input_tokens": -100, "accumulated_output_tokens": 50,
+                "accumulated_total_tokens": 180}), Buckets(input_uncached=-100, output=50)),
+        (gemini(100, 30, -5, 0, 0, 125), Buckets(input_uncached=70, cache_read=30, output=-5, reasoning=0)),
+        (gemini(100, -30, 5, 0, 0, 105), Buckets(input_uncached=100, cache_read=-30, output=5, reasoning=0)),
+        (gemini(100, 30, 5, 0, -2, 103), Buckets(input_uncached=-2, cache_read=30, output=5, reasoning=0)),
+    ]
+    for got, kept in cases:
+        assert got == kept and got.out_of_range
+        assert price_buckets(got, "claude-sonnet-4-5", "anthropic", AT).cost_source == "unknown"
+    # a Goose total out of range shows no reasoning beyond its input and output, and prices them
+    total_bad = goose({"accumulated_input_tokens": 100, "accumulated_output_tokens": 50,
+                       "accumulated_total_tokens": -1})
+    assert total_bad == Buckets(input_uncached=100, output=50) and not total_bad.out_of_range
+    # counts in range are read as before: a count of 2^63 or more still cannot be kept
+    assert droid({"inputTokens": 100, "outputTokens": 50, "thinkingTokens": 20}) == Buckets(
+        input_uncached=100, output=70, reasoning=20)
+    assert copilot({"inputTokens": 1 << 63, "outputTokens": 9}) == Buckets(output=9)

@@ -38,7 +38,7 @@ from transforms.amp import tools as t
 from transforms.contract import PART_TYPES
 from transforms.costs import session_cost
 from transforms.findings import Findings
-from transforms.jsontext import count_or_none as _int
+from transforms.jsontext import int64_or_none as _int
 from transforms.jsontext import str_or_none as _str
 from transforms.pricing import Buckets, price_buckets
 from transforms.timestamps import from_epoch, from_iso

@@ -57,9 +57,9 @@ from transforms.copilot import legacy
 from transforms.copilot import tools as t
 from transforms.costs import price_aggregate, session_cost
 from transforms.findings import Findings
-from transforms.jsontext import count_or_none as _int
+from transforms.jsontext import count_or_none, int64_or_none as _int
 from transforms.jsontext import str_or_none as _str
-from transforms.pricing import Buckets
+from transforms.pricing import Buckets, in_range
 from transforms.timestamps import from_iso
 from transforms.tools import add_result, call_row, compact_json, orphan_row
 
@@ -115,7 +115,9 @@ def usage_buckets(usage: dict) -> Buckets:
     inp, read, write = _int(usage.get("inputTokens")), _int(usage.get("cacheReadTokens")), \
         _int(usage.get("cacheWriteTokens"))
     uncached = None
-    if inp is not None:
+    if not all(map(in_range, (inp, read, write))):  # kept as written, not subtracted: unpriced, nulled as it lands
+        uncached = inp
+    elif inp is not None:
         uncached = inp - (read or 0) - (write or 0)
         if uncached < 0:  # the writes were not inside the input after all: only the reads are
             uncached = max(inp - (read or 0), 0)
@@ -323,7 +325,7 @@ class Walker:
                 priced = price_aggregate(buckets, model, None, e.at)
                 usd, source, note = priced.cost_usd, priced.cost_source, priced.note
             requests = m.get("requests") if isinstance(m.get("requests"), dict) else {}
-            count = _int(requests.get("count"))
+            count = count_or_none(requests.get("count"))
             self.out["usage"].append({
                 **self.lineage(e.no, e.type), "session_id": self.ctx.session_id, "message_id": None,
                 "request_id": None, "requested_at": e.at, "model": model, "llm_provider": None,

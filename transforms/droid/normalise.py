@@ -43,9 +43,9 @@ from transforms.contract import PART_TYPES
 from transforms.costs import price_aggregate
 from transforms.droid import tools as t
 from transforms.findings import Findings
-from transforms.jsontext import count_or_none as _int
+from transforms.jsontext import int64_or_none as _int
 from transforms.jsontext import str_or_none as _str
-from transforms.pricing import Buckets
+from transforms.pricing import Buckets, in_range
 from transforms.timestamps import from_iso
 from transforms.tools import add_result, call_row, compact_json, orphan_row
 
@@ -96,6 +96,8 @@ def usage_buckets(usage: dict) -> Buckets | None:
     thinking = _int(usage.get("thinkingTokens"))
     if all(v is None for v in (inp, out, write, read, thinking)):
         return None
+    if not all(map(in_range, (out, thinking))):  # kept as written, not summed: unpriced, nulled as it lands
+        return Buckets(input_uncached=inp, cache_read=read, cache_write_5m=write, output=out, reasoning=thinking)
     output = None if out is None and thinking is None else (out or 0) + (thinking or 0)
     return Buckets(input_uncached=inp, cache_read=read, cache_write_5m=write, output=output, reasoning=thinking)
 

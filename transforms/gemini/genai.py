@@ -12,9 +12,9 @@ prompt + candidates). The recorded total tells the two apart; without one, apart
 
 import re
 
-from transforms.jsontext import count_or_none as _count
+from transforms.jsontext import int64_or_none as _count
 from transforms.jsontext import str_or_none
-from transforms.pricing import Buckets
+from transforms.pricing import Buckets, in_range
 from transforms.tools import compact_json
 
 # shell.ts (both agents): "Output: ...", then "Exit Code: N" only when N is not 0
@@ -91,6 +91,13 @@ def usage_buckets(prompt, cached, candidates, thoughts, tool, total) -> Buckets 
     thoughts, tool, total = _count(thoughts), _count(tool), _count(total)
     if not any((prompt, cached, candidates, thoughts, tool)):
         return None
+    if not all(map(in_range, (prompt, cached, candidates, thoughts, tool))):
+        # a count out of range is kept as written where it belongs, never subtracted nor added: the
+        # request is not priced, and the lake nulls the count with the source's warning
+        bad_input = next((v for v in (prompt, tool) if not in_range(v)), None)
+        uncached = bad_input if bad_input is not None else (prompt or 0) + (tool or 0) - (
+            min(cached or 0, prompt or 0) if in_range(cached) else 0)
+        return Buckets(input_uncached=uncached, cache_read=cached, output=candidates, reasoning=thoughts)
     uncached = None if prompt is None and tool is None else (prompt or 0) - min(cached or 0, prompt or 0) + (tool or 0)
     inside = bool(thoughts) and total == (prompt or 0) + (candidates or 0) + (tool or 0)
     output = None if candidates is None and thoughts is None else (candidates or 0) + (0 if inside else thoughts or 0)

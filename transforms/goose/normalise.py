@@ -41,8 +41,8 @@ from transforms import jsontext
 from transforms.findings import Findings, bad_line
 from transforms.goose.store import Message, Session, Store
 from transforms.goose.tools import call_of, result_of, tool_call_row
-from transforms.jsontext import count_or_none as _int
-from transforms.pricing import Buckets, price_buckets
+from transforms.jsontext import int64_or_none as _int
+from transforms.pricing import Buckets, in_range, price_buckets
 from transforms.projects import project_name
 from transforms.timestamps import from_epoch, from_iso
 from transforms.tools import compact_json
@@ -82,7 +82,10 @@ def session_buckets(cols: dict) -> Buckets | None:
     total = _int(cols.get("accumulated_total_tokens"))
     if inp is None and out is None and total is None:
         return None
-    extra = max(0, (total or 0) - (inp or 0) - (out or 0))
+    if not all(map(in_range, (inp, out))):  # kept as written: unpriced, nulled as it lands
+        return Buckets(input_uncached=inp, output=out)
+    # the total only shows reasoning beyond the two: one out of range shows none
+    extra = max(0, (total or 0) - (inp or 0) - (out or 0)) if in_range(total) else 0
     output = None if out is None and not extra else (out or 0) + extra
     return Buckets(input_uncached=inp, output=output, reasoning=extra or None)
 
