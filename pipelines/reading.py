@@ -231,9 +231,9 @@ def _say_if_the_prices_wait_for_a_merge(con, layout) -> None:
 
 
 def _say_if_the_window_is_empty(con, filters, flags: bool = True) -> None:
-    """A window with no session where the warehouse holds some elsewhere: the days it does hold
-    (a demo's January looked like an empty warehouse to `report --week` in December), and, with
-    `flags`, the --since and --until that show them."""
+    """A window with no session, nor a message or request of one, where the warehouse holds some
+    elsewhere: the days it does hold (a demo's January looked like an empty warehouse to `report
+    --week` in December), and, with `flags`, the --since and --until that show them."""
     if filters.since is None and filters.until is None:
         return
     from dataclasses import replace
@@ -242,12 +242,23 @@ def _say_if_the_window_is_empty(con, filters, flags: bool = True) -> None:
     from warehouse.serve.local_days import local_date
 
     scope, params = replace(filters, since=None, until=None).where()  # the project and agent filters
-    # the zone's day whether or not `sessions` is shadowed with it (the insights read UTC tables)
-    day = '"date"' if filters.zone == UTC else f'COALESCE({local_date("created_at", filters.zone)}, "date")'
-    first, last, inside = con.execute(
-        f"SELECT MIN({day}), MAX({day}), COUNT(*) FILTER (WHERE {day} BETWEEN ? AND ?) FROM sessions {scope}",
-        [filters.since or date.min, filters.until or date.max, *params]).fetchone()
+    window = [filters.since or date.min, filters.until or date.max]
+
+    def days(table: str, when: str) -> tuple:
+        # the zone's day whether or not the table is shadowed with it (the insights read UTC tables)
+        day = '"date"' if filters.zone == UTC else f'COALESCE({local_date(when, filters.zone)}, "date")'
+        return con.execute(f"SELECT MIN({day}), MAX({day}), COUNT(*) FILTER (WHERE {day} BETWEEN ? AND ?) "
+                           f"FROM {table} {scope}", [*window, *params]).fetchone()
+
+    first, last, inside = days("sessions", "created_at")
     if first is not None and not inside:
+        # a session started before the window may spend in it (the report counts its cost there): its
+        # messages' and requests' days count too, looked at only when no session started inside
+        for table, when in (("messages", "created_at"), ("usage", "requested_at")):
+            since, to, spent = days(table, when)
+            if spent:
+                return
+            first, last = min(first, since or first), max(last, to or last)
         from warehouse.lake.zones import today_in
 
         to, today = filters.until or "today", today_in(filters.zone)

@@ -5,7 +5,7 @@ import re
 from datetime import datetime, timedelta, timezone
 
 from pipelines.cli import main
-from tests.conftest import scalar
+from tests.conftest import query, scalar
 
 
 def _report(lake, capsys, *args):
@@ -161,3 +161,19 @@ def test_a_user_and_a_machine_that_hold_no_session_together_are_said(lake, proje
     assert main(["report", "--home", str(lake.home), "--user", "ana", "--machine", "ci-box", "--format", "json"]) == 0
     ran = capsys.readouterr()
     assert json.loads(ran.out)["totals"][0]["root_sessions"] == 1 and "no session on machine" not in ran.err
+
+
+def test_a_window_a_session_spends_in_but_did_not_start_in_is_not_said_empty(lake, capsys):
+    """A new user's trial: a session started before midnight and spending after it. `report --since
+    D --until D` showed that cost, then said no session was from D, and its flags left the cost out."""
+    spent = dict(query(lake, 'SELECT "date", SUM(cost_usd) FROM daily_costs GROUP BY 1'))
+    started = {r[0] for r in query(lake, 'SELECT DISTINCT "date" FROM sessions')}
+    day = min(d for d in spent if d not in started)  # the two-day root's second day
+    data = json.loads(_report(lake, capsys, "--since", str(day), "--until", str(day), "--format", "json"))
+    assert data["totals"][0]["cost_usd"] == round(float(spent[day]), 9) > 0
+    assert main(["report", "--home", str(lake.home), "--since", str(day), "--until", str(day)]) == 0
+    assert "note: no session" not in capsys.readouterr().err
+    # a window with nothing in it names the last day something was spent, not the last start
+    after = max(spent) + timedelta(days=1)
+    assert main(["report", "--home", str(lake.home), "--since", str(after), "--until", str(after)]) == 0
+    assert f"(--since {min(started)} --until {max(spent)})" in capsys.readouterr().err
