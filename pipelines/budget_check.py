@@ -8,6 +8,7 @@ import dagster as dg
 
 from warehouse.lake.config import load_config
 from warehouse.serve.budgets import OK, budget_statuses, unknown_scopes
+from warehouse.serve.formatting import dollars
 from warehouse.lake.zones import UTC, today_in
 
 DESCRIPTION = ("This month's spend (UTC) is within each budget of config.toml, and so is the month's end at the "
@@ -26,8 +27,9 @@ def budget_check_result(budgets, spend, unknown: list[str], config_file: Path, *
     names a project, user or agent the warehouse does not hold (a typo would pass forever at $0);
     `key`: the check's asset_key and check_name where Dagster cannot infer them."""
     off = [s for s in spend if s.status != OK]
-    said = "; ".join([f"{s.budget.name}: {s.status} (spent ${s.spent_usd:.2f} of ${s.budget.monthly_usd:.2f}, "
-                      f"projected ${s.projected_usd:.2f})" for s in off] + unknown)
+    said = "; ".join([f"{s.budget.name}: {s.status} (spent {dollars(s.spent_usd, 2)} of "
+                      f"{dollars(s.budget.monthly_usd, 2)}, projected {dollars(s.projected_usd, 2)})"
+                      for s in off] + unknown)
     return dg.AssetCheckResult(
         passed=not off and not unknown, severity=dg.AssetCheckSeverity.WARN,
         description=said or (None if budgets else f"No budget is set in {config_file}: nothing to check."),

@@ -162,6 +162,23 @@ def test_report_by_day_is_each_days_exact_cost_and_the_table_rounds_it(lake, cap
     assert total[0] == "total" and Decimal(total[1]) == sum(truth.values()).quantize(Decimal("0.0001"), ROUND_HALF_UP)
 
 
+
+def test_a_cost_is_rounded_alike_on_every_surface_that_shows_four_places():
+    """A new user's trial: a request of exactly $0.00465 read 0.0047 in the report and $0.0046 on
+    the dashboard, its session page and MCP's open_session, which formatted the double
+    (0.004649999...). Each is now rounded half away from zero from the number's own digits."""
+    from warehouse.serve.dashboard.page_parts import usd
+    from warehouse.serve.formatting import dollars
+    from warehouse.serve.report import _for_display
+    from warehouse.serve.session_text import _money
+
+    for value in (0.00465, Decimal("0.004650000"), 9.58565, 6.02565, 1234.56785, -0.00005, 0.0, 2.5):
+        expected = Decimal(repr(value) if isinstance(value, float) else value).quantize(Decimal("0.0001"), ROUND_HALF_UP)
+        assert _for_display(value) == expected
+        assert usd(value) == _money(value) == dollars(value) == f"${expected:,}"
+    assert usd(None) == _money(None) == "unknown"
+    assert dollars(1234.565, 2) == "$1,234.57" and dollars(Decimal("0.125"), 2) == "$0.13"
+
 @pytest.fixture
 def nine_decimals(layout, built_once):
     """Idle sessions (they change no file) whose costs carry 9 decimals, in two projects, on three

@@ -25,7 +25,7 @@ import math
 import unicodedata
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from json.encoder import encode_basestring, encode_basestring_ascii
 
 FORMATS = ("table", "csv", "json")
@@ -51,6 +51,23 @@ class Interval:
             clock = f"{sign}{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
             parts.append(clock + (f".{micros:06d}".rstrip("0") if micros else ""))
         return " ".join(parts)
+
+
+def rounded(value, places: int):
+    """A number rounded to `places` decimals half away from zero, as SQL's ROUND does, a DOUBLE
+    from its shortest text: $0.00465 is 0.0047 wherever it is shown (formatting the double itself,
+    0.004649999..., gave the dashboard 0.0046 where the report said 0.0047: a new user's trial).
+    Anything else is returned as it is."""
+    if isinstance(value, float) and math.isfinite(value):
+        value = Decimal(repr(value))
+    if isinstance(value, Decimal) and value.is_finite():
+        return value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
+    return value
+
+
+def dollars(value, places: int = 4) -> str:
+    """A cost as people read it (`$1,234.5678`), rounded as `rounded`; None is `unknown`."""
+    return "unknown" if value is None else f"${rounded(value, places):,}"
 
 
 def fetch_batches(cur, size: int = 10_000):

@@ -6,12 +6,10 @@ exactly; the table rounds costs to DISPLAY_DECIMALS places for reading).
 """
 
 import difflib
-import math
 from dataclasses import dataclass
 from datetime import date
-from decimal import ROUND_HALF_UP, Decimal
 
-from warehouse.serve.formatting import fetch_rows, json_text, render
+from warehouse.serve.formatting import fetch_rows, json_text, render, rounded
 from warehouse.lake.ducklake import sql_string
 from warehouse.serve.labels import NEVER_BILLED, label
 from warehouse.catalog.marts import create_block_views
@@ -402,11 +400,7 @@ def _for_display(value):
     """A cost as the table shows it, with DISPLAY_DECIMALS decimals (`0.3500`, so that a column
     lines up): rounded half away from zero, as SQL's ROUND does, a DOUBLE from its shortest text;
     the JSON and CSV carry the exact figure."""
-    if isinstance(value, float) and math.isfinite(value):
-        value = Decimal(repr(value))
-    if isinstance(value, Decimal) and value.is_finite():
-        return value.quantize(Decimal(1).scaleb(-DISPLAY_DECIMALS), rounding=ROUND_HALF_UP)
-    return value
+    return rounded(value, DISPLAY_DECIMALS)
 
 
 def _display_rows(s: Section, labelled: bool = True) -> list[tuple]:

@@ -3,6 +3,7 @@ open_session): its facts as the dashboard's session page gives them (transcript.
 its messages in order, each with its text, reasoning, tool calls and results, and its cost."""
 
 from warehouse.serve.dashboard.transcript import find_session
+from warehouse.serve.formatting import dollars
 from warehouse.serve.labels import model_label, models_label
 
 PARTS = ("part_type, text, reasoning, tool_call_id, tool_name, tool_input, tool_result, is_error, "
@@ -21,7 +22,7 @@ def _where(found) -> tuple[str, list]:
 
 
 def _money(value) -> str:
-    return "unknown" if value is None else f"${value:.4f}"
+    return dollars(value)
 
 
 def _when(at) -> str:

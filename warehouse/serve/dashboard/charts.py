@@ -15,6 +15,8 @@ from functools import lru_cache
 import altair as alt
 import vl_convert
 
+from warehouse.serve.formatting import dollars
+
 # Tableau 10 without its grey, which is kept for "others"; ten distinct series at most
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
            "#9c755f", "#17becf")
@@ -207,7 +209,7 @@ def _with_budget(spec: dict, budget: BudgetLine, rows: list[tuple], period: str)
               {"data": line, "mark": {**at, "color": color}, "encoding": label}]
     if period == "month" and budget.status != "ok" and any(r[0] == budget.month for r in rows):
         spent = sum(r[2] for r in rows if r[0] == budget.month)  # the bar as drawn: the page's filters
-        projected = f"${budget.projected:,.2f} projected at this pace"
+        projected = f"{dollars(budget.projected, 2)} projected at this pace"
         said = f"over budget · {projected}" if budget.status == "over" else f"projected over: {projected}"
         mark = {"values": [{"start": _iso(budget.month), "end": _iso(period_end(budget.month, period)),
                             "mid": _iso(budget.month + timedelta(days=14)), "zero": 0, "spent": spent,
@@ -256,7 +258,7 @@ def hbars(rows: list[tuple], unit: str = "$", width: int = 330, value_title: str
     values = []
     for order, (label, value, href, *overlay) in enumerate(rows):
         shown = None if value is None else float(value)
-        text = "unknown cost" if shown is None else (f"${shown:,.4f}" if unit == "$" else f"{shown:,.0f}")
+        text = "unknown cost" if shown is None else (dollars(value) if unit == "$" else f"{shown:,.0f}")
         if overlay and overlay[0]:
             text += f" ({int(overlay[0]):,} {overlay_title})"
         values.append({"label": label, "value": shown, "pos": shown or 0, "unknown": shown is None,

@@ -12,6 +12,7 @@ from warehouse.lake.zones import UTC, BadZone, check_zone, today_in
 from warehouse.land.demo_home import is_demos
 from warehouse.serve.dashboard import charts
 from warehouse.serve.dashboard.request import GRAINS, Request, sort_values
+from warehouse.serve.formatting import dollars
 from warehouse.serve.local_days import local_date
 from warehouse.serve.report import Filters
 
@@ -26,7 +27,7 @@ def escaped(value) -> str:
 
 
 def usd(value) -> str:
-    return "unknown" if value is None else f"${float(value):,.4f}"
+    return dollars(value)
 
 
 def filtered_rows(con, sql: str, filters: Filters, *extra) -> list[tuple]:

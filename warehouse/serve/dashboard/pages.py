@@ -23,6 +23,7 @@ from warehouse.serve.dashboard.headline import empty_window, headline, trends
 from warehouse.serve.dashboard.page_parts import (
     about_data, duration_text, escaped, figure, filter_form, filtered_rows, grain_links, layout, sessions,
     sort_column, sort_rows, sortable_head, table, takeaway, usd)
+from warehouse.serve.formatting import dollars
 from warehouse.serve.dashboard.request import (
     INSIGHT_ROWS, INSIGHTS, RANKINGS, SESSION_KEYS, SORT_KEYS, TABLES, Request)
 from warehouse.serve.labels import MODEL_COLUMNS, label, model_sql, models_label
@@ -109,7 +110,7 @@ def this_months_budgets(con, req: Request) -> list:
 
 
 def _amount(value) -> str:
-    return f"${float(value):,.2f}"
+    return dollars(value, 2)
 
 
 def chart_budget(req: Request, statuses: list):
