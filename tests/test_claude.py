@@ -802,3 +802,30 @@ def test_an_upgraded_home_keeps_every_session_once_when_its_sources_are_renamed(
     assert result.status == "ok" and result.retained_sessions == 1, result.warnings
     assert query(layout, "SELECT session_id, cost_usd FROM usage ORDER BY 1") == landed
     assert query(layout, "SELECT COUNT(DISTINCT source_id), COUNT(*) FROM sessions") == [(1, 2)]
+
+
+def test_the_cache_share_counts_only_the_requests_that_record_a_cache(layout, tmp_path):
+    """An analyst's trial: the dashboard's cache share summed token_usage's rows that hold a cache
+    bucket, a row being a day and model of many requests: a request without one, on the same day
+    and model, had its input counted (49.6% where the requests said 52.3%). The mart now counts the
+    requests that record a cache and their input, as insight_cache_efficiency does."""
+    from tests.conftest import ingest
+    from warehouse.lake.ducklake import connect
+    from warehouse.serve.dashboard.headline import Window, headline_figures
+    from warehouse.serve.report import Filters
+
+    home = tmp_path / "claude"
+    cached = usage(1000, 50, cache_read=3000, write_5m=500)
+    plain = {"input_tokens": 7000, "output_tokens": 20}  # an older record: no cache keys at all
+    write_jsonl(project(home) / f"{SID}.jsonl", [user_line(SID, T0, CWD, "hi"), *response(SID, T0, "msg_a", cached),
+                                                 user_line(SID, T0 + timedelta(minutes=1), CWD, "again"),
+                                                 *response(SID, T0 + timedelta(minutes=1), "msg_b", plain)])
+    ingest(layout, homes={"claude": [home]})
+    assert query(layout, "SELECT requests, cache_requests, cache_input_tokens, cache_read_tokens FROM token_usage") == [
+        (2, 1, 1000 + 3000 + 500, 3000)]
+    assert query(layout, "SELECT SUM(requests), SUM(input_tokens), SUM(cache_read_tokens) "
+                         "FROM insight_cache_efficiency") == [(1, 4500, 3000)]
+    day = T0.date()
+    with connect(layout.warehouse) as con:
+        now, _ = headline_figures(con, Filters(), Window(day, day, ""))
+    assert (now.cache_read, now.input, now.requests) == (3000, 4500, 1) and now.share == 3000 / 4500
