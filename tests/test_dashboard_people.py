@@ -346,3 +346,21 @@ def test_a_window_at_the_first_days_a_date_can_have_still_answers(dashboard, peo
     if dates.startswith("since=0001-01-01"):  # every day of the data is in the window: its total is the lake's
         assert f"Total cost: {usd(scalar(people, 'SELECT SUM(cost_usd) FROM daily_costs'))}" in page
         assert "0001-01-01 – 2026-01-31" in said
+
+
+def test_names_as_typed_filter_the_pages_as_the_report_takes_them(dashboard, people):
+    """An analyst's trial: `report --project Acme/WebShop --user Ana.Smith` (and MCP, and search)
+    found acme-webshop and ana-smith; the dashboard said them unknown and showed the whole lake,
+    and its CSV and project pages answered 400."""
+    from warehouse.serve.formatting import dollars
+
+    typed, stored = "?project=WebShop&user=ANA&machine=Desk", "?project=webshop&user=ana&machine=desk"
+    status, page = get(dashboard + typed)
+    assert status == 200 and "filter-errors" not in page
+    assert tile(page, "cost") == tile(get(dashboard + stored)[1], "cost")
+    total = scalar(people, "SELECT SUM(cost_usd) FROM daily_costs WHERE project = 'webshop' AND \"user\" = 'ana' "
+                           "AND machine = 'desk'")
+    assert total and f"Total cost: {dollars(total)}" in page
+    for path in ("project" + typed, "csv" + typed + "&table=users"):
+        assert get(dashboard + path)[0] == 200, path
+    assert "unknown user 'Ana.Smyth'" in html.unescape(get(dashboard + "?user=Ana.Smyth")[1])  # still said as typed

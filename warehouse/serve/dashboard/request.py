@@ -5,6 +5,7 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlencode
 
+from warehouse.lake.layout import stored_name, stored_project
 from warehouse.lake.zones import UTC, BadZone, check_zone
 from warehouse.serve.report import Filters, close_names
 from warehouse.serve.report_options import parse_day
@@ -75,6 +76,7 @@ TABLES = ("projects", "users", "sessions") + INSIGHTS
 
 # the form's fields
 FILTERS = ("since", "until", "project", "agent", "top", "user", "machine", "grain", "tz")
+AS_STORED = {"project": stored_project, "user": stored_name, "machine": stored_name}
 # what else a page reads: `provider` is the agent filter's older name (links and bookmarks made
 # before it was `agent`); `sort` a table's order (a column header's link); `token` is the dashboard's own (warehouse.serve.dashboard.server). On a
 # session's page `machine` is the session's own (a store ingested on two machines), not a filter.
@@ -125,10 +127,12 @@ def parse_request(query: str, projects: list[str], providers: list[str], path: s
     choices = [("project", projects), ("agent", providers), ("user", users)]
     choices += [("machine", machines)] if path != "/session" else []
     for key, known_values in choices:
-        value = params.get(key, "")
+        typed = params.get(key, "")
+        # a name as typed, as the report and MCP take it: `Acme/WebShop` is acme-webshop, `Ana.Smith` ana-smith
+        value = AS_STORED[key](typed) if typed and key in AS_STORED and typed not in known_values else typed
         if value and value not in known_values:
-            close = ", ".join(close_names(value, known_values, 5))
-            errors.append(f"unknown {key} {value!r} (not in this lake{'; close ones: ' + close if close else ''}); ignored")
+            close = ", ".join(close_names(typed, known_values, 5))
+            errors.append(f"unknown {key} {typed!r} (not in this lake{'; close ones: ' + close if close else ''}); ignored")
         elif value:
             chosen[key] = value
     top = DEFAULT_TOP
