@@ -359,6 +359,7 @@ def cmd_mcp(args) -> int:
 
 
 def cmd_merge(args) -> int:
+    from pipelines.runner import repriced
     from warehouse.catalog.build import configured_prices, refresh
     from warehouse.lake.ducklake import refuse_a_readers_write
 
@@ -374,7 +375,7 @@ def cmd_merge(args) -> int:
     logs = f"{result.runs} run log{'' if result.runs == 1 else 's'}"
     print(f"merged {sources} ({result.removed} removed, {logs}) from {layout.lake} into {layout.warehouse}")
     if result.repriced:
-        print(f"the prices in {settings_file(layout)} changed: the history was priced again with them")
+        print(repriced(layout))
     if result.waiting:
         print(f"{len(result.waiting)} sources were being written and wait for the next merge", file=sys.stderr)
     return 0

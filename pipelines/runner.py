@@ -210,7 +210,16 @@ def _merge(layout: Layout, summary: RunSummary, landed: bool, signalled: list):
                                 + " ".join(str(exc).split()))
         return None
     merged_since(layout, token)  # what landed is merged
+    if result.repriced:  # `0 ok, 4 unchanged` alone hid it (a new user's trial)
+        summary.notes.append(repriced(layout))
     return result
+
+
+def repriced(layout: Layout) -> str:
+    """What a merge that applied changed prices says (`ingest` and `merge` alike)."""
+    from warehouse.lake.config import settings_file
+
+    return f"the prices in {settings_file(layout)} changed: the history was priced again with them"
 
 
 @contextmanager

@@ -43,6 +43,8 @@ def print_summary(summary: "RunSummary", layout: "Layout", stream=None, *, verbo
         query = f"SELECT partition_key, warnings FROM sources WHERE run_id = '{summary.run_id}' AND warnings IS NOT NULL"
         print(f"{said}: `--verbose` lists them all in this summary; the run log keeps them:\n"
               f"  {sql} --format csv \"{query}\"", file=stream)
+    for note in summary.notes:
+        print(f"note: {note}", file=stream)
     for problem in summary.problems:
         print(f"problem: {problem}", file=stream)
     print(f"lake: {layout.lake}\nwarehouse: {layout.warehouse}", file=stream)

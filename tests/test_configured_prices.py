@@ -334,3 +334,8 @@ def test_the_first_merge_with_prices_does_not_say_they_changed(demo):
                                         "with: `agentlake merge` applies them") in waiting.stderr, waiting.stderr
     assert "changed: the history was priced again with them" in _merge(home)
     assert "not the ones the warehouse was merged with" not in run_cli("report", "--home", home).stderr
+    # an ingest's merge says it too: `0 ok, 4 unchanged` alone hid it (a new user's trial)
+    config.write_text(config.read_text().replace("output = 6", "output = 7"))
+    ran = run_cli("ingest", "--home", home)
+    assert ran.returncode == 0 and " ok, " in ran.stdout, ran.stderr
+    assert f"note: the prices in {config} changed: the history was priced again with them" in ran.stdout, ran.stdout

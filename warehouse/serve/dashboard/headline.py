@@ -215,8 +215,9 @@ def headline(con, req: Request) -> str:
                            "record no per-request tokens)", ""))
     else:
         share = lambda v: f"{v:.1%}"  # noqa: E731
+        requests = f"{now.requests:,} request{'' if now.requests == 1 else 's'}"
         tiles.append(_tile("tile-cache", "Cache share", share(now.share),
-                           f"cache reads of {now.input:,} input tokens ({now.requests:,} requests)",
+                           f"cache reads of {now.input:,} input tokens ({requests})",
                            _change(round(now.share, 3), None if then.share is None else round(then.share, 3),
                                    share, False, lambda v: f"{v * 100:.1f} points")))
     return (f'<div id="headline"><p class="meta" id="headline-window">Headline: {escaped(said)}</p>'
