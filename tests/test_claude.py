@@ -829,3 +829,42 @@ def test_the_cache_share_counts_only_the_requests_that_record_a_cache(layout, tm
     with connect(layout.warehouse) as con:
         now, _ = headline_figures(con, Filters(), Window(day, day, ""))
     assert (now.cache_read, now.input, now.requests) == (3000, 4500, 1) and now.share == 3000 / 4500
+
+
+def test_a_result_of_content_blocks_reads_as_its_text_in_the_transcripts(layout, tmp_path):
+    """A new user's trial: a Task (sub-agent) result is a list of content blocks; the dashboard's
+    session page and MCP's open_session printed it as JSON (`[{"type":"text","text":...}]`). Both
+    show the call's text now; the part keeps the content as Claude Code wrote it."""
+    import threading
+    import urllib.parse
+    import urllib.request
+
+    from tests.conftest import ingest
+    from warehouse.lake.ducklake import connect
+    from warehouse.serve.dashboard.server import make_server
+    from warehouse.serve.mcp_tools import Limits
+    from warehouse.serve.session_text import transcript
+
+    home = tmp_path / "claude"
+    blocks = [{"type": "text", "text": "It is in src/login.ts."}, {"type": "text", "text": "Line 12."}]
+    call = tool_use("toolu_task", "Task", {"description": "find it", "prompt": "Find the login handler"})
+    write_jsonl(project(home) / f"{SID}.jsonl", [
+        user_line(SID, T0, CWD, "where is login?"), *response(SID, T0, "msg_a", usage(10, 5), blocks=[call]),
+        user_line(SID, T0 + timedelta(seconds=9), CWD, [tool_result("toolu_task", blocks)])])
+    ingest(layout, homes={"claude": [home]})  # the session page reads session_summary
+    assert scalar(layout, "SELECT tool_result FROM parts WHERE part_type = 'tool_result'").startswith('[{"type"')
+    with connect(layout.warehouse) as con:
+        key, source = con.execute("SELECT concat_ws('/', machine, \"user\", provider, source_id, session_id), "
+                                  "source_id FROM sessions").fetchone()
+        text = transcript(con, key, 0, Limits())
+    assert "<- Task result toolu_task: It is in src/login.ts.\nLine 12." in text and '"type"' not in text
+    server = make_server(layout.warehouse, port=0)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        query_string = urllib.parse.urlencode({"source": source, "id": SID, "machine": layout.machine})
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.server_address[1]}/session?{query_string}") as answer:
+            page = answer.read().decode()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "It is in src/login.ts.\nLine 12." in page and "&quot;type&quot;" not in page

@@ -2,7 +2,7 @@
 open_session): its facts as the dashboard's session page gives them (transcript.find_session), then
 its messages in order, each with its text, reasoning, tool calls and results, and its cost."""
 
-from warehouse.serve.dashboard.transcript import find_session
+from warehouse.serve.dashboard.transcript import find_session, readable_result
 from warehouse.serve.formatting import dollars
 from warehouse.serve.labels import model_label, models_label
 
@@ -50,7 +50,7 @@ def _facts(key: str, found) -> list[str]:
     return lines
 
 
-def _part(row, clip) -> str | None:
+def _part(row, clip, results: dict) -> str | None:
     kind, text, reasoning, call_id, tool, tool_input, result, is_error, shell, shell_out, shell_exit = row
     if kind == "text" and text:
         return clip(text)
@@ -59,7 +59,8 @@ def _part(row, clip) -> str | None:
     if kind == "tool_call":
         return f"-> {tool} call {call_id}: {clip(tool_input or '')}"
     if kind == "tool_result":
-        return f"<- {tool} {'error' if is_error else 'result'} {call_id}: {clip(result or '')}"
+        shown = readable_result(result, results.get(call_id)) or ""
+        return f"<- {tool} {'error' if is_error else 'result'} {call_id}: {clip(shown)}"
     if kind == "shell_command":
         return f"$ {shell} (exit {shell_exit})\n{clip(shell_out or '')}"
     return None
@@ -90,6 +91,8 @@ def transcript(cur, key: str, offset: int, limits) -> str:
                            "ORDER BY message_id, part_index", args + [ids]).fetchall():
         parts.setdefault(row[0], []).append(row[1:])
     costs = dict(cur.execute(f"SELECT message_id, SUM(cost_usd) FROM usage {where} GROUP BY 1", args).fetchall())
+    results = {r[0]: r[1:] for r in cur.execute(
+        f"SELECT tool_call_id, result_text FROM tool_calls {where} AND tool_call_id IS NOT NULL", args).fetchall()}
 
     def clip(text: str) -> str:
         cut = len(text) - limits.cell_chars
@@ -101,7 +104,7 @@ def transcript(cur, key: str, offset: int, limits) -> str:
     for message_id, index, role, model, created in messages:
         head = f"[#{index} {role} {_when(created)}" + (f" {model_label(model)}" if model else "") + (
             f" cost {_money(costs[message_id])}" if costs.get(message_id) is not None else "") + "]"
-        block = "\n".join([head] + [t for p in parts.get(message_id, []) if (t := _part(p, clip))])
+        block = "\n".join([head] + [t for p in parts.get(message_id, []) if (t := _part(p, clip, results))])
         if blocks and len(block) + 1 > room:
             break
         blocks.append(block[:room])

@@ -128,7 +128,7 @@ def _message(m, parts, calls_by_id, cost, spawned) -> str:
         elif ptype == "tool_result":
             status = '<span class="bad">error</span>' if is_error else "result"
             inner.append(f'<details class="result"><summary>{status} of {escaped(tool_name)} ({escaped(call_id)})</summary>'
-                         f"<pre>{_clip(result)}</pre></details>")
+                         f"<pre>{_clip(readable_result(result, calls_by_id.get(call_id)))}</pre></details>")
         elif ptype == "shell_command":
             inner.append(f'<div class="call">$ {escaped(shell)}</div><pre>{_clip(shell_out)}</pre>')
         elif ptype == "finish" and finish and role == "assistant":
@@ -136,6 +136,15 @@ def _message(m, parts, calls_by_id, cost, spawned) -> str:
     # wrapped in the message's anchor (a search hit links to it); the message keeps its index's id
     return (f'<div class="anchor" id="{escaped(message_anchor(message_id))}"><div class="msg {escaped(role)}" id="m{escaped(index)}">'
             f'<div class="meta">{meta}</div>{"".join(inner)}</div></div>')
+
+
+def readable_result(stored: str | None, call) -> str | None:
+    """A tool result as people read it: its call's text (`tool_calls.result_text`), where the part
+    keeps the agent's content as it was, a list of blocks as JSON (every Claude Code sub-agent's
+    result read `[{"type":"text","text":...}]`: a new user's trial); the stored value where the
+    text has nothing (an image alone)."""
+    text = call[-1] if call else None
+    return text if text else stored
 
 
 def _tool_call(call_id, tool_name, call, subagent_link: str | None) -> str:
