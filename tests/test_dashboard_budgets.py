@@ -187,3 +187,19 @@ def test_the_overview_over_budget_in_a_real_browser(spending, tmp_path, request)
         tab.screenshot(url, tmp_path / "overview-budgets.png", width=1440, height=1300)
         shot = (tmp_path / "overview-budgets.png").read_bytes()
         assert shot.startswith(b"\x89PNG\r\n\x1a\n") and len(shot) > 20_000
+
+
+def test_a_team_budget_is_not_drawn_over_a_part_of_the_team(spending):  # noqa: F811
+    """A new user's trial: a project's page drew the team's budget over that project's bars, as if
+    it were the project's. A page filtered to a part of the team without a budget of its own draws
+    none, says why, and links to the whole team's monthly view, where the team's line is."""
+    layout, _ = spending
+    _budgets(layout, "[[budgets]]", "monthly_usd = 2")
+    chart = figure(_page(layout, "?grain=month&user=dev&machine=laptop"), "cost-over-time")
+    assert "team budget $2.00 a month" not in html.unescape(re.sub(r'<p class="cut[^"]*" id="budget-line">.*?</p>',
+                                                                   "", chart, flags=re.S))
+    note = re.search(r'<p class="cut" id="budget-line">(.*?)</p>', chart, re.S)[1]
+    assert text(note) == ("No budget line: this page shows user dev, machine laptop, which has no budget of its own; "
+                          "the team budget $2.00 a month is drawn on the whole team's monthly view.")
+    assert html.unescape(re.search(r'href="([^"]+)"', note)[1]) == "/?grain=month"
+    assert "team budget $2.00 a month" in html.unescape(figure(_page(layout, "?grain=month"), "cost-over-time"))

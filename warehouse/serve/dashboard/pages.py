@@ -115,13 +115,23 @@ def _amount(value) -> str:
 
 def chart_budget(req: Request, statuses: list):
     """The budget the cost chart draws: that of the project, user or agent the page is filtered
-    to when it has its own (in that order), else the team's; None when neither is set."""
+    to when it has its own (in that order), else the team's on a page of the whole team; None
+    when neither applies (a team budget over one project's bars read as that project's: a new
+    user's trial)."""
     f = req.filters
     for scope, value in (("project", f.project), ("user", f.user), ("agent", f.provider)):
         own = [s for s in statuses if value and (s.budget.scope, s.budget.value) == (scope, value)]
         if own:
             return own[0]
+    if _part_of_the_team(f):
+        return None
     return next((s for s in statuses if s.budget.scope == "team"), None)
+
+
+def _part_of_the_team(f) -> str:
+    """The filters that show a part of the team's spend, in words (`project cafe-u, user ana`)."""
+    return ", ".join(f"{name} {value}" for name, value in (("project", f.project), ("user", f.user),
+                                                          ("agent", f.provider), ("machine", f.machine)) if value)
 
 
 # a budget line this many times above the highest bar (and the month's projection) would flatten
@@ -138,6 +148,13 @@ def budget_line(req: Request, statuses: list, period: str, highest: float = 0.0)
     chosen = chart_budget(req, statuses)
     if chosen is None:
         names = ", ".join(s.budget.name for s in statuses)
+        team = next((s for s in statuses if s.budget.scope == "team"), None)
+        if team:
+            whole = req.link("/", project="", agent="", user="", machine="", grain="month")
+            return None, (f'<p class="cut" id="budget-line">No budget line: this page shows '
+                          f"{escaped(_part_of_the_team(req.filters))}, which has no budget of its own; the team "
+                          f"budget {_amount(team.budget.monthly_usd)} a month is drawn on the "
+                          f'<a href="{escaped(whole)}">whole team\'s monthly view</a>.</p>')
         return None, (f'<p class="cut" id="budget-line">No budget line: no team budget, and the page is not '
                       f"filtered to a project, user or agent with its own (budgets: {escaped(names)}).</p>")
     b = chosen.budget
