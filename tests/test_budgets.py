@@ -203,12 +203,16 @@ def test_a_project_given_as_typed_finds_the_name_an_ingest_stored(spending):
 
     assert [stored_project(n) for n in ("acme/myapp", "Acme-MyApp", "acme-myapp", "---")] == [
         "acme-myapp", "acme-myapp", "acme-myapp", "---"]
-    layout, _ = spending
-    _budgets(layout, "[[budgets]]", "monthly_usd = 2", 'project = "Shop"')
+    _a_budget_and_a_filter_find_it(spending[0], "project", "Shop", "SHOP/")
+
+
+def _a_budget_and_a_filter_find_it(layout, scope: str, in_budget: str, in_flag: str) -> None:
+    """A budget for `scope` named `in_budget` spends this month's all, and `--scope in_flag` shows it."""
+    _budgets(layout, "[[budgets]]", "monthly_usd = 2", f'{scope} = "{in_budget}"')
     ran = run_cli("report", "--home", layout.home, "--budgets", "--format", "json")
-    assert ran.returncode == 3 and "no project" not in ran.stderr, ran.stderr
+    assert ran.returncode == 3 and f"no {scope}" not in ran.stderr, ran.stderr
     assert json.loads(ran.stdout)["budgets"][0]["spent_usd"] == float(SPENT)
-    ran = run_cli("report", "--home", layout.home, "--project", "SHOP/", "--format", "json")
+    ran = run_cli("report", "--home", layout.home, f"--{scope}", in_flag, "--format", "json")
     assert ran.returncode == 0 and ran.stderr == "", ran.stderr
     assert json.loads(ran.stdout)["totals"][0]["cost_usd"] == float(SPENT)
 
@@ -272,3 +276,14 @@ def test_dagster_checks_the_budgets_report_reads_while_the_quickstart_demo_stand
         result = dg.materialize([tables_and_marts], instance=instance, resources={"agentlake": resource})
     (check,) = [c for c in result.get_asset_check_evaluations() if c.check_name == "within_budgets"]
     assert "budget project webshopp: no project 'webshopp' in the warehouse" in check.description, check.description
+
+
+def test_an_agent_in_capitals_finds_the_agent(spending):
+    """An analyst's trial: `--agent Claude` was refused on every surface, where a project, user or
+    machine as typed was found. Agents' names are lower case: a budget, a filter and the
+    dashboard's `?agent=` take one in any case."""
+    from warehouse.serve.dashboard.request import parse_request
+
+    _a_budget_and_a_filter_find_it(spending[0], "agent", "Crush", "CRUSH")
+    req = parse_request("agent=Crush", ["shop"], ["crush"])
+    assert req.filters.provider == "crush" and not req.errors

@@ -71,7 +71,7 @@ def rows(statuses: list[BudgetStatus], today: date, zone: str) -> list[tuple]:
 def unknown_scopes(con, budgets: tuple[Budget, ...]) -> list[str]:
     """A budget for a project, user or agent the warehouse has never seen (a typo spends nothing
     and never warns): said, with the close names it holds, as the report's filters say it."""
-    stored = {"user": stored_name, "project": stored_project}
+    stored = {"user": stored_name, "project": stored_project, "agent": str.lower}
     said = ((b, unknown_name(con, b.scope, stored.get(b.scope, str)(b.value), _COLUMN[b.scope]))
             for b in budgets if b.scope != "team")
     return [f"budget {b.name}: {s}" for b, s in said if s]

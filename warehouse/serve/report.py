@@ -33,6 +33,7 @@ class Filters:
         for name in ("user", "machine"):  # as an ingest stored them: `--user Ana.Smith` is ana-smith
             object.__setattr__(self, name, stored_name(getattr(self, name)))
         object.__setattr__(self, "project", stored_project(self.project))  # acme/myapp is acme-myapp
+        object.__setattr__(self, "provider", self.provider.lower() if self.provider else self.provider)  # Claude
 
     def where(self, date_col: str = "date") -> tuple[str, list]:
         clauses, params = [], []

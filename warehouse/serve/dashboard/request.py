@@ -76,7 +76,7 @@ TABLES = ("projects", "users", "sessions") + INSIGHTS
 
 # the form's fields
 FILTERS = ("since", "until", "project", "agent", "top", "user", "machine", "grain", "tz")
-AS_STORED = {"project": stored_project, "user": stored_name, "machine": stored_name}
+AS_STORED = {"project": stored_project, "user": stored_name, "machine": stored_name, "agent": str.lower}
 # what else a page reads: `provider` is the agent filter's older name (links and bookmarks made
 # before it was `agent`); `sort` a table's order (a column header's link); `token` is the dashboard's own (warehouse.serve.dashboard.server). On a
 # session's page `machine` is the session's own (a store ingested on two machines), not a filter.
