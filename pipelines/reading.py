@@ -498,6 +498,12 @@ def cmd_search(args) -> int:
     if not hits:  # said on stderr whatever the format: JSON's `[]` on stdout, as CLI.md says
         filtered = filters != SearchFilters(zone=filters.zone)
         print_err(f"note: nothing matches {args.query!r}" + (" with these filters" if filtered else ""))
+        if hits.held:  # as the report says an empty window
+            first, last = hits.held
+            scoped = any((filters.project, filters.provider, filters.user, filters.machine))
+            print_err(f"note: the index holds nothing from {filters.since or 'the first day'} to "
+                      f"{filters.until or 'today'}; its messages and tool calls{' of these filters' if scoped else ''}"
+                      f" are from {first} to {last} (--since {first} --until {last})")
         if args.format == "table":
             return 0
     print(render(hits, args.format, zone))

@@ -146,6 +146,10 @@ def test_an_unknown_or_wrong_argument_is_refused_in_one_line(served, tool, argum
 def test_a_search_without_hits_offers_nothing_to_open(served):
     first, _, error = served.call("search_history", query="zzzqqq")
     assert not error and first == "showing 0 of 0 hits; nothing matches with these filters", first
+    # days that hold no document are named with those that do, as `agentlake search` names them
+    first, _, error = served.call("search_history", query="login", since="2030-01-01")
+    assert not error and re.search(r"; the index holds nothing in these days: its documents are from "
+                                   r"\d{4}-\d\d-\d\d to \d{4}-\d\d-\d\d$", first), first
 
 
 def test_open_session_shows_the_transcript(served):

@@ -319,6 +319,24 @@ def test_a_hit_links_its_message_and_a_zone_moves_the_days(home):
     assert search(db, "test", limit=2).total == len(search(db, "test", limit=1000)) > 2
 
 
+def test_a_window_the_index_holds_nothing_in_names_the_days_it_does(home):
+    """An analyst's trial: a docs example's `--last 30d` found nothing in the demo, and only
+    "nothing matches" was said; the report names the days its sessions are from. Search does too,
+    the CLI and MCP's search_history, and only where the window holds no document at all."""
+    with duckdb.connect(str(search_path(home / "warehouse.ducklake")), read_only=True) as con:
+        first, last = con.execute("SELECT MIN(date), MAX(date) FROM docs").fetchone()
+    ran = _search(home, "docker", "--since", "2030-01-01")
+    assert ran.returncode == 0 and ran.stdout == ""
+    assert (f"note: the index holds nothing from 2030-01-01 to today; its messages and tool calls are from {first} "
+            f"to {last} (--since {first} --until {last})") in ran.stderr, ran.stderr
+    assert "of these filters are from" in _search(home, "docker", "--until", "2000-01-01", "--agent", "crush").stderr
+    held = search(home / "warehouse.ducklake", "docker", SearchFilters(until=date(2000, 1, 1)))
+    assert not held and held.held == (first, last)
+    # days that hold documents, none of them matching: the words are what is missing, not the days
+    ran = _search(home, "zebra", "--since", str(first), "--until", str(last))
+    assert "nothing matches 'zebra' with these filters" in ran.stderr and "holds nothing" not in ran.stderr
+    assert search(home / "warehouse.ducklake", "zebra", SearchFilters(since=first)).held is None
+
 def test_the_cli_counts_the_days_and_prints_the_times_of_tz(home, monkeypatch):
     # s-webhook is at 2026-01-02 00:00 UTC: 2026-01-01 19:00 in New York
     utc = _search(home, "stripe", "--since", "2026-01-01", "--until", "2026-01-01")

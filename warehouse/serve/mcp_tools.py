@@ -259,6 +259,9 @@ class Tools:
             head += "; open one with open_session(session=<its session_key>)"
         elif not offset:  # as `agentlake search` says it
             head += "; nothing matches with these filters"
+            if hits.held:
+                first, last = hits.held
+                head += f"; the index holds nothing in these days: its documents are from {first} to {last}"
         return self._answer(head, body)
 
     def open_session(self, session: str, offset: int = 0) -> str:

@@ -19,7 +19,7 @@ read (docs/BENCHMARKS.md, "Search").
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from functools import lru_cache
 from pathlib import Path
 
@@ -51,6 +51,9 @@ class Hits(list):
     def __init__(self, hits=(), total: int = 0):
         super().__init__(hits)
         self.total = max(total, len(self))
+        # no hit, and the window holds no document of the other filters: (first, last) day the index
+        # holds of them (a docs example's --last 30d found nothing in the demo, without a word why)
+        self.held: tuple | None = None
 
     def counted(self) -> str:
         """`3 hits`, or `10 of 1,234 hits` when the limit cut them."""
@@ -192,6 +195,25 @@ def _day(zone: str) -> str:
 
 
 def _search(con, q: Query, filters: SearchFilters, limit: int, mark=None, offset: int = 0) -> Hits:
+    hits = _found(con, q, filters, limit, mark, offset)
+    if not hits.total and (filters.since or filters.until):
+        hits.held = _days_held_elsewhere(con, filters)
+    return hits
+
+
+def _days_held_elsewhere(con, filters: SearchFilters) -> tuple | None:
+    """(first, last) day of the documents the other filters keep, when none is in the window."""
+    from dataclasses import replace
+
+    day = _day(filters.zone)
+    where, params = replace(filters, since=None, until=None).where(day)
+    first, last, inside = con.execute(
+        f"SELECT MIN({day}), MAX({day}), COUNT(*) FILTER (WHERE {day} BETWEEN ? AND ?) FROM docs {where}",
+        [filters.since or date.min, filters.until or date.max, *params]).fetchone()
+    return (first, last) if first is not None and not inside else None
+
+
+def _found(con, q: Query, filters: SearchFilters, limit: int, mark=None, offset: int = 0) -> Hits:
     unknown = [s for s in (unknown_name(con, what, value, column, table="docs") for what, value, column in
                            (("project", filters.project, "project"), ("agent", filters.provider, "provider"),
                             ("user", filters.user, '"user"'), ("machine", filters.machine, "machine"))
