@@ -84,6 +84,9 @@ def agent_homes(values: list[str]) -> dict[str, tuple[str, ...]]:
             from warehouse.lake.setting_names import close_to
 
             hint = close_to(agent, {p: p for p in PROVIDERS}) if sep and agent not in PROVIDERS else ""
+            if not sep and value.lower() in PROVIDERS:  # `--agent codex`, which argparse took for --agent-home
+                hint = (f" (an agent alone names no home: every agent found is read; only {value.lower()}'s: "
+                        f"--no-default --agent-home {value.lower()}=DIR)")
             raise UsageError(f"--agent-home wants AGENT=DIR with AGENT one of {', '.join(PROVIDERS)}; "
                              f"got {value!r}{hint}")
         out[agent] = out.get(agent, ()) + (path,)

@@ -164,6 +164,11 @@ def test_a_bad_agent_home_is_a_clear_error(home, capsys):
     assert "--agent-home wants AGENT=DIR" in said and "did you mean" not in said
     assert main(["ingest", "--agent-home", "claud=/tmp/x"]) == 2  # a typo: the agent it is close to
     assert capsys.readouterr().err.rstrip().endswith("got 'claud=/tmp/x' (did you mean claude?)")
+    # `ingest --agent codex`, as report takes it: argparse reads it as --agent-home, which says what to do
+    assert main(["ingest", "--agent", "Codex"]) == 2
+    assert capsys.readouterr().err.rstrip().endswith(
+        "got 'Codex' (an agent alone names no home: every agent found is read; only codex's: --no-default "
+        "--agent-home codex=DIR)")
 
 
 def test_an_ingest_in_process_leaves_dagster_alone(project, tmp_path, monkeypatch, capsys):
