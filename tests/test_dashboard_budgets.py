@@ -203,3 +203,17 @@ def test_a_team_budget_is_not_drawn_over_a_part_of_the_team(spending):  # noqa: 
                           "the team budget $2.00 a month is drawn on the whole team's monthly view.")
     assert html.unescape(re.search(r'href="([^"]+)"', note)[1]) == "/?grain=month"
     assert "team budget $2.00 a month" in html.unescape(figure(_page(layout, "?grain=month"), "cost-over-time"))
+
+
+def test_a_budget_named_as_typed_is_drawn_on_its_own_page_only(spending):  # noqa: F811
+    """A review: a budget for `user = "DEV"` spent dev's month in the table, but the chart compared
+    the name as written with the page's (dev) and drew none. It is drawn on dev's page, and on no
+    narrower one (dev on one machine is a part of what it covers), and its row links there."""
+    layout, _ = spending
+    _budgets(layout, "[[budgets]]", "monthly_usd = 2", "[[budgets]]", "monthly_usd = 40", 'user = "DEV"')
+    mine, narrower, overview = _pages(layout, "?grain=month&user=dev", "?grain=month&user=dev&machine=laptop",
+                                      "?grain=month")
+    assert "user DEV budget $40.00 a month" in html.unescape(figure(mine, "cost-over-time"))
+    said = text(re.search(r'<p class="cut" id="budget-line">(.*?)</p>', figure(narrower, "cost-over-time"), re.S)[1])
+    assert said.startswith("No budget line: this page shows user dev, machine laptop, which has no budget of its own")
+    assert links(overview, "budgets")["user DEV"] == "/?user=dev&grain=month"

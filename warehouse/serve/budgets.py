@@ -15,6 +15,13 @@ OVER, PROJECTED_OVER, OK = "over", "projected over", "ok"
 # each scope's filter of the report (warehouse.serve.report.Filters) and column of `sessions`
 _FILTER = {"project": "project", "user": "user", "agent": "provider"}
 _COLUMN = {"project": "project", "user": '"user"', "agent": "provider"}
+_STORED = {"project": stored_project, "user": stored_name, "agent": str.lower}
+
+
+def scope_name(budget: Budget) -> str | None:
+    """The name a budget is for as an ingest stores it (`project = "Acme/WebShop"` is acme-webshop,
+    `user = "DEV"` dev, `agent = "Claude"` claude): what filters and the dashboard compare with."""
+    return _STORED[budget.scope](budget.value) if budget.scope != "team" else None
 NANO = Decimal("0.000000001")  # costs carry nine decimals (DECIMAL(38,9))
 
 
@@ -71,7 +78,5 @@ def rows(statuses: list[BudgetStatus], today: date, zone: str) -> list[tuple]:
 def unknown_scopes(con, budgets: tuple[Budget, ...]) -> list[str]:
     """A budget for a project, user or agent the warehouse has never seen (a typo spends nothing
     and never warns): said, with the close names it holds, as the report's filters say it."""
-    stored = {"user": stored_name, "project": stored_project, "agent": str.lower}
-    said = ((b, unknown_name(con, b.scope, stored.get(b.scope, str)(b.value), _COLUMN[b.scope]))
-            for b in budgets if b.scope != "team")
+    said = ((b, unknown_name(con, b.scope, scope_name(b), _COLUMN[b.scope])) for b in budgets if b.scope != "team")
     return [f"budget {b.name}: {s}" for b, s in said if s]

@@ -114,24 +114,23 @@ def _amount(value) -> str:
 
 
 def chart_budget(req: Request, statuses: list):
-    """The budget the cost chart draws: that of the project, user or agent the page is filtered
-    to when it has its own (in that order), else the team's on a page of the whole team; None
-    when neither applies (a team budget over one project's bars read as that project's: a new
-    user's trial)."""
-    f = req.filters
-    for scope, value in (("project", f.project), ("user", f.user), ("agent", f.provider)):
-        own = [s for s in statuses if value and (s.budget.scope, s.budget.value) == (scope, value)]
-        if own:
-            return own[0]
-    if _part_of_the_team(f):
-        return None
-    return next((s for s in statuses if s.budget.scope == "team"), None)
+    """The budget the cost chart draws: that of the one project, user or agent the page is
+    filtered to when it has its own, the team's on a page of the whole team; None when neither
+    applies (a budget over the bars of a part of what it covers read as that part's: a new user's
+    trial drew the team's over one project)."""
+    narrowed = _narrowed_by(req.filters)
+    if not narrowed:
+        return next((s for s in statuses if s.budget.scope == "team"), None)
+    if len(narrowed) == 1:
+        (scope, value), = narrowed
+        return next((s for s in statuses if (s.budget.scope, budgeting.scope_name(s.budget)) == (scope, value)), None)
+    return None
 
 
-def _part_of_the_team(f) -> str:
-    """The filters that show a part of the team's spend, in words (`project cafe-u, user ana`)."""
-    return ", ".join(f"{name} {value}" for name, value in (("project", f.project), ("user", f.user),
-                                                          ("agent", f.provider), ("machine", f.machine)) if value)
+def _narrowed_by(f) -> list[tuple[str, str]]:
+    """The (scope, name) of each filter that shows a part of the team's spend."""
+    return [(scope, value) for scope, value in (("project", f.project), ("user", f.user), ("agent", f.provider),
+                                                ("machine", f.machine)) if value]
 
 
 # a budget line this many times above the highest bar (and the month's projection) would flatten
@@ -151,12 +150,13 @@ def budget_line(req: Request, statuses: list, period: str, highest: float = 0.0)
         team = next((s for s in statuses if s.budget.scope == "team"), None)
         if team:
             whole = req.link("/", project="", agent="", user="", machine="", grain="month")
+            shows = ", ".join(f"{scope} {value}" for scope, value in _narrowed_by(req.filters))
             return None, (f'<p class="cut" id="budget-line">No budget line: this page shows '
-                          f"{escaped(_part_of_the_team(req.filters))}, which has no budget of its own; the team "
+                          f"{escaped(shows)}, which has no budget of its own; the team "
                           f"budget {_amount(team.budget.monthly_usd)} a month is drawn on the "
                           f'<a href="{escaped(whole)}">whole team\'s monthly view</a>.</p>')
         return None, (f'<p class="cut" id="budget-line">No budget line: no team budget, and the page is not '
-                      f"filtered to a project, user or agent with its own (budgets: {escaped(names)}).</p>")
+                      f"filtered to one project, user or agent with its own (budgets: {escaped(names)}).</p>")
     b = chosen.budget
     label = f"{b.name} budget {_amount(b.monthly_usd)} a month"
     if period != "month":
@@ -189,8 +189,8 @@ def budgets_section(con, req: Request, statuses: list, projects: list[str], prov
     for s in statuses:
         b = s.budget
         name = escaped(b.name)
-        if b.scope == "team" or b.value in known[b.scope]:  # its costs, a month per bar
-            scope = {} if b.scope == "team" else {b.scope: b.value}
+        if b.scope == "team" or budgeting.scope_name(b) in known[b.scope]:  # its costs, a month per bar
+            scope = {} if b.scope == "team" else {b.scope: budgeting.scope_name(b)}
             link = req.link("/project" if b.scope == "project" else "/", **{**everyone, **scope})
             name = f'<a href="{escaped(link)}">{name}</a>'
         cells = [usd(s.budget.monthly_usd), usd(s.spent_usd), f"{s.share_used:.2%}", usd(s.projected_usd)]
