@@ -44,8 +44,9 @@ def test_a_token_count_out_of_range_leaves_a_request_or_a_total_unpriced():
     assert price_buckets(good, "claude-sonnet-4-5", "anthropic", None).cost_source == "estimated"
 
 
-def test_five_agents_keep_a_negative_count_where_it_belongs_and_leave_the_request_unpriced():
-    """Droid, Copilot, Amp, Goose and Gemini read a negative count as not recorded: its request
+def test_six_agents_keep_a_negative_count_where_it_belongs_and_leave_the_request_unpriced():
+    """Droid, Copilot, Amp, Goose, Kilo and Gemini (Qwen's reader too) read a negative count as not
+    recorded: its request
     was priced on the other counts as if it had none (a negative output, added to reasoning or
     subtracted from an input, came out as some other number). Each now keeps the count as written
     in its own column, takes it into no sum, and leaves the request unpriced, as OpenCode's and
@@ -55,6 +56,7 @@ def test_five_agents_keep_a_negative_count_where_it_belongs_and_leave_the_reques
     from transforms.droid.normalise import usage_buckets as droid
     from transforms.gemini.genai import usage_buckets as gemini
     from transforms.goose.normalise import session_buckets as goose
+    from transforms.kilo.normalise import request_buckets as kilo
 
     cases = [
         (droid({"inputTokens": 100, "outputTokens": -7, "thinkingTokens": 20}),
@@ -72,14 +74,20 @@ def test_five_agents_keep_a_negative_count_where_it_belongs_and_leave_the_reques
         (gemini(100, 30, -5, 0, 0, 125), Buckets(input_uncached=70, cache_read=30, output=-5, reasoning=0)),
         (gemini(100, -30, 5, 0, 0, 105), Buckets(input_uncached=100, cache_read=-30, output=5, reasoning=0)),
         (gemini(100, 30, 5, 0, -2, 103), Buckets(input_uncached=-2, cache_read=30, output=5, reasoning=0)),
+        # the other side read as usual: the thoughts still in the output beside a bad cache read
+        (gemini(100, -30, 5, 40, 0, 145), Buckets(input_uncached=100, cache_read=-30, output=45, reasoning=40)),
+        (gemini(100, 30, 5, -40, 0, 105), Buckets(input_uncached=70, cache_read=30, output=5, reasoning=-40)),
+        (kilo({"tokensIn": -500, "tokensOut": 10, "cacheReads": 100}, None),
+         Buckets(input_uncached=-500, cache_read=100, output=10)),
+        (kilo({"tokensIn": 500, "tokensOut": -10.0}, None), Buckets(input_uncached=500, output=-10)),
+        # a Goose total out of range: the reasoning it would show is out of range with it
+        (goose({"accumulated_input_tokens": 100, "accumulated_output_tokens": 50, "accumulated_total_tokens": -1}),
+         Buckets(input_uncached=100, output=50, reasoning=-1)),
+        (goose({"accumulated_total_tokens": 10**13}), Buckets(reasoning=10**13)),
     ]
     for got, kept in cases:
         assert got == kept and got.out_of_range
         assert price_buckets(got, "claude-sonnet-4-5", "anthropic", AT).cost_source == "unknown"
-    # a Goose total out of range shows no reasoning beyond its input and output, and prices them
-    total_bad = goose({"accumulated_input_tokens": 100, "accumulated_output_tokens": 50,
-                       "accumulated_total_tokens": -1})
-    assert total_bad == Buckets(input_uncached=100, output=50) and not total_bad.out_of_range
     # counts in range are read as before: a count of 2^63 or more still cannot be kept
     assert droid({"inputTokens": 100, "outputTokens": 50, "thinkingTokens": 20}) == Buckets(
         input_uncached=100, output=70, reasoning=20)

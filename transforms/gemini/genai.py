@@ -91,16 +91,22 @@ def usage_buckets(prompt, cached, candidates, thoughts, tool, total) -> Buckets 
     thoughts, tool, total = _count(thoughts), _count(tool), _count(total)
     if not any((prompt, cached, candidates, thoughts, tool)):
         return None
-    if not all(map(in_range, (prompt, cached, candidates, thoughts, tool))):
-        # a count out of range is kept as written where it belongs, never subtracted nor added: the
-        # request is not priced, and the lake nulls the count with the source's warning
-        bad_input = next((v for v in (prompt, tool) if not in_range(v)), None)
-        uncached = bad_input if bad_input is not None else (prompt or 0) + (tool or 0) - (
-            min(cached or 0, prompt or 0) if in_range(cached) else 0)
-        return Buckets(input_uncached=uncached, cache_read=cached, output=candidates, reasoning=thoughts)
-    uncached = None if prompt is None and tool is None else (prompt or 0) - min(cached or 0, prompt or 0) + (tool or 0)
-    inside = bool(thoughts) and total == (prompt or 0) + (candidates or 0) + (tool or 0)
-    output = None if candidates is None and thoughts is None else (candidates or 0) + (0 if inside else thoughts or 0)
+    # a count out of range (negative, over 10^12) is kept as written in its own bucket, and takes no
+    # part in a sum or a difference: the response is not priced, and the lake nulls it with the
+    # source's warning; the other side (input or output) is read as usual
+    if not all(map(in_range, (prompt, cached, tool))):
+        uncached = next((v for v in (prompt, tool) if not in_range(v)), None)  # the input is not known
+        if uncached is None:  # the cache reads alone: not taken out of the prompt
+            uncached = None if prompt is None and tool is None else (prompt or 0) + (tool or 0)
+    else:
+        uncached = (None if prompt is None and tool is None
+                    else (prompt or 0) - min(cached or 0, prompt or 0) + (tool or 0))
+    if not all(map(in_range, (candidates, thoughts))):
+        output = candidates  # the thoughts out of range are not added; candidates out of range stay as written
+    else:  # the total only says whether the thoughts are inside the candidates: one out of range, no
+        inside = bool(thoughts) and in_range(total) and total == (prompt or 0) + (candidates or 0) + (tool or 0)
+        output = (None if candidates is None and thoughts is None
+                  else (candidates or 0) + (0 if inside else thoughts or 0))
     return Buckets(input_uncached=uncached, cache_read=cached, output=output, reasoning=thoughts)
 
 

@@ -84,8 +84,9 @@ def session_buckets(cols: dict) -> Buckets | None:
         return None
     if not all(map(in_range, (inp, out))):  # kept as written: unpriced, nulled as it lands
         return Buckets(input_uncached=inp, output=out)
-    # the total only shows reasoning beyond the two: one out of range shows none
-    extra = max(0, (total or 0) - (inp or 0) - (out or 0)) if in_range(total) else 0
+    if not in_range(total):  # the reasoning it would show beyond the two is out of range with it: kept so
+        return Buckets(input_uncached=inp, output=out, reasoning=total)  # (a known $0 of an empty Buckets was not)
+    extra = max(0, (total or 0) - (inp or 0) - (out or 0))
     output = None if out is None and not extra else (out or 0) + extra
     return Buckets(input_uncached=inp, output=output, reasoning=extra or None)
 

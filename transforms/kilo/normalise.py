@@ -51,7 +51,7 @@ from transforms import jsontext
 from transforms.findings import Findings
 from transforms.kilo import tools as t
 from transforms.costs import session_cost
-from transforms.pricing import Buckets, price_buckets
+from transforms.pricing import Buckets, in_range, price_buckets
 from transforms.timestamps import from_epoch
 from transforms.tools import add_result, call_row, compact_json, orphan_row
 
@@ -81,7 +81,9 @@ def _decoded_size(data) -> int | None:
 
 
 def _count(v) -> int | None:
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1 << 62 else None
+    """A token count as Kilo wrote it (a JSON number, whole or not), a negative one too: kept, to be
+    said and nulled as it lands, not read as not recorded (its request was priced without it)."""
+    return jsontext.int64_or_none(int(v) if isinstance(v, float) and math.isfinite(v) else v)
 
 
 def _cost(v) -> float | None:
@@ -102,6 +104,8 @@ def request_buckets(info: dict, at: datetime | None) -> Buckets | None:
     reads, writes = _count(info.get("cacheReads")), _count(info.get("cacheWrites"))
     if all(v is None for v in (tin, out, reads, writes)):
         return None
+    if not all(map(in_range, (tin, reads, writes))):  # kept as written, not subtracted: unpriced
+        return Buckets(input_uncached=tin, cache_read=reads, cache_write_5m=writes, output=out)
     cached = (reads or 0) + (writes or 0)
     old = info.get("apiProtocol") == "anthropic" and (at is None or at < TOTAL_INPUT_SINCE)
     uncached = tin if tin is None or old or tin < cached else tin - cached
