@@ -810,7 +810,7 @@ def test_the_cache_share_counts_only_the_requests_that_record_a_cache(layout, tm
     and model, had its input counted (49.6% where the requests said 52.3%). The mart now counts the
     requests that record a cache and their input, as insight_cache_efficiency does."""
     from tests.conftest import ingest
-    from warehouse.lake.ducklake import connect
+    from warehouse.lake.ducklake import connect, writing
     from warehouse.serve.dashboard.headline import Window, headline_figures
     from warehouse.serve.report import Filters
 
@@ -829,6 +829,14 @@ def test_the_cache_share_counts_only_the_requests_that_record_a_cache(layout, tm
     with connect(layout.warehouse) as con:
         now, _ = headline_figures(con, Filters(), Window(day, day, ""))
     assert (now.cache_read, now.input, now.requests) == (3000, 4500, 1) and now.share == 3000 / 4500
+    # a warehouse an older release merged has neither count until its next merge: the page still
+    # shows, as that release counted it (a review: the headline failed on the missing column)
+    with writing(layout.warehouse) as con:
+        for column in ("cache_requests", "cache_input_tokens"):
+            con.execute(f"ALTER TABLE token_usage DROP COLUMN {column}")
+    with connect(layout.warehouse) as con:
+        before, _ = headline_figures(con, Filters(), Window(day, day, ""))
+    assert (before.cache_read, before.input, before.requests) == (3000, 4500 + 7000, 2)
 
 
 def test_a_result_of_content_blocks_reads_as_its_text_in_the_transcripts(layout, tmp_path):

@@ -80,6 +80,18 @@ INPUT_TOKENS = ("COALESCE(input_uncached_tokens, 0) + COALESCE(cache_read_tokens
                 "+ COALESCE(cache_write_5m_tokens, 0) + COALESCE(cache_write_1h_tokens, 0)")
 CACHE_SHARE = ("SUM(COALESCE(cache_read_tokens, 0)) AS cache_read, SUM(cache_input_tokens) AS input, "
                "SUM(cache_requests) AS requests FROM token_usage")
+# a warehouse merged by an older release has neither count until its next merge rebuilds the mart:
+# its groups that hold a cache, as that release took them (a reader is not refused its page)
+CACHE_SHARE_BEFORE = (f"SUM(COALESCE(cache_read_tokens, 0)) AS cache_read, SUM({INPUT_TOKENS}) AS input, "
+                      "SUM(requests) AS requests FROM (SELECT * FROM token_usage WHERE cache_read_tokens IS NOT NULL "
+                      "OR cache_write_5m_tokens IS NOT NULL OR cache_write_1h_tokens IS NOT NULL)")
+
+
+def _cache_share(sql: str, con) -> str:
+    """`sql` with the cache share's query as this warehouse's token_usage can answer it."""
+    counted = con.execute("SELECT COUNT(*) FROM information_schema.columns WHERE table_name = 'token_usage' "
+                          "AND column_name = 'cache_input_tokens'").fetchone()[0]
+    return sql.replace("{cache_share}", CACHE_SHARE if counted else CACHE_SHARE_BEFORE)
 # failed tool calls as the tool chart counts them
 FAILED_CALLS = "SUM(calls) AS calls, SUM(failed) AS failed FROM tool_usage"
 
@@ -101,7 +113,7 @@ FROM ((SELECT date >= {start} AS recent, COUNT(*) AS cost_rows, SUM(cost_usd) AS
       UNION ALL BY NAME
       (SELECT date >= {start} AS recent, """ + FAILED_CALLS + """ {{w}} GROUP BY 1)
       UNION ALL BY NAME
-      (SELECT date >= {start} AS recent, """ + CACHE_SHARE + """ {{w}} GROUP BY 1))
+      (SELECT date >= {start} AS recent, {{cache_share}} {{w}} GROUP BY 1))
 GROUP BY 1"""
 
 
@@ -133,7 +145,7 @@ def headline_figures(con, filters: Filters, window: Window) -> tuple[Figures, Fi
     """(this window's figures, the previous window's), within the other filters."""
     before = window.before()
     span = replace(filters, since=min(before.first, window.first), until=window.last)
-    sql = _HEADLINE.format(start=f"DATE '{window.first.isoformat()}'")
+    sql = _cache_share(_HEADLINE.format(start=f"DATE '{window.first.isoformat()}'"), con)
     found = {}
     for (recent, cost_rows, cost, unknown_rows, partial_rows, sessions, unknown, partial, calls, failed, cache_read,
          input_, requests) in filtered_rows(con, sql, span):
@@ -235,7 +247,7 @@ FROM ((SELECT date, SUM(CASE WHEN COALESCE(input_uncached_tokens, cache_read_tok
                                            cache_write_1h_tokens) IS NOT NULL THEN """ + INPUT_TOKENS + """ END) AS all_input,
               SUM(output_tokens) AS output FROM token_usage {w} GROUP BY 1)
       UNION ALL BY NAME (SELECT date, """ + FAILED_CALLS + """ {w} GROUP BY 1)
-      UNION ALL BY NAME (SELECT date, """ + CACHE_SHARE + """ {w} GROUP BY 1))
+      UNION ALL BY NAME (SELECT date, {cache_share} {w} GROUP BY 1))
 GROUP BY 1"""
 TREND_FIGURES = ("all_input", "output", "calls", "failed", "cache_read", "input")
 
@@ -248,7 +260,7 @@ def _plus(a, b):
 def trend_periods(con, req: Request, span: tuple | None) -> tuple[str, date, date, dict]:
     """(period, first period, last period, figures by period start) of the trends: the cost
     chart's period (`span`: its period and days), over its days and the trends' own."""
-    days = filtered_rows(con, _TRENDS, req.filters)
+    days = filtered_rows(con, _cache_share(_TRENDS, con), req.filters)
     ends = [r[0] for r in days] + (list(span[1:]) if span else [])
     if not ends:
         return req.grain or "day", None, None, {}
