@@ -178,6 +178,14 @@ def test_a_cost_is_rounded_alike_on_every_surface_that_shows_four_places():
         assert usd(value) == _money(value) == dollars(value) == f"${expected:,}"
     assert usd(None) == _money(None) == "unknown"
     assert dollars(1234.565, 2) == "$1,234.57" and dollars(Decimal("0.125"), 2) == "$0.13"
+    assert dollars(5) == "$5.0000"  # an integer cost column's value, with the places every cost has
+    # the charts' bars say it so too (the time chart's label was d3's rounding of the double)
+    from warehouse.serve.dashboard.charts import cost_over_time, hbars
+
+    day = datetime(2026, 1, 5).date()
+    for svg in (cost_over_time([(day, "shop", Decimal("0.00465"), None)], "day", "project", ["shop"]),
+                hbars([("shop", 0.00465, None)])):
+        assert "$0.0047" in svg and "$0.0046" not in svg
 
 @pytest.fixture
 def nine_decimals(layout, built_once):

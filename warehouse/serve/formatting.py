@@ -60,6 +60,8 @@ def rounded(value, places: int):
     Anything else is returned as it is."""
     if isinstance(value, float) and math.isfinite(value):
         value = Decimal(repr(value))
+    elif isinstance(value, int) and not isinstance(value, bool):  # `$5.0000`, as any cost is shown
+        value = Decimal(value)
     if isinstance(value, Decimal) and value.is_finite():
         return value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
     return value

@@ -144,7 +144,7 @@ def _time_spec(period: str, series_title: str, width: int, zone: str) -> dict:
         href=_href(),
         # also each bar's accessible label (aria-label): the exact figures, for screen readers and tests
         tooltip=[alt.Tooltip("start:T", timeUnit="utcyearmonthdate", title="from", format="%Y-%m-%d"),
-                 alt.Tooltip("series:N", title=series_title), alt.Tooltip("cost:Q", title="cost", format="$,.4f")],
+                 alt.Tooltip("series:N", title=series_title), alt.Tooltip("cost_text:N", title="cost")],
     ).properties(width=width, height=300, padding=PADDING)
     return chart.configure(font=FONT).configure_view(strokeWidth=0).configure_axis(
         labelFontSize=12, titleFontSize=12).to_dict()
@@ -162,8 +162,9 @@ def cost_over_time(rows: list[tuple], period: str, series_title: str, order: lis
         return _empty(width, "no known cost for these filters" if days else "no data for these filters")
     order = [s for s in order if any(r[1] == s for r in rows)]
     colors = [OTHERS_COLOR if s.startswith("others (") else PALETTE[i % len(PALETTE)] for i, s in enumerate(order)]
+    # the cost as every figure of the dashboard spells it (dollars: d3's format rounded the double)
     values = [{"start": _iso(r[0]), "end": _iso(period_end(r[0], period)), "series": r[1], "cost": float(r[2]),
-               "rank": order.index(r[1]), "href": r[3]} for r in rows]
+               "cost_text": dollars(r[2]), "rank": order.index(r[1]), "href": r[3]} for r in rows]
     spec = _with_data(_time_spec(period, series_title, width, zone), values)
     if days:
         ends = (period_start(days[0], period), period_end(period_start(days[1], period), period))
