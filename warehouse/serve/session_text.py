@@ -2,7 +2,7 @@
 open_session): its facts as the dashboard's session page gives them (transcript.find_session), then
 its messages in order, each with its text, reasoning, tool calls and results, and its cost."""
 
-from warehouse.serve.dashboard.transcript import find_session, readable_result
+from warehouse.serve.dashboard.transcript import find_session, readable_result, unique_by_id
 from warehouse.serve.formatting import dollars
 from warehouse.serve.labels import model_label, models_label
 
@@ -91,8 +91,8 @@ def transcript(cur, key: str, offset: int, limits) -> str:
                            "ORDER BY message_id, part_index", args + [ids]).fetchall():
         parts.setdefault(row[0], []).append(row[1:])
     costs = dict(cur.execute(f"SELECT message_id, SUM(cost_usd) FROM usage {where} GROUP BY 1", args).fetchall())
-    results = {r[0]: r[1:] for r in cur.execute(
-        f"SELECT tool_call_id, result_text FROM tool_calls {where} AND tool_call_id IS NOT NULL", args).fetchall()}
+    results = unique_by_id(cur.execute(
+        f"SELECT tool_call_id, result_text FROM tool_calls {where} AND tool_call_id IS NOT NULL", args).fetchall())
 
     def clip(text: str) -> str:
         cut = len(text) - limits.cell_chars

@@ -2,6 +2,7 @@
 cost, its sub-agents linked; read for one session only, filtered by its project, days and ids
 so that DuckLake prunes to a few files."""
 
+from collections import Counter
 from datetime import timedelta
 
 from warehouse.lake.zones import UTC, clock
@@ -61,9 +62,10 @@ def session_page(con, req: Request) -> tuple[str, int]:
     parts = con.execute(f"SELECT message_id, part_index, part_type, text, reasoning, tool_call_id, tool_name, "
                         f"tool_result, is_error, finish_reason, shell_command, shell_output FROM parts {where} "
                         f"ORDER BY message_id, part_index LIMIT {PARTS_LIMIT + 1}", args).fetchall()
-    calls_by_id = {r[0]: r[1:] for r in con.execute(
+    calls = con.execute(
         f"SELECT tool_call_id, tool_name, command, file_path, input, has_result, is_error, exit_code, result_size, "
-        f"result_text FROM tool_calls {where}", args).fetchall()}
+        f"result_text FROM tool_calls {where}", args).fetchall()
+    calls_by_id, results = {r[0]: r[1:] for r in calls}, unique_by_id(calls)  # results: each its own
     costs = dict(con.execute(f"SELECT message_id, SUM(cost_usd) FROM usage {where} GROUP BY 1", args).fetchall())
     children = con.execute("SELECT session_id, title, created_at, cost_usd FROM sessions WHERE machine = ? AND "
                            "source_id = ? AND parent_session_id = ? ORDER BY created_at", [machine, source, sid]).fetchall()
@@ -93,7 +95,8 @@ def session_page(con, req: Request) -> tuple[str, int]:
                    "session's own, not split per message.</p>")
     # a sub-agent's session id names the call that started it (Crush: `<message>$$<call>`, or the call id)
     spawned = {c[0].rsplit("$$", 1)[-1]: req.link("/session", source=source, id=c[0], machine=machine) for c in children}
-    out = [_message((*m[:4], clock(m[4], zone)), by_message.get(m[0], []), calls_by_id, costs.get(m[0]), spawned)
+    out = [_message((*m[:4], clock(m[4], zone)), by_message.get(m[0], []), calls_by_id, results, costs.get(m[0]),
+                    spawned)
            for m in msgs]
     if len(parts) > PARTS_LIMIT:
         out.append(f'<p class="cut">the first {PARTS_LIMIT} parts are shown; the rest: agentlake sql '
@@ -112,7 +115,7 @@ def _clip(text: str | None) -> str:
     return escaped(text[:TEXT_LIMIT]) + f'\n<span class="meta">… {len(text) - TEXT_LIMIT:,} more characters</span>'
 
 
-def _message(m, parts, calls_by_id, cost, spawned) -> str:
+def _message(m, parts, calls_by_id, results, cost, spawned) -> str:
     message_id, index, role, model, created = m
     meta = f"#{index} · {escaped(role)} · {escaped(created)}" + (f" · {escaped(model_label(model))}" if model else "")
     if cost is not None:
@@ -128,7 +131,7 @@ def _message(m, parts, calls_by_id, cost, spawned) -> str:
         elif ptype == "tool_result":
             status = '<span class="bad">error</span>' if is_error else "result"
             inner.append(f'<details class="result"><summary>{status} of {escaped(tool_name)} ({escaped(call_id)})</summary>'
-                         f"<pre>{_clip(readable_result(result, calls_by_id.get(call_id)))}</pre></details>")
+                         f"<pre>{_clip(readable_result(result, results.get(call_id)))}</pre></details>")
         elif ptype == "shell_command":
             inner.append(f'<div class="call">$ {escaped(shell)}</div><pre>{_clip(shell_out)}</pre>')
         elif ptype == "finish" and finish and role == "assistant":
@@ -136,6 +139,13 @@ def _message(m, parts, calls_by_id, cost, spawned) -> str:
     # wrapped in the message's anchor (a search hit links to it); the message keeps its index's id
     return (f'<div class="anchor" id="{escaped(message_anchor(message_id))}"><div class="msg {escaped(role)}" id="m{escaped(index)}">'
             f'<div class="meta">{meta}</div>{"".join(inner)}</div></div>')
+
+
+def unique_by_id(rows) -> dict:
+    """Rows by their first column, an id, where it names one row only: a call answered twice
+    (Claude Code's) has a row per answer, and neither is the other's (their parts keep their own)."""
+    seen = Counter(r[0] for r in rows)
+    return {r[0]: r[1:] for r in rows if seen[r[0]] == 1}
 
 
 def readable_result(stored: str | None, call) -> str | None:
