@@ -164,7 +164,7 @@ def _query_text(args) -> tuple[str, str]:
 
 def cmd_report(args) -> int:
     if args.provider_old is not None:  # --agent's first name
-        if args.provider is not None and args.provider != args.provider_old:
+        if args.provider is not None and args.provider.lower() != args.provider_old.lower():
             raise UsageError(f"--agent {args.provider} and --provider {args.provider_old} name different agents "
                              "(--provider is --agent's older name): give one")
         args.provider = args.provider_old
@@ -244,20 +244,23 @@ def _say_if_the_window_is_empty(con, filters, flags: bool = True) -> None:
     scope, params = replace(filters, since=None, until=None).where()  # the project and agent filters
     window = [filters.since or date.min, filters.until or date.max]
 
-    def days(table: str, when: str) -> tuple:
+    def day(when: str) -> str:
         # the zone's day whether or not the table is shadowed with it (the insights read UTC tables)
-        day = '"date"' if filters.zone == UTC else f'COALESCE({local_date(when, filters.zone)}, "date")'
-        return con.execute(f"SELECT MIN({day}), MAX({day}), COUNT(*) FILTER (WHERE {day} BETWEEN ? AND ?) "
-                           f"FROM {table} {scope}", [*window, *params]).fetchone()
+        return '"date"' if filters.zone == UTC else f'COALESCE({local_date(when, filters.zone)}, "date")'
 
-    first, last, inside = days("sessions", "created_at")
+    first, last, inside = con.execute(
+        f"SELECT MIN({day('created_at')}), MAX({day('created_at')}), COUNT(*) FILTER (WHERE {day('created_at')} "
+        f"BETWEEN ? AND ?) FROM sessions {scope}", [*window, *params]).fetchone()
+    # a session started before the window may spend in it (the report counts its cost there): its
+    # messages' and requests' days count too, looked at only when no session started inside
+    active = (("messages", day("created_at")), ("usage", day("requested_at")))
     if first is not None and not inside:
-        # a session started before the window may spend in it (the report counts its cost there): its
-        # messages' and requests' days count too, looked at only when no session started inside
-        for table, when in (("messages", "created_at"), ("usage", "requested_at")):
-            since, to, spent = days(table, when)
-            if spent:
-                return
+        and_ = " AND " if scope else " WHERE "
+        if any(con.execute(f"SELECT 1 FROM {table} {scope}{and_}{d} BETWEEN ? AND ? LIMIT 1",
+                           [*params, *window]).fetchone() for table, d in active):
+            return
+        for table, d in active:  # the days they hold, for the note's range
+            since, to = con.execute(f"SELECT MIN({d}), MAX({d}) FROM {table} {scope}", params).fetchone()
             first, last = min(first, since or first), max(last, to or last)
         from warehouse.lake.zones import today_in
 
@@ -500,7 +503,7 @@ def cmd_search(args) -> int:
         print_err(f"note: nothing matches {args.query!r}" + (" with these filters" if filtered else ""))
         if hits.held:  # as the report says an empty window
             first, last = hits.held
-            scoped = any((filters.project, filters.provider, filters.user, filters.machine))
+            scoped = filters != SearchFilters(since=filters.since, until=filters.until, zone=filters.zone)
             print_err(f"note: the index holds nothing from {filters.since or 'the first day'} to "
                       f"{filters.until or 'today'}; its messages and tool calls{' of these filters' if scoped else ''}"
                       f" are from {first} to {last} (--since {first} --until {last})")

@@ -231,11 +231,15 @@ def test_a_month_without_a_session_is_said_not_shown_as_budgets_at_zero(lake):
 
 def test_the_dagster_check_warns_when_a_budget_is_exceeded_or_projected_to_be(spending):
     layout, db = spending
-    _budgets(layout, "[[budgets]]", "monthly_usd = 1", "[[budgets]]", "monthly_usd = 100000", 'project = "shop"')
+    # prices changed since the last merge too: the asset's log says the history was priced again (a review)
+    _budgets(layout, "[[budgets]]", "monthly_usd = 1", "[[budgets]]", "monthly_usd = 100000", 'project = "shop"',
+             "[[prices]]", 'model = "m"', "input = 1", "output = 2")
     resource = AgentlakeResource(home=str(layout.home), extra_stores={"crush": [str(db)]}, use_default=False)
     with agentlake_instance() as instance:
         result = dg.materialize([tables_and_marts], instance=instance, resources={"agentlake": resource})
+        logged = [e.user_message for e in instance.all_logs(result.run_id)]
     assert result.success  # a warning, not a failed run
+    assert f"the prices in {layout.config_file} changed: the history was priced again with them" in logged
     (check,) = [c for c in result.get_asset_check_evaluations() if c.check_name == "within_budgets"]
     assert check.asset_key == dg.AssetKey(["daily_costs"]) and not check.passed
     assert check.severity == dg.AssetCheckSeverity.WARN

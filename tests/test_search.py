@@ -330,6 +330,19 @@ def test_a_window_the_index_holds_nothing_in_names_the_days_it_does(home):
     assert (f"note: the index holds nothing from 2030-01-01 to today; its messages and tool calls are from {first} "
             f"to {last} (--since {first} --until {last})") in ran.stderr, ran.stderr
     assert "of these filters are from" in _search(home, "docker", "--until", "2000-01-01", "--agent", "crush").stderr
+    # the role, tool and kind filters keep their documents too (a review): days of messages after
+    # the last bash call hold none of bash's
+    from warehouse.serve.search import _days_held_elsewhere
+
+    with duckdb.connect() as con:
+        con.execute("""CREATE TABLE docs AS SELECT * FROM (VALUES
+            (DATE '2026-01-02', 'tool', 'tool_call', 'bash', 'shell'),
+            (DATE '2026-01-09', 'user', 'message', NULL, NULL)) AS d(date, role, kind, tool_name, tool_category)""")
+        after = date(2026, 1, 5)
+        assert _days_held_elsewhere(con, SearchFilters(since=after, tool="Bash")) == (date(2026, 1, 2),) * 2
+        assert _days_held_elsewhere(con, SearchFilters(since=after, kind="tool_call")) == (date(2026, 1, 2),) * 2
+        assert _days_held_elsewhere(con, SearchFilters(since=after, role="user")) is None
+        assert _days_held_elsewhere(con, SearchFilters(since=after)) is None
     held = search(home / "warehouse.ducklake", "docker", SearchFilters(until=date(2000, 1, 1)))
     assert not held and held.held == (first, last)
     # days that hold documents, none of them matching: the words are what is missing, not the days

@@ -261,7 +261,8 @@ class Tools:
             head += "; nothing matches with these filters"
             if hits.held:
                 first, last = hits.held
-                head += f"; the index holds nothing in these days: its documents are from {first} to {last}"
+                head += (f"; the index holds nothing in these days: its messages and tool calls of these "
+                         f"filters are from {first} to {last}")
         return self._answer(head, body)
 
     def open_session(self, session: str, offset: int = 0) -> str:

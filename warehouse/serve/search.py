@@ -206,11 +206,27 @@ def _days_held_elsewhere(con, filters: SearchFilters) -> tuple | None:
     from dataclasses import replace
 
     day = _day(filters.zone)
-    where, params = replace(filters, since=None, until=None).where(day)
+    clauses, params = _kept(replace(filters, since=None, until=None))
+    where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
     first, last, inside = con.execute(
         f"SELECT MIN({day}), MAX({day}), COUNT(*) FILTER (WHERE {day} BETWEEN ? AND ?) FROM docs {where}",
         [filters.since or date.min, filters.until or date.max, *params]).fetchone()
     return (first, last) if first is not None and not inside else None
+
+
+def _kept(filters: SearchFilters) -> tuple[list[str], list]:
+    """The documents `filters` keep, as SQL conditions on `docs` and their parameters: the days (of
+    its zone), project, agent, user and machine, role, kind and tool."""
+    where, params = filters.where(_day(filters.zone))
+    clauses = [where.removeprefix("WHERE ")] if where else []
+    for column, value in (("role", filters.role), ("kind", filters.kind)):
+        if value is not None:
+            clauses.append(f"{column} = ?")
+            params.append(value)
+    if filters.tool is not None:  # as --agent and the rest: any case (Bash is bash)
+        clauses.append("(lower(tool_name) = lower(?) OR tool_category = lower(?))")
+        params += [filters.tool, filters.tool]
+    return clauses, params
 
 
 def _found(con, q: Query, filters: SearchFilters, limit: int, mark=None, offset: int = 0) -> Hits:
@@ -222,15 +238,7 @@ def _found(con, q: Query, filters: SearchFilters, limit: int, mark=None, offset:
         unknown += [s for s in [_unknown_tool(con, filters.tool)] if s]
     if unknown:
         raise BadQuery("; ".join(unknown))
-    where, params = filters.where(_day(filters.zone))
-    clauses = [where.removeprefix("WHERE ")] if where else []
-    for column, value in (("role", filters.role), ("kind", filters.kind)):
-        if value is not None:
-            clauses.append(f"{column} = ?")
-            params.append(value)
-    if filters.tool is not None:  # as --agent and the rest: any case (Bash is bash)
-        clauses.append("(lower(tool_name) = lower(?) OR tool_category = lower(?))")
-        params += [filters.tool, filters.tool]
+    clauses, params = _kept(filters)
     for phrase in q.phrases:
         clauses.append("strpos(lower(body), ?) > 0")
         params.append(phrase.lower())

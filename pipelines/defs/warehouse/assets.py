@@ -14,6 +14,7 @@ from warehouse.catalog.build import configured_prices, refresh
 from warehouse.lake.config import settings_file
 from warehouse.land.ingest import merged_since, pending_token
 from pipelines.budget_check import DESCRIPTION as BUDGETS, budget_check_result, spend_of
+from pipelines.runner import repriced
 
 # Runs launched from the UI or the sensor update what depends on them, not only the CLI's.
 EAGER = dg.AutomationCondition.eager()
@@ -106,6 +107,8 @@ def tables_and_marts(context: dg.AssetExecutionContext, agentlake: AgentlakeReso
     # (left by a run from the UI or the sensor, it sent the next `agentlake ingest` with nothing
     # changed to merge again: docs/BENCHMARKS.md, "Figures behind the code's choices")
     merged_since(layout, token)
+    if result.repriced:  # as `agentlake ingest` and `merge` say it
+        context.log.info(repriced(layout))
     found = checks["found"]
     for table in ALL_TABLES:
         yield dg.MaterializeResult(asset_key=table.name, metadata={

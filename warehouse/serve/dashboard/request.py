@@ -119,7 +119,7 @@ def parse_request(query: str, projects: list[str], providers: list[str], path: s
         errors.append(f"since {days['since']} is after until {days['until']}: no day can match; both ignored")
         days = {}
     agent, old = params.get("agent", ""), params.get("provider", "")
-    if agent and old and agent != old:
+    if agent and old and agent.lower() != old.lower():
         errors.append(f"agent {agent!r} and provider {old!r} name different agents (provider is agent's older "
                       f"name); agent used")
     params["agent"] = agent or old
@@ -131,7 +131,7 @@ def parse_request(query: str, projects: list[str], providers: list[str], path: s
         # a name as typed, as the report and MCP take it: `Acme/WebShop` is acme-webshop, `Ana.Smith` ana-smith
         value = AS_STORED[key](typed) if typed and key in AS_STORED and typed not in known_values else typed
         if value and value not in known_values:
-            close = ", ".join(close_names(typed, known_values, 5))
+            close = ", ".join(close_names(value, known_values, 5))  # the stored form: Ana.Smyth is near ana-smith
             errors.append(f"unknown {key} {typed!r} (not in this lake{'; close ones: ' + close if close else ''}); ignored")
         elif value:
             chosen[key] = value
