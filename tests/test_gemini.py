@@ -440,7 +440,6 @@ def test_generated_home_totals(layout, tmp_path):
     assert scalar(layout, "SELECT COUNT(*) FROM tool_calls WHERE is_error") == truth.tool_errors
 
 
-
 def test_a_negative_count_leaves_its_response_unpriced_and_is_said_as_it_lands(layout, tmp_path):
     """A negative output was read as not recorded: the response was priced on its input alone.
     It is kept, not priced, and nulled with the source's warning; the other response is priced."""

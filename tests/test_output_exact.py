@@ -162,7 +162,6 @@ def test_report_by_day_is_each_days_exact_cost_and_the_table_rounds_it(lake, cap
     assert total[0] == "total" and Decimal(total[1]) == sum(truth.values()).quantize(Decimal("0.0001"), ROUND_HALF_UP)
 
 
-
 def test_a_cost_is_rounded_alike_on_every_surface_that_shows_four_places():
     """A new user's trial: a request of exactly $0.00465 read 0.0047 in the report and $0.0046 on
     the dashboard, its session page and MCP's open_session, which formatted the double
@@ -173,7 +172,8 @@ def test_a_cost_is_rounded_alike_on_every_surface_that_shows_four_places():
     from warehouse.serve.session_text import _money
 
     for value in (0.00465, Decimal("0.004650000"), 9.58565, 6.02565, 1234.56785, -0.00005, 0.0, 2.5):
-        expected = Decimal(repr(value) if isinstance(value, float) else value).quantize(Decimal("0.0001"), ROUND_HALF_UP)
+        digits = Decimal(repr(value) if isinstance(value, float) else value)  # as the report's table rounds it
+        expected = digits.quantize(Decimal("0.0001"), ROUND_HALF_UP)
         assert _for_display(value) == expected
         assert usd(value) == _money(value) == dollars(value) == f"${expected:,}"
     assert usd(None) == _money(None) == "unknown"
@@ -186,6 +186,7 @@ def test_a_cost_is_rounded_alike_on_every_surface_that_shows_four_places():
     for svg in (cost_over_time([(day, "shop", Decimal("0.00465"), None)], "day", "project", ["shop"]),
                 hbars([("shop", 0.00465, None)])):
         assert "$0.0047" in svg and "$0.0046" not in svg
+
 
 @pytest.fixture
 def nine_decimals(layout, built_once):

@@ -350,6 +350,7 @@ def test_a_window_the_index_holds_nothing_in_names_the_days_it_does(home):
     assert "nothing matches 'zebra' with these filters" in ran.stderr and "holds nothing" not in ran.stderr
     assert search(home / "warehouse.ducklake", "zebra", SearchFilters(since=first)).held is None
 
+
 def test_the_cli_counts_the_days_and_prints_the_times_of_tz(home, monkeypatch):
     # s-webhook is at 2026-01-02 00:00 UTC: 2026-01-01 19:00 in New York
     utc = _search(home, "stripe", "--since", "2026-01-01", "--until", "2026-01-01")

@@ -132,7 +132,8 @@ def parse_request(query: str, projects: list[str], providers: list[str], path: s
         value = AS_STORED[key](typed) if typed and key in AS_STORED and typed not in known_values else typed
         if value and value not in known_values:
             close = ", ".join(close_names(value, known_values, 5))  # the stored form: Ana.Smyth is near ana-smith
-            errors.append(f"unknown {key} {typed!r} (not in this lake{'; close ones: ' + close if close else ''}); ignored")
+            errors.append(f"unknown {key} {typed!r} (not in this lake{'; close ones: ' + close if close else ''}); "
+                          "ignored")
         elif value:
             chosen[key] = value
     top = DEFAULT_TOP
