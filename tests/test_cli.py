@@ -46,10 +46,13 @@ def test_ingest_reads_the_registry_then_sql_answers(home, project, tmp_path, cap
     assert main(["ingest"]) == 0
     out, err = capsys.readouterr()
     assert "[1/1] ok" in err and "sources: 1 ok, 0 unchanged, 0 skipped, 0 failed" in out
+    # the merge is said before it starts: its seconds were silent after the last source's line (a trial)
+    assert err.splitlines()[-1] == f"merging into {home / 'warehouse.ducklake'} (tables, marts, search index) ..."
     assert main(["sql", "SELECT project, cost_usd FROM sessions", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == [{"project": "cli-proj", "cost_usd": 0.125}]
     assert main(["ingest"]) == 0
-    assert "0 ok, 1 unchanged" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "0 ok, 1 unchanged" in out and "merging" not in err  # nothing new landed: a quick merge, not said
 
 
 def test_sql_formats(ingested, capsys):
