@@ -55,6 +55,11 @@ def test_budgets_are_read_with_their_scopes(tmp_path):
     ("[[budgets]]\nmonthly_usd = 5\nmachin = 'x'\n", "known: monthly_usd, project, user, agent (machine is a setting"),
     ("[[budgets]]\nmonthly_usd = 5\nuser = ''\n", "budget 1: user must be a name"),
     ("[[budgets]]\nmonthly_usd = 5\n[[budgets]]\nmonthly_usd = 6\n", "budget 2: a second budget for the team"),
+    # one name as typed twice: the table showed two rows for one user, the chart drew the first (a review)
+    ("[[budgets]]\nmonthly_usd = 5\nuser = 'dev'\n[[budgets]]\nmonthly_usd = 6\nuser = 'DEV'\n",
+     "budget 2: a second budget for the user DEV (user dev, as an ingest stores it)"),
+    ("[[budgets]]\nmonthly_usd = 5\nproject = 'Acme/Shop'\n[[budgets]]\nmonthly_usd = 6\nproject = 'acme-shop'\n",
+     "budget 2: a second budget for the project acme-shop"),
     ("budgets = 5\n", "budgets are [[budgets]] tables (double brackets: one per budget), each with monthly_usd"),
     ("[budgets]\nmonthly_usd = 500\n", "budgets are [[budgets]] tables (double brackets: one per budget)"),
 ])

@@ -42,7 +42,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from transforms.providers import PROVIDERS
-from warehouse.lake.layout import LANDING, RUNS, Layout
+from warehouse.lake.layout import AS_STORED, LANDING, RUNS, Layout
 from warehouse.lake.setting_names import KINDS, TOP_LEVEL, close_to, unknown_setting
 from warehouse.lake.prices import PriceError, Prices, parse_prices
 from warehouse.lake.pg_catalog import PostgresCatalogError
@@ -207,9 +207,11 @@ def _budgets(path: Path, entries) -> tuple[Budget, ...]:
         if scopes and (not isinstance(value, str) or not value):
             raise ConfigError(f"{where}: {scope} must be a name (a string)")
         budget = Budget(Decimal(str(amount)), scope, value)
-        if budget.name in seen:
-            raise ConfigError(f"{where}: a second budget for the {budget.name}")
-        seen.add(budget.name)
+        stored = (scope, AS_STORED[scope](value)) if scopes else ("team", None)  # `DEV` is dev's
+        if stored in seen:
+            raise ConfigError(f"{where}: a second budget for the {budget.name}"
+                              + (f" ({scope} {stored[1]}, as an ingest stores it)" if stored[1] != value else ""))
+        seen.add(stored)
         out.append(budget)
     return tuple(out)
 

@@ -61,6 +61,16 @@ def stored_project(name: str | None) -> str | None:
     return project_slug(name, name) if name else name
 
 
+def stored_agent(name: str | None) -> str | None:
+    """An agent as discovery names it: lower case (`Claude` is claude)."""
+    return name.lower() if name else name
+
+
+# each filter's or budget's name as an ingest stores it, by what it names: a filter, a budget and
+# the dashboard's parameters take a name as typed (`Acme/WebShop`, `Ana.Smith`, `Claude`)
+AS_STORED = {"project": stored_project, "user": stored_name, "machine": stored_name, "agent": stored_agent}
+
+
 def default_home(env=os.environ) -> Path:
     if env.get("AGENTLAKE_HOME"):
         return Path(env["AGENTLAKE_HOME"]).expanduser()

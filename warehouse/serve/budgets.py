@@ -8,21 +8,20 @@ from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
 
 from warehouse.lake.config import Budget
-from warehouse.lake.layout import stored_name, stored_project
+from warehouse.lake.layout import AS_STORED
 from warehouse.serve.report import SHARE_DECIMALS, Filters, cost_and_sessions, unknown_name
 
 OVER, PROJECTED_OVER, OK = "over", "projected over", "ok"
 # each scope's filter of the report (warehouse.serve.report.Filters) and column of `sessions`
 _FILTER = {"project": "project", "user": "user", "agent": "provider"}
 _COLUMN = {"project": "project", "user": '"user"', "agent": "provider"}
-_STORED = {"project": stored_project, "user": stored_name, "agent": str.lower}
+NANO = Decimal("0.000000001")  # costs carry nine decimals (DECIMAL(38,9))
 
 
 def scope_name(budget: Budget) -> str | None:
     """The name a budget is for as an ingest stores it (`project = "Acme/WebShop"` is acme-webshop,
     `user = "DEV"` dev, `agent = "Claude"` claude): what filters and the dashboard compare with."""
-    return _STORED[budget.scope](budget.value) if budget.scope != "team" else None
-NANO = Decimal("0.000000001")  # costs carry nine decimals (DECIMAL(38,9))
+    return AS_STORED[budget.scope](budget.value) if budget.scope != "team" else None
 
 
 @dataclass(frozen=True)

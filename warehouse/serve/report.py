@@ -14,7 +14,7 @@ from warehouse.lake.ducklake import sql_string
 from warehouse.serve.labels import NEVER_BILLED, label
 from warehouse.catalog.marts import create_block_views
 from warehouse.serve.local_days import local_date
-from warehouse.lake.layout import stored_name, stored_project
+from warehouse.lake.layout import stored_agent, stored_name, stored_project
 from warehouse.lake.zones import UTC
 from warehouse.serve.report_options import BREAKDOWNS, PERIODS
 
@@ -33,7 +33,7 @@ class Filters:
         for name in ("user", "machine"):  # as an ingest stored them: `--user Ana.Smith` is ana-smith
             object.__setattr__(self, name, stored_name(getattr(self, name)))
         object.__setattr__(self, "project", stored_project(self.project))  # acme/myapp is acme-myapp
-        object.__setattr__(self, "provider", self.provider.lower() if self.provider else self.provider)  # Claude
+        object.__setattr__(self, "provider", stored_agent(self.provider))  # Claude is claude
 
     def where(self, date_col: str = "date") -> tuple[str, list]:
         clauses, params = [], []

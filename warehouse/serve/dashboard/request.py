@@ -5,7 +5,7 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlencode
 
-from warehouse.lake.layout import stored_name, stored_project
+from warehouse.lake.layout import AS_STORED
 from warehouse.lake.zones import UTC, BadZone, check_zone
 from warehouse.serve.report import Filters, close_names
 from warehouse.serve.report_options import parse_day
@@ -76,7 +76,6 @@ TABLES = ("projects", "users", "sessions") + INSIGHTS
 
 # the form's fields
 FILTERS = ("since", "until", "project", "agent", "top", "user", "machine", "grain", "tz")
-AS_STORED = {"project": stored_project, "user": stored_name, "machine": stored_name, "agent": str.lower}
 # what else a page reads: `provider` is the agent filter's older name (links and bookmarks made
 # before it was `agent`); `sort` a table's order (a column header's link); `token` is the dashboard's own (warehouse.serve.dashboard.server). On a
 # session's page `machine` is the session's own (a store ingested on two machines), not a filter.
