@@ -862,7 +862,8 @@ def test_a_result_of_content_blocks_reads_as_its_text_in_the_transcripts(layout,
         user_line(SID, T0 + timedelta(seconds=9), CWD, [tool_result("toolu_task", blocks)]),
         *response(SID, T0 + timedelta(seconds=10), "msg_b", usage(10, 5), blocks=[twice]),
         user_line(SID, T0 + timedelta(seconds=11), CWD, [tool_result("toolu_twice", "first answer")]),
-        user_line(SID, T0 + timedelta(seconds=12), CWD, [tool_result("toolu_twice", "second answer")])])
+        user_line(SID, T0 + timedelta(seconds=12), CWD,
+                  [tool_result("toolu_twice", [{"type": "text", "text": "second answer"}])])])
     ingest(layout, homes={"claude": [home]})  # the session page reads session_summary
     assert scalar(layout, "SELECT tool_result FROM parts WHERE part_type = 'tool_result'").startswith('[{"type"')
     with connect(layout.warehouse) as con:
@@ -870,7 +871,7 @@ def test_a_result_of_content_blocks_reads_as_its_text_in_the_transcripts(layout,
                                   "source_id FROM sessions").fetchone()
         text = transcript(con, key, 0, Limits())
     assert "<- Task result toolu_task: It is in src/login.ts.\nLine 12." in text and '"type"' not in text
-    assert "toolu_twice: first answer" in text and "toolu_twice: second answer" in text
+    assert "<- Bash result toolu_twice: first answer" in text and "<- Bash result toolu_twice: second answer" in text
     server = make_server(layout.warehouse, port=0)
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
@@ -881,4 +882,6 @@ def test_a_result_of_content_blocks_reads_as_its_text_in_the_transcripts(layout,
         server.shutdown()
         server.server_close()
     assert "It is in src/login.ts.\nLine 12." in page and "&quot;type&quot;" not in page
+    # each answer read where it was written, under its call's name; the call named by its own row
     assert "<pre>first answer</pre>" in page and "<pre>second answer</pre>" in page
+    assert page.count("result of Bash (toolu_twice)") == 2 and "<b>Bash</b> <code>ls</code>" in page

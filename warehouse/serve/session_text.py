@@ -2,7 +2,9 @@
 open_session): its facts as the dashboard's session page gives them (transcript.find_session), then
 its messages in order, each with its text, reasoning, tool calls and results, and its cost."""
 
-from warehouse.serve.dashboard.transcript import find_session, readable_result, unique_by_id
+from dataclasses import dataclass
+
+from warehouse.serve.dashboard.transcript import answers, find_session, readable_result
 from warehouse.serve.formatting import dollars
 from warehouse.serve.labels import model_label, models_label
 
@@ -50,7 +52,7 @@ def _facts(key: str, found) -> list[str]:
     return lines
 
 
-def _part(row, clip, results: dict) -> str | None:
+def _part(row, clip, message_id: str, calls: "_Calls") -> str | None:
     kind, text, reasoning, call_id, tool, tool_input, result, is_error, shell, shell_out, shell_exit = row
     if kind == "text" and text:
         return clip(text)
@@ -59,11 +61,18 @@ def _part(row, clip, results: dict) -> str | None:
     if kind == "tool_call":
         return f"-> {tool} call {call_id}: {clip(tool_input or '')}"
     if kind == "tool_result":
-        shown = readable_result(result, results.get(call_id)) or ""
-        return f"<- {tool} {'error' if is_error else 'result'} {call_id}: {clip(shown)}"
+        shown = readable_result(result, calls.answers.get((call_id, message_id))) or ""
+        name = tool or calls.names.get(call_id) or "a tool"  # an answer without its call names none
+        return f"<- {name} {'error' if is_error else 'result'} {call_id}: {clip(shown)}"
     if kind == "shell_command":
         return f"$ {shell} (exit {shell_exit})\n{clip(shell_out or '')}"
     return None
+
+
+@dataclass
+class _Calls:
+    names: dict  # a call's tool, by its id
+    answers: dict  # an answer's text, by its call id and its message (transcript.answers)
 
 
 class NoMessageThere(LookupError):
@@ -91,8 +100,9 @@ def transcript(cur, key: str, offset: int, limits) -> str:
                            "ORDER BY message_id, part_index", args + [ids]).fetchall():
         parts.setdefault(row[0], []).append(row[1:])
     costs = dict(cur.execute(f"SELECT message_id, SUM(cost_usd) FROM usage {where} GROUP BY 1", args).fetchall())
-    results = unique_by_id(cur.execute(
-        f"SELECT tool_call_id, result_text FROM tool_calls {where} AND tool_call_id IS NOT NULL", args).fetchall())
+    calls = cur.execute(f"SELECT tool_call_id, tool_name, has_call, result_text, result_message_id FROM tool_calls "
+                        f"{where} AND tool_call_id IS NOT NULL", args).fetchall()
+    known = _Calls({r[0]: r[1] for r in calls if r[2]}, answers(calls))
 
     def clip(text: str) -> str:
         cut = len(text) - limits.cell_chars
@@ -104,7 +114,7 @@ def transcript(cur, key: str, offset: int, limits) -> str:
     for message_id, index, role, model, created in messages:
         head = f"[#{index} {role} {_when(created)}" + (f" {model_label(model)}" if model else "") + (
             f" cost {_money(costs[message_id])}" if costs.get(message_id) is not None else "") + "]"
-        block = "\n".join([head] + [t for p in parts.get(message_id, []) if (t := _part(p, clip, results))])
+        block = "\n".join([head] + [t for p in parts.get(message_id, []) if (t := _part(p, clip, message_id, known))])
         if blocks and len(block) + 1 > room:
             break
         blocks.append(block[:room])

@@ -2,7 +2,6 @@
 cost, its sub-agents linked; read for one session only, filtered by its project, days and ids
 so that DuckLake prunes to a few files."""
 
-from collections import Counter
 from datetime import timedelta
 
 from warehouse.lake.zones import UTC, clock
@@ -62,10 +61,12 @@ def session_page(con, req: Request) -> tuple[str, int]:
     parts = con.execute(f"SELECT message_id, part_index, part_type, text, reasoning, tool_call_id, tool_name, "
                         f"tool_result, is_error, finish_reason, shell_command, shell_output FROM parts {where} "
                         f"ORDER BY message_id, part_index LIMIT {PARTS_LIMIT + 1}", args).fetchall()
+    # the call's own row last, so that it names the call: an answer without its call (Claude Code's
+    # second answer to one) has a row of its own with the same id, its name and input none
     calls = con.execute(
         f"SELECT tool_call_id, tool_name, command, file_path, input, has_result, is_error, exit_code, result_size, "
-        f"result_text FROM tool_calls {where}", args).fetchall()
-    calls_by_id, results = {r[0]: r[1:] for r in calls}, unique_by_id(calls)  # results: each its own
+        f"result_text, result_message_id FROM tool_calls {where} ORDER BY has_call, called_at", args).fetchall()
+    calls_by_id, results = {r[0]: r[1:10] for r in calls}, answers(calls)
     costs = dict(con.execute(f"SELECT message_id, SUM(cost_usd) FROM usage {where} GROUP BY 1", args).fetchall())
     children = con.execute("SELECT session_id, title, created_at, cost_usd FROM sessions WHERE machine = ? AND "
                            "source_id = ? AND parent_session_id = ? ORDER BY created_at", [machine, source, sid]).fetchall()
@@ -130,8 +131,9 @@ def _message(m, parts, calls_by_id, results, cost, spawned) -> str:
             inner.append(_tool_call(call_id, tool_name, calls_by_id.get(call_id), spawned.get(call_id)))
         elif ptype == "tool_result":
             status = '<span class="bad">error</span>' if is_error else "result"
-            inner.append(f'<details class="result"><summary>{status} of {escaped(tool_name)} ({escaped(call_id)})</summary>'
-                         f"<pre>{_clip(readable_result(result, results.get(call_id)))}</pre></details>")
+            name = tool_name or (calls_by_id.get(call_id) or (None,))[0]
+            inner.append(f'<details class="result"><summary>{status} of {escaped(name)} ({escaped(call_id)})</summary>'
+                         f"<pre>{_clip(readable_result(result, results.get((call_id, message_id))))}</pre></details>")
         elif ptype == "shell_command":
             inner.append(f'<div class="call">$ {escaped(shell)}</div><pre>{_clip(shell_out)}</pre>')
         elif ptype == "finish" and finish and role == "assistant":
@@ -141,19 +143,18 @@ def _message(m, parts, calls_by_id, results, cost, spawned) -> str:
             f'<div class="meta">{meta}</div>{"".join(inner)}</div></div>')
 
 
-def unique_by_id(rows) -> dict:
-    """Rows by their first column, an id, where it names one row only: a call answered twice
-    (Claude Code's) has a row per answer, and neither is the other's (their parts keep their own)."""
-    seen = Counter(r[0] for r in rows)
-    return {r[0]: r[1:] for r in rows if seen[r[0]] == 1}
+def answers(rows) -> dict:
+    """Each answer's text (`result_text`) by its call id and the message that holds it
+    (`result_message_id`), from rows whose first column is the call id and last two those: a call
+    answered twice has a row per answer (Claude Code's), each read where it was written."""
+    return {(r[0], r[-1]): r[-2] for r in rows if r[-1] is not None}
 
 
-def readable_result(stored: str | None, call) -> str | None:
-    """A tool result as people read it: its call's text (`tool_calls.result_text`), where the part
-    keeps the agent's content as it was, a list of blocks as JSON (every Claude Code sub-agent's
-    result read `[{"type":"text","text":...}]`: a new user's trial); the stored value where the
-    text has nothing (an image alone)."""
-    text = call[-1] if call else None
+def readable_result(stored: str | None, text: str | None) -> str | None:
+    """A tool result as people read it: its text (`tool_calls.result_text`), where the part keeps
+    the agent's content as it was, a list of blocks as JSON (every Claude Code sub-agent's result
+    read `[{"type":"text","text":...}]`: a new user's trial); the stored value where the text has
+    nothing (an image alone)."""
     return text if text else stored
 
 
