@@ -332,14 +332,16 @@ def test_a_negative_counter_leaves_the_session_unpriced_and_is_said_as_it_lands(
     folder = tmp_path / "g" / "sessions"
     conn = create_goose_db(folder / "sessions.db")
     add_session(conn, "s1", "/home/dev/shop", model="gemini-2.5-pro", provider="google", acc=(-100, 50, 180))
-    # a total alone, out of range (a review): a known $0 of no counts at all, where it was unknown
+    # a total alone, out of range (a review): a known $0 of no counts at all, where it was unknown; a
+    # total is a check on the two counts, read as not recorded, and said
     add_session(conn, "s2", "/home/dev/shop", model="gemini-2.5-pro", provider="google", acc=(None, None, -1))
     add_message(conn, "s2", "assistant", [text("done")], created=T)
     conn.commit()
     conn.close()
     [result] = goose(layout, tmp_path / "g").results
     assert query(layout, "SELECT session_id, input_uncached_tokens, output_tokens, reasoning_tokens, total_tokens, "
-                         "cost_usd, cost_source FROM usage ORDER BY 1") == [
-        ("s1", None, 50, None, 50, None, "unknown"), ("s2", None, None, None, None, None, "unknown")]
+                         "cost_usd, cost_source FROM usage ORDER BY 1") == [("s1", None, 50, None, 50, None, "unknown")]
     assert query(layout, "SELECT cost_usd, cost_source FROM sessions") == [(None, "unknown")] * 2
+    assert [w for w in result.warnings if w.startswith("accumulated_total_tokens out of range (negative or over "
+                                                       "10^12) in 1 session: read as not recorded")], result.warnings
     assert [w for w in result.warnings if "out of range nulled" in w and "input_uncached_tokens" in w], result.warnings

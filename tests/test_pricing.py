@@ -44,19 +44,20 @@ def test_a_token_count_out_of_range_leaves_a_request_or_a_total_unpriced():
     assert price_buckets(good, "claude-sonnet-4-5", "anthropic", None).cost_source == "estimated"
 
 
-def test_six_agents_keep_a_negative_count_where_it_belongs_and_leave_the_request_unpriced():
-    """Droid, Copilot, Amp, Goose, Kilo and Gemini (Qwen's reader too) read a negative count as not
-    recorded: its request
-    was priced on the other counts as if it had none (a negative output, added to reasoning or
-    subtracted from an input, came out as some other number). Each now keeps the count as written
-    in its own column, takes it into no sum, and leaves the request unpriced, as OpenCode's and
-    pi's (whose stores have written one) are: the lake nulls it with the source's warning."""
+def test_seven_agents_keep_a_negative_count_where_it_belongs_and_leave_the_request_unpriced():
+    """Droid, Copilot, Amp, Goose, Kilo, Kimi and Gemini (Qwen's reader too) read a negative count as
+    not recorded: its request was priced on the other counts as if it had none (Kimi's was no request
+    at all; a negative output, added to reasoning or subtracted from an input, came out as some other
+    number). Each now keeps the count as written in its own column, takes it into no sum, and leaves
+    the request unpriced, as OpenCode's and pi's (whose stores have written one) are: the lake nulls
+    it with the source's warning."""
     from transforms.amp.normalise import message_buckets
     from transforms.copilot.normalise import usage_buckets as copilot
     from transforms.droid.normalise import usage_buckets as droid
     from transforms.gemini.genai import usage_buckets as gemini
     from transforms.goose.normalise import session_buckets as goose
     from transforms.kilo.normalise import request_buckets as kilo
+    from transforms.kimi.normalise import usage_buckets as kimi
 
     cases = [
         (droid({"inputTokens": 100, "outputTokens": -7, "thinkingTokens": 20}),
@@ -80,14 +81,17 @@ def test_six_agents_keep_a_negative_count_where_it_belongs_and_leave_the_request
         (kilo({"tokensIn": -500, "tokensOut": 10, "cacheReads": 100}, None),
          Buckets(input_uncached=-500, cache_read=100, output=10)),
         (kilo({"tokensIn": 500, "tokensOut": -10.0}, None), Buckets(input_uncached=500, output=-10)),
-        # a Goose total out of range: the reasoning it would show is out of range with it
-        (goose({"accumulated_input_tokens": 100, "accumulated_output_tokens": 50, "accumulated_total_tokens": -1}),
-         Buckets(input_uncached=100, output=50, reasoning=-1)),
-        (goose({"accumulated_total_tokens": 10**13}), Buckets(reasoning=10**13)),
+        (kimi({"input_other": -5, "output": 10}), Buckets(input_uncached=-5, output=10)),
     ]
     for got, kept in cases:
         assert got == kept and got.out_of_range
+        assert all(v is None or type(v) is int for v in vars(got).values())  # Kilo's -10.0 is the count -10
         assert price_buckets(got, "claude-sonnet-4-5", "anthropic", AT).cost_source == "unknown"
+    # a total is a check on the counts (Goose's, Gemini's): one out of range is read as not recorded
+    assert goose({"accumulated_input_tokens": 100, "accumulated_output_tokens": 50,
+                  "accumulated_total_tokens": -1}) == Buckets(input_uncached=100, output=50)
+    assert goose({"accumulated_total_tokens": 10**13}) is None
+    assert gemini(100, 0, 5, 40, 0, -1) == Buckets(input_uncached=100, cache_read=0, output=45, reasoning=40)
     # counts in range are read as before: a count of 2^63 or more still cannot be kept
     assert droid({"inputTokens": 100, "outputTokens": 50, "thinkingTokens": 20}) == Buckets(
         input_uncached=100, output=70, reasoning=20)

@@ -80,15 +80,21 @@ def session_buckets(cols: dict) -> Buckets | None:
     """The session's accumulated counters in disjoint buckets; None when not recorded."""
     inp, out = _int(cols.get("accumulated_input_tokens")), _int(cols.get("accumulated_output_tokens"))
     total = _int(cols.get("accumulated_total_tokens"))
+    if not in_range(total):  # only a check on the two, as Gemini's: read as not recorded (said: bad_total)
+        total = None
     if inp is None and out is None and total is None:
         return None
     if not all(map(in_range, (inp, out))):  # kept as written: unpriced, nulled as it lands
         return Buckets(input_uncached=inp, output=out)
-    if not in_range(total):  # the reasoning it would show beyond the two is out of range with it: kept so
-        return Buckets(input_uncached=inp, output=out, reasoning=total)  # (a known $0 of an empty Buckets was not)
     extra = max(0, (total or 0) - (inp or 0) - (out or 0))
     output = None if out is None and not extra else (out or 0) + extra
     return Buckets(input_uncached=inp, output=output, reasoning=extra or None)
+
+
+def bad_total(cols: dict) -> bool:
+    """An accumulated total out of range (negative, over 10^12), which session_buckets reads as not
+    recorded: counted, and said in the source's notes."""
+    return not in_range(_int(cols.get("accumulated_total_tokens")))
 
 
 def model_of(cols: dict) -> str | None:
@@ -136,6 +142,7 @@ class _Normaliser:
         self.out = {t: [] for t in ("sessions", "messages", "parts", "tool_calls", "usage", "quarantine")}
         self.names: dict[str, str] = {}
         self.garbled = 0
+        self.bad_totals = 0
         self.pending: dict[tuple[str, str], dict] = {}  # tool calls waiting for their result
 
     def lineage(self, session: Session, table: str, rowid: int) -> dict:
@@ -163,6 +170,11 @@ class _Normaliser:
         if self.garbled:
             self.findings.notes.append(f"{self.garbled} session costs that are not a number: not a native cost "
                                        "(priced from the tokens where possible, else unknown)")
+        if self.bad_totals:
+            many = "s" if self.bad_totals > 1 else ""
+            self.findings.notes.append(f"accumulated_total_tokens out of range (negative or over 10^12) in "
+                                       f"{self.bad_totals} session{many}: read as not recorded, no reasoning beyond "
+                                       "input and output")
         return self.out, self.findings
 
     def session(self, s: Session) -> None:
@@ -178,6 +190,7 @@ class _Normaliser:
             self.message(s, m, index, seen)
         model, provider = model_of(cols), _str(cols.get("provider_name"))
         buckets = session_buckets(cols)
+        self.bad_totals += bad_total(cols)
         cost, garbled = native_cost(cols.get("accumulated_cost"))
         self.garbled += garbled
         if cost is not None:

@@ -138,12 +138,14 @@ def expected_parts(events: list[Event]) -> int:
 
 
 def usage_buckets(usage) -> Buckets | None:
+    """A status update's counts; None when it holds none (a plan-mode or MCP status). A count out of
+    range (negative) is kept as written: its request is not priced, and the lake nulls it with the
+    source's warning (it was read as no request at all, and its session's cost left it out)."""
     if not isinstance(usage, dict):
         return None
     counts = {k: usage.get(k) for k in ("input_other", "output", "input_cache_read", "input_cache_creation")}
-    if not all(v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0) for v in counts.values()) \
-            or not any(counts.values()):
-        return None
+    if any(v is not None and jsontext.int64_or_none(v) is None for v in counts.values()) or not any(counts.values()):
+        return None  # not a count (text, a float, a bool): no request
     return Buckets(input_uncached=counts["input_other"], cache_read=counts["input_cache_read"],
                    cache_write_5m=counts["input_cache_creation"], output=counts["output"])
 
