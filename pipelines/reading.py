@@ -162,12 +162,18 @@ def _query_text(args) -> tuple[str, str]:
     return text, source
 
 
-def cmd_report(args) -> int:
-    if args.provider_old is not None:  # --agent's first name
+def _one_agent(args) -> None:
+    """--agent, or --provider (its first name) in its place: both, naming different agents, is a
+    usage error (`report` and `search` alike)."""
+    if args.provider_old is not None:
         if args.provider is not None and args.provider.lower() != args.provider_old.lower():
             raise UsageError(f"--agent {args.provider} and --provider {args.provider_old} name different agents "
                              "(--provider is --agent's older name): give one")
         args.provider = args.provider_old
+
+
+def cmd_report(args) -> int:
+    _one_agent(args)
     zone = report_zone(args)
     if args.budgets:
         return _report_budgets(args, zone)
@@ -467,8 +473,7 @@ def search_index_of(layout: Layout) -> Path:
 
 
 def cmd_search(args) -> int:
-    if args.provider_old is not None:  # --agent's first name
-        args.provider = args.provider or args.provider_old
+    _one_agent(args)
     zone = report_zone(args)
     since, until = _window(args, zone)  # the usage errors first: they load no DuckDB
     if since and until and since > until:

@@ -103,7 +103,6 @@ class PrintingReporter:
         print(f"[{self.done:>{width}}/{self.total}] {result.status:<9} {s.provider:<{PROVIDER_WIDTH}} {s.project:<24} "
               f"{detail} ({result.duration_s:.2f}s)", file=self.stream, flush=True)
 
-
     def merging(self, layout: Layout) -> None:
         """Said before the merge: its tables, marts and search index took seconds of silence after
         the last source's line (a heavy user's trial: 6 s after `[231/231]`)."""

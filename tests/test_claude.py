@@ -811,7 +811,8 @@ def test_the_cache_share_counts_only_the_requests_that_record_a_cache(layout, tm
     requests that record a cache and their input, as insight_cache_efficiency does."""
     from tests.conftest import ingest
     from warehouse.lake.ducklake import connect, writing
-    from warehouse.serve.dashboard.headline import Window, headline_figures
+    from warehouse.serve.dashboard.headline import _TRENDS, TREND_FIGURES, Window, _cache_share, headline_figures
+    from warehouse.serve.dashboard.page_parts import filtered_rows
     from warehouse.serve.report import Filters
 
     home = tmp_path / "claude"
@@ -836,7 +837,9 @@ def test_the_cache_share_counts_only_the_requests_that_record_a_cache(layout, tm
             con.execute(f"ALTER TABLE token_usage DROP COLUMN {column}")
     with connect(layout.warehouse) as con:
         before, _ = headline_figures(con, Filters(), Window(day, day, ""))
+        trends = filtered_rows(con, _cache_share(_TRENDS, con), Filters())  # the trends' query too
     assert (before.cache_read, before.input, before.requests) == (3000, 4500 + 7000, 2)
+    assert [dict(zip(("date", *TREND_FIGURES), r))["input"] for r in trends] == [4500 + 7000]
 
 
 def test_a_result_of_content_blocks_reads_as_its_text_in_the_transcripts(layout, tmp_path):

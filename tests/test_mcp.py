@@ -148,9 +148,10 @@ def test_a_search_without_hits_offers_nothing_to_open(served):
     assert not error and first == "showing 0 of 0 hits; nothing matches with these filters", first
     # days that hold no document are named with those that do, as `agentlake search` names them
     first, _, error = served.call("search_history", query="login", since="2030-01-01")
-    assert not error and re.search(r"; the index holds nothing in these days: its messages and tool calls of these "
-                                   r"filters are from "
+    assert not error and re.search(r"; the index holds nothing in these days: its messages and tool calls are from "
                                    r"\d{4}-\d\d-\d\d to \d{4}-\d\d-\d\d$", first), first
+    first = served.call("search_history", query="login", since="2030-01-01", agent="claude")[0]
+    assert "its messages and tool calls of these filters are from" in first, first  # as the CLI says it
 
 
 def test_open_session_shows_the_transcript(served):

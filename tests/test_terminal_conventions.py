@@ -86,6 +86,11 @@ def test_report_agent_is_the_filter_and_provider_still_works(lake):
     assert by_agent["totals"][0]["root_sessions"] == 3  # cw-native, cw-estimated, cw-unknown
     both = run_cli("report", "--home", lake.home, "--agent", "codewhale", "--provider", "crush")
     assert both.returncode == 2 and "--agent codewhale and --provider crush name different agents" in both.stderr
+    # the one agent in two cases is one agent; search refuses two as report does (a review)
+    same, _ = _json(lake, "--agent", "CodeWhale", "--provider", "codewhale", "--by", "agent")
+    assert same == by_agent
+    both = run_cli("search", "--home", lake.home, "cost", "--agent", "codewhale", "--provider", "crush")
+    assert both.returncode == 2 and "--agent codewhale and --provider crush name different agents" in both.stderr
     wrong = run_cli("report", "--home", lake.home, "--agent", "codewhal")
     assert wrong.returncode == 2 and "no agent 'codewhal' in the warehouse; close ones: codewhale" in wrong.stderr
     helped = run_cli("report", "--help").stdout

@@ -261,8 +261,9 @@ class Tools:
             head += "; nothing matches with these filters"
             if hits.held:
                 first, last = hits.held
-                head += (f"; the index holds nothing in these days: its messages and tool calls of these "
-                         f"filters are from {first} to {last}")
+                scoped = " of these filters" if any((f.project, f.provider, f.user)) else ""
+                head += (f"; the index holds nothing in these days: its messages and tool calls{scoped} are "
+                         f"from {first} to {last}")
         return self._answer(head, body)
 
     def open_session(self, session: str, offset: int = 0) -> str:

@@ -89,9 +89,13 @@ CACHE_SHARE_BEFORE = (f"SUM(COALESCE(cache_read_tokens, 0)) AS cache_read, SUM({
 
 def _cache_share(sql: str, con) -> str:
     """`sql` with the cache share's query as this warehouse's token_usage can answer it."""
-    counted = con.execute("SELECT COUNT(*) FROM information_schema.columns WHERE table_name = 'token_usage' "
-                          "AND column_name = 'cache_input_tokens'").fetchone()[0]
-    return sql.replace("{cache_share}", CACHE_SHARE if counted else CACHE_SHARE_BEFORE)
+    # the lake's mart, or the temporary one a zone's page computes by the current SQL
+    has_counts = con.execute("SELECT COUNT(*) FROM duckdb_columns() WHERE database_name IN (current_database(), "
+                             "'temp') AND table_name = 'token_usage' AND column_name = 'cache_input_tokens'"
+                             ).fetchone()[0]
+    return sql.replace("{cache_share}", CACHE_SHARE if has_counts else CACHE_SHARE_BEFORE)
+
+
 # failed tool calls as the tool chart counts them
 FAILED_CALLS = "SUM(calls) AS calls, SUM(failed) AS failed FROM tool_usage"
 
