@@ -743,3 +743,44 @@ def test_a_symlinked_month_folder_is_read(layout, tmp_path):
     assert source.path == str(moved / "02" / rollout.name)
     ingest_tables(layout, homes={"codex": [home]})
     assert query(layout, "SELECT COUNT(*), SUM(total_tokens) FROM sessions") == [(1, 19920)]
+
+
+def test_discovery_reads_a_rollouts_first_line_only(tmp_path, monkeypatch):
+    """Discovery reads each rollout's session_meta line at every run. It read 1 MiB of every file
+    to find that line's end: a heavy Codex user's 4,000 rollouts of a few MB each were 4 GB of reads
+    per no-op run. It reads to the line's end now; a line longer than the cap is still no head."""
+    import builtins
+
+    from transforms.jsontext import first_line
+
+    path = tmp_path / "rollout.jsonl"
+    meta = {"type": "session_meta", "payload": {"id": "s1", "instructions": "x" * 30_000}}
+    path.write_text(json.dumps(meta) + "\r\n" + (json.dumps({"type": "event_msg", "payload": "y" * 5000}) + "\n") * 400)
+    read = []
+    opened = builtins.open
+
+    class Counted:
+        def __init__(self, fh):
+            self.fh = fh
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.fh.close()
+
+        def readline(self, size=-1):
+            line = self.fh.readline(size)
+            read.append(self.fh.tell())  # what the buffered file took from the disk, to the line's end
+            return line
+
+        def read(self, size=-1):
+            data = self.fh.read(size)
+            read.append(self.fh.tell())
+            return data
+
+    monkeypatch.setattr(builtins, "open", lambda *a, **k: Counted(opened(*a, **k)))
+    assert first_line(path) == meta
+    monkeypatch.undo()
+    assert read and max(read) < 40_000 < path.stat().st_size  # its first line, not the 2 MB file's first MiB
+    assert first_line(path, cap=1000) is None  # cut short by the cap: not JSON, no head
