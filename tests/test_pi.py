@@ -378,3 +378,19 @@ def test_a_sub_agents_usage_in_a_tool_result_is_not_added(layout, tmp_path):
     assert query(layout, "SELECT COUNT(*), SUM(input_uncached_tokens) FROM usage") == [(1, 100)]
     assert query(layout, "SELECT tool_category, has_result FROM tool_calls") == [("agent", True)]
     assert scalar(layout, "SELECT cost_usd FROM sessions") == pytest.approx(b.requests[0][1])
+
+
+def test_the_header_is_the_first_json_line_read_to_its_end_within_the_cap(tmp_path):
+    """Discovery reads each session file's header at every run: line by line now, where it read
+    1 MiB of every file (a heavy user's large sessions, at every no-op run)."""
+    from transforms.jsontext import FIRST_LINE_CAP
+    from transforms.pi.discover import read_header
+
+    header = {"type": "session", "id": "abc", "cwd": "/work/shop"}
+    path = tmp_path / "s.jsonl"
+    path.write_text("not json\n" + json.dumps(header) + "\n" + (json.dumps({"type": "message"}) + "\n") * 5)
+    assert read_header(path) == header  # pi's loader skips a line it cannot parse
+    path.write_text(json.dumps({"type": "message"}) + "\n" + json.dumps(header) + "\n")
+    assert read_header(path) is None  # the first JSON line is no session header
+    path.write_text("x" * FIRST_LINE_CAP + "\n" + json.dumps(header) + "\n")
+    assert read_header(path) is None  # beyond the cap: not looked for
