@@ -746,9 +746,10 @@ def test_a_symlinked_month_folder_is_read(layout, tmp_path):
 
 
 def test_discovery_reads_a_rollouts_first_line_only(tmp_path, monkeypatch):
-    """Discovery reads each rollout's session_meta line at every run. It read 1 MiB of every file
-    to find that line's end: a heavy Codex user's 4,000 rollouts of a few MB each were 4 GB of reads
-    per no-op run. It reads to the line's end now; a line longer than the cap is still no head."""
+    """Discovery reads each rollout's session_meta line at every run. It read the cap's worth of
+    every file to find that line's end: a heavy Codex user's thousands of large rollouts were
+    gigabytes of reads per no-op run (docs/BENCHMARKS.md). It reads to the line's end now; a line
+    longer than the cap is still no head."""
     import builtins
 
     from transforms.jsontext import first_line
@@ -782,5 +783,5 @@ def test_discovery_reads_a_rollouts_first_line_only(tmp_path, monkeypatch):
     monkeypatch.setattr(builtins, "open", lambda *a, **k: Counted(opened(*a, **k)))
     assert first_line(path) == meta
     monkeypatch.undo()
-    assert read and max(read) < 40_000 < path.stat().st_size  # its first line, not the 2 MB file's first MiB
+    assert read and max(read) < 40_000 < path.stat().st_size  # its first line, not the cap's worth of the file
     assert first_line(path, cap=1000) is None  # cut short by the cap: not JSON, no head

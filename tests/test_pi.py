@@ -382,7 +382,7 @@ def test_a_sub_agents_usage_in_a_tool_result_is_not_added(layout, tmp_path):
 
 def test_the_header_is_the_first_json_line_read_to_its_end_within_the_cap(tmp_path):
     """Discovery reads each session file's header at every run: line by line now, where it read
-    1 MiB of every file (a heavy user's large sessions, at every no-op run)."""
+    FIRST_LINE_CAP of every file (a heavy user's large sessions, at every no-op run)."""
     from transforms.jsontext import FIRST_LINE_CAP
     from transforms.pi.discover import read_header
 

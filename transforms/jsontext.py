@@ -131,7 +131,7 @@ def first_line(path, cap: int = FIRST_LINE_CAP):
     """The decoded JSON of a file's first line (read to `cap` bytes at most), or None when the file
     cannot be read or the line is not JSON: discovery reads only a log's head."""
     try:
-        with open(path, "rb") as fh:  # to its end only: a read of `cap` took 1 MiB of every rollout
+        with open(path, "rb") as fh:  # to its end only: a read of `cap` took that much of every rollout
             line = fh.readline(cap).rstrip(b"\r\n")  # at every discovery (docs/BENCHMARKS.md)
         return loads(line.decode("utf-8", "replace"))
     except (OSError, ValueError, RecursionError):

@@ -49,7 +49,7 @@ def read_header(path: Path) -> dict | None:
     """The `session` header: the first line that is a JSON object (pi's loader skips lines it
     cannot parse), or None (extract quarantines such a file)."""
     try:
-        with open(path, "rb") as fh:  # line by line, to FIRST_LINE_CAP in all: not 1 MiB of every file
+        with open(path, "rb") as fh:  # line by line, to FIRST_LINE_CAP in all: not that much of every file
             lines = iter(lambda: fh.readline(max(FIRST_LINE_CAP - fh.tell(), 0)), b"")
             for line in lines:
                 try:
