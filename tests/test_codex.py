@@ -770,6 +770,9 @@ def test_discovery_reads_a_rollouts_first_line_only(tmp_path, monkeypatch):
         def __exit__(self, *exc):
             self.fh.close()
 
+        def tell(self):
+            return self.fh.tell()
+
         def readline(self, size=-1):
             line = self.fh.readline(size)
             read.append(self.fh.tell())  # what the buffered file took from the disk, to the line's end

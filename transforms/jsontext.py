@@ -127,12 +127,19 @@ def count_or_none(v) -> int | None:
 FIRST_LINE_CAP = 1 << 20
 
 
+def head_lines(path, cap: int = FIRST_LINE_CAP):
+    """A file's lines, without their ends, to `cap` bytes in all: each read to its end only (a read
+    of `cap` took that much of every log at every discovery: docs/BENCHMARKS.md). Raises OSError."""
+    with open(path, "rb") as fh:
+        while fh.tell() < cap and (line := fh.readline(cap - fh.tell())):
+            yield line.rstrip(b"\r\n")
+
+
 def first_line(path, cap: int = FIRST_LINE_CAP):
     """The decoded JSON of a file's first line (read to `cap` bytes at most), or None when the file
     cannot be read or the line is not JSON: discovery reads only a log's head."""
     try:
-        with open(path, "rb") as fh:  # to its end only: a read of `cap` took that much of every rollout
-            line = fh.readline(cap).rstrip(b"\r\n")  # at every discovery (docs/BENCHMARKS.md)
+        line = next(head_lines(path, cap), b"")
         return loads(line.decode("utf-8", "replace"))
     except (OSError, ValueError, RecursionError):
         return None

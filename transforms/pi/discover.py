@@ -49,16 +49,13 @@ def read_header(path: Path) -> dict | None:
     """The `session` header: the first line that is a JSON object (pi's loader skips lines it
     cannot parse), or None (extract quarantines such a file)."""
     try:
-        with open(path, "rb") as fh:  # line by line, to FIRST_LINE_CAP in all: not that much of every file
-            lines = iter(lambda: fh.readline(max(FIRST_LINE_CAP - fh.tell(), 0)), b"")
-            for line in lines:
-                try:
-                    obj = jsontext.loads(line.decode("utf-8", "replace"))
-                except (ValueError, RecursionError):
-                    continue
-                ok = (isinstance(obj, dict) and obj.get("type") == "session" and isinstance(obj.get("id"), str)
-                      and obj["id"])
-                return obj if ok else None
+        for line in jsontext.head_lines(path, FIRST_LINE_CAP):
+            try:
+                obj = jsontext.loads(line.decode("utf-8", "replace"))
+            except (ValueError, RecursionError):
+                continue
+            ok = isinstance(obj, dict) and obj.get("type") == "session" and isinstance(obj.get("id"), str) and obj["id"]
+            return obj if ok else None
     except OSError:
         return None
     return None
