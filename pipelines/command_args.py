@@ -50,6 +50,7 @@ def discover_options(args, layout: Layout) -> DiscoverOptions:
         extra_roots=merge_paths(flags_roots, config.extra_roots),
         use_default=not args.no_default and config.use_default,
         project_names=config.project_names,
+        cache_root=layout.cache_dir,
     )
 
 

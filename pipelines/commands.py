@@ -185,7 +185,7 @@ def cmd_demo(args) -> int:
     settings = settings_file(layout)
     names = load_config(settings).project_names if settings.exists() else {}
     options = DiscoverOptions(env={}, extra_roots={p: (str(root / d),) for p, d in HOMES.items()},
-                              use_default=False, project_names=names)
+                              use_default=False, project_names=names, cache_root=layout.cache_dir)
     # so that `agentlake dev` on this home finds the demo's stores: in quickstart's <home>/demo, or a
     # home named for the demo with --home; never a home only defaulted to (it may be the one your
     # own agents' data goes to later, which `use_default = false` would hide)

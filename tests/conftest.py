@@ -314,9 +314,10 @@ def project(tmp_path):
             pass
 
 
-def options_for(*stores, roots=(), codewhale_homes=(), homes=None) -> DiscoverOptions:
+def options_for(*stores, roots=(), codewhale_homes=(), homes=None, cache_root=None) -> DiscoverOptions:
     """Options that discover the named stores only (never the machine's own data).
-    `homes` maps other providers to their agent homes (`{"claude": [dir]}`)."""
+    `homes` maps other providers to their agent homes (`{"claude": [dir]}`); `cache_root`: the
+    home's caches, as the CLI gives them (Layout.cache_dir)."""
     extra_roots = {"crush": tuple(map(str, roots)), "codewhale": tuple(map(str, codewhale_homes))}
     for provider, paths in (homes or {}).items():
         extra_roots[provider] = extra_roots.get(provider, ()) + tuple(map(str, paths))
@@ -325,6 +326,7 @@ def options_for(*stores, roots=(), codewhale_homes=(), homes=None) -> DiscoverOp
         extra_stores={"crush": tuple(map(str, stores))},
         extra_roots=extra_roots,
         use_default=False,
+        cache_root=cache_root,
     )
 
 
@@ -338,7 +340,8 @@ def ingest(layout: Layout, *stores, roots=(), full_refresh=False, codewhale_home
     monkeypatched code is the code that runs. `marts=False` merges the tables only, for tests that
     read nothing else (the marts and the search index stay pending, as after a merge stopped between
     the two: the next merge with marts builds them)."""
-    sources, problems = discover_only(*stores, roots=roots, codewhale_homes=codewhale_homes, homes=homes)
+    sources, problems = discover_only(*stores, roots=roots, codewhale_homes=codewhale_homes, homes=homes,
+                                      cache_root=layout.cache_dir)
     summary = ingest_all(sources, layout, full_refresh=full_refresh, problems=problems, workers=workers)
     refresh(layout.lake, layout.warehouse, marts=marts)
     return summary

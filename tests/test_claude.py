@@ -18,7 +18,8 @@ from transforms.synth.claude import (
     assistant_lines, base, generate_home, project_slug, tool_result, tool_use, usage, user_line, write_jsonl,
 )
 from transforms.pricing import Buckets, price_buckets
-from transforms.provider import DiscoverOptions
+from transforms.provider import AgentProvider, DiscoverOptions
+from transforms.providers import PROVIDERS
 from warehouse.land.ingest import ingest_all
 from warehouse.catalog.build import refresh
 
@@ -415,8 +416,7 @@ def test_an_appended_source_ingests_like_a_cold_read(layout, tmp_path):
     write_jsonl(path, [user_line(SID, T0 + timedelta(hours=2), CWD, "and now?")]
                 + response(SID, T0 + timedelta(hours=2), "msg_late", usage(4, 40)))
     ingest_tables(layout, homes={"claude": [home]})
-    caches = list((layout.cache_dir).rglob("*.pkl"))
-    assert len(caches) == 1
+    assert len(list(layout.cache_dir.rglob("files/*.pkl"))) == 1  # the transcript's reads, one cache
     cold = Layout.resolve(home=tmp_path / "cold")
     ingest_tables(cold, homes={"claude": [home]})
     for table in ("sessions", "messages", "parts", "tool_calls", "usage"):
@@ -583,6 +583,16 @@ def test_odd_values_are_tolerated(layout, tmp_path):
     assert scalar(layout, "SELECT COUNT(*) FROM parts WHERE NOT is_known_type") == 2  # the number and the typeless block
 
 
+def older_release(monkeypatch) -> None:
+    """Claude Code as the releases before families landed it: a project directory, one source."""
+
+    class Older(ClaudeProvider):
+        discover = AgentProvider.discover
+        takes_cached_notes = True
+
+    monkeypatch.setitem(PROVIDERS, "claude", Older())
+
+
 def _other_session(sid: str) -> str:
     """The fixture as another session: its ids changed, its figures the same."""
     return (FIXTURE.lstrip().replace(SID, sid).replace("b2f0c6de", sid[:8]).replace("msg_01QxYz", f"msg_{sid[:6]}")
@@ -603,6 +613,7 @@ def test_a_backup_home_counts_each_session_once(layout, tmp_path, monkeypatch):
     (project(backup) / f"{SID}.jsonl").write_text("\n".join(FIXTURE.lstrip().splitlines()[:3]) + "\n")
     with monkeypatch.context() as before:  # landed alone first, named by its path, as releases before did
         before.setattr("transforms.claude.discover.identity", str)
+        older_release(before)
         ingest_tables(layout, homes={"claude": [backup]})
     assert query(layout, "SELECT COUNT(*) FROM sessions") == [(2,)]
     (source,) = discover({"CLAUDE_CONFIG_DIR": str(live)}, extra_roots=[str(backup)]).sources
@@ -610,8 +621,8 @@ def test_a_backup_home_counts_each_session_once(layout, tmp_path, monkeypatch):
     assert source.identity == f"projects/{project_slug(CWD)}"  # whichever homes hold it
     (result,) = ingest_tables(layout, homes={"claude": [live, backup]}).results
     assert result.status == "ok", result.error
-    assert any(w.startswith("took over 1 sources landed before under other ids") for w in result.warnings), \
-        result.warnings
+    assert any(w.startswith("took over 2 sessions from the project's source of an older release")
+               for w in result.warnings), result.warnings
     # each session once: the live one whole (its larger copy), the old one from the backup
     assert query(layout, "SELECT session_id, COUNT(*) FROM sessions GROUP BY ALL ORDER BY 1") == [(old, 1), (SID, 1)]
     assert query(layout, "SELECT COUNT(DISTINCT source_id) FROM sessions") == [(1,)]

@@ -207,6 +207,11 @@ def test_a_demo_of_another_seed_or_size_replaces_the_one_there(tmp_path, monkeyp
     assert "generating" not in err and "replacing" not in err and " 0 ok," in out
     assert _sessions(capsys, home) == replaced
 
+    # the first demo again, in the same folders: none of the replaced one's sessions comes back
+    # (Claude Code's families kept the transcripts they had read in a cache of their own)
+    assert main(["demo", "--home", str(home), "--quiet", "--projects", "1", "--sessions", "1"]) == 0
+    assert _sessions(capsys, home) == old
+
 
 def test_a_demo_is_never_written_into_a_lake_on_object_storage(tmp_path, monkeypatch, capsys):
     """A team's bucket (`$AGENTLAKE_LAKE`, `--lake s3://...`) is nobody's place for generated

@@ -1,7 +1,8 @@
 """One source per agent and project, for the agents that keep a file per session.
 
-Codex, Gemini CLI, Qwen Code, Copilot CLI, Amp, Droid, Kilo Code, Codebuff, pi and CodeWhale keep a
-file (or a small tree of them) per session, and their discoveries return a source per session.
+Claude Code, Codex, Gemini CLI, Qwen Code, Copilot CLI, Amp, Droid, Kilo Code, Codebuff, pi and
+CodeWhale keep a file (or a small tree of them) per session, and their discoveries return a source
+per session (Claude Code's: per family of transcripts that share sessions, lines or requests).
 Landed as such, each session paid a fixed cost whatever its size: eight landing files with an fsync
 each, two state writes, and eight reads in the merge (docs/BENCHMARKS.md, "Figures behind the code's
 choices"). `ByProject` wraps such a provider: its sessions of one project directory on this machine
@@ -47,6 +48,7 @@ CACHE_VERSION = 1
 # (docs/BENCHMARKS.md, "One new session in a large project").
 BUCKET_SESSIONS = 64
 PARTS = "parts"  # the cache dir's folder of per-session extracts
+MEMO_BUNDLES = 512  # bundles whose parts' fingerprints a provider keeps (about a run's)
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ def bundles(sources: list[Source]) -> list[Source]:
             buckets.setdefault(bucket_of(part.source_id, count), []).append(part)
         for bucket, members in sorted(buckets.items()):
             members.sort(key=lambda p: p.source_id)
-            paths = [os.path.dirname(p.path) for p in members]
+            paths = [p.folder for p in members]
             common = os.path.commonpath(paths) if len({os.path.splitdrive(p)[0] for p in paths}) == 1 else paths[0]
             # the id names the project directory, not its slug: renaming a project in config.toml
             # keeps its source (and lands it again: warehouse.land.source_state.same_names), as do
@@ -96,6 +98,7 @@ def bundles(sources: list[Source]) -> list[Source]:
             made.append(dict(provider=provider, path=common, project_path=project_path, project=members[0].project,
                              identity=identity, parts=tuple(members), found=found,
                              formerly=tuple(f for p in members for f in p.formerly),
+                             supersedes=tuple(sorted({i for p in members for i in p.supersedes})),
                              project_names=members[0].project_names))
     discovered = frozenset(s.source_id for s in out) | {source_id_for(kw["provider"], kw["identity"]) for kw in made}
     return out + [Bundle(**kw, discovered=discovered) for kw in made]
@@ -211,9 +214,12 @@ class ByProject:
     def __init__(self, inner: Provider):
         self.inner = inner
         self.name = inner.name
-        # the last bundle fingerprinted, with its parts': ingest fingerprints a source, then
-        # extracts that same object, whose parts' cache keys need them again (a stat each)
-        self._last: tuple[Bundle | None, dict[str, str]] = (None, {})
+        # an agent's own cache of what it read (Claude Code's offsets), bypassed by a full refresh
+        self.takes_full_refresh = getattr(inner, "takes_full_refresh", False)
+        # the bundles fingerprinted, with their parts': a run fingerprints a source to settle it,
+        # again to land it, then extracts that same object, whose parts' cache keys need them
+        # (a stat each): by the object's id, the object kept with them (so the id is not reused)
+        self._prints: dict[int, tuple[Bundle, dict[str, str]]] = {}
 
     def discover(self, options: DiscoverOptions) -> Discovery:
         found = self.inner.discover(options)
@@ -223,35 +229,44 @@ class ByProject:
     def fingerprint(self, source: Source) -> str:
         if not isinstance(source, Bundle):
             return self.inner.fingerprint(source)
-        prints = {part.source_id: self.inner.fingerprint(part) for part in source.parts}
-        self._last = (source, prints)
+        prints = self._part_fingerprints(source)
         digest = hashlib.sha256()
         for part_id, fingerprint in prints.items():
             digest.update(f"{part_id}={fingerprint}\n".encode())
         return f"{len(source.parts)} sessions:{digest.hexdigest()[:32]}"
 
     def _part_fingerprints(self, source: Bundle) -> dict[str, str]:
-        last, prints = self._last
-        if last is source:  # the very object just fingerprinted: its files were stat'ed then
-            return prints
-        return {part.source_id: self.inner.fingerprint(part) for part in source.parts}
+        known = self._prints.get(id(source))
+        if known is not None and known[0] is source:  # the very object: its files were stat'ed then
+            return known[1]
+        if len(self._prints) >= MEMO_BUNDLES:  # a long-lived process (Dagster's): each run's own
+            self._prints.clear()
+        prints = {part.source_id: self.inner.fingerprint(part) for part in source.parts}
+        self._prints[id(source)] = (source, prints)
+        return prints
 
     def extract(self, source: Source, workdir: Path, run_at, cache_dir: Path | None = None,
-                cached_notes: bool = False) -> Extract:
+                cached_notes: bool = False, full_refresh: bool = False) -> Extract:
         """`cached_notes`: the cached sessions' notes too (a first landing into a lake: the home's
-        cache is the same for every lake, and their notes went to the lake they were read for)."""
+        cache is the same for every lake, and their notes went to the lake they were read for).
+        `full_refresh`: passed on to an agent that takes it."""
+        more = {"full_refresh": True} if full_refresh and self.takes_full_refresh else {}
         if not isinstance(source, Bundle):
-            return self.inner.extract(source, workdir, run_at, cache_dir)
+            return self.inner.extract(source, workdir, run_at, cache_dir, **more)
         parts = []
         prints = self._part_fingerprints(source)
+        # an agent that knows which of its lines were said (Claude Code) reads a first landing's
+        # parts again, saying every line's notes: a cached part's are those of its last read only
+        if cached_notes and getattr(self.inner, "takes_cached_notes", False):
+            more = {**more, "cached_notes": True}
         for part in source.parts:
             # the part itself too: what it reads besides its files (a fork's parent, project names)
             key = f"{CACHE_VERSION}:{code_version()}:{prints[part.source_id]}:{_digest(repr(part))}"
             cache = cache_dir / PARTS / f"{part.source_id}.pkl" if cache_dir else None
-            cached = _load(cache, key) if cache else None
+            cached = _load(cache, key) if cache and "cached_notes" not in more else None
             fresh = cached is None
             if fresh:  # the workdir is the bundle's: removed with it, after every part
-                cached, keep = self._read(part, key, workdir, run_at)
+                cached, keep = self._read(part, key, workdir, run_at, more)
                 if cache and keep:
                     _save(cache, cached)
             parts.append((part, cached, fresh))
@@ -260,10 +275,10 @@ class ByProject:
         extract.moved_sessions = moved
         return extract
 
-    def _read(self, part: Source, key: str, workdir: Path, run_at) -> tuple[_Part, bool]:
+    def _read(self, part: Source, key: str, workdir: Path, run_at, more: dict) -> tuple[_Part, bool]:
         """The part's extract, and whether it may be cached."""
         try:
-            extract = self.inner.extract(part, workdir, run_at)
+            extract = self.inner.extract(part, workdir, run_at, **more)
         except Exception as exc:  # one bad session must not fail its project
             reason = str(exc) if isinstance(exc, SourceError) else f"unexpected {type(exc).__name__}: {exc}"
             retry = environmental(exc)

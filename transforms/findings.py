@@ -80,6 +80,9 @@ class Findings:
         self.epoch_dated += more.epoch_dated
         self.diverted.update(more.diverted)
         self.notes += more.notes if notes else []
+        self.gone_from_disk += more.gone_from_disk  # said once per lake by the ingest, whoever read them
+        if more.gone_from_disk:
+            self.gone_why = more.gone_why
         self.unread += more.unread
         self.explained += more.explained if notes else 0  # else its rows are among `reported`
         self.reported += more.reported

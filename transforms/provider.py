@@ -48,6 +48,9 @@ class DiscoverOptions:
     use_default: bool = True  # also look where each agent keeps its data by default
     # project names by path, remote URL, `owner/repo` or directory name (transforms.projects)
     project_names: Mapping[str, str] = field(default_factory=dict)
+    # the home's per-source caches (Layout.cache_dir): where a discovery that reads its stores keeps
+    # what it read (Claude Code's families); None: nothing kept, every store read again
+    cache_root: Path | None = None
 
     def stores(self, provider: str) -> tuple[str, ...]:
         return tuple(self.extra_stores.get(provider, ()))

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 _KNOWN: dict[str, tuple[str, str, bool]] = {
     "crush": ("crush", "CrushProvider", False),
     "codewhale": ("codewhale", "CodeWhaleProvider", True),
-    "claude": ("claude", "ClaudeProvider", False),
+    "claude": ("claude", "ClaudeProvider", True),
     "codex": ("codex", "CodexProvider", True),
     "opencode": ("opencode", "OpenCodeProvider", False),
     "copilot": ("copilot", "CopilotProvider", True),

@@ -32,10 +32,19 @@ class Source:
     # first line cannot be read): the bundle that lands it now takes it out of the folder it was
     # landed in (warehouse.land.bundle_folders), so that folder's quarantine row goes with it
     formerly: tuple[str, ...] = ()
+    # whole sources whose sessions this one lands now (a Claude Code project directory landed as
+    # one source by a release before its families were bundled): each session it lands is taken
+    # out of their folders (warehouse.land.bundle_folders.evict_superseded)
+    supersedes: tuple[str, ...] = ()
 
     @property
     def source_id(self) -> str:
         return source_id_for(self.provider, self.identity or self.path)
+
+    @property
+    def folder(self) -> str:
+        """The folder that holds it: a bundle of such sources is named by theirs in common."""
+        return os.path.dirname(self.path)
 
     @property
     def partition_key(self) -> str:

@@ -44,13 +44,15 @@ class AgentlakeResource(dg.ConfigurableResource):
                                          user=self.user, team=self.team))
 
     def options(self) -> DiscoverOptions:
-        config = _said(lambda: load_config(self.layout().config_file))
+        layout = self.layout()
+        config = _said(lambda: load_config(layout.config_file))
         return DiscoverOptions(
             env=dict(os.environ),
             extra_stores=merge_paths(self.extra_stores, config.extra_stores),
             extra_roots=merge_paths(self.extra_roots, config.extra_roots),
             use_default=self.use_default and config.use_default,
             project_names=config.project_names,
+            cache_root=layout.cache_dir,
         )
 
     def discover(self) -> tuple[dict[str, Source], list[str]]:

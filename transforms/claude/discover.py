@@ -1,15 +1,16 @@
 """Find Claude Code project directories: `<root>/projects/<slug>/`, root = `$CLAUDE_CONFIG_DIR`,
 else `~/.claude` (plus `$XDG_CONFIG_HOME/claude`, where some versions wrote).
 
-One project directory is one source: all its `*.jsonl`, sub-agent transcripts included
+A project directory holds all its `*.jsonl`, sub-agent transcripts included
 (`<session>/subagents/**/agent-*.jsonl`, older flat `agent-*.jsonl`). A resumed session replays
-its parent's messages in a new file of the same directory, so deduping inside one source is
-enough. The slug is lossy (`/home/dev/my.app` -> `-home-dev-my-app`): the project path is the
+its parent's messages in a new file of the same directory: the directory's transcripts are
+split into the families that share sessions, lines or requests (families.py), each a source,
+landed by project (transforms.bundle), so deduping inside one family is enough. The slug is lossy (`/home/dev/my.app` -> `-home-dev-my-app`): the project path is the
 `cwd` the records carry. Only `projects/` is listed: credentials and history beside it are
 never opened.
 
 The same project directory in several homes (a backup named in `extra_roots`, `~/.claude` beside
-`~/.config/claude`) is one source, named by the directory's slug (`projects/<slug>`), whichever
+`~/.config/claude`) is one project, named by the directory's slug (`projects/<slug>`), whichever
 homes hold it: it reads the larger copy of each transcript (they only grow; Claude Code deletes
 old ones, so a backup may hold sessions the home lost), or the one read before when every copy
 on disk is smaller. It takes over what those directories landed as sources named by their path
@@ -20,11 +21,14 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from transforms.claude.families import families, transcripts
 from transforms.projects import project_name
-from transforms.sources import Discovery, Source, as_text, files_under, probe, source_id_for, unusable, user_home
+from transforms.sources import (
+    Discovery, Source, as_text, listing_problem, probe, source_id_for, unusable, user_home,
+)
 
 PROVIDER = "claude"
 # the environment variables discovery reads (transforms.providers.env_vars)
@@ -37,14 +41,25 @@ _CWD = re.compile(rb'"cwd"\s*:\s*("(?:[^"\\]|\\.)*")')
 @dataclass(frozen=True)
 class ClaudeSource(Source):
     """A project directory, with the same directory in other homes: `copies_in` those that hold
-    transcripts, `elsewhere` those that hold none now (Claude Code deleted them)."""
+    transcripts, `elsewhere` those that hold none now (Claude Code deleted them). A family of its
+    transcripts (families.py) is one too: `rels` names them, `reader_cache` is the project's cache
+    of what was read (None: none kept)."""
 
     copies_in: tuple[str, ...] = ()
     elsewhere: tuple[str, ...] = ()
+    rels: tuple[str, ...] | None = None
+    reader_cache: str | None = None
+    # what the directory's listing met (a folder that cannot be listed, a named pipe), said by
+    # its first family, which is read again each run until they are gone
+    unlisted: tuple[str, ...] = ()
 
     @property
     def dirs(self) -> tuple[str, ...]:
         return (self.path, *self.copies_in)
+
+    @property
+    def folder(self) -> str:
+        return self.path  # the project directory (a family's bundle is named by it)
 
     @property
     def replaces(self) -> tuple[str, ...]:
@@ -55,6 +70,20 @@ class ClaudeSource(Source):
         return tuple(source_id_for(PROVIDER, d) for d in (self.path, *self.copies_in, *self.elsewhere))
 
 
+def family_sources(project: ClaudeSource, cache: Path | None) -> list[ClaudeSource]:
+    """The project directory's families, each a source (transforms.bundle lands them by project, in
+    buckets). Each takes its sessions out of what the directory landed as one source
+    (`supersedes`: releases before families, and before that its copies named by their path)."""
+    legacy = (project.source_id, *project.replaces)
+    unlisted: list = []
+    found = families(project.dirs, cache, unlisted)
+    said = tuple(dict.fromkeys(listing_problem(e, "transcripts") for e in unlisted))
+    return [replace(project, identity=f"{project.identity}#{family.family_id}", rels=family.rels,
+                    reader_cache=str(cache) if cache else None, supersedes=legacy, unlisted=said if i == 0 else (),
+                    formerly=tuple(source_id_for(PROVIDER, f"{project.identity}#{f}") for f in family.formerly))
+            for i, family in enumerate(found)]
+
+
 def default_roots(env: Mapping[str, str]) -> list[Path]:
     """Claude Code's own config dir: `$CLAUDE_CONFIG_DIR` replaces `~/.claude` entirely."""
     explicit = env.get("CLAUDE_CONFIG_DIR")
@@ -63,12 +92,6 @@ def default_roots(env: Mapping[str, str]) -> list[Path]:
     home = user_home(env)
     xdg = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else home / ".config"
     return [home / ".claude", xdg / "claude"]
-
-
-def transcripts(project_dir: Path, suffix: str = ".jsonl", errors: list | None = None) -> list[Path]:
-    """Every `*.jsonl` under the directory, sorted (symlinked folders too: `files_under`).
-    Folders that cannot be listed go to `errors` when given."""
-    return files_under(project_dir, lambda name: name.endswith(suffix), errors)
 
 
 def cwd_of(project_dir: Path) -> str | None:
@@ -118,7 +141,18 @@ def _source(project_dir: Path, names: Mapping[str, str], copies_in: tuple[str, .
 
 def project_dirs(projects: Path) -> list[Path]:
     """The project directories that hold at least one transcript."""
-    return [d for d in sorted(projects.iterdir()) if d.is_dir() and transcripts(d)]
+    return [d for d in sorted(projects.iterdir()) if d.is_dir() and _holds_transcript(d)]
+
+
+def _holds_transcript(project_dir: Path) -> bool:
+    """A transcript at its top (most do: told without walking the tree), else anywhere under it."""
+    try:
+        with os.scandir(project_dir) as entries:
+            if any(e.name.endswith(".jsonl") and e.is_file() for e in entries):
+                return True
+    except OSError:
+        pass  # the walk below says nothing either: listed where it is read (families.py)
+    return bool(transcripts(project_dir))
 
 
 def _stores(stores, found: Discovery) -> list[Path]:

@@ -1,21 +1,24 @@
-"""Claude Code behind the provider interface. A source is one project directory
-(`<root>/projects/<slug>/`): every transcript in it, sub-agents included.
+"""Claude Code behind the provider interface. A source is one family of transcripts of a
+project directory (`<root>/projects/<slug>/`: families.py), sub-agents included; the registry
+lands a project's families together (transforms.bundle).
 
 Transcripts are append-only, so each is read from where the last run stopped (reader.py).
 Claude Code deletes transcripts after `cleanupPeriodDays` (30 by default): a transcript that
 is gone from the disk keeps its rows from the cache, so the lake does not lose its history.
 """
 
+import os
 from datetime import datetime
 from pathlib import Path
 
 from transforms import jsontext
 from transforms.claude import discover as cc_discover
+from transforms.claude.families import larger_copies
 from transforms.claude.normalise import PROVIDER, SYNTHETIC, Context, normalise, response_key
 from transforms.claude.reader import FileRead, cached_files, read_jsonl
 from transforms.claude.tools import CALL_TYPES, RESULT_TYPES, blocks_of
-from transforms.provider import AgentProvider, Extract, SourceError
-from transforms.sources import Source, file_fingerprint, listing_problem
+from transforms.provider import AgentProvider, DiscoverOptions, Extract, SourceError
+from transforms.sources import Discovery, Source, file_fingerprint, listing_problem
 
 META_SUFFIX = ".meta.json"
 
@@ -24,7 +27,21 @@ class ClaudeProvider(AgentProvider):
     name = PROVIDER
     discovery = cc_discover
 
+    def discover(self, options: DiscoverOptions) -> Discovery:
+        """Each project directory's families of transcripts (transforms.bundle lands them by
+        project); the links that make them are kept in the project's cache under `cache_root`."""
+        found = super().discover(options)
+        sources = []
+        for project in found.sources:
+            cache = Path(options.cache_root) / f"{PROVIDER}-{project.source_id}" if options.cache_root else None
+            sources += [project] if project.skip_reason else cc_discover.family_sources(project, cache)
+        found.sources = sources
+        return found
+
     def fingerprint(self, source: Source) -> str:
+        rels = getattr(source, "rels", None)
+        if rels is not None:
+            return file_fingerprint(*(os.path.join(d, rel) for d in _dirs(source) for rel in rels))
         return file_fingerprint(*(str(p) for d in _dirs(source) for p in cc_discover.transcripts(Path(d))))
 
     # a first landing into a lake passes `cached_notes` (warehouse.land.ingest): what the cache
@@ -41,22 +58,28 @@ class ClaudeProvider(AgentProvider):
             raise SourceError(f"the Claude Code project directory {root} is gone")
         ctx = Context(source.source_id, source.project_path, run_at)
         files, unreadable, unlisted, kept_older = [], [], [], set()
-        cached = {f.rel: f for f in cached_files(cache_dir)}
-        for rel, (size, inode, path) in _larger_copies(source, unlisted).items():
+        rels = getattr(source, "rels", None)  # a family's files (families.py), else the directory's
+        if rels is not None:
+            cache_dir = Path(source.reader_cache) if source.reader_cache else None
+        cached = {f.rel: f for f in cached_files(cache_dir, rels)}
+        for rel, (sig, path) in larger_copies(_dirs(source), unlisted, rels).items():
+            size, inode = (sig[0], sig[2:]) if sig else (-1, None)  # no stat: read_jsonl says why
             before = cached.get(rel)
             if before and inode != before.inode and size < before.offset:  # another copy, older than the one
                 kept_older.add(rel)  # read before (its home deleted that one, a backup holds less): kept from
                 continue  # the cache, a full refresh's too
-            try:
-                files.append(read_jsonl(path, rel, cache_dir, fresh=full_refresh))
+            try:  # its cache as loaded above: loaded once
+                files.append(read_jsonl(path, rel, cache_dir, fresh=full_refresh,
+                                        loaded=before.cached if before else None))
             except OSError as exc:  # one unreadable transcript must not fail the others
                 unreadable.append((rel, f"cannot read the transcript: {exc}"))
         on_disk = {f.rel for f in files}
         gone = [f for rel, f in cached.items() if rel not in on_disk]
-        metas = {k: v for d in reversed(_dirs(source)) if Path(d).is_dir() for k, v in agent_metas(Path(d)).items()}
+        metas = {k: v for d in reversed(_dirs(source)) if Path(d).is_dir() for k, v in agent_metas(Path(d), rels).items()}
         rows, findings, kept = normalise(files + gone, metas, ctx, cached_notes)
-        findings.notes += list(dict.fromkeys(listing_problem(e, "transcripts") for e in unlisted))
-        findings.unread = len(unreadable) + len(unlisted)  # not settled: read again next run
+        said = list(dict.fromkeys(listing_problem(e, "transcripts") for e in unlisted)) + list(getattr(source, "unlisted", ()))
+        findings.notes += said
+        findings.unread = len(unreadable) + len(said)  # not settled: read again next run
         skipped = kept_older | {rel for rel, _ in unreadable}  # not gone: an older copy, or a read that failed
         findings.gone_from_disk = [f.rel for f in gone if f.rel not in skipped]
         findings.gone_why = "Claude Code deletes old ones"
@@ -78,31 +101,15 @@ def _dirs(source: Source) -> tuple[str, ...]:
     return getattr(source, "dirs", (source.path,))
 
 
-def _larger_copies(source: Source, unlisted: list) -> dict[str, tuple[int, tuple | None, Path]]:
-    """Each transcript by its path in the project directory, with its size and (device, inode):
-    of its copies in several homes, the larger (a transcript only grows: the smaller is an older
-    copy of it)."""
-    chosen: dict[str, tuple[int, tuple | None, Path]] = {}
-    for d in _dirs(source):
-        root = Path(d)
-        if d != source.path and not root.is_dir():  # a backup unmounted since discovery
-            continue
-        for path in cc_discover.transcripts(root, errors=unlisted):
-            rel = path.relative_to(root).as_posix()
-            try:
-                st = path.stat()
-                size, inode = st.st_size, (st.st_dev, st.st_ino)
-            except OSError:
-                size, inode = -1, None  # read_jsonl says why
-            if rel not in chosen or size > chosen[rel][0]:
-                chosen[rel] = (size, inode, path)
-    return dict(sorted(chosen.items()))
-
-
-def agent_metas(root: Path) -> dict[str, dict]:
-    """`agent-<id>.meta.json` beside sub-agent transcripts, by sub-agent session id."""
+def agent_metas(root: Path, rels=None) -> dict[str, dict]:
+    """`agent-<id>.meta.json` beside sub-agent transcripts, by sub-agent session id (`rels`: of
+    those transcripts only)."""
     out = {}
-    for path in cc_discover.transcripts(root, META_SUFFIX):
+    paths = (cc_discover.transcripts(root, META_SUFFIX) if rels is None
+             else [root / f"{rel[: -len('.jsonl')]}{META_SUFFIX}" for rel in rels if rel.endswith(".jsonl")])
+    for path in paths:
+        if rels is not None and not path.is_file():  # none, or no file to open (a named pipe would wait)
+            continue
         try:
             meta = jsontext.loads(path.read_bytes().decode("utf-8", "replace"))
         except (OSError, ValueError, RecursionError):

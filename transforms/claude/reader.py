@@ -38,6 +38,7 @@ class FileRead:
     bad_before: int = 0
     not_utf8_before: int = 0
     lines_before: int = 0  # its lines up to this number were read by an earlier run, which said their notes
+    cached: "_Cached | None" = field(default=None, repr=False, compare=False)  # as loaded (cached_files)
 
 
 @dataclass
@@ -58,8 +59,13 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def cache_name(rel: str) -> str:
+    """The name of a file's cache in the cache dir's `files/`."""
+    return f"{_sha(rel.encode('utf-8', 'surrogateescape'))[:24]}.pkl"
+
+
 def _cache_file(cache_dir: Path, rel: str) -> Path:
-    return cache_dir / "files" / f"{_sha(rel.encode())[:24]}.pkl"
+    return cache_dir / "files" / cache_name(rel)
 
 
 def _load(path: Path) -> _Cached | None:
@@ -122,15 +128,19 @@ def _store(cache_path: Path, fd: int, st: os.stat_result, rel: str, offset: int,
         pass  # no cache this time: the next run reads the file whole again
 
 
-def read_jsonl(path: Path, rel: str, cache_dir: Path | None, *, fresh: bool = False) -> FileRead:
+_LOAD = object()  # read_jsonl's `loaded` when the caller did not load the cache
+
+
+def read_jsonl(path: Path, rel: str, cache_dir: Path | None, *, fresh: bool = False, loaded=_LOAD) -> FileRead:
     """Every line of one transcript, reading only what was appended since the cached offset
     (`fresh`: from its first byte, whatever the cache holds: a full refresh, after an edit the
-    checks of an appended file cannot see)."""
+    checks of an appended file cannot see). `loaded`: its cache as the caller loaded it already
+    (`FileRead.cached` of cached_files; None: it has none)."""
     cache_path = _cache_file(cache_dir, rel) if cache_dir else None
     with open(path, "rb") as fh:
         fd = fh.fileno()
         st = os.fstat(fd)
-        cached = _load(cache_path) if cache_path and not fresh else None
+        cached = None if fresh or not cache_path else _load(cache_path) if loaded is _LOAD else loaded
         if not _still_valid(cached, fd, st):
             cached = None
         out = FileRead(rel, list(cached.records) if cached else [], list(cached.bad) if cached else [],
@@ -159,16 +169,21 @@ def read_jsonl(path: Path, rel: str, cache_dir: Path | None, *, fresh: bool = Fa
     return out
 
 
-def cached_files(cache_dir: Path | None) -> list[FileRead]:
-    """Every file the cache knows, as last read (for transcripts Claude Code has since deleted)."""
+def cached_files(cache_dir: Path | None, rels=None, names=None) -> list[FileRead]:
+    """Every file the cache knows (`rels`: those of them; `names`: those cached under these
+    names), as last read (for transcripts Claude Code has since deleted)."""
     if cache_dir is None or not (cache_dir / "files").is_dir():
         return []
     out = []
-    for path in sorted((cache_dir / "files").glob("*.pkl")):
+    if rels is not None:
+        paths = [_cache_file(cache_dir, r) for r in rels]
+    else:
+        paths = sorted(p for p in (cache_dir / "files").glob("*.pkl") if names is None or p.name in names)
+    for path in paths:
         cached = _load(path)
-        if cached is not None:
+        if cached is not None and (rels is None or cached.rel in rels):
             out.append(FileRead(cached.rel, list(cached.records), list(cached.bad), cached.offset,
                                 cached.offset, from_cache_only=True, not_utf8=cached.not_utf8, inode=cached.inode,
                                 bad_before=len(cached.bad), not_utf8_before=cached.not_utf8,
-                                lines_before=cached.lines))
+                                lines_before=cached.lines, cached=cached))
     return out

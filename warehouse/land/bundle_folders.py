@@ -60,7 +60,8 @@ def evict_moved(source: Bundle, layout: Layout, states: SourceStates, store,
     held them past EVICT_WAIT. `landed`: this bundle's parts and the session ids it has just
     written for each (none for a part it could not read)."""
     mine = set(source.replaces) | set(source.formerly)  # a part landed under its former id too
-    others = states.ids(source.provider) - source.discovered - mine - {source.source_id}
+    # a superseded source is no bundle: evict_superseded takes this one's sessions out of it
+    others = states.ids(source.provider) - source.discovered - mine - set(source.supersedes) - {source.source_id}
     evicted, held, busy = 0, None, []
     for other in sorted(others):  # sorted: writers lock in one order
         state = states.of(source.provider, other)
@@ -74,6 +75,42 @@ def evict_moved(source: Bundle, layout: Layout, states: SourceStates, store,
                 if mine & set(state.parts or ()):  # else done meanwhile by another bundle
                     held = held if held is not None else _held(source, states, landed)
                     evicted += _evict(source, other, state, layout, states, store, held)
+        except LockBusy:
+            busy.append(other)
+    return evicted, busy
+
+
+def evict_superseded(source: Bundle, layout: Layout, states: SourceStates, store, landed: dict[str, list[str]],
+                     lake_files: Callable[[list[str]], dict[str, str]] | None = None) -> tuple[int, list[str]]:
+    """Take the sessions this bundle holds (`landed`: by part, as its state records them) out of
+    the folders of the sources it supersedes (Source.supersedes), under each one's lock; returns
+    how many were taken out, and the folders another run held past EVICT_WAIT. `lake_files` (a
+    first write): such folders are looked for in the lake too, their state lost with the home's.
+    What such a folder keeps are the sessions no family holds (a transcript deleted before this
+    home's cache read it); one left without a session goes, with its state. Its cache stays: it is the project's cache of
+    what was read, which the families read through."""
+    sessions = {s for ids in landed.values() for s in ids or ()}
+    known = states.ids(source.provider)
+    olds = set(source.supersedes) - source.discovered - {source.source_id}
+    lost = sorted(olds - known) if lake_files else []
+    in_lake = lake_files(lost) if lost else {}
+    evicted, busy = 0, []
+    for other in sorted(olds & (known | {rel.rsplit("/", 2)[-2] for rel in in_lake})):  # writers lock in one order
+        try:
+            with states.lock(source.provider, other, timeout=EVICT_WAIT):
+                state = states.of(source.provider, other)  # under its lock: as the last one left it
+                files = state.files or {rel: sha for rel, sha in in_lake.items() if rel.rsplit("/", 2)[-2] == other}
+                if not files:
+                    continue
+                files, left, taken = _without(store, files, sessions, quarantine=True)
+                evicted += taken
+                if left:
+                    state.files = files
+                    states.save(source.provider, other, state)
+                else:
+                    for rel in files:
+                        store.delete(rel)
+                    states.forget(source.provider, other)
         except LockBusy:
             busy.append(other)
     return evicted, busy
@@ -110,7 +147,7 @@ def _evict(source: Bundle, other: str, state: SourceState, layout: Layout, state
     if not moved:
         return 0
     sessions = {s for part in moved for s in state.parts[part]}
-    files, left = _without(store, state.files, sessions)
+    files, left, _ = _without(store, state.files, sessions)
     if left:
         state.files, state.parts = files, {p: s for p, s in state.parts.items() if p not in moved}
         states.save(source.provider, other, state)
@@ -122,22 +159,29 @@ def _evict(source: Bundle, other: str, state: SourceState, layout: Layout, state
     return len(sessions)
 
 
-def _without(store, files: dict[str, str], sessions: set[str]) -> tuple[dict[str, str], int]:
-    """The files rewritten without the rows of `sessions` (path -> digest), and how many
-    sessions they still hold. A file already gone is left out."""
-    out, rewritten, left = {}, {}, 0
+def _without(store, files: dict[str, str], sessions: set[str],
+             quarantine: bool = False) -> tuple[dict[str, str], int, int]:
+    """The files rewritten without the rows of `sessions` (path -> digest), how many sessions
+    they still hold, and how many they lost. A file already gone is left out; so is the
+    quarantine with `quarantine` (its rows name no session: the sources that read those files
+    now quarantine their lines again)."""
+    out, rewritten, left, taken = {}, {}, 0, 0
     value_set = pa.array(sorted(sessions), pa.string())
     for rel, digest in files.items():
+        if quarantine and rel.endswith("/quarantine.parquet"):
+            store.delete(rel)
+            continue
         data = read_landed(store, rel)
         if data is None:
             continue
         if "session_id" in data.column_names:
             kept = data.filter(pc.invert(pc.is_in(data.column("session_id"), value_set=value_set)))
             if kept.num_rows != data.num_rows:
+                taken += (data.num_rows - kept.num_rows) if rel.endswith("/sessions.parquet") else 0
                 rewritten[rel] = parquet_bytes(kept)
                 digest, data = hashlib.sha256(rewritten[rel]).hexdigest(), kept
         if rel.endswith("/sessions.parquet"):
             left += data.num_rows
         out[rel] = digest
     store.put_all(rewritten)  # all staged first: a full disk leaves the folder as it was
-    return out, left
+    return out, left, taken

@@ -100,6 +100,8 @@ def forget_demo_sources(layout: Layout, root: Path, everything: bool) -> int:
         provider, source_id = folder.parent.name, folder.name
         shutil.rmtree(layout.source_cache(provider, source_id), ignore_errors=True)
         removed += 1
+    if everything:  # every cache here is the demo's (refuse_real_data): those a discovery keeps beside the
+        shutil.rmtree(layout.cache_dir, ignore_errors=True)  # sources' own too (Claude Code's families)
     if removed:
         mark_pending(layout)  # a run that lands nothing new merges all the same
     return removed

@@ -31,7 +31,7 @@ from transforms.sources import Source, as_text, members
 from warehouse.lake.layout import DAMAGED, Layout, damaged_file, landing_dir, run_log_path
 from warehouse.lake.scratch_dirs import scratch
 from warehouse.land import landed_as
-from warehouse.land.bundle_folders import evict_moved, taken_over
+from warehouse.land.bundle_folders import evict_moved, evict_superseded, taken_over
 from warehouse.land.landing_files import (
     RowsOutsideContract, build_files, check_rows, landed_files, read_file, write_files, write_run_log)
 from warehouse.land.retention import carry_forward
@@ -260,6 +260,10 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
             states.forget(source.provider, source_id)
         # after the write: a crash before the state below reads the bundle again, and this again
         evicted, busy = evict_moved(source, layout, states, store, parts or {}) if bundle else (0, [])
+        superseded = 0
+        if bundle and source.supersedes:  # what its project landed as one source before
+            superseded, held = evict_superseded(source, layout, states, store, parts or {}, listing)
+            busy = busy + held
         # a file that could not be read this time (permissions) changes neither size nor mtime
         # when it is fixed: the source is not settled, so the next run reads it again
         # so is one whose moved sessions another run kept in their old folder: the next run takes them out
@@ -301,6 +305,9 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
         warnings.append(f"{retained['sessions']} sessions no longer in the source were kept in the lake")
     if evicted:
         warnings.append(f"{evicted} sessions that moved here were taken out of their old project's files")
+    if superseded:
+        warnings.append(f"took over {superseded} sessions from the project's source of an older release "
+                        "(landed now in families of sessions): each session once")
     if busy:
         warnings.append(f"another run held {len(busy)} folder{'s' * (len(busy) > 1)} this source's moved sessions "
                         "were in: counted there and here until the next run takes them out")

@@ -50,7 +50,8 @@ def read_landed(store, rel: str, damaged: list | None = None):
         return None
 
 
-def _session_ids(store, rels: list[str], damaged: list | None) -> set:
+def landed_session_ids(store, rels: list[str], damaged: list | None) -> set:
+    """The session ids of these landing files (`damaged`: see read_landed)."""
     ids = set()
     for rel in rels:
         data = read_landed(store, rel, damaged)
@@ -82,7 +83,7 @@ def carry_forward(store, previous: dict[str, str], rows: dict, moved=frozenset()
     the caller's error handling, or, with `damaged`, named there and carried nothing from."""
     carried = Counter()
     present = _session_ids_of(rows.get("sessions", ()))
-    gone = _session_ids(store, _files_of(store, previous, "sessions"), damaged) - present - set(moved)
+    gone = landed_session_ids(store, _files_of(store, previous, "sessions"), damaged) - present - set(moved)
     if not gone:
         return carried
     value_set = pa.array(sorted(gone), pa.string())

@@ -25,6 +25,7 @@ from transforms.sources import Source
 from warehouse.lake.layout import Layout
 from warehouse.lake.locks import held
 from warehouse.land.landing_files import landed_files
+from warehouse.land.retention import landed_session_ids
 
 
 @dataclass
@@ -166,7 +167,8 @@ class SourceStates:
     def _unchanged(self, source: Source, previous: SourceState, fingerprint: str, landed) -> bool:
         """The lake already holds this source as it is now: same fingerprint, same contract, the
         same project names (a rename in config.toml's [projects] changes no byte of the store),
-        none of a bundle's sessions landed alone beside it (warehouse.land.bundle_folders), and
+        none of a bundle's sessions landed alone beside it (warehouse.land.bundle_folders), no
+        source it supersedes landed beside it (an older release run on this home), and
         every file it landed still in place (a file deleted by hand, or an emptied bucket, makes
         the source be read again)."""
         if previous.fingerprint != fingerprint or previous.schema != SCHEMA_VERSION or not previous.files:
@@ -175,12 +177,28 @@ class SourceStates:
             return False
         if getattr(source, "replaces", ()) and self.landed_alone(source):
             return False
+        if source.supersedes and self.superseded_landed(source, previous):
+            return False
         if landed is not None:
             return all(rel in landed for rel in previous.files)
         if self.layout.remote:
             landed = landed_files(self.layout)
             return all(rel in landed for rel in previous.files)
         return all((self.layout.lake / rel).exists() for rel in previous.files)
+
+    def superseded_landed(self, source: Source, previous: SourceState) -> set[str]:
+        """The sources `source` supersedes (Source.supersedes) whose files hold some of the
+        sessions it landed (`previous.parts`): an older release run on this home since it took
+        them out (bundle_folders.evict_superseded). One listing of the state folder; the
+        sessions file of each such source still there (what no family holds, if not that)."""
+        others = self.ids(source.provider) & set(source.supersedes)
+        mine = {s for ids in (previous.parts or {}).values() for s in ids or ()}
+        if not others or not mine:
+            return set()
+        store = self.layout.store()
+        return {other for other in others
+                if mine & landed_session_ids(store, [rel for rel in self.of(source.provider, other).files
+                                                     if rel.endswith("/sessions.parquet")], [])}
 
     def landed_alone(self, source: Source) -> set[str]:
         """A bundle's sessions with a state of their own: landed alone before bundling, or again
