@@ -186,3 +186,26 @@ def test_an_older_release_run_again_or_a_lost_state_counts_each_session_once(lay
         assert _rows(layout) == want, lose_state
         assert query(layout, "SELECT COUNT(*) FROM quarantine") == counts
         assert not [p for p in layout.lake.rglob("*.parquet") if old.source.source_id in str(p)]
+
+
+def test_what_no_family_holds_stays_in_the_older_release_s_source_without_its_quarantine(layout, tmp_path):
+    """A transcript deleted while the reader's cache had lost it: only the older release's source
+    holds its session, which stays there; the lines that source quarantined are the families' now."""
+    import hashlib
+
+    home = tmp_path / "claude"
+    _session(home, A, T0, "msg_A")
+    _session(home, B, T0 + timedelta(hours=1), "msg_B")
+    with open(project(home) / f"{A}.jsonl", "a") as fh:
+        fh.write("{not json\n")
+    with pytest.MonkeyPatch.context() as before:
+        older_release(before)
+        ingest_tables(layout, homes={"claude": [home]})
+    (project(home) / f"{B}.jsonl").unlink()
+    lost = hashlib.sha256(f"{B}.jsonl".encode()).hexdigest()[:24]
+    for cached in layout.cache_dir.rglob(f"files/{lost}.pkl"):
+        cached.unlink()
+    for _ in range(2):
+        ingest_tables(layout, homes={"claude": [home]})
+        assert query(layout, "SELECT session_id FROM sessions ORDER BY 1") == [(A,), (B,)]
+        assert query(layout, "SELECT key FROM quarantine") == [(f"{A}.jsonl:3",)]

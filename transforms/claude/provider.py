@@ -77,7 +77,8 @@ class ClaudeProvider(AgentProvider):
         gone = [f for rel, f in cached.items() if rel not in on_disk]
         metas = {k: v for d in reversed(_dirs(source)) if Path(d).is_dir() for k, v in agent_metas(Path(d), rels).items()}
         rows, findings, kept = normalise(files + gone, metas, ctx, cached_notes)
-        said = list(dict.fromkeys(listing_problem(e, "transcripts") for e in unlisted)) + list(getattr(source, "unlisted", ()))
+        said = list(dict.fromkeys([*(listing_problem(e, "transcripts") for e in unlisted),
+                                   *getattr(source, "unlisted", ())]))
         findings.notes += said
         findings.unread = len(unreadable) + len(said)  # not settled: read again next run
         skipped = kept_older | {rel for rel, _ in unreadable}  # not gone: an older copy, or a read that failed

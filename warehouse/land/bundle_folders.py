@@ -162,18 +162,19 @@ def _evict(source: Bundle, other: str, state: SourceState, layout: Layout, state
 def _without(store, files: dict[str, str], sessions: set[str],
              quarantine: bool = False) -> tuple[dict[str, str], int, int]:
     """The files rewritten without the rows of `sessions` (path -> digest), how many sessions
-    they still hold, and how many they lost. A file already gone is left out; so is the
-    quarantine with `quarantine` (its rows name no session: the sources that read those files
-    now quarantine their lines again)."""
+    they still hold, and how many they lost. A file already gone is left out. `quarantine`: its
+    quarantine emptied too (its rows name no session: the sources that read those files now
+    quarantine their lines again)."""
     out, rewritten, left, taken = {}, {}, 0, 0
     value_set = pa.array(sorted(sessions), pa.string())
     for rel, digest in files.items():
-        if quarantine and rel.endswith("/quarantine.parquet"):
-            store.delete(rel)
-            continue
         data = read_landed(store, rel)
         if data is None:
             continue
+        if quarantine and rel.endswith("/quarantine.parquet") and data.num_rows:
+            data = data.slice(0, 0)  # emptied, not deleted: the merge waits for a folder missing a table
+            rewritten[rel] = parquet_bytes(data)
+            digest = hashlib.sha256(rewritten[rel]).hexdigest()
         if "session_id" in data.column_names:
             kept = data.filter(pc.invert(pc.is_in(data.column("session_id"), value_set=value_set)))
             if kept.num_rows != data.num_rows:
