@@ -28,6 +28,10 @@ as a source per project, or per bucket of 64 sessions): the baseline (read and d
 the CLI's cold ingest, no-op rerun, and a rerun after one new session; --codex-projects 1 puts every
 session in one project (a heavy user's).
 
+With --claude N, instead: the same for a Claude Code home of N sessions in one project (half of
+them with a sub-agent's transcript: landed as families of transcripts, in buckets), and a rerun
+after one line appended to one transcript (a session still running at a scheduled run).
+
 With --agents N, instead: each agent's generated home of N sessions, extracted by the library
 in one process (discover, extract, rows as Arrow; nothing written): messages per CPU-second.
 
@@ -194,11 +198,14 @@ def main() -> None:
     ap.add_argument("--codex", type=int, default=0, help="instead: a Codex home of this many rollouts")
     ap.add_argument("--codex-projects", type=int, choices=(1, 2), default=2,
                     help="the projects the Codex home's sessions are spread over")
+    ap.add_argument("--claude", type=int, default=0, help="instead: a Claude Code project of this many sessions")
     ap.add_argument("--agents", type=int, default=0, help="instead: every agent's home of this many sessions")
     ap.add_argument("--phases", action="store_true", help="instead: a cold ingest's CPU by phase, against the baseline's")
     args = ap.parse_args()
     if args.codex:
         return _codex(args)
+    if args.claude:
+        return _claude(args)
     if args.agents:
         return _agents(args)
     if args.phases:
@@ -297,15 +304,86 @@ def _codex(args) -> None:
         shutil.rmtree(home)
     results.update({"cold ingest (CLI)": cold, "no-op rerun (CLI)": noop,
                     "one new session (CLI)": one_new})
+    _phase_table(f"Codex home: {len(files)} rollouts, {du(corpus) / 2**20:.1f} MiB, {messages} messages",
+                 results, args.repeat)
+    if not args.workdir:
+        shutil.rmtree(work)
+
+
+def _phase_table(title: str, results: dict, repeat: int) -> None:
+    """Each phase's median wall time against the baseline's, and its peak memory."""
     base = median_of(results["baseline"])[0]
-    print(f"Codex home: {len(files)} rollouts, {du(corpus) / 2**20:.1f} MiB, {messages} messages; "
-          f"medians of {args.repeat}\n")
+    print(f"{title}; medians of {repeat}\n")
     print("| phase | wall (s) | vs baseline | peak RSS (MiB) |\n| --- | ---: | ---: | ---: |")
     for name, runs in results.items():
         wall, rss = median_of(runs)
         print(f"| {name} | {wall:.2f} | {wall / base:.1f}x | {rss:.0f} |")
+
+
+CLAUDE_BASELINE = CODEX_BASELINE.replace('rglob("rollout-*.jsonl")', 'rglob("*.jsonl")')
+
+
+def _claude(args) -> None:
+    """A heavy user's Claude Code project: what one new session and one grown transcript cost."""
+    from transforms.synth.claude import generate_home
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="agentlake-bench-claude-"))
+    corpus = work / "claude"
+    if not corpus.exists():
+        generate_home(corpus, sessions=args.claude, seed=args.seed, workspaces=CODEX_PROJECTS[:1])
+    files = sorted(corpus.rglob("*.jsonl"))
+    results = {"baseline": [measure([PY, "-c", CLAUDE_BASELINE, str(corpus)]) for _ in range(args.repeat)]}
+    runs: dict[str, list] = {"cold ingest (CLI)": [], "no-op rerun (CLI)": [], "one new session (CLI)": [],
+                             "one line appended to one transcript (CLI)": []}
+    grown = next(f for f in files if "/" not in f.relative_to(corpus / "projects").as_posix().split("/", 1)[1])
+    kept = grown.read_bytes()
+    for i in range(args.repeat):
+        home = work / f"cli-{i}"
+        env = {**os.environ, "AGENTLAKE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster")}
+        cli = [str(Path(PY).with_name("agentlake")), "ingest", "--quiet", "--no-default",
+               "--agent-home", f"claude={corpus}"]
+        runs["cold ingest (CLI)"].append(measure(cli, env))
+        runs["no-op rerun (CLI)"].append(measure(cli, env))
+        messages = subprocess.run([cli[0], "sql", "SELECT COUNT(*) FROM messages", "--format", "csv"], env=env,
+                                  capture_output=True, text=True).stdout.split()[-1]
+        new = _new_claude_session(grown.parent)
+        runs["one new session (CLI)"].append(measure(cli, env))
+        _append_claude_line(grown)
+        runs["one line appended to one transcript (CLI)"].append(measure(cli, env))
+        new.unlink()
+        grown.write_bytes(kept)
+        shutil.rmtree(home)
+    results.update(runs)
+    _phase_table(f"Claude Code project: {len(files)} transcripts, {du(corpus) / 2**20:.1f} MiB, {messages} messages",
+                 results, args.repeat)
     if not args.workdir:
         shutil.rmtree(work)
+
+
+def _new_claude_session(project: Path) -> Path:
+    from datetime import datetime, timezone
+
+    from transforms.synth.claude import assistant_lines, usage, user_line, write_jsonl
+
+    sid, at, cwd = "00000000-0000-4000-8000-00000000beef", datetime(2026, 11, 30, 9, tzinfo=timezone.utc), \
+        CODEX_PROJECTS[0]
+    lines = [user_line(sid, at, cwd, "one more thing")] + assistant_lines(
+        sid, at, cwd, message_id="msg_bench_new", request_id="req_bench_new", model="claude-sonnet-4-5-20250929",
+        blocks=[{"type": "text", "text": "done"}], final_usage=usage(12, 300), stop_reason="end_turn")
+    return write_jsonl(project / f"{sid}.jsonl", lines)
+
+
+def _append_claude_line(transcript: Path) -> None:
+    """One more response in a session's own transcript, as Claude Code appends it."""
+    from datetime import datetime, timezone
+
+    from transforms.synth.claude import assistant_lines, usage, write_jsonl
+
+    first = json.loads(transcript.read_text().splitlines()[1])  # its first line is a file-history snapshot
+    write_jsonl(transcript, assistant_lines(first["sessionId"], datetime(2026, 11, 30, 10, tzinfo=timezone.utc),
+                                            first["cwd"], message_id="msg_bench_more", request_id="req_bench_more",
+                                            model="claude-sonnet-4-5-20250929", final_usage=usage(3, 30),
+                                            blocks=[{"type": "text", "text": "more"}], stop_reason="end_turn"))
 
 
 CODEX_PROJECTS = ("/home/dev/webshop", "/home/dev/infra-tools")  # the new session joins the first
