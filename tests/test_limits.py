@@ -115,6 +115,8 @@ from warehouse.land.ingest import discover_sources, ingest_all
 from warehouse.lake.layout import Layout
 from transforms.providers import PROVIDERS
 list(PROVIDERS.values())  # each agent's module (imported when first asked for)
+from transforms.bundle import code_version
+code_version()  # the digest of agentlake's code a family's cached rows are keyed by: the checkout may be root's alone
 options = DiscoverOptions(env={}, extra_stores={"crush": (sys.argv[1],)}, use_default=False)
 os.setgid(65534); os.setuid(65534)  # nobody: file permissions apply again
 sources, _ = discover_sources(options)
@@ -189,6 +191,8 @@ from transforms.pricing import input_rate
 input_rate("claude-sonnet-4-5", "anthropic", "2026-01-06")  # the price table loads lazily: while root may read it
 from transforms.providers import PROVIDERS
 list(PROVIDERS.values())  # each agent's module (imported when first asked for)
+from transforms.bundle import code_version
+code_version()  # the digest of agentlake's code a family's cached rows are keyed by: the checkout may be root's alone
 options = DiscoverOptions(env={}, extra_roots={"claude": (sys.argv[1],)}, use_default=False)
 os.setgid(65534); os.setuid(65534)
 sources, _ = discover_sources(options)
