@@ -557,12 +557,14 @@ def parser() -> argparse.ArgumentParser:
                    help="DuckDB storage format, for BI drivers bundling an older DuckDB (default: v1.0.0)")
     p.set_defaults(func=cmd_serving)
 
-    p = _command(sub, "sources", help="list the sources discovery finds, without reading them",
+    p = _command(sub, "sources", help="list the sources discovery finds, without landing them",
                  epilog="One tab-separated line per source: its name as progress lines and warnings give\n"
                         "it (agent-project-<first 8 of its id>), its path, and ok or skipped: the reason.\n"
                         "A tab, newline or backslash in a path is written \\t, \\n, \\\\. Nothing is\n"
-                        "read but the one row naming an Antigravity conversation's workspace. --machine,\n"
-                        "--user and --team are accepted as ingest takes them; nothing is written.\n\n"
+                        "read but what names a source: an Antigravity conversation's workspace row, and what\n"
+                        "Claude Code's transcripts appended since the last look (the links that make their\n"
+                        "families, kept in <home>/cache). --machine, --user and --team are accepted as\n"
+                        "ingest takes them; nothing is landed.\n\n"
                         "Exit status: 1 when a place to look could not be read (a warning on stderr).")
     _common(p, discovery=True)
     p.set_defaults(func=cmd_sources)

@@ -3,11 +3,11 @@ else `~/.claude` (plus `$XDG_CONFIG_HOME/claude`, where some versions wrote).
 
 A project directory holds all its `*.jsonl`, sub-agent transcripts included
 (`<session>/subagents/**/agent-*.jsonl`, older flat `agent-*.jsonl`). A resumed session replays
-its parent's messages in a new file of the same directory: the directory's transcripts are
-split into the families that share sessions, lines or requests (families.py), each a source,
-landed by project (transforms.bundle), so deduping inside one family is enough. The slug is lossy (`/home/dev/my.app` -> `-home-dev-my-app`): the project path is the
-`cwd` the records carry. Only `projects/` is listed: credentials and history beside it are
-never opened.
+its parent's messages in a new file of the same directory: the directory's transcripts are split
+into the families that share sessions, lines or requests (families.py), each a source, landed by
+project (transforms.bundle), so deduping inside one family is enough. The slug is lossy
+(`/home/dev/my.app` -> `-home-dev-my-app`): the project path is the `cwd` the records carry.
+Only `projects/` is listed: credentials and history beside it are never opened.
 
 The same project directory in several homes (a backup named in `extra_roots`, `~/.claude` beside
 `~/.config/claude`) is one project, named by the directory's slug (`projects/<slug>`), whichever

@@ -12,9 +12,10 @@ project's rows.
 The links are read from the transcripts' lines at discovery: a file whose size, mtime or inode
 changed is read from where the last discovery stopped, and the index (`families.pkl`, beside the
 reader's cache) keeps each file's links as 64-bit digests and its offset. A transcript Claude
-Code deleted keeps its links and its family, as the reader's cache keeps its records (a cache
-written before families: its records give their links once). A family keeps its id while it grows; two that turn out to be one (a session resumed
-later) keep the older id, and the other's is its `formerly`.
+Code deleted keeps its links and its family, as the reader's cache keeps its records (what the
+cache holds and the index does not gives its links from its records). A family is named by its
+first session's transcript; the ids its files had before (two families a later session joined)
+are its `formerly`.
 """
 
 import hashlib

@@ -75,7 +75,8 @@ class ClaudeProvider(AgentProvider):
                 unreadable.append((rel, f"cannot read the transcript: {exc}"))
         on_disk = {f.rel for f in files}
         gone = [f for rel, f in cached.items() if rel not in on_disk]
-        metas = {k: v for d in reversed(_dirs(source)) if Path(d).is_dir() for k, v in agent_metas(Path(d), rels).items()}
+        metas = {k: v for d in reversed(_dirs(source)) if Path(d).is_dir()
+                 for k, v in agent_metas(Path(d), rels).items()}
         rows, findings, kept = normalise(files + gone, metas, ctx, cached_notes)
         said = list(dict.fromkeys([*(listing_problem(e, "transcripts") for e in unlisted),
                                    *getattr(source, "unlisted", ())]))

@@ -87,8 +87,8 @@ def evict_superseded(source: Bundle, layout: Layout, states: SourceStates, store
     how many were taken out, and the folders another run held past EVICT_WAIT. `lake_files` (a
     first write): such folders are looked for in the lake too, their state lost with the home's.
     What such a folder keeps are the sessions no family holds (a transcript deleted before this
-    home's cache read it); one left without a session goes, with its state. Its cache stays: it is the project's cache of
-    what was read, which the families read through."""
+    home's cache read it); one left without a session goes, with its state. Its cache stays: it
+    is the project's cache of what was read, which the families read through."""
     sessions = {s for ids in landed.values() for s in ids or ()}
     known = states.ids(source.provider)
     olds = set(source.supersedes) - source.discovered - {source.source_id}
