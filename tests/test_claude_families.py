@@ -73,6 +73,10 @@ def test_a_project_in_buckets_lands_what_one_source_landed(layout, tmp_path, mon
     whole = Layout.resolve(home=tmp_path / "whole")
     (one,) = ingest_tables(whole, homes={"claude": [home]}).results  # 14 families: one bucket
     assert one.status == "ok" and one.reconciled
+    # a note each family gives is said once, with how many gave it
+    assert "non-message lines not stored as messages: file-history-snapshot=1 (the same in 12 sessions)" \
+        in one.warnings, one.warnings
+    assert len(one.warnings) == len(set(one.warnings))
     monkeypatch.setattr(bundle, "BUCKET_SESSIONS", 2)
     summary = ingest_tables(layout, homes={"claude": [home]})
     assert len(summary.results) > 2 and all(r.status == "ok" and r.reconciled for r in summary.results)

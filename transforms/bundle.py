@@ -363,6 +363,7 @@ def _combined(source: Bundle, parts: list[tuple[Source, _Part, bool]], run_at, c
         findings.explained += len(now)  # their rows: said by this note, not as unparseable rows too
     findings.reported += len(failed) - len(now)
     findings.unread += sum(p.retry for _, p, _ in parts)
+    findings.notes = _each_once(findings.notes)
     rows = {name: _concat(name, chunks) for name, chunks in tables.items()}
     versions = [p.schema_version for _, p, _ in parts if p.schema_version is not None]
     # the oldest format among the sessions: the one a reader of `sources` should know about
@@ -370,6 +371,14 @@ def _combined(source: Bundle, parts: list[tuple[Source, _Part, bool]], run_at, c
                    # a failed part: None, its sessions in the lake are the bundle's state's
                    part_sessions={part.source_id: None if p.error is not None else _session_ids(p)
                                   for part, p, _ in parts})
+
+
+def _each_once(notes: list[str]) -> list[str]:
+    """The parts' notes, a note several parts gave said once, with how many gave it (a cold
+    landing of a project's Claude Code families said the same line for each of 64 of them)."""
+    counts = Counter(notes)
+    return [note if counts[note] == 1 else f"{note} (the same in {counts[note]} sessions)"
+            for note in dict.fromkeys(notes)]
 
 
 def _session_ids(part: _Part) -> list[str]:
