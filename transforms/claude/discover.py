@@ -63,8 +63,9 @@ class ClaudeSource(Source):
 
     @property
     def replaces(self) -> tuple[str, ...]:
-        """The ids its directories had as sources named by their path, in every home
-        (warehouse.land.bundle_folders takes over what they landed)."""
+        """The ids its directories had as sources named by their path, in every home (releases
+        before the slug named them): its families supersede them as they do the project's own id
+        (family_sources; warehouse.land.bundle_folders.evict_superseded takes their sessions out)."""
         if self.identity == self.path:  # a directory outside a `projects` folder: its path names it
             return ()
         return tuple(source_id_for(PROVIDER, d) for d in (self.path, *self.copies_in, *self.elsewhere))
