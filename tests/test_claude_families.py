@@ -10,7 +10,7 @@ from tests.conftest import ingest_tables, query, scalar
 from tests.test_claude import CWD, SID, T0, older_release, project, response
 from transforms import bundle
 from transforms.claude.families import families
-from transforms.sources import source_id_for
+from transforms.sources import file_fingerprint, source_id_for
 from transforms.synth.claude import generate_home, project_slug, usage, user_line, write_jsonl
 from warehouse.lake.layout import Layout
 from warehouse.land.source_state import SourceStates
@@ -55,6 +55,9 @@ def test_the_files_that_share_a_session_a_line_or_a_request_are_one_family(tmp_p
         (f"{A}.jsonl", (f"{A}.jsonl", f"{C}.jsonl")),
         (f"{B}.jsonl", ("agent-y2.jsonl", f"{B}.jsonl", f"{B}/subagents/agent-x1.jsonl"))]
     assert families((str(project(home)),), cache) == found  # from the index: nothing read again
+    # a family's fingerprint is its files' (as a stat now gives it): an upgrade reads nothing again
+    assert [f.fingerprint for f in found] == [file_fingerprint(*(str(project(home) / r) for r in f.rels)) for f in found]
+    assert found[0].sizes == tuple((project(home) / r).stat().st_size for r in found[0].rels)
 
     # B resumed by a session that replays A's family too: the two are one, under the older id
     with open(project(home) / "agent-y2.jsonl", "a") as fh:
@@ -213,3 +216,29 @@ def test_what_no_family_holds_stays_in_the_older_release_s_source_without_its_qu
         ingest_tables(layout, homes={"claude": [home]})
         assert query(layout, "SELECT session_id FROM sessions ORDER BY 1") == [(A,), (B,)]
         assert query(layout, "SELECT key FROM quarantine") == [(f"{A}.jsonl:3",)]
+
+
+def test_lines_appended_after_discovery_wait_for_the_next_run_and_no_request_counts_twice(layout, tmp_path):
+    from tests.conftest import discover_only
+    from warehouse.catalog.build import refresh
+    from warehouse.land.ingest import ingest_all
+
+    home = tmp_path / "claude"
+    a = _session(home, A, T0, "msg_A")
+    _session(home, C, T0 + timedelta(hours=2), "msg_C")
+    sources, problems = discover_only(homes={"claude": [home]}, cache_root=layout.cache_dir)
+    # C's session replays A's lines once discovery has linked the files: A and C are two families
+    write_jsonl(project(home) / f"{C}.jsonl", [dict(line, sessionId=C) for line in a])
+    (ran,) = ingest_all(sources, layout, problems=problems).results
+    refresh(layout.lake, layout.warehouse, marts=False)
+    assert ran.status == "ok" and ran.reconciled
+    # C was read as discovery linked it: A's request is A's alone
+    assert query(layout, "SELECT session_id, message_id FROM usage ORDER BY 2") == [(A, "msg_A"), (C, "msg_C")]
+
+    # the next run links C to A (the replay): one family, read from where C's read stopped
+    (again,) = ingest_tables(layout, homes={"claude": [home]}).results
+    assert again.status == "ok" and again.reconciled
+    whole = Layout.resolve(home=tmp_path / "whole")
+    ingest_tables(whole, homes={"claude": [home]})
+    assert _rows(layout) == _rows(whole)
+    assert scalar(layout, "SELECT COUNT(*) FROM usage WHERE message_id = 'msg_A'") == 1

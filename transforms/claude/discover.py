@@ -52,6 +52,10 @@ class ClaudeSource(Source):
     # what the directory's listing met (a folder that cannot be listed, a named pipe), said by
     # its first family, which is read again each run until they are gone
     unlisted: tuple[str, ...] = ()
+    # a family's files as discovery linked them (families.Family): their sizes, read no further,
+    # and the fingerprint of those stats
+    sizes: tuple[int | None, ...] = ()
+    discovered_print: str | None = None
 
     @property
     def dirs(self) -> tuple[str, ...]:
@@ -80,7 +84,7 @@ def family_sources(project: ClaudeSource, cache: Path | None) -> list[ClaudeSour
     found = families(project.dirs, cache, unlisted)
     said = tuple(dict.fromkeys(listing_problem(e, "transcripts") for e in unlisted))
     return [replace(project, identity=f"{project.identity}#{family.family_id}", rels=family.rels,
-                    reader_cache=str(cache) if cache else None, supersedes=legacy, unlisted=said if i == 0 else (),
+                    sizes=family.sizes, discovered_print=family.fingerprint, reader_cache=str(cache) if cache else None, supersedes=legacy, unlisted=said if i == 0 else (),
                     formerly=tuple(source_id_for(PROVIDER, f"{project.identity}#{f}") for f in family.formerly))
             for i, family in enumerate(found)]
 

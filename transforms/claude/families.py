@@ -56,6 +56,12 @@ class Family:
     family_id: str
     rels: tuple[str, ...]  # its transcripts, on disk or only in the reader's cache
     formerly: tuple[str, ...] = ()  # family ids it took in
+    # each transcript's size as discovery stat'ed the copy it linked (None: only in the cache): the
+    # extract reads no further, and the lines appended since wait for the next discovery's links
+    sizes: tuple[int | None, ...] = ()
+    # its files' fingerprint (transforms.sources.file_fingerprint) from those same stats: what was
+    # read is what is settled, so the lines appended after discovery change the next run's
+    fingerprint: str | None = None
 
 
 def transcripts(project_dir: Path, suffix: str = ".jsonl", errors: list | None = None) -> list[Path]:
@@ -64,11 +70,13 @@ def transcripts(project_dir: Path, suffix: str = ".jsonl", errors: list | None =
     return files_under(project_dir, lambda name: name.endswith(suffix), errors)
 
 
-def larger_copies(dirs: tuple[str, ...], unlisted: list, rels=None) -> dict[str, tuple[tuple | None, Path]]:
+def larger_copies(dirs: tuple[str, ...], unlisted: list, rels=None,
+                  seen: dict | None = None) -> dict[str, tuple[tuple | None, Path]]:
     """Each transcript by its path in the project directory, with its (size, mtime_ns, device,
     inode) and path: of its copies in several homes (the first dir is the discovered one), the
     larger (a transcript only grows: the smaller is an older copy of it). `rels`: only those
-    (one family's), stat'ed without listing the folders."""
+    (one family's), stat'ed without listing the folders. `seen`: filled with every copy's
+    stat, by (the index of its dir, rel)."""
     chosen: dict[str, tuple[tuple | None, Path]] = {}
     for i, d in enumerate(dirs):
         root = Path(d)
@@ -92,6 +100,8 @@ def larger_copies(dirs: tuple[str, ...], unlisted: list, rels=None) -> dict[str,
                     unlisted.append(odd)
                     continue
                 sig = (st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino)
+                if seen is not None:
+                    seen[i, rel] = sig
             if rel not in chosen or (sig and (chosen[rel][0] is None or sig[0] > chosen[rel][0][0])):
                 chosen[rel] = (sig, path)
     return dict(sorted(chosen.items()))
@@ -144,7 +154,8 @@ def families(dirs: tuple[str, ...], cache: Path | None, unlisted: list | None = 
     the files only the reader's cache holds (`cache`: the project's; None: none kept). What could
     not be listed goes to `unlisted` (OSErrors)."""
     index = _load(cache)
-    on_disk = larger_copies(dirs, unlisted if unlisted is not None else [])
+    seen: dict = {}
+    on_disk = larger_copies(dirs, unlisted if unlisted is not None else [], seen=seen)
     changed = _adopt_cached(index, cache, on_disk)
     for rel, (sig, path) in on_disk.items():
         entry = index.entries.get(rel)
@@ -162,7 +173,19 @@ def families(dirs: tuple[str, ...], cache: Path | None, unlisted: list | None = 
     members: dict[str, list[str]] = {}
     for rel, fid in index.family_of.items():
         members.setdefault(fid, []).append(rel)
-    return [Family(fid, tuple(sorted(rels)), index.absorbed.get(fid, ())) for fid, rels in sorted(members.items())]
+    out = []
+    for fid, rels in sorted(members.items()):
+        rels.sort()
+        sizes = tuple(on_disk[rel][0][0] if on_disk.get(rel, (None,))[0] else None for rel in rels)
+        out.append(Family(fid, tuple(rels), index.absorbed.get(fid, ()), sizes, _fingerprint(len(dirs), rels, seen)))
+    return out
+
+
+def _fingerprint(dirs: int, rels: list[str], seen: dict) -> str:
+    """transforms.sources.file_fingerprint of every copy of the files (dir by dir), from the
+    stats discovery took: the same string, so a family is not read again for being discovered."""
+    return "|".join(f"{sig[0]}:{sig[1]}" if (sig := seen.get((i, rel))) and sig[0] else "-"
+                    for i in range(dirs) for rel in rels)
 
 
 def _read_links(path: Path, rel: str, sig: tuple | None, entry: _Entry | None) -> _Entry:

@@ -39,7 +39,11 @@ class ClaudeProvider(AgentProvider):
         return found
 
     def fingerprint(self, source: Source) -> str:
+        """A family's is its files' stats as discovery took them: the extract reads what those
+        sizes hold (see extract), so what is settled is what was read."""
         rels = getattr(source, "rels", None)
+        if getattr(source, "discovered_print", None) is not None:
+            return source.discovered_print
         if rels is not None:
             return file_fingerprint(*(os.path.join(d, rel) for d in _dirs(source) for rel in rels))
         return file_fingerprint(*(str(p) for d in _dirs(source) for p in cc_discover.transcripts(Path(d))))
@@ -62,6 +66,9 @@ class ClaudeProvider(AgentProvider):
         if rels is not None:
             cache_dir = Path(source.reader_cache) if source.reader_cache else None
         cached = {f.rel: f for f in cached_files(cache_dir, rels)}
+        # a family reads each transcript up to the size discovery linked: a line appended since may
+        # join it to another family (a replay's ids), and is read once the next discovery knows
+        limits = dict(zip(rels, getattr(source, "sizes", ()))) if rels is not None else {}
         for rel, (sig, path) in larger_copies(_dirs(source), unlisted, rels).items():
             size, inode = (sig[0], sig[2:]) if sig else (-1, None)  # no stat: read_jsonl says why
             before = cached.get(rel)
@@ -70,7 +77,7 @@ class ClaudeProvider(AgentProvider):
                 continue  # the cache, a full refresh's too
             try:  # its cache as loaded above: loaded once
                 files.append(read_jsonl(path, rel, cache_dir, fresh=full_refresh,
-                                        loaded=before.cached if before else None))
+                                        loaded=before.cached if before else None, limit=limits.get(rel)))
             except OSError as exc:  # one unreadable transcript must not fail the others
                 unreadable.append((rel, f"cannot read the transcript: {exc}"))
         on_disk = {f.rel for f in files}

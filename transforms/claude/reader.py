@@ -131,11 +131,13 @@ def _store(cache_path: Path, fd: int, st: os.stat_result, rel: str, offset: int,
 _LOAD = object()  # read_jsonl's `loaded` when the caller did not load the cache
 
 
-def read_jsonl(path: Path, rel: str, cache_dir: Path | None, *, fresh: bool = False, loaded=_LOAD) -> FileRead:
+def read_jsonl(path: Path, rel: str, cache_dir: Path | None, *, fresh: bool = False, loaded=_LOAD,
+               limit: int | None = None) -> FileRead:
     """Every line of one transcript, reading only what was appended since the cached offset
     (`fresh`: from its first byte, whatever the cache holds: a full refresh, after an edit the
     checks of an appended file cannot see). `loaded`: its cache as the caller loaded it already
-    (`FileRead.cached` of cached_files; None: it has none)."""
+    (`FileRead.cached` of cached_files; None: it has none). `limit`: the lines that end within
+    its first `limit` bytes only (the rest is left, unread, to the next read)."""
     cache_path = _cache_file(cache_dir, rel) if cache_dir else None
     with open(path, "rb") as fh:
         fd = fh.fileno()
@@ -151,6 +153,8 @@ def read_jsonl(path: Path, rel: str, cache_dir: Path | None, *, fresh: bool = Fa
         fh.seek(offset)
         partial = None
         for raw in fh:
+            if limit is not None and offset + len(raw) > limit:
+                break
             if not raw.endswith(b"\n"):
                 partial = raw  # still being written, or cut short by a crash: not consumed
                 break
