@@ -571,6 +571,33 @@ def test_a_parent_rollout_emptied_after_ingest_keeps_its_sub_agent_inside_its_co
     assert query(fresh, ROOT_TOTALS) == [(truth.roots - 1, pytest.approx(truth.cost_usd - tree_cost))]
 
 
+def test_a_parent_rollout_deleted_after_ingest_keeps_its_sub_agent_inside_its_cost(layout, tmp_path):
+    """A parent's rollout deleted (a date folder pruned) while its sub-agent's stays: the lake
+    keeps the parent's rows, whose root cost holds the sub-agent's, so the sub-agent stays its
+    sub-agent (read as a root beside it, its cost was counted twice: a user's trial)."""
+    home = tmp_path / "codex"
+    truth = generate_home(home, sessions=9, seed=3)
+    ingest_tables(layout, homes={"codex": [home]})
+    before = query(layout, SESSIONS)
+    parent_id, parent = next(iter(_spawning_parents(home).items()))
+    own = scalar(layout, "SELECT SUM(cost_usd) FROM usage WHERE session_id = ?", parent_id)
+    children = scalar(layout, "SELECT COUNT(*) FROM sessions WHERE parent_session_id = ?", parent_id)
+    parent.unlink()
+    summary = ingest_tables(layout, homes={"codex": [home]})
+    assert query(layout, ROOT_TOTALS) == [(truth.roots, pytest.approx(truth.cost_usd))]
+    assert query(layout, SESSIONS) == before
+    warnings = [w for r in summary.results for w in r.warnings]
+    assert any(f"sub-agent of {parent_id}, whose rollout is gone: still its sub-agent" in w for w in warnings), warnings
+    assert not any("kept as a root" in w for w in warnings)
+    assert [r.status for r in ingest_tables(layout, homes={"codex": [home]}).results] == ["unchanged"] * len(summary.results)
+    # a lake that never held the parent: its sub-agents are roots, each cost counted once
+    fresh = Layout.resolve(home=tmp_path / "fresh", machine="laptop", user="dev")
+    summary = ingest_tables(fresh, homes={"codex": [home]})
+    assert any("whose rollout was not found: kept as a root" in w for r in summary.results for w in r.warnings)
+    assert query(fresh, ROOT_TOTALS) == [(truth.roots - 1 + children, pytest.approx(truth.cost_usd - own))]
+    assert scalar(fresh, "SELECT SUM(cost_usd) FROM usage") == pytest.approx(truth.cost_usd - own)
+
+
 def test_an_emptied_sub_agent_that_spawned_another_keeps_its_tree(layout, tmp_path):
     """A sub-agent's rollout begins with its parent's, session_meta first: an emptied middle
     rollout finds its own parent, and its project, in its child's copy of it."""

@@ -216,6 +216,9 @@ class ByProject:
         self.name = inner.name
         # an agent's own cache of what it read (Claude Code's offsets), bypassed by a full refresh
         self.takes_full_refresh = getattr(inner, "takes_full_refresh", False)
+        # the sessions the lake holds of the bundle (warehouse.land.ingest), for a part whose
+        # sessions' files are gone (Codex's parents: CodexSource.gone)
+        self.takes_landed = getattr(inner, "takes_landed", False)
         # the bundles fingerprinted, with their parts': a run fingerprints a source to settle it,
         # again to land it, then extracts that same object, whose parts' cache keys need them
         # (a stat each): by the object's id, the object kept with them (so the id is not reused)
@@ -246,10 +249,11 @@ class ByProject:
         return prints
 
     def extract(self, source: Source, workdir: Path, run_at, cache_dir: Path | None = None,
-                cached_notes: bool = False, full_refresh: bool = False) -> Extract:
+                cached_notes: bool = False, full_refresh: bool = False, landed=None) -> Extract:
         """`cached_notes`: the cached sessions' notes too (a first landing into a lake: the home's
         cache is the same for every lake, and their notes went to the lake they were read for).
-        `full_refresh`: passed on to an agent that takes it."""
+        `full_refresh`: passed on to an agent that takes it. `landed()`: the session ids the lake
+        holds of the bundle, passed on to a part whose sessions' files are gone."""
         more = {"full_refresh": True} if full_refresh and self.takes_full_refresh else {}
         if not isinstance(source, Bundle):
             return self.inner.extract(source, workdir, run_at, cache_dir, **more)
@@ -262,11 +266,14 @@ class ByProject:
         for part in source.parts:
             # the part itself too: what it reads besides its files (a fork's parent, project names)
             key = f"{CACHE_VERSION}:{code_version()}:{prints[part.source_id]}:{_digest(repr(part))}"
+            told = more
+            if landed is not None and getattr(part, "gone", ()):  # what its rows depend on, in its key
+                told, key = {**more, "landed": landed}, f"{key}:{sorted(set(part.gone) & landed())}"
             cache = cache_dir / PARTS / f"{part.source_id}.pkl" if cache_dir else None
             cached = _load(cache, key) if cache and "cached_notes" not in more else None
             fresh = cached is None
             if fresh:  # the workdir is the bundle's: removed with it, after every part
-                cached, keep = self._read(part, key, workdir, run_at, more)
+                cached, keep = self._read(part, key, workdir, run_at, told)
                 if cache and keep:
                     _save(cache, cached)
             parts.append((part, cached, fresh))

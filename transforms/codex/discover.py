@@ -28,6 +28,11 @@ session: Codex writes `rollout-<local time>-<session id>.jsonl`. By that id it i
 - else, with bytes, a source of its own, quarantined whole (its project cannot be read from it).
 The last two keep the path as identity: taking the session id would make a source the lake knows
 (the session's tree) look moved, and its rows dropped.
+
+A parent whose rollout is gone from the disk (deleted, a date folder pruned) keeps its
+sub-agents' tree too, named from their copy of its session_meta (`CodexSource.gone`): the source
+the lake holds it in, whose rows of it stay; the extract keeps them its sub-agents when the lake
+holds it, else they are roots.
 """
 
 import bisect
@@ -61,6 +66,9 @@ class CodexSource(Source):
     extras: tuple[str, ...] = ()
     # other copies of the tree's sessions, of another size than the one read: named, not read
     copies: tuple[str, ...] = ()
+    # the tree's sessions whose rollout is gone from the disk (parents of sub-agents read): their
+    # rows, landed before, stay in the lake, and their sub-agents stay theirs
+    gone: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -203,6 +211,16 @@ def group(heads: list[Head], names: Mapping[str, str]) -> list[CodexSource]:
                 continue
             unreadable.remove(head)
             placed = True
+    # a parent whose rollout is gone (deleted, a date folder pruned) keeps its sub-agents' tree:
+    # the source the lake holds it in, named by its session's copy in theirs
+    gone: set[str] = set()
+    for head in list(by_id.values()):
+        missing = head.parent_id
+        while missing is not None and missing not in by_id:
+            children = [h for h in by_id.values() if h.parent_id == missing]
+            by_id[missing] = stand_in = _stand_in(Head(children[0].path, missing, None, None, ""), missing, children)
+            gone.add(missing)
+            missing = stand_in.parent_id
     by_name = sorted((Path(by_id[sid].path).name, sid) for sid in readable)
     for head in [h for h in unreadable if h.empty and by_name]:  # see the module's docstring
         before = bisect.bisect_left(by_name, (Path(head.path).name,))
@@ -218,8 +236,10 @@ def group(heads: list[Head], names: Mapping[str, str]) -> list[CodexSource]:
         parents = {(h.forked_from, by_id[h.forked_from].path) for h in members
                    if h.forked_from in by_id and h.forked_from in readable}
         more = tuple(path for h in members for path in extras.get(h.session_id, ()))
-        sources.append(_source(root, root_id, tuple(h.path for h in members) + more, tuple(sorted(parents)),
-                               names, extras=more,
+        missing = tuple(sorted(h.session_id for h in members if h.session_id in gone))
+        own = tuple(dict.fromkeys(h.path for h in members if h.session_id not in gone))  # a stand-in has no file
+        sources.append(_source(root, root_id, own + more, tuple(sorted(parents)),
+                               names, extras=more, gone=missing,
                                copies=tuple(path for h in members for path in copies.get(h.session_id, ()))))
     for head in unreadable:  # the path is the identity: see the module's docstring
         why = f"empty Codex rollout {head.path}: Codex recorded nothing in it, not even its session_meta; not read"
@@ -227,7 +247,8 @@ def group(heads: list[Head], names: Mapping[str, str]) -> list[CodexSource]:
     return sources
 
 
-def _source(root: Head, identity, members, fork_parents, names, extras=(), copies=(), skip_reason=None) -> CodexSource:
+def _source(root: Head, identity, members, fork_parents, names, extras=(), copies=(), skip_reason=None,
+            gone=()) -> CodexSource:
     # a tree keyed by its root's session id: each of its rollouts had its path as id while its
     # first line could not be read (the last case of the module's docstring), there or where
     # Codex kept it before archiving it
@@ -236,7 +257,7 @@ def _source(root: Head, identity, members, fork_parents, names, extras=(), copie
     return CodexSource(provider=PROVIDER, path=root.path, project_path=root.cwd,
                        project=project_name(root.cwd, names), identity=identity, members=members,
                        fork_parents=fork_parents, extras=extras, copies=copies, skip_reason=skip_reason,
-                       formerly=formerly)
+                       formerly=formerly, gone=gone)
 
 
 def _other_place(path: str) -> str | None:

@@ -46,8 +46,16 @@ class CodexProvider(AgentProvider):
     name = PROVIDER
     discovery = codex_discover
 
-    def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None) -> Extract:
+    # `landed()`: the session ids the lake holds of the source (warehouse.land.ingest); the tree's
+    # sessions whose rollout is gone (CodexSource.gone) and are among them keep their sub-agents,
+    # which are not roots counted twice
+    takes_landed = True
+
+    def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None,
+                landed=None) -> Extract:
         findings = Findings()
+        gone = set(getattr(source, "gone", ()))
+        kept_gone = gone & landed() if gone and landed is not None else set()
         rows: dict[str, list[dict]] = {t: [] for t in TRANSCRIPT_TABLES}
         # Codex only appends to a rollout: one read of each file is a consistent prefix
         extras = set(getattr(source, "extras", ()))
@@ -81,8 +89,8 @@ class CodexProvider(AgentProvider):
         for path in unread:
             findings.notes.append(f"{path}: {unread_reason(path)} ({_unread_what(path, path in extras, read)}): "
                                   "quarantined")
-        kept = walk_all(rollouts, source, run_at, rows["quarantine"], findings)
-        rows["sessions"] = session_rows([r for r, _ in kept], [s for _, s in kept], source, findings)
+        kept = walk_all(rollouts, source, run_at, rows["quarantine"], findings, kept_gone)
+        rows["sessions"] = session_rows([r for r, _ in kept], [s for _, s in kept], source, findings, kept_gone)
         for _, session in kept:
             for table, table_rows in session.rows.items():
                 rows[table].extend(table_rows)
@@ -90,9 +98,11 @@ class CodexProvider(AgentProvider):
         return Extract(rows=rows, findings=findings, expected=expected)
 
 
-def walk_all(rollouts: list[Rollout], source: Source, run_at, quarantine: list, findings: Findings) -> list:
+def walk_all(rollouts: list[Rollout], source: Source, run_at, quarantine: list, findings: Findings,
+             kept_gone: set = frozenset()) -> list:
     """(rollout, Session) for each rollout, replays found first; a rollout that cannot be
-    normalised is quarantined whole (its rows counted as diverted)."""
+    normalised is quarantined whole (its rows counted as diverted). `kept_gone`: parents whose
+    rollout is gone and whose rows the lake keeps."""
     by_id = {r.meta["id"]: r for r in rollouts}
     forks = dict(getattr(source, "fork_parents", ()))
     kept = []
@@ -101,7 +111,7 @@ def walk_all(rollouts: list[Rollout], source: Source, run_at, quarantine: list, 
         if r.replay_end > 1:
             findings.notes.append(f"{r.meta['id']}: {r.replay_end - 1} replayed parent lines skipped ({how})")
         try:
-            kept.append((r, _walk(r, source, by_id, findings)))
+            kept.append((r, _walk(r, source, by_id.keys() | kept_gone, findings)))
         except Exception as exc:  # a value of a shape no Codex writes: the file is kept whole
             text = Path(r.path).read_bytes().decode("utf-8", "replace")
             quarantine.append(_quarantine(source, r.path, 0, f"{type(exc).__name__}: {exc}"[:300], text, run_at))
@@ -218,10 +228,11 @@ def _text(meta: dict, key: str, default: str) -> str:
     return value if isinstance(value, str) and value else default
 
 
-def _walk(r: Rollout, source: Source, by_id: dict, findings: Findings):
+def _walk(r: Rollout, source: Source, parents, findings: Findings):
+    """`parents`: the sessions a sub-agent's rows are its parent's in (read, or kept in the lake)."""
     meta = r.meta
     ctx = Context(source.source_id, meta["id"], _text(meta, "cwd", ""), _text(meta, "model_provider", "openai"),
-                  is_sidechain=parent_thread(meta.get("source")) in by_id,
+                  is_sidechain=parent_thread(meta.get("source")) in parents,
                   price_replay=isinstance(meta.get("forked_from_id"), str))
     return Walker(r, ctx, findings).run()
 
@@ -238,7 +249,11 @@ def tree_costs(sid: str, costs: dict[str, list], children: dict[str, list[str]])
     return out
 
 
-def session_rows(rollouts: list[Rollout], sessions: list, source: Source, findings: Findings) -> list:
+def session_rows(rollouts: list[Rollout], sessions: list, source: Source, findings: Findings,
+                 kept_gone: set = frozenset()) -> list:
+    """One row per session. A sub-agent whose parent's rollout is gone is still its sub-agent when
+    the lake keeps the parent's rows (`kept_gone`), whose root cost holds its cost; else it is a
+    root, said."""
     by_id = {r.meta["id"] for r in rollouts}
     costs = {r.meta["id"]: s.costs for r, s in zip(rollouts, sessions)}
     children: dict[str, list[str]] = {}
@@ -249,9 +264,13 @@ def session_rows(rollouts: list[Rollout], sessions: list, source: Source, findin
         meta = r.meta
         sid = meta["id"]
         parent = parent_thread(meta.get("source"))
-        is_root = sid == source.identity or parent not in by_id
+        adopted = parent in kept_gone and parent not in by_id
+        is_root = sid == source.identity or (parent not in by_id and not adopted)
         if is_root and parent:
             findings.notes.append(f"{sid}: sub-agent of {parent}, whose rollout was not found: kept as a root")
+        if adopted:
+            findings.notes.append(f"{sid}: sub-agent of {parent}, whose rollout is gone: still its sub-agent (the "
+                                  f"lake keeps {parent}'s rows, and its cost in their root's)")
         cost, cost_source = summarise_costs(tree_costs(sid, costs, children) if is_root else s.costs)
         priced_inherited = [c for c in s.inherited if c is not None]
         totals = [u["total_tokens"] for u in s.rows["usage"] if u["total_tokens"] is not None]

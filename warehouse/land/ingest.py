@@ -34,7 +34,7 @@ from warehouse.land import landed_as
 from warehouse.land.bundle_folders import evict_moved, evict_superseded, taken_over
 from warehouse.land.landing_files import (
     RowsOutsideContract, build_files, check_rows, landed_files, read_file, write_files, write_run_log)
-from warehouse.land.retention import carry_forward
+from warehouse.land.retention import carry_forward, landed_session_ids
 from warehouse.land.source_state import SourceStates, Verdict
 
 STATUSES = ("ok", "unchanged", "skipped", "failed")
@@ -224,6 +224,8 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
     replayed = {"cached_notes": True} if first and getattr(provider, "takes_cached_notes", False) else {}
     if run.full_refresh and getattr(provider, "takes_full_refresh", False):  # its own cache of what it read
         replayed["full_refresh"] = True
+    if getattr(provider, "takes_landed", False):  # asked only for a part whose sessions' files are gone
+        replayed["landed"] = lru_cache(maxsize=None)(partial(_landed_sessions, store, previous))
     try:
         with scratch("snapshot") as workdir:
             extract = provider.extract(source, workdir, run_at, cache_dir=cache_dir, **replayed)
@@ -323,6 +325,15 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
         schema_version=extract.schema_version, migrations=extract.migrations,
         fingerprint=fingerprint, files=sorted(written.files),
     )
+
+
+def _landed_sessions(store, previous) -> frozenset:
+    """The session ids the lake holds of a source: as its state recorded its parts, else as its
+    landing files hold them (a first landing that adopted the lake's files)."""
+    if previous.parts is not None:
+        return frozenset(s for ids in previous.parts.values() for s in ids or ())
+    return frozenset(landed_session_ids(store, [rel for rel in previous.files
+                                                if rel.rsplit("/", 1)[-1] == "sessions.parquet"], []))
 
 
 def _parts_landed(sessions: dict | None, before: dict | None) -> dict | None:
