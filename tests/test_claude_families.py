@@ -242,3 +242,45 @@ def test_lines_appended_after_discovery_wait_for_the_next_run_and_no_request_cou
     ingest_tables(whole, homes={"claude": [home]})
     assert _rows(layout) == _rows(whole)
     assert scalar(layout, "SELECT COUNT(*) FROM usage WHERE message_id = 'msg_A'") == 1
+
+
+def _per_session(layout):
+    return {sid: (created, n, cost) for sid, created, n, cost in query(
+        layout, "SELECT session_id, created_at, message_count, cost_usd FROM sessions WHERE is_root")}
+
+
+def test_a_session_that_goes_on_after_it_was_resumed_keeps_its_lines(layout, tmp_path):
+    """The original session still open in another terminal after a resume: its last line passes
+    the copy's, and the copy took its lines, its cost and its start (a user's trial). The file
+    found first keeps them."""
+    home = tmp_path / "claude"
+    a = _session(home, A, T0, "msg_A")
+    _resumed(home, C, [a], T0 + timedelta(hours=1), "msg_C")
+    ingest_tables(layout, homes={"claude": [home]})
+    before = _per_session(layout)
+    assert before[A][1] == 2 and before[C][1] == 2
+    write_jsonl(project(home) / f"{A}.jsonl", [user_line(A, T0 + timedelta(hours=2), CWD, "more")]
+                + response(A, T0 + timedelta(hours=2, seconds=1), "msg_A2", usage(1, 10)))
+    ingest_tables(layout, homes={"claude": [home]})
+    after = _per_session(layout)
+    assert after[C] == before[C]
+    assert after[A][0] == before[A][0] and after[A][1] == 4 and after[A][2] > before[A][2]
+    assert scalar(layout, "SELECT COUNT(*) FROM usage WHERE message_id = 'msg_A'") == 1
+
+
+def test_a_transcript_found_later_that_replays_two_sessions_leaves_each_its_own(layout, tmp_path):
+    """A new session replaying two older ones, then its own turn: the second of them lost every
+    line to it and was left undated (a user's trial)."""
+    home = tmp_path / "claude"
+    a = _session(home, A, T0, "msg_A")
+    b = _session(home, B, T0 + timedelta(hours=1), "msg_B")
+    ingest_tables(layout, homes={"claude": [home]})
+    before = _per_session(layout)
+    _resumed(home, C, [a, b], T0 + timedelta(hours=3), "msg_C")
+    (ran,) = ingest_tables(layout, homes={"claude": [home]}).results
+    assert ran.status == "ok" and ran.reconciled and not any("timestamp" in w for w in ran.warnings), ran.warnings
+    after = _per_session(layout)
+    assert after[A] == before[A] and after[B] == before[B]
+    assert after[C][1] == 2 and after[C][0] > after[B][0]
+    assert query(layout, "SELECT message_id, session_id FROM usage ORDER BY 1") == [
+        ("msg_A", A), ("msg_B", B), ("msg_C", C)]

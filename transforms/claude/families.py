@@ -15,7 +15,9 @@ reader's cache) keeps each file's links as 64-bit digests and its offset. A tran
 Code deleted keeps its links and its family, as the reader's cache keeps its records (what the
 cache holds and the index does not gives its links from its records). A family is named by its
 first session's transcript; the ids its files had before (two families a later session joined)
-are its `formerly`.
+are its `formerly`. The index also keeps the order the files were first found (`seen`): the
+normaliser ranks an original before the copies that replay it by it, since their lines' times
+alone cannot tell them apart once the original goes on after its resume.
 """
 
 import hashlib
@@ -41,6 +43,10 @@ class _Entry:
     keys: bytes = b""  # array('q') of the link digests
     offset: int = 0  # read up to here: past its last complete line
     head: str = ""  # digest of its first bytes (up to HEAD_BYTES): the same file grown keeps them
+    # its place in the order the files were first found (None: found now, numbered once read; 0:
+    # in an index written before it kept the order)
+    seen: int | None = 0
+    span: tuple = ()  # the first and last times of the lines first read (to order files found together)
 
 
 @dataclass
@@ -49,6 +55,7 @@ class _Index:
     entries: dict[str, _Entry] = field(default_factory=dict)  # by path in the project directory
     family_of: dict[str, str] = field(default_factory=dict)  # path -> family id
     absorbed: dict[str, tuple[str, ...]] = field(default_factory=dict)  # family id -> the ids it took in
+    found: int = 0  # the files found so far (the next one's `seen`)
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,9 @@ class Family:
     family_id: str
     rels: tuple[str, ...]  # its transcripts, on disk or only in the reader's cache
     formerly: tuple[str, ...] = ()  # family ids it took in
+    # each file's place in the order the files were first found: a resumed copy comes after its
+    # original (normalise.to_lines), whichever goes on longer
+    seen: tuple[int, ...] = ()
     # each transcript's size as discovery stat'ed the copy it linked (None: only in the cache): the
     # extract reads no further, and the lines appended since wait for the next discovery's links
     sizes: tuple[int | None, ...] = ()
@@ -164,9 +174,10 @@ def families(dirs: tuple[str, ...], cache: Path | None, unlisted: list | None = 
         try:
             index.entries[rel] = _read_links(path, rel, sig, entry)
         except OSError:  # the extract says why; its links are those read before, if any
-            index.entries.setdefault(rel, _Entry(None))
+            index.entries.setdefault(rel, _Entry(None, seen=None))
         changed = True
     if changed or set(index.family_of) != set(index.entries):
+        _number_new(index)
         _regroup(index)
         if cache is not None:
             _save(cache, index)
@@ -177,8 +188,20 @@ def families(dirs: tuple[str, ...], cache: Path | None, unlisted: list | None = 
     for fid, rels in sorted(members.items()):
         rels.sort()
         sizes = tuple(on_disk[rel][0][0] if on_disk.get(rel, (None,))[0] else None for rel in rels)
-        out.append(Family(fid, tuple(rels), index.absorbed.get(fid, ()), sizes, _fingerprint(len(dirs), rels, seen)))
+        out.append(Family(fid, tuple(rels), index.absorbed.get(fid, ()), tuple(index.entries[r].seen for r in rels),
+                          sizes, _fingerprint(len(dirs), rels, seen)))
     return out
+
+
+def _number_new(index: _Index) -> None:
+    """The files found now, numbered after those found before: those with fewer links first (a
+    resumed copy holds its originals' lines and more), then by their lines' first and last times
+    and path, as the normaliser ranks files otherwise."""
+    new = [rel for rel, entry in index.entries.items() if entry.seen is None]
+    last = ("\uffff",)  # no time: after the others
+    for rel in sorted(new, key=lambda r: (len(index.entries[r].keys), *(index.entries[r].span or last * 2), r)):
+        index.found += 1
+        index.entries[rel].seen = index.found
 
 
 def _fingerprint(dirs: int, rels: list[str], seen: dict) -> str:
@@ -211,7 +234,15 @@ def _read_links(path: Path, rel: str, sig: tuple | None, entry: _Entry | None) -
     # the links read before stay, whatever was read now: a file read again whole (rewritten, or an
     # older copy of it in a backup, the larger one deleted) must not lose a link its rows may need
     keys = links(rel, records) | (set(array("q", entry.keys)) if entry is not None else set())
-    return _Entry(sig, array("q", sorted(keys)).tobytes(), offset, head)
+    return _Entry(sig, array("q", sorted(keys)).tobytes(), offset, head, entry.seen if entry is not None else None,
+                  entry.span if entry is not None and entry.span else _span(records))
+
+
+def _span(records) -> tuple:
+    """The first and last `timestamp` of the records, as written (ISO 8601: their order is the
+    strings'); () when none has one."""
+    times = [t for _, rec in records if isinstance(t := rec.get("timestamp"), str)]
+    return (min(times), max(times)) if times else ()
 
 
 def _sha(data: bytes) -> str:
@@ -230,7 +261,8 @@ def _adopt_cached(index: _Index, cache: Path | None, on_disk: dict) -> bool:
     names -= {cache_name(rel) for rel in index.entries}
     found = [f for f in cached_files(cache, names=names) if f.rel not in on_disk and f.rel not in index.entries]
     for f in found:
-        index.entries[f.rel] = _Entry(None, array("q", sorted(links(f.rel, f.records))).tobytes())
+        index.entries[f.rel] = _Entry(None, array("q", sorted(links(f.rel, f.records))).tobytes(), seen=None,
+                                      span=_span(f.records))
     return bool(found)
 
 

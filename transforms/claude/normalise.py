@@ -118,10 +118,13 @@ def session_of(rel: str, rec: dict) -> tuple[str, str | None, bool]:
     return sid, None, False
 
 
-def to_lines(files: list[FileRead], said_before: bool = True) -> list[Line]:
+def to_lines(files: list[FileRead], said_before: bool = True, seen: dict | None = None) -> list[Line]:
     """Every record as a Line, files ranked by (first time, last time, path): the original
-    transcript comes before a resumed copy that replays it. `said_before`: the lines an earlier
-    run read (FileRead.lines_before) are marked `said`."""
+    transcript comes before a resumed copy that replays it. `seen`: each file's place in the
+    order the files were first found (families.py), ranked before those: a copy is found after
+    its original, which keeps its lines however long it goes on after (its last time then
+    passes the copy's). `said_before`: the lines an earlier run read (FileRead.lines_before) are
+    marked `said`."""
     per_file = []
     for f in files:
         upto = f.lines_before if said_before else 0
@@ -131,7 +134,8 @@ def to_lines(files: list[FileRead], said_before: bool = True) -> list[Line]:
         at = times[0] if times else None
         for line in lines:
             line.at = at = line.ts or at
-        per_file.append(((min(times, default=_LAST), max(times, default=_LAST), f.rel), lines))
+        per_file.append((((seen or {}).get(f.rel, 0), min(times, default=_LAST), max(times, default=_LAST), f.rel),
+                         lines))
     out = []
     for rank, (_, lines) in enumerate(sorted(per_file, key=lambda p: p[0])):
         for line in lines:
@@ -388,12 +392,12 @@ def session_rows(sessions: dict[str, Session], usage: list[dict], ctx: Context, 
 
 
 def normalise(files: list[FileRead], metas: dict, ctx: Context,
-              cached_notes: bool = False) -> tuple[dict[str, list[dict]], Findings, list]:
+              cached_notes: bool = False, seen: dict | None = None) -> tuple[dict[str, list[dict]], Findings, list]:
     """Rows for every canonical table, the findings, and the message lines kept (to count).
     The notes are those of the lines this run read (an earlier run said the others'), unless
-    `cached_notes` (a first landing into a lake: every line's)."""
+    `cached_notes` (a first landing into a lake: every line's). `seen`: see to_lines."""
     findings = Findings()
-    lines = to_lines(files, said_before=not cached_notes)
+    lines = to_lines(files, said_before=not cached_notes, seen=seen)
     skipped = Counter(str(ln.rec.get("type")) for ln in lines if not is_message(ln) and not ln.said)
     if skipped:
         kinds = ", ".join(f"{k}={n}" for k, n in sorted(skipped.items()))

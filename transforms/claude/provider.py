@@ -84,7 +84,8 @@ class ClaudeProvider(AgentProvider):
         gone = [f for rel, f in cached.items() if rel not in on_disk]
         metas = {k: v for d in reversed(_dirs(source)) if Path(d).is_dir()
                  for k, v in agent_metas(Path(d), rels).items()}
-        rows, findings, kept = normalise(files + gone, metas, ctx, cached_notes)
+        seen = dict(zip(rels, getattr(source, "seen", ()))) if rels is not None else None
+        rows, findings, kept = normalise(files + gone, metas, ctx, cached_notes, seen)
         said = list(dict.fromkeys([*(listing_problem(e, "transcripts") for e in unlisted),
                                    *getattr(source, "unlisted", ())]))
         findings.notes += said
