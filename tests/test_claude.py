@@ -293,7 +293,7 @@ def test_trap5_transcripts_claude_code_deletes_keep_their_history(layout, tmp_pa
     summary = ingest_tables(layout, homes={"claude": [home]})
     assert summary.results[0].status == "ok"
     assert query(layout, "SELECT session_id, total_tokens FROM sessions ORDER BY 1") == [(SID, 11), (other, None)]
-    gone = "1 transcripts no longer on disk (Claude Code deletes old ones) kept from the cache"
+    gone = "1 transcript no longer on disk (Claude Code deletes old ones) kept from the cache"
     assert gone in summary.results[0].warnings, summary.results[0].warnings
     # said by the run that found it gone: the project's later runs keep it without a word
     write_jsonl(project(home) / f"{other}.jsonl", [user_line(other, T0, CWD, "new"), user_line(other, T0, CWD, "more")])

@@ -86,6 +86,13 @@ def test_a_project_in_buckets_lands_what_one_source_landed(layout, tmp_path, mon
     assert _rows(layout) == _rows(whole)
     assert query(layout, f"SELECT session_id, output_tokens FROM usage WHERE message_id IN ('msg_A', 'msg_C') "
                          "ORDER BY 1") == [(A, 50), (C, 80)]
+    # the lake of one bucket, its project now split in more: said as that, no session changed project
+    split = ingest_tables(whole, homes={"claude": [home]})
+    said = [w for r in split.results for w in r.warnings]
+    assert any("were taken out of the bucket that held them (the project's sessions are split in buckets" in w
+               for w in said), said
+    assert not any("old project's files" in w for w in said)
+    assert _rows(whole) == _rows(layout)
 
     # one grown transcript: its bucket is read and landed, the others are unchanged
     write_jsonl(project(home) / f"{C}.jsonl", response(C, T0 + timedelta(hours=4), "msg_C2", usage(2, 20)))
@@ -162,7 +169,7 @@ def test_a_deleted_transcript_stays_in_its_family(layout, tmp_path, monkeypatch,
     assert all(r.status in ("ok", "unchanged") for r in summary.results)
     assert _rows(layout) == want
     said = [w for r in summary.results for w in r.warnings]
-    assert "1 transcripts no longer on disk (Claude Code deletes old ones) kept from the cache" in said, said
+    assert "1 transcript no longer on disk (Claude Code deletes old ones) kept from the cache" in said, said
 
 
 def test_an_older_release_run_again_or_a_lost_state_counts_each_session_once(layout, tmp_path, monkeypatch):

@@ -54,15 +54,16 @@ def taken_over(source: Source, previous: SourceState, states: SourceStates,
 
 
 def evict_moved(source: Bundle, layout: Layout, states: SourceStates, store,
-                landed: dict[str, list[str]]) -> tuple[int, list[str]]:
+                landed: dict[str, list[str]]) -> tuple[int, int, list[str]]:
     """Take this bundle's sessions out of the folders of bundles no longer discovered; returns
-    how many sessions were taken out, and the folders left as they were because another run
-    held them past EVICT_WAIT. `landed`: this bundle's parts and the session ids it has just
+    how many sessions were taken out of another project's folders and of this project's other
+    buckets (their count changed as it grew), and the folders left as they were because another
+    run held them past EVICT_WAIT. `landed`: this bundle's parts and the session ids it has just
     written for each (none for a part it could not read)."""
     mine = set(source.replaces) | set(source.formerly)  # a part landed under its former id too
     # a superseded source is no bundle: evict_superseded takes this one's sessions out of it
     others = states.ids(source.provider) - source.discovered - mine - set(source.supersedes) - {source.source_id}
-    evicted, held, busy = 0, None, []
+    evicted, buckets, held, busy = 0, 0, None, []
     for other in sorted(others):  # sorted: writers lock in one order
         state = states.of(source.provider, other)
         if state.parts is not None and not mine & set(state.parts):
@@ -74,10 +75,19 @@ def evict_moved(source: Bundle, layout: Layout, states: SourceStates, store,
                 state = _named(layout, states, source.provider, other)  # again, under its lock
                 if mine & set(state.parts or ()):  # else done meanwhile by another bundle
                     held = held if held is not None else _held(source, states, landed)
-                    evicted += _evict(source, other, state, layout, states, store, held)
+                    taken = _evict(source, other, state, layout, states, store, held)
+                    if _project_of(state.partition_key) == _project_of(source.partition_key):
+                        buckets += taken
+                    else:
+                        evicted += taken
         except LockBusy:
             busy.append(other)
-    return evicted, busy
+    return evicted, buckets, busy
+
+
+def _project_of(partition_key: str | None) -> str | None:
+    """`<agent>-<project>` of a source's partition key (Source.partition_key: its id's head after)."""
+    return partition_key.rsplit("-", 1)[0] if partition_key else None
 
 
 def evict_superseded(source: Bundle, layout: Layout, states: SourceStates, store, landed: dict[str, list[str]],

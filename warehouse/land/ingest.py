@@ -261,7 +261,7 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
         for source_id in taken_ids:  # their state goes with them
             states.forget(source.provider, source_id)
         # after the write: a crash before the state below reads the bundle again, and this again
-        evicted, busy = evict_moved(source, layout, states, store, parts or {}) if bundle else (0, [])
+        evicted, rebucketed, busy = evict_moved(source, layout, states, store, parts or {}) if bundle else (0, 0, [])
         superseded = 0
         if bundle and source.supersedes:  # what its project landed as one source before
             superseded, held = evict_superseded(source, layout, states, store, parts or {}, listing)
@@ -280,7 +280,8 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
     if replayed:
         gone = findings.gone_from_disk
     if gone:
-        findings.notes.append(f"{len(gone)} transcripts no longer on disk ({findings.gone_why}) kept from the cache")
+        findings.notes.append(f"{len(gone)} transcript{'s' * (len(gone) > 1)} no longer on disk ({findings.gone_why}) "
+                              "kept from the cache")
     said_gone()
     findings.null_timestamps, findings.epoch_dated = written.undated, written.epoch_dated
     findings.unfinished_lines(extract.rows.get("quarantine", []))
@@ -304,9 +305,16 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
         warnings.append(f"the lake's previous file {file} could not be read: landed again from the agent's store; "
                         "rows of sessions the store no longer holds could not be carried forward from it")
     if retained["sessions"]:
-        warnings.append(f"{retained['sessions']} sessions no longer in the source were kept in the lake")
+        kept = retained["sessions"]
+        warnings.append(f"{kept} session{'s' * (kept > 1)} no longer in the source {'were' if kept > 1 else 'was'} "
+                        "kept in the lake")
     if evicted:
-        warnings.append(f"{evicted} sessions that moved here were taken out of their old project's files")
+        warnings.append(f"{evicted} session{'s that moved here were' if evicted > 1 else ' that moved here was'} "
+                        f"taken out of {'their' if evicted > 1 else 'its'} old project's files")
+    if rebucketed:  # the project's bucket count changed as it grew: no session changed project
+        warnings.append(f"{rebucketed} session{'s were' if rebucketed > 1 else ' was'} taken out of the bucket that "
+                        f"held {'them' if rebucketed > 1 else 'it'} (the project's sessions are split in buckets, "
+                        "whose count changed as it grew)")
     if superseded:
         warnings.append(f"took over {superseded} sessions from the project's source of an older release "
                         "(landed now in families of sessions): each session once")
