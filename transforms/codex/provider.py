@@ -108,8 +108,8 @@ def walk_all(rollouts: list[Rollout], source: Source, run_at, quarantine: list, 
     kept = []
     for r in rollouts:
         r.replay_end, how = replay_end(r, _replayed_parent(r, by_id, forks, source, run_at))
-        if r.replay_end > 1:
-            findings.notes.append(f"{r.meta['id']}: {r.replay_end - 1} replayed parent lines skipped ({how})")
+        if r.replay_end > 1:  # routine: one line for all alike (the bundle counts them), not one each
+            findings.notes.append(f"a sub-agent's or fork's copy of its parent's lines skipped ({how})")
         try:
             kept.append((r, _walk(r, source, by_id.keys() | kept_gone, findings)))
         except Exception as exc:  # a value of a shape no Codex writes: the file is kept whole
