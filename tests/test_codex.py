@@ -598,10 +598,9 @@ def test_a_parent_rollout_deleted_after_ingest_keeps_its_sub_agent_inside_its_co
     assert scalar(fresh, "SELECT SUM(cost_usd) FROM usage") == pytest.approx(truth.cost_usd - own)
 
 
-def test_an_emptied_sub_agent_that_spawned_another_keeps_its_tree(layout, tmp_path):
-    """A sub-agent's rollout begins with its parent's, session_meta first: an emptied middle
-    rollout finds its own parent, and its project, in its child's copy of it."""
-    home = tmp_path / "codex"
+def _three_levels(home: Path):
+    """A root that spawned a sub-agent that spawned another, in one project: the middle one's
+    builder, and the three rollouts' paths."""
     root = builder(cwd="/home/dev/shop")
     root.turn("gpt-5.3-codex")
     root.tokens(6000, 0, 300)
@@ -613,7 +612,33 @@ def test_an_emptied_sub_agent_that_spawned_another_keeps_its_tree(layout, tmp_pa
                    source=spawn_source(middle.sid, depth=2))
     leaf.replay(middle)
     leaf.tokens(2000, 0, 40)
-    paths = [b.write(home) for b in (root, middle, leaf)]
+    return middle, [b.write(home) for b in (root, middle, leaf)]
+
+
+def test_a_deleted_sub_agent_that_spawned_another_keeps_its_cost_and_its_sub_agent_in_its_root(layout, tmp_path):
+    """A middle sub-agent's rollout deleted: its row stays in the lake, its cost in its root's, and
+    its own sub-agent stays its own, found from that sub-agent's copy of its session_meta."""
+    home = tmp_path / "codex"
+    middle, paths = _three_levels(home)
+    ingest_tables(layout, homes={"codex": [home]})
+    before = query(layout, SESSIONS)
+    assert query(layout, ROOT_TOTALS) == [(1, pytest.approx(scalar(layout, "SELECT SUM(cost_usd) FROM usage")))]
+    paths[1].unlink()
+    (source,) = discover(env={"CODEX_HOME": str(home)}).sources
+    assert (source.identity, source.gone, source.gone_parents) == (SID, (middle.sid,), ((middle.sid, SID),))
+    summary = ingest_tables(layout, homes={"codex": [home]})
+    assert query(layout, SESSIONS) == [tuple(pytest.approx(v) if isinstance(v, float) else v for v in row)
+                                       for row in before]
+    assert query(layout, ROOT_TOTALS) == [(1, pytest.approx(scalar(layout, "SELECT SUM(cost_usd) FROM usage")))]
+    assert any(f"sub-agent of {middle.sid}, whose rollout is gone: still its sub-agent" in w
+               for r in summary.results for w in r.warnings)
+
+
+def test_an_emptied_sub_agent_that_spawned_another_keeps_its_tree(layout, tmp_path):
+    """A sub-agent's rollout begins with its parent's, session_meta first: an emptied middle
+    rollout finds its own parent, and its project, in its child's copy of it."""
+    home = tmp_path / "codex"
+    middle, paths = _three_levels(home)
     ingest_tables(layout, homes={"codex": [home]})
     before = query(layout, SESSIONS)
     assert query(layout, ROOT_TOTALS) == [(1, pytest.approx(scalar(layout, "SELECT SUM(cost_usd) FROM usage")))]

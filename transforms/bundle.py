@@ -252,8 +252,8 @@ class ByProject:
                 cached_notes: bool = False, full_refresh: bool = False, landed=None) -> Extract:
         """`cached_notes`: the cached sessions' notes too (a first landing into a lake: the home's
         cache is the same for every lake, and their notes went to the lake they were read for).
-        `full_refresh`: passed on to an agent that takes it. `landed()`: the session ids the lake
-        holds of the bundle, passed on to a part whose sessions' files are gone."""
+        `full_refresh`: passed on to an agent that takes it. `landed()`: the sessions the lake holds
+        of the bundle (id -> cost), passed on to a part whose sessions' files are gone."""
         more = {"full_refresh": True} if full_refresh and self.takes_full_refresh else {}
         if not isinstance(source, Bundle):
             return self.inner.extract(source, workdir, run_at, cache_dir, **more)
@@ -268,7 +268,7 @@ class ByProject:
             key = f"{CACHE_VERSION}:{code_version()}:{prints[part.source_id]}:{_digest(repr(part))}"
             told = more
             if landed is not None and getattr(part, "gone", ()):  # what its rows depend on, in its key
-                told, key = {**more, "landed": landed}, f"{key}:{sorted(set(part.gone) & landed())}"
+                told, key = {**more, "landed": landed}, f"{key}:{sorted(set(part.gone) & landed().keys())}"
             cache = cache_dir / PARTS / f"{part.source_id}.pkl" if cache_dir else None
             cached = _load(cache, key) if cache and "cached_notes" not in more else None
             fresh = cached is None

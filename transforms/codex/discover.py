@@ -69,6 +69,9 @@ class CodexSource(Source):
     # the tree's sessions whose rollout is gone from the disk (parents of sub-agents read): their
     # rows, landed before, stay in the lake, and their sub-agents stay theirs
     gone: tuple[str, ...] = ()
+    # (session, its parent) of those that were sub-agents themselves: their sub-agents' cost is
+    # their tree root's still
+    gone_parents: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -213,13 +216,13 @@ def group(heads: list[Head], names: Mapping[str, str]) -> list[CodexSource]:
             placed = True
     # a parent whose rollout is gone (deleted, a date folder pruned) keeps its sub-agents' tree:
     # the source the lake holds it in, named by its session's copy in theirs
-    gone: set[str] = set()
+    gone: dict[str, str | None] = {}  # session -> its parent, from the stand-in
     for head in list(by_id.values()):
         missing = head.parent_id
         while missing is not None and missing not in by_id:
             children = [h for h in by_id.values() if h.parent_id == missing]
             by_id[missing] = stand_in = _stand_in(Head(children[0].path, missing, None, None, ""), missing, children)
-            gone.add(missing)
+            gone[missing] = stand_in.parent_id
             missing = stand_in.parent_id
     by_name = sorted((Path(by_id[sid].path).name, sid) for sid in readable)
     for head in [h for h in unreadable if h.empty and by_name]:  # see the module's docstring
@@ -237,9 +240,10 @@ def group(heads: list[Head], names: Mapping[str, str]) -> list[CodexSource]:
                    if h.forked_from in by_id and h.forked_from in readable}
         more = tuple(path for h in members for path in extras.get(h.session_id, ()))
         missing = tuple(sorted(h.session_id for h in members if h.session_id in gone))
+        above = tuple((sid, gone[sid]) for sid in missing if gone[sid] is not None)
         own = tuple(dict.fromkeys(h.path for h in members if h.session_id not in gone))  # a stand-in has no file
         sources.append(_source(root, root_id, own + more, tuple(sorted(parents)),
-                               names, extras=more, gone=missing,
+                               names, extras=more, gone=missing, gone_parents=above,
                                copies=tuple(path for h in members for path in copies.get(h.session_id, ()))))
     for head in unreadable:  # the path is the identity: see the module's docstring
         why = f"empty Codex rollout {head.path}: Codex recorded nothing in it, not even its session_meta; not read"
@@ -248,7 +252,7 @@ def group(heads: list[Head], names: Mapping[str, str]) -> list[CodexSource]:
 
 
 def _source(root: Head, identity, members, fork_parents, names, extras=(), copies=(), skip_reason=None,
-            gone=()) -> CodexSource:
+            gone=(), gone_parents=()) -> CodexSource:
     # a tree keyed by its root's session id: each of its rollouts had its path as id while its
     # first line could not be read (the last case of the module's docstring), there or where
     # Codex kept it before archiving it
@@ -257,7 +261,7 @@ def _source(root: Head, identity, members, fork_parents, names, extras=(), copie
     return CodexSource(provider=PROVIDER, path=root.path, project_path=root.cwd,
                        project=project_name(root.cwd, names), identity=identity, members=members,
                        fork_parents=fork_parents, extras=extras, copies=copies, skip_reason=skip_reason,
-                       formerly=formerly, gone=gone)
+                       formerly=formerly, gone=gone, gone_parents=gone_parents)
 
 
 def _other_place(path: str) -> str | None:

@@ -46,16 +46,17 @@ class CodexProvider(AgentProvider):
     name = PROVIDER
     discovery = codex_discover
 
-    # `landed()`: the session ids the lake holds of the source (warehouse.land.ingest); the tree's
-    # sessions whose rollout is gone (CodexSource.gone) and are among them keep their sub-agents,
-    # which are not roots counted twice
+    # `landed()`: the sessions the lake holds of the source, with their cost (warehouse.land.ingest);
+    # the tree's sessions whose rollout is gone (CodexSource.gone) and are among them keep their
+    # sub-agents, which are not roots counted twice, and a gone sub-agent's cost stays its root's
     takes_landed = True
 
     def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None,
                 landed=None) -> Extract:
         findings = Findings()
         gone = set(getattr(source, "gone", ()))
-        kept_gone = gone & landed() if gone and landed is not None else set()
+        held = landed() if gone and landed is not None else {}
+        kept_gone = {sid: held[sid] for sid in gone if sid in held}
         rows: dict[str, list[dict]] = {t: [] for t in TRANSCRIPT_TABLES}
         # Codex only appends to a rollout: one read of each file is a consistent prefix
         extras = set(getattr(source, "extras", ()))
@@ -99,7 +100,7 @@ class CodexProvider(AgentProvider):
 
 
 def walk_all(rollouts: list[Rollout], source: Source, run_at, quarantine: list, findings: Findings,
-             kept_gone: set = frozenset()) -> list:
+             kept_gone=()) -> list:
     """(rollout, Session) for each rollout, replays found first; a rollout that cannot be
     normalised is quarantined whole (its rows counted as diverted). `kept_gone`: parents whose
     rollout is gone and whose rows the lake keeps."""
@@ -250,15 +251,20 @@ def tree_costs(sid: str, costs: dict[str, list], children: dict[str, list[str]])
 
 
 def session_rows(rollouts: list[Rollout], sessions: list, source: Source, findings: Findings,
-                 kept_gone: set = frozenset()) -> list:
+                 kept_gone: dict | None = None) -> list:
     """One row per session. A sub-agent whose parent's rollout is gone is still its sub-agent when
-    the lake keeps the parent's rows (`kept_gone`), whose root cost holds its cost; else it is a
-    root, said."""
+    the lake keeps the parent's rows (`kept_gone`: id -> its row's cost), whose root cost holds its
+    cost; else it is a root, said. A gone sub-agent's cost, as the lake holds it, stays in its
+    root's."""
+    kept_gone = kept_gone or {}
     by_id = {r.meta["id"] for r in rollouts}
     costs = {r.meta["id"]: s.costs for r, s in zip(rollouts, sessions)}
+    costs.update({sid: [cost] for sid, cost in kept_gone.items() if sid not in costs})
     children: dict[str, list[str]] = {}
     for r in rollouts:
         children.setdefault(parent_thread(r.meta.get("source")), []).append(r.meta["id"])
+    for sid, parent in getattr(source, "gone_parents", ()):  # a gone middle keeps its sub-agents in its root's tree
+        children.setdefault(parent, []).append(sid)
     out = []
     for r, s in zip(rollouts, sessions):
         meta = r.meta

@@ -34,7 +34,7 @@ from warehouse.land import landed_as
 from warehouse.land.bundle_folders import evict_moved, evict_superseded, taken_over
 from warehouse.land.landing_files import (
     RowsOutsideContract, build_files, check_rows, landed_files, read_file, write_files, write_run_log)
-from warehouse.land.retention import carry_forward, landed_session_ids
+from warehouse.land.retention import carry_forward, read_landed
 from warehouse.land.source_state import SourceStates, Verdict
 
 STATUSES = ("ok", "unchanged", "skipped", "failed")
@@ -335,13 +335,16 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
     )
 
 
-def _landed_sessions(store, previous) -> frozenset:
-    """The session ids the lake holds of a source: as its state recorded its parts, else as its
-    landing files hold them (a first landing that adopted the lake's files)."""
-    if previous.parts is not None:
-        return frozenset(s for ids in previous.parts.values() for s in ids or ())
-    return frozenset(landed_session_ids(store, [rel for rel in previous.files
-                                                if rel.rsplit("/", 1)[-1] == "sessions.parquet"], []))
+def _landed_sessions(store, previous) -> dict:
+    """The sessions the lake holds of a source, with their `cost_usd`, as its landing files hold
+    them (asked only when a source's files of some sessions are gone)."""
+    out = {}
+    for rel in previous.files:
+        if rel.rsplit("/", 1)[-1] == "sessions.parquet":
+            data = read_landed(store, rel, [])
+            if data is not None:
+                out.update(zip(data.column("session_id").to_pylist(), data.column("cost_usd").to_pylist()))
+    return out
 
 
 def _parts_landed(sessions: dict | None, before: dict | None) -> dict | None:
