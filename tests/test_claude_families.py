@@ -291,3 +291,19 @@ def test_a_transcript_found_later_that_replays_two_sessions_leaves_each_its_own(
     assert after[C][1] == 2 and after[C][0] > after[B][0]
     assert query(layout, "SELECT message_id, session_id FROM usage ORDER BY 1") == [
         ("msg_A", A), ("msg_B", B), ("msg_C", C)]
+
+
+def test_a_read_up_to_a_limit_never_returns_what_a_cache_read_past_it(tmp_path):
+    """Another run read further since this one's discovery: the lines past this one's limit are
+    not this read's, whatever the cache holds."""
+    from transforms.claude.reader import read_jsonl
+
+    path = tmp_path / "t.jsonl"
+    lines = [user_line(A, T0 + timedelta(seconds=i), CWD, f"line {i}") for i in range(3)]
+    write_jsonl(path, lines[:2])
+    limit = path.stat().st_size
+    write_jsonl(path, lines[2:])
+    assert len(read_jsonl(path, "t.jsonl", tmp_path / "cache").records) == 3  # the other run's read
+    read = read_jsonl(path, "t.jsonl", tmp_path / "cache", limit=limit)
+    assert [rec["message"]["content"] for _, rec in read.records] == ["line 0", "line 1"]
+    assert len(read_jsonl(path, "t.jsonl", tmp_path / "cache").records) == 3  # the next read goes on

@@ -583,6 +583,12 @@ def test_a_parent_rollout_deleted_after_ingest_keeps_its_sub_agent_inside_its_co
     own = scalar(layout, "SELECT SUM(cost_usd) FROM usage WHERE session_id = ?", parent_id)
     children = scalar(layout, "SELECT COUNT(*) FROM sessions WHERE parent_session_id = ?", parent_id)
     parent.unlink()
+    # its tree keeps its source; each sub-agent's own tree of releases before (a root of its own)
+    # is a former id of it, so a lake that holds them so moves their rows, not keeps them twice
+    (tree,) = [s for s in discover(env={"CODEX_HOME": str(home)}).sources if s.identity == parent_id]
+    kids = [sid for sid, parent_of in query(layout, "SELECT session_id, parent_session_id FROM sessions")
+            if parent_of == parent_id]
+    assert tree.gone == (parent_id,) and {source_id_for("codex", k) for k in kids} <= set(tree.formerly)
     summary = ingest_tables(layout, homes={"codex": [home]})
     assert query(layout, ROOT_TOTALS) == [(truth.roots, pytest.approx(truth.cost_usd))]
     assert query(layout, SESSIONS) == before
@@ -590,6 +596,15 @@ def test_a_parent_rollout_deleted_after_ingest_keeps_its_sub_agent_inside_its_co
     assert any(f"sub-agent of {parent_id}, whose rollout is gone: still its sub-agent" in w for w in warnings), warnings
     assert not any("kept as a root" in w for w in warnings)
     assert [r.status for r in ingest_tables(layout, homes={"codex": [home]}).results] == ["unchanged"] * len(summary.results)
+    # read again later (a sub-agent grown, then a full refresh): the parent's kept rows still hold it
+    (child,) = [p for p in home.rglob("rollout-*.jsonl") if parent_id in p.open().readline()][:1]
+    with open(child, "a") as fh:
+        fh.write(json.dumps({"timestamp": "2026-03-30T00:00:00.000Z", "type": "event_msg",
+                             "payload": {"type": "agent_reasoning", "text": "x"}}) + "\n")
+    for full_refresh in (False, True):
+        ingest_tables(layout, homes={"codex": [home]}, full_refresh=full_refresh)
+        assert query(layout, ROOT_TOTALS) == [(truth.roots, pytest.approx(truth.cost_usd))]
+        assert query(layout, SESSIONS) == before
     # a lake that never held the parent: its sub-agents are roots, each cost counted once
     fresh = Layout.resolve(home=tmp_path / "fresh", machine="laptop", user="dev")
     summary = ingest_tables(fresh, homes={"codex": [home]})

@@ -85,7 +85,8 @@ def family_sources(project: ClaudeSource, cache: Path | None) -> list[ClaudeSour
     found = families(project.dirs, cache, unlisted)
     said = tuple(dict.fromkeys(listing_problem(e, "transcripts") for e in unlisted))
     return [replace(project, identity=f"{project.identity}#{family.family_id}", rels=family.rels,
-                    sizes=family.sizes, discovered_print=family.fingerprint, seen=family.seen, reader_cache=str(cache) if cache else None, supersedes=legacy, unlisted=said if i == 0 else (),
+                    sizes=family.sizes, discovered_print=family.fingerprint, seen=family.seen,
+                    reader_cache=str(cache) if cache else None, supersedes=legacy, unlisted=said if i == 0 else (),
                     formerly=tuple(source_id_for(PROVIDER, f"{project.identity}#{f}") for f in family.formerly))
             for i, family in enumerate(found)]
 

@@ -143,7 +143,9 @@ def read_jsonl(path: Path, rel: str, cache_dir: Path | None, *, fresh: bool = Fa
         fd = fh.fileno()
         st = os.fstat(fd)
         cached = None if fresh or not cache_path else _load(cache_path) if loaded is _LOAD else loaded
-        if not _still_valid(cached, fd, st):
+        # a cache past the limit (another run read further since this one's discovery) holds
+        # lines this read must not see: read from the start, up to the limit
+        if not _still_valid(cached, fd, st) or (limit is not None and cached.offset > limit):
             cached = None
         out = FileRead(rel, list(cached.records) if cached else [], list(cached.bad) if cached else [],
                        not_utf8=cached.not_utf8 if cached else 0, bad_before=len(cached.bad) if cached else 0,

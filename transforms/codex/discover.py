@@ -241,9 +241,13 @@ def group(heads: list[Head], names: Mapping[str, str]) -> list[CodexSource]:
         more = tuple(path for h in members for path in extras.get(h.session_id, ()))
         missing = tuple(sorted(h.session_id for h in members if h.session_id in gone))
         above = tuple((sid, gone[sid]) for sid in missing if gone[sid] is not None)
+        # a sub-agent of a gone parent was a tree of its own before (releases before this one, or
+        # a parent gone before its first landing): that source's sessions move here, not stay twice
+        orphans = tuple(source_id_for(PROVIDER, h.session_id) for h in members
+                        if h.parent_id in gone and h.session_id not in gone)
         own = tuple(dict.fromkeys(h.path for h in members if h.session_id not in gone))  # a stand-in has no file
         sources.append(_source(root, root_id, own + more, tuple(sorted(parents)),
-                               names, extras=more, gone=missing, gone_parents=above,
+                               names, extras=more, gone=missing, gone_parents=above, orphans=orphans,
                                copies=tuple(path for h in members for path in copies.get(h.session_id, ()))))
     for head in unreadable:  # the path is the identity: see the module's docstring
         why = f"empty Codex rollout {head.path}: Codex recorded nothing in it, not even its session_meta; not read"
@@ -252,12 +256,12 @@ def group(heads: list[Head], names: Mapping[str, str]) -> list[CodexSource]:
 
 
 def _source(root: Head, identity, members, fork_parents, names, extras=(), copies=(), skip_reason=None,
-            gone=(), gone_parents=()) -> CodexSource:
+            gone=(), gone_parents=(), orphans=()) -> CodexSource:
     # a tree keyed by its root's session id: each of its rollouts had its path as id while its
     # first line could not be read (the last case of the module's docstring), there or where
     # Codex kept it before archiving it
     formerly = tuple(source_id_for(PROVIDER, p) for path in members for p in (path, _other_place(path))
-                     if p) if identity is not None else ()
+                     if p) + orphans if identity is not None else ()
     return CodexSource(provider=PROVIDER, path=root.path, project_path=root.cwd,
                        project=project_name(root.cwd, names), identity=identity, members=members,
                        fork_parents=fork_parents, extras=extras, copies=copies, skip_reason=skip_reason,

@@ -277,7 +277,7 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
     # said once per lake, by the run that lands the source without them (and to a lake never told)
     gone, said_gone = not_said_before(states.said_file(source.provider, source.source_id, "gone"),
                                       findings.gone_from_disk)
-    if replayed:
+    if "cached_notes" in replayed or "full_refresh" in replayed:  # a first landing, or every line read again
         gone = findings.gone_from_disk
     if gone:
         findings.notes.append(f"{len(gone)} transcript{'s' * (len(gone) > 1)} no longer on disk ({findings.gone_why}) "
