@@ -647,6 +647,10 @@ def test_a_deleted_sub_agent_that_spawned_another_keeps_its_cost_and_its_sub_age
     assert query(layout, ROOT_TOTALS) == [(1, pytest.approx(scalar(layout, "SELECT SUM(cost_usd) FROM usage")))]
     assert any(f"sub-agent of {middle.sid}, whose rollout is gone: still its sub-agent" in w
                for r in summary.results for w in r.warnings)
+    # a lake that never held the middle one: its sub-agent is a root, outside the root's tree, once
+    fresh = Layout.resolve(home=tmp_path / "fresh", machine="laptop", user="dev")
+    ingest_tables(fresh, homes={"codex": [home]})
+    assert query(fresh, ROOT_TOTALS) == [(2, pytest.approx(scalar(fresh, "SELECT SUM(cost_usd) FROM usage")))]
 
 
 def test_an_emptied_sub_agent_that_spawned_another_keeps_its_tree(layout, tmp_path):

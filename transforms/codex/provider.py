@@ -263,8 +263,9 @@ def session_rows(rollouts: list[Rollout], sessions: list, source: Source, findin
     children: dict[str, list[str]] = {}
     for r in rollouts:
         children.setdefault(parent_thread(r.meta.get("source")), []).append(r.meta["id"])
-    for sid, parent in getattr(source, "gone_parents", ()):  # a gone middle keeps its sub-agents in its root's tree
-        children.setdefault(parent, []).append(sid)
+    for sid, parent in getattr(source, "gone_parents", ()):  # a gone middle the lake holds keeps its
+        if sid in kept_gone:  # sub-agents in its root's tree (else they are roots of their own)
+            children.setdefault(parent, []).append(sid)
     out = []
     for r, s in zip(rollouts, sessions):
         meta = r.meta
