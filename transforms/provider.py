@@ -97,7 +97,11 @@ class Provider(Protocol):
 
     def extract(self, source: Source, workdir: Path, run_at, cache_dir: Path | None = None) -> Extract:
         """`workdir` is a scratch dir removed after the call; `cache_dir`, when given, persists
-        between runs of this source on this machine (for incremental reads of append-only logs)."""
+        between runs of this source on this machine (for incremental reads of append-only logs).
+        A provider that sets `takes_cached_notes`, `takes_full_refresh` or `takes_landed` is also
+        passed, by warehouse.land.ingest, `cached_notes=True` on a first landing into a lake,
+        `full_refresh=True` on `ingest --full-refresh`, and `landed`, a callable giving the
+        sessions the lake holds of the source (id -> cost)."""
         ...
 
 
