@@ -203,6 +203,12 @@ def test_totals_count_the_root_sessions_priced_in_part(layout, tmp_path, capsys)
     totals = _json(capsys, layout.home)["totals"][0]
     assert (totals["root_sessions"], totals["root_sessions_with_unknown_cost"],
             totals["root_sessions_with_partial_cost"]) == (2, 0, 1)
+    # the unpriced model's row says it is unknown, not nothing (its requests are all inside a
+    # session priced in part, which gives it no cost row: a team trial's reader saw an empty cell)
+    by_model = {r["model_name"]: r for r in _json(capsys, layout.home, "--by", "model")["by_model"]}
+    assert (by_model["glm-4.6"]["cost_usd"], by_model["glm-4.6"]["cost_source"]) == (None, "unknown")
+    sonnet = by_model["claude-sonnet-4-5"]
+    assert sonnet["cost_usd"] is not None and "unknown" not in sonnet["cost_source"]
     from warehouse.serve.dashboard.server import render
     from warehouse.lake.ducklake import connect
 
