@@ -30,7 +30,7 @@ from pathlib import Path
 
 from transforms.atomic import replace_file
 from transforms.claude.normalise import session_of
-from transforms.claude.reader import HEAD_BYTES, cache_name, cached_files, parse_line
+from transforms.claude.reader import cache_name, cached_files, head_digest, parse_line
 from transforms.sources import files_under, not_a_file
 
 INDEX = "families.pkl"
@@ -42,7 +42,7 @@ class _Entry:
     sig: tuple | None  # (size, mtime_ns, device, inode) of the copy read; None: not read
     keys: bytes = b""  # array('q') of the link digests
     offset: int = 0  # read up to here: past its last complete line
-    head: str = ""  # digest of its first bytes (up to HEAD_BYTES): the same file grown keeps them
+    head: str = ""  # reader.head_digest up to `offset`: the same file grown keeps it
     # its place in the order the files were first found (None: found now, numbered once read; 0:
     # in an index written before it kept the order)
     seen: int | None = 0
@@ -218,7 +218,7 @@ def _read_links(path: Path, rel: str, sig: tuple | None, entry: _Entry | None) -
     reads): parsing a line twice cost less than pickling each transcript's records twice."""
     with open(path, "rb") as fh:
         grown = (entry is not None and entry.sig is not None and sig is not None and entry.sig[2:] == sig[2:]
-                 and sig[0] >= entry.offset and _sha(fh.read(min(entry.offset, HEAD_BYTES))) == entry.head)
+                 and sig[0] >= entry.offset and head_digest(fh.fileno(), entry.offset) == entry.head)
         offset = entry.offset if grown else 0
         fh.seek(offset)
         records = []
@@ -229,8 +229,7 @@ def _read_links(path: Path, rel: str, sig: tuple | None, entry: _Entry | None) -
             if not raw.endswith(b"\n"):
                 break  # still being written: its links now (the extract reads it), read again once complete
             offset += len(raw)
-        fh.seek(0)
-        head = _sha(fh.read(min(offset, HEAD_BYTES)))
+        head = head_digest(fh.fileno(), offset)
     # the links read before stay, whatever was read now: a file read again whole (rewritten, or an
     # older copy of it in a backup, the larger one deleted) must not lose a link its rows may need
     keys = links(rel, records) | (set(array("q", entry.keys)) if entry is not None else set())
@@ -243,10 +242,6 @@ def _span(records) -> tuple:
     strings'); () when none has one."""
     times = [t for _, rec in records if isinstance(t := rec.get("timestamp"), str)]
     return (min(times), max(times)) if times else ()
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _adopt_cached(index: _Index, cache: Path | None, on_disk: dict) -> bool:

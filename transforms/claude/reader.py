@@ -59,6 +59,12 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def head_digest(fd: int, offset: int) -> str:
+    """The digest of a file's first bytes up to `offset` (at most HEAD_BYTES): an append-only
+    file grown past `offset` keeps it."""
+    return _sha(os.pread(fd, min(HEAD_BYTES, offset), 0))
+
+
 def cache_name(rel: str) -> str:
     """The name of a file's cache in the cache dir's `files/`."""
     return f"{_sha(rel.encode('utf-8', 'surrogateescape'))[:24]}.pkl"
@@ -85,10 +91,9 @@ def _save(path: Path, cached: _Cached) -> None:
 def _still_valid(cached: _Cached | None, fd: int, st: os.stat_result) -> bool:
     if cached is None or cached.inode != (st.st_dev, st.st_ino) or st.st_size < cached.offset:
         return False
-    head = os.pread(fd, min(HEAD_BYTES, cached.offset), 0)
     tail_at = max(0, cached.offset - TAIL_BYTES)
     tail = os.pread(fd, cached.offset - tail_at, tail_at)
-    return _sha(head) == cached.head_sha and _sha(tail) == cached.tail_sha
+    return head_digest(fd, cached.offset) == cached.head_sha and _sha(tail) == cached.tail_sha
 
 
 def _text(raw: bytes) -> tuple[str, bool]:
@@ -118,9 +123,8 @@ def _add(out: FileRead, lineno: int, raw: bytes) -> None:
 
 def _store(cache_path: Path, fd: int, st: os.stat_result, rel: str, offset: int, lineno: int,
            out: FileRead) -> None:
-    head = os.pread(fd, min(HEAD_BYTES, offset), 0)
     tail_at = max(0, offset - TAIL_BYTES)
-    entry = _Cached(CACHE_VERSION, rel, (st.st_dev, st.st_ino), offset, lineno, _sha(head),
+    entry = _Cached(CACHE_VERSION, rel, (st.st_dev, st.st_ino), offset, lineno, head_digest(fd, offset),
                     _sha(os.pread(fd, offset - tail_at, tail_at)), list(out.records), list(out.bad), out.not_utf8)
     try:
         _save(cache_path, entry)

@@ -34,7 +34,7 @@ from warehouse.land import landed_as
 from warehouse.land.bundle_folders import evict_moved, evict_superseded, taken_over
 from warehouse.land.landing_files import (
     RowsOutsideContract, build_files, check_rows, landed_files, read_file, write_files, write_run_log)
-from warehouse.land.retention import carry_forward, read_landed
+from warehouse.land.retention import carry_forward, landed_costs
 from warehouse.land.source_state import SourceStates, Verdict
 
 STATUSES = ("ok", "unchanged", "skipped", "failed")
@@ -221,14 +221,15 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
         forget_cached(cache_dir)
     # a first landing into this lake: the cached sessions' notes too, which went to the lake they
     # were read for (the home's cache is every lake's: a first ingest into a team lake lost them)
-    replayed = {"cached_notes": True} if first and getattr(provider, "takes_cached_notes", False) else {}
+    options = {"cached_notes": True} if first and getattr(provider, "takes_cached_notes", False) else {}
     if run.full_refresh and getattr(provider, "takes_full_refresh", False):  # its own cache of what it read
-        replayed["full_refresh"] = True
+        options["full_refresh"] = True
+    read_again = bool(options)  # every line read again, its notes said again
     if getattr(provider, "takes_landed", False):  # asked only for a part whose sessions' files are gone
-        replayed["landed"] = lru_cache(maxsize=None)(partial(_landed_sessions, store, previous))
+        options["landed"] = lru_cache(maxsize=None)(partial(landed_costs, store, previous.files))
     try:
         with scratch("snapshot") as workdir:
-            extract = provider.extract(source, workdir, run_at, cache_dir=cache_dir, **replayed)
+            extract = provider.extract(source, workdir, run_at, cache_dir=cache_dir, **options)
     except Exception as exc:  # the reason goes to `sources`; other sources go on
         if not environmental(exc):  # a permission fixed later changes no byte: that is retried
             states.record_failure(source, previous, fingerprint, _reason(exc))
@@ -277,7 +278,7 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
     # said once per lake, by the run that lands the source without them (and to a lake never told)
     gone, said_gone = not_said_before(states.said_file(source.provider, source.source_id, "gone"),
                                       findings.gone_from_disk)
-    if "cached_notes" in replayed or "full_refresh" in replayed:  # a first landing, or every line read again
+    if read_again:
         gone = findings.gone_from_disk
     if gone:
         findings.notes.append(f"{len(gone)} transcript{'s' * (len(gone) > 1)} no longer on disk ({findings.gone_why}) "
@@ -333,18 +334,6 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
         schema_version=extract.schema_version, migrations=extract.migrations,
         fingerprint=fingerprint, files=sorted(written.files),
     )
-
-
-def _landed_sessions(store, previous) -> dict:
-    """The sessions the lake holds of a source, with their `cost_usd`, as its landing files hold
-    them (asked only when a source's files of some sessions are gone)."""
-    out = {}
-    for rel in previous.files:
-        if rel.rsplit("/", 1)[-1] == "sessions.parquet":
-            data = read_landed(store, rel, [])
-            if data is not None:
-                out.update(zip(data.column("session_id").to_pylist(), data.column("cost_usd").to_pylist()))
-    return out
 
 
 def _parts_landed(sessions: dict | None, before: dict | None) -> dict | None:

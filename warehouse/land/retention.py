@@ -60,6 +60,17 @@ def landed_session_ids(store, rels: list[str], damaged: list | None) -> set:
     return ids
 
 
+def landed_costs(store, previous: dict[str, str]) -> dict:
+    """The sessions a source's landing files (`previous`: its state's files) hold, with their
+    `cost_usd`."""
+    out = {}
+    for rel in _files_of(store, previous, "sessions"):
+        data = read_landed(store, rel, [])
+        if data is not None:
+            out.update(zip(data.column("session_id").to_pylist(), data.column("cost_usd").to_pylist()))
+    return out
+
+
 def _session_ids_of(rows) -> set:
     if isinstance(rows, pa.Table):
         return set(rows.column("session_id").to_pylist())
