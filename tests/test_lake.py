@@ -435,15 +435,18 @@ def _marts_equal_a_full_recompute(layout):
         return counts
 
 
-def test_marts_are_updated_for_the_projects_a_merge_touched(tmp_path):
+def test_marts_are_updated_for_the_projects_a_merge_touched(tmp_path, monkeypatch):
     """A changed source recomputes its projects' mart rows only, and the marts still equal a full
     recompute: after a change, after a source is removed, across every agent."""
     import shutil
 
     from transforms.synth.demo import generate_demo
+    from warehouse.catalog import marts
     from warehouse.lake.layout import Layout
     from warehouse.catalog.marts import PENDING
     from warehouse.catalog.merge import merge
+
+    monkeypatch.setattr(marts, "WHOLE_BELOW_ROWS", -1)  # the demo's lake is small: as a larger one
 
     demo = generate_demo(tmp_path / "demo")
     layout = Layout.resolve(home=tmp_path / "home", machine="laptop", user="dev")
@@ -476,6 +479,47 @@ def test_marts_are_updated_for_the_projects_a_merge_touched(tmp_path):
     shutil.rmtree(layout.lake / "_landing" / "laptop")  # every source gone: their rows and mart rows too
     merge(layout.lake, layout.warehouse)
     assert all(n == 0 for n in _marts_equal_a_full_recompute(layout).values())
+
+
+@pytest.mark.parametrize("small", [True, False], ids=["small lake: computed whole", "past WHOLE_BELOW_ROWS: by project"])
+def test_a_small_lakes_merge_computes_every_mart_whole_into_its_table_and_both_ways_equal_a_full_recompute(
+        layout, project, monkeypatch, small):
+    """Up to WHOLE_BELOW_ROWS rows, a merge that touched a project computes every mart again whole,
+    into the same tables (a project it did not touch is written again too); past it, only the
+    projects it touched are refreshed (and the marts built whole are made again). Both equal a
+    full recompute."""
+    from warehouse.catalog import marts
+
+    if not small:
+        monkeypatch.setattr(marts, "WHOLE_BELOW_ROWS", -1)
+    shop, blog = project("shop"), project("blog")
+    for p in (shop, blog):
+        add_session(p.conn, "s1", title=p.path.name, created_at=T0, cost=0.5)
+        add_message(p.conn, "m1", "s1", "assistant", [text_part("a")], created_at=T0, model="claude-sonnet-4-5",
+                    provider="anthropic")
+        p.conn.commit()
+    blog.close()  # unchanged from here on (closing checkpoints its WAL)
+    ingest(layout, shop.db, blog.db)
+    ids = "SELECT table_name, table_id FROM ducklake_table_info('lake') WHERE table_name IN ({})".format(
+        ", ".join(f"'{m}'" for m in marts.MARTS))
+    before = dict(query(layout, ids))
+    snapshot = scalar(layout, "SELECT MAX(snapshot_id) FROM ducklake_snapshots('lake')")
+    add_session(shop.conn, "s2", title="day two", created_at=T0 + DAY, cost=0.25)
+    add_message(shop.conn, "m2", "s2", "assistant", [text_part("b")], created_at=T0 + DAY, model="gpt-5.1",
+                provider="openai")
+    shop.close()
+    ingest(layout, shop.db, blog.db)
+    after = dict(query(layout, ids))
+    by_project = {m for m, sql in marts.mart_sql() if m in after and marts.refreshes_by_project(sql)}
+    kept = {m for m in after if after[m] == before[m]}  # the same tables (past it, those by project)
+    assert set(before) == set(marts.MARTS) and kept == (set(after) if small else by_project) and len(by_project) > 10
+    now = scalar(layout, "SELECT MAX(snapshot_id) FROM ducklake_snapshots('lake')")
+    changed = dict(query(layout, "SELECT project, COUNT(*) FROM ducklake_table_changes('lake', 'main', "
+                                 "'daily_costs', ?, ?) WHERE change_type IN ('delete', 'update_preimage') GROUP BY 1",
+                         snapshot + 1, now))
+    assert changed == ({"shop": 1, "blog": 1} if small else {"shop": 1})
+    counts = _marts_equal_a_full_recompute(layout)
+    assert counts["session_summary"] == 3 and counts["daily_costs"] == 3
 
 
 def test_a_source_that_failed_is_not_read_again_until_it_changes(layout, project, tmp_path):

@@ -12,7 +12,8 @@ parents from it (`depends_on`). A mart's first header line says how it refreshes
 - `-- refresh: by project`: every row has a `project`, and is computed from rows of one
   source (the joins stay within a source) that share that project (a session's messages,
   parts, calls and usage carry the session's project). A merge then recomputes only the
-  projects of the sessions its changed sources had and have: no other row can have changed.
+  projects of the sessions its changed sources had and have: no other row can have changed
+  (in a small lake, WHOLE_BELOW_ROWS, every mart is computed whole into its table instead).
   `tests/test_lake.py` checks the incremental marts against a full recompute on every agent.
 - `-- refresh: whole`: recomputed entirely (rows that span projects).
 
@@ -47,6 +48,13 @@ MAX_PROJECTS = 64
 # (docs/BENCHMARKS.md, "Figures behind the code's choices"). Past it, the copy would hold the
 # tool calls' inputs in memory: they read the lake.
 SMALL_LAKE_ROWS = 20_000
+# Up to this many rows, a merge that touched any project computes every mart whole from that copy:
+# cheaper than refreshing the touched projects' rows, whose DELETE and INSERT per mart each pay
+# DuckLake's catalog lookups (docs/BENCHMARKS.md, "Figures behind the code's choices"). Past it
+# the refresh by project reads less. Such a mart whose table holds its current SQL's columns is
+# emptied and filled again (`refill`), not replaced: each new table's inlined rows were a table of
+# the catalog until its snapshot expired, and readers opened the grown catalog more slowly.
+WHOLE_BELOW_ROWS = 10_000
 # Above the writer's own 512 MB (warehouse.ducklake): a large merge's marts run after its inserts
 # committed (warehouse.catalog.merge). A refresh that still runs out is run again
 # with most of the machine's memory (ducklake.retried_with_more_memory); the tables stay merged.
@@ -217,35 +225,42 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None, 
     have = committed_tables(con)
     ensure_bookkeeping(con, have)
     pending = {r[0] for r in con.execute(f"SELECT DISTINCT project FROM lake.main.{PENDING}").fetchall()}
+    rows = _rows_read(con) + added
+    whole = whole or bool(pending) and rows <= WHOLE_BELOW_ROWS
     # the names the marts group models under, for the rows they are about to read: the pending
     # projects' (every other project's names are in it since its own refresh), or all
     scoped = not whole and len(pending) <= MAX_PROJECTS
     scope = None  # the cut-down curated tables' filter, found once
     internals, cut = _Internals(con), _Cut(con)
+    # every mart built whole from a small lake: they read one copy of it (a few built whole
+    # beside those refreshed by project read the lake: copying it all cost them more)
+    everything = _Cut(con, prefix="_all_") if whole and rows <= SMALL_LAKE_ROWS else None
     read = None  # where model_names reads the tables' names: the cut, when the marts will use it
     if scoped and pending and model_names.NAME in have and cut.covers(model_names.READS):
         scope = _scope(con, pending)
         cut.make(scope)
         read = cut.table
+    elif everything and model_names.NAME in have and everything.covers(model_names.READS):
+        everything.make("TRUE")
+        read = everything.table
     whole = model_names.update(con, _project_filter(pending) if scoped else None, have, read) or whole
     have.add(model_names.NAME)
     written = dict(con.execute(f"SELECT name, sql_sha FROM lake.main.{WRITTEN}").fetchall())
-    plan = [(name, sql, "whole" if whole or written.get(name) != _sha(name) or name not in have
-             or not refreshes_by_project(sql) or len(pending) > MAX_PROJECTS else "scoped")
+    plan = [(name, sql, _how(name, sql, have, written, whole=whole or len(pending) > MAX_PROJECTS, rows=rows))
             for name, sql in mart_sql() if not name.startswith("_")]
     plan = _scoped_first(plan)
-    # every mart built whole from a small lake: they read one copy of it (a few built whole
-    # beside those refreshed by project read the lake: copying it all cost them more)
-    everything = (_Cut(con, prefix="_all_") if all(how == "whole" for *_, how in plan)
-                  and _rows_read(con) + added <= SMALL_LAKE_ROWS else None)
+    if not everything and all(how != "scoped" for *_, how in plan) and rows <= SMALL_LAKE_ROWS:
+        everything = _Cut(con, prefix="_all_")  # made whole by a model's new name or the marts' new SQL
     for at, (name, sql, how) in enumerate(plan):
-        if how == "whole":
+        if how in ("whole", "refill"):
             if everything:
                 everything.on("TRUE")
             else:
                 cut.off()
             internals.pin(name, "whole")
-            if not _build(con, sql, [f'CREATE OR REPLACE TABLE lake.main."{name}" AS {_query(sql)}']):
+            if how == "refill":
+                _build(con, sql, [f'DELETE FROM lake.main."{name}"', f'INSERT INTO lake.main."{name}" {_query(sql)}'])
+            elif not _build(con, sql, [f'CREATE OR REPLACE TABLE lake.main."{name}" AS {_query(sql)}']):
                 give_statistics(con, f'lake.main."{name}"')
         elif pending:
             touched = _project_filter(pending)
@@ -267,6 +282,17 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None, 
     con.register("_written", pa.table({"name": list(written), "sql_sha": list(written.values())}))
     con.execute(f"INSERT INTO lake.main.{WRITTEN} SELECT name, sql_sha FROM _written")
     con.unregister("_written")
+
+
+def _how(name: str, sql: str, have: set[str], written: dict[str, str], *, whole: bool, rows: int) -> str:
+    """How a mart is brought up to date: `whole` (made again, as a new table: a new mart, or new SQL
+    whose columns may differ), `refill` (computed whole into its table: a small lake's), or
+    `scoped` (its touched projects' rows)."""
+    if name not in have or written.get(name) != _sha(name):
+        return "whole"
+    if rows <= WHOLE_BELOW_ROWS and (whole or not refreshes_by_project(sql)):
+        return "refill"
+    return "whole" if whole or not refreshes_by_project(sql) else "scoped"
 
 
 def committed_tables(con) -> set[str]:
@@ -309,7 +335,7 @@ def _scoped_first(plan: list[tuple[str, str, str]], reached=_reached) -> list[tu
     kept when a mart refreshed by project reads one built whole (it must see the new table).
     `reached(name)`: what a mart reads."""
     scoped = [m for m in plan if m[2] == "scoped"]
-    whole = [m for m in plan if m[2] == "whole"]
+    whole = [m for m in plan if m[2] != "scoped"]
     if any(w[0] in reached(m[0]) for m in scoped for w in whole):
         return plan
     return scoped + whole
