@@ -7,7 +7,7 @@ On a copy of the small demo (every agent, one session each): Qwen Code's model
 
 import json
 import shutil
-from datetime import date
+from datetime import date, datetime, timedelta, timezone
 from decimal import ROUND_HALF_UP, Decimal
 
 import pyarrow.parquet as pq
@@ -264,6 +264,35 @@ def test_a_home_named_demo_beside_another_tools_config_keeps_its_own_prices(tmp_
         [{"model": MODEL, "input": 1, "output": 5}], {}))
     ran = run_cli("merge", "--home", home)
     assert ran.returncode == 0 and f"the prices in {home / 'config.toml'} changed" in ran.stdout, ran.stderr
+
+
+def test_a_home_of_ones_own_named_demo_keeps_its_own_prices_and_budgets(tmp_path):
+    """A home named with --home whose folder is called `demo`, holding the user's own agent data
+    (no stores `agentlake demo` generated), in a folder that holds nothing: after its first merge it
+    was taken for the quickstart's demo standing in for that folder. Its budgets were read from the
+    folder's config.toml, which does not exist (exit 2), and the next ingest said the prices
+    "changed" and left every request unpriced (a team lead's trial). Its own file applies."""
+    from transforms.synth.claude import assistant_lines, project_slug, usage, user_line, write_jsonl
+
+    at, cwd, sid = datetime(2026, 12, 1, 9, tzinfo=timezone.utc), "/home/ana/shop", "11111111-2222-4333-8444-555555555555"
+    claude = tmp_path / "claude"
+    write_jsonl(claude / "projects" / project_slug(cwd) / f"{sid}.jsonl", [user_line(sid, at, cwd, "go")] + assistant_lines(
+        sid, at + timedelta(seconds=5), cwd, message_id="msg_1", request_id="req_1", model="acme-internal-1",
+        blocks=[{"type": "text", "text": "ok"}], final_usage=usage(1_000_000, 200_000), stop_reason="end_turn"))
+    home = tmp_path / "team" / "demo"
+    home.mkdir(parents=True)
+    (home / "config.toml").write_text(_toml([{"model": "acme-internal-1", "input": 1, "output": 5}], {})
+                                      + "\n[[budgets]]\nmonthly_usd = 1\n")
+    flags = ("--home", home, "--no-default", "--agent-home", f"claude={claude}")
+    layout = Layout.resolve(home=home)
+    for _ in range(2):  # the second ingest changes nothing
+        ran = run_cli("ingest", *flags)
+        assert ran.returncode == 0 and "changed: the history was priced again" not in ran.stdout + ran.stderr, \
+            ran.stdout + ran.stderr
+        # 1M input tokens at $1 and 200k output at $5 a million
+        assert [(r[1], r[2], r[3]) for r in _usage(layout, "claude")] == [("req_1", Decimal("2"), "configured")]
+    budgets = run_cli("report", "--home", home, "--budgets")
+    assert budgets.returncode == 3 and str(tmp_path / "team" / "config.toml") not in budgets.stderr, budgets.stderr
 
 
 def test_a_price_under_the_name_the_report_shows_covers_the_names_grouped_under_it(demo):

@@ -242,6 +242,7 @@ def _paths(path: Path, provider: str, section: dict, key: str) -> tuple[str, ...
 
 
 DEMO = "demo"  # where quickstart puts its demo, inside the home
+DEMO_DATA = "demo-data"  # where `agentlake demo` writes its stores, under the demo's home
 
 
 def has_data(layout: Layout) -> bool:
@@ -265,12 +266,15 @@ def has_data(layout: Layout) -> bool:
 
 
 def demo_layout(layout: Layout) -> Layout | None:
-    """After a quickstart that found no agent data: the demo in <home>/demo, as long as nothing
-    (a variable, `lake` in config.toml) points the home elsewhere and its lake holds nothing."""
+    """After a quickstart that found no agent data: the demo in <home>/demo (a home holding the
+    stores `agentlake demo` generated), as long as nothing (a variable, `lake` in config.toml)
+    points the home elsewhere and its lake holds nothing."""
     own = load_layout(str(layout.home), env={})
     if layout.remote or str(layout.lake) != str(own.lake) or layout.warehouse != own.warehouse or has_data(layout):
         return None
-    if not (layout.home / DEMO).is_dir():  # a file of that name is the user's, not a demo
+    # a file of that name is the user's, and so is a home of that name holding no generated
+    # stores: its own config.toml prices it, not this one's (a team lead's trial)
+    if not (layout.home / DEMO / DEMO_DATA).is_dir():
         return None
     demo = load_layout(str(layout.home / DEMO), env={})
     return demo if demo.warehouse.exists() else None

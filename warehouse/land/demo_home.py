@@ -14,10 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from warehouse.land.source_state import SourceStates
-from warehouse.lake.config import DEMO
+from warehouse.lake.config import DEMO, DEMO_DATA
 from warehouse.lake.layout import LANDING, RUNS, Layout
-
-DEMO_DATA = "demo-data"  # where `agentlake demo` writes its stores, under the home
 
 
 class NotADemoHome(ValueError):
