@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from transforms.provider import DiscoverOptions, merge_paths
-from warehouse.lake.config import DEMO, demo_layout, has_data, load_config, load_layout
+from warehouse.lake.config import demo_layout, load_config, load_layout, stood_in_for
 from warehouse.lake.layout import Layout, default_home, own_lake, same_lake
 from warehouse.lake.pg_catalog import PostgresCatalog, is_postgres
 
@@ -154,8 +154,8 @@ def use_demo_if_empty(args) -> None:
     home = demo.home.parent
     if args.command in ("sources", "ingest", "dev"):
         from transforms.synth.demo import HOMES
-        from warehouse.land.demo_home import DEMO_DATA
         from warehouse.land.ingest import discover_sources
+        from warehouse.lake.config import DEMO_DATA
 
         if any(getattr(args, f) for f in DISCOVERY_FLAGS):
             return
@@ -186,9 +186,8 @@ def command_for(layout: Layout, command: str) -> str:
     it is the default one (the quickstart demo's plain commands use it: use_demo_if_empty), and
     with --warehouse when the home alone reads another one (one named by --warehouse or
     $AGENTLAKE_WAREHOUSE; the team's, named in config.toml, where an ingest merged its own file)."""
-    home = layout.home
-    if home.name == DEMO and not has_data(load_layout(str(home.parent), env={})):
-        home = home.parent
+    owner = stood_in_for(layout.home)
+    home = owner.home if owner is not None else layout.home
     flag = f" --home {shlex.quote(str(home))}" if home != default_home().absolute() else ""
     if home == layout.home and not same_warehouse(str(load_layout(str(home), env={}).warehouse), layout.warehouse):
         flag += f" --warehouse {shlex.quote(str(layout.warehouse))}"

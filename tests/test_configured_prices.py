@@ -274,7 +274,11 @@ def test_a_home_of_ones_own_named_demo_keeps_its_own_prices_and_budgets(tmp_path
     "changed" and left every request unpriced (a team lead's trial). Its own file applies."""
     from transforms.synth.claude import assistant_lines, project_slug, usage, user_line, write_jsonl
 
-    at, cwd, sid = datetime(2026, 12, 1, 9, tzinfo=timezone.utc), "/home/ana/shop", "11111111-2222-4333-8444-555555555555"
+    from pipelines.command_args import command_for
+
+    # this month's first day: the budget counts this month's spend
+    at = datetime.now(timezone.utc).replace(day=1, hour=9, minute=0, second=0, microsecond=0)
+    cwd, sid = "/home/ana/shop", "11111111-2222-4333-8444-555555555555"
     claude = tmp_path / "claude"
     write_jsonl(claude / "projects" / project_slug(cwd) / f"{sid}.jsonl", [user_line(sid, at, cwd, "go")] + assistant_lines(
         sid, at + timedelta(seconds=5), cwd, message_id="msg_1", request_id="req_1", model="acme-internal-1",
@@ -293,6 +297,10 @@ def test_a_home_of_ones_own_named_demo_keeps_its_own_prices_and_budgets(tmp_path
         assert [(r[1], r[2], r[3]) for r in _usage(layout, "claude")] == [("req_1", Decimal("2"), "configured")]
     budgets = run_cli("report", "--home", home, "--budgets")
     assert budgets.returncode == 3 and str(tmp_path / "team" / "config.toml") not in budgets.stderr, budgets.stderr
+    # the commands it prints (search's `open:`, the ingest summary's) read this home, not its folder
+    assert command_for(layout, "sql").endswith(f"sql --home {home}")
+    found = run_cli("search", "--home", home, "ok")
+    assert found.returncode == 0 and f"sql --home {home} " in found.stdout, found.stdout + found.stderr
 
 
 def test_a_price_under_the_name_the_report_shows_covers_the_names_grouped_under_it(demo):

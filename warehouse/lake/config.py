@@ -285,16 +285,20 @@ def settings_file(layout: Layout) -> Path:
     its own, but for the quickstart's demo while it stands in for its home (demo_layout): that
     home's, the file the user edits; its budgets were read from there and its prices were not (a
     new user's trial)."""
-    home = Path(layout.home)
-    if home.name == DEMO and not layout.remote:
-        try:
-            owner = load_layout(str(home.parent), env={})
-        except ConfigError:  # `demo --home proj/demo` beside another tool's config.toml (a review)
-            return layout.config_file
-        stand_in = demo_layout(owner)
-        if stand_in is not None and stand_in.home == home:
-            return owner.config_file
-    return layout.config_file
+    owner = None if layout.remote else stood_in_for(Path(layout.home))
+    return owner.config_file if owner is not None else layout.config_file
+
+
+def stood_in_for(home: Path) -> Layout | None:
+    """The home whose quickstart demo `home` is while it stands in for it (demo_layout), else None."""
+    if home.name != DEMO:
+        return None
+    try:
+        owner = load_layout(str(home.parent), env={})
+    except ConfigError:  # `demo --home proj/demo` beside another tool's config.toml (a review)
+        return None
+    stand_in = demo_layout(owner)
+    return owner if stand_in is not None and stand_in.home == home else None
 
 
 def reader_layout(env=os.environ) -> Layout:
