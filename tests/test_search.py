@@ -496,6 +496,19 @@ def test_a_tool_asked_of_an_index_without_tool_calls_is_said_so():
         assert _unknown_tool(con, "shell") == "no tool 'shell' in the index: it holds no tool call"
 
 
+def test_an_unknown_tool_lists_the_indexs_tools_with_dots_only_when_some_are_left_out():
+    """`, ...` followed the list even when it named every tool the index holds (a trial)."""
+    from warehouse.serve.search import LISTED_TOOLS, _unknown_tool
+
+    with duckdb.connect() as con:
+        con.execute("CREATE TABLE docs (tool_name VARCHAR, tool_category VARCHAR)")
+        con.execute("INSERT INTO docs VALUES ('Bash', 'shell'), ('Edit', 'edit')")
+        assert _unknown_tool(con, "read") == "no tool 'read' in the index; its categories and names: bash, edit, shell"
+        con.execute("INSERT INTO docs SELECT 'zz' || range, NULL FROM range(?)", [LISTED_TOOLS])
+        said = _unknown_tool(con, "read")
+        assert said.endswith(", ...") and said.count(", ") == LISTED_TOOLS, said
+
+
 def test_the_query_reads_words_as_the_index_does_in_every_script():
     """warehouse.serve.search.tokens (a query's words, a snippet's marks) against the index's own
     tokenizer (TOKENIZE), on letters, digits, marks and signs of every block: every fifth character

@@ -34,6 +34,7 @@ QUERY_HELP = ("words that must all appear (stemmed, so migrations finds migrate;
               "not appear (nor a word of its stem). English stop words (the, a, of) are ignored")
 KINDS = ("message", "tool_call")
 SNIPPET_CHARS = 220
+LISTED_TOOLS = 12  # tools named when an unknown one has no close match
 MARK = "**"  # around each match in a snippet (Markdown's bold: terminals and the MCP client read it)
 
 
@@ -182,8 +183,9 @@ def _unknown_tool(con, tool: str) -> str | None:
     if not names:
         return f"no tool {tool!r} in the index: it holds no tool call"
     close = get_close_matches(tool.lower(), sorted(names), 3, 0.6)
+    listed = ", ".join(sorted(names)[:LISTED_TOOLS]) + (", ..." if len(names) > LISTED_TOOLS else "")
     return f"no tool {tool!r} in the index" + (f" (close ones: {', '.join(close)})" if close else
-                                               f"; its categories and names: {', '.join(sorted(names)[:12])}, ...")
+                                               f"; its categories and names: {listed}")
 
 
 def _day(zone: str) -> str:
