@@ -274,6 +274,9 @@ def render(r: Recipe) -> str:
     out = [f"# {r.kind}: {r.note}"]
     for path, text in r.files.items():
         out += [f"\n# --- {path}", text.rstrip("\n")]
+    # the log's folder, which no scheduler makes: a home not ingested into yet failed every run
+    # on the log's redirect, and logged nothing (a trial; `install` makes it)
+    folder = [f"mkdir -p {shlex.quote(str(r.log.parent))}"] if r.log is not None and not r.log.parent.is_dir() else []
     out += ["\n# then turn it on: once each file above is written as shown (`--install` writes them and does "
-            "this):", *r.enable]
+            "this):", *folder, *r.enable]
     return "\n".join(out) + "\n"

@@ -132,6 +132,27 @@ def test_cli_prints_by_default_and_install_writes_the_files(tmp_path):
     assert installed.returncode == 1 and "launchctl is not on this machine" in installed.stderr
 
 
+@pytest.mark.parametrize("kind", ["cron", "systemd", "launchd"])
+def test_the_printed_steps_make_a_new_homes_log_folder_first(tmp_path, kind):
+    """A home not ingested into yet has no folder for the log: cron's `>> <home>/ingest.log` failed
+    before agentlake started, every run, and logged nothing (a trial). The printed steps make it
+    first (`--install` does), and say nothing of it once it is there."""
+    home = tmp_path / "new home"
+    printed = run_cli("--kind", kind, "--home", str(home), home=tmp_path)
+    assert printed.returncode == 0 and not home.exists(), printed.stderr  # printing makes nothing
+    steps = printed.stdout.split("# then turn it on:", 1)[1].splitlines()[1:]
+    assert steps[0] == f"mkdir -p {shlex.quote(str(home))}" and len(steps) > 1
+    if kind == "cron":  # the line itself runs as cron runs it, once its folder is made
+        line = next(t for t in printed.stdout.splitlines() if t.endswith("# agentlake-ingest"))
+        command = line.split(" ", 5)[5].replace("\\%", "%")
+        subprocess.run(["sh", "-c", steps[0]], check=True)
+        ran = subprocess.run(["sh", "-c", command], env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+        assert "sources: 0 ok" in (home / "ingest.log").read_text(), ran  # the run, logged
+    home.mkdir(exist_ok=True)
+    again = run_cli("--kind", kind, "--home", str(home), home=tmp_path)
+    assert "mkdir -p" not in again.stdout
+
+
 @pytest.mark.parametrize("every", [45, 90, 300])
 def test_cron_refuses_intervals_it_cannot_keep(tmp_path, every):
     with pytest.raises(ValueError, match="cron cannot run every"):
