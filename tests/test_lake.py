@@ -522,6 +522,60 @@ def test_a_small_lakes_merge_computes_every_mart_whole_into_its_table_and_both_w
     assert counts["session_summary"] == 3 and counts["daily_costs"] == 3
 
 
+def _recorded_counts(layout) -> dict:
+    """`_agentlake_marts`'s count of each mart's rows, with the rows the mart holds."""
+    from warehouse.catalog.marts import MARTS
+
+    recorded = dict(query(layout, "SELECT name, rows FROM _agentlake_marts"))
+    return {name: (recorded.get(name), scalar(layout, f'SELECT COUNT(*) FROM "{name}"')) for name in MARTS}
+
+
+def test_a_mart_empty_then_filled_keeps_its_count_and_equals_a_full_recompute(layout, project):
+    """A small lake's merge computes a mart it knows to be empty before touching its table (left
+    alone while it stays empty); the counts the merge keeps of each mart's rows are its rows through
+    a mart's first rows and a later merge, and every mart equals a full recompute. A catalog kept
+    without counts (an older release's) gains them."""
+    from transforms.synth.crush_parts import bash_output, finish_part, tool_call_part, tool_result_part
+    from warehouse.lake.ducklake import writing
+
+    def counts_hold():
+        counts = _recorded_counts(layout)
+        assert all(recorded == held for recorded, held in counts.values()), counts
+        return counts
+
+    shop = project("shop")
+    add_session(shop.conn, "s1", title="talk", created_at=T0, cost=0.5)
+    add_message(shop.conn, "m1", "s1", "assistant", [text_part("a")], created_at=T0, model="claude-sonnet-4-5",
+                provider="anthropic")
+    shop.conn.commit()
+    ingest(layout, shop.db)
+    assert counts_hold()["shell_commands"] == (0, 0)
+    with writing(layout.warehouse) as con:  # as an older release kept it: no counts
+        con.execute("CREATE TABLE old AS SELECT name, sql_sha FROM _agentlake_marts")
+        con.execute("DROP TABLE _agentlake_marts")
+        con.execute("CREATE TABLE _agentlake_marts AS SELECT * FROM old")
+        con.execute("DROP TABLE old")
+    add_session(shop.conn, "s2", title="tests", created_at=T0 + DAY, cost=0.25)
+    add_message(shop.conn, "c1", "s2", "assistant", [tool_call_part("b1", "bash", {"command": "npm test"}),
+                                                     finish_part("tool_use", T0 + DAY)],
+                created_at=T0 + DAY, model="claude-sonnet-4-5", provider="anthropic")
+    add_message(shop.conn, "r1", "s2", "tool", [tool_result_part("b1", "bash", bash_output("ok"))],
+                created_at=T0 + DAY + 1)
+    shop.conn.commit()
+    ingest(layout, shop.db)
+    filled = counts_hold()
+    assert filled["shell_commands"][1] > 0 and filled["session_summary"] == (2, 2)
+    _marts_equal_a_full_recompute(layout)
+    add_session(shop.conn, "s3", title="more talk", created_at=T0 + 2 * DAY, cost=0.125)
+    shop.close()
+    ingest(layout, shop.db)
+    later = counts_hold()
+    assert later["session_summary"] == (3, 3) and later["shell_commands"] == filled["shell_commands"]
+    assert {name for name, (_, held) in later.items() if held == 0} == {
+        name for name, (_, held) in filled.items() if held == 0} != set()
+    _marts_equal_a_full_recompute(layout)
+
+
 def test_a_source_that_failed_is_not_read_again_until_it_changes(layout, project, tmp_path):
     """A no-op rerun stays cheap with broken sources present: the same bytes fail the same way,
     so the failure is reported from the state; new bytes are read again."""

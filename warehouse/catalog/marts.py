@@ -18,9 +18,10 @@ parents from it (`depends_on`). A mart's first header line says how it refreshes
 - `-- refresh: whole`: recomputed entirely (rows that span projects).
 
 The merge records the touched projects in `_agentlake_marts_pending` in the tables'
-transaction; `refresh_marts` (in that transaction for a small merge, in the next transaction of
-that writer for a large one, or in the next merge's when a merge ran without its marts or was cut
-off between the two) updates the marts and clears the list. A mart whose SQL changed since it was
+transaction (or hands them to `refresh_marts` in that transaction, for a small merge);
+`refresh_marts` (in the next transaction of that writer for a large merge, or in the next merge's
+when a merge ran without its marts or was cut off between the two) updates the marts and clears
+the list. A mart whose SQL changed since it was
 written (its hash in `_agentlake_marts`) is rebuilt whole; a merge that rebuilt the tables whole
 forgets every hash (`forget`).
 """
@@ -39,7 +40,9 @@ SQL_DIR = Path(__file__).parent / "sql"
 FOLDERS = ("intermediate", "marts")  # the blocks, then the marts; each folder's files numbered in dependency order
 _DEFINES = re.compile(r"^CREATE OR REPLACE (VIEW|MACRO) (\w+)", re.MULTILINE)
 PENDING = "_agentlake_marts_pending"  # projects whose mart rows must be recomputed
-WRITTEN = "_agentlake_marts"  # (name, sha256 of its SQL) of every mart table written
+WRITTEN = "_agentlake_marts"  # (name, sha256 of its SQL, rows) of every mart table written
+# its columns; a catalog from before `rows` has the first two (every count unknown until rewritten)
+WRITTEN_COLUMNS = "name VARCHAR, sql_sha VARCHAR, rows BIGINT"
 # Past this many touched projects a whole rebuild is as cheap as the filtered one.
 MAX_PROJECTS = 64
 # Up to this many rows in the tables the marts read, marts all built whole read them from one
@@ -165,11 +168,17 @@ def temporary(sql: str) -> str:
 
 
 def ensure_bookkeeping(con, have: set[str] | None = None) -> None:
-    """The marts' two bookkeeping tables, unless `have` (the catalog's tables) holds them: each
-    `IF NOT EXISTS` asks DuckLake's catalog again."""
-    for name, columns in ((PENDING, "project VARCHAR"), (WRITTEN, "name VARCHAR, sql_sha VARCHAR")):
+    """The marts' two bookkeeping tables, unless `have` (the catalog's committed tables,
+    `committed_tables`) holds them: each `IF NOT EXISTS` asks DuckLake's catalog again. Without
+    `have`, each is made if missing (a damaged one may have been dropped in this transaction)."""
+    committed = committed_tables(con) if have is None else have
+    for name, columns in ((PENDING, "project VARCHAR"), (WRITTEN, WRITTEN_COLUMNS)):
         if have is None or name not in have:
             con.execute(f"CREATE TABLE IF NOT EXISTS lake.main.{name} ({columns})")
+        # one not committed yet is given statistics when empty: either may stay empty for merges
+        # to come, and a table without any is looked for at each merge (ducklake.give_missing_statistics)
+        if name not in committed and not con.execute(f"SELECT COUNT(*) FROM lake.main.{name}").fetchone()[0]:
+            give_statistics(con, f"lake.main.{name}")
 
 
 def mark_pending(con, projects: set[str | None]) -> None:
@@ -211,10 +220,13 @@ def _sha(name: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None, added: int = 0) -> None:
+def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None, added: int = 0,
+                  touched: set[str | None] = frozenset()) -> None:
     """Bring every public mart table up to date with the curated tables. `whole` rebuilds all
     of them; `memory_limit` replaces MEMORY_LIMIT (a retry's larger one). `added`: the rows the
-    transaction inserted so far (DuckLake's statistics count the committed rows only)."""
+    transaction inserted so far (DuckLake's statistics count the committed rows only).
+    `touched`: projects pending besides those recorded (`mark_pending`), from the merge whose
+    transaction this is: recorded, they would be deleted again in it."""
     # the marts' windows and joins over a team's history cannot all spill: under the writer's
     # 512 MB they failed on 14.6M messages, where the merge's inserts had streamed through.
     # A mart table promises no row order, and keeping it cost memory: insight_unused_reads (its
@@ -224,7 +236,8 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None, 
     con.execute("SET preserve_insertion_order = false")
     have = committed_tables(con)
     ensure_bookkeeping(con, have)
-    pending = {r[0] for r in con.execute(f"SELECT DISTINCT project FROM lake.main.{PENDING}").fetchall()}
+    recorded = {r[0] for r in con.execute(f"SELECT DISTINCT project FROM lake.main.{PENDING}").fetchall()}
+    pending = recorded | set(touched)
     rows = _rows_read(con) + added
     whole = whole or bool(pending) and rows <= WHOLE_BELOW_ROWS
     # the names the marts group models under, for the rows they are about to read: the pending
@@ -245,10 +258,12 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None, 
         read = everything.table
     whole = model_names.update(con, _project_filter(pending) if scoped else None, have, read) or whole
     have.add(model_names.NAME)
-    written = dict(con.execute(f"SELECT name, sql_sha FROM lake.main.{WRITTEN}").fetchall())
+    written, counted = _written(con)
+    before = (dict(written), counted)
     plan = [(name, sql, _how(name, sql, have, written, whole=whole or len(pending) > MAX_PROJECTS, rows=rows))
             for name, sql in mart_sql() if not name.startswith("_")]
     plan = _scoped_first(plan)
+    rows_now: dict[str, int | None] = dict(counted or {})  # a mart refreshed by project: its count unknown
     if not everything and all(how != "scoped" for *_, how in plan) and rows <= SMALL_LAKE_ROWS:
         everything = _Cut(con, prefix="_all_")  # made whole by a model's new name or the marts' new SQL
     for at, (name, sql, how) in enumerate(plan):
@@ -259,9 +274,11 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None, 
                 cut.off()
             internals.pin(name, "whole")
             if how == "refill":
-                _build(con, sql, [f'DELETE FROM lake.main."{name}"', f'INSERT INTO lake.main."{name}" {_query(sql)}'])
-            elif not _build(con, sql, [f'CREATE OR REPLACE TABLE lake.main."{name}" AS {_query(sql)}']):
-                give_statistics(con, f'lake.main."{name}"')
+                rows_now[name] = _refill(con, name, sql, (counted or {}).get(name))
+            else:
+                rows_now[name] = _build(con, sql, [f'CREATE OR REPLACE TABLE lake.main."{name}" AS {_query(sql)}'])
+                if not rows_now[name]:
+                    give_statistics(con, f'lake.main."{name}"')
         elif pending:
             touched = _project_filter(pending)
             scope = scope or _scope(con, pending)
@@ -269,6 +286,7 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None, 
             internals.pin(name, "scoped")
             _build(con, sql, [f'DELETE FROM lake.main."{name}" WHERE {touched}',
                               f'INSERT INTO lake.main."{name}" SELECT * FROM ({_query(sql)}\n) WHERE {touched}'])
+            rows_now[name] = None
         internals.release(later for later, _, _ in plan[at + 1:])
         written[name] = _sha(name)
     # (not in a `finally`: after an error the transaction is aborted, a DROP would fail and hide
@@ -277,11 +295,52 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None, 
     if everything:
         everything.drop()
     internals.drop()
-    con.execute(f"DELETE FROM lake.main.{PENDING}")
-    con.execute(f"DELETE FROM lake.main.{WRITTEN}")
-    con.register("_written", pa.table({"name": list(written), "sql_sha": list(written.values())}))
-    con.execute(f"INSERT INTO lake.main.{WRITTEN} SELECT name, sql_sha FROM _written")
+    if recorded:
+        con.execute(f"DELETE FROM lake.main.{PENDING}")
+    _record_written(con, written, {name: rows_now.get(name) for name in written}, before)
+
+
+def _written(con) -> tuple[dict[str, str], dict[str, int | None] | None]:
+    """The marts written, and their SQL's hash; and the rows each holds (a count None: not
+    known), or None for a catalog from before the count."""
+    cursor = con.execute(f"SELECT * FROM lake.main.{WRITTEN}")
+    columns = [d[0] for d in cursor.description]
+    rows = cursor.fetchall()
+    if "rows" not in columns:
+        return {name: sha for name, sha in rows}, None
+    return {name: sha for name, sha, _ in rows}, {name: count for name, _, count in rows}
+
+
+def _record_written(con, written: dict[str, str], rows: dict[str, int | None], before) -> None:
+    """`_agentlake_marts` as the refresh left the marts; unchanged since `before` (`_written`
+    at its start), it is not written again (a table the commit does not touch costs it nothing).
+    A table from before the count is made anew with it."""
+    if before == (written, rows):
+        return
+    if before[1] is not None:
+        con.execute(f"DELETE FROM lake.main.{WRITTEN}")
+    else:
+        con.execute(f"DROP TABLE lake.main.{WRITTEN}")
+        con.execute(f"CREATE TABLE lake.main.{WRITTEN} ({WRITTEN_COLUMNS})")
+    con.register("_written", pa.table({"name": pa.array(list(written), pa.string()),
+                                       "sql_sha": pa.array(list(written.values()), pa.string()),
+                                       "rows": pa.array([rows[n] for n in written], pa.int64())}))
+    con.execute(f"INSERT INTO lake.main.{WRITTEN} SELECT name, sql_sha, rows FROM _written")
     con.unregister("_written")
+
+
+def _refill(con, name: str, sql: str, held: int | None) -> int:
+    """A mart computed whole into its own table; returns its rows. A mart known to be empty
+    (`held`, the rows it holds) is computed first: when it is still empty its table is left
+    alone, and the commit does not touch it (a lake of one agent has several marts of another
+    agent's rows, empty: their DELETE and INSERT each paid DuckLake's lookups)."""
+    if held != 0:
+        return _build(con, sql, [f'DELETE FROM lake.main."{name}"', f'INSERT INTO lake.main."{name}" {_query(sql)}'])
+    rows = _build(con, sql, [f'CREATE OR REPLACE TEMP TABLE "_mart_rows" AS {_query(sql)}'])
+    if rows:
+        con.execute(f'INSERT INTO lake.main."{name}" SELECT * FROM temp.main."_mart_rows"')
+    con.execute('DROP TABLE temp.main."_mart_rows"')
+    return rows
 
 
 def _how(name: str, sql: str, have: set[str], written: dict[str, str], *, whole: bool, rows: int) -> str:

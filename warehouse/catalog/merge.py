@@ -90,6 +90,7 @@ class MergeResult:
     repriced: bool = False  # config.toml's prices changed: every table was built again with them
     machines: int = 0  # machines with landing files in the lake
     landers: int = 0  # (machine, user) pairs with landing files in the lake
+    projects: set = field(default_factory=set)  # those whose mart rows the merge changed (None: no project)
 
     @property
     def inserted(self) -> int:
@@ -421,8 +422,10 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
                     if marts and build and _small(result, broken, kept):  # marts that run out fail
                         # this transaction: the merge is run again with more memory (`merge`)
                         refresh_marts(con, whole=build == "whole", memory_limit=memory_limit,
-                                      added=result.inserted)
+                                      added=result.inserted, touched=result.projects)
                         build = None
+                    else:  # for the marts' own transaction, or the next merge's (a merge cut off)
+                        mark_pending(con, result.projects)
                 break
             except _Again as again:
                 damaged.update(again.damaged)
@@ -549,7 +552,7 @@ def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, 
         record_fingerprint(con, fingerprint)
         result.repriced = bool(before)  # a first merge has no history priced otherwise (it said "changed")
         result.problems += unmatched_prices(con, prices)
-    mark_pending(con, touched)
+    result.projects = touched
     result.problems += _out_of_range(con, store, [(f, local[f]) for files in sources.values() for f in files], footers)
     result.rows[SOURCES.name] = _insert(con, SOURCES, [local[g] for g in runs], footers,
                                       identity_from_path=False)
