@@ -15,7 +15,7 @@ parents from it (`depends_on`). A mart's first header line says how it refreshes
   projects of the sessions its changed sources had and have: no other row can have changed
   (in a small lake, WHOLE_BELOW_ROWS, every mart is computed whole into its table instead).
   `tests/test_lake.py` checks the incremental marts against a full recompute on every agent.
-- `-- refresh: whole`: recomputed entirely (rows that span projects).
+- `-- refresh: whole`: recomputed entirely (rows that span projects), into its own table.
 
 The merge records the touched projects in `_agentlake_marts_pending` in the tables'
 transaction (or hands them to `refresh_marts` in that transaction, for a small merge);
@@ -345,13 +345,14 @@ def _refill(con, name: str, sql: str, held: int | None) -> int:
 
 def _how(name: str, sql: str, have: set[str], written: dict[str, str], *, whole: bool, rows: int) -> str:
     """How a mart is brought up to date: `whole` (made again, as a new table: a new mart, or new SQL
-    whose columns may differ), `refill` (computed whole into its table: a small lake's), or
-    `scoped` (its touched projects' rows)."""
+    whose columns may differ), `refill` (computed whole into its table: a mart refreshed whole, or
+    any of a small lake's), or `scoped` (its touched projects' rows). A table made again at each
+    merge stayed a table of the catalog until its snapshot expired (`WHOLE_BELOW_ROWS`)."""
     if name not in have or written.get(name) != _sha(name):
         return "whole"
-    if rows <= WHOLE_BELOW_ROWS and (whole or not refreshes_by_project(sql)):
+    if not refreshes_by_project(sql) or (whole and rows <= WHOLE_BELOW_ROWS):
         return "refill"
-    return "whole" if whole or not refreshes_by_project(sql) else "scoped"
+    return "whole" if whole else "scoped"
 
 
 def committed_tables(con) -> set[str]:
