@@ -40,9 +40,11 @@ SQL_DIR = Path(__file__).parent / "sql"
 FOLDERS = ("intermediate", "marts")  # the blocks, then the marts; each folder's files numbered in dependency order
 _DEFINES = re.compile(r"^CREATE OR REPLACE (VIEW|MACRO) (\w+)", re.MULTILINE)
 PENDING = "_agentlake_marts_pending"  # projects whose mart rows must be recomputed
-WRITTEN = "_agentlake_marts"  # (name, sha256 of its SQL, rows) of every mart table written
-# its columns; a catalog from before `rows` has the first two (every count unknown until rewritten)
-WRITTEN_COLUMNS = "name VARCHAR, sql_sha VARCHAR, rows BIGINT"
+WRITTEN = "_agentlake_marts"  # (name, sha256 of its SQL) of every mart table written
+# after a mart's hash in WRITTEN, the rows it holds when the refresh knows them (`<sha>#rows=3`): an
+# older release takes the value for another SQL's and builds the mart again whole, where a column
+# of its own would have failed its every merge (it inserts two values)
+ROWS = "#rows="
 # Past this many touched projects a whole rebuild is as cheap as the filtered one.
 MAX_PROJECTS = 64
 # Up to this many rows in the tables the marts read, marts all built whole read them from one
@@ -172,7 +174,7 @@ def ensure_bookkeeping(con, have: set[str] | None = None) -> None:
     `committed_tables`) holds them: each `IF NOT EXISTS` asks DuckLake's catalog again. Without
     `have`, each is made if missing (a damaged one may have been dropped in this transaction)."""
     committed = committed_tables(con) if have is None else have
-    for name, columns in ((PENDING, "project VARCHAR"), (WRITTEN, WRITTEN_COLUMNS)):
+    for name, columns in ((PENDING, "project VARCHAR"), (WRITTEN, "name VARCHAR, sql_sha VARCHAR")):
         if have is None or name not in have:
             con.execute(f"CREATE TABLE IF NOT EXISTS lake.main.{name} ({columns})")
         # one not committed yet is given statistics when empty: either may stay empty for merges
@@ -204,7 +206,7 @@ def current(con) -> bool:
     try:
         if con.execute(f"SELECT COUNT(*) FROM lake.main.{PENDING}").fetchone()[0]:
             return False
-        written = dict(con.execute(f"SELECT name, sql_sha FROM lake.main.{WRITTEN}").fetchall())
+        written, _ = _written(con)
     except Exception:  # a catalog from before incremental marts
         return False
     return all(written.get(name) == _sha(name) for name in MARTS)
@@ -259,11 +261,11 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None, 
     whole = model_names.update(con, _project_filter(pending) if scoped else None, have, read) or whole
     have.add(model_names.NAME)
     written, counted = _written(con)
-    before = (dict(written), counted)
+    before = (dict(written), dict(counted))
     plan = [(name, sql, _how(name, sql, have, written, whole=whole or len(pending) > MAX_PROJECTS, rows=rows))
             for name, sql in mart_sql() if not name.startswith("_")]
     plan = _scoped_first(plan)
-    rows_now: dict[str, int | None] = dict(counted or {})  # a mart refreshed by project: its count unknown
+    rows_now: dict[str, int | None] = dict(counted)  # a mart refreshed by project: its count unknown
     if not everything and all(how != "scoped" for *_, how in plan) and rows <= SMALL_LAKE_ROWS:
         everything = _Cut(con, prefix="_all_")  # made whole by a model's new name or the marts' new SQL
     for at, (name, sql, how) in enumerate(plan):
@@ -274,7 +276,7 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None, 
                 cut.off()
             internals.pin(name, "whole")
             if how == "refill":
-                rows_now[name] = _refill(con, name, sql, (counted or {}).get(name))
+                rows_now[name] = _refill(con, name, sql, counted.get(name))
             else:
                 rows_now[name] = _build(con, sql, [f'CREATE OR REPLACE TABLE lake.main."{name}" AS {_query(sql)}'])
                 if not rows_now[name]:
@@ -300,32 +302,26 @@ def refresh_marts(con, *, whole: bool = False, memory_limit: str | None = None, 
     _record_written(con, written, {name: rows_now.get(name) for name in written}, before)
 
 
-def _written(con) -> tuple[dict[str, str], dict[str, int | None] | None]:
-    """The marts written, and their SQL's hash; and the rows each holds (a count None: not
-    known), or None for a catalog from before the count."""
-    cursor = con.execute(f"SELECT * FROM lake.main.{WRITTEN}")
-    columns = [d[0] for d in cursor.description]
-    rows = cursor.fetchall()
-    if "rows" not in columns:
-        return {name: sha for name, sha in rows}, None
-    return {name: sha for name, sha, _ in rows}, {name: count for name, _, count in rows}
+def _written(con) -> tuple[dict[str, str], dict[str, int | None]]:
+    """The marts written, and their SQL's hash; and the rows each holds (None: not known, after a
+    refresh by project or from an older release)."""
+    written, counted = {}, {}
+    for name, value in con.execute(f"SELECT name, sql_sha FROM lake.main.{WRITTEN}").fetchall():
+        written[name], _, rows = value.partition(ROWS)
+        counted[name] = int(rows) if rows.isdigit() else None
+    return written, counted
 
 
 def _record_written(con, written: dict[str, str], rows: dict[str, int | None], before) -> None:
     """`_agentlake_marts` as the refresh left the marts; unchanged since `before` (`_written`
-    at its start), it is not written again (a table the commit does not touch costs it nothing).
-    A table from before the count is made anew with it."""
+    at its start), it is not written again (a table the commit does not touch costs it nothing)."""
     if before == (written, rows):
         return
-    if before[1] is not None:
-        con.execute(f"DELETE FROM lake.main.{WRITTEN}")
-    else:
-        con.execute(f"DROP TABLE lake.main.{WRITTEN}")
-        con.execute(f"CREATE TABLE lake.main.{WRITTEN} ({WRITTEN_COLUMNS})")
+    con.execute(f"DELETE FROM lake.main.{WRITTEN}")
+    values = [sha if rows[name] is None else f"{sha}{ROWS}{rows[name]}" for name, sha in written.items()]
     con.register("_written", pa.table({"name": pa.array(list(written), pa.string()),
-                                       "sql_sha": pa.array(list(written.values()), pa.string()),
-                                       "rows": pa.array([rows[n] for n in written], pa.int64())}))
-    con.execute(f"INSERT INTO lake.main.{WRITTEN} SELECT name, sql_sha, rows FROM _written")
+                                       "sql_sha": pa.array(values, pa.string())}))
+    con.execute(f"INSERT INTO lake.main.{WRITTEN} SELECT name, sql_sha FROM _written")
     con.unregister("_written")
 
 
