@@ -172,6 +172,7 @@ def run_ingest(layout: Layout, options: DiscoverOptions, *, full_refresh: bool =
         summary.results = reporter.results
         landed_before = cli_runs.landed_by_a_stopped_run(layout, summary, merged)
         summary.landed_before = len(landed_before)
+        summary.into_new_warehouse = bool(merged and merged.first)
         cli_runs.keep(layout, summary, read, merged, landed_before)
     return summary
 

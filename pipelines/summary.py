@@ -24,7 +24,10 @@ def print_summary(summary: "RunSummary", layout: "Layout", stream=None, *, verbo
           f"{counts['failed']} failed", file=stream)
     rows = summary.rows
     print("rows written: " + ", ".join(f"{t} {n:,}" for t, n in rows.items()), file=stream)
-    if summary.landed_before:  # "0 written" alone hid them (a new user's trial, after a kill -9)
+    if summary.landed_before and summary.into_new_warehouse:  # a new or wiped home over a lake (a trial)
+        print(f"merged too: {summary.landed_before} sources an earlier run landed in the lake, merged into this "
+              "new warehouse", file=stream)
+    elif summary.landed_before:  # "0 written" alone hid them (a new user's trial, after a kill -9)
         print(f"merged too: {summary.landed_before} sources another run landed but had not merged (one that "
               "stopped, whose merge failed, or one still running beside this one)", file=stream)
     for r in summary.results:

@@ -4,6 +4,7 @@ source keeps failing, or the warehouse is gone."""
 
 import json
 import shutil
+from pathlib import Path
 
 import dagster as dg
 
@@ -95,6 +96,41 @@ def test_a_warehouse_gone_since_the_run_still_reports_it_without_checks(project,
     assert "rows" not in sessions.metadata and sessions.metadata["rows_inserted"].value == 1
 
 
+def test_what_another_run_landed_is_said_as_it_came_to_the_warehouse(project, tmp_path, monkeypatch, capsys):
+    """The sources a run merges that another run landed: into a warehouse that merged before, a run
+    that stopped before its merge (or one beside it); into a new warehouse over a lake that holds
+    them (a new or wiped home, docs/LAKE.md), what an earlier run landed (a trial: the first reason
+    was said for both)."""
+    from tests.conftest import discover_only
+    from warehouse.land.ingest import ingest_all
+
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    stores = []
+    for name in ("one", "two"):
+        p = project(name)
+        add_session(p.conn, "s", title=name, created_at=T0, cost=0.5)
+        add_message(p.conn, "m", "s", "user", [text_part("hi")], created_at=T0)
+        p.close()
+        stores += ["--db", str(p.db)]
+    home = tmp_path / "home"
+    assert main(["ingest", "--home", str(home), "--no-default", *stores[:2]]) == 0
+    sources, problems = discover_only(Path(stores[3]))
+    ingest_all(sources, Layout.resolve(home=home), problems=problems)  # landed by a run killed before its merge
+    capsys.readouterr()
+    assert main(["ingest", "--home", str(home), "--no-default", *stores]) == 0
+    out = capsys.readouterr().out
+    assert "sources: 0 ok, 2 unchanged" in out
+    assert "merged too: 1 sources another run landed but had not merged (one that stopped" in out
+    new = tmp_path / "new"
+    shutil.copytree(home / "lake", new / "lake")  # a new home over the same lake
+    assert main(["ingest", "--home", str(new), "--no-default", *stores]) == 0
+    out = capsys.readouterr().out
+    assert "sources: 0 ok, 2 unchanged" in out and "another run" not in out
+    assert "merged too: 2 sources an earlier run landed in the lake, merged into this new warehouse" in out
+    assert main(["sql", "--home", str(new), "--format", "csv", "SELECT COUNT(*) FROM sessions"]) == 0
+    assert capsys.readouterr().out.split() == ["count_star()", "2"]
+
+
 def test_a_run_killed_after_landing_is_reported_by_the_next_that_merges_it(project, tmp_path, monkeypatch, capsys):
     """A run killed between its landing and its end (kill -9: no `finally`) records neither its
     landings for Dagster nor a summary. The next run finds those sources settled and merges their
@@ -115,7 +151,8 @@ def test_a_run_killed_after_landing_is_reported_by_the_next_that_merges_it(proje
     assert not _records(layout)
     assert main(["ingest", "--home", str(home), "--no-default", "--db", str(p.db)]) == 0
     out = capsys.readouterr().out
-    assert "sources: 0 ok, 1 unchanged" in out and "merged too: 1 sources another run landed but had not merged" in out
+    assert "sources: 0 ok, 1 unchanged" in out
+    assert "merged too: 1 sources an earlier run landed in the lake, merged into this new warehouse" in out
     [kept] = _records(layout)
     [(key, metadata)] = kept["partitions"].items()
     assert key == sources[0].dagster_partition and metadata["landed_by"].startswith("another run that had not merged it")

@@ -91,6 +91,7 @@ class MergeResult:
     machines: int = 0  # machines with landing files in the lake
     landers: int = 0  # (machine, user) pairs with landing files in the lake
     projects: set = field(default_factory=set)  # those whose mart rows the merge changed (None: no project)
+    first: bool = False  # the warehouse had merged nothing before (a new one, or one made anew)
 
     @property
     def inserted(self) -> int:
@@ -485,6 +486,7 @@ def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, 
     result.landers = len({tuple(rel.split("/", 3)[1:3]) for rel in landed if rel.count("/") > 2})
     recorded = None if LAKE_TABLE in broken else _recorded(con)
     before = {} if MERGED in broken else _merged_files(con)
+    result.first = not before
     if not full and recorded is not None and MERGED not in broken:
         _refuse_emptying(con, lake, catalog, landed, recorded[0])
     fingerprint = prices.fingerprint()

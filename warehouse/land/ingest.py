@@ -70,6 +70,7 @@ class RunSummary:
     results: list[SourceResult] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     landed_before: int = 0  # sources another run landed and had not merged, merged by this one
+    into_new_warehouse: bool = False  # ... into a warehouse that had merged nothing before
     notes: list[str] = field(default_factory=list)  # what the merge did beyond the sources (prices applied)
 
     @property
