@@ -15,7 +15,8 @@ import pytest
 
 from pipelines.cli import main
 from tests.conftest import T0, DAY, Project, assistant, copy_home, ingest, query, run_cli, scalar
-from transforms.synth.crush import add_session
+from transforms.synth.crush import add_message, add_session
+from transforms.synth.crush_parts import text_part
 from warehouse.lake.layout import Layout
 from warehouse.serve.formatting import render
 
@@ -160,6 +161,39 @@ def test_report_by_day_is_each_days_exact_cost_and_the_table_rounds_it(lake, cap
     assert shown == {day: cost.quantize(Decimal("0.0001"), ROUND_HALF_UP) for day, cost in truth.items()}
     total = section.splitlines()[-2].split()  # the exact total, rounded once (not a sum of rounded days)
     assert total[0] == "total" and Decimal(total[1]) == sum(truth.values()).quantize(Decimal("0.0001"), ROUND_HALF_UP)
+
+
+def test_a_day_with_use_but_no_cost_costs_a_known_0_and_a_day_of_unknown_cost_stays_unknown(layout, tmp_path, capsys):
+    """A session begun just before midnight, its reply and its cost after: its first day has a
+    root session and a message but no cost, a known $0 (a trial: the row said `unknown`, as if that
+    day's spend were not known); a day whose only cost is unknown still says so. The days add up
+    to the total, as daily_costs has them."""
+    from transforms.synth.codewhale import session_doc, text_block, write_session
+
+    midnight = (T0 // DAY + 3) * DAY
+    p = Project(tmp_path / "projects", "night")
+    add_session(p.conn, "N", title="late", created_at=midnight - 10, cost=0.25)
+    add_message(p.conn, "u1", "N", "user", [text_part("go")], created_at=midnight - 10)
+    assistant(p.conn, "a1", "N", midnight + 20)
+    p.close()
+    msgs = [{"role": "user", "content": [text_block("hi")]}, {"role": "assistant", "content": [text_block("ok")]}]
+    write_session(tmp_path / "cw" / "sessions", session_doc(
+        "cw-unknown", title="u", created_at=datetime.fromtimestamp(midnight + 5 * DAY, timezone.utc), workspace=p.path,
+        messages=msgs, total_tokens=5000, cost=None, model="glm-4.6", model_provider="custom"))
+    ingest(layout, p.db, codewhale_homes=[tmp_path / "cw"])
+    day = lambda t: datetime.fromtimestamp(t, timezone.utc).date().isoformat()  # noqa: E731
+    rows = {r["date"]: r for r in _report_json(capsys, layout.home, "--by", "day")["by_day"]}
+    assert rows[day(midnight - 10)]["cost_usd"] == 0 and rows[day(midnight - 10)]["root_sessions"] == 1
+    assert rows[day(midnight - 10)]["messages"] == 1 and rows[day(midnight - 10)]["cost_source"] is None
+    assert rows[day(midnight)]["cost_usd"] == Decimal("0.25") and rows[day(midnight)]["root_sessions"] == 0
+    unknown = rows[day(midnight + 5 * DAY)]
+    assert unknown["cost_usd"] is None and unknown["cost_source"] == "unknown" and unknown["root_sessions"] == 1
+    assert set(rows) == {d.isoformat() for (d,) in query(layout, "SELECT DISTINCT date FROM daily_costs")} | {
+        day(midnight - 10)}
+    assert sum(r["cost_usd"] or 0 for r in rows.values()) == scalar(layout, "SELECT SUM(cost_usd) FROM daily_costs")
+    for by in ("week", "month"):  # the day's week and month hold the cost: no row of use alone there
+        assert all(r["cost_usd"] is not None or r["cost_source"] == "unknown"
+                   for r in _report_json(capsys, layout.home, "--by", by)[f"by_{by}"])
 
 
 def test_a_cost_is_rounded_alike_on_every_surface_that_shows_four_places():

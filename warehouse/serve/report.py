@@ -129,13 +129,14 @@ _USE = {
 
 
 def _cost_and_use(keys: list[str], use: list[str], order: str, listed: tuple[tuple[str, str], ...] = (),
-                  never_billed: str | None = None) -> str:
+                  never_billed: str | None = None, days: bool = False) -> str:
     """One row per key: the cost (daily_costs) and each measure of `use`, summed per key over
     one union of per-table aggregates (a key with use but no cost row still shows, its cost NULL:
-    unknown, unless `never_billed`, a condition on the keys, says it is a known 0). `listed`:
-    (column, name) of the values of a column each row gathers, listed (`sorted_list`)."""
+    unknown, unless `never_billed`, a condition on the keys, says it is a known 0, or the keys
+    are `days`: see BY_SQL). `listed`: (column, name) of the values of a column each row gathers,
+    listed (`sorted_list`)."""
     k = ", ".join(keys + [column for column, _ in listed if column not in keys])
-    branches = [f"SELECT {k}, cost_usd, cost_source FROM daily_costs {{w}}"]
+    branches = [f"SELECT {k}, cost_usd, cost_source, TRUE AS costed FROM daily_costs {{w}}"]
     branches += [_USE[m].format(k=k, w="{w}") for m in use]
     out = ", ".join(key.rsplit(" AS ", 1)[-1] for key in keys)  # a key computed in the branches: its name
     # a count that found none is 0, as in Totals; tokens no row recorded stay NULL (Crush records none)
@@ -143,6 +144,8 @@ def _cost_and_use(keys: list[str], use: list[str], order: str, listed: tuple[tup
     cost = _COST if never_billed is None else f"COALESCE({_COST}, CASE WHEN bool_and({never_billed}) THEN 0::DECIMAL(38, 9) END)"
     # a key with use but no cost row (a model whose requests are all inside sessions priced in
     # part) is unknown, said as that: an empty cell read as nothing to report
+    if days:
+        cost = f"CASE WHEN COUNT(costed) = 0 THEN 0::DECIMAL(38, 9) ELSE {_COST} END"
     return (f"SELECT {out}, {cost} AS cost_usd{measures}"
             + "".join(f", {sorted_list(column)} AS {name}" for column, name in listed)
             + f", COALESCE({sorted_list('cost_source')}, CASE WHEN {cost} IS NULL THEN 'unknown' END) AS cost_source "
@@ -155,11 +158,16 @@ _COUNTS = ["root_sessions", "messages", "tool_calls", "tokens"]
 # the decimals the rates and ratios (RATES) are rounded to by their SQL; the table writes all of
 # them, in every section (a tool's error rate of 1 showed `1` in one, `1.0` in another)
 RATE_DECIMALS = 3
+# A day, week or month without a cost row had no cost (`days`): daily_costs puts every root
+# session's cost, known or not, on the days of its steps (its creation day when it has none), so a
+# day with use but none of them (a session begun just before midnight, its steps after) cost a
+# known 0 (a trial: its row said `unknown`)
 BY_SQL = {
-    "day": _cost_and_use(["date"], _COUNTS, "date"),
+    "day": _cost_and_use(["date"], _COUNTS, "date", days=True),
     # ISO weeks (Monday first) and calendar months, each named by its first day
-    "week": _cost_and_use(["CAST(date_trunc('week', date) AS DATE) AS week"], _COUNTS, "week"),
-    "month": _cost_and_use(["CAST(date_trunc('month', date) AS DATE) AS month"], _COUNTS, "month"),
+    "week": _cost_and_use(["CAST(date_trunc('week', date) AS DATE) AS week"], _COUNTS, "week", days=True),
+    "month": _cost_and_use(["CAST(date_trunc('month', date) AS DATE) AS month"], _COUNTS, "month",
+                           days=True),
     "project": _cost_and_use(["project", "provider"], _COUNTS, "cost_usd DESC NULLS LAST, project, provider"),
     # one row per name a model groups under (model_names), whatever each agent recorded: the
     # recorded names listed; Claude Code's `<synthetic>` replies made no request: a known 0, as
