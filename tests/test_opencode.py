@@ -303,14 +303,19 @@ def test_tool_ids_map_to_categories_and_underscores_prove_nothing(layout, tmp_pa
         ("bash", False, None, None)]
 
 
-def test_sub_agent_sessions_roll_up_into_their_root(layout, tmp_path):
-    home = tmp_path / "oc"
+def _three_generations(home):
+    """A root R ($0.01), its sub-agent C ($0.02) and C's own G ($0.005), in one database."""
     conn = one_session(home, [answer("msg_r", "ses_R", cost=0.01, usage=tokens(input=1, output=1))], sid="ses_R")
     one_session(home, [answer("msg_c", "ses_C", cost=0.02, usage=tokens(input=2, output=2))], sid="ses_C",
                 parent="ses_R", conn=conn)
     one_session(home, [answer("msg_g", "ses_G", cost=0.005, usage=tokens(input=3, output=3))], sid="ses_G",
                 parent="ses_C", conn=conn)
     conn.close()
+
+
+def test_sub_agent_sessions_roll_up_into_their_root(layout, tmp_path):
+    home = tmp_path / "oc"
+    _three_generations(home)
     oc(layout, home)
     assert query(layout, "SELECT session_id, parent_session_id, root_session_id, is_root, cost_usd, total_tokens, "
                          "cost_includes_subagents FROM sessions ORDER BY session_id") == [
@@ -320,6 +325,41 @@ def test_sub_agent_sessions_roll_up_into_their_root(layout, tmp_path):
     assert scalar(layout, "SELECT SUM(cost_usd) FROM sessions WHERE is_root") == pytest.approx(0.035)
     assert dict(query(layout, "SELECT session_id, is_sidechain FROM usage")) == {
         "ses_R": False, "ses_C": True, "ses_G": True}
+
+
+def test_a_sub_agent_deleted_from_the_store_stays_in_its_ancestors_cost(layout, tmp_path):
+    """A sub-agent deleted from the database is kept in the lake (history outlives the agent), and
+    its cost stays in its parent's and its root's: the roots' costs still add up to the requests'
+    (a trial: the root lost the child's cost while the lake kept the child's requests). Its own gone
+    sub-agent is in its cost already, not counted again."""
+    import sqlite3
+
+    home = tmp_path / "oc"
+    _three_generations(home)
+    oc(layout, home)
+    costs = "SELECT session_id, cost_usd, cost_source FROM sessions ORDER BY session_id"
+    first = query(layout, costs)
+
+    def delete(sid):
+        with sqlite3.connect(home / "opencode.db") as db:
+            for sql in ("DELETE FROM part WHERE session_id = ?", "DELETE FROM message WHERE session_id = ?",
+                        "DELETE FROM session WHERE id = ?"):
+                db.execute(sql, [sid])
+        db.close()
+
+    def roots_hold_every_request():
+        assert scalar(layout, "SELECT SUM(cost_usd) FROM sessions WHERE is_root") == pytest.approx(
+            scalar(layout, "SELECT SUM(cost_usd) FROM usage"))
+
+    delete("ses_G")
+    summary = oc(layout, home)
+    assert summary.results[0].retained_sessions == 1
+    assert query(layout, costs) == first  # G kept, and still in C's and R's cost
+    roots_hold_every_request()
+    delete("ses_C")
+    oc(layout, home)
+    assert query(layout, costs) == first and scalar(layout, "SELECT COUNT(*) FROM usage") == 3
+    roots_hold_every_request()
 
 
 def test_a_compaction_summary_is_flagged(layout, tmp_path):

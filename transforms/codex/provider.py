@@ -56,7 +56,7 @@ class CodexProvider(AgentProvider):
         findings = Findings()
         gone = set(getattr(source, "gone", ()))
         held = landed() if gone and landed is not None else {}
-        kept_gone = {sid: held[sid] for sid in gone if sid in held}
+        kept_gone = {sid: held[sid].cost_usd for sid in gone if sid in held}
         rows: dict[str, list[dict]] = {t: [] for t in TRANSCRIPT_TABLES}
         # Codex only appends to a rollout: one read of each file is a consistent prefix
         extras = set(getattr(source, "extras", ()))

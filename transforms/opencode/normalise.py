@@ -18,7 +18,7 @@ Usage is one row per assistant message (not per step): its native cost is per me
 import math
 from dataclasses import astuple, dataclass, field
 from datetime import datetime
-from functools import reduce
+from functools import cached_property, reduce
 from pathlib import Path
 
 from transforms.costs import session_cost
@@ -46,6 +46,8 @@ class Context:
     project_path: str  # for rows of a session whose directory is unknown
     run_at: datetime
     project_names: dict = field(default_factory=dict)  # config.toml [projects]
+    # sessions the lake holds and the store no longer does (warehouse.land.retention.Landed by id)
+    gone: dict = field(default_factory=dict)
 
 
 def _int(v):
@@ -244,8 +246,9 @@ class _Normaliser:
             self.quarantine(record, record.id, "sessions")
             return
         parent = _str(record.column("parent_id")) or None
-        cost, cost_source = session_cost([(r[0], r[1]) for s in self.subtree(record.id)
-                                          for r in self.requests.get(s, [])])
+        tree = self.subtree(record.id)
+        cost, cost_source = session_cost([(r[0], r[1]) for s in tree for r in self.requests.get(s, [])]
+                                         + [r for s in tree for r in self.gone_costs.get(s, [])])
         own = sorted(self.requests.get(record.id, []), key=lambda r: (r[4] is not None, r[4]))
         last = next((r for r in reversed(own) if r[0] is not None), own[-1] if own else None)
         summaries = [m.id for m in messages if _dict(m.data).get("summary") is True]
@@ -277,6 +280,22 @@ class _Normaliser:
             seen.add(parent)
             current = parent
         return current
+
+    @cached_property
+    def gone_costs(self) -> dict[str, list[tuple[float | None, str]]]:
+        """Per session of the store, the cost of its sub-agents deleted from it and kept in the
+        lake, as (cost_usd, cost_source) pairs a request gives `session_cost` (a cost priced in
+        part is a priced and an unpriced one). A gone sub-agent's own gone sub-agents are in its
+        cost already; a sub-agent still stored under a gone one is not in its ancestors' tree."""
+        out = {}
+        for landed in self.ctx.gone.values():
+            if landed.parent_session_id in self.store.sessions:
+                if landed.cost_source == "partial":
+                    pairs = [(landed.cost_usd, "native"), (None, "unknown")]
+                else:
+                    pairs = [(landed.cost_usd, landed.cost_source or "unknown")]
+                out.setdefault(landed.parent_session_id, []).extend(pairs)
+        return out
 
     def subtree(self, sid: str) -> set[str]:
         if self.children is None:
@@ -311,6 +330,13 @@ def part_columns(kind: str | None, part: dict) -> dict:
     if kind == "subtask":
         return {"text": _str(part.get("prompt"))}
     return {}
+
+
+def gone_sessions(store: Store, landed) -> dict:
+    """Of the sessions the lake holds of the source (`landed()`, or None: not asked), those the
+    store no longer holds (Context.gone)."""
+    held = landed() if landed is not None else {}
+    return {sid: s for sid, s in held.items() if sid not in store.sessions}
 
 
 def normalise(store: Store, ctx: Context) -> tuple[dict[str, list[dict]], Findings]:

@@ -5,7 +5,7 @@ from datetime import datetime
 from pathlib import Path
 
 from transforms.opencode import discover as oc_discover
-from transforms.opencode.normalise import PROVIDER, Context, expected_counts, normalise
+from transforms.opencode.normalise import PROVIDER, Context, expected_counts, gone_sessions, normalise
 from transforms.opencode.store import read_store
 from transforms.provider import AgentProvider, Extract
 from transforms.sources import Source
@@ -18,8 +18,14 @@ class OpenCodeProvider(AgentProvider):
     def fingerprint(self, source: Source) -> str:
         return oc_discover.fingerprint(source)
 
-    def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None) -> Extract:
+    # `landed()`: the sessions the lake holds of the source, with their cost and parent
+    # (warehouse.land.ingest): a sub-agent deleted from the store is kept in the lake, and its cost
+    # stays in its ancestors' (their cost includes their sub-agents')
+    takes_landed = True
+
+    def extract(self, source: Source, workdir: Path, run_at: datetime, cache_dir: Path | None = None,
+                landed=None) -> Extract:
         store = read_store(Path(source.path), Path(workdir))
         rows, findings = normalise(store, Context(source.source_id, source.project_path, run_at,
-                                                  dict(source.project_names)))
+                                                  dict(source.project_names), gone_sessions(store, landed)))
         return Extract(rows=rows, findings=findings, expected=expected_counts(store))

@@ -16,6 +16,7 @@ The common case costs one read of the source's own `sessions` files.
 """
 
 from collections import Counter
+from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -60,14 +61,24 @@ def landed_session_ids(store, rels: list[str], damaged: list | None) -> set:
     return ids
 
 
-def landed_costs(store, previous: dict[str, str]) -> dict:
+class Landed(NamedTuple):
+    """A session as a source's landing files hold it."""
+
+    cost_usd: float | None  # its sub-agents' included
+    cost_source: str | None
+    parent_session_id: str | None
+
+
+def landed_costs(store, previous: dict[str, str]) -> dict[str, Landed]:
     """The sessions a source's landing files (`previous`: its state's files) hold, with their
-    `cost_usd`."""
+    cost and parent."""
     out = {}
     for rel in _files_of(store, previous, "sessions"):
         data = read_landed(store, rel, [])
         if data is not None:
-            out.update(zip(data.column("session_id").to_pylist(), data.column("cost_usd").to_pylist()))
+            columns = [data.column(c).to_pylist() if c in data.column_names else [None] * data.num_rows
+                       for c in ("cost_usd", "cost_source", "parent_session_id")]
+            out.update(zip(data.column("session_id").to_pylist(), map(Landed._make, zip(*columns))))
     return out
 
 
