@@ -253,7 +253,8 @@ class ByProject:
         """`cached_notes`: the cached sessions' notes too (a first landing into a lake: the home's
         cache is the same for every lake, and their notes went to the lake they were read for).
         `full_refresh`: passed on to an agent that takes it. `landed()`: the sessions the lake holds
-        of the bundle (id -> cost), passed on to a part whose sessions' files are gone."""
+        of the bundle (id -> its cost and parent: warehouse.land.retention.Landed), passed on to a
+        part whose sessions' files are gone."""
         more = {"full_refresh": True} if full_refresh and self.takes_full_refresh else {}
         if not isinstance(source, Bundle):
             return self.inner.extract(source, workdir, run_at, cache_dir, **more)
