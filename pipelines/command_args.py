@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from transforms.provider import DiscoverOptions, merge_paths
-from warehouse.lake.config import demo_layout, load_config, load_layout, stood_in_for
+from warehouse.lake.config import DEMO_DATA, demo_layout, load_config, load_layout, stood_in_for
 from warehouse.lake.layout import Layout, default_home, own_lake, same_lake
 from warehouse.lake.pg_catalog import PostgresCatalog, is_postgres
 
@@ -155,7 +155,6 @@ def use_demo_if_empty(args) -> None:
     if args.command in ("sources", "ingest", "dev"):
         from transforms.synth.demo import HOMES
         from warehouse.land.ingest import discover_sources
-        from warehouse.lake.config import DEMO_DATA
 
         if any(getattr(args, f) for f in DISCOVERY_FLAGS):
             return

@@ -34,7 +34,7 @@ from warehouse.land import landed_as
 from warehouse.land.bundle_folders import evict_moved, evict_superseded, taken_over
 from warehouse.land.landing_files import (
     RowsOutsideContract, build_files, check_rows, landed_files, read_file, write_files, write_run_log)
-from warehouse.land.retention import carry_forward, landed_costs
+from warehouse.land.retention import carry_forward, landed_sessions
 from warehouse.land.source_state import SourceStates, Verdict
 
 STATUSES = ("ok", "unchanged", "skipped", "failed")
@@ -227,7 +227,7 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
         options["full_refresh"] = True
     read_again = bool(options)  # every line read again, its notes said again
     if getattr(provider, "takes_landed", False):  # asked only for a part whose sessions' files are gone
-        options["landed"] = lru_cache(maxsize=None)(partial(landed_costs, store, previous.files))
+        options["landed"] = lru_cache(maxsize=None)(partial(landed_sessions, store, previous.files))
     try:
         with scratch("snapshot") as workdir:
             extract = provider.extract(source, workdir, run_at, cache_dir=cache_dir, **options)

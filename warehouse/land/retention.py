@@ -69,7 +69,7 @@ class Landed(NamedTuple):
     parent_session_id: str | None
 
 
-def landed_costs(store, previous: dict[str, str]) -> dict[str, Landed]:
+def landed_sessions(store, previous: dict[str, str]) -> dict[str, Landed]:
     """The sessions a source's landing files (`previous`: its state's files) hold, with their
     cost and parent."""
     out = {}

@@ -141,11 +141,14 @@ def _cost_and_use(keys: list[str], use: list[str], order: str, listed: tuple[tup
     out = ", ".join(key.rsplit(" AS ", 1)[-1] for key in keys)  # a key computed in the branches: its name
     # a count that found none is 0, as in Totals; tokens no row recorded stay NULL (Crush records none)
     measures = "".join(f", SUM({m}) AS {m}" if m == "tokens" else f", COALESCE(SUM({m}), 0) AS {m}" for m in use)
-    cost = _COST if never_billed is None else f"COALESCE({_COST}, CASE WHEN bool_and({never_billed}) THEN 0::DECIMAL(38, 9) END)"
     # a key with use but no cost row (a model whose requests are all inside sessions priced in
     # part) is unknown, said as that: an empty cell read as nothing to report
     if days:
         cost = f"CASE WHEN COUNT(costed) = 0 THEN 0::DECIMAL(38, 9) ELSE {_COST} END"
+    elif never_billed is not None:
+        cost = f"COALESCE({_COST}, CASE WHEN bool_and({never_billed}) THEN 0::DECIMAL(38, 9) END)"
+    else:
+        cost = _COST
     return (f"SELECT {out}, {cost} AS cost_usd{measures}"
             + "".join(f", {sorted_list(column)} AS {name}" for column, name in listed)
             + f", COALESCE({sorted_list('cost_source')}, CASE WHEN {cost} IS NULL THEN 'unknown' END) AS cost_source "
