@@ -12,18 +12,24 @@ from warehouse.lake import ducklake
 GRACE_SECONDS = 600  # how long a reader's snapshot keeps its files once a newer one replaced it (`sweep`)
 
 
+SLACK = 20  # files past 1.2 per partition that a lake may hold before it is compacted
+
+
 def crowded(con) -> bool:
     """More live data files than 1.2 per partition, plus some slack (asked on the writer's own
     connection: a connection of its own added to a changed source's merge, docs/BENCHMARKS.md,
     "Figures behind the code's choices")."""
     meta = f"__ducklake_metadata_{ducklake.CATALOG}"
+    live = f"FROM {meta}.ducklake_data_file WHERE end_snapshot IS NULL"
+    if con.execute(f"SELECT COUNT(*) {live}").fetchone()[0] <= SLACK:  # a small lake: crowded it is not
+        return False
     files, partitions = con.execute(f"""
         SELECT COUNT(*), COUNT(DISTINCT (f.table_id, v.values))
         FROM {meta}.ducklake_data_file f
         LEFT JOIN (SELECT data_file_id, list(partition_value ORDER BY partition_key_index) AS values
                    FROM {meta}.ducklake_file_partition_value GROUP BY data_file_id) v USING (data_file_id)
         WHERE f.end_snapshot IS NULL""").fetchone()
-    return files > 1.2 * partitions + 20
+    return files > 1.2 * partitions + SLACK
 
 
 class DamagedTables(RuntimeError):

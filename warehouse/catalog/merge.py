@@ -184,6 +184,7 @@ class _Footer:
     projects: frozenset | None  # from the `project` column's statistics; None when they cannot say
     # values out of range may be in it: landed without this release's checks, or its statistics say so
     suspect: bool = False
+    rows: int | None = None  # None: not known
 
 
 def _footer(path: Path) -> _Footer | None:
@@ -194,7 +195,7 @@ def _footer(path: Path) -> _Footer | None:
     schema = meta.schema.to_arrow_schema()
     checked = (schema.metadata or {}).get(CHECKED) == BOUNDS_CHECKED
     return _Footer(frozenset(schema.names), (schema.metadata or {}).get(LANDING_ID), _projects_in(meta, schema),
-                   suspect=not checked or _beyond_bounds(meta))
+                   suspect=not checked or _beyond_bounds(meta), rows=meta.num_rows)
 
 
 _BOUNDS = {c.name: c.bounds for t in DATA_TABLES for c in t.bounded}
@@ -302,6 +303,9 @@ def _batches(paths: list[Path]):
 
 
 def _insert(con, table: Table, paths: list[Path], footers: _Footers, *, identity_from_path: bool = True) -> int:
+    # a file its footer says is empty adds no row: most sources land several empty tables (an agent
+    # without file history), and each INSERT paid DuckLake's lookups of its table
+    paths = [p for p in paths if footers[p] is None or footers[p].rows != 0]
     return sum(_insert_files(con, table, batch, footers, identity_from_path) for batch in _batches(paths))
 
 
