@@ -180,12 +180,14 @@ def tsv_field(text: str) -> str:
     return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
 
 
-def command_for(layout: Layout, command: str) -> str:
+def command_for(layout: Layout, command: str, *, pinned: bool = False) -> str:
     """`agentlake COMMAND` as the user types it to read this home's warehouse: with --home unless
     it is the default one (the quickstart demo's plain commands use it: use_demo_if_empty), and
     with --warehouse when the home alone reads another one (one named by --warehouse or
-    $AGENTLAKE_WAREHOUSE; the team's, named in config.toml, where an ingest merged its own file)."""
-    owner = stood_in_for(layout.home)
+    $AGENTLAKE_WAREHOUSE; the team's, named in config.toml, where an ingest merged its own file).
+    `pinned`: a command kept to read this warehouse later (a search hit's), which names the
+    demo's own home: the plain command reads the user's data once there is some."""
+    owner = None if pinned else stood_in_for(layout.home)
     home = owner.home if owner is not None else layout.home
     flag = f" --home {shlex.quote(str(home))}" if home != default_home().absolute() else ""
     if home == layout.home and not same_warehouse(str(load_layout(str(home), env={}).warehouse), layout.warehouse):

@@ -500,7 +500,7 @@ def cmd_search(args) -> int:
     except (NoIndex, NoPublishedIndex) as exc:
         print_err(f"error: {exc}")
         return 2
-    opener = command_for(layout, "sql")
+    opener = command_for(layout, "sql", pinned=True)  # a hit's session, in the warehouse searched
     for hit in hits:
         hit.open_command = f"{opener} {shell_quoted(hit.open_sql)}"
     if not hits:  # said on stderr whatever the format: JSON's `[]` on stdout, as CLI.md says

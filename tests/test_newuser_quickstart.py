@@ -46,7 +46,11 @@ def test_the_readme_commands_work_after_a_quickstart_demo_then_own_data_takes_ov
     assert int(capsys.readouterr().out.splitlines()[1]) > 0
 
     assert main(["search", "login handler", "--agent", "claude", "--format", "json"]) == 0  # the README's
-    assert "**login**" in json.loads(capsys.readouterr().out)[0]["snippet"]
+    hit = json.loads(capsys.readouterr().out)[0]
+    assert "**login**" in hit["snippet"]
+    # its open command reads the demo it searched, also once the user's own data takes over (a trial:
+    # it read the home's own warehouse then, and printed no row)
+    assert f"sql --home {home / 'demo'} " in hit["open_command"]
 
     assert main(["sources"]) == 0
     out, err = capsys.readouterr()
@@ -96,6 +100,10 @@ def test_the_readme_commands_work_after_a_quickstart_demo_then_own_data_takes_ov
     out, err = capsys.readouterr()
     assert json.loads(out) == [{"project": "mine", "cost_usd": 0.5}] and "demo" not in err
     assert reader_layout().warehouse == home / "warehouse.ducklake"
+    import shlex
+
+    assert main([*shlex.split(hit["open_command"])[1:], "--format", "json"]) == 0
+    assert any("login" in str(row["what"]) for row in json.loads(capsys.readouterr().out))
 
 
 def test_quickstart_says_which_place_it_could_not_read(built_once):
