@@ -102,6 +102,33 @@ def test_a_bad_session_is_quarantined_and_its_project_lands(layout, tmp_path, re
     assert [r.status for r in again.results] == ["unchanged", "unchanged"] and reads == []
 
 
+def test_a_deleted_session_is_said_by_the_run_that_keeps_it_not_by_each_later_rewrite(layout, tmp_path):
+    """A session whose rollout was deleted keeps its rows, and the run that first keeps it says so;
+    each later run that rewrote the project said it again (a new user's trial). The count stays in
+    the run's `retained_sessions`."""
+    home = tmp_path / "codex"
+    generate_home(home, sessions=4, workspaces=("/home/dev/shop",))
+    ingest_tables(layout, homes={"codex": [home]})
+    rollouts = sorted((home / "sessions").rglob("rollout-*.jsonl"))
+    # a root without sub-agents (a deleted parent is kept by Codex's reader itself, inside its cost)
+    roots = [p for p in rollouts if "subagent" not in p.read_text()
+             and not any(p.stem[-36:] in other.read_text() for other in rollouts if other != p)]
+    sessions = scalar(layout, "SELECT COUNT(*) FROM sessions")
+
+    def kept_said(summary) -> list[str]:
+        return [w for r in summary.results for w in r.warnings if "no longer in the source" in w]
+
+    roots[0].unlink()
+    first = ingest_tables(layout, homes={"codex": [home]})
+    assert kept_said(first) == ["1 session no longer in the source was kept in the lake"]
+    assert [r.retained_sessions for r in first.results] == [1]
+    _new_session(home, "/home/dev/shop")  # the project is rewritten: the kept session is carried again
+    later = ingest_tables(layout, homes={"codex": [home]})
+    assert [r.status for r in later.results] == ["ok"] and kept_said(later) == []
+    assert [r.retained_sessions for r in later.results] == [1]
+    assert scalar(layout, "SELECT COUNT(*) FROM sessions") == sessions + 1  # nothing lost, the new one added
+
+
 @pytest.mark.parametrize("error, cached", [(ValueError("a shape no Codex writes"), True),
                                            (PermissionError(13, "Permission denied"), False)])
 def test_a_session_whose_reader_fails_does_not_fail_its_project(layout, tmp_path, monkeypatch, error, cached):

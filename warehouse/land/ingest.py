@@ -306,10 +306,17 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
     for file in damaged:  # what it alone held of sessions the store no longer has could not be kept
         warnings.append(f"the lake's previous file {file} could not be read: landed again from the agent's store; "
                         "rows of sessions the store no longer holds could not be carried forward from it")
-    if retained["sessions"]:
-        kept = retained["sessions"]
-        warnings.append(f"{kept} session{'s' * (kept > 1)} no longer in the source {'were' if kept > 1 else 'was'} "
-                        "kept in the lake")
+    # said by the run that first keeps them (its count stays in `retained_sessions`): every later
+    # rewrite of the source carried them again, and said so each time (a new user's trial)
+    kept, said_kept = not_said_before(states.said_file(source.provider, source.source_id, "kept"),
+                                      sorted(retained.session_ids))
+    if read_again:
+        kept = sorted(retained.session_ids)
+    if kept:
+        more = f" ({retained['sessions']} in all)" if retained["sessions"] > len(kept) else ""
+        warnings.append(f"{len(kept)} session{'s' * (len(kept) > 1)} no longer in the source "
+                        f"{'were' if len(kept) > 1 else 'was'} kept in the lake{more}")
+    said_kept()
     if evicted:
         warnings.append(f"{evicted} session{'s that moved here were' if evicted > 1 else ' that moved here was'} "
                         f"taken out of {'their' if evicted > 1 else 'its'} old project's files")

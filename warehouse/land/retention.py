@@ -98,12 +98,19 @@ def _append(rows, kept: pa.Table):
     return kept if rows is None else pa.concat_tables([rows, kept], promote_options="permissive")
 
 
+class Carried(Counter):
+    """The rows carried forward by table, and the ids of the sessions they keep."""
+
+    session_ids: frozenset = frozenset()
+
+
 def carry_forward(store, previous: dict[str, str], rows: dict, moved=frozenset(),
-                  damaged: list | None = None) -> Counter:
+                  damaged: list | None = None) -> Carried:
     """Add to `rows` the lake's rows of sessions the source no longer holds, but those `moved` to
-    another source; returns the counts carried by table. A file that cannot be read is left to
-    the caller's error handling, or, with `damaged`, named there and carried nothing from."""
-    carried = Counter()
+    another source; returns the counts carried by table, and the sessions kept. A file that cannot
+    be read is left to the caller's error handling, or, with `damaged`, named there and carried
+    nothing from."""
+    carried = Carried()
     present = _session_ids_of(rows.get("sessions", ()))
     gone = landed_session_ids(store, _files_of(store, previous, "sessions"), damaged) - present - set(moved)
     if not gone:
@@ -119,4 +126,6 @@ def carry_forward(store, previous: dict[str, str], rows: dict, moved=frozenset()
                 continue
             rows[table] = _append(rows.get(table), kept)
             carried[table] += kept.num_rows
+            if table == "sessions":
+                carried.session_ids |= set(kept.column("session_id").to_pylist())
     return carried
