@@ -105,7 +105,7 @@ def test_a_bad_session_is_quarantined_and_its_project_lands(layout, tmp_path, re
 def test_a_deleted_session_is_said_by_the_run_that_keeps_it_not_by_each_later_rewrite(layout, tmp_path):
     """A session whose rollout was deleted keeps its rows, and the run that first keeps it says so;
     each later run that rewrote the project said it again (a new user's trial). The count stays in
-    the run's `retained_sessions`."""
+    the run's `retained_sessions`, and a second deletion is said with how many are kept in all."""
     home = tmp_path / "codex"
     generate_home(home, sessions=4, workspaces=("/home/dev/shop",))
     ingest_tables(layout, homes={"codex": [home]})
@@ -118,7 +118,11 @@ def test_a_deleted_session_is_said_by_the_run_that_keeps_it_not_by_each_later_re
     def kept_said(summary) -> list[str]:
         return [w for r in summary.results for w in r.warnings if "no longer in the source" in w]
 
-    roots[0].unlink()
+    def delete(rollout):  # every copy Codex keeps of it (archived_sessions/ too)
+        for copy in home.rglob(f"*{rollout.stem[-36:]}.jsonl"):
+            copy.unlink()
+
+    delete(roots[0])
     first = ingest_tables(layout, homes={"codex": [home]})
     assert kept_said(first) == ["1 session no longer in the source was kept in the lake"]
     assert [r.retained_sessions for r in first.results] == [1]
@@ -127,6 +131,11 @@ def test_a_deleted_session_is_said_by_the_run_that_keeps_it_not_by_each_later_re
     assert [r.status for r in later.results] == ["ok"] and kept_said(later) == []
     assert [r.retained_sessions for r in later.results] == [1]
     assert scalar(layout, "SELECT COUNT(*) FROM sessions") == sessions + 1  # nothing lost, the new one added
+    delete(roots[1])
+    second = ingest_tables(layout, homes={"codex": [home]})
+    assert kept_said(second) == ["1 session no longer in the source was kept in the lake (2 in all)"]
+    assert [r.retained_sessions for r in second.results] == [2]
+    assert scalar(layout, "SELECT COUNT(*) FROM sessions") == sessions + 1
 
 
 @pytest.mark.parametrize("error, cached", [(ValueError("a shape no Codex writes"), True),
