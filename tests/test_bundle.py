@@ -110,7 +110,7 @@ def test_a_deleted_session_is_said_by_the_run_that_keeps_it_not_by_each_later_re
     generate_home(home, sessions=4, workspaces=("/home/dev/shop",))
     ingest_tables(layout, homes={"codex": [home]})
     rollouts = sorted((home / "sessions").rglob("rollout-*.jsonl"))
-    # a root without sub-agents (a deleted parent is kept by Codex's reader itself, inside its cost)
+    # roots without sub-agents: a deleted parent's sub-agents are kept in its tree (test_codex's own tests)
     roots = [p for p in rollouts if "subagent" not in p.read_text()
              and not any(p.stem[-36:] in other.read_text() for other in rollouts if other != p)]
     sessions = scalar(layout, "SELECT COUNT(*) FROM sessions")
