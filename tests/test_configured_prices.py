@@ -376,3 +376,37 @@ def test_the_first_merge_with_prices_does_not_say_they_changed(demo):
     ran = run_cli("ingest", "--home", home)
     assert ran.returncode == 0 and " ok, " in ran.stdout, ran.stderr
     assert f"note: the prices in {config} changed: the history was priced again with them" in ran.stdout, ran.stdout
+
+
+def test_one_store_landed_under_two_user_names_is_priced_once_per_copy(tmp_path):
+    """The same store landed on one machine under two user names (a user renamed, docs/TEAM.md)
+    keeps its source ids: the session's repricing matched both copies' requests, and each copy
+    took both deltas."""
+    from transforms.synth.claude import assistant_lines, project_slug, usage, user_line, write_jsonl
+
+    at = datetime(2026, 1, 5, 9, tzinfo=timezone.utc)
+    cwd, sid = "/home/ana/shop", "11111111-2222-4333-8444-666666666666"
+    claude = tmp_path / "claude"
+    write_jsonl(claude / "projects" / project_slug(cwd) / f"{sid}.jsonl", [user_line(sid, at, cwd, "go")] + assistant_lines(
+        sid, at + timedelta(seconds=5), cwd, message_id="msg_1", request_id="req_1", model="acme-internal-1",
+        blocks=[{"type": "text", "text": "ok"}], final_usage=usage(1_000_000, 200_000), stop_reason="end_turn"))
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(_toml([{"model": "acme-internal-1", "input": 1, "output": 5}], {}))
+    for user in ("root", "ana"):
+        ran = run_cli("ingest", "--home", home, "--no-default", "--agent-home", f"claude={claude}",
+                      "--machine", "box", "--user", user)
+        assert ran.returncode == 0, ran.stderr
+    layout = Layout.resolve(home=home)
+    # 1M input tokens at $1 and 200k output at $5 a million: $2 for each copy, not $4
+    assert query(layout, 'SELECT "user", cost_usd, cost_source FROM sessions ORDER BY 1') == \
+        [("ana", 2.0, "configured"), ("root", 2.0, "configured")]
+    assert query(layout, 'SELECT "user", SUM(cost_usd) FROM daily_costs GROUP BY 1 ORDER BY 1') == \
+        [("ana", Decimal("2")), ("root", Decimal("2"))]
+    # a new price re-prices the whole history, both copies in one statement: $3 each ($2 + $1)
+    (home / "config.toml").write_text(_toml([{"model": "acme-internal-1", "input": 2, "output": 5}], {}))
+    _merge(home)
+    assert query(layout, 'SELECT "user", cost_usd, cost_source FROM sessions ORDER BY 1') == \
+        [("ana", 3.0, "configured"), ("root", 3.0, "configured")]
+    assert query(layout, 'SELECT "user", SUM(cost_usd) FROM daily_costs GROUP BY 1 ORDER BY 1') == \
+        [("ana", Decimal("3")), ("root", Decimal("3"))]

@@ -240,8 +240,8 @@ def test_bi_transcript_query_keeps_each_machine_apart(two_machine_lake):
     text = (ROOT / "docs" / "BI.md").read_text()
     block = re.search(r"\*\*Fast queries on the raw tables\.\*\*.*?```sql\n(.*?)```", text, re.S).group(1)
     sql = next(s for s in block.split(";") if "JOIN parts" in s)
-    source_id = query(two_machine_lake, "SELECT DISTINCT source_id FROM sessions")[0][0]
-    values = {"'webshop'": "'shared'", "'4e7c41d67537802b'": f"'{source_id}'", "'...'": "'R'"}
+    source_id, user = query(two_machine_lake, "SELECT DISTINCT source_id, \"user\" FROM sessions")[0]
+    values = {"'webshop'": "'shared'", "'4e7c41d67537802b'": f"'{source_id}'", "'dev'": f"'{user}'", "'...'": "'R'"}
     for placeholder, value in values.items():
         assert placeholder in sql
         sql = sql.replace(placeholder, value)

@@ -423,12 +423,56 @@ def test_a_user_ingested_again_under_a_new_name_on_the_same_machine_is_said(tmp_
     assert said and said[0].startswith(f"warning: {roots} root sessions landed by user ana on box were landed by "
                                        "user root on box too (the same agent, id and start"), again.stderr
     assert _roots(home) == 2 * roots
+    _each_copy_once(home, {"root", "ana"})
 
     import shutil
     shutil.rmtree(home / "lake" / "_landing" / "box" / "root")  # docs/TEAM.md
     merged = cli("merge", home=home, cwd=cwd)
     assert merged.returncode == 0 and "landed by" not in merged.stderr, merged.stderr
     assert _roots(home) == roots
+
+
+def _each_copy_once(home, users: set[str]) -> None:
+    """Each user's copy counts once in the marts: the same store landed under two user names on
+    one machine keeps its source ids, and the marts' join of a session with its tree matched both
+    copies (every session twice in session_summary and on the dashboard, messages four times: a
+    team lead's trial)."""
+    from warehouse.lake.ducklake import connect
+
+    with connect(home / "warehouse.ducklake", ours=True) as con:
+        def one(sql, user):
+            return con.execute(sql, [user]).fetchone()
+
+        for user in users:
+            assert one("SELECT COUNT(*), SUM(messages), SUM(tool_calls), SUM(cost_usd) FROM session_summary "
+                       "WHERE \"user\" = ?", user) == \
+                one("SELECT (SELECT COUNT(*) FROM sessions WHERE is_root AND \"user\" = $1), "
+                    "(SELECT COUNT(*) FROM messages WHERE \"user\" = $1), "
+                    "(SELECT COUNT(*) FROM tool_calls WHERE has_call AND \"user\" = $1), "
+                    "(SELECT SUM(CAST(cost_usd AS DECIMAL(38, 9))) FROM sessions WHERE is_root AND \"user\" = $1)",
+                    user)
+            assert one("SELECT SUM(cost_usd) FROM daily_costs WHERE \"user\" = ?", user) == \
+                one("SELECT SUM(CAST(cost_usd AS DECIMAL(38, 9))) FROM sessions WHERE is_root AND \"user\" = ?", user)
+        # the two copies' figures are alike, to the nano-dollar, whichever copy each tie takes
+        assert len({one("SELECT SUM(cost_usd), SUM(messages) FROM session_summary WHERE \"user\" = ?", u)
+                    for u in users}) == 1
+        # a reader shows one copy of a session: the search's open query, the dashboard's page, MCP's text
+        from warehouse.serve.dashboard.server import render
+        from warehouse.serve.dashboard.transcript import find_session
+        from warehouse.serve.search import transcript_sql
+
+        provider, machine, source, sid = con.execute(
+            "SELECT provider, machine, source_id, session_id FROM sessions WHERE is_root ORDER BY session_id LIMIT 1"
+        ).fetchone()
+        for user in users:
+            parts = con.execute('SELECT COUNT(*) FROM parts WHERE "user" = ? AND source_id = ? AND session_id = ?',
+                                [user, source, sid]).fetchone()[0]
+            assert len(con.execute(transcript_sql(provider, machine, user, source, sid)).fetchall()) == parts > 0
+        found = find_session(con, source, sid, None, machine)
+        messages = con.execute('SELECT COUNT(*) FROM messages WHERE "user" = ? AND source_id = ? AND session_id = ?',
+                               [found[-1], source, sid]).fetchone()[0]
+        page, status = render(con, "/session", f"source={source}&id={sid}&machine={machine}")
+        assert status == 200 and page.count('<div class="msg ') == messages > 0
 
 
 def _roots(home) -> int:

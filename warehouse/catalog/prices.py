@@ -78,7 +78,7 @@ def apply_prices(con, prices: Prices, scope: str) -> int:
     con.register("_price_windows", _windows(_with_grouped(con, prices, scope)))
     try:
         con.execute(f"""CREATE OR REPLACE TEMP TABLE _repriced AS
-            SELECT u.machine, u.source_id, u.session_id,
+            SELECT u.machine, u."user", u.source_id, u.session_id,
                    {_COST} - COALESCE(CAST(u.cost_usd AS DECIMAL(38, 9)), 0) AS delta
             FROM (SELECT * FROM usage WHERE {scope}) AS u JOIN _price_windows AS p ON {_COVERED}""")
         count = con.execute("SELECT COUNT(*) FROM _repriced").fetchone()[0]
@@ -119,32 +119,32 @@ def _reprice_sessions(con, scope: str) -> None:
     cost includes its sub-agents'); `partial` while one of them is still unpriced."""
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _session_costs AS
         WITH sessions_of AS (
-            SELECT machine, source_id, session_id, COALESCE(root_session_id, session_id) AS root_id,
+            SELECT machine, "user", source_id, session_id, COALESCE(root_session_id, session_id) AS root_id,
                    is_root AND cost_includes_subagents AS whole_tree, cost_usd, cost_source
             FROM sessions WHERE {scope}
         ),
         requests AS (  -- the re-priced ones, and those still unpriced, each with its session's root
-            SELECT r.machine, r.source_id, r.session_id, COALESCE(s.root_id, r.session_id) AS root_id,
+            SELECT r.machine, r."user", r.source_id, r.session_id, COALESCE(s.root_id, r.session_id) AS root_id,
                    r.delta, 0 AS unpriced, 1 AS repriced
-            FROM _repriced AS r LEFT JOIN sessions_of AS s USING (machine, source_id, session_id)
+            FROM _repriced AS r LEFT JOIN sessions_of AS s USING (machine, "user", source_id, session_id)
             UNION ALL
-            SELECT u.machine, u.source_id, u.session_id, COALESCE(s.root_id, u.session_id), 0, 1, 0
-            FROM (SELECT machine, source_id, session_id FROM usage WHERE {scope} AND cost_source = 'unknown') AS u
-            LEFT JOIN sessions_of AS s USING (machine, source_id, session_id)
+            SELECT u.machine, u."user", u.source_id, u.session_id, COALESCE(s.root_id, u.session_id), 0, 1, 0
+            FROM (SELECT machine, "user", source_id, session_id FROM usage WHERE {scope} AND cost_source = 'unknown') AS u
+            LEFT JOIN sessions_of AS s USING (machine, "user", source_id, session_id)
         )
-        SELECT s.machine AS of_machine, s.source_id AS of_source, s.session_id AS of_session,
+        SELECT s.machine AS of_machine, s."user" AS of_user, s.source_id AS of_source, s.session_id AS of_session,
                CAST(COALESCE(CAST(s.cost_usd AS DECIMAL(38, 9)), 0) + SUM(r.delta) AS DOUBLE) AS new_cost,
                CASE WHEN SUM(r.unpriced) > 0 THEN 'partial' ELSE 'configured' END AS new_source
         FROM sessions_of AS s
-        JOIN requests AS r ON r.machine = s.machine AND r.source_id = s.source_id
+        JOIN requests AS r ON r.machine = s.machine AND r."user" = s."user" AND r.source_id = s.source_id
          AND (r.session_id = s.session_id OR (s.whole_tree AND r.root_id = s.session_id))
         WHERE s.cost_source <> 'native'
-        GROUP BY s.machine, s.source_id, s.session_id, s.cost_usd
+        GROUP BY s.machine, s."user", s.source_id, s.session_id, s.cost_usd
         HAVING SUM(r.repriced) > 0""")
     # the scope's unqualified columns are the session's: _session_costs' are named apart
     con.execute(f"""UPDATE sessions SET cost_usd = c.new_cost, cost_source = c.new_source
                     FROM temp._session_costs AS c
-                    WHERE {scope} AND machine = c.of_machine AND source_id = c.of_source
+                    WHERE {scope} AND machine = c.of_machine AND "user" = c.of_user AND source_id = c.of_source
                       AND session_id = c.of_session""")
     con.execute("DROP TABLE temp._session_costs")
 

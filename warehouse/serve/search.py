@@ -309,7 +309,7 @@ def bm25_sql(terms: list[tuple[int, int]], excluded: list[int] = ()) -> str:
 def _hit(row, matched: set[str], phrases: list[str], mark=None) -> Hit:
     (provider, machine, user, source_id, session_id, project, at, role, kind, tool_name, file_path, body, score,
      message_id, tool_call_id) = row
-    sql = transcript_sql(provider, machine, source_id, session_id)
+    sql = transcript_sql(provider, machine, user, source_id, session_id)
     return Hit(provider, machine, user, source_id, session_id, project, at, role, kind, tool_name, file_path,
                snippet(body, matched, phrases, mark=mark), round(score, 4), sql, f"agentlake sql {shell_quoted(sql)}",
                dashboard_path(machine, source_id, session_id, message_id), message_id, tool_call_id)
@@ -420,7 +420,7 @@ def snippet(body: str, matched: set[str], phrases: list[str] = (), width: int = 
     return ("..." if start else "") + text + ("..." if end < len(body) else "")
 
 
-def transcript_sql(provider: str, machine: str, source_id: str, session_id: str) -> str:
+def transcript_sql(provider: str, machine: str, user: str, source_id: str, session_id: str) -> str:
     """The session's messages and parts in order (docs/LAKE.md, "Some questions, answered in SQL"),
     `what` each part's text: every column a document of the index is read from (a shell command
     and its output, a tool's name, input and result too), so that a hit's own part is never blank."""
@@ -430,8 +430,9 @@ def transcript_sql(provider: str, machine: str, source_id: str, session_id: str)
     return ("SELECT m.message_index, m.role, p.part_type, COALESCE(p.text, p.reasoning, "
             "NULLIF(concat_ws(chr(10), p.shell_command, p.shell_output), ''), "
             "NULLIF(concat_ws(chr(10), p.tool_name, p.tool_input, p.tool_result), ''), "
-            "p.finish_reason) AS what FROM messages m JOIN parts p USING (provider, machine, source_id, "
+            "p.finish_reason) AS what FROM messages m JOIN parts p USING (provider, machine, \"user\", source_id, "
             f"session_id, message_id) WHERE m.provider = {lit(provider)} AND m.machine = {lit(machine)} "
+            f"AND m.\"user\" = {lit(user)} "
             f"AND m.source_id = {lit(source_id)} AND m.session_id = {lit(session_id)} "
             "ORDER BY m.message_index, p.part_index")
 

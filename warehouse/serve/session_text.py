@@ -16,11 +16,12 @@ def _where(found) -> tuple[str, list]:
     """The rows of the session `found` (find_session's row), by the columns that pick them (machine
     too: a team lake may hold the same store, so source id, from several machines), and by the
     days it spans, which bound what DuckLake reads (its partitions and min/max `date`)."""
-    project, source, sid, started, ended, machine = found[1], found[2], found[3], found[5], found[6], found[17]
+    project, source, sid, started, ended, machine, user = (found[1], found[2], found[3], found[5], found[6],
+                                                           found[17], found[18])
     first, last = (started.date() if started else None), (ended.date() if ended else None)
     span = " AND date BETWEEN ? AND ?" if first and last and first <= last else ""
-    return ("WHERE project IS NOT DISTINCT FROM ? AND machine = ? AND source_id = ? AND session_id = ?" + span,
-            [project, machine, source, sid] + ([first, last] if span else []))
+    return ("WHERE project IS NOT DISTINCT FROM ? AND machine = ? AND \"user\" = ? AND source_id = ? AND session_id = ?"
+            + span, [project, machine, user, source, sid] + ([first, last] if span else []))
 
 
 def _money(value) -> str:
@@ -35,7 +36,7 @@ def _when(at) -> str:
 
 def _facts(key: str, found) -> list[str]:
     (provider, project, _source, _sid, title, started, ended, cost, cost_source, models, subagents, root,
-     duration, messages, calls, errors, exits, machine) = found
+     duration, messages, calls, errors, exits, machine, _user) = found
     sub_agent = bool(root and root != found[3])
     # the tree's figures (session_summary) are a root session's: a sub-agent's cost is its own
     lines = [f"session {key}", f"title: {title or '(none)'}",

@@ -20,19 +20,21 @@ PARTS_LIMIT = 2000  # parts of one transcript page
 
 def find_session(con, source: str | None, session_id: str | None, key: str | None, machine: str | None = None):
     """(provider, project, source_id, session_id, title, started, ended, cost, cost_source, models,
-    subagents, root_session_id) of a session, root or sub-agent; None when not found. `key` is an
-    insight's lake-wide `session_key`: machine/user/provider/source_id/session_id. `machine` tells
-    apart the same store (so source id) ingested on two machines of a team lake."""
+    subagents, root_session_id, ..., machine, user) of a session, root or sub-agent; None when not
+    found. `key` is an insight's lake-wide `session_key`: machine/user/provider/source_id/session_id.
+    `machine` tells apart the same store (so source id) ingested on two machines of a team lake;
+    the same store landed under two user names on one machine (a user renamed) holds the session
+    twice, alike: without a key, the first user's copy is shown."""
     cols = ("SELECT s.provider, s.project, s.source_id, s.session_id, s.title, s.created_at, "
             "COALESCE(ss.ended_at, s.updated_at), COALESCE(ss.cost_usd, s.cost_usd), "
             "COALESCE(ss.cost_source, s.cost_source), COALESCE(ss.models, s.model), ss.subagents, s.root_session_id, "
-            "ss.duration_s, ss.messages, ss.tool_calls, ss.tool_errors, ss.nonzero_exits, s.machine "
-            "FROM sessions s LEFT JOIN session_summary ss USING (machine, source_id, session_id) ")
+            "ss.duration_s, ss.messages, ss.tool_calls, ss.tool_errors, ss.nonzero_exits, s.machine, s.\"user\" "
+            "FROM sessions s LEFT JOIN session_summary ss USING (machine, \"user\", source_id, session_id) ")
     if key is not None:
         rows = con.execute(cols + f"WHERE {session_key('s', 's.session_id')} = ? LIMIT 1", [key]).fetchall()
         return rows[0] if rows else None
     on_machine = " AND s.machine = ?" if machine else ""
-    rows = con.execute(cols + "WHERE s.source_id = ? AND s.session_id = ?" + on_machine,
+    rows = con.execute(cols + "WHERE s.source_id = ? AND s.session_id = ?" + on_machine + " ORDER BY s.machine, s.\"user\" LIMIT 1",
                        [source, session_id, *([machine] if machine else [])]).fetchall()
     return rows[0] if rows else None
 
@@ -45,7 +47,7 @@ def session_page(con, req: Request) -> tuple[str, int]:
                                                                else f"source {p.get('source')!r}, id {p.get('id')!r}"))
         return layout("session not found", [("overview", req.link("/"))], "", req, about=about_data(con)), 404
     (provider, project, source, sid, title, started, ended, cost, cost_source, models, subagents, root,
-     duration, messages, calls, errors, exits, machine) = found
+     duration, messages, calls, errors, exits, machine, user) = found
     # the messages' days bound what DuckLake reads (partitions by year and project, min/max `date`)
     first = started.date() if started else None
     last = ended.date() if ended else None
@@ -54,8 +56,9 @@ def session_page(con, req: Request) -> tuple[str, int]:
     span = "AND date BETWEEN ? AND ? " if first and last and first <= last else ""
     bounds = [first, last] if span else []
     # machine too: a team lake may hold the same store path (so source id) from several machines
-    where = f"WHERE project IS NOT DISTINCT FROM ? AND machine = ? AND source_id = ? AND session_id = ? {span}"
-    args = [project, machine, source, sid, *bounds]
+    where = (f"WHERE project IS NOT DISTINCT FROM ? AND machine = ? AND \"user\" = ? AND source_id = ? "
+             f"AND session_id = ? {span}")
+    args = [project, machine, user, source, sid, *bounds]
     msgs = con.execute(f"SELECT message_id, message_index, role, model, created_at FROM messages {where} "
                        "ORDER BY message_index", args).fetchall()
     parts = con.execute(f"SELECT message_id, part_index, part_type, text, reasoning, tool_call_id, tool_name, "
@@ -69,7 +72,8 @@ def session_page(con, req: Request) -> tuple[str, int]:
     calls_by_id, results = {r[0]: r[1:10] for r in calls}, answers(calls)
     costs = dict(con.execute(f"SELECT message_id, SUM(cost_usd) FROM usage {where} GROUP BY 1", args).fetchall())
     children = con.execute("SELECT session_id, title, created_at, cost_usd FROM sessions WHERE machine = ? AND "
-                           "source_id = ? AND parent_session_id = ? ORDER BY created_at", [machine, source, sid]).fetchall()
+                           "\"user\" = ? AND source_id = ? AND parent_session_id = ? ORDER BY created_at",
+                           [machine, user, source, sid]).fetchall()
     by_message: dict[str, list] = {}
     for part in parts[:PARTS_LIMIT]:
         by_message.setdefault(part[0], []).append(part)

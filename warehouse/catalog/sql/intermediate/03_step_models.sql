@@ -9,17 +9,17 @@
 -- cost on. `holds`: the message is one a request names.
 CREATE OR REPLACE VIEW _step_models AS
 WITH held AS (  -- the model of the requests a message holds (of the latest, if they name several)
-    SELECT machine, source_id, session_id, message_id,
+    SELECT machine, "user", source_id, session_id, message_id,
            arg_max({'model': model, 'llm_provider': llm_provider}, {'at': requested_at, 'row': source_rowid}) AS key
     FROM usage
     WHERE message_id IS NOT NULL
-    GROUP BY machine, source_id, session_id, message_id
+    GROUP BY machine, "user", source_id, session_id, message_id
 ),
 session_model AS (  -- the model most of a session's requests name
-    SELECT machine, source_id, session_id, model, llm_provider
+    SELECT machine, "user", source_id, session_id, model, llm_provider
     FROM usage
-    GROUP BY machine, source_id, session_id, model, llm_provider
-    QUALIFY ROW_NUMBER() OVER (PARTITION BY machine, source_id, session_id
+    GROUP BY machine, "user", source_id, session_id, model, llm_provider
+    QUALIFY ROW_NUMBER() OVER (PARTITION BY machine, "user", source_id, session_id
                                ORDER BY model IS NULL, COUNT(*) DESC, model, llm_provider NULLS LAST) = 1
 )
 SELECT m.provider, m.project, m.machine, m."user", m.source_id, m.session_id, m.date,
@@ -30,7 +30,9 @@ SELECT m.provider, m.project, m.machine, m."user", m.source_id, m.session_id, m.
        CASE WHEN h.message_id IS NOT NULL THEN h.key.llm_provider WHEN m.model IS NOT NULL THEN m.llm_provider
             WHEN s.session_id IS NOT NULL THEN s.llm_provider ELSE m.llm_provider END AS llm_provider
 FROM messages AS m
-LEFT JOIN held AS h ON h.machine = m.machine AND h.source_id = m.source_id AND h.session_id = m.session_id
+LEFT JOIN held AS h ON h.machine = m.machine AND h."user" = m."user" AND h.source_id = m.source_id
+    AND h.session_id = m.session_id
     AND h.message_id = m.message_id
-LEFT JOIN session_model AS s ON s.machine = m.machine AND s.source_id = m.source_id AND s.session_id = m.session_id
+LEFT JOIN session_model AS s ON s.machine = m.machine AND s."user" = m."user" AND s.source_id = m.source_id
+    AND s.session_id = m.session_id
 WHERE m.role = 'assistant'

@@ -34,7 +34,7 @@ session_requests AS (  -- every request of the session
 ),
 metered AS (SELECT DISTINCT root_session_key FROM requests),
 steps AS (  -- each step with its own requests
-    SELECT m.project, m.machine, m.source_id, m.session_id, m.message_id, m.message_index, m.created_at,
+    SELECT m.project, m.machine, m."user", m.source_id, m.session_id, m.message_id, m.message_index, m.created_at,
            m.model, m.llm_provider, m.session_key, m.root_session_key,
            r.tokens AS own_tokens, r.untokened AS own_untokened, r.nanos AS own_nanos, r.unpriced AS own_unpriced
     FROM _in_tree('_step_models') AS m
@@ -54,7 +54,7 @@ roots AS (
     WHERE s.is_root
 ),
 calls AS (
-    SELECT machine, source_id, session_id, message_id, COUNT(*) AS tool_calls
+    SELECT machine, "user", source_id, session_id, message_id, COUNT(*) AS tool_calls
     FROM tool_calls
     WHERE has_call AND message_id IS NOT NULL
     GROUP BY ALL
@@ -91,5 +91,6 @@ SELECT
 FROM shared AS sh
 LEFT JOIN metered AS me ON me.root_session_key = sh.root_session_key
 LEFT JOIN roots AS ro ON ro.session_key = sh.root_session_key
-LEFT JOIN calls AS c ON c.machine = sh.machine AND c.source_id = sh.source_id AND c.session_id = sh.session_id
+LEFT JOIN calls AS c ON c.machine = sh.machine AND c."user" = sh."user" AND c.source_id = sh.source_id
+    AND c.session_id = sh.session_id
     AND c.message_id = sh.message_id

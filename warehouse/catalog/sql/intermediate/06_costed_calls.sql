@@ -11,6 +11,6 @@ SELECT
     s.tokens / GREATEST(s.tool_calls, 1) AS step_tokens,
     s.nanos / GREATEST(s.tool_calls, 1) AS step_nanos
 FROM _in_tree('tool_calls') AS c
-LEFT JOIN _step_costs AS s ON s.machine = c.machine AND s.source_id = c.source_id AND s.session_id = c.session_id
+LEFT JOIN _step_costs AS s ON s.session_key = c.session_key
     AND s.message_id = c.message_id
 WHERE c.has_call

@@ -16,7 +16,7 @@ WITH requests AS (
     FROM _in_tree('usage') AS u
 ),
 steps AS (  -- assistant messages per session and the model they count under (_message_models)
-    SELECT m.provider, m.machine, m.source_id, m.session_id, m.root_session_key, m.holds, m.model, m.llm_provider,
+    SELECT m.provider, m.machine, m."user", m.source_id, m.session_id, m.root_session_key, m.holds, m.model, m.llm_provider,
            SUM(m.messages) AS messages
     FROM _in_tree('_message_models') AS m
     GROUP BY ALL
@@ -32,7 +32,7 @@ uses AS (  -- messages, and root sessions with a message or a request of the mod
            COUNT(*) FILTER (WHERE is_request AND cost_usd IS NULL) AS unpriced,
            STRING_AGG(DISTINCT cost_source, ', ' ORDER BY cost_source) AS request_sources
     FROM (SELECT provider, model, llm_provider, root_session_key, FALSE AS is_request, messages, holds,
-                 BOOL_OR(holds) OVER (PARTITION BY machine, source_id, session_id) AS named,
+                 BOOL_OR(holds) OVER (PARTITION BY machine, "user", source_id, session_id) AS named,
                  NULL AS cost_usd, NULL AS cost_source
           FROM steps
           UNION ALL

@@ -11,7 +11,7 @@ WITH subs AS (
     SELECT s.root_session_key, s.cost_usd,
            COALESCE(json_extract_string(s.extra_columns, '$.agentType'), spawn.tool_name, 'sub-agent') AS agent_kind
     FROM _in_tree('sessions') AS s
-    LEFT JOIN tool_calls AS spawn ON spawn.machine = s.machine AND spawn.source_id = s.source_id
+    LEFT JOIN tool_calls AS spawn ON spawn.machine = s.machine AND spawn."user" = s."user" AND spawn.source_id = s.source_id
         AND spawn.session_id = s.parent_session_id AND spawn.has_call
         AND spawn.tool_call_id = split_part(s.session_id, '$$', 2)
     WHERE NOT s.is_root
