@@ -97,6 +97,7 @@ def test_run_sql_answers_as_agentlake_sql_and_states_its_bounds(served):
                                                          "ORDER BY 1"))
     assert not error and json.loads(body)["rows"] == [[r["provider"], r["n"]] for r in expected]
     assert first.startswith(f"showing {len(expected)} of {len(expected)} rows")
+    assert first.endswith("; no value cut (at most 2,000 characters each)")  # not "values cut": none were
 
     first, body, _ = served.call("run_sql", query="SELECT range AS i FROM range(1234)", limit=50)
     assert first.startswith("showing 50 of 1,234 rows (limit 50; at most 500)")
@@ -105,6 +106,7 @@ def test_run_sql_answers_as_agentlake_sql_and_states_its_bounds(served):
     first, body, _ = served.call("run_sql", query="SELECT repeat('x', 5000) AS long FROM range(30)")
     rows = json.loads(body)["rows"]
     assert "cut to stay under 20,000 characters" in first and f"showing {len(rows)} of 30 rows" in first
+    assert first.endswith(f"; {len(rows)} values cut at 2,000 characters")
     assert rows[0][0] == "x" * 2000 + "… [3,000 more characters]"
     assert len(first) + len(body) < 20_000
 

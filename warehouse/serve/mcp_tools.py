@@ -182,7 +182,8 @@ class Tools:
             columns = [d[0] for d in cur.description]
             rows = cur.fetchmany(wanted)
             total = len(rows) + _count_rest(cur)
-        rows = [tuple(_clip(v, self.limits.cell_chars) for v in r) for r in rows]
+        limit = self.limits.cell_chars
+        rows = [tuple(_clip(v, limit) for v in r) for r in rows]
         head_room = self.limits.chars - 200
         body, shown = _fit_rows(columns, rows, head_room)
         head = f"showing {shown:,} of {_count(total)}"
@@ -190,7 +191,11 @@ class Tools:
             head += f" (cut to stay under {self.limits.chars:,} characters)"
         elif shown < total:
             head += f" (limit {wanted:,}; at most {self.limits.max_rows:,})"
-        return self._answer(head + f"; values cut at {self.limits.cell_chars:,} characters", body)
+        # what happened to the rows shown, not only the rule: "values cut" read as if some were
+        cut = sum(isinstance(v, str) and len(v) > limit for r in rows[:shown] for v in r)
+        said = (f"{cut:,} value{'s' * (cut != 1)} cut at {limit:,} characters" if cut
+                else f"no value cut (at most {limit:,} characters each)")
+        return self._answer(f"{head}; {said}", body)
 
     def usage_report(self, since=None, until=None, project=None, agent=None, user=None, by="project",
                      top: int = 10) -> str:

@@ -123,7 +123,7 @@ def transcript(cur, key: str, offset: int, limits) -> str:
     first = f"#{messages[0][1]}" if messages else "none"
     last = f"#{messages[len(blocks) - 1][1]}" if blocks else "none"
     line = (f"showing messages {first} to {last}: {len(blocks):,} of {total:,}, from offset {offset}; "
-            f"values cut at {limits.cell_chars:,} characters, the answer at {limits.chars:,}")
+            f"a value over {limits.cell_chars:,} characters is cut there, the answer at {limits.chars:,}")
     if len(blocks) < from_offset:
         after = messages[len(blocks)][1] if len(blocks) < len(messages) else messages[-1][1] + 1
         line += f"; more: open_session with offset {after}"
