@@ -25,10 +25,10 @@ def no_warehouse(layout) -> str:
     return f"no warehouse at {layout.warehouse}: {FIRST_STEP}"
 
 
-def _read_warehouse(args, answer, opener=None, hint=lambda exc: "") -> int:
+def _read_warehouse(args, answer, opener=None, hint=lambda exc: "", error=str) -> int:
     """Open the warehouse read-only (with `opener`, `connect`'s arguments, if given), print
     `answer(con)`; a missing warehouse or a bad query is a usage error (exit 2) with DuckDB's own
-    message, and `hint(exc)` after it."""
+    message (as `error(exc)` words it), and `hint(exc)` after it."""
     import duckdb
 
     from warehouse.lake.ducklake import connect
@@ -66,7 +66,7 @@ def _read_warehouse(args, answer, opener=None, hint=lambda exc: "") -> int:
                 print_err(f"error: {failed}")
                 return 1
             damage = damage_hint(exc)  # a table file lost or damaged is no bad query: what repairs it
-            print_err(f"error: {exc}{damage or hint(exc)}")
+            print_err(f"error: {error(exc)}{damage or hint(exc)}")
             return 1 if damage else 2
     return 0
 
@@ -89,19 +89,26 @@ def _say_if_another_lake(con, args, layout) -> None:
                   "--home), or merge it into one (`agentlake merge --lake LAKE --warehouse FILE`)")
 
 
+_NO_TABLE = re.compile(r"Catalog Error: Table with name (.*) does not exist")
+
+
 def _tables_hint(exc) -> str:
     """Where the warehouse's tables are listed, after DuckDB's own error for a table a user's
     query names and it does not hold: its suggestion is the closest name of any catalog's, a
     system view's too (`nosuchtable`: "Did you mean duckdb_tables?", a new user's trial)."""
-    named = re.match(r"Catalog Error: Table with name (.*) does not exist", str(exc))
-    if not named:
+    if not _NO_TABLE.match(str(exc)):
         return ""
-    # a file named as a table (`FROM 'data.csv'`): DuckDB reads it only with file access, which is off
-    file = ("\nreading a file is refused: `agentlake sql` reads the warehouse's tables only"
-            if re.search(r"[/\\]|\.(?:csv|tsv|txt|json|jsonl|ndjson|parquet|xlsx|gz|zst)$", named.group(1), re.I)
-            else "")
-    return (f'{file}\nthe tables and marts: agentlake sql "SHOW TABLES" lists them; docs/TABLES.md and '
+    return ('\nthe tables and marts: agentlake sql "SHOW TABLES" lists them; docs/TABLES.md and '
             "docs/MARTS.md say what each holds")
+
+
+def _sql_error(exc) -> str:
+    """DuckDB's error, but for a file named as a table (`FROM 'data.csv'`), which DuckDB reads only
+    with file access, off here: its "no such table, did you mean daily_costs?" misled (a trial)."""
+    named = _NO_TABLE.match(str(exc))
+    if named and re.search(r"[/\\]|\.(?:csv|tsv|txt|json|jsonl|ndjson|parquet|xlsx|gz|zst)$", named.group(1), re.I):
+        return f"reading a file is refused ({named.group(1)!r}): `agentlake sql` reads the warehouse's tables only"
+    return str(exc)
 
 
 def cmd_sql(args) -> int:
@@ -129,7 +136,7 @@ def cmd_sql(args) -> int:
             return render_chunks(columns, fetch_batches(cur), args.format)
         return render(columns, fetch_rows(cur), args.format)
 
-    return _read_warehouse(args, answer, open_reader, hint=_tables_hint)
+    return _read_warehouse(args, answer, open_reader, hint=_tables_hint, error=_sql_error)
 
 
 def _query_text(args) -> tuple[str, str]:
