@@ -288,6 +288,26 @@ def test_discovery_honours_pis_own_env_and_homes(tmp_path):
     assert discover(env={}, extra_roots=[str(tmp_path / "none")], use_default=False).problems
 
 
+def test_a_session_name_on_a_pipe_is_said_and_the_rest_landed(layout, tmp_path):
+    """A trial: a named pipe by a session file's name was left out without a word (docs/SOURCES.md:
+    it is named). A problem names it, in the agent's own dir, a named home and a named store folder;
+    it is never opened (the ingest ends), and the other sessions land."""
+    session = write_fixture(tmp_path / "user" / ".pi" / "agent")
+    pipe = session.with_name("2026-11-07T10-00-00.000Z_77777777-7777-4777-8777-777777777777.jsonl")
+    os.mkfifo(pipe)
+    said = f"pi session file {pipe} is a named pipe, not a regular file: not read"
+    found = discover(env={"HOME": str(tmp_path / "user")})
+    assert found.problems == [said] and [s.identity for s in found.sources] == [SID]
+    for where in ({"extra_roots": [str(tmp_path / "user" / ".pi" / "agent")]}, {"extra_stores": [str(pipe.parent)]}):
+        found = discover(env={}, use_default=False, **where)
+        assert found.problems == [said] and [s.identity for s in found.sources] == [SID]
+    done = threading.Event()
+    threading.Thread(target=lambda: (ingest_tables(layout, homes={"pi": [tmp_path / "user" / ".pi" / "agent"]}),
+                                     done.set()), daemon=True).start()
+    assert done.wait(60), "ingestion blocked: it opened the pipe"
+    assert scalar(layout, "SELECT COUNT(*) FROM sessions") == 1
+
+
 def test_agent_home_flag_and_config_section(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("AGENTLAKE_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("DAGSTER_HOME", raising=False)  # the home's own Dagster instance, as a user's

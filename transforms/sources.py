@@ -202,6 +202,20 @@ def named_stores(stores, problems: list[str], what: str, files_in: Callable[[Pat
     return files
 
 
+def regular_files(paths, problems: list[str] | None, what: str) -> list[Path]:
+    """Of `paths` (names a session file would have), the regular files; anything else there (a
+    named pipe, whose open would wait for a writer for ever, a folder, a broken link) is never
+    opened, and said in `problems` when given: `<what> <path> <why>: not read`."""
+    files = []
+    for path in paths:
+        why = unusable(path, "file")
+        if why is None:
+            files.append(Path(path))
+        elif problems is not None:
+            problems.append(f"{what} {path} {why}: not read")
+    return files
+
+
 class NotAFile(OSError):
     """A name a session file would have, given to something that is not one (a named pipe, a
     socket, a device): never opened, as a named pipe's open would wait for a writer forever."""

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from transforms import jsontext
 from transforms.projects import project_name
-from transforms.sources import Discovery, Source, named_homes, named_stores, unusable, user_home
+from transforms.sources import Discovery, Source, named_homes, named_stores, regular_files, unusable, user_home
 
 PROVIDER = "gemini"
 # the environment variables discovery reads (transforms.providers.env_vars)
@@ -84,10 +84,7 @@ def chat_files(home: Path, problems: list[str] | None = None) -> list[tuple[Path
 
 
 def _a_file(path: Path, parent: str | None, problems: list[str] | None) -> list[tuple[Path, str | None]]:
-    why = unusable(path, "file")
-    if why and problems is not None:
-        problems.append(f"Gemini CLI chat file {path} {why}: not read")
-    return [] if why else [(path, parent)]
+    return [(f, parent) for f in regular_files([path], problems, "Gemini CLI chat file")]
 
 
 def read_head(path: Path, parent_id: str | None) -> Head:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from transforms import jsontext
 from transforms.projects import project_name
-from transforms.sources import Discovery, Source, named_homes, named_stores, user_home, with_folder
+from transforms.sources import Discovery, Source, named_homes, named_stores, regular_files, user_home, with_folder
 
 PROVIDER = "pi"
 # the environment variables discovery reads (transforms.providers.env_vars)
@@ -37,12 +37,12 @@ def agent_dir(env) -> Path:
     return user_home(env) / ".pi" / "agent"
 
 
-def session_files(folder: Path) -> list[Path]:
-    """`*.jsonl` in the folder and one level below (pi's `listAll` reads the same)."""
+def session_files(folder: Path, problems: list[str] | None = None) -> list[Path]:
+    """`*.jsonl` in the folder and one level below (pi's `listAll` reads the same); a session's
+    name on something that is no file (a named pipe) is left out, and said in `problems`."""
     if not folder.is_dir():
         return []
-    found = [p for p in folder.glob("*.jsonl")] + [p for p in folder.glob("*/*.jsonl")]
-    return sorted(p for p in found if p.is_file())
+    return regular_files(sorted([*folder.glob("*.jsonl"), *folder.glob("*/*.jsonl")]), problems, "pi session file")
 
 
 def read_header(path: Path) -> dict | None:
@@ -68,9 +68,9 @@ def _source(path: Path, names: Mapping[str, str]) -> Source:
                   identity=header.get("id"))
 
 
-def _sessions_in(home: Path) -> list[Path]:
+def _sessions_in(home: Path, problems: list[str] | None = None) -> list[Path]:
     """A named home's session files: in its sessions/ folder, else in the home itself."""
-    return session_files(home / "sessions" if with_folder(home, "sessions") else home)
+    return session_files(home / "sessions" if with_folder(home, "sessions") else home, problems)
 
 
 def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, project_names=None) -> Discovery:
@@ -79,13 +79,15 @@ def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, 
     if use_default:
         home = agent_dir(env)
         if home.is_absolute():
-            files += session_files(home / "sessions")
+            files += session_files(home / "sessions", found.problems)
         else:  # pi resolves it against its own working directory, which we cannot know
             found.problems.append(f"{ENV}={env.get(ENV)!r} is relative: cannot tell what pi resolved it to")
     for here in named_homes(extra_roots, found.problems, home="pi agent dir", holds="pi sessions",
-                            find=_sessions_in, lacking="no sessions/ folder with *.jsonl files"):
+                            find=lambda home: _sessions_in(home, found.problems),
+                            lacking="no sessions/ folder with *.jsonl files"):
         files += here
-    files += named_stores(extra_stores, found.problems, "pi session", session_files)
+    files += named_stores(extra_stores, found.problems, "pi session",
+                          lambda folder: session_files(folder, found.problems))
     seen: set[str] = set()
     for path in dict.fromkeys(Path(os.path.realpath(f)) for f in files):
         source = _source(path, project_names or {})
