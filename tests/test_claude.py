@@ -741,7 +741,7 @@ def test_a_last_line_still_being_written_is_said_as_such_not_as_an_unparseable_r
         fh.write(json.dumps(user_line(SID, T0, CWD, "three"))[:40])
     (result,) = ingest_tables(layout, homes={"claude": [home]}).results
     assert result.status == "ok"
-    assert ("1 last lines without their newline yet (a session still being written, or cut short): in "
+    assert ("1 last line without its newline yet (a session still being written, or cut short): in "
             "quarantine for this run, read again once complete") in result.warnings
     assert not [w for w in result.warnings if "unparseable" in w], result.warnings
     assert scalar(layout, "SELECT error FROM quarantine") == "incomplete last line (no newline yet)"
@@ -749,7 +749,7 @@ def test_a_last_line_still_being_written_is_said_as_such_not_as_an_unparseable_r
     with open(path, "a") as fh:  # finished, and a broken line after it
         fh.write(json.dumps(user_line(SID, T0, CWD, "three"))[40:] + "\n{broken\n")
     (result,) = ingest_tables(layout, homes={"claude": [home]}).results
-    assert "1 unparseable rows quarantined" in result.warnings
+    assert "1 unparseable row quarantined" in result.warnings
     assert not [w for w in result.warnings if "newline yet" in w], result.warnings
     assert scalar(layout, "SELECT error FROM quarantine").startswith("not valid JSON")
 

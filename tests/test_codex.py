@@ -405,7 +405,7 @@ def test_a_last_line_still_being_written_is_said_as_such_and_read_once_complete(
     path.write_text(FIXTURE.rstrip("\n") + "\n" + whole[:40])  # no newline after it yet
     (result,) = ingest_tables(layout, homes={"codex": [home]}).results
     assert query(layout, "SELECT error FROM quarantine") == [(UNFINISHED,)]
-    assert "1 last lines without their newline yet (a session still being written, or cut short): in quarantine " \
+    assert "1 last line without its newline yet (a session still being written, or cut short): in quarantine " \
            "for this run, read again once complete" in result.warnings, result.warnings
     assert not [w for w in result.warnings if "unparseable" in w], result.warnings
     path.write_text(FIXTURE.rstrip("\n") + "\n" + whole + "\n")
@@ -446,7 +446,7 @@ def test_a_sessions_warnings_are_said_by_the_run_that_read_it_not_by_each_later_
     kind = '{"timestamp":"2026-03-02T09:41:00.000Z","type":"response_item","payload":{"type":"new_kind"}}'
     write_fixture(home, "\n".join(lines[:3] + ["{broken"] + lines[3:] + [kind]))
     (first,) = ingest_tables(layout, homes={"codex": [home]}).results
-    assert "1 unparseable rows quarantined" in first.warnings, first.warnings
+    assert "1 unparseable row quarantined" in first.warnings, first.warnings
     assert "unknown part types kept raw: new_kind=1" in first.warnings, first.warnings
 
     def another(n: int, text: str):
@@ -467,7 +467,7 @@ def test_a_sessions_warnings_are_said_by_the_run_that_read_it_not_by_each_later_
     third = another(3, FIXTURE.rstrip("\n") + "\n" + kind[:40])
     assert [w for w in third.warnings if "newline yet" in w] and not [w for w in third.warnings if "unparseable" in w]
     fourth = another(4, "\n".join(lines[:1] + ["{broken"] + lines[1:]) + "\n")
-    assert "1 unparseable rows quarantined" in fourth.warnings, fourth.warnings
+    assert "1 unparseable row quarantined" in fourth.warnings, fourth.warnings
     assert not [w for w in fourth.warnings if "newline yet" in w], fourth.warnings
     assert scalar(layout, "SELECT COUNT(*) FROM quarantine") == 3
 

@@ -339,7 +339,7 @@ def test_what_was_unknown_or_bad_is_in_the_run_log_the_metadata_and_the_check(la
                             resources={"agentlake": resource}, raise_on_error=False)
     (metadata,) = [m.materialization.metadata for m in result.get_asset_materialization_events()]
     assert "unknown part types kept raw: hologram=1" in metadata["warnings"].value
-    assert "1 unparseable rows quarantined" in metadata["warnings"].value
+    assert "1 unparseable row quarantined" in metadata["warnings"].value
     (check,) = [c for c in result.get_asset_check_evaluations() if c.check_name == "unknown_part_types"]
     assert not check.passed and check.description.endswith(": unknown part types kept raw: hologram=1")
     logged = [entry.user_message for entry in instance.all_logs(result.run_id)]

@@ -199,7 +199,7 @@ def test_a_last_line_still_being_written_is_said_as_such(layout, tmp_path):
     path.write_text(FIXTURE.rstrip("\n") + '\n{"type":"message","id":"zz", "mess')
     (result,) = ingest_tables(layout, homes={"pi": [tmp_path / "pi"]}).results
     assert query(layout, "SELECT error FROM quarantine") == [(UNFINISHED,)]
-    assert any(w.startswith("1 last lines without their newline yet") for w in result.warnings), result.warnings
+    assert any(w.startswith("1 last line without its newline yet") for w in result.warnings), result.warnings
     assert query(layout, "SELECT COUNT(*), SUM(total_tokens) FROM usage") == [(3, 27642)]
 
 

@@ -48,7 +48,8 @@ class Findings:
             undated = f"; {self.epoch_dated} of no dated session, dated 1970-01-01" if self.epoch_dated else ""
             out.append(f"{self.null_timestamps} rows without a usable timestamp (dated by their session's day{undated})")
         if quarantined > self.explained + self.reported:
-            out.append(f"{quarantined - self.explained - self.reported} unparseable rows quarantined")
+            n = quarantined - self.explained - self.reported
+            out.append(f"{n} unparseable row{'s' * (n != 1)} quarantined")
         return out + self.notes
 
     def unfinished_lines(self, quarantine) -> None:
@@ -57,7 +58,8 @@ class Findings:
         written, not broken lines. Those of files an earlier run read were said by it."""
         unfinished = errors_of(quarantine).count(UNFINISHED) - self.reported_unfinished
         if unfinished > 0:
-            self.notes.append(f"{unfinished} last lines without their newline yet (a session still being written, "
+            lines = "1 last line without its" if unfinished == 1 else f"{unfinished} last lines without their"
+            self.notes.append(f"{lines} newline yet (a session still being written, "
                               "or cut short): in quarantine for this run, read again once complete")
             self.explained += unfinished
 
