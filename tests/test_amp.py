@@ -231,6 +231,17 @@ def test_discovery_the_data_dir_then_the_extensions_old_store(tmp_path):
     assert [s.identity for s in found.sources] == [TID]
 
 
+def test_a_thread_name_on_a_pipe_is_said_never_opened(tmp_path):
+    """A named pipe by a thread file's name was left out without a word (docs/SOURCES.md: it is
+    named): a problem names it; the other thread is found."""
+    write_thread(tmp_path / "xdg" / "amp", fixture())
+    pipe = tmp_path / "xdg" / "amp" / "threads" / "T-00000000-0000-4000-8000-0000000000cc.json"
+    os.mkfifo(pipe)
+    found = discover(env={"HOME": str(tmp_path / "user"), "XDG_DATA_HOME": str(tmp_path / "xdg")})
+    assert found.problems == [f"Amp thread file {pipe} is a named pipe, not a regular file: not read"]
+    assert [s.identity for s in found.sources] == [TID]
+
+
 def test_the_generator_writes_what_its_truth_says(layout, tmp_path):
     truth = generate_home(tmp_path / "amp", sessions=6, seed=5)
     summary = amp(layout, tmp_path / "amp")

@@ -77,6 +77,20 @@ def test_side_files_are_skipped(tmp_path):
         s.identity for s in found.sources}
 
 
+def test_a_session_name_on_a_pipe_is_said_never_opened(tmp_path):
+    """A named pipe by a session file's name was left out without a word (docs/SOURCES.md: it is
+    named): a problem names it, in the home and in a named store folder; the sessions are found."""
+    import os
+
+    generate_home(tmp_path / "cw", sessions=2)
+    pipe = tmp_path / "cw" / "sessions" / "00000000-0000-4000-8000-0000000000ff.json"
+    os.mkfifo(pipe)
+    said = f"CodeWhale session file {pipe} is a named pipe, not a regular file: not read"
+    for found in (discover(env={"CODEWHALE_HOME": str(tmp_path / "cw")}),
+                  discover(env={}, use_default=False, extra_stores=[str(pipe.parent)])):
+        assert found.problems == [said] and len(found.sources) == 2
+
+
 def test_duplicate_id_across_homes_current_copy_wins(layout, tmp_path):
     home = tmp_path / "user"
     write_session(home / ".deepseek" / "sessions", _doc(cost=cost_snapshot(0.5)))

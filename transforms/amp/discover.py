@@ -19,7 +19,7 @@ from urllib.parse import unquote, urlparse
 
 from transforms import jsontext
 from transforms.projects import project_name
-from transforms.sources import Discovery, Source, named_homes, named_stores, user_home, with_folder
+from transforms.sources import Discovery, Source, named_homes, named_stores, regular_files, user_home, with_folder
 
 PROVIDER = "amp"
 # the environment variables discovery reads (transforms.providers.env_vars)
@@ -47,11 +47,14 @@ def extension_dirs(env) -> list[Path]:
     return [c / e / "User" / "globalStorage" / "sourcegraph.amp" / "threads3" for c in configs for e in EDITORS]
 
 
-def thread_files(folder: Path) -> list[Path]:
+def thread_files(folder: Path, problems: list[str] | None = None) -> list[Path]:
+    """The thread files of `folder`; a thread's name on something that is no file (a named pipe) is
+    left out, and said in `problems`."""
     try:
-        return sorted(Path(e.path) for e in os.scandir(folder) if THREAD.match(e.name) and e.is_file())
+        names = sorted(e.path for e in os.scandir(folder) if THREAD.match(e.name))
     except OSError:
         return []
+    return regular_files(names, problems, "Amp thread file")
 
 
 def workspace_of(thread: dict) -> str:
@@ -87,8 +90,8 @@ def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, 
     folders += [home / "threads" for home in named_homes(
         extra_roots, found.problems, home="Amp data dir", holds="Amp threads",
         find=lambda root: with_folder(root, "threads"), lacking="it has no threads/ folder")]
-    files = [f for folder in folders for f in thread_files(folder)]
-    files += named_stores(extra_stores, found.problems, "Amp thread", thread_files)
+    files = [f for folder in folders for f in thread_files(folder, found.problems)]
+    files += named_stores(extra_stores, found.problems, "Amp thread", lambda folder: thread_files(folder, found.problems))
     seen: set[str] = set()
     for path in files:  # earlier places win: the data dir before the extension's old store
         if path.stem not in seen:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from transforms.projects import project_name
-from transforms.sources import Discovery, Source, named_homes, named_stores, unusable, user_home, with_folder
+from transforms.sources import Discovery, Source, named_homes, named_stores, regular_files, unusable, user_home, with_folder
 
 PROVIDER = "codewhale"
 # the environment variables discovery reads (transforms.providers.env_vars)
@@ -36,14 +36,15 @@ def session_dirs(env=os.environ) -> tuple[list[Path], list[str]]:
     return [home / ".codewhale" / "sessions", home / ".deepseek" / "sessions"], []
 
 
-def session_files(directory: Path) -> list[Path]:
-    """Top-level `*.json` session files; side files and per-session folders are skipped."""
+def session_files(directory: Path, problems: list[str] | None = None) -> list[Path]:
+    """Top-level `*.json` session files; side files and per-session folders are skipped. A
+    session's name on something else that is no file (a named pipe) is left out, and said in
+    `problems`."""
     if not directory.is_dir():
         return []
-    return sorted(
-        p for p in directory.iterdir()
-        if p.suffix == ".json" and p.name not in SIDE_FILES and not p.name.startswith(".") and p.is_file()
-    )
+    named = sorted(p for p in directory.iterdir()
+                   if p.suffix == ".json" and p.name not in SIDE_FILES and not p.name.startswith(".") and not p.is_dir())
+    return regular_files(named, problems, "CodeWhale session file")
 
 
 def workspace_of(path: Path) -> str | None:
@@ -87,10 +88,11 @@ def discover(env=os.environ, extra_roots=(), extra_stores=(), use_default=True, 
     files: list[Path] = []
     for d in dirs:
         try:
-            files += session_files(d)
+            files += session_files(d, found.problems)
         except OSError as exc:  # a home we may not read: say so, go on with the others
             found.problems.append(f"cannot list CodeWhale sessions in {d}: {exc}")
-    files += named_stores(extra_stores, found.problems, "CodeWhale session", session_files)
+    files += named_stores(extra_stores, found.problems, "CodeWhale session",
+                          lambda folder: session_files(folder, found.problems))
     seen: set[str] = set()
     for path in files:  # earlier places win: the current home before the legacy one
         if path.stem in seen:
