@@ -12,6 +12,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -277,10 +278,7 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
         return SourceResult(source, "failed", error=f"cannot write the lake: {exc}", fingerprint=fingerprint)
     findings = extract.findings
     # said once per lake, by the run that lands the source without them (and to a lake never told)
-    gone, said_gone = not_said_before(states.said_file(source.provider, source.source_id, "gone"),
-                                      findings.gone_from_disk)
-    if read_again:
-        gone = findings.gone_from_disk
+    gone, said_gone = _said_once(states, source, "gone", findings.gone_from_disk, read_again)
     if gone:
         findings.notes.append(f"{len(gone)} transcript{'s' * (len(gone) > 1)} no longer on disk ({findings.gone_why}) "
                               "kept from the cache")
@@ -308,10 +306,7 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
                         "rows of sessions the store no longer holds could not be carried forward from it")
     # said by the run that first keeps them (its count stays in `retained_sessions`): every later
     # rewrite of the source carried them again, and said so each time (a new user's trial)
-    kept, said_kept = not_said_before(states.said_file(source.provider, source.source_id, "kept"),
-                                      sorted(retained.session_ids))
-    if read_again:
-        kept = sorted(retained.session_ids)
+    kept, said_kept = _said_once(states, source, "kept", sorted(retained.session_ids), read_again)
     if kept:
         more = f" ({retained['sessions']} in all)" if retained["sessions"] > len(kept) else ""
         warnings.append(f"{len(kept)} session{'s' * (len(kept) > 1)} no longer in the source "
@@ -342,6 +337,14 @@ def _ingest_locked(source: Source, run: Run, run_at, provider) -> SourceResult:
         schema_version=extract.schema_version, migrations=extract.migrations,
         fingerprint=fingerprint, files=sorted(written.files),
     )
+
+
+def _said_once(states: SourceStates, source: Source, what: str, now: list[str],
+               read_again: bool) -> tuple[list[str], Callable[[], None]]:
+    """Of `now` (things a note about the source counts), those not said to this lake before (all
+    of them when every line was read again), and how to record `now` as said once the note is out."""
+    new, remember = not_said_before(states.said_file(source.provider, source.source_id, what), now)
+    return (now if read_again else new), remember
 
 
 def _parts_landed(sessions: dict | None, before: dict | None) -> dict | None:
