@@ -5,6 +5,7 @@ into each test that uses it, and the CLI runs in this process (`run_cli`) unless
 boundary is what a test checks."""
 
 import contextlib
+import ctypes.util
 import io
 import os
 import shutil
@@ -58,8 +59,38 @@ def _memory_temp_root() -> Path | None:
     return MEMORY_FS if stat.f_bavail * stat.f_frsize >= MEMORY_FS_FREE and os.access(MEMORY_FS, os.W_OK) else None
 
 
+# The workers allocate with jemalloc (Debian's `libjemalloc2`, which .ci/run installs) instead of
+# glibc's malloc: DuckDB's and DuckLake's many small allocations in each statement were a fifth of
+# the workers' CPU (docs/TESTING.md). It is preloaded into the workers only, and taken out of their
+# environment again, so what a test starts (Chromium, Java, PostgreSQL, a new interpreter) keeps the
+# system's allocator. AGENTLAKE_TEST_MALLOC names another library; empty keeps glibc's.
+PRELOADED = "AGENTLAKE_TEST_PRELOADED"
+
+
+def _worker_allocator() -> str | None:
+    wanted = os.environ.get("AGENTLAKE_TEST_MALLOC")
+    if wanted is not None:
+        return wanted or None
+    return ctypes.util.find_library("jemalloc")  # its soname, which the loader finds as it would
+
+
+def _preload_for_workers(config) -> None:
+    """Before the controller starts its workers (xdist starts them at the session's start, after
+    every plugin's configure): they inherit the preload. A worker takes it out of its environment."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        if os.environ.pop(PRELOADED, None) is not None:
+            os.environ.pop("LD_PRELOAD", None)
+        return
+    lib = _worker_allocator()
+    workers = getattr(config.option, "numprocesses", None) and getattr(config.option, "dist", "no") != "no"
+    if lib and workers and not os.environ.get("LD_PRELOAD"):
+        os.environ["LD_PRELOAD"] = lib
+        os.environ[PRELOADED] = lib
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
+    _preload_for_workers(config)
     # DuckDB's threads on the tests' small lakes cost more than they give, and the suite's workers
     # already use every core: one each (docs/TESTING.md). A test of the default unsets it.
     os.environ.setdefault("AGENTLAKE_THREADS", "1")
