@@ -60,10 +60,11 @@ def _memory_temp_root() -> Path | None:
 
 
 # The workers allocate with jemalloc (Debian's `libjemalloc2`, which .ci/run installs) instead of
-# glibc's malloc: DuckDB's and DuckLake's many small allocations in each statement were a fifth of
-# the workers' CPU (docs/TESTING.md). It is preloaded into the workers only, and taken out of their
-# environment again, so what a test starts (Chromium, Java, PostgreSQL, a new interpreter) keeps the
-# system's allocator. AGENTLAKE_TEST_MALLOC names another library; empty keeps glibc's.
+# glibc's malloc, through which DuckDB's and DuckLake's many small allocations in each statement
+# were a fifth of a merge's CPU (docs/TESTING.md). It is preloaded into the workers only, and taken
+# out of their environment again, so what a test starts (Chromium, Java, PostgreSQL, a new
+# interpreter) keeps the system's allocator. AGENTLAKE_TEST_MALLOC names another library; empty
+# keeps glibc's.
 PRELOADED = "AGENTLAKE_TEST_PRELOADED"
 
 
