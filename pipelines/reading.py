@@ -353,6 +353,7 @@ def _report_budgets(args, zone: str) -> int:
             use_zone(con, zone, marts=("daily_costs",))
         statuses = budget_statuses(con, budgets, today)
         _say_if_the_warehouse_is_empty(con, layout_of(args))
+        _say_if_the_prices_wait_for_a_merge(con, layout_of(args))  # a spend, and so a status, may change
         # a month without a session reads as every budget at 0, ok (a trial on the demo's January);
         # not said beside a spend (a session started last month spends on this month's days)
         if not any(s.spent_usd for s in statuses):

@@ -244,6 +244,12 @@ def test_prices_in_the_home_apply_to_the_quickstart_demo_standing_in_for_it(tmp_
     waiting = run_cli("report", env=env)
     assert waiting.returncode == 0 and f"note: the prices in {home / 'config.toml'} are not the ones the warehouse " \
         "was merged with: `agentlake merge` applies them" in waiting.stderr, waiting.stderr
+    # a budget's spend, and so its status, changes with the prices too: said there as well (a trial)
+    with (home / "config.toml").open("a") as config:
+        config.write("\n[[budgets]]\nmonthly_usd = 500\n")
+    budgets = run_cli("report", "--budgets", env=env)
+    assert budgets.returncode == 0 and f"note: the prices in {home / 'config.toml'} are not the ones the " \
+        "warehouse was merged with" in budgets.stderr, budgets.stderr
     ran = run_cli("merge", env=env)
     assert ran.returncode == 0 and "using the quickstart demo" in ran.stderr, ran.stderr
     assert f"the prices in {home / 'config.toml'} changed: the history was priced again with them" in ran.stdout

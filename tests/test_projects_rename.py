@@ -5,6 +5,8 @@ duplicated; every other source stays unchanged."""
 import json
 from dataclasses import replace
 
+import pytest
+
 from tests.conftest import ingest_tables, options_for, query
 from transforms.synth.claude import generate_home as claude_home
 from transforms.synth.codex import generate_home as codex_home
@@ -12,6 +14,7 @@ from transforms.synth.crush import generate_store
 from transforms.synth.opencode import generate_home as opencode_home
 from warehouse.land.ingest import discover_sources, ingest_all
 from warehouse.catalog.build import refresh
+from warehouse.lake.config import ConfigError, load_config
 
 WEBSHOP = "/home/dev/webshop"  # a workspace of every synthetic home (Claude, Codex, OpenCode)
 
@@ -124,3 +127,20 @@ def test_project_names_in_other_scripts_are_projects_of_their_own(layout, tmp_pa
     after = _projects(layout)
     assert set(after) == {"codex:proekt", "codex:dongjingapuri", "codex:grosse-cafe"}
     assert sum(after.values()) == first == truth.sessions
+
+
+@pytest.mark.parametrize("setting", ['machine = "ana-laptop"', 'tz = "Europe/Berlin"', 'user = "ana"'])
+def test_a_setting_of_the_whole_file_below_projects_is_refused_not_read_as_a_project(tmp_path, setting):
+    """`tz = ...` appended to a file whose last table is [projects] is, in TOML, a project named tz:
+    the machine name and the time zone were silently not applied (a trial). Refused as below any
+    other table, with where it goes, and how a folder of that name is named instead."""
+    path = tmp_path / "config.toml"
+    path.write_text(f'[projects]\n"/home/dev/myapp" = "my-app"\n{setting}\n')
+    key = setting.split()[0]
+    with pytest.raises(ConfigError) as exc:
+        load_config(path)
+    assert str(exc.value) == (f"{path}: {key!r} in [projects]: {key} is a setting of the whole file: put it above "
+                              "the first [section] or [[...]]; below one, TOML reads it as that one's (a project "
+                              f"folder named {key} is named by its path or remote)")
+    path.write_text(f'{setting}\n[projects]\n"/home/dev/myapp" = "my-app"\n"users" = "people"\n')
+    assert load_config(path).project_names == {"/home/dev/myapp": "my-app", "users": "people"}

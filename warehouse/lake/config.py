@@ -43,7 +43,7 @@ from pathlib import Path
 
 from transforms.providers import PROVIDERS
 from warehouse.lake.layout import AS_STORED, LANDING, RUNS, Layout
-from warehouse.lake.setting_names import KINDS, TOP_LEVEL, close_to, unknown_setting
+from warehouse.lake.setting_names import KINDS, TOP_LEVEL, close_to, unknown_setting, whole_file_setting
 from warehouse.lake.prices import PriceError, Prices, parse_prices
 from warehouse.lake.pg_catalog import PostgresCatalogError
 from warehouse.lake.storage import CredentialsInURI
@@ -157,6 +157,13 @@ def load_config(path: Path, providers=tuple(PROVIDERS)) -> Config:
     names = data.get("projects", {})
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in names.items()):
         raise ConfigError(f"{path}: [projects] maps a path, remote or name to a project name (strings)")
+    # `tz = "..."` appended below a last [projects] was read as a project named tz, silently (a trial):
+    # a folder of that name is named by its path or remote there instead
+    misplaced = sorted(names.keys() & TOP_LEVEL.keys())
+    if misplaced:
+        key = misplaced[0]
+        raise ConfigError(f"{path}: {key!r} in [projects]: {whole_file_setting(key)} (a project folder named "
+                          f"{key} is named by its path or remote)")
     stores, roots = {}, {}
     for provider in providers:
         section = data.get(provider, {})

@@ -22,8 +22,11 @@ def _above(key: str, known) -> str:
     if known is TOP_LEVEL:
         return ""
     top = key if key in TOP_LEVEL else next(iter(get_close_matches(str(key), list(TOP_LEVEL), 1)), None)
-    return (f" ({top} is a setting of the whole file: put it above the first [section] or [[...]]; below "
-            "one, TOML reads it as that one's)") if top else ""
+    return f" ({whole_file_setting(top)})" if top else ""
+
+
+def whole_file_setting(key: str) -> str:
+    return f"{key} is a setting of the whole file: put it above the first [section] or [[...]]; below one, TOML reads it as that one's"
 
 
 def close_to(key: str, written: dict[str, str]) -> str:
