@@ -204,7 +204,9 @@ NEGATION_FIRST = 'a query that starts with -word goes after --: agentlake search
 LEGACY_NAMES = {"views"}
 # words users type as commands that are options of one (the README's "insights")
 OPTION_COMMANDS = {"insights": "report --insights", "budgets": "report --budgets", "tools": "report --by tool",
-                   "users": "report --by user", "people": "report --by user", "models": "report --by model"}
+                   "users": "report --by user", "people": "report --by user", "models": "report --by model",
+                   # no `export` command: the report's CSV files, or the marts as a DuckDB file (a trial)
+                   "export": "report --format csv --output DIR` or `serving"}
 # words users type for a breakdown `report --by` names otherwise (a team trial's `--by person`)
 BY_WORDS = {"person": "user", "persons": "user", "people": "user", "users": "user", "machine": "user",
             "machines": "user", "developer": "user", "developers": "user", "provider": "agent",

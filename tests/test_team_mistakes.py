@@ -311,6 +311,10 @@ def test_a_misspelt_section_is_named_with_the_one_it_is_close_to(tmp_path, text,
                        "team, use_default, tz"),
     ("tz = 5\n", "tz must be a string, in quotes (it is 5)"),
     ('team = "yes"\n', "team must be true or false (it is 'yes')"),
+    # a table written as a setting: named as the table it is close to (a trial had no hint)
+    ("budget = 5\n", "unknown setting 'budget' (did you mean [[budgets]]?); known: lake, warehouse, machine, user, "
+                     "team, use_default, tz"),
+    ("zzz = 1\n", "unknown setting 'zzz'; known: lake, warehouse, machine, user, team, use_default, tz"),
 ])
 def test_a_misspelt_or_mistyped_setting_is_said_in_toml_s_words(tmp_path, text, said):
     """A new user's trial: a top-level setting misspelt had no suggestion (an agent's section's

@@ -37,7 +37,8 @@ def test_a_mistyped_command_is_answered_with_the_closest_one():
     listed = ran.stderr.split("(the commands: ")[1]
     assert "merge" in listed and "views" not in listed  # the legacy name is not offered
     # the README's "insights" is an option of report, not a command (a new user's trial)
-    for word, meant in (("insights", "report --insights"), ("budgets", "report --budgets")):
+    for word, meant in (("insights", "report --insights"), ("budgets", "report --budgets"),
+                        ("export", "report --format csv --output DIR` or `serving")):
         option = run_cli(word)
         assert option.returncode == 2 and f"unknown command {word!r}: did you mean `{meant}`?" in option.stderr
     far = run_cli("zzzzzz")

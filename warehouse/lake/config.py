@@ -143,7 +143,7 @@ def load_config(path: Path, providers=tuple(PROVIDERS)) -> Config:
         if isinstance(value, dict):
             continue
         if key not in TOP_LEVEL:
-            raise ConfigError(f"{path}: {unknown_setting(key, TOP_LEVEL)}")
+            raise ConfigError(f"{path}: {unknown_setting(key, TOP_LEVEL, tables=written)}")
         if not isinstance(value, TOP_LEVEL[key]):
             raise ConfigError(f"{path}: {key} must be {KINDS[TOP_LEVEL[key]]} (it is {value!r})")
     privacy = data.get("privacy", {})

@@ -9,9 +9,10 @@ KINDS = {str: "a string, in quotes", bool: "true or false", int: "a whole number
 TOP_LEVEL = {"lake": str, "warehouse": str, "machine": str, "user": str, "team": bool, "use_default": bool, "tz": str}
 
 
-def unknown_setting(key: str, known, where: str = "") -> str:
-    """`unknown setting 'machin' (did you mean machine?); known: ...`, `where` after the name."""
-    close = close_to(key, {name: name for name in known})
+def unknown_setting(key: str, known, where: str = "", tables: dict[str, str] | None = None) -> str:
+    """`unknown setting 'machin' (did you mean machine?); known: ...`, `where` after the name; else
+    the table of `tables` it is close to (`budget = 5`: did you mean [[budgets]]?)."""
+    close = close_to(key, {name: name for name in known}) or close_to(key, tables or {})
     return f"unknown setting {key!r}{where}{close}; known: {', '.join(known)}{'' if close else _above(key, known)}"
 
 
