@@ -335,6 +335,10 @@ def _report_budgets(args, zone: str) -> int:
         raise UsageError(f"--budgets is this month's spend against the budgets of config.toml: give it without "
                          f"{', '.join(given)}")
     config_file = own_config_file(args)
+    named = layout_of(args).config_file
+    if config_file != named and named.is_file() and load_config(named).budgets:  # `--home <home>/demo` (a trial)
+        print_err(f"note: the budgets are those of {config_file}, the home this quickstart demo stands in for "
+                  f"until that home holds data of its own; {named}'s are not read")
     budgets = load_config(config_file).budgets
     if not budgets:
         raise UsageError(f"no budgets in {config_file}: add one, e.g. `[[budgets]]` with `monthly_usd = 500` "

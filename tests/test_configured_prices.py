@@ -250,6 +250,15 @@ def test_prices_in_the_home_apply_to_the_quickstart_demo_standing_in_for_it(tmp_
     budgets = run_cli("report", "--budgets", env=env)
     assert budgets.returncode == 0 and f"note: the prices in {home / 'config.toml'} are not the ones the " \
         "warehouse was merged with" in budgets.stderr, budgets.stderr
+    assert "stands in for" not in budgets.stderr
+    # budgets put in the demo's own file, the demo named with --home: which file counts is said (a trial)
+    with (home / "demo" / "config.toml").open("a") as config:
+        config.write("\n[[budgets]]\nmonthly_usd = 7\n")
+    named = run_cli("report", "--budgets", "--home", home / "demo", env=env)
+    assert named.returncode == 0 and f"note: the budgets are those of {home / 'config.toml'}, the home this " \
+        f"quickstart demo stands in for until that home holds data of its own; {home / 'demo' / 'config.toml'}'s " \
+        "are not read" in named.stderr, named.stderr
+    assert "500.00" in named.stdout and "7.00" not in named.stdout, named.stdout
     ran = run_cli("merge", env=env)
     assert ran.returncode == 0 and "using the quickstart demo" in ran.stderr, ran.stderr
     assert f"the prices in {home / 'config.toml'} changed: the history was priced again with them" in ran.stdout
