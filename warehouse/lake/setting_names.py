@@ -27,7 +27,8 @@ def _above(key: str, known) -> str:
 
 
 def whole_file_setting(key: str) -> str:
-    return f"{key} is a setting of the whole file: put it above the first [section] or [[...]]; below one, TOML reads it as that one's"
+    return (f"{key} is a setting of the whole file: put it above the first [section] or [[...]]; below one, TOML "
+            "reads it as that one's")
 
 
 def close_to(key: str, written: dict[str, str]) -> str:
