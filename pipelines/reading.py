@@ -334,8 +334,9 @@ def _report_budgets(args, zone: str) -> int:
     if given:
         raise UsageError(f"--budgets is this month's spend against the budgets of config.toml: give it without "
                          f"{', '.join(given)}")
-    config_file = own_config_file(args)
-    named = layout_of(args).config_file
+    layout = layout_of(args)  # once: the notes below ask it
+    config_file = settings_file(layout)  # own_config_file, on the layout read once
+    named = layout.config_file
     if config_file != named and named.is_file() and load_config(named).budgets:  # `--home <home>/demo` (a trial)
         print_err(f"note: the budgets are those of {config_file}, the home this quickstart demo stands in for "
                   f"until that home holds data of its own; {named}'s are not read")
@@ -356,8 +357,8 @@ def _report_budgets(args, zone: str) -> int:
         if zone != UTC:
             use_zone(con, zone, marts=("daily_costs",))
         statuses = budget_statuses(con, budgets, today)
-        _say_if_the_warehouse_is_empty(con, layout_of(args))
-        _say_if_the_prices_wait_for_a_merge(con, layout_of(args))  # a spend, and so a status, may change
+        _say_if_the_warehouse_is_empty(con, layout)
+        _say_if_the_prices_wait_for_a_merge(con, layout)  # a spend, and so a status, may change
         # a month without a session reads as every budget at 0, ok (a trial on the demo's January);
         # not said beside a spend (a session started last month spends on this month's days)
         if not any(s.spent_usd for s in statuses):

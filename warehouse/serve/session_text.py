@@ -4,24 +4,12 @@ its messages in order, each with its text, reasoning, tool calls and results, an
 
 from dataclasses import dataclass
 
-from warehouse.serve.dashboard.transcript import answers, find_session, readable_result
+from warehouse.serve.dashboard.transcript import answers, find_session, readable_result, session_rows
 from warehouse.serve.formatting import dollars
 from warehouse.serve.labels import model_label, models_label
 
 PARTS = ("part_type, text, reasoning, tool_call_id, tool_name, tool_input, tool_result, is_error, "
          "shell_command, shell_output, shell_exit_code")
-
-
-def _where(found) -> tuple[str, list]:
-    """The rows of the session `found` (find_session's row), by the columns that pick them (machine
-    too: a team lake may hold the same store, so source id, from several machines), and by the
-    days it spans, which bound what DuckLake reads (its partitions and min/max `date`)."""
-    project, source, sid, started, ended, machine, user = (found[1], found[2], found[3], found[5], found[6],
-                                                           found[17], found[18])
-    first, last = (started.date() if started else None), (ended.date() if ended else None)
-    span = " AND date BETWEEN ? AND ?" if first and last and first <= last else ""
-    return ("WHERE project IS NOT DISTINCT FROM ? AND machine = ? AND \"user\" = ? AND source_id = ? AND session_id = ?"
-            + span, [project, machine, user, source, sid] + ([first, last] if span else []))
 
 
 def _money(value) -> str:
@@ -85,7 +73,7 @@ def transcript(cur, key: str, offset: int, limits) -> str:
     (warehouse.serve.mcp_tools.Limits): messages stop where the characters run out, and the first
     line says which were shown and how to read on."""
     found = find_session(cur, None, None, key)
-    where, args = _where(found)
+    where, args = session_rows(found)
     total, from_offset, last_index = cur.execute(
         f"SELECT COUNT(*), COUNT(*) FILTER (WHERE message_index >= ?), MAX(message_index) FROM messages {where}",
         [offset] + args).fetchone()

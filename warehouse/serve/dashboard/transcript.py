@@ -39,6 +39,21 @@ def find_session(con, source: str | None, session_id: str | None, key: str | Non
     return rows[0] if rows else None
 
 
+def session_rows(found, zone_days: bool = False) -> tuple[str, list]:
+    """The WHERE clause and its values picking the rows of the session `found` (find_session's row):
+    machine and user too (a team lake may hold the same store, so source id, from several machines,
+    or under two user names), and the days it spans, which bound what DuckLake reads (partitions by
+    year and project, min/max `date`). `zone_days`: the tables' dates are a zone's, a day either side."""
+    project, source, sid, started, ended, machine, user = (found[1], found[2], found[3], found[5], found[6],
+                                                           found[17], found[18])
+    first, last = (started.date() if started else None), (ended.date() if ended else None)
+    if first and last and zone_days:
+        first, last = first - timedelta(days=1), last + timedelta(days=1)
+    span = " AND date BETWEEN ? AND ?" if first and last and first <= last else ""
+    return ("WHERE project IS NOT DISTINCT FROM ? AND machine = ? AND \"user\" = ? AND source_id = ? AND session_id = ?"
+            + span, [project, machine, user, source, sid] + ([first, last] if span else []))
+
+
 def session_page(con, req: Request) -> tuple[str, int]:
     p = req.params
     found = find_session(con, p.get("source"), p.get("id"), p.get("key"), p.get("machine"))
@@ -48,17 +63,7 @@ def session_page(con, req: Request) -> tuple[str, int]:
         return layout("session not found", [("overview", req.link("/"))], "", req, about=about_data(con)), 404
     (provider, project, source, sid, title, started, ended, cost, cost_source, models, subagents, root,
      duration, messages, calls, errors, exits, machine, user) = found
-    # the messages' days bound what DuckLake reads (partitions by year and project, min/max `date`)
-    first = started.date() if started else None
-    last = ended.date() if ended else None
-    if first and last and req.filters.zone != UTC:  # the tables' dates are the zone's: a day either side
-        first, last = first - timedelta(days=1), last + timedelta(days=1)
-    span = "AND date BETWEEN ? AND ? " if first and last and first <= last else ""
-    bounds = [first, last] if span else []
-    # machine too: a team lake may hold the same store path (so source id) from several machines
-    where = (f"WHERE project IS NOT DISTINCT FROM ? AND machine = ? AND \"user\" = ? AND source_id = ? "
-             f"AND session_id = ? {span}")
-    args = [project, machine, user, source, sid, *bounds]
+    where, args = session_rows(found, zone_days=req.filters.zone != UTC)
     msgs = con.execute(f"SELECT message_id, message_index, role, model, created_at FROM messages {where} "
                        "ORDER BY message_index", args).fetchall()
     parts = con.execute(f"SELECT message_id, part_index, part_type, text, reasoning, tool_call_id, tool_name, "
