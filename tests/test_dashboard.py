@@ -193,6 +193,13 @@ def test_links_lead_from_the_overview_down_to_a_transcript(dashboard, read_only_
             assert "ok" in status
     messages = scalar(read_only_lake, "SELECT COUNT(*) FROM messages WHERE session_id = 'R'")
     assert f"Transcript ({messages} messages)" in session
+    # the tree's figures, as session_summary has them: the tool calls' count showed the calls' rows
+    root_facts = dict(re.findall(r"<tr><th>([^<]*)</th><td>([^<]*)</td></tr>",
+                                 session.split('id="session-facts"')[1].split("</table>")[0]))
+    summary = query(read_only_lake, "SELECT messages, tool_calls, tool_errors FROM session_summary "
+                                    "WHERE session_id = 'R'")[0]
+    assert (root_facts["messages (with sub-agents)"], root_facts["tool calls (with sub-agents)"],
+            root_facts["tool errors"]) == tuple(str(v) for v in summary), root_facts
     assert "old_string not found" in transcript  # the failed edit's result is there
     subagents = table_links(session, "subagents")
     assert [s[0] for s in subagents] == ["a1$$call-sub"]

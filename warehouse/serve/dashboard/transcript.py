@@ -71,10 +71,10 @@ def session_page(con, req: Request) -> tuple[str, int]:
                         f"ORDER BY message_id, part_index LIMIT {PARTS_LIMIT + 1}", args).fetchall()
     # the call's own row last, so that it names the call: an answer without its call (Claude Code's
     # second answer to one) has a row of its own with the same id, its name and input none
-    calls = con.execute(
+    call_rows = con.execute(  # not `calls`: that is the summary's count, shown in the facts below
         f"SELECT tool_call_id, tool_name, command, file_path, input, has_result, is_error, exit_code, result_size, "
         f"result_text, result_message_id FROM tool_calls {where} ORDER BY has_call, called_at", args).fetchall()
-    calls_by_id, results = {r[0]: r[1:10] for r in calls}, answers(calls)
+    calls_by_id, results = {r[0]: r[1:10] for r in call_rows}, answers(call_rows)
     costs = dict(con.execute(f"SELECT message_id, SUM(cost_usd) FROM usage {where} GROUP BY 1", args).fetchall())
     children = con.execute("SELECT session_id, title, created_at, cost_usd FROM sessions WHERE machine = ? AND "
                            "\"user\" = ? AND source_id = ? AND parent_session_id = ? ORDER BY created_at",
