@@ -1,6 +1,7 @@
 """`agentlake search` end to end: a real lake, its index kept by the merge, the CLI in process."""
 
 import json
+import os
 import shutil
 import sqlite3
 from datetime import date, datetime, timezone
@@ -225,14 +226,16 @@ def _add_session(db, topic):
 
 def test_an_index_kept_by_merges_ranks_as_one_built_whole(tmp_path, monkeypatch):
     """A source changed, one added and one removed, each merged into fts's tables as it was (none
-    built whole, whatever its share or size): the same hits with the same scores as an index built whole
-    over the same tables."""
+    built whole, whatever its share or size), the documents read in the merge's transaction: the
+    same hits with the same scores as an index built whole over the same tables, read from them."""
     layout, root = _build(tmp_path)
     monkeypatch.setattr(search_index, "WHOLE_SHARE", float("inf"))
     monkeypatch.setattr(search_index, "WHOLE_BELOW", 0)
-    updates = []
+    updates, staged = [], []
     monkeypatch.setattr(search_index, "update", lambda *a, _update=search_index.update, **k: updates.append(
         _update(*a, **k)) or updates[-1])
+    monkeypatch.setattr(search_index, "stage", lambda *a, _stage=search_index.stage: staged.append(
+        _stage(*a)) or staged[-1])
     catalog = layout.warehouse
     _add_session(root / "projects" / "infra" / ".crush" / "crush.db",
                  ("s-deploy", "infra", 12, "Rollback the deploy when the pod memory spikes", "keep one replica",
@@ -250,6 +253,7 @@ def test_an_index_kept_by_merges_ranks_as_one_built_whole(tmp_path, monkeypatch)
     assert refresh(layout.lake, catalog).removed == 1
     assert [(u.sources_read, u.sources_removed, u.rebuilt) for u in updates] == [(1, 0, False), (1, 0, False),
                                                                                  (0, 1, False)]
+    assert [len(s.read) for s in staged] == [1, 1, 0]  # each merge's changed source, read in its transaction
     kept, kept_statistics = _ranked(catalog), _statistics(search_path(catalog))
     assert kept["refunds captures"] and kept["rollback deploy"] and not kept["deadlock compaction"]
 
@@ -257,6 +261,36 @@ def test_an_index_kept_by_merges_ranks_as_one_built_whole(tmp_path, monkeypatch)
     assert whole.rebuilt
     assert _statistics(search_path(catalog)) == kept_statistics
     assert _ranked(catalog) == kept
+
+
+def test_an_index_replaced_after_the_merge_read_its_documents_is_updated_from_the_catalog(tmp_path, monkeypatch):
+    """What the merge read for the index in its transaction is used only for the index file it read
+    then: a file replaced since (another writer's) is read again, with the committed tables."""
+    layout, root = _build(tmp_path)
+    index = search_path(layout.warehouse)
+    before = _ranked(index)
+    staged, read = [], []
+
+    def stage_then_replace(con, target, full, merged, _stage=search_index.stage):
+        staged.append(_stage(con, target, full, merged))
+        shutil.copyfile(target, target.with_name("replaced"))
+        os.replace(target.with_name("replaced"), target)  # the same index in a new file
+        return staged[-1]
+
+    monkeypatch.setattr(search_index, "stage", stage_then_replace)
+    monkeypatch.setattr(search_index, "_signatures", lambda con, _read=search_index._signatures: read.append(
+        con) or _read(con))
+    _add_session(root / "projects" / "infra" / ".crush" / "crush.db",
+                 ("s-deploy", "infra", 12, "Rollback the deploy when the pod memory spikes", "keep one replica",
+                  "kubectl rollout undo", "rolled back"))
+    ingest(layout, root / "projects" / "infra" / ".crush" / "crush.db")
+    assert staged[0] is not None and len(staged[0].read) == 3  # a small index is built whole: every source
+    assert len(read) == 2  # in the transaction, then again from the committed catalog
+    after = _ranked(index)
+    assert after["rollback deploy"][0][1] == "s-deploy" and not before["rollback deploy"]
+    monkeypatch.undo()
+    assert search_index.update(layout.warehouse, layout.tables_path, full=True).rebuilt
+    assert _ranked(index) == after  # as built whole from the tables
 
 
 def test_a_query_that_starts_with_a_negation_and_the_count_of_hits_cut(home):

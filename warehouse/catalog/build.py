@@ -42,7 +42,7 @@ def refresh(lake, warehouse: Path, *, full: bool = False, marts: bool = True,
     with _index_owed(index) as owed:
         after = _AfterMerge(catalog, index, full, owed.before, index is not None and marts, then,
                             readers_copy_in=lake if team else None)
-        result = merge(lake, catalog, full=full, marts=marts, prices=prices, then=after)
+        result = merge(lake, catalog, full=full, marts=marts, prices=prices, then=after, before_commit=after.stage)
         if result.crowded:
             compact(catalog, lake=str(lake))
         if after.failed:  # the merge is published; an index that failed stays owed to the next
@@ -65,6 +65,12 @@ class _AfterMerge:
         self.indexed, self.then, self.lake = indexed, then, readers_copy_in
         self.failed: Exception | None = None
 
+    def stage(self, con, result: MergeResult) -> None:
+        """In the merge's transaction, when its marts share it: what the index's update will read
+        (search_index.stage), kept in `result`. The team catalog's index waits on its lake copy."""
+        if self.indexed and self.lake is None and self._due(result):
+            result.search_staged = search_index.stage(con, self.index, self.full, result.sources)
+
     def __call__(self, con, result: MergeResult) -> None:
         self.failed = None  # a merge run again with more memory calls this again
         try:
@@ -78,11 +84,15 @@ class _AfterMerge:
     def _index(self, con, result: MergeResult) -> None:
         # the lake's copy another center's (or none): this one's index is brought up to date first
         ours = self.lake is None or team_index.lake_copy_is_ours(self.lake, self.index)
-        if (self.owed or self.full or result.merged or result.removed or not ours or not self.index.exists()
-                or search_index.of_another_format(self.index)):
-            result.search = search_index.update(self.catalog, full=self.full, con=con, index=self.index)
+        if not ours or self._due(result):
+            result.search = search_index.update(self.catalog, full=self.full, con=con, index=self.index,
+                                                staged=result.search_staged)
         if self.lake is not None:
             team_index.publish(self.lake, self.index, ours=ours)
+
+    def _due(self, result: MergeResult) -> bool:
+        return bool(self.owed or self.full or result.merged or result.removed or not self.index.exists()
+                    or search_index.of_another_format(self.index))
 
     def _then(self, con, result: MergeResult, memory_limit: str | None) -> None:
         con.execute(f"SET memory_limit = '{memory_limit or WRITER_SETTINGS['memory_limit']}'")

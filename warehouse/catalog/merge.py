@@ -80,6 +80,7 @@ class MergeResult:
     runs: int = 0  # run-log files appended
     waiting: list[str] = field(default_factory=list)  # sources caught half-way through a write
     source_ids: set[str] = field(default_factory=set)  # the sources whose rows were replaced
+    sources: set[str] = field(default_factory=set)  # the same, as machine/user/provider/source_id
     landings: set[str] = field(default_factory=set)  # those landed since the last merge: machine/user/provider/source_id
     rows: Counter = field(default_factory=Counter)  # rows inserted, by table
     deleted: int = 0  # rows deleted from the tables (of the sources replaced or gone)
@@ -87,6 +88,7 @@ class MergeResult:
     unreadable: list[str] = field(default_factory=list)  # landing files that are not Parquet: skipped
     problems: list[str] = field(default_factory=list)  # what the merge skipped, each a line to print
     search: object = None  # the search index's update after it (warehouse.catalog.search_index.IndexResult)
+    search_staged: object = None  # what that update read in the transaction (search_index.Staged)
     repriced: bool = False  # config.toml's prices changed: every table was built again with them
     machines: int = 0  # machines with landing files in the lake
     landers: int = 0  # (machine, user) pairs with landing files in the lake
@@ -384,13 +386,14 @@ def _out_of_range(con, store, files: list[tuple[str, Path]], footers: "_Footers"
 
 def merge(lake, catalog: Path, *, data_path: str | None = None, marts: bool = True,
           full: bool = False, prices: Prices = Prices(), keep_seconds: int = GRACE_SECONDS,
-          then=None) -> MergeResult:
+          then=None, before_commit=None) -> MergeResult:
     """Merge the lake's landing files into the catalog's tables. `full` rebuilds every table.
     `prices`: config.toml's (warehouse.catalog.prices); other prices than the last merge's
     rebuild every table. `keep_seconds`: the readers' grace (see `sweep`), then the files no
     reader needs any more are deleted. `then(con, result)`: run on the writer's connection once
     the tables and marts are committed, before the catalog is published (the search index reads
-    them there: warehouse.catalog.build.refresh).
+    them there: warehouse.catalog.build.refresh). `before_commit(con, result)`: run last in the
+    tables' transaction when the marts share it (the search index reads what it needs there).
 
     The writer's small memory limits keep a merge under 1 GB; an operator that cannot spill
     within them (a window or a join over a team's history) fails its transaction, which is run
@@ -398,14 +401,16 @@ def merge(lake, catalog: Path, *, data_path: str | None = None, marts: bool = Tr
     merge's marts, in the same transaction), a large merge's marts alone for theirs."""
     result = ducklake.retried_with_more_memory(
         lambda limit: _merge(lake, catalog, data_path=data_path, marts=marts, full=full, prices=prices,
-                             memory_limit=limit, keep_seconds=keep_seconds, then=then))
+                             memory_limit=limit, keep_seconds=keep_seconds, then=then,
+                             before_commit=before_commit))
     for problem in result.problems:  # every caller's output (ingest, merge, the center's run log)
         print(f"warning: {problem}", file=sys.stderr, flush=True)
     return result
 
 
 def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: bool, prices: Prices,
-           memory_limit: str | None = None, keep_seconds: int = 0, then=None) -> MergeResult:
+           memory_limit: str | None = None, keep_seconds: int = 0, then=None,
+           before_commit=None) -> MergeResult:
     from warehouse.lake.layout import tables_path
 
     if is_remote(lake):  # before the catalog is opened: a new one records its tables' folder in the lake
@@ -429,6 +434,8 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
                         refresh_marts(con, whole=build == "whole", memory_limit=memory_limit,
                                       added=result.inserted, touched=result.projects)
                         build = None
+                        if before_commit:
+                            before_commit(con, result)
                     else:  # for the marts' own transaction, or the next merge's (a merge cut off)
                         mark_pending(con, result.projects)
                 break
@@ -567,6 +574,7 @@ def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, 
                    removed | bad_runs)
     result.merged, result.removed, result.runs = len(sources), len(gone), len(runs)
     result.source_ids = {g.rsplit("/", 1)[1] for g in sources}
+    result.sources = set(sources)
     # landed since the last merge (a full merge reads every source again: those are not new)
     result.landings = {g for g in sources if any(before.get(f) != landed[f] for f in changed[g])}
     if full or broken:

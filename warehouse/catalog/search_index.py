@@ -148,8 +148,56 @@ def open_fts(path: Path, read_only: bool = True):
     return con
 
 
+@dataclass
+class Staged:
+    """What an update reads from the catalog, read in the merge's transaction before its commit
+    (`stage`): there the merge's own rows and files are at hand, where a read of the committed
+    catalog looks its files and statistics up again (docs/BENCHMARKS.md, "Figures behind the
+    code's choices")."""
+
+    now: dict  # per source, its signature as the merge commits it
+    indexed: "_Indexed"  # what the index held when staged
+    file: tuple | None  # the index file then (_file_state): another update since voids the stage
+    read: frozenset  # the sources whose documents are in temp STAGED
+
+
+STAGED = "_search_staged"
+
+
+def stage(lake, target: Path, full: bool, merged: set[str]) -> Staged | None:
+    """In the merge's transaction, last: the signatures, and the documents the update will read,
+    into a temporary table. Only when those documents are few: of sources this merge inserted
+    (`merged`: machine/user/provider/source_id), whose rows a merge whose marts share its
+    transaction bounds, and of others fewer than WHOLE_BELOW by the index's count (a small index
+    built whole); None otherwise: the update reads the committed catalog itself."""
+    now, file = _signatures(lake), _file_state(target)
+    indexed = _indexed(target)
+    old = {} if full else indexed.signatures
+    changed = {k for k, sig in now.items() if old.get(k) != sig}
+    gone = set(old) - set(now)
+    read = set()
+    if changed or gone or not target.exists():
+        read = set(now) if not old or _worth_building_whole(indexed, changed | gone) else changed
+    others = read - merged
+    if others and (not others <= set(indexed.documents)
+                   or sum(indexed.documents[k] for k in others) >= WHOLE_BELOW):
+        return None
+    if read:
+        _pick_sources(lake, read)
+        lake.execute(f"CREATE OR REPLACE TEMP TABLE {STAGED} AS {_docs_of(read)}")
+    return Staged(now, indexed, file, frozenset(read))
+
+
+def _file_state(path: Path) -> tuple | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
 def update(catalog: Path, data_path: str | None = None, *, full: bool = False, con=None,
-           index: Path | None = None) -> IndexResult:
+           index: Path | None = None, staged: Staged | None = None) -> IndexResult:
     """Bring the index of `catalog` up to date with its published tables (see the module);
     `full`: every source read again (`agentlake merge --full`). `con`: a connection with the
     catalog attached as `lake`, used instead of one of its own (the merge's writer, once its tables
@@ -163,7 +211,11 @@ def update(catalog: Path, data_path: str | None = None, *, full: bool = False, c
             result = ducklake.retried_with_more_memory(
                 lambda limit: _update(Path(catalog), target, data_path, full, limit))
         else:
-            result = ducklake.retried_with_more_memory(lambda limit: _update_on(con, target, full, limit))
+            try:
+                result = ducklake.retried_with_more_memory(lambda limit: _update_on(con, target, full, limit, staged))
+            finally:  # after a retry's second attempt, which reads it again
+                if staged and staged.read:
+                    con.execute(f"DROP TABLE IF EXISTS temp.main.{STAGED}")
     result.seconds = time.perf_counter() - start
     return result
 
@@ -181,15 +233,18 @@ def _update(catalog: Path, target: Path, data_path: str | None, full: bool,
         return _update_on(lake, target, full)
 
 
-def _update_on(lake, target: Path, full: bool, memory_limit: str | None = None) -> IndexResult:
+def _update_on(lake, target: Path, full: bool, memory_limit: str | None = None,
+               staged: Staged | None = None) -> IndexResult:
     """The update on `lake`, a connection with the catalog attached as `lake` (its default)."""
     result = IndexResult()
     if memory_limit:  # a retry's, on a connection opened with the writer's cap
         lake.execute(f"SET memory_limit = '{memory_limit}'")
     # by its path only where the connection allows that (the pinned ducklake: ducklake._opened)
     ducklake.load_packaged(lake, "fts", ducklake.pinned_binary("fts") if ducklake.pinned_binary() else None)
-    now = _signatures(lake)
-    indexed = _indexed(target)
+    if staged is not None and staged.file != _file_state(target):
+        staged = None  # the index changed since: read from the catalog
+    indexed = staged.indexed if staged else _indexed(target)
+    now = staged.now if staged else _signatures(lake)
     old = {} if full else indexed.signatures
     changed = {k for k, sig in now.items() if old.get(k) != sig}
     gone = set(old) - set(now)
@@ -208,10 +263,11 @@ def _update_on(lake, target: Path, full: bool, memory_limit: str | None = None) 
             shutil.copyfile(target, work)
         lake.execute(f"ATTACH {ducklake.sql_string(work)} AS search")
         attached = True
+        read = staged.read if staged else frozenset()
         if result.rebuilt:
-            _build_whole(lake, now)
+            _build_whole(lake, now, read)
         else:
-            _update_sources(lake, changed, gone)
+            _update_sources(lake, changed, gone, read)
         lake.execute("DELETE FROM search.indexed")
         lake.execute("INSERT INTO search.indexed SELECT unnest(?), unnest(?)", [list(now), list(now.values())])
         result.documents = _documents(lake)
@@ -230,23 +286,24 @@ def _update_on(lake, target: Path, full: bool, memory_limit: str | None = None) 
     return result
 
 
-def _build_whole(lake, now: dict[str, str]) -> None:
-    """Every source's documents read into a new file, and fts's index built over them."""
+def _build_whole(lake, now: dict[str, str], staged: frozenset = frozenset()) -> None:
+    """Every source's documents read into a new file, and fts's index built over them. `staged`:
+    the sources whose documents `stage` read."""
     _prepare(lake)
     _create_fts(lake)
-    _insert_sources(lake, set(now))
+    _insert_sources(lake, set(now), staged=staged)
     _index_new(lake, after=0)
     _recount(lake)
     _sort_terms(lake)
 
 
-def _update_sources(lake, changed: set[str], gone: set[str]) -> None:
+def _update_sources(lake, changed: set[str], gone: set[str], staged: frozenset = frozenset()) -> None:
     """In a copy of the index: the documents of `changed` and `gone` taken out, those of `changed`
     read again, and fts's tables updated for those documents only."""
     (last,) = lake.execute("SELECT COALESCE(MAX(doc_id), 0) FROM search.docs").fetchone()
     _delete_sources(lake, changed | gone)
     # numbered after every doc_id fts holds: a new document never takes a deleted one's
-    _insert_sources(lake, changed, after=last)
+    _insert_sources(lake, changed, after=last, staged=staged)
     _unindex_deleted(lake)
     _index_new(lake, after=last)
     _recount(lake)
@@ -347,13 +404,20 @@ def _delete_sources(lake, sources: set[str]) -> None:
     lake.execute("DELETE FROM search.docs WHERE doc_id IN (SELECT doc_id FROM deleted_docs)")
 
 
-def _insert_sources(lake, sources: set[str], after: int = 0) -> None:
-    """The documents of `sources` read from the tables, numbered from `after` + 1."""
+def _insert_sources(lake, sources: set[str], after: int = 0, staged: frozenset = frozenset()) -> None:
+    """The documents of `sources` read from the tables (from those `stage` read, when it read
+    them all), numbered from `after` + 1."""
     _pick_sources(lake, sources)
+    read = (f"SELECT * FROM temp.main.{STAGED} WHERE source IN (SELECT source FROM search_keys)"
+            if sources and sources <= staged else _docs_of(sources))
+    lake.execute(f"INSERT INTO search.docs SELECT {after} + row_number() OVER () AS doc_id, * FROM ({read})")
+
+
+def _docs_of(sources: set[str]) -> str:
+    """The query of the documents of `sources` (in temp `search_keys`: _pick_sources)."""
     # their source_ids as constants too: a filter the scan can prune the tables' files by
     ids = ", ".join(ducklake.sql_string(key.rsplit("/", 1)[-1]) for key in sorted(sources)) or "NULL"
-    lake.execute(f"INSERT INTO search.docs SELECT {after} + row_number() OVER () AS doc_id, * "
-                 f"FROM ({_DOCS.replace('{ids}', ids)})")
+    return _DOCS.replace("{ids}", ids)
 
 
 # fts's index over search.docs: `docs` (docid, name: our doc_id, len: terms kept), `terms` (one row
