@@ -154,10 +154,11 @@ def pytest_collection_modifyitems(config, items):
 def _forget_dagster_state_storage() -> None:
     """Dagster keeps the storage of the instance entered last in a context variable, put back as
     each `with instance` ends: instances ended out of order leave a later test an instance that is
-    gone ("Attempted to resolve undefined DagsterInstance weakref", once in a full run)."""
-    from dagster._core.storage.defs_state.base import _current_storage
-
-    _current_storage.set(None)
+    gone ("Attempted to resolve undefined DagsterInstance weakref", once in a full run). A worker
+    whose tests have not loaded Dagster has nothing to forget, and is spared its import."""
+    base = sys.modules.get("dagster._core.storage.defs_state.base")
+    if base is not None:
+        base._current_storage.set(None)
 
 
 T0 = 1767225600  # 2026-01-01T00:00:00Z, in seconds as Crush writes it
