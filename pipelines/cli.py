@@ -86,8 +86,10 @@ def _common(p: argparse.ArgumentParser, discovery: bool = False, places: bool = 
                                   "else ~/.local/share/agentlake)")
     p.add_argument("--lake", help="lake directory or s3://bucket/prefix (default: $AGENTLAKE_LAKE, "
                                   "`lake` in config.toml, else <home>/lake)" if places else argparse.SUPPRESS)
-    p.add_argument("--warehouse", help="the DuckLake catalog readers open (default: <home>/warehouse.ducklake; without --home, $AGENTLAKE_WAREHOUSE if set)"
-                   if places else argparse.SUPPRESS)
+    p.add_argument("--warehouse", help="the DuckLake catalog readers open: a file, or the team's "
+                                       "postgres:dbname=... host=... user=... (default: without --home, "
+                                       "$AGENTLAKE_WAREHOUSE if set; `warehouse` in config.toml; else "
+                                       "<home>/warehouse.ducklake)" if places else argparse.SUPPRESS)
     if discovery:
         p.add_argument("--db", action="append", metavar="PATH",
                        help="also ingest this crush.db, data dir or project dir (repeatable)")

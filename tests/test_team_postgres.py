@@ -5,6 +5,7 @@ catalog, and readers attach it read-only with their own role, seeing each merge 
 import json
 import sqlite3
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -262,6 +263,40 @@ def test_a_catalog_that_cannot_be_opened_is_one_clear_error(postgres, s3, tmp_pa
     assert ("check $PGUSER/$PGPASSWORD or ~/.pgpass" in ran.stderr) == (case != "no server"), ran.stderr
 
 
+@pytest.mark.parametrize("given", ["ours", "$PGCONNECT_TIMEOUT"])
+def test_a_port_where_no_postgresql_answers_is_one_error_after_the_timeout(tmp_path, monkeypatch, given):
+    """Something that takes the connection and never answers (another service on that port) is an
+    error once libpq's connect timeout passes: ours by default, $PGCONNECT_TIMEOUT when set (a team
+    lead's trial: `agentlake sql` hung for good)."""
+    import socket
+    import time
+
+    from tests.conftest import run_cli
+    from warehouse.lake import pg_catalog
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()  # the handshake completes in the backlog; nothing ever answers
+        port = silent.getsockname()[1]
+        monkeypatch.setattr(pg_catalog, "CONNECT_TIMEOUT", 1 if given == "ours" else 600)
+        env = {"PGCONNECT_TIMEOUT": "1"} if given != "ours" else {}
+        started = time.monotonic()
+        ran = run_cli("sql", "--home", tmp_path / "home", "--warehouse",
+                      f"postgres:dbname=agentlake host=127.0.0.1 port={port} user={READER}", "SELECT 1", env=env)
+    assert time.monotonic() - started < 60
+    assert ran.returncode == 1 and ran.stderr.startswith(
+        f"error: cannot open the PostgreSQL catalog at 127.0.0.1:{port}: "), ran.stderr
+    assert "timeout expired" in ran.stderr and "check host= and port=" in ran.stderr, ran.stderr
+
+
+def test_a_word_libpq_does_not_know_is_said_as_a_word(tmp_path):
+    from tests.conftest import run_cli
+
+    ran = run_cli("sql", "--home", tmp_path / "home", "--warehouse",
+                  f"postgres:dbname=agentlake host=127.0.0.1 port=9 usr={READER}", "SELECT 1")
+    assert ran.returncode == 1 and 'invalid connection option "usr"' in ran.stderr, ran.stderr
+    assert "check the setting's words" in ran.stderr and "is the server running" not in ran.stderr
+
 
 def test_a_database_that_is_not_there_or_holds_no_warehouse_yet_is_said_so(postgres, s3, tmp_path):  # noqa: F811
     """A misspelt dbname is said as the database, not as a server to start; a reader before the
@@ -285,6 +320,56 @@ def test_a_database_that_is_not_there_or_holds_no_warehouse_yet_is_said_so(postg
 def test_a_password_in_the_setting_is_refused_unprinted(tmp_path, setting):
     ran = run_cli_fresh("sql", "--warehouse", setting, "SELECT 1", env={"AGENTLAKE_HOME": str(tmp_path)})
     assert ran.returncode == 1 and "$PGPASSWORD" in ran.stderr and "hunter2" not in ran.stderr + ran.stdout
+
+
+@pytest.mark.parametrize("spelt", ["postgresql:dbname=agentlake host=db.internal user=reader",
+                                   "ducklake:postgres:dbname=agentlake host=db.internal user=reader",
+                                   "  POSTGRES:dbname=agentlake host=db.internal user=reader"])
+def test_libpqs_and_ducklakes_spellings_of_the_setting_name_the_same_catalog(spelt):
+    from warehouse.lake.config import load_layout
+
+    layout = load_layout("/tmp/home", None, spelt.strip())
+    assert layout.warehouse.attach_target == "ducklake:postgres:dbname=agentlake host=db.internal user=reader"
+    assert str(layout.warehouse) == "postgres:dbname=agentlake host=db.internal user=reader"
+
+
+@pytest.mark.parametrize("setting", ["postgre:dbname=agentlake host=127.0.0.1 port=9 user=center",
+                                     "dbname=agentlake host=127.0.0.1 port=9 user=center"])
+@pytest.mark.parametrize("where", ["--warehouse", "config.toml"])
+def test_connection_words_not_written_as_a_postgres_setting_are_refused_before_anything_is_written(
+        tmp_path, monkeypatch, setting, where):
+    """Taken as a file's name, `postgre:dbname=...` became a warehouse of that name in the working
+    directory, exit 0, and the team's catalog was never written (a team lead's trial)."""
+    from tests.conftest import run_cli
+
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    home.mkdir()
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    if where == "config.toml":
+        (home / "config.toml").write_text(f'warehouse = "{setting}"\n')
+    flags = ("--warehouse", setting) if where == "--warehouse" else ()
+    ran = run_cli("merge", "--home", home, "--lake", tmp_path / "lake", *flags)
+    assert ran.returncode == 1, ran.stderr
+    assert "holds PostgreSQL's connection words but is not a postgres: setting: write it " \
+           "postgres:dbname=agentlake host=127.0.0.1 port=9 user=center (docs/TEAM.md)" in ran.stderr, ran.stderr
+    assert not list(cwd.iterdir()) and sorted(p.name for p in home.iterdir()) == (
+        ["config.toml"] if where == "config.toml" else [])
+
+
+def test_a_relative_lake_or_warehouse_in_config_toml_is_taken_from_its_home(tmp_path, monkeypatch):
+    """config.toml's relative paths are the home's (the file's folder), not the working directory's; a
+    relative flag stays the shell's."""
+    from warehouse.lake.config import load_layout
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('warehouse = "team.ducklake"\nlake = "shared/lake"\n')
+    monkeypatch.chdir(tmp_path)
+    layout = load_layout(home)
+    assert (layout.warehouse, Path(layout.lake)) == (home / "team.ducklake", home / "shared" / "lake")
+    flagged = load_layout(home, "other/lake", "other.ducklake")
+    assert (flagged.warehouse, Path(flagged.lake)) == (tmp_path / "other.ducklake", tmp_path / "other" / "lake")
 
 
 def test_the_setting_is_duckdbs_spelling_and_names_its_server():

@@ -45,8 +45,8 @@ from transforms.providers import PROVIDERS
 from warehouse.lake.layout import AS_STORED, LANDING, RUNS, Layout
 from warehouse.lake.setting_names import KINDS, TOP_LEVEL, close_to, unknown_setting, whole_file_setting
 from warehouse.lake.prices import PriceError, Prices, parse_prices
-from warehouse.lake.pg_catalog import PostgresCatalogError
-from warehouse.lake.storage import CredentialsInURI
+from warehouse.lake.pg_catalog import PostgresCatalogError, holds_connection_words, is_postgres
+from warehouse.lake.storage import CredentialsInURI, is_remote
 
 AGENT_KEYS = ("extra_stores", "extra_roots")  # an agent's section: [crush], [claude], ...
 
@@ -230,8 +230,10 @@ def load_layout(home=None, lake=None, warehouse=None, *, machine=None, user=None
     try:
         layout = Layout.resolve(home, lake, warehouse, env)
         config = load_config(layout.config_file)
-        warehouse = warehouse or (None if home else env.get("AGENTLAKE_WAREHOUSE")) or config.warehouse
-        layout = Layout.resolve(home, lake or env.get("AGENTLAKE_LAKE") or config.lake, warehouse, env,
+        warehouse = (warehouse or (None if home else env.get("AGENTLAKE_WAREHOUSE"))
+                     or _from_home(layout.home, config.warehouse))
+        layout = Layout.resolve(home, lake or env.get("AGENTLAKE_LAKE") or _from_home(layout.home, config.lake),
+                                warehouse, env,
                                 machine=machine or env.get("AGENTLAKE_MACHINE") or config.machine,
                                 user=user or env.get("AGENTLAKE_USER") or config.user)
     except (CredentialsInURI, PostgresCatalogError) as exc:
@@ -239,6 +241,17 @@ def load_layout(home=None, lake=None, warehouse=None, *, machine=None, user=None
     team = team if team is not None else config.team
     team = layout.remote if team is None else team
     return replace(layout, team=team, privacy=tuple(sorted(config.privacy.items())))
+
+
+def _from_home(home: Path, setting: str | None) -> str | None:
+    """config.toml's lake or warehouse, a relative folder or file taken from the home the file is in
+    (from the working directory, a trial's `warehouse = "team.ducklake"` was a new file wherever a
+    command ran)."""
+    if (not isinstance(setting, str) or is_remote(setting) or is_postgres(setting) or holds_connection_words(setting)
+            or ":" in setting.split("/")[0]):  # refused as they are (Layout.resolve)
+        return setting
+    path = Path(setting).expanduser()
+    return setting if path.is_absolute() else str(home / path)
 
 
 def _paths(path: Path, provider: str, section: dict, key: str) -> tuple[str, ...]:

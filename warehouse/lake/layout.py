@@ -27,7 +27,7 @@ from functools import cached_property
 from pathlib import Path
 
 from transforms.sources import slugify
-from warehouse.lake.pg_catalog import PostgresCatalog, data_path, is_postgres
+from warehouse.lake.pg_catalog import PostgresCatalog, data_path, is_postgres, refuse_connection_words
 from warehouse.lake.storage import is_remote, lake_place, refuse_credentials, refuse_other_scheme
 
 
@@ -166,6 +166,7 @@ class Layout:
         if is_postgres(warehouse):
             warehouse = PostgresCatalog.parse(str(warehouse))
         else:  # absolute paths: views embed them, and readers run from any directory
+            refuse_connection_words(os.fspath(warehouse or ""))
             warehouse = (Path(warehouse).expanduser() if warehouse else home / "warehouse.ducklake").absolute()
         return cls(home.absolute(), lake, warehouse,
                    slugify(machine, "host") if machine else default_machine(env),

@@ -25,6 +25,10 @@ from dataclasses import dataclass
 from warehouse.lake.locks import holder_note
 
 PREFIX = "postgres:"
+# seconds libpq waits for a server to answer a connection (without one it waits for ever: a port
+# where something else listens, an HTTP server say, hung `agentlake sql` for good); a
+# `connect_timeout=` in the setting or libpq's $PGCONNECT_TIMEOUT is used instead
+CONNECT_TIMEOUT = 10
 # libpq words that hold a secret: refused in the setting (the environment or ~/.pgpass has them)
 _SECRET_WORDS = re.compile(r"(?:^|[\s?&])(password|sslpassword)\s*=", re.I)
 
@@ -45,9 +49,30 @@ class CatalogBusy(CatalogUnreachable):
     """Another writer (a second center) held the catalog for longer than this one waits."""
 
 
+# the spellings taken for the same setting: ours, libpq's scheme, and DuckLake's own ATTACH target
+_PREFIXES = re.compile(r"(?i)(ducklake:)?(postgres|postgresql):")
+# a word libpq reads (`dbname=`, `host=`, ...), as a setting that was meant for PostgreSQL holds
+_LIBPQ_WORDS = re.compile(r"(?i)(?:^|[\s:])(dbname|host|hostaddr|port|user|sslmode|service)\s*=")
+
+
 def is_postgres(warehouse) -> bool:
     return isinstance(warehouse, PostgresCatalog) or (
-        isinstance(warehouse, str) and warehouse.lower().startswith((PREFIX, "postgresql://")))
+        isinstance(warehouse, str) and bool(_PREFIXES.match(warehouse)))
+
+
+def holds_connection_words(setting: str) -> bool:
+    """Not a `postgres:` setting, yet libpq's words."""
+    return not is_postgres(setting) and bool(_LIBPQ_WORDS.search(setting))
+
+
+def refuse_connection_words(setting: str) -> None:
+    """A warehouse that is not a `postgres:` setting but holds libpq's words (`postgre:dbname=...`,
+    words without a prefix) is refused: taken as a file's name, it built a warehouse of that name
+    in the working directory, and the team's catalog was never written (a team lead's trial)."""
+    if holds_connection_words(setting):
+        words = re.sub(r"^[A-Za-z][\w+.-]*:(?!/)", "", setting.strip())
+        raise PostgresCatalogError(f"the warehouse {setting!r} holds PostgreSQL's connection words but is not a "
+                                   f"postgres: setting: write it {PREFIX}{words} (docs/TEAM.md)")
 
 
 @dataclass(frozen=True)
@@ -60,6 +85,7 @@ class PostgresCatalog:
 
     @classmethod
     def parse(cls, setting: str) -> "PostgresCatalog":
+        setting = re.sub(r"(?i)^ducklake:", "", setting.strip())
         uri = re.match(r"(?i)postgres(ql)?://", setting)
         words = setting if uri else setting.split(":", 1)[1].strip()
         if _SECRET_WORDS.search(words) or re.match(r"(?i)postgres(ql)?://[^/@]*:[^/@]*@", words):
@@ -107,6 +133,9 @@ def unreachable(catalog: PostgresCatalog, exc: Exception) -> CatalogUnreachable:
     hint = (" (check $PGUSER/$PGPASSWORD or ~/.pgpass for this role)"
             if "authentication" in reason or "no password supplied" in reason
             else " (the server answered: check dbname=)" if re.search(r'database "[^"]*" does not exist', reason)
+            else " (a word libpq does not know: check the setting's words)" if "invalid connection option" in reason
+            else " (nothing answered as PostgreSQL does: check host= and port=; $PGCONNECT_TIMEOUT waits longer)"
+            if "timeout expired" in reason
             else " (is the server running, and its address right?)" if "connect" in reason.lower() else "")
     return CatalogUnreachable(f"cannot open the PostgreSQL catalog at {catalog.host}: {reason}{hint}")
 
@@ -162,7 +191,7 @@ def attach(con, catalog: PostgresCatalog, target: str, name: str, options: str =
     import duckdb  # here: the layout imports this module, and `agentlake --help` loads no engine
 
     try:
-        con.execute(f"ATTACH {literal(target)} AS {name}{f' ({options})' if options else ''}")
+        con.execute(f"ATTACH {literal(with_connect_timeout(target))} AS {name}{f' ({options})' if options else ''}")
     except duckdb.Error as exc:
         other = _OTHER_DATA_PATH.search(str(exc))
         if other:
@@ -173,6 +202,15 @@ def attach(con, catalog: PostgresCatalog, target: str, name: str, options: str =
         if "postgres" in str(exc).lower():
             raise unreachable(catalog, exc) from None
         raise
+
+
+def with_connect_timeout(target: str) -> str:
+    """The connection words with libpq's `connect_timeout`, unless they or $PGCONNECT_TIMEOUT set one."""
+    if "connect_timeout" in target.lower() or os.environ.get("PGCONNECT_TIMEOUT"):
+        return target
+    if "://" in target:
+        return f"{target}{'&' if '?' in target else '?'}connect_timeout={CONNECT_TIMEOUT}"
+    return f"{target} connect_timeout={CONNECT_TIMEOUT}"
 
 
 # DuckLake's words for a writer naming another tables' folder than the one the catalog recorded
