@@ -61,7 +61,7 @@ def _read_warehouse(args, answer, opener=None, hint=lambda exc: "", error=str) -
                           f"{' '.join(str(exc).split())}")
                 return 1
 
-            failed = storage_failure(exc)
+            failed = storage_failure(exc, con)
             if failed:  # the lake's storage did not answer: no bad query either
                 print_err(f"error: {failed}")
                 return 1

@@ -174,6 +174,43 @@ def test_the_center_merges_into_postgres_and_readers_see_each_merge_at_once(post
     served = reader(postgres, s3, home, "serving", str(tmp_path / "bi.duckdb"))
     assert ok(served) and served.stdout.startswith(f"{tmp_path / 'bi.duckdb'}: ") and "session_summary" in served.stdout
 
+    # a reader's endpoint that is some other web server, which finds no file at all: its storage is
+    # named, not a table file to rebuild (a team lead's trial was told to run `merge --full`)
+    with _web_server_that_finds_nothing() as elsewhere:
+        ran = reader(postgres, {**s3, "AWS_ENDPOINT_URL": elsewhere}, home, "sql", "SELECT COUNT(*) FROM sessions")
+    assert ran.returncode == 1 and ran.stderr.startswith(
+        f"error: cannot read the warehouse's tables from the lake's storage at {elsewhere}: ") and \
+        "$AWS_ENDPOINT_URL" in ran.stderr and "merge --full" not in ran.stderr, ran.stderr
+    # one table file gone from the lake itself, the others there: that file is what to rebuild
+    files = s3_client(s3).list_objects_v2(Bucket=BUCKET, Prefix="pg-team/main/sessions/")["Contents"]
+    s3_client(s3).delete_object(Bucket=BUCKET, Key=files[0]["Key"])
+    ran = reader(postgres, s3, home, "sql", "SELECT COUNT(*) FROM sessions")
+    assert ran.returncode == 1 and "HTTP 404" in ran.stderr and "`agentlake merge --full` builds the tables" in \
+        ran.stderr and "cannot read the warehouse's tables from the lake's storage" not in ran.stderr, ran.stderr
+
+
+@contextmanager
+def _web_server_that_finds_nothing():
+    import http.server
+    import threading
+
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_error(404)
+
+        do_HEAD = do_GET
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
 
 def current_now(s3env) -> str:
     """The copy of the search index the lake's CURRENT names."""

@@ -586,14 +586,19 @@ _FILE_DAMAGE = ("Cannot open file", "Failed to read file", "HTTP 404", "ZSTD", "
                 "Corrupted file", "invalid TType", "Invalid string encoding found in Parquet file")
 
 
-def storage_failure(exc: Exception) -> str:
+def storage_failure(exc: Exception, con=None) -> str:
     """For a reader's error that the lake's object storage caused (it did not answer, or refused
     a read): what failed, where, and what to check; empty for any other. A reader of a team's
-    catalog reads the tables' files from the lake's storage with its own endpoint and keys."""
+    catalog reads the tables' files from the lake's storage with its own endpoint and keys.
+    A table's file not found (404) is damage_hint's, unless the reader's connection `con` finds
+    none of the catalog's other files either: then the endpoint is not the lake's storage (a
+    trial's $AWS_ENDPOINT_URL named another web server, and the reader was told to rebuild)."""
     text = " ".join(str(exc).split())
     url = re.search(r"'((?:https?|s3)://[^/'\s]+)", text)
-    # httpfs's words name HTTP after the error's kind; a table's file missing (404) is damage_hint's
-    if not url or not re.match(r"(IO|HTTP) Error: .*\bHTTP\b", text) or "HTTP 404" in text:
+    # httpfs's words name HTTP after the error's kind
+    if not url or not re.match(r"(IO|HTTP) Error: .*\bHTTP\b", text):
+        return ""
+    if "HTTP 404" in text and not (con is not None and _none_of_the_files_found(con, text)):
         return ""
     said = re.match(r"(?:IO|HTTP) Error: (.*?)(?: error)? for HTTP", text)  # httpfs: "<reason> error for HTTP GET to '<url>'"
     status = re.search(r"\(HTTP (\d{3})[^)]*\)", text)
@@ -601,6 +606,24 @@ def storage_failure(exc: Exception) -> str:
     return (f"cannot read the warehouse's tables from the lake's storage at {url.group(1)}: {reason} (its files "
             "are in the lake's object storage: check $AWS_ENDPOINT_URL and this reader's credentials for it, as "
             "docs/TEAM.md gives them)")
+
+
+def _none_of_the_files_found(con, error: str, tries: int = 3) -> bool:
+    """After a table file's 404: a few other files of the catalog in the lake's storage, each read
+    up to its footer; True when none of them is found there either (False when one is, or there is
+    no other to try: the file named is missing, as damage_hint says)."""
+    try:
+        paths = [path for _, path, *_ in con.execute(_current_files_sql()).fetchall()
+                 if "://" in path and path.rsplit("/", 1)[-1] not in error][:tries]
+    except duckdb.Error:
+        return False
+    for path in paths:
+        try:
+            con.execute("SELECT COUNT(*) FROM parquet_file_metadata(?)", [path]).fetchall()
+            return False
+        except duckdb.Error:
+            continue
+    return bool(paths)
 
 
 def damage_hint(exc: Exception) -> str:

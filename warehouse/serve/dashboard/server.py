@@ -450,7 +450,8 @@ def make_server(warehouse, host: str = "127.0.0.1", port: int = 8765, *, token: 
                             body, headers = text.encode(), tuple(more[0]) if more else ()
                             cache.put(key, (body, status, headers))
             except Exception as exc:  # shown to the user, not a stack trace in the terminal
-                said = storage_failure(exc) or f"{exc}{damage_hint(exc)}"  # the lake's storage; a table file lost
+                said = (storage_failure(exc, reader.con.cursor() if reader.con is not None else None)
+                        or f"{exc}{damage_hint(exc)}")  # the lake's storage; a table file lost
                 body, status = f"<h1>agentlake</h1><p>cannot read {_e(warehouse)}: {_e(said)}</p>".encode(), 500
                 headers = ()
             self._send(status, body, headers)
