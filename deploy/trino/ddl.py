@@ -85,8 +85,19 @@ def _published(lake: str) -> tuple[str, list[str]]:
     return found
 
 
-if __name__ == "__main__":
-    if len(sys.argv) > 1:
-        sys.stdout.write(render(sys.argv[1], *_published(sys.argv[1])))
-    else:
+def _main(args: list[str]) -> None:
+    if not args:
         sys.stdout.write(render())
+        return
+    try:
+        sys.stdout.write(render(args[0], *_published(args[0])))
+        sys.stdout.flush()
+    finally:
+        if args[0].startswith("s3://"):  # else the script aborted at exit in some runs (status 134)
+            from warehouse.lake.storage import release_object_stores
+
+            release_object_stores()
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])

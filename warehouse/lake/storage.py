@@ -526,6 +526,20 @@ def _object_store(uri: str) -> ObjectStore:
     return ObjectStore(uri)  # one client per process and lake
 
 
+def release_object_stores() -> None:
+    """At the end of a short script that read a lake on object storage: its stores dropped, then
+    pyarrow's S3 client shut down, in that order. Left to the interpreter's end, a store's threads
+    could be torn down after the client and the process aborted ("terminate called without an
+    active exception", status 134), its output whole (deploy/trino/ddl.py in a trial)."""
+    import gc
+
+    _object_store.cache_clear()
+    gc.collect()
+    from pyarrow import fs
+
+    fs.finalize_s3()
+
+
 def open_store(lake, staging: Path | None = None):
     if is_remote(lake):
         return _object_store(lake)
