@@ -16,6 +16,7 @@ from pipelines.budget_check import DESCRIPTION as BUDGETS, budget_check_result, 
 from warehouse.catalog import checks as lakewide
 from warehouse.lake.config import load_layout
 from warehouse.lake.layout import Layout
+from warehouse.lake.storage import under
 from warehouse.serve.hive_export import export_tables
 from warehouse.catalog.build import build_warehouse, configured_prices, lake_of
 from warehouse.catalog.checks import checked
@@ -77,7 +78,7 @@ def team_warehouse(context: dg.AssetExecutionContext, team_lake: TeamLake) -> dg
     layout = team_lake.layout()
     views = build_warehouse(layout.lake, layout.warehouse, prices=configured_prices(layout), home=layout.home)
     exported = export_tables(layout.warehouse, layout.lake)  # for Spark and Trino (no DuckLake reader)
-    context.log.info(f"exported {layout.lake}/export/{exported.version} for Spark and Trino: "
+    context.log.info(f"exported {under(layout.lake, f'export/{exported.version}')} for Spark and Trino: "
                      f"{sum(exported.written.values())} files written, {exported.carried} carried over; "
                      f"{len(exported.removed)} versions past their grace removed")
     with connect(layout.warehouse, ours=True) as con:

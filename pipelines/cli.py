@@ -585,7 +585,9 @@ def parser() -> argparse.ArgumentParser:
                               "with nothing ingested in the lake (for a new reader, an s3:// prefix that\n"
                               "lists no landing file: a wrong bucket, prefix or endpoint?), when a shared\n"
                               "lake lists no landing file while the warehouse holds sources (--full empties\n"
-                              "it), or in a reader's home asked to merge its own lake.")
+                              "it), or in a reader's home asked to merge its own lake; into the team's catalog\n"
+                              "in PostgreSQL, with a role that may only read it, while another center's merge\n"
+                              "holds it past $AGENTLAKE_WRITER_WAIT, or with its tables in another lake.")
     for listed in sub._choices_actions:  # the list of commands names merge alone (argparse adds its aliases)
         if listed.dest == "merge":
             listed.metavar = "merge"

@@ -154,3 +154,15 @@ def test_an_endpoint_that_is_a_web_server_not_s3_is_said_as_that(tmp_path):
     assert out.stderr == (f"error: the lake {lake}'s endpoint http://{endpoint} answered, but not as S3 object "
                           "storage (HTTP 404, text/html): is it the S3 API's address and port?\n")
     assert_nothing_secret(out, *PIECES)
+
+
+@pytest.mark.parametrize("lake, written", [
+    ("s3://team/lake?endpoint_override=127.0.0.1:9000&scheme=http",
+     "s3://team/lake/export/v1?endpoint_override=127.0.0.1:9000&scheme=http"),
+    ("s3://team/lake/", "s3://team/lake/export/v1"),
+    ("/srv/lake", "/srv/lake/export/v1")])
+def test_a_path_under_a_lake_goes_before_its_query(lake, written):
+    """The center's run log named `s3://b/lake?endpoint_override=...&scheme=http/export/v...` (a trial)."""
+    from warehouse.lake.storage import under
+
+    assert under(lake, "export/v1") == written

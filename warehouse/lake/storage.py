@@ -155,6 +155,13 @@ class EmptyLake(LakeUnreachable):
         OSError.__init__(self, message)
 
 
+def under(lake, rel: str) -> str:
+    """A path below a lake, written as the lake is: before an s3:// URI's query
+    (`s3://b/lake/export?endpoint_override=...`, not `s3://b/lake?endpoint_override=.../export`)."""
+    where, q, query = str(lake).partition("?")
+    return f"{where.rstrip('/')}/{rel}{q}{query}"
+
+
 def masked(uri: str) -> str:
     """The URI safe to print: any `key:secret@` replaced by `***@` (a secret may hold a `/`, as
     half of AWS's do), and the value of any query parameter not in LAKE_PARAMETERS by `***`."""
