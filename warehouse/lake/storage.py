@@ -535,9 +535,10 @@ def _object_store(uri: str) -> ObjectStore:
 
 def release_object_stores() -> None:
     """At the end of a short script that read a lake on object storage: its stores dropped, then
-    pyarrow's S3 client shut down, in that order. Left to the interpreter's end, a store's threads
-    could be torn down after the client and the process aborted ("terminate called without an
-    active exception", status 134), its output whole (deploy/trino/ddl.py in a trial)."""
+    pyarrow's S3 client shut down (pyarrow asks for finalize_s3 before a program ends), in that
+    order: finalized while a store was still held, the script aborted at exit ("terminate called
+    without an active exception", status 134). Left to the interpreter's end, a trial saw
+    deploy/trino/ddl.py abort so in 3 runs of 10."""
     import gc
 
     _object_store.cache_clear()
