@@ -114,7 +114,7 @@ SESSIONS = Table(
             "snapshot and with no tokens).",
         ),
         _c("cost_includes_subagents", pa.bool_(), "True when `cost_usd` already holds the sub-agents' cost."),
-        _c("forked_from_session_id", pa.string(), "The session this one was forked from (CodeWhale); null otherwise."),
+        _c("forked_from_session_id", pa.string(), "The session this one was forked from (Amp, Qwen Code, Kimi CLI, pi: [AGENTS.md](AGENTS.md)); null otherwise."),
         _c(
             "inherited_cost_usd",
             pa.float64(),
@@ -122,7 +122,7 @@ SESSIONS = Table(
             "totals. Null when not a fork, or when the parent's snapshot was not found.",
             COST,
         ),
-        _c("model", pa.string(), "The session's model: as the agent records it per session (CodeWhale), or the model of its last priced request (Claude Code, Codex, OpenCode); null otherwise."),
+        _c("model", pa.string(), "The session's model: as the agent records it per session (CodeWhale), or the model of its last request (Claude Code, Codex, OpenCode and most others); null where the agent records none for it (Crush, Codebuff; a Kimi CLI main agent, whose model is in a config file never opened)."),
         _c("llm_provider", pa.string(), "The session's LLM provider, where recorded per session; null otherwise."),
         _c(
             "total_tokens",
@@ -293,7 +293,8 @@ USAGE = Table(
     "One row per billed model request, with tokens in disjoint buckets: "
     "`total_tokens = input_uncached_tokens + cache_read_tokens + cache_write_5m_tokens + "
     "cache_write_1h_tokens + output_tokens`. A bucket the agent does not record is null, never 0. "
-    "Crush and CodeWhale record no per-request usage: they have no rows here (see `sessions`).",
+    "Crush, CodeWhale and the Cursor CLI agent record no per-request usage: they have no rows here (see `sessions`); "
+    "Codebuff's rows are its requests without token counts (every bucket null).",
     "requested_at",
     LINEAGE
     + (

@@ -12,7 +12,7 @@ Generated from `transforms/contract.py` by `python -m warehouse.catalog.tables_d
 a test fails when this file is out of date.
 
 Each table is a DuckLake table of the same name in the warehouse's catalog
-(`warehouse.ducklake`), stored under `<lake>/main/<table>/year=YYYY/project=<slug>/` (a home's own lake; any other lake's beside the catalog, under `<home>/warehouse-tables/main/`)
+(`warehouse.ducklake`), stored under `<lake>/main/<table>/year=YYYY/project=<slug>/` (`sources`, the run log: `year=YYYY/month=M/`; the marts and `model_names`, small, unpartitioned under `<lake>/main/<name>/`; a home's own lake; any other lake's beside the catalog, under `<home>/warehouse-tables/main/`)
 and filled from each source's landing file `<lake>/_landing/<machine>/<user>/<provider>/<source_id>/<table>.parquet`.
 Every table starts with the two partition columns:
 
@@ -27,7 +27,8 @@ sets DuckDB's `TimeZone` to UTC, so `current_date` and `now() - INTERVAL ...` co
 they are; a tool that attaches the catalog itself should `SET TimeZone = 'UTC'` (docs/BI.md). For
 a local day, convert: `(created_at AT TIME ZONE 'UTC') AT TIME ZONE 'Australia/Sydney'`. In
 `--format json` (`agentlake sql`, `agentlake report`) a timestamp ends in `Z`, as UTC.
-Where the agent did not record a value the column is null, never 0 or ''.
+Where the agent did not record a value the column is null, never 0 or '' (a column kept as stored, such as
+`tool_result_metadata`, holds what the agent wrote, an empty string included).
 
 Money: a cost in these tables (`cost_usd`, `inherited_cost_usd`) is the DOUBLE its agent recorded,
 so a plain `SUM(cost_usd)` may print float noise (`0.41913900000000004`). Sum it as
