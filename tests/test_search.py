@@ -263,10 +263,16 @@ def test_an_index_kept_by_merges_ranks_as_one_built_whole(tmp_path, monkeypatch)
     assert _ranked(catalog) == kept
 
 
-def test_an_index_replaced_after_the_merge_read_its_documents_is_updated_from_the_catalog(tmp_path, monkeypatch):
+def test_an_index_replaced_after_the_merge_read_its_documents_is_updated_from_the_catalog(tmp_path, monkeypatch,
+                                                                                           built_once):
     """What the merge read for the index in its transaction is used only for the index file it read
     then: a file replaced since (another writer's) is read again, with the committed tables."""
-    layout, root = _build(tmp_path)
+    template, root = built_once("search", _build, workers=True)
+    copy_home(template.home, tmp_path / "home")
+    layout = Layout.resolve(home=tmp_path / "home", machine="laptop", user="dev")
+    store = tmp_path / "other" / "infra" / ".crush" / "crush.db"  # the template's stores are shared: a copy
+    store.parent.mkdir(parents=True)
+    shutil.copyfile(root / "projects" / "infra" / ".crush" / "crush.db", store)
     index = search_path(layout.warehouse)
     before = _ranked(index)
     staged, read = [], []
@@ -280,11 +286,10 @@ def test_an_index_replaced_after_the_merge_read_its_documents_is_updated_from_th
     monkeypatch.setattr(search_index, "stage", stage_then_replace)
     monkeypatch.setattr(search_index, "_signatures", lambda con, _read=search_index._signatures: read.append(
         con) or _read(con))
-    _add_session(root / "projects" / "infra" / ".crush" / "crush.db",
-                 ("s-deploy", "infra", 12, "Rollback the deploy when the pod memory spikes", "keep one replica",
-                  "kubectl rollout undo", "rolled back"))
-    ingest(layout, root / "projects" / "infra" / ".crush" / "crush.db")
-    assert staged[0] is not None and len(staged[0].read) == 3  # a small index is built whole: every source
+    _add_session(store, ("s-deploy", "infra", 12, "Rollback the deploy when the pod memory spikes",
+                         "keep one replica", "kubectl rollout undo", "rolled back"))
+    ingest(layout, store)
+    assert staged[0] is not None and len(staged[0].read) == 4  # a small index is built whole: every source
     assert len(read) == 2  # in the transaction, then again from the committed catalog
     after = _ranked(index)
     assert after["rollback deploy"][0][1] == "s-deploy" and not before["rollback deploy"]
