@@ -495,6 +495,11 @@ def test_a_first_merge_naming_a_bucket_that_does_not_exist_leaves_the_catalog_to
         compacted = run_cli_fresh("compact", "--orphans", "--keep-seconds", "0",
                                   "--lake", f"{lake}?endpoint_override={endpoint}&scheme=http",
                                   "--warehouse", db.warehouse(WRITER), env=bare)  # as the merge does
+        # another prefix named with the endpoint in its URI: the lake to name keeps the endpoint
+        other = run_cli_fresh("merge", "--lake", f"s3://{BUCKET}/other-prefix?endpoint_override={endpoint}&scheme=http",
+                              "--warehouse", db.warehouse(WRITER), env=bare)
+    assert other.returncode == 1 and f"name that lake (--lake '{lake}?endpoint_override={endpoint}&scheme=http'," \
+        in other.stderr, other.stderr
     assert ok(via_uri) and ok(compacted)
     assert "Contents" not in s3_client(s3).list_objects_v2(Bucket=BUCKET, Prefix=stray)
     # a second catalog given this lake is refused before it writes a file there (it would take the

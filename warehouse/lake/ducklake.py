@@ -687,7 +687,7 @@ def open_catalog(catalog: "pg_catalog.PostgresCatalog", data_path: str | None, *
                 raise pg_catalog.not_granted(catalog, exc) or exc
         else:
             options = f"DATA_PATH {sql_string(data_path)}" if data_path else ""
-            pg_catalog.attach(con, catalog, catalog.attach_target, CATALOG, options)
+            pg_catalog.attach(con, catalog, catalog.attach_target, CATALOG, options, lake=lake)
         con.execute(f"USE {CATALOG}")
     except BaseException:
         con.close()

@@ -186,8 +186,9 @@ def literal(text) -> str:
     return "'" + str(text).replace("'", "''") + "'"
 
 
-def attach(con, catalog: PostgresCatalog, target: str, name: str, options: str = "") -> None:
-    """`ATTACH target AS name (options)`; a server that cannot be reached is one clear error."""
+def attach(con, catalog: PostgresCatalog, target: str, name: str, options: str = "", lake: str = "") -> None:
+    """`ATTACH target AS name (options)`; a server that cannot be reached is one clear error.
+    `lake`: the lake named, for the one to name instead when the catalog's tables are in another."""
     import duckdb  # here: the layout imports this module, and `agentlake --help` loads no engine
 
     try:
@@ -195,7 +196,7 @@ def attach(con, catalog: PostgresCatalog, target: str, name: str, options: str =
     except duckdb.Error as exc:
         other = _OTHER_DATA_PATH.search(str(exc))
         if other:
-            raise another_lake(catalog, *other.groups()) from None
+            raise another_lake(catalog, *other.groups(), named=lake) from None
         if "creating a new DuckLake is explicitly disabled" in str(exc):  # a reader before the first merge
             raise CatalogUnreachable(f"the catalog at {catalog.host} holds no warehouse yet: the center's first "
                                      "`agentlake merge` into it makes one (docs/TEAM.md)") from None
@@ -217,12 +218,15 @@ def with_connect_timeout(target: str) -> str:
 _OTHER_DATA_PATH = re.compile(r'DATA_PATH parameter "([^"]*)" does not match existing data path in the catalog "([^"]*)"')
 
 
-def another_lake(catalog: PostgresCatalog, given: str, recorded: str):
+def another_lake(catalog: PostgresCatalog, given: str, recorded: str, named: str = ""):
     """The lake named is not the one whose `main/` folder holds the catalog's tables (a typo,
-    another prefix, or none named: `compact` without --lake): the one to name instead."""
+    another prefix, or none named: `compact` without --lake): the one to name instead, with the
+    parameters of the lake `named` (its `?endpoint_override=...`: without them the hint worked only
+    with $AWS_ENDPOINT_URL set, a trial)."""
     from warehouse.lake.storage import ReadFromAnotherLake, masked
 
-    lake = masked(recorded.rstrip("/"))
+    query = str(named).partition("?")[2]
+    lake = masked(recorded.rstrip("/") + (f"?{query}" if query else ""))
     return ReadFromAnotherLake(
         f"the catalog at {catalog.host} keeps its tables in the lake {lake}, not in {masked(given.rstrip('/'))}: "
         f"name that lake (--lake {shlex.quote(lake)}, or lake in config.toml); nothing was written")
