@@ -328,7 +328,7 @@ def session_rows(con, req: Request) -> tuple[list[str], list[tuple]]:
     """(columns, every row) of a project's sessions: most expensive first, unless `sort` says otherwise."""
     rows = filtered_rows(con, f"""SELECT started_at, COALESCE(title, '(untitled)'), provider, duration_s, messages,
                                   tool_calls, failed_tool_calls, subagents, models, cost_usd, cost_source,
-                                  source_id, session_id, machine
+                                  source_id, session_id, machine, "user"
                            FROM {sessions(req.filters)} {{w}} ORDER BY cost_usd DESC NULLS LAST, started_at DESC""", req.filters)
     return list(SESSION_KEYS), sort_rows(req, "sessions", list(SESSION_KEYS), rows)
 
@@ -351,7 +351,7 @@ def project_page(con, req: Request, projects: list[str], providers: list[str]) -
         o = cut.others
         cut.others = (o[0].replace(")", " sessions)"), "", "", duration_text(o[1]), *(int(v or 0) for v in o[2:6]), "",
                       usd(o[6]), "")
-    links = [req.link("/session", source=r[11], id=r[12], machine=r[13]) for r in kept]
+    links = [req.link("/session", source=r[11], id=r[12], machine=r[13], user=r[14]) for r in kept]
     numeric = {3, 4, 5, 6, 7, 9}
     head = sortable_head(req, "sessions", session_labels(zone), list(SESSION_KEYS), numeric)
     sessions = (table("sessions", session_labels(zone), shown, links, cut, req.link("/project", top=0),
@@ -423,7 +423,8 @@ def _insight_table(con, req: Request, name: str, limit: int | None) -> tuple[str
     for row in rows:
         r = dict(zip(columns, row))
         if r.get("source_id") is not None and r.get("session_id") is not None:
-            links.append(req.link("/session", source=r["source_id"], id=r["session_id"], machine=r.get("machine")))
+            links.append(req.link("/session", source=r["source_id"], id=r["session_id"], machine=r.get("machine"),
+                                  user=r.get("user")))
         elif r.get("session_key") is not None:
             links.append(req.link("/session", key=r["session_key"]))
         elif r.get("project") is not None:

@@ -24,7 +24,7 @@ RANKING_KEYS = ("sessions_started", "messages", "tool_calls", "failed_calls", "c
 SORT_KEYS = {name: (RANKINGS[name][0].strip('"'), RANKINGS[name][1][0], *RANKING_KEYS) for name in RANKINGS}
 SORT_KEYS["sessions"] = SESSION_KEYS = (
     "started_at", "title", "agent", "duration_s", "messages", "tool_calls", "failed_calls", "subagents", "models",
-    "cost_usd", "cost_source", "source_id", "session_id", "machine")  # the CSV's: the table's, then the session's names
+    "cost_usd", "cost_source", "source_id", "session_id", "machine", "user")  # the CSV's: the table's, then the session's names
 
 
 @dataclass
@@ -78,7 +78,8 @@ TABLES = ("projects", "users", "sessions") + INSIGHTS
 FILTERS = ("since", "until", "project", "agent", "top", "user", "machine", "grain", "tz")
 # what else a page reads: `provider` is the agent filter's older name (links and bookmarks made
 # before it was `agent`); `sort` a table's order (a column header's link); `token` is the dashboard's own (warehouse.serve.dashboard.server). On a
-# session's page `machine` is the session's own (a store ingested on two machines), not a filter.
+# session's page `machine` is the session's own (a store ingested on two machines), not a filter;
+# `user` there is the session's own too (one store landed under two user names).
 PAGE_PARAMS = {"/session": ("source", "id", "key"), "/insight": ("name",), "/csv": ("table",),
                "/search": ("q", "role", "tool", "kind")}
 OTHER_PARAMS = ("provider", "token", "sort")

@@ -18,13 +18,14 @@ PARTS_LIMIT = 2000  # parts of one transcript page
 # --- one session's transcript
 
 
-def find_session(con, source: str | None, session_id: str | None, key: str | None, machine: str | None = None):
+def find_session(con, source: str | None, session_id: str | None, key: str | None, machine: str | None = None,
+                 user: str | None = None):
     """(provider, project, source_id, session_id, title, started, ended, cost, cost_source, models,
     subagents, root_session_id, ..., machine, user) of a session, root or sub-agent; None when not
     found. `key` is an insight's lake-wide `session_key`: machine/user/provider/source_id/session_id.
-    `machine` tells apart the same store (so source id) ingested on two machines of a team lake;
-    the same store landed under two user names on one machine (a user renamed) holds the session
-    twice, alike: without a key, the first user's copy is shown."""
+    `machine` tells apart the same store (so source id) ingested on two machines of a team lake,
+    `user` the same store landed under two user names on one machine (a user renamed): without
+    either, the first machine's and user's copy is shown."""
     cols = ("SELECT s.provider, s.project, s.source_id, s.session_id, s.title, s.created_at, "
             "COALESCE(ss.ended_at, s.updated_at), COALESCE(ss.cost_usd, s.cost_usd), "
             "COALESCE(ss.cost_source, s.cost_source), COALESCE(ss.models, s.model), ss.subagents, s.root_session_id, "
@@ -33,9 +34,9 @@ def find_session(con, source: str | None, session_id: str | None, key: str | Non
     if key is not None:
         rows = con.execute(cols + f"WHERE {session_key('s', 's.session_id')} = ? LIMIT 1", [key]).fetchall()
         return rows[0] if rows else None
-    on_machine = " AND s.machine = ?" if machine else ""
+    on_machine = (" AND s.machine = ?" if machine else "") + (' AND s."user" = ?' if user else "")
     rows = con.execute(cols + "WHERE s.source_id = ? AND s.session_id = ?" + on_machine + " ORDER BY s.machine, s.\"user\" LIMIT 1",
-                       [source, session_id, *([machine] if machine else [])]).fetchall()
+                       [source, session_id, *([machine] if machine else []), *([user] if user else [])]).fetchall()
     return rows[0] if rows else None
 
 
@@ -56,7 +57,7 @@ def session_rows(found, zone_days: bool = False) -> tuple[str, list]:
 
 def session_page(con, req: Request) -> tuple[str, int]:
     p = req.params
-    found = find_session(con, p.get("source"), p.get("id"), p.get("key"), p.get("machine"))
+    found = find_session(con, p.get("source"), p.get("id"), p.get("key"), p.get("machine"), p.get("user"))
     if found is None:
         req.errors.append("no such session in this lake: " + (f"key {p['key']!r}" if p.get("key")
                                                                else f"source {p.get('source')!r}, id {p.get('id')!r}"))
@@ -90,7 +91,7 @@ def session_page(con, req: Request) -> tuple[str, int]:
              ("messages (with sub-agents)", messages), ("tool calls (with sub-agents)", calls),
              ("tool errors", errors), ("non-zero exits", exits), ("sub-agents", subagents)]
     if root and root != sid:
-        facts.append(("sub-agent of", f'<a href="{escaped(req.link("/session", source=source, id=root, machine=machine))}">'
+        facts.append(("sub-agent of", f'<a href="{escaped(req.link("/session", source=source, id=root, machine=machine, user=user))}">'
                       f'{escaped(root)}</a>'))
     header = "<table id=\"session-facts\">" + "".join(
         f"<tr><th>{escaped(k)}</th><td>{v if k == 'sub-agent of' else escaped(v)}</td></tr>" for k, v in facts
@@ -99,12 +100,12 @@ def session_page(con, req: Request) -> tuple[str, int]:
         header += "<h2>Sub-agents</h2>" + table(
             "subagents", ["session", "title", f"started ({zone})", "cost"],
             [(c[0], c[1], clock(c[2], zone), usd(c[3])) for c in children],
-            [req.link("/session", source=source, id=c[0], machine=machine) for c in children])
+            [req.link("/session", source=source, id=c[0], machine=machine, user=user) for c in children])
     if not costs:
         header += (f'<p class="meta">{escaped(provider)} records no per-request usage here: the cost above is the '
                    "session's own, not split per message.</p>")
     # a sub-agent's session id names the call that started it (Crush: `<message>$$<call>`, or the call id)
-    spawned = {c[0].rsplit("$$", 1)[-1]: req.link("/session", source=source, id=c[0], machine=machine) for c in children}
+    spawned = {c[0].rsplit("$$", 1)[-1]: req.link("/session", source=source, id=c[0], machine=machine, user=user) for c in children}
     out = [_message((*m[:4], clock(m[4], zone)), by_message.get(m[0], []), calls_by_id, results, costs.get(m[0]),
                     spawned)
            for m in msgs]
