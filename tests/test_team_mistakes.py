@@ -480,11 +480,11 @@ def _each_copy_once(home, users: set[str]) -> None:
         # the links name the user too, and the page shows that user's copy
         for user in users:
             assert find_session(con, source, sid, None, machine, user)[-1] == user
-            page, status = render(con, "/session", f"source={source}&id={sid}&machine={machine}&user={user}")
+            page, status = render(con, "/session", f"source={source}&id={sid}&machine={machine}&session_user={user}")
             assert status == 200 and page.count('<div class="msg ') == messages
         (project,) = con.execute("SELECT project FROM sessions WHERE session_id = ?", [sid]).fetchone()
         listing, status = render(con, "/project", f"project={project}")
-        assert status == 200 and all(f"&amp;user={user}" in listing for user in users), listing
+        assert status == 200 and all(f"&amp;session_user={user}" in listing for user in users), listing
 
 
 def _roots(home) -> int:

@@ -351,7 +351,7 @@ def project_page(con, req: Request, projects: list[str], providers: list[str]) -
         o = cut.others
         cut.others = (o[0].replace(")", " sessions)"), "", "", duration_text(o[1]), *(int(v or 0) for v in o[2:6]), "",
                       usd(o[6]), "")
-    links = [req.link("/session", source=r[11], id=r[12], machine=r[13], user=r[14]) for r in kept]
+    links = [req.link("/session", source=r[11], id=r[12], machine=r[13], session_user=r[14]) for r in kept]
     numeric = {3, 4, 5, 6, 7, 9}
     head = sortable_head(req, "sessions", session_labels(zone), list(SESSION_KEYS), numeric)
     sessions = (table("sessions", session_labels(zone), shown, links, cut, req.link("/project", top=0),
@@ -424,7 +424,7 @@ def _insight_table(con, req: Request, name: str, limit: int | None) -> tuple[str
         r = dict(zip(columns, row))
         if r.get("source_id") is not None and r.get("session_id") is not None:
             links.append(req.link("/session", source=r["source_id"], id=r["session_id"], machine=r.get("machine"),
-                                  user=r.get("user")))
+                                  session_user=r.get("user")))
         elif r.get("session_key") is not None:
             links.append(req.link("/session", key=r["session_key"]))
         elif r.get("project") is not None:

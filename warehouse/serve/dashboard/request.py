@@ -79,8 +79,8 @@ FILTERS = ("since", "until", "project", "agent", "top", "user", "machine", "grai
 # what else a page reads: `provider` is the agent filter's older name (links and bookmarks made
 # before it was `agent`); `sort` a table's order (a column header's link); `token` is the dashboard's own (warehouse.serve.dashboard.server). On a
 # session's page `machine` is the session's own (a store ingested on two machines), not a filter;
-# `user` there is the session's own too (one store landed under two user names).
-PAGE_PARAMS = {"/session": ("source", "id", "key"), "/insight": ("name",), "/csv": ("table",),
+# `session_user` its user (one store landed under two user names), beside the user filter it keeps.
+PAGE_PARAMS = {"/session": ("source", "id", "key", "session_user"), "/insight": ("name",), "/csv": ("table",),
                "/search": ("q", "role", "tool", "kind")}
 OTHER_PARAMS = ("provider", "token", "sort")
 

@@ -127,7 +127,7 @@ def _titles(con, hits: Hits) -> dict:
 
 
 def _hit(req: Request, h, title: str | None) -> str:
-    link = req.link("/session", source=h.source_id, id=h.session_id, machine=h.machine, user=h.user)
+    link = req.link("/session", source=h.source_id, id=h.session_id, machine=h.machine, session_user=h.user)
     if h.message_id:
         link += "#" + anchor_fragment(h.message_id)
     what = f"{h.tool_name or 'tool'} call" if h.kind == "tool_call" else f"{h.role} message"

@@ -57,7 +57,7 @@ def session_rows(found, zone_days: bool = False) -> tuple[str, list]:
 
 def session_page(con, req: Request) -> tuple[str, int]:
     p = req.params
-    found = find_session(con, p.get("source"), p.get("id"), p.get("key"), p.get("machine"), p.get("user"))
+    found = find_session(con, p.get("source"), p.get("id"), p.get("key"), p.get("machine"), p.get("session_user"))
     if found is None:
         req.errors.append("no such session in this lake: " + (f"key {p['key']!r}" if p.get("key")
                                                                else f"source {p.get('source')!r}, id {p.get('id')!r}"))
@@ -91,7 +91,7 @@ def session_page(con, req: Request) -> tuple[str, int]:
              ("messages (with sub-agents)", messages), ("tool calls (with sub-agents)", calls),
              ("tool errors", errors), ("non-zero exits", exits), ("sub-agents", subagents)]
     if root and root != sid:
-        facts.append(("sub-agent of", f'<a href="{escaped(req.link("/session", source=source, id=root, machine=machine, user=user))}">'
+        facts.append(("sub-agent of", f'<a href="{escaped(req.link("/session", source=source, id=root, machine=machine, session_user=user))}">'
                       f'{escaped(root)}</a>'))
     header = "<table id=\"session-facts\">" + "".join(
         f"<tr><th>{escaped(k)}</th><td>{v if k == 'sub-agent of' else escaped(v)}</td></tr>" for k, v in facts
@@ -100,12 +100,12 @@ def session_page(con, req: Request) -> tuple[str, int]:
         header += "<h2>Sub-agents</h2>" + table(
             "subagents", ["session", "title", f"started ({zone})", "cost"],
             [(c[0], c[1], clock(c[2], zone), usd(c[3])) for c in children],
-            [req.link("/session", source=source, id=c[0], machine=machine, user=user) for c in children])
+            [req.link("/session", source=source, id=c[0], machine=machine, session_user=user) for c in children])
     if not costs:
         header += (f'<p class="meta">{escaped(provider)} records no per-request usage here: the cost above is the '
                    "session's own, not split per message.</p>")
     # a sub-agent's session id names the call that started it (Crush: `<message>$$<call>`, or the call id)
-    spawned = {c[0].rsplit("$$", 1)[-1]: req.link("/session", source=source, id=c[0], machine=machine, user=user) for c in children}
+    spawned = {c[0].rsplit("$$", 1)[-1]: req.link("/session", source=source, id=c[0], machine=machine, session_user=user) for c in children}
     out = [_message((*m[:4], clock(m[4], zone)), by_message.get(m[0], []), calls_by_id, results, costs.get(m[0]),
                     spawned)
            for m in msgs]
