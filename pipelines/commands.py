@@ -333,7 +333,7 @@ def cmd_mcp(args) -> int:
     if not args.http and (args.host is not None or args.port is not None):
         raise UsageError("--host and --port are where `agentlake mcp --http` listens: give them with --http "
                          "(stdio has neither)")
-    args.host, args.port = args.host or "127.0.0.1", args.port or 8766
+    args.host, args.port = args.host or "127.0.0.1", 8766 if args.port is None else args.port  # 0: any free one
     if args.http and not is_loopback(args.host):
         raise UsageError(f"--host {args.host} is beyond this machine: `agentlake mcp --http` serves on loopback "
                          "only (127.0.0.1, ::1 or localhost)")

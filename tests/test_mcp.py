@@ -97,7 +97,7 @@ def test_run_sql_answers_as_agentlake_sql_and_states_its_bounds(served):
                                                          "ORDER BY 1"))
     assert not error and json.loads(body)["rows"] == [[r["provider"], r["n"]] for r in expected]
     assert first.startswith(f"showing {len(expected)} of {len(expected)} rows")
-    assert first.endswith("; no value cut (at most 2,000 characters each)")  # not "values cut": none were
+    assert first.endswith("; no value cut (at most 2,000 characters, 100 items each)")  # not "values cut": none were
 
     first, body, _ = served.call("run_sql", query="SELECT range AS i FROM range(1234)", limit=50)
     assert first.startswith("showing 50 of 1,234 rows (limit 50; at most 500)")
@@ -106,9 +106,24 @@ def test_run_sql_answers_as_agentlake_sql_and_states_its_bounds(served):
     first, body, _ = served.call("run_sql", query="SELECT repeat('x', 5000) AS long FROM range(30)")
     rows = json.loads(body)["rows"]
     assert "cut to stay under 20,000 characters" in first and f"showing {len(rows)} of 30 rows" in first
-    assert first.endswith(f"; {len(rows)} values cut at 2,000 characters")
+    assert first.endswith(f"; {len(rows)} values cut at 2,000 characters or 100 items")
     assert rows[0][0] == "x" * 2000 + "… [3,000 more characters]"
     assert len(first) + len(body) < 20_000
+
+    # inside lists and structs too, and a list cut at 100 items; a row larger than the answer shows
+    # its beginning, not nothing (a trial's `list(text)` showed 0 of 1 row, "no value cut")
+    first, body, _ = served.call("run_sql", query="SELECT [repeat('y', 5000)] AS l, {'s': repeat('z', 3000)} AS st")
+    [[listed, struct]] = json.loads(body)["rows"]
+    assert listed == ["y" * 2000 + "… [3,000 more characters]"] and struct == {"s": "z" * 2000 + "… [1,000 more characters]"}
+    assert first.endswith("; 2 values cut at 2,000 characters or 100 items"), first
+    first, body, _ = served.call("run_sql", query="SELECT list(repeat('w', 300)) AS many FROM range(1000)")
+    assert first.startswith("showing the beginning of 1 of 1 row (the row is larger than 20,000 characters)"), first
+    assert body.startswith('{"columns": ["many"], "rows": [[["' + "w" * 300) and len(first) + len(body) < 20_000
+    first, body, _ = served.call("run_sql", query="SELECT list(range) AS many FROM range(250)")
+    assert json.loads(body)["rows"][0][0][-1] == "… [150 more items]" and "1 value cut" in first
+    # many rows: the first ones at once, the rest counted only so far
+    first, body, _ = served.call("run_sql", query="SELECT * FROM range(400000000)", limit=5)
+    assert first.startswith("showing 5 of more than 1,000,005 rows (limit 5; at most 500)"), first
 
 
 @pytest.mark.parametrize("query, refused", [
@@ -139,10 +154,50 @@ def test_run_sql_refuses_what_agentlake_sql_refuses(served, query, refused):
     ("usage_report", {"top": 0}, "top should be greater than or equal to 1"),
     ("open_session", {"session": "x", "offset": -1}, "offset should be greater than or equal to 0"),
     ("search_history", {}, "query is required"),
+    # past DuckDB's BIGINT: said, not the SDK's bare "Error executing tool" (a trial)
+    ("search_history", {"query": "login", "offset": 10**20},
+     "offset wants 0 or the number of best hits to skip, from 0 to 1,000,000,000,000"),
+    ("open_session", {"session": "x", "offset": 10**20}, "offset wants 0 or a later message index, from 0 to "
+                                                           "1,000,000,000,000"),
 ])
 def test_an_unknown_or_wrong_argument_is_refused_in_one_line(served, tool, arguments, said):
     first, rest, error = served.call(tool, **arguments)
     assert error and first.endswith(said) and not rest, first + rest
+
+
+def test_open_session_stays_within_its_answer_and_says_where_a_long_message_goes_on(layout, project):
+    """A title of 30,000 characters made the answer 30,534 characters and, with offset 1, 81,375; a
+    message larger than the answer was cut without a word and its rest could not be reached (a
+    trial). The title is cut as any value; a message too long shows its parts that fit and the
+    run_sql query that reads the rest."""
+    from tests.conftest import T0, ingest
+    from transforms.synth.crush import add_message, add_session
+    from transforms.synth.crush_parts import finish_part, text_part, tool_call_part
+    from warehouse.serve.dashboard.server import Reader
+    from warehouse.serve.mcp_tools import Tools
+
+    p = project("shop")
+    add_session(p.conn, "s", title="T" * 30_000, created_at=T0, cost=0.5)
+    add_message(p.conn, "m0", "s", "user", [text_part("go")], created_at=T0)
+    calls = [tool_call_part(f"c{i}", "bash", {"command": f"echo {i} " + "x" * 1_990}) for i in range(30)]
+    add_message(p.conn, "m1", "s", "assistant", calls + [finish_part("tool_use", T0 + 2)], created_at=T0 + 1,
+                finished_at=T0 + 2, model="claude-sonnet-4-5", provider="anthropic")
+    add_message(p.conn, "m2", "s", "user", [text_part("thanks")], created_at=T0 + 3)
+    p.conn.commit()
+    ingest(layout, p.db)
+    tools = Tools(Reader(layout.warehouse))
+    key = tools.reader.cursor().execute("SELECT session_key FROM session_summary").fetchone()[0]
+    for offset in (0, 1):
+        answer = tools.open_session(key, offset)
+        assert len(answer) <= 20_000 and "title: " + "T" * 2_000 + "… [28,000 more characters]" in answer
+        assert answer.splitlines()[0].endswith(f"more: open_session with offset {offset + 1}"), answer[:300]
+    # message #1 alone is larger than the answer: what fits, then where the rest is
+    assert "[the answer is full: this message's parts from part " in answer and "run_sql reads them: SELECT " \
+        in answer and answer.splitlines()[0].startswith("showing messages #1 to #1: 1 of 3"), answer[:300]
+    rest = re.search(r"run_sql reads them: (SELECT .*)\]$", answer, re.MULTILINE)[1]
+    part = int(re.search(r"part_index >= (\d+)", rest)[1])
+    first, body, *_ = tools.run_sql(rest).split("\n", 1) + [""]
+    assert 0 < part < 30 and json.loads(body)["rows"][0][0] == part and f"of {30 - part + 1:,} rows" in first
 
 
 def test_a_search_without_hits_offers_nothing_to_open(served):
@@ -252,12 +307,6 @@ def test_the_server_says_its_version_and_describes_its_tools_without_indentation
     assert (schema["run_sql"]["limit"]["minimum"], schema["run_sql"]["limit"]["maximum"]) == (1, 500)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _post(url: str, token: str) -> int:
     request = urllib.request.Request(url, method="POST", headers={
         "Authorization": f"Bearer {token}", "Content-Type": "application/json",
@@ -273,12 +322,17 @@ def _post(url: str, token: str) -> int:
 
 
 def test_http_needs_its_token(served, tmp_path_factory, shared_duckdb_dir):
-    port = _free_port()
+    """Port 0 is any free one, and the banner names the port bound (it said 8766, a trial)."""
     env = _user_env(tmp_path_factory, shared_duckdb_dir) | {"AGENTLAKE_MCP_TOKEN": "right-token", "PATH": "/usr/bin:/bin"}
-    server = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "mcp", "--http", "--port", str(port),
+    server = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "mcp", "--http", "--port", "0",
                                "--home", str(served.built.home)], cwd=ROOT, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    banner = ""
     try:
+        while "MCP over streamable HTTP on " not in banner and server.poll() is None:
+            banner += server.stderr.readline()
+        port = int(re.search(r"http://127\.0\.0\.1:(\d+)/mcp", banner)[1])
+        assert port not in (0, 8766), banner
         url, deadline = f"http://127.0.0.1:{port}/mcp", time.monotonic() + 30
         while True:
             try:
@@ -293,7 +347,7 @@ def test_http_needs_its_token(served, tmp_path_factory, shared_duckdb_dir):
     finally:
         server.terminate()
         server.wait(timeout=10)
-    said = server.stderr.read()
+    said = banner + server.stderr.read()
     # a token the user chose is named, never printed (it would reach the logs)
     assert "send `Authorization: Bearer $AGENTLAKE_MCP_TOKEN`" in said and "right-token" not in said, said
 

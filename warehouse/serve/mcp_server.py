@@ -192,7 +192,7 @@ def serve_http(tools: Tools, host: str, port: int, token: str | None, log) -> No
     except OSError:
         sock.close()
         raise
-    shown = f"[{host}]" if ":" in host else host
+    shown, port = f"[{host}]" if ":" in host else host, sock.getsockname()[1]  # port 0: the one bound
     log(f"MCP over streamable HTTP on http://{shown}:{port}{PATH}; send `Authorization: Bearer {said or token}`; "
         "Ctrl-C stops it")
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])

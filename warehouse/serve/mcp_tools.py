@@ -67,14 +67,45 @@ def _deadline(cur, seconds: float):
         watcher.join()
 
 
+# an offset past any session's messages or any index's hits (and within DuckDB's BIGINT, which a
+# larger one overflowed: the SDK's bare "Error executing tool", a trial)
+MAX_OFFSET = 10**12
+
+
+def _offset(offset: int, wants: str) -> int:
+    if offset < 0 or offset > MAX_OFFSET:
+        raise ToolError(f"offset wants {wants}, from 0 to {MAX_OFFSET:,}")
+    return offset
+
+
 def _count(n: int) -> str:
     return f"{n:,} row{'' if n == 1 else 's'}"
 
 
-def _clip(value, limit: int):
-    """A long text value cut at `limit` characters, saying how many more it had."""
-    if isinstance(value, str) and len(value) > limit:
-        return value[:limit] + f"… [{len(value) - limit:,} more characters]"
+# the items of a list (or the entries of a map) shown of one value, the rest said
+LIST_ITEMS = 100
+
+
+def _clip(value, limit: int, cut: list | None = None):
+    """A long text value cut at `limit` characters, saying how many more it had; inside lists,
+    structs and maps too, a list past LIST_ITEMS items cut there (`list(text)` of a table held every
+    text in one value, and run_sql said no value was cut: a trial). Each cut is counted in `cut`."""
+    def said(n: int, what: str) -> str:
+        if cut is not None:
+            cut.append(1)
+        return f"… [{n:,} more {what}]"
+
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[:limit] + said(len(value) - limit, "characters")
+    if isinstance(value, (list, tuple)):
+        kept = [_clip(v, limit, cut) for v in value[:LIST_ITEMS]]
+        return kept + [said(len(value) - LIST_ITEMS, "items")] if len(value) > LIST_ITEMS else kept
+    if isinstance(value, dict):
+        items = list(value.items())
+        kept = {k: _clip(v, limit, cut) for k, v in items[:LIST_ITEMS]}
+        if len(items) > LIST_ITEMS:
+            kept["…"] = said(len(items) - LIST_ITEMS, "entries")
+        return kept
     return value
 
 
@@ -181,20 +212,27 @@ class Tools:
                 raise ToolError("nothing to run: give one SQL statement")
             columns = [d[0] for d in cur.description]
             rows = cur.fetchmany(wanted)
-            total = len(rows) + _count_rest(cur)
+            rest, more = _count_rest(cur)
+            total = len(rows) + rest
         limit = self.limits.cell_chars
-        rows = [tuple(_clip(v, limit) for v in r) for r in rows]
+        cuts = [[] for _ in rows]
+        rows = [tuple(_clip(v, limit, cuts[i]) for v in r) for i, r in enumerate(rows)]
         head_room = self.limits.chars - 200
         body, shown = _fit_rows(columns, rows, head_room)
-        head = f"showing {shown:,} of {_count(total)}"
-        if shown < len(rows):
+        counted = f"more than {_count(total)}" if more else _count(total)
+        head = f"showing {shown:,} of {counted}"
+        if rows and not shown:  # one row larger than the answer: its beginning, not nothing
+            body = _limited(json_text({"columns": columns, "rows": [list(rows[0])]}, indent=None,
+                                      ensure_ascii=False), head_room)
+            head = f"showing the beginning of 1 of {counted} (the row is larger than {self.limits.chars:,} characters)"
+        elif shown < len(rows):
             head += f" (cut to stay under {self.limits.chars:,} characters)"
         elif shown < total:
             head += f" (limit {wanted:,}; at most {self.limits.max_rows:,})"
         # what happened to the rows shown, not only the rule: "values cut" read as if some were
-        cut = sum(isinstance(v, str) and len(v) > limit for r in rows[:shown] for v in r)
-        said = (f"{cut:,} value{'s' * (cut != 1)} cut at {limit:,} characters" if cut
-                else f"no value cut (at most {limit:,} characters each)")
+        cut = sum(len(c) for c in cuts[:max(shown, 1 if rows else 0)])
+        said = (f"{cut:,} value{'s' * (cut != 1)} cut at {limit:,} characters or {LIST_ITEMS} items" if cut
+                else f"no value cut (at most {limit:,} characters, {LIST_ITEMS} items each)")
         return self._answer(f"{head}; {said}", body)
 
     def usage_report(self, since=None, until=None, project=None, agent=None, user=None, by="project",
@@ -231,8 +269,7 @@ class Tools:
         from warehouse.serve.search import BadQuery, SearchFilters, search
 
         wanted = self._rows_wanted(limit)
-        if offset < 0:
-            raise ToolError("offset wants 0 or the number of best hits to skip")
+        _offset(offset, "0 or the number of best hits to skip")
         f = _filters(since, until, project, agent, user)
         try:
             index = self._index() if self._index else search_path(self.reader.warehouse)
@@ -276,22 +313,27 @@ class Tools:
         tool calls and results, and cost, as far as the answer's characters go."""
         from warehouse.serve.session_text import NoMessageThere, transcript
 
-        if offset < 0:
-            raise ToolError("offset wants 0 or a later message index")
+        _offset(offset, "0 or a later message index")
         with self._cursor() as cur:
             key = _session_key(cur, session)
             try:
-                return transcript(cur, key, offset, self.limits)
+                return _limited(transcript(cur, key, offset, self.limits), self.limits.chars)
             except NoMessageThere as exc:
                 raise ToolError(str(exc)) from None
 
 
-def _count_rest(cur, chunk: int = 10_000) -> int:
-    """How many rows are left in `cur`, fetched and dropped a chunk at a time (the deadline bounds it)."""
+# rows counted past those shown: past it a result is "more than" (counting 400 million rows ran
+# into the query's time limit when the first five were ready: a trial)
+COUNTED_ROWS = 1_000_000
+
+
+def _count_rest(cur, chunk: int = 10_000, cap: int = COUNTED_ROWS) -> tuple[int, bool]:
+    """How many rows are left in `cur`, fetched and dropped a chunk at a time, up to `cap`; and
+    whether more were left past it."""
     n = 0
-    while batch := cur.fetchmany(chunk):
+    while n < cap and (batch := cur.fetchmany(chunk)):
         n += len(batch)
-    return n
+    return n, n >= cap and bool(cur.fetchmany(1))
 
 
 def _key(hit) -> str:

@@ -9,7 +9,7 @@ from warehouse.serve.formatting import dollars
 from warehouse.serve.labels import model_label, models_label
 
 PARTS = ("part_type, text, reasoning, tool_call_id, tool_name, tool_input, tool_result, is_error, "
-         "shell_command, shell_output, shell_exit_code")
+         "shell_command, shell_output, shell_exit_code, part_index")
 
 
 def _money(value) -> str:
@@ -22,12 +22,12 @@ def _when(at) -> str:
     return str(at.replace(microsecond=0)) if hasattr(at, "replace") else str(at)
 
 
-def _facts(key: str, found) -> list[str]:
+def _facts(key: str, found, clip) -> list[str]:
     (provider, project, _source, _sid, title, started, ended, cost, cost_source, models, subagents, root,
      duration, messages, calls, errors, exits, machine, _user) = found
     sub_agent = bool(root and root != found[3])
     # the tree's figures (session_summary) are a root session's: a sub-agent's cost is its own
-    lines = [f"session {key}", f"title: {title or '(none)'}",
+    lines = [f"session {key}", f"title: {clip(title) if title else '(none)'}",
              f"agent: {provider}; project: {project or '(no project)'}; machine: {machine}",
              f"started {_when(started)} UTC; last activity {_when(ended)} UTC"
              + (f"; duration {duration} s" if duration is not None else ""),
@@ -42,7 +42,7 @@ def _facts(key: str, found) -> list[str]:
 
 
 def _part(row, clip, message_id: str, calls: "_Calls") -> str | None:
-    kind, text, reasoning, call_id, tool, tool_input, result, is_error, shell, shell_out, shell_exit = row
+    kind, text, reasoning, call_id, tool, tool_input, result, is_error, shell, shell_out, shell_exit, _ = row
     if kind == "text" and text:
         return clip(text)
     if kind == "reasoning" and reasoning:
@@ -62,6 +62,31 @@ def _part(row, clip, message_id: str, calls: "_Calls") -> str | None:
 class _Calls:
     names: dict  # a call's tool, by its id
     answers: dict  # an answer's text, by its call id and its message (transcript.answers)
+
+
+def _first_parts(head: str, shown: list[tuple[int, str]], room: int, found, message_id: str) -> str:
+    """A message too long for the answer: its head and the parts that fit whole (the first one cut if
+    none does), then the query that reads the rest of its parts (run_sql), not a silent cut."""
+    machine, user, source, sid = found[17], found[18], found[2], found[3]
+    rest_sql = lambda part: (  # noqa: E731
+        "SELECT part_index, part_type, text, reasoning, tool_name, tool_input, tool_result, shell_command, "
+        f"shell_output FROM parts WHERE machine = {_sql(machine)} AND \"user\" = {_sql(user)} AND source_id = "
+        f"{_sql(source)} AND session_id = {_sql(sid)} AND message_id = {_sql(message_id)} AND part_index >= {part} "
+        "ORDER BY part_index")
+    lines, left = [head], room - len(head) - 600  # the note below
+    for at, (part, text) in enumerate(shown):
+        if len(text) + 1 > left:
+            if at == 0:  # not even one part whole: the beginning of the first
+                lines.append(text[:max(left, 0)] + "…")
+            return "\n".join(lines + [f"[the answer is full: this message's parts from part {part} on are not all "
+                                       f"shown; run_sql reads them: {rest_sql(part)}]"])
+        lines.append(text)
+        left -= len(text) + 1
+    return "\n".join(lines)
+
+
+def _sql(value) -> str:
+    return "'" + str(value).replace("'", "''") + "'"
 
 
 class NoMessageThere(LookupError):
@@ -97,17 +122,21 @@ def transcript(cur, key: str, offset: int, limits) -> str:
         cut = len(text) - limits.cell_chars
         return text if cut <= 0 else text[:limits.cell_chars] + f"… [{cut:,} more characters]"
 
-    facts = "\n".join(_facts(key, found))
-    room = limits.chars - len(facts) - 300  # the first line and the facts
+    facts = "\n".join(_facts(key, found, clip))
+    room = max(limits.chars - len(facts) - 300, 0)  # the first line and the facts
     blocks = []
     for message_id, index, role, model, created in messages:
         head = f"[#{index} {role} {_when(created)}" + (f" {model_label(model)}" if model else "") + (
             f" cost {_money(costs[message_id])}" if costs.get(message_id) is not None else "") + "]"
-        block = "\n".join([head] + [t for p in parts.get(message_id, []) if (t := _part(p, clip, message_id, known))])
+        shown = [(p[-1], t) for p in parts.get(message_id, []) if (t := _part(p, clip, message_id, known))]
+        block = "\n".join([head] + [t for _, t in shown])
         if blocks and len(block) + 1 > room:
             break
-        blocks.append(block[:room])
-        room -= len(blocks[-1]) + 1
+        if len(block) > room:  # a first message larger than the answer: its parts that fit, and where the rest is
+            blocks.append(_first_parts(head, shown, room, found, message_id))
+            break  # the answer ends where that message is cut: the next one is the next offset's
+        blocks.append(block)
+        room -= len(block) + 1
     first = f"#{messages[0][1]}" if messages else "none"
     last = f"#{messages[len(blocks) - 1][1]}" if blocks else "none"
     line = (f"showing messages {first} to {last}: {len(blocks):,} of {total:,}, from offset {offset}; "
