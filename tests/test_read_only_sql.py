@@ -123,6 +123,16 @@ def test_several_statements_are_refused_together():
         check(con, "SELECT 1; CALL ducklake_cleanup_old_files('lake')")
 
 
+def test_a_pivot_without_its_values_is_said_as_such_and_one_with_them_passes():
+    """DuckDB runs a PIVOT without an IN list as two statements (a type made, then the query): it
+    was refused as "2 statements", which the user had not written (an agent's trial)."""
+    with duckdb.connect() as con:
+        con.execute("CREATE TABLE sessions (project VARCHAR, provider VARCHAR)")
+        with pytest.raises(NotOne, match=r"a PIVOT without the values it spreads makes a type first.*IN \('claude'"):
+            check(con, "PIVOT sessions ON provider USING count(*) GROUP BY project")
+        check(con, "PIVOT sessions ON provider IN ('claude', 'codex') USING count(*) GROUP BY project")
+
+
 def test_a_query_nested_too_deep_is_said_without_duckdbs_advice_to_set_a_limit():
     """DuckDB's parser advises `SET max_expression_depth`, which a reader's locked configuration refuses."""
     with duckdb.connect() as con, pytest.raises(NotOne) as said:

@@ -132,6 +132,10 @@ def check(con, sql: str) -> None:
         raise NotOne(f"the query nests expressions deeper than DuckDB's limit of {depth.group(1)} "
                      "(max_expression_depth, which a reader may not SET): write it flatter, as an IN list or "
                      "a VALUES table instead of a long chain of OR, AND or +") from None
+    if len(statements) > 1 and re.match(r"\s*(FROM\s+\S+\s+)?PIVOT\b", sql, re.IGNORECASE):
+        # DuckDB runs a PIVOT without an IN list as two statements, the first making a type: a write
+        raise NotOne("a PIVOT without the values it spreads makes a type first, which a reader may not: name "
+                     "them, `PIVOT sessions ON provider IN ('claude', 'codex') USING count(*) GROUP BY project`")
     if len(statements) > 1:
         raise NotOne(f"the query holds {len(statements)} statements: give one at a time")
     if statements:
