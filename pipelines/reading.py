@@ -4,7 +4,6 @@ zone) and `search`. Each opens the published catalog read-only."""
 import os
 import re
 import sys
-from datetime import date
 from functools import partial
 from pathlib import Path
 
@@ -244,45 +243,12 @@ def _say_if_the_prices_wait_for_a_merge(con, layout) -> None:
 
 
 def _say_if_the_window_is_empty(con, filters, flags: bool = True) -> None:
-    """A window with no session, nor a message or request of one, where the warehouse holds some
-    elsewhere: the days it does hold (a demo's January looked like an empty warehouse to `report
-    --week` in December), and, with `flags`, the --since and --until that show them."""
-    if filters.since is None and filters.until is None:
-        return
-    from dataclasses import replace
+    """The note `empty_window` writes, if any, on stderr."""
+    from warehouse.serve.report import empty_window
 
-    from warehouse.lake.zones import UTC
-    from warehouse.serve.local_days import local_date
-
-    scope, params = replace(filters, since=None, until=None).where()  # the project and agent filters
-    window = [filters.since or date.min, filters.until or date.max]
-
-    def day(when: str) -> str:
-        # the zone's day whether or not the table is shadowed with it (the insights read UTC tables)
-        return '"date"' if filters.zone == UTC else f'COALESCE({local_date(when, filters.zone)}, "date")'
-
-    first, last, inside = con.execute(
-        f"SELECT MIN({day('created_at')}), MAX({day('created_at')}), COUNT(*) FILTER (WHERE {day('created_at')} "
-        f"BETWEEN ? AND ?) FROM sessions {scope}", [*window, *params]).fetchone()
-    # a session started before the window may spend in it (the report counts its cost there): its
-    # messages' and requests' days count too, looked at only when no session started inside
-    active = (("messages", day("created_at")), ("usage", day("requested_at")))
-    if first is not None and not inside:
-        and_ = " AND " if scope else " WHERE "
-        if any(con.execute(f"SELECT 1 FROM {table} {scope}{and_}{d} BETWEEN ? AND ? LIMIT 1",
-                           [*params, *window]).fetchone() for table, d in active):
-            return
-        for table, d in active:  # the days they hold, for the note's range
-            since, to = con.execute(f"SELECT MIN({d}), MAX({d}) FROM {table} {scope}", params).fetchone()
-            first, last = min(first, since or first), max(last, to or last)
-        from warehouse.lake.zones import today_in
-
-        to, today = filters.until or "today", today_in(filters.zone)
-        if filters.until is None and filters.since is not None and filters.since > today:
-            to = f"today ({today}: --since is in the future)"
-        print_err(f"note: no session from {filters.since or 'the first day'} to {to}; "
-             f"the sessions{' of these filters' if scope else ''} are from {first} to {last}"
-             + (f" (--since {first} --until {last})" if flags else ""))
+    said = empty_window(con, filters, flags)
+    if said:
+        print_err(f"note: {said}")
 
 
 def _say_if_the_pair_is_empty(con, filters) -> None:

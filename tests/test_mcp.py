@@ -200,6 +200,14 @@ def test_open_session_stays_within_its_answer_and_says_where_a_long_message_goes
     assert 0 < part < 30 and json.loads(body)["rows"][0][0] == part and f"of {30 - part + 1:,} rows" in first
 
 
+def test_a_report_of_days_without_sessions_names_the_days_there_are(served):
+    """As `agentlake report` notes it (a trial's empty rankings came without a word)."""
+    first, body, error = served.call("usage_report", since="2030-01-01", until="2030-12-31")
+    assert not error and re.search(r"; no session from 2030-01-01 to 2030-12-31; the sessions are from "
+                                   r"\d{4}-\d\d-\d\d to \d{4}-\d\d-\d\d \(since=, until=\)$", first), first
+    assert "no session from" not in served.call("usage_report")[0]
+
+
 def test_a_search_without_hits_offers_nothing_to_open(served):
     first, _, error = served.call("search_history", query="zzzqqq")
     assert not error and first == "showing 0 of 0 hits; nothing matches with these filters", first

@@ -21,7 +21,7 @@ import duckdb
 from warehouse.serve.formatting import json_text
 from warehouse.serve.read_only_sql import NotOne, Refused, check
 from warehouse.serve.report import (
-    Filters, build, build_insights, render_report, session_key, unknown_filters)
+    Filters, build, build_insights, empty_window, render_report, session_key, unknown_filters)
 from warehouse.serve.report_options import BREAKDOWNS, parse_day
 
 
@@ -254,10 +254,13 @@ class Tools:
             if unknown:
                 raise ToolError("; ".join(unknown))
             sections = make(cur, filters, top)
+            empty = empty_window(cur, filters, flags=False)  # as the CLI's report notes it
         body, cut = _fit_sections(sections, self.limits.chars - 300)
         head = f"agentlake {name} --format json, UTC days; top {top} rows per ranking (`not_shown` counts the rest)"
         if cut:
             head += f"; rankings cut further to stay under {self.limits.chars:,} characters"
+        if empty:
+            head += f"; {empty} (since=, until=)"
         return self._answer(head, body)
 
     def search_history(self, query: str, since=None, until=None, project=None, agent=None, user=None,

@@ -15,7 +15,7 @@ from warehouse.serve.labels import NEVER_BILLED, label
 from warehouse.catalog.marts import create_block_views
 from warehouse.serve.local_days import local_date
 from warehouse.lake.layout import stored_agent, stored_name, stored_project
-from warehouse.lake.zones import UTC
+from warehouse.lake.zones import UTC, today_in
 from warehouse.serve.report_options import BREAKDOWNS, PERIODS
 
 
@@ -492,3 +492,42 @@ def unknown_name(con, what: str, value: str, column: str, limit: int = 8, table:
     else:
         hint = "it holds none yet"
     return f"no {what} {value!r} in the warehouse; {hint}"
+
+
+def empty_window(con, filters, flags: bool = True) -> str | None:
+    """A window with no session, nor a message or request of one, where the warehouse holds some
+    elsewhere: the days it does hold (a demo's January looked like an empty warehouse to `report
+    --week` in December), and, with `flags`, the --since and --until that show them. None when the
+    window holds some, or there is none. The CLI's report and MCP's usage_report say it."""
+    if filters.since is None and filters.until is None:
+        return None
+    from dataclasses import replace
+
+    scope, params = replace(filters, since=None, until=None).where()  # the project and agent filters
+    window = [filters.since or date.min, filters.until or date.max]
+
+    def day(when: str) -> str:
+        # the zone's day whether or not the table is shadowed with it (the insights read UTC tables)
+        return '"date"' if filters.zone == UTC else f'COALESCE({local_date(when, filters.zone)}, "date")'
+
+    first, last, inside = con.execute(
+        f"SELECT MIN({day('created_at')}), MAX({day('created_at')}), COUNT(*) FILTER (WHERE {day('created_at')} "
+        f"BETWEEN ? AND ?) FROM sessions {scope}", [*window, *params]).fetchone()
+    # a session started before the window may spend in it (the report counts its cost there): its
+    # messages' and requests' days count too, looked at only when no session started inside
+    active = (("messages", day("created_at")), ("usage", day("requested_at")))
+    if first is not None and not inside:
+        and_ = " AND " if scope else " WHERE "
+        if any(con.execute(f"SELECT 1 FROM {table} {scope}{and_}{d} BETWEEN ? AND ? LIMIT 1",
+                           [*params, *window]).fetchone() for table, d in active):
+            return None
+        for table, d in active:  # the days they hold, for the note's range
+            since, to = con.execute(f"SELECT MIN({d}), MAX({d}) FROM {table} {scope}", params).fetchone()
+            first, last = min(first, since or first), max(last, to or last)
+        to, today = filters.until or "today", today_in(filters.zone)
+        if filters.until is None and filters.since is not None and filters.since > today:
+            to = f"today ({today}: --since is in the future)"
+        return (f"no session from {filters.since or 'the first day'} to {to}; "
+                f"the sessions{' of these filters' if scope else ''} are from {first} to {last}"
+                + (f" (--since {first} --until {last})" if flags else ""))
+    return None
