@@ -260,7 +260,7 @@ class Tools:
         if cut:
             head += f"; rankings cut further to stay under {self.limits.chars:,} characters"
         if empty:
-            head += f"; {empty} (since=, until=)"
+            head += f"; {empty} (since= and until= take them)"
         return self._answer(head, body)
 
     def search_history(self, query: str, since=None, until=None, project=None, agent=None, user=None,

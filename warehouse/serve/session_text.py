@@ -5,6 +5,7 @@ its messages in order, each with its text, reasoning, tool calls and results, an
 from dataclasses import dataclass
 
 from warehouse.serve.dashboard.transcript import answers, find_session, readable_result, session_rows
+from warehouse.lake.ducklake import sql_string
 from warehouse.serve.formatting import dollars
 from warehouse.serve.labels import model_label, models_label
 
@@ -67,12 +68,14 @@ class _Calls:
 def _first_parts(head: str, shown: list[tuple[int, str]], room: int, found, message_id: str) -> str:
     """A message too long for the answer: its head and the parts that fit whole (the first one cut if
     none does), then the query that reads the rest of its parts (run_sql), not a silent cut."""
-    machine, user, source, sid = found[17], found[18], found[2], found[3]
-    rest_sql = lambda part: (  # noqa: E731
-        "SELECT part_index, part_type, text, reasoning, tool_name, tool_input, tool_result, shell_command, "
-        f"shell_output FROM parts WHERE machine = {_sql(machine)} AND \"user\" = {_sql(user)} AND source_id = "
-        f"{_sql(source)} AND session_id = {_sql(sid)} AND message_id = {_sql(message_id)} AND part_index >= {part} "
-        "ORDER BY part_index")
+    machine, user, source, sid = (sql_string(v) for v in (found[17], found[18], found[2], found[3]))
+
+    def rest_sql(part: int) -> str:
+        return ("SELECT part_index, part_type, text, reasoning, tool_name, tool_input, tool_result, shell_command, "
+                f"shell_output FROM parts WHERE machine = {machine} AND \"user\" = {user} AND source_id = {source} "
+                f"AND session_id = {sid} AND message_id = {sql_string(message_id)} AND part_index >= {part} "
+                "ORDER BY part_index")
+
     lines, left = [head], room - len(head) - 600  # the note below
     for at, (part, text) in enumerate(shown):
         if len(text) + 1 > left:
@@ -83,10 +86,6 @@ def _first_parts(head: str, shown: list[tuple[int, str]], room: int, found, mess
         lines.append(text)
         left -= len(text) + 1
     return "\n".join(lines)
-
-
-def _sql(value) -> str:
-    return "'" + str(value).replace("'", "''") + "'"
 
 
 class NoMessageThere(LookupError):
