@@ -172,12 +172,10 @@ def stage(lake, target: Path, full: bool, merged: set[str]) -> Staged | None:
     built whole); None otherwise: the update reads the committed catalog itself."""
     now, file = _signatures(lake), _file_state(target)
     indexed = _indexed(target)
-    old = {} if full else indexed.signatures
-    changed = {k for k, sig in now.items() if old.get(k) != sig}
-    gone = set(old) - set(now)
+    changed, gone, rebuilt = _plan(now, indexed, full)
     read = set()
     if changed or gone or not target.exists():
-        read = set(now) if not old or _worth_building_whole(indexed, changed | gone) else changed
+        read = set(now) if rebuilt else changed
     others = read - merged
     if others and (not others <= set(indexed.documents)
                    or sum(indexed.documents[k] for k in others) >= WHOLE_BELOW):
@@ -186,6 +184,15 @@ def stage(lake, target: Path, full: bool, merged: set[str]) -> Staged | None:
         _pick_sources(lake, read)
         lake.execute(f"CREATE OR REPLACE TEMP TABLE {STAGED} AS {_docs_of(read)}")
     return Staged(now, indexed, file, frozenset(read))
+
+
+def _plan(now: dict[str, str], indexed: "_Indexed", full: bool) -> tuple[set[str], set[str], bool]:
+    """The sources whose documents changed and those gone, against what the index was read from
+    (every source for `full`), and whether the index is built whole (_worth_building_whole)."""
+    old = {} if full else indexed.signatures
+    changed = {k for k, sig in now.items() if old.get(k) != sig}
+    gone = set(old) - set(now)
+    return changed, gone, not old or _worth_building_whole(indexed, changed | gone)
 
 
 def _file_state(path: Path) -> tuple | None:
@@ -245,16 +252,14 @@ def _update_on(lake, target: Path, full: bool, memory_limit: str | None = None,
         staged = None  # the index changed since: read from the catalog
     indexed = staged.indexed if staged else _indexed(target)
     now = staged.now if staged else _signatures(lake)
-    old = {} if full else indexed.signatures
-    changed = {k for k, sig in now.items() if old.get(k) != sig}
-    gone = set(old) - set(now)
+    changed, gone, rebuilt = _plan(now, indexed, full)
     if not changed and not gone and target.exists():
         result.documents = sum(indexed.documents.values())
         return result
     result.sources_read, result.sources_removed = len(changed), len(gone)
     # the update is written to a copy renamed over the index: a reader opens the old index or
     # the new one, whole, and never waits on the writer's lock of the file
-    result.rebuilt = not old or _worth_building_whole(indexed, changed | gone)
+    result.rebuilt = rebuilt
     work = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     work.unlink(missing_ok=True)
     attached = False
