@@ -26,7 +26,7 @@ def _when(at) -> str:
 def _facts(key: str, found, clip) -> list[str]:
     (provider, project, _source, _sid, title, started, ended, cost, cost_source, models, subagents, root,
      duration, messages, calls, errors, exits, machine, _user) = found
-    sub_agent = bool(root and root != found[3])
+    sub_agent = bool(root and root != found.session_id)
     # the tree's figures (session_summary) are a root session's: a sub-agent's cost is its own
     lines = [f"session {key}", f"title: {clip(title) if title else '(none)'}",
              f"agent: {provider}; project: {project or '(no project)'}; machine: {machine}",
@@ -68,7 +68,7 @@ class _Calls:
 def _first_parts(head: str, shown: list[tuple[int, str]], room: int, found, message_id: str) -> str:
     """A message too long for the answer: its head and the parts that fit whole (the first one cut if
     none does), then the query that reads the rest of its parts (run_sql), not a silent cut."""
-    machine, user, source, sid = (sql_string(v) for v in (found[17], found[18], found[2], found[3]))
+    machine, user, source, sid = (sql_string(v) for v in (found.machine, found.user, found.source_id, found.session_id))
 
     def rest_sql(part: int) -> str:
         return ("SELECT part_index, part_type, text, reasoning, tool_name, tool_input, tool_result, shell_command, "

@@ -24,6 +24,7 @@ from warehouse.serve.dashboard.page_parts import (
     about_data, duration_text, escaped, figure, filter_form, filtered_rows, grain_links, layout, sessions,
     sort_column, sort_rows, sortable_head, table, takeaway, usd)
 from warehouse.serve.formatting import dollars
+from warehouse.serve.dashboard.transcript import session_link
 from warehouse.serve.dashboard.request import (
     INSIGHT_ROWS, INSIGHTS, RANKINGS, SESSION_KEYS, SORT_KEYS, TABLES, Request)
 from warehouse.serve.labels import MODEL_COLUMNS, label, model_sql, models_label
@@ -351,7 +352,7 @@ def project_page(con, req: Request, projects: list[str], providers: list[str]) -
         o = cut.others
         cut.others = (o[0].replace(")", " sessions)"), "", "", duration_text(o[1]), *(int(v or 0) for v in o[2:6]), "",
                       usd(o[6]), "")
-    links = [req.link("/session", source=r[11], id=r[12], machine=r[13], session_user=r[14]) for r in kept]
+    links = [session_link(req, *r[11:15]) for r in kept]
     numeric = {3, 4, 5, 6, 7, 9}
     head = sortable_head(req, "sessions", session_labels(zone), list(SESSION_KEYS), numeric)
     sessions = (table("sessions", session_labels(zone), shown, links, cut, req.link("/project", top=0),
@@ -423,8 +424,7 @@ def _insight_table(con, req: Request, name: str, limit: int | None) -> tuple[str
     for row in rows:
         r = dict(zip(columns, row))
         if r.get("source_id") is not None and r.get("session_id") is not None:
-            links.append(req.link("/session", source=r["source_id"], id=r["session_id"], machine=r.get("machine"),
-                                  session_user=r.get("user")))
+            links.append(session_link(req, r["source_id"], r["session_id"], r.get("machine"), r.get("user")))
         elif r.get("session_key") is not None:
             links.append(req.link("/session", key=r["session_key"]))
         elif r.get("project") is not None:

@@ -10,6 +10,7 @@ from warehouse.catalog.team_index import NoPublishedIndex
 from warehouse.serve.dashboard.page_parts import (
     about_data, escaped, filter_fields, layout, page_filters, select_options, zone_field)
 from warehouse.serve.dashboard.request import Request
+from warehouse.serve.dashboard.transcript import session_link
 from warehouse.serve.search import (
     KINDS, QUERY_HELP, BadQuery, Hits, NoIndex, SearchFilters, anchor_fragment, local_time, search)
 
@@ -127,7 +128,7 @@ def _titles(con, hits: Hits) -> dict:
 
 
 def _hit(req: Request, h, title: str | None) -> str:
-    link = req.link("/session", source=h.source_id, id=h.session_id, machine=h.machine, session_user=h.user)
+    link = session_link(req, h.source_id, h.session_id, h.machine, h.user)
     if h.message_id:
         link += "#" + anchor_fragment(h.message_id)
     what = f"{h.tool_name or 'tool'} call" if h.kind == "tool_call" else f"{h.role} message"

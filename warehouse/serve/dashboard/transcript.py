@@ -3,6 +3,7 @@ cost, its sub-agents linked; read for one session only, filtered by its project,
 so that DuckLake prunes to a few files."""
 
 from datetime import timedelta
+from typing import NamedTuple
 
 from warehouse.lake.zones import UTC, clock
 from warehouse.serve.dashboard.page_parts import about_data, duration_text, escaped, layout, table, usd
@@ -18,11 +19,33 @@ PARTS_LIMIT = 2000  # parts of one transcript page
 # --- one session's transcript
 
 
+class Found(NamedTuple):
+    """A session as find_session finds it: its own row, with its tree's figures (session_summary)."""
+
+    provider: str
+    project: str | None
+    source_id: str
+    session_id: str
+    title: str | None
+    started: object
+    ended: object
+    cost: float | None
+    cost_source: str | None
+    models: object
+    subagents: int | None
+    root_session_id: str | None
+    duration: float | None
+    messages: int | None
+    calls: int | None
+    errors: int | None
+    exits: int | None
+    machine: str
+    user: str
+
+
 def find_session(con, source: str | None, session_id: str | None, key: str | None, machine: str | None = None,
-                 user: str | None = None):
-    """(provider, project, source_id, session_id, title, started, ended, cost, cost_source, models,
-    subagents, root_session_id, ..., machine, user) of a session, root or sub-agent; None when not
-    found. `key` is an insight's lake-wide `session_key`: machine/user/provider/source_id/session_id.
+                 user: str | None = None) -> Found | None:
+    """A session, root or sub-agent (Found); None when not found. `key` is an insight's lake-wide `session_key`: machine/user/provider/source_id/session_id.
     `machine` tells apart the same store (so source id) ingested on two machines of a team lake,
     `user` the same store landed under two user names on one machine (a user renamed): without
     either, the first machine's and user's copy is shown."""
@@ -33,26 +56,32 @@ def find_session(con, source: str | None, session_id: str | None, key: str | Non
             "FROM sessions s LEFT JOIN session_summary ss USING (machine, \"user\", source_id, session_id) ")
     if key is not None:
         rows = con.execute(cols + f"WHERE {session_key('s', 's.session_id')} = ? LIMIT 1", [key]).fetchall()
-        return rows[0] if rows else None
+        return Found(*rows[0]) if rows else None
     on_machine = (" AND s.machine = ?" if machine else "") + (' AND s."user" = ?' if user else "")
     rows = con.execute(cols + "WHERE s.source_id = ? AND s.session_id = ?" + on_machine + " ORDER BY s.machine, s.\"user\" LIMIT 1",
                        [source, session_id, *([machine] if machine else []), *([user] if user else [])]).fetchall()
-    return rows[0] if rows else None
+    return Found(*rows[0]) if rows else None
 
 
-def session_rows(found, zone_days: bool = False) -> tuple[str, list]:
+def session_link(req, source: str, session_id: str, machine: str | None, user: str | None) -> str:
+    """The link to a session's page, by its own keys (`session_user`: one store landed under two
+    user names holds it twice; not the user filter, which the link keeps)."""
+    return req.link("/session", source=source, id=session_id, machine=machine, session_user=user)
+
+
+def session_rows(found: Found, zone_days: bool = False) -> tuple[str, list]:
     """The WHERE clause and its values picking the rows of the session `found` (find_session's row):
     machine and user too (a team lake may hold the same store, so source id, from several machines,
     or under two user names), and the days it spans, which bound what DuckLake reads (partitions by
     year and project, min/max `date`). `zone_days`: the tables' dates are a zone's, a day either side."""
-    project, source, sid, started, ended, machine, user = (found[1], found[2], found[3], found[5], found[6],
-                                                           found[17], found[18])
+    started, ended = found.started, found.ended
     first, last = (started.date() if started else None), (ended.date() if ended else None)
     if first and last and zone_days:
         first, last = first - timedelta(days=1), last + timedelta(days=1)
     span = " AND date BETWEEN ? AND ?" if first and last and first <= last else ""
     return ("WHERE project IS NOT DISTINCT FROM ? AND machine = ? AND \"user\" = ? AND source_id = ? AND session_id = ?"
-            + span, [project, machine, user, source, sid] + ([first, last] if span else []))
+            + span, [found.project, found.machine, found.user, found.source_id, found.session_id]
+            + ([first, last] if span else []))
 
 
 def session_page(con, req: Request) -> tuple[str, int]:
@@ -91,7 +120,7 @@ def session_page(con, req: Request) -> tuple[str, int]:
              ("messages (with sub-agents)", messages), ("tool calls (with sub-agents)", calls),
              ("tool errors", errors), ("non-zero exits", exits), ("sub-agents", subagents)]
     if root and root != sid:
-        facts.append(("sub-agent of", f'<a href="{escaped(req.link("/session", source=source, id=root, machine=machine, session_user=user))}">'
+        facts.append(("sub-agent of", f'<a href="{escaped(session_link(req, source, root, machine, user))}">'
                       f'{escaped(root)}</a>'))
     header = "<table id=\"session-facts\">" + "".join(
         f"<tr><th>{escaped(k)}</th><td>{v if k == 'sub-agent of' else escaped(v)}</td></tr>" for k, v in facts
@@ -100,12 +129,12 @@ def session_page(con, req: Request) -> tuple[str, int]:
         header += "<h2>Sub-agents</h2>" + table(
             "subagents", ["session", "title", f"started ({zone})", "cost"],
             [(c[0], c[1], clock(c[2], zone), usd(c[3])) for c in children],
-            [req.link("/session", source=source, id=c[0], machine=machine, session_user=user) for c in children])
+            [session_link(req, source, c[0], machine, user) for c in children])
     if not costs:
         header += (f'<p class="meta">{escaped(provider)} records no per-request usage here: the cost above is the '
                    "session's own, not split per message.</p>")
     # a sub-agent's session id names the call that started it (Crush: `<message>$$<call>`, or the call id)
-    spawned = {c[0].rsplit("$$", 1)[-1]: req.link("/session", source=source, id=c[0], machine=machine, session_user=user) for c in children}
+    spawned = {c[0].rsplit("$$", 1)[-1]: session_link(req, source, c[0], machine, user) for c in children}
     out = [_message((*m[:4], clock(m[4], zone)), by_message.get(m[0], []), calls_by_id, results, costs.get(m[0]),
                     spawned)
            for m in msgs]
