@@ -298,6 +298,30 @@ def test_an_index_replaced_after_the_merge_read_its_documents_is_updated_from_th
     assert _ranked(index) == after  # as built whole from the tables
 
 
+def test_an_index_built_whole_from_many_other_sources_reads_their_documents_after_the_commit(tmp_path, monkeypatch,
+                                                                                             built_once):
+    """Past WHOLE_BELOW documents of sources the merge did not insert, the merge's transaction reads
+    only the signatures; the documents come from the committed catalog, the same index either way."""
+    template, root = built_once("search", _build, workers=True)
+    copy_home(template.home, tmp_path / "home")
+    layout = Layout.resolve(home=tmp_path / "home", machine="laptop", user="dev")
+    store = tmp_path / "other" / "infra" / ".crush" / "crush.db"
+    store.parent.mkdir(parents=True)
+    shutil.copyfile(root / "projects" / "infra" / ".crush" / "crush.db", store)
+    monkeypatch.setattr(search_index, "WHOLE_SHARE", -1)  # built whole: every source's documents read
+    monkeypatch.setattr(search_index, "WHOLE_BELOW", 1)  # the template's sources count as many
+    staged = []
+    monkeypatch.setattr(search_index, "stage", lambda *a, _stage=search_index.stage: staged.append(
+        _stage(*a)) or staged[-1])
+    ingest(layout, store)
+    assert len(staged) == 1 and staged[0].read == frozenset() and len(staged[0].now) == 4
+    index = search_path(layout.warehouse)
+    kept = _ranked(index)
+    monkeypatch.undo()
+    assert search_index.update(layout.warehouse, layout.tables_path, full=True).rebuilt
+    assert _ranked(index) == kept and kept["docker image"]
+
+
 def test_a_query_that_starts_with_a_negation_and_the_count_of_hits_cut(home):
     ran = _search(home, "--limit", "1", "--", "-flaky test")  # after --: the query, not an option
     assert ran.returncode == 0 and "s-flaky" not in ran.stdout and ran.stdout.startswith("1. "), ran.stderr

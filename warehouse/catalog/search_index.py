@@ -164,12 +164,13 @@ class Staged:
 STAGED = "_search_staged"
 
 
-def stage(lake, target: Path, full: bool, merged: set[str]) -> Staged | None:
+def stage(lake, target: Path, full: bool, merged: set[str]) -> Staged:
     """In the merge's transaction, last: the signatures, and the documents the update will read,
     into a temporary table. Only when those documents are few: of sources this merge inserted
     (`merged`: machine/user/provider/source_id), whose rows a merge whose marts share its
     transaction bounds, and of others fewer than WHOLE_BELOW by the index's count (a small index
-    built whole); None otherwise: the update reads the committed catalog itself."""
+    built whole); otherwise the update reads them from the committed catalog (the signatures and
+    what the index held, read here, serve it either way)."""
     now, file = _signatures(lake), _file_state(target)
     indexed = _indexed(target)
     changed, gone, rebuilt = _plan(now, indexed, full)
@@ -179,7 +180,7 @@ def stage(lake, target: Path, full: bool, merged: set[str]) -> Staged | None:
     others = read - merged
     if others and (not others <= set(indexed.documents)
                    or sum(indexed.documents[k] for k in others) >= WHOLE_BELOW):
-        return None
+        read = set()  # the documents are read from the committed catalog: the signatures still serve
     if read:
         _pick_sources(lake, read)
         lake.execute(f"CREATE OR REPLACE TEMP TABLE {STAGED} AS {_docs_of(read)}")

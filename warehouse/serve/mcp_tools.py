@@ -72,10 +72,9 @@ def _deadline(cur, seconds: float):
 MAX_OFFSET = 10**12
 
 
-def _offset(offset: int, wants: str) -> int:
+def _check_offset(offset: int, wants: str) -> None:
     if offset < 0 or offset > MAX_OFFSET:
         raise ToolError(f"offset wants {wants}, from 0 to {MAX_OFFSET:,}")
-    return offset
 
 
 def _count(n: int) -> str:
@@ -272,7 +271,7 @@ class Tools:
         from warehouse.serve.search import BadQuery, SearchFilters, search
 
         wanted = self._rows_wanted(limit)
-        _offset(offset, "0 or the number of best hits to skip")
+        _check_offset(offset, "0 or the number of best hits to skip")
         f = _filters(since, until, project, agent, user)
         try:
             index = self._index() if self._index else search_path(self.reader.warehouse)
@@ -316,7 +315,7 @@ class Tools:
         tool calls and results, and cost, as far as the answer's characters go."""
         from warehouse.serve.session_text import NoMessageThere, transcript
 
-        _offset(offset, "0 or a later message index")
+        _check_offset(offset, "0 or a later message index")
         with self._cursor() as cur:
             key = _session_key(cur, session)
             try:
