@@ -553,8 +553,9 @@ def parser() -> argparse.ArgumentParser:
                  epilog="Prints the file and each mart's row count. With nothing ingested in a local lake\n"
                         "it writes nothing and exits 1 (a reader's home, merged from a lake named once\n"
                         "with `merge --lake`, serves what that merge read). A PATH that is a folder or\n"
-                        "cannot be written, or a --storage-version DuckDB does not know, is a usage\n"
-                        "error, exit 2. Connecting BI tools: docs/BI.md.")
+                        "cannot be written, a file that is not a serving database (the home's catalog,\n"
+                        "another DuckDB database, a text file: left as it is), or a --storage-version\n"
+                        "DuckDB does not know, is a usage error, exit 2. Connecting BI tools: docs/BI.md.")
     _common(p)
     p.add_argument("output", nargs="?", help="where to write it (default: <home>/serving.duckdb)")
     p.add_argument("--storage-version", default="v1.0.0",

@@ -275,6 +275,8 @@ def _first_look(layout: Layout, demo: str | None = None) -> None:
 
 
 def cmd_serving(args) -> int:
+    from warehouse.catalog.search_index import search_path as search_index_path
+    from warehouse.lake.ducklake import writer_path
     from warehouse.serve.serving_file import ServingError, build_serving, check_storage_version, check_target
 
     layout = layout_of(args)
@@ -284,7 +286,10 @@ def cmd_serving(args) -> int:
         if args.output and args.output.endswith(("/", os.sep)):  # a folder meant, there or not: Path drops the slash
             raise ServingError(f"{args.output} names a folder: give the serving database's file, "
                                f"e.g. {target / 'serving.duckdb'}")
-        check_target(target)
+        own = {} if is_postgres(layout.warehouse) else {
+            layout.warehouse: "catalog", writer_path(layout.warehouse): "writer's catalog",
+            search_index_path(layout.warehouse): "search index"}
+        check_target(target, own)
         if args.output and not target.parent.exists():  # a mistyped path made its folder tree (a new user's trial)
             raise ServingError(f"cannot write the serving database {target}: the folder {target.parent} does not "
                                "exist (create it first)")

@@ -59,6 +59,37 @@ def test_serving_into_a_folder_names_a_file_to_give(home, tmp_path, capsys):
     assert f"{folder / 'serving.duckdb'}: daily_costs " in capsys.readouterr().out
 
 
+def test_serving_replaces_only_a_serving_database(home, tmp_path, capsys):
+    """The file is replaced whole: the home's catalog given by mistake broke the home, and a text
+    file became a database (a trial)."""
+    import duckdb
+
+    catalog, index = home / "warehouse.ducklake", home / "warehouse.search.duckdb"
+    before = {p: p.read_bytes() for p in (catalog, index)}
+    for target, what in ((catalog, "catalog"), (index, "search index")):
+        line = usage_error(capsys, "serving", "--home", home, target)
+        assert line == (f"error: {target} is this home's {what}, not a serving database: give another file, "
+                        f"e.g. {home / 'serving.duckdb'}")
+    assert {p: p.read_bytes() for p in before} == before
+    text = tmp_path / "notes.md"
+    text.write_text("# my notes\n")
+    assert usage_error(capsys, "serving", "--home", home, text) == (
+        f"error: {text} is not a serving database (not a DuckDB database): it is left as it is; give another "
+        f"file, e.g. {tmp_path / 'serving.duckdb'}")
+    assert text.read_text() == "# my notes\n"
+    other = tmp_path / "other.duckdb"
+    with duckdb.connect(str(other)) as con:
+        con.execute("CREATE TABLE orders (id INTEGER)")
+    assert "(a DuckDB database with other tables: orders)" in usage_error(capsys, "serving", "--home", home, other)
+    # a serving database is written again, and an empty file is written
+    empty = tmp_path / "empty.duckdb"
+    empty.touch()
+    for target in (tmp_path / "serving.duckdb", tmp_path / "serving.duckdb", empty):
+        assert main(["serving", "--home", str(home), str(target)]) == 0
+        assert f"{target}: daily_costs " in capsys.readouterr().out
+    assert main(["sql", "--home", str(home), "SELECT COUNT(*) AS n FROM sessions"]) == 0  # the home still reads
+
+
 def test_serving_where_nothing_can_be_written_says_where(home, tmp_path, capsys):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")

@@ -38,11 +38,53 @@ def check_storage_version(version: str) -> str:
     return version
 
 
-def check_target(target: Path) -> None:
-    """A target that can never be a database file: said before the warehouse is opened."""
+def check_target(target: Path, own: dict[Path, str] | None = None) -> None:
+    """A target that can never be a database file, or a file that is not a serving database: said
+    before the warehouse is opened. The file is replaced whole: `serving <the home's catalog>`
+    made it a database of marts and broke the home, `serving README.md` turned the text into one
+    (a trial). `own`: the home's files (its catalog, its search index), each with what it is."""
     if target.is_dir():
         raise ServingError(f"{target} is a folder: give the serving database's file, "
                            f"e.g. {target / 'serving.duckdb'}")
+    what = next((what for path, what in (own or {}).items() if target.resolve() == Path(path).resolve()), None)
+    if what:
+        raise ServingError(f"{target} is this home's {what}, not a serving database: give another file, "
+                           f"e.g. {target.with_name('serving.duckdb')}")
+    held = _other_tables(target)
+    if held is not None:
+        raise ServingError(f"{target} is not a serving database ({held}): it is left as it is; give another "
+                           f"file, e.g. {target.with_name('serving.duckdb')}")
+
+
+def _other_tables(target: Path) -> str | None:
+    """What makes the file at `target` something other than a serving database, or None: no file,
+    an empty one, or a DuckDB database holding marts only (one this command wrote, which it
+    replaces). A database another process holds locked is taken as the serving one a BI tool has
+    open (the home's own files are refused by name before)."""
+    try:
+        with target.open("rb") as fh:
+            head = fh.read(12)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        return f"it cannot be read: {exc.strerror or exc}"
+    if not head:
+        return None
+    if head[8:12] != b"DUCK":
+        return "not a DuckDB database"
+    try:
+        with duckdb.connect(str(target), read_only=True) as con:
+            tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+            views = con.execute("SELECT COUNT(*) FROM duckdb_views() WHERE NOT internal").fetchone()[0]
+    except duckdb.Error as exc:
+        if "lock" in str(exc).lower():
+            return None
+        return f"a DuckDB database this DuckDB cannot open: {str(exc).splitlines()[0]}"
+    others = sorted(tables - set(MARTS))
+    if others or views:
+        shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+        return f"a DuckDB database with other tables: {shown}" if others else "a DuckDB database with views"
+    return None
 
 
 def build_serving(warehouse: Path, target: Path, storage_version: str = DEFAULT_STORAGE_VERSION,
