@@ -124,6 +124,12 @@ def test_a_home_that_is_a_file_is_one_usage_error_naming_it(tmp_path, monkeypatc
     monkeypatch.setenv("AGENTLAKE_HOME", str(home))  # the same, named by the environment
     assert main(command) == 2
     assert f"the home {home} ($AGENTLAKE_HOME) is a file" in capsys.readouterr().err
+    # a folder lake that is a file: said at once, not as each source's failure and the merge's
+    monkeypatch.setenv("AGENTLAKE_HOME", str(tmp_path / "home"))
+    assert main([*command, "--lake", str(home)]) == 2
+    assert capsys.readouterr().err == f"error: the lake {home} (--lake) is a file, not a folder: give a folder " \
+                                      "(agentlake makes it if it is not there) or an s3:// lake\n"
+    assert home.read_text() == "mine\n" and not (tmp_path / "home" / "warehouse.ducklake").exists()
 
 
 @pytest.mark.parametrize("command", [["ingest", "--no-default"], ["quickstart"], ["demo", "--projects", "1"]])

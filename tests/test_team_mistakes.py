@@ -521,3 +521,7 @@ def test_the_homes_own_lake_without_team_mode_is_not_said(tmp_path):
     own = cli("ingest", "--quiet", "--no-default", "--crush-root", str(store.global_dir), home=tmp_path / "ben",
               cwd=tmp_path / "cwd")  # the home's own lake: its owner's, nothing to say
     assert own.returncode == 0 and "team mode is off" not in own.stderr, own.stderr
+    # its catalog named elsewhere (--warehouse): the lake is still the home's own
+    elsewhere = cli("ingest", "--quiet", "--no-default", "--crush-root", str(store.global_dir), "--warehouse",
+                    str(tmp_path / "wh" / "w.ducklake"), home=tmp_path / "cy", cwd=tmp_path / "cwd")
+    assert elsewhere.returncode == 0 and "team mode is off" not in elsewhere.stderr, elsewhere.stderr

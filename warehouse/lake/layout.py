@@ -118,6 +118,15 @@ def check_home(home: Path, explicit: bool, env=os.environ) -> None:
                        "if it is not there)")
 
 
+def check_lake_folder(lake: Path, given: str) -> None:
+    """A folder lake that is a file is refused, naming where it was given, before a source is read
+    (a trial's `--lake <a file>` failed each source, then the merge with NotADirectoryError, and
+    left a catalog tied to the file)."""
+    if lake.exists() and not lake.is_dir():
+        raise NotAHome(f"the lake {lake} ({given}) is a file, not a folder: give a folder (agentlake makes it "
+                       "if it is not there) or an s3:// lake")
+
+
 def check_catalog(path) -> None:
     """Refuse a warehouse path that cannot be a catalog before anything opens or copies it."""
     if is_postgres(path):  # the server says what is wrong when it is attached
@@ -153,6 +162,7 @@ class Layout:
         explicit_home = bool(home)
         home = Path(home).expanduser() if home else default_home(env)
         check_home(home, explicit_home, env)
+        given_lake = bool(lake)
         lake = lake or env.get("AGENTLAKE_LAKE") or None
         if is_remote(lake):
             refuse_credentials(lake)
@@ -161,6 +171,8 @@ class Layout:
             if lake:  # `S3://...` taken as a folder wrote an unredacted lake under the working directory
                 refuse_other_scheme(os.fspath(lake))
             lake = (Path(lake).expanduser() if lake else home / "lake").absolute()
+            check_lake_folder(lake, "--lake" if given_lake else "$AGENTLAKE_LAKE" if env.get("AGENTLAKE_LAKE")
+                              else "the home's lake")
         # $AGENTLAKE_WAREHOUSE names the file unless a home or a warehouse was given explicitly
         warehouse = warehouse or (None if explicit_home else env.get("AGENTLAKE_WAREHOUSE"))
         if is_postgres(warehouse):
