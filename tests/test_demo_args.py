@@ -160,6 +160,15 @@ def test_a_demo_never_mixes_into_a_home_holding_real_data(tmp_path, monkeypatch,
     said = capsys.readouterr().err
     assert said.endswith(f"run it with the home's own lake: `agentlake demo --home {home / 'demo'} "
                          f"--lake {home / 'demo' / 'lake'}`\n") and "demo/demo" not in said, said
+    # ... and an empty folder of a lake (a trial: it took the demo's warehouse with it, and the
+    # next `demo` without the flag was refused)
+    (tmp_path / "empty-lake").mkdir()
+    assert main(["demo", "--quiet", "--home", str(home / "demo"), "--lake", str(tmp_path / "empty-lake")]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {home / 'demo'} holds a demo already, in its own lake {home / 'demo' / 'lake'}: another lake "
+        f"({tmp_path / 'empty-lake'}) would take its warehouse with it; run it with the home's own lake: "
+        f"`agentlake demo --home {home / 'demo'} --lake {home / 'demo' / 'lake'}`\n")
+    assert list((tmp_path / "empty-lake").iterdir()) == []
 
     # the other way round (a new user's trial): the user's own store ingested into the demo's
     # home lands, and is said to be mixed with generated sessions

@@ -69,6 +69,11 @@ def refuse_real_data(layout: Layout) -> None:
     if layout.remote:
         raise NotADemoHome(f"the lake {layout.lake} is on object storage, maybe a team's: `agentlake demo` writes "
                            f"generated sessions only into a lake of its own; {how}")
+    if other_lake and suggestion == layout.home and (layout.home / DEMO_DATA).is_dir():
+        # an empty lake elsewhere took the demo's warehouse with it: the next `demo` without the
+        # flag was refused, as every reader of the home (a trial)
+        raise NotADemoHome(f"{layout.home} holds a demo already, in its own lake {layout.home / 'lake'}: another "
+                           f"lake ({layout.lake}) would take its warehouse with it; {how}")
     others = [(folder, path) for folder, _, path in landed_sources(layout) if not is_demos(path)]
     if others:
         folder, path = others[0]
