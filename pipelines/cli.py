@@ -347,7 +347,7 @@ def parser() -> argparse.ArgumentParser:
                         "(0, never 0E-9; numbers in JSON), DOUBLEs the shortest text that reads back as\n"
                         "the same double. JSON is always valid (NaN and Infinity are null) and its\n"
                         "timestamps end in Z (UTC); a BLOB is hex, an INTERVAL DuckDB's text. The table\n"
-                        "cuts a cell at 60 characters.\n\n"
+                        "cuts a cell at 60 columns of a terminal (a CJK character takes two).\n\n"
                         "Exit status: 2 for a bad query, or no warehouse yet. The tables and marts:\n"
                         "docs/TABLES.md, docs/MARTS.md.")
     _common(p)
@@ -366,7 +366,7 @@ def parser() -> argparse.ArgumentParser:
                                    "the root sessions started in the window, messages the messages sent in it\n"
                                    "(the totals as the rows); tokens are the per-request tokens of the agents\n"
                                    "that record them (Claude Code, Codex, OpenCode and most others; none for\n"
-                                   "Crush and CodeWhale).",
+                                   "Crush, CodeWhale, Cursor and Codebuff).",
                        epilog="Totals: cost_usd (0 when nothing is in the filters, empty when every cost in\n"
                               "them is unknown), root_sessions_with_unknown_cost (never counted as $0) and\n"
                               "root_sessions_with_partial_cost (their unpriced requests are not in cost_usd:\n"
@@ -474,7 +474,7 @@ def parser() -> argparse.ArgumentParser:
                                                   "shell_command, ...) or its category (shell, read, edit, ...)")
     p.add_argument("--kind", choices=("message", "tool_call"), help="messages only, or tool calls only")
     p.add_argument("--limit", type=_whole(1, 1000, "a number of hits from 1 to 1000"), default=10, metavar="N",
-                   help="hits to print (default: 10)")
+                   help="hits to print, 1 to 1000 (default: 10)")
     p.add_argument("--format", choices=("table", "json"), default="table",
                    help="table (default: a block per hit) or json (a list of objects, each with its open_sql)")
     p.set_defaults(func=cmd_search)
@@ -540,8 +540,8 @@ def parser() -> argparse.ArgumentParser:
                         "--http serves streamable HTTP at http://HOST:PORT/mcp on loopback only; every\n"
                         "request needs `Authorization: Bearer TOKEN`: $AGENTLAKE_MCP_TOKEN, else a random\n"
                         "one printed at start.\n\n"
-                        "Exit status: 2 with no warehouse yet, a --host beyond loopback, or an address\n"
-                        "it cannot listen on.")
+                        "Exit status: 2 with no warehouse yet, a --host beyond loopback, --host or\n"
+                        "--port without --http, or an address it cannot listen on.")
     _common(p)
     p.add_argument("--http", action="store_true",
                    help="serve streamable HTTP on loopback, with a token, instead of stdio")

@@ -24,8 +24,10 @@ def layout_of(args) -> Layout:
         args.warehouse_note_said = True  # once per command, which may look its home up again
         # it names $AGENTLAKE_HOME's warehouse, not this home's (docs/CLI.md, --warehouse); a
         # center that gave --home merged into a file of its own without a word (a new user's trial)
+        other = ("" if getattr(args, "command", None) == "dev"  # (dev takes --home only)
+                 else "; give --warehouse to read another")
         print_err(f"note: $AGENTLAKE_WAREHOUSE ({named}) is not read with --home: this command reads "
-             f"{layout.warehouse}; give --warehouse to read another")
+                  f"{layout.warehouse}{other}")
     return layout
 
 

@@ -406,7 +406,8 @@ def cmd_compact(args) -> int:
     after = file_counts(layout.warehouse, layout.tables_path, str(layout.lake))
     # rows small merges kept in the catalog become files of their own: a compaction may end with more
     out = files["rows_written_out"]
-    said = f" (and {out:,} rows small merges kept in the catalog written out to files)" if out else ""
+    said = (f" (and {out:,} row{'' if out == 1 else 's'} small merges kept in the catalog written out to files)"
+            if out else "")
     # the files the tables and marts read, and the Parquet under their folder: the difference is what
     # readers of older snapshots may still read, deleted once past their grace (a team lead's trial saw
     # 337 objects become 83 under "37 before, 37 after", which counted the tables' live files only)

@@ -102,7 +102,7 @@ def recipe(kind: str, every_minutes: int, argv: list[str], user_home: Path, log:
     if kind not in KINDS:
         raise ValueError(f"unknown scheduler {kind!r}; known: {', '.join(KINDS)}")
     if not 5 <= every_minutes <= 24 * 60:
-        raise ValueError("--every must be between 5 minutes and 24 hours")
+        raise ValueError(f"--every {every_minutes}: must be between 5 minutes and 24 hours (1440)")
     env = dict(env or {})
     for name, value in env.items():
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):

@@ -1,5 +1,7 @@
 """The agentlake command, run in-process as a user would, on real stores."""
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -445,6 +447,19 @@ def test_agentlake_warehouse_is_not_read_with_home_and_a_note_says_so(built_once
     # the same file, spelt another way: nothing to say (found reviewing this stop's change)
     same = run_cli("sql", "--home", str(home), "SELECT 1", env={"AGENTLAKE_WAREHOUSE": f"{home}/./warehouse.ducklake"})
     assert same.returncode == 0 and "AGENTLAKE_WAREHOUSE" not in same.stderr, same.stderr
+    # `dev` takes --home only: the note does not send it to a flag it refuses (a trial)
+    import argparse
+
+    from pipelines.command_args import layout_of
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AGENTLAKE_WAREHOUSE", str(other))
+        for command, tail in (("dev", "\n"), ("report", "; give --warehouse to read another\n")):
+            said = io.StringIO()
+            with contextlib.redirect_stderr(said):
+                layout_of(argparse.Namespace(command=command, home=str(home), lake=None, warehouse=None))
+            assert said.getvalue() == (f"note: $AGENTLAKE_WAREHOUSE ({other}) is not read with --home: this command "
+                                       f"reads {home / 'warehouse.ducklake'}{tail}")
 
 
 def test_sources_landed_before_and_not_found_are_said_once_and_keep_their_rows(tmp_path):

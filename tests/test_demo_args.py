@@ -201,7 +201,7 @@ def test_a_demo_of_another_seed_or_size_replaces_the_one_there(tmp_path, monkeyp
     old = _sessions(capsys, home)
     assert main(["demo", "--home", str(home), "--quiet", "--projects", "2", "--sessions", "2", "--seed", "3"]) == 0
     err = capsys.readouterr().err
-    assert (f"replacing the demo of seed 7, 1 projects, 1 sessions per project in {home / 'demo-data'} with "
+    assert (f"replacing the demo of seed 7, 1 project, 1 session per project in {home / 'demo-data'} with "
             "seed 3, 2 projects, 2 sessions per project") in err and "--regenerate" in err
     assert (home / "demo-data" / ".generated").read_text() == "seed 3 projects 2 sessions 2\n"
     replaced = _sessions(capsys, home)

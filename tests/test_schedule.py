@@ -107,7 +107,7 @@ def test_bad_interval_and_kind_are_clear_errors(tmp_path):
     with pytest.raises(ValueError, match="unknown scheduler"):
         schedule.recipe("at", 60, ["x"], tmp_path, tmp_path)
     done = run_cli("--every", "2", home=tmp_path)
-    assert done.returncode == 2 and "between 5 minutes" in done.stderr
+    assert done.returncode == 2 and "error: --every 2: must be between 5 minutes and 24 hours (1440)" in done.stderr
 
 
 def test_cli_prints_by_default_and_install_writes_the_files(tmp_path):

@@ -127,6 +127,6 @@ def demo_made(done: Path) -> dict[str, int]:
 
 
 def describe(made: dict[str, int]) -> str:
-    words = [f"{made['projects']} projects"] if "projects" in made else []
-    words += [f"{made['sessions']} sessions per project"] if "sessions" in made else []
+    words = [f"{made['projects']} project{'' if made['projects'] == 1 else 's'}"] if "projects" in made else []
+    words += [f"{made['sessions']} session{'' if made['sessions'] == 1 else 's'} per project"] if "sessions" in made else []
     return ", ".join([f"seed {made.get('seed', '?')}", *words])

@@ -255,7 +255,7 @@ class Tools:
             sections = make(cur, filters, top)
             empty = empty_window(cur, filters, flags=False)  # as the CLI's report notes it
         body, cut = _fit_sections(sections, self.limits.chars - 300)
-        head = f"agentlake {name} --format json, UTC days; top {top} rows per ranking (`not_shown` counts the rest)"
+        head = f"agentlake {name} --format json, UTC days; top {top} row{'' if top == 1 else 's'} per ranking (`not_shown` counts the rest)"
         if cut:
             head += f"; rankings cut further to stay under {self.limits.chars:,} characters"
         if empty:
