@@ -234,12 +234,15 @@ def _say_if_the_prices_wait_for_a_merge(con, layout) -> None:
         return  # a file catalog another home merges: its prices are that home's config's
     config_file = settings_file(layout)
     prices = load_config(config_file).prices
-    if prices and prices.fingerprint() != recorded_fingerprint(con):
+    if prices.fingerprint() != recorded_fingerprint(con):  # (prices removed too: a team lead's trial)
         # a team's catalog is merged by its center, with the center's config.toml: said there
         # before its next merge, and to a reader whose own prices would never apply
         merge = ("the merge that writes it applies its own home's prices (the team's center: `agentlake merge` "
-                 "there)" if team else "`agentlake merge` applies them")
-        print_err(f"note: the prices in {config_file} are not the ones the warehouse was merged with: {merge}")
+                 "there)" if team else "`agentlake merge` applies them" if prices
+                 else "`agentlake merge` prices the history without them")
+        what = (f"the prices in {config_file} are not the ones" if prices
+                else f"{config_file} sets no prices, and configured prices are the ones")
+        print_err(f"note: {what} the warehouse was merged with: {merge}")
 
 
 def _say_if_the_window_is_empty(con, filters, flags: bool = True) -> None:

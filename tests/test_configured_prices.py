@@ -266,6 +266,16 @@ def test_prices_in_the_home_apply_to_the_quickstart_demo_standing_in_for_it(tmp_
     qwen = _landed(home / "demo", "usage", "qwen")
     assert qwen and {(_dec(r[2]), r[3]) for r in _usage(demo, "qwen")} == {(_cost(r, rates), "configured") for r in qwen}
     assert "not the ones the warehouse was merged with" not in run_cli("report", env=env).stderr
+    # the prices taken out again: the report still shows them until a merge, and says so (a trial)
+    (home / "config.toml").write_text("[[budgets]]\nmonthly_usd = 500\n")
+    for args in (("report",), ("report", "--budgets")):
+        waiting = run_cli(*args, env=env)
+        assert waiting.returncode == 0 and f"note: {home / 'config.toml'} sets no prices, and configured prices are " \
+            "the ones the warehouse was merged with: `agentlake merge` prices the history without them" \
+            in waiting.stderr, waiting.stderr
+    assert run_cli("merge", env=env).returncode == 0
+    assert {r[3] for r in _usage(demo, "qwen")} != {"configured"}
+    assert "the warehouse was merged with" not in run_cli("report", env=env).stderr
 
 
 def test_a_home_named_demo_beside_another_tools_config_keeps_its_own_prices(tmp_path, built_once):

@@ -343,6 +343,9 @@ def test_a_misspelt_or_mistyped_setting_is_said_in_toml_s_words(tmp_path, text, 
     ("# a comment\u2028still a comment\nmachine = my laptop\n",
      'Invalid value (at line 2, column 11) (a text value goes in quotes: machine = "my laptop")'),
     ('[prices\n', "Expected ']' at the end of a table declaration (at line 1, column 8)"),
+    # a key given twice: TOML's words named no key (a team lead's trial)
+    ("[[budgets]]\nmonthly_usd = 5\nmonthly_usd = 6\n",
+     "Cannot overwrite a value (at line 3, column 16) (monthly_usd is set twice in the same table: keep one)"),
 ])
 def test_a_value_toml_cannot_read_is_said_with_its_quotes_when_it_lacks_them(tmp_path, text, said):
     """A new user's trial: `tz = Europe/Berlin` was "Invalid value (at line 1, column 6)", TOML's

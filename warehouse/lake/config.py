@@ -104,6 +104,9 @@ def _unquoted_hint(text: str, error: str) -> str:
     if not at or not 0 < int(at[1]) <= len(lines):
         return ""
     line = lines[int(at[1]) - 1].rstrip("\r")
+    key = re.match(r"\s*([A-Za-z0-9_.\"'-]+)\s*=", line)
+    if error.startswith("Cannot overwrite a value") and key:  # TOML's words name no key (a team lead's trial)
+        return f" ({key[1]} is set twice in the same table: keep one)"
     uri = re.fullmatch(r"\s*([A-Za-z0-9_-]+)\s*=\s*([A-Za-z][A-Za-z0-9+.-]*)://\S*\s*(?:#.*)?", line)
     if uri and uri[1] in TEXT_KEYS:
         return f" (a text value goes in quotes: {uri[1]} = \"{uri[2]}://...\")"

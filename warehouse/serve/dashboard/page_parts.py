@@ -263,6 +263,7 @@ form { display: flex; gap: 12px; align-items: end; flex-wrap: wrap; margin: 10px
 label { display: flex; flex-direction: column; font-size: 12px; }
 .errors { background: #fde8e8; border: 1px solid #e15759; padding: 8px 12px; border-radius: 4px; }
 .errors li { margin: 2px 0; }
+.note { background: #fff6dd; border: 1px solid #e8c15a; padding: 6px 12px; border-radius: 4px; }
 figure { margin: 12px 0; } figcaption { font-weight: 600; margin-bottom: 6px; }
 figure svg { max-width: 100%; height: auto; } figure.wide svg { width: 100%; }
 .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(480px, 1fr)); gap: 24px; }
@@ -311,6 +312,8 @@ def layout(title: str, crumbs: list[tuple[str, str | None]], body: str, req: Req
     if req is not None and req.errors:
         errors = ('<div class="errors" id="filter-errors"><b>Filter problems:</b><ul>'
                   + "".join(f"<li>{escaped(e)}</li>" for e in req.errors) + "</ul></div>")
+    if req is not None and req.notes:
+        errors += '<p class="note" id="filter-notes">' + " · ".join(escaped(n) for n in req.notes) + "</p>"
     box = "" if req is not None and req.path == "/search" else search_box(req)  # the search page has its own
     return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{escaped(title if title == "agentlake" else f"{title} · agentlake")}</title>'
             f'<style>{STYLE}</style></head><body><header><nav>{nav}</nav>{box}</header><h1>{escaped(title)}</h1>'

@@ -41,6 +41,7 @@ class Request:
     budgets: tuple = ()  # config.toml's [[budgets]] (warehouse.lake.config.Budget), given to the server
     config_file: str | None = None  # where they are set, for the line saying how to set one
     tz: str | None = None  # the zone the page names (`tz=`), kept by its links; filters.zone: the one used
+    notes: list[str] = field(default_factory=list)  # what the filters meet, said as the report says it (not errors)
 
     def link(self, path: str, **extra) -> str:
         """A link to `path` that keeps the valid filters (and `top`, the grain and the sorts), with `extra` on top."""
