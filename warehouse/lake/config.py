@@ -42,7 +42,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from transforms.providers import PROVIDERS
-from warehouse.lake.layout import AS_STORED, LANDING, RUNS, Layout
+from warehouse.lake.layout import AS_STORED, LANDING, RUNS, Layout, check_lake_folder
 from warehouse.lake.setting_names import KINDS, TOP_LEVEL, close_to, unknown_setting, whole_file_setting
 from warehouse.lake.prices import PriceError, Prices, parse_prices
 from warehouse.lake.pg_catalog import PostgresCatalogError, holds_connection_words, is_postgres
@@ -239,6 +239,9 @@ def load_layout(home=None, lake=None, warehouse=None, *, machine=None, user=None
                                 warehouse, env,
                                 machine=machine or env.get("AGENTLAKE_MACHINE") or config.machine,
                                 user=user or env.get("AGENTLAKE_USER") or config.user)
+        if not layout.remote:
+            check_lake_folder(Path(layout.lake), "--lake" if lake else "$AGENTLAKE_LAKE" if env.get("AGENTLAKE_LAKE")
+                              else f"lake in {layout.config_file}" if config.lake else "the home's lake")
     except (CredentialsInURI, PostgresCatalogError) as exc:
         raise ConfigError(str(exc)) from None
     team = team if team is not None else config.team

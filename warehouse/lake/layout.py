@@ -162,7 +162,6 @@ class Layout:
         explicit_home = bool(home)
         home = Path(home).expanduser() if home else default_home(env)
         check_home(home, explicit_home, env)
-        given_lake = bool(lake)
         lake = lake or env.get("AGENTLAKE_LAKE") or None
         if is_remote(lake):
             refuse_credentials(lake)
@@ -171,8 +170,6 @@ class Layout:
             if lake:  # `S3://...` taken as a folder wrote an unredacted lake under the working directory
                 refuse_other_scheme(os.fspath(lake))
             lake = (Path(lake).expanduser() if lake else home / "lake").absolute()
-            check_lake_folder(lake, "--lake" if given_lake else "$AGENTLAKE_LAKE" if env.get("AGENTLAKE_LAKE")
-                              else "the home's lake")
         # $AGENTLAKE_WAREHOUSE names the file unless a home or a warehouse was given explicitly
         warehouse = warehouse or (None if explicit_home else env.get("AGENTLAKE_WAREHOUSE"))
         if is_postgres(warehouse):
