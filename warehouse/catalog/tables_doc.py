@@ -36,6 +36,13 @@ so a plain `SUM(cost_usd)` may print float noise (`0.41913900000000004`). Sum it
 ([MARTS.md](MARTS.md)), whose every money column is a DECIMAL(38,9): `session_summary.cost_usd`
 is each root session's cost. The tables keep the DOUBLE so that a lake merged by an earlier release
 merges as it is (a DECIMAL column would rebuild every table from its landing files).
+
+`SHOW TABLES` lists these, the marts and `model_names` ([MARTS.md](MARTS.md)), and the merge's own
+bookkeeping, each named `_agentlake_...`: the lake the catalog merges and its tables' layout
+(`_agentlake_lake`), the landing files merged and their versions (`_agentlake_merged`), the marts'
+SQL (`_agentlake_marts`), the projects whose marts a cut-off merge owes (`_agentlake_marts_pending`)
+and the configured prices' fingerprint (`_agentlake_prices`). They are not for queries, and may
+change from one release to the next.
 """
 
 
