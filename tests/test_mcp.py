@@ -83,6 +83,14 @@ def test_usage_report_is_the_reports_json(served):
     assert error and first.endswith("by must be one of " + ", ".join(BREAKDOWNS)) and "pydantic" not in first
     [schema] = [t.input_schema for t in served.tools if t.name == "usage_report"]
     assert schema["properties"]["by"]["enum"] == list(BREAKDOWNS)  # the choices, for the agent
+    # a machine, as the report's --machine takes it (the tools took none: a review)
+    [[machine]] = json.loads(served.call("run_sql", query="SELECT MIN(machine) FROM sessions")[1])["rows"]
+    for tool in ("usage_report", "insights", "search_history"):
+        assert "machine" in next(t.input_schema for t in served.tools if t.name == tool)["properties"]
+    mine = served.call("usage_report", by="agent", machine=machine)[1]
+    assert mine == _cli_json(served.built, "report", "--by", "agent", "--machine", machine)
+    first, _, error = served.call("usage_report", machine="nowhere")
+    assert error and "no machine 'nowhere'" in first
 
 
 def test_insights_are_the_reports(served):
@@ -147,9 +155,9 @@ def test_run_sql_refuses_what_agentlake_sql_refuses(served, query, refused):
 @pytest.mark.parametrize("tool, arguments, said", [
     # the CLI's words, which the SDK ignored, answering as if unfiltered (a new user's trial)
     ("search_history", {"query": "npm", "tool": "shell"},
-     "no argument 'tool': the arguments are query, since, until, project, agent, user, limit, offset"),
+     "no argument 'tool': the arguments are query, since, until, project, agent, user, machine, limit, offset"),
     ("usage_report", {"by": "agent", "last": "7d"},
-     "no argument 'last': the arguments are since, until, project, agent, user, by, top"),
+     "no argument 'last': the arguments are since, until, project, agent, user, machine, by, top"),
     # a wrong value in one line, not pydantic's lines and its link
     ("usage_report", {"top": 0}, "top should be greater than or equal to 1"),
     ("open_session", {"session": "x", "offset": -1}, "offset should be greater than or equal to 0"),

@@ -36,6 +36,7 @@ Until = Annotated[str | None, Field(description="the last day included, YYYY-MM-
 Project = Annotated[str | None, Field(description="one project, by its slug")]
 Agent = Annotated[str | None, Field(description="one agent: claude, codex, crush, opencode, gemini, ...")]
 User = Annotated[str | None, Field(description="the user whose machine ingested the sessions")]
+Machine = Annotated[str | None, Field(description="the machine that ingested the sessions")]
 Rows = Annotated[int | None, Field(description="rows to show (default 50, at most 500)",
                                    json_schema_extra={"minimum": 1, "maximum": 500})]
 
@@ -91,7 +92,7 @@ def build_server(tools: Tools) -> MCPServer:
     @tool
     def search_history(query: Annotated[str, Field(description="words to find in messages, tool calls and results")],
                        since: Since = None, until: Until = None, project: Project = None, agent: Agent = None,
-                       user: User = None, limit: Rows = None,
+                       user: User = None, machine: Machine = None, limit: Rows = None,
                        offset: Annotated[int, Field(description="best hits to skip: the first line of an answer "
                                                                 "cut short gives the next offset", ge=0)] = 0) -> str:
         """Find where past sessions spoke of something: the best matching messages and tool calls,
@@ -99,7 +100,7 @@ def build_server(tools: Tools) -> MCPServer:
         case-folded; "a phrase" in double quotes must appear as written, -word must not appear;
         English stop words (the, of, to, ...) are left out. A message is searched in its first
         20,000 characters."""
-        return tools.search_history(query, since, until, project, agent, user, limit, offset)
+        return tools.search_history(query, since, until, project, agent, user, limit, offset, machine=machine)
 
     @tool
     def open_session(session: Annotated[str, Field(description="a session_key, or a session_id")],
@@ -110,7 +111,7 @@ def build_server(tools: Tools) -> MCPServer:
 
     @tool
     def usage_report(since: Since = None, until: Until = None, project: Project = None, agent: Agent = None,
-                     user: User = None,
+                     user: User = None, machine: Machine = None,
                      # the schema lists the choices; a value outside them is the report's own error, not
                      # pydantic's validation dump (a new user's trial)
                      by: Annotated[str, Field(description="the main breakdown",
@@ -118,16 +119,16 @@ def build_server(tools: Tools) -> MCPServer:
                      top: Annotated[int, Field(description="rows per ranking (at most 500)", ge=1)] = 10) -> str:
         """Cost and use: totals, cost and use by the breakdown, top projects, models, tools and
         failing tools, exactly as `agentlake report --by BY --format json`."""
-        return tools.usage_report(since, until, project, agent, user, by, top)
+        return tools.usage_report(since, until, project, agent, user, by, top, machine=machine)
 
     @tool
     def insights(since: Since = None, until: Until = None, project: Project = None, agent: Agent = None,
-                 user: User = None,
+                 user: User = None, machine: Machine = None,
                  top: Annotated[int, Field(description="findings per insight (at most 500)", ge=1)] = 3) -> str:
         """Money that buys nothing (duplicate and unused reads, idle sessions, retry loops, context
         growth, cache, sub-agents, usage blocks): each insight's top findings and the SQL giving
         them all, as `agentlake report --insights --format json`."""
-        return tools.insights(since, until, project, agent, user, top)
+        return tools.insights(since, until, project, agent, user, top, machine=machine)
 
     @tool
     def run_sql(query: Annotated[str, Field(description="one SELECT (or EXPLAIN, CALL) over the tables and marts")],

@@ -145,7 +145,7 @@ def _limited(text: str, limit: int) -> str:
     return text[:limit - len(note)] + note
 
 
-def _filters(since, until, project, agent, user) -> Filters:
+def _filters(since, until, project, agent, user, machine=None) -> Filters:
     def day(value, name):
         if value in (None, "") or isinstance(value, date):
             return value or None
@@ -154,7 +154,8 @@ def _filters(since, until, project, agent, user) -> Filters:
         except ValueError:
             raise ToolError(f"{name} wants a date, YYYY-MM-DD: {value!r}") from None
 
-    filters = Filters(day(since, "since"), day(until, "until"), project or None, agent or None, user or None)
+    filters = Filters(day(since, "since"), day(until, "until"), project or None, agent or None, user or None,
+                      machine or None)
     if filters.since and filters.until and filters.since > filters.until:
         raise ToolError(f"since {filters.since} is after until {filters.until}: no day is in between")
     return filters
@@ -235,16 +236,18 @@ class Tools:
         return self._answer(f"{head}; {said}", body)
 
     def usage_report(self, since=None, until=None, project=None, agent=None, user=None, by="project",
-                     top: int = 10) -> str:
+                     top: int = 10, machine=None) -> str:
         """`agentlake report --by BY --format json` with these filters (UTC days)."""
         if by not in BREAKDOWNS:
             raise ToolError(f"by must be one of {', '.join(BREAKDOWNS)}")
-        return self._report(_filters(since, until, project, agent, user),
+        return self._report(_filters(since, until, project, agent, user, machine),
                             lambda cur, f, n: build(cur, f, by=by, top=n), top, f"report --by {by}")
 
-    def insights(self, since=None, until=None, project=None, agent=None, user=None, top: int = 3) -> str:
+    def insights(self, since=None, until=None, project=None, agent=None, user=None, top: int = 3,
+                 machine=None) -> str:
         """`agentlake report --insights --format json`: each insight's top findings and its SQL."""
-        return self._report(_filters(since, until, project, agent, user), build_insights, top, "report --insights")
+        return self._report(_filters(since, until, project, agent, user, machine), build_insights, top,
+                            "report --insights")
 
     def _report(self, filters: Filters, make, top: int, name: str) -> str:
         top = min(self._rows_wanted(top or self.limits.max_rows), self.limits.max_rows)
@@ -263,7 +266,7 @@ class Tools:
         return self._answer(head, body)
 
     def search_history(self, query: str, since=None, until=None, project=None, agent=None, user=None,
-                       limit: int | None = None, offset: int = 0) -> str:
+                       limit: int | None = None, offset: int = 0, machine=None) -> str:
         """`agentlake search`'s hits for `query` (warehouse.serve.search), best first, each with
         the session_key open_session takes; from hit `offset` on (0: the best), so that hits an
         answer's characters cut off can be asked for next (a trial could never see past the 93rd)."""
@@ -272,7 +275,7 @@ class Tools:
 
         wanted = self._rows_wanted(limit)
         _check_offset(offset, "0 or the number of best hits to skip")
-        f = _filters(since, until, project, agent, user)
+        f = _filters(since, until, project, agent, user, machine)
         try:
             index = self._index() if self._index else search_path(self.reader.warehouse)
         except OSError as exc:  # no copy in the lake yet, a lake or a catalog that does not answer
@@ -281,7 +284,7 @@ class Tools:
             raise ToolError(f"no search index at {index} yet: `agentlake merge` (or the next ingest) builds it")
         with open_fts(index) as con, _deadline(con, self.limits.seconds):
             try:
-                hits = search(con, query, SearchFilters(f.since, f.until, f.project, f.provider, f.user), wanted,
+                hits = search(con, query, SearchFilters(f.since, f.until, f.project, f.provider, f.user, f.machine), wanted,
                               offset=offset)
             except BadQuery as exc:
                 raise ToolError(str(exc)) from None
