@@ -68,7 +68,7 @@ def _(con, mo, model_label):
         f"""
         SELECT project, provider, {model_label} AS model_name,
                CAST(SUM(cost_usd) AS DOUBLE) AS cost_usd,
-               STRING_AGG(DISTINCT cost_source, ', ') AS cost_source
+               STRING_AGG(DISTINCT cost_source, ', ' ORDER BY cost_source) AS cost_source
         FROM daily_costs
         GROUP BY ALL
         ORDER BY cost_usd DESC NULLS LAST

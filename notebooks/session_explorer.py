@@ -20,14 +20,16 @@ def _():
 @app.cell
 def _(con, mo):
     # A session id is unique only within its source (two agents, or two stores of one agent, can
-    # use the same id), and a source's id only on its machine (a team lake holds the same store
-    # from several machines): a session is (provider, machine, source_id, session_id) everywhere
-    # below, and a message (provider, machine, source_id, session_id, message_id).
+    # use the same id), and a source's id only on its machine and user (a team lake holds the same
+    # store from several machines, or one machine's under two user names after a rename): a
+    # session is (provider, machine, user, source_id, session_id) everywhere below, as docs/BI.md
+    # joins it, and a message that key and message_id.
     sessions = mo.sql(
         """
-        SELECT provider, machine, source_id, session_id, project, title, started_at, messages, tool_calls, cost_usd
+        SELECT provider, machine, "user", source_id, session_id, project, title, started_at, messages, tool_calls,
+               cost_usd
         FROM session_summary
-        ORDER BY started_at DESC, provider, machine, source_id, session_id
+        ORDER BY started_at DESC, provider, machine, "user", source_id, session_id
         """,
         engine=con,
     )
@@ -39,14 +41,15 @@ def _(mo, sessions):
     def _label(row, full=False):
         source = row["source_id"] if full else row["source_id"][:8]
         title = (row["title"] or "(untitled)")[:60]
-        return f"{title} · {row['provider']} · {row['project']} · {row['machine']} · {row['session_id']} · {source}"
+        return (f"{title} · {row['provider']} · {row['project']} · {row['machine']} · {row['user']} · "
+                f"{row['session_id']} · {source}")
 
     _rows = list(sessions.iter_rows(named=True))
     _short = [_label(r) for r in _rows]
     # labels are the dropdown's option names, so they must be unique: the full source id if not
     _options = {
-        (_label(r, full=True) if _short.count(s) > 1 else s): (r["provider"], r["machine"], r["source_id"],
-                                                               r["session_id"])
+        (_label(r, full=True) if _short.count(s) > 1 else s): (r["provider"], r["machine"], r["user"],
+                                                               r["source_id"], r["session_id"])
         for r, s in zip(_rows, _short)
     }
     _labels = list(_options)
@@ -61,23 +64,23 @@ def _(choice, con, mo):
     def _sql_text(_value):
         return "'" + str(_value).replace("'", "''") + "'"
 
-    _provider, _machine, _source_id, _root_id = choice.value or (None, None, None, None)
+    _provider, _machine, _user, _source_id, _root_id = choice.value or (None,) * 5
     transcript = mo.sql(
         f"""
-        SELECT m.provider, m.machine, m.source_id, m.session_id, m.message_index, m.role, m.created_at,
+        SELECT m.provider, m.machine, m."user", m.source_id, m.session_id, m.message_index, m.role, m.created_at,
                p.part_index, p.part_type,
                COALESCE(p.text, p.reasoning, p.tool_name, p.finish_reason, p.part_type) AS summary,
                c.command, c.file_path, c.is_error, c.exit_code
         FROM messages AS m
-        JOIN sessions AS s ON s.provider = m.provider AND s.machine = m.machine AND s.source_id = m.source_id
-                          AND s.session_id = m.session_id
-        LEFT JOIN parts AS p ON p.provider = m.provider AND p.machine = m.machine AND p.source_id = m.source_id
-                            AND p.session_id = m.session_id AND p.message_id = m.message_id
-        LEFT JOIN tool_calls AS c ON c.provider = p.provider AND c.machine = p.machine AND c.source_id = p.source_id
-                                  AND c.session_id = p.session_id AND c.message_id = p.message_id
-                                  AND c.tool_call_id = p.tool_call_id AND p.part_type = 'tool_call'
+        JOIN sessions AS s USING (provider, machine, "user", source_id, session_id)
+        LEFT JOIN parts AS p USING (provider, machine, "user", source_id, session_id, message_id)
+        LEFT JOIN tool_calls AS c ON c.provider = p.provider AND c.machine = p.machine AND c."user" = p."user"
+                                  AND c.source_id = p.source_id AND c.session_id = p.session_id
+                                  AND c.message_id = p.message_id AND c.tool_call_id = p.tool_call_id
+                                  AND p.part_type = 'tool_call'
         WHERE s.provider = {_sql_text(_provider)} AND s.machine = {_sql_text(_machine)}
-          AND s.source_id = {_sql_text(_source_id)} AND s.root_session_id = {_sql_text(_root_id)}
+          AND s."user" = {_sql_text(_user)} AND s.source_id = {_sql_text(_source_id)}
+          AND s.root_session_id = {_sql_text(_root_id)}
         ORDER BY m.created_at, m.session_id, m.message_index, p.part_index
         """,
         engine=con,

@@ -63,6 +63,9 @@ def test_cost_overview_names_models_as_the_report_does(layout, built_once, monke
             if cost is not None:  # an unknown cost: no figure to compare
                 assert sum(c for c in costs[name] if c is not None) == pytest.approx(float(Decimal(str(cost))),
                                                                                       abs=1e-6), name
+    # a cell's list is sorted, as the report's (`estimated, native` was `native, estimated` too: a trial)
+    sources = [v for v in defs["by_project_model"]["cost_source"].to_list() if v and ", " in v]
+    assert sources and all(v.split(", ") == sorted(v.split(", ")) for v in sources)
     assert defs["split"].value == "project"
     assert "model_name" in json.dumps(cost_overview.app.run(
         defs={"split": _model_split()})[1]["cost_over_time"].to_dict()["encoding"]["color"])
@@ -100,7 +103,7 @@ def test_session_explorer_walks_one_session_in_order(warehouse_env):
 
     _, defs = session_explorer.app.run()
     transcript = defs["transcript"]
-    provider, machine, source_id, session_id = defs["choice"].value  # the newest session with messages
+    provider, machine, _, source_id, session_id = defs["choice"].value  # the newest session with messages
     assert (provider, machine, session_id) == ("crush", "laptop", "S")
     assert transcript.height == scalar(warehouse_env, "SELECT COUNT(*) FROM parts WHERE session_id = 'S'")
     assert transcript["message_index"].to_list() == sorted(transcript["message_index"].to_list())
@@ -152,14 +155,15 @@ def test_session_explorer_tells_apart_sessions_that_share_an_id(shared_id_lake):
     from notebooks import session_explorer
     from tests.conftest import query
 
-    keys = query(shared_id_lake, "SELECT provider, machine, source_id, session_id FROM session_summary ORDER BY provider")
-    assert [(k[0], k[3]) for k in keys] == [("codewhale", "dup"), ("crush", "dup")]
+    keys = query(shared_id_lake, 'SELECT provider, machine, "user", source_id, session_id FROM session_summary '
+                                 "ORDER BY provider")
+    assert [(k[0], k[4]) for k in keys] == [("codewhale", "dup"), ("crush", "dup")]
     _, defs = session_explorer.app.run()
     choice, transcript = defs["choice"], defs["transcript"]
     assert len(choice.options) == 2  # one option per session, each with its own label
     assert choice.value == keys[1]  # the newest: Crush's
     assert set(transcript["provider"].to_list()) == {"crush"}
-    assert set(transcript["source_id"].to_list()) == {keys[1][2]}
+    assert set(transcript["source_id"].to_list()) == {keys[1][3]}
     assert transcript.height == 3 + 2  # user text; two assistant messages of text + finish
     assert "hello whale" not in transcript["summary"].to_list()
 
@@ -182,7 +186,17 @@ def two_machine_lake(layout, built_once, monkeypatch):
 def _two_machines(tmp_path: Path):
     import dataclasses
 
-    from tests.conftest import T0, Project, assistant, ingest, ingest_tables
+    from tests.conftest import ingest, ingest_tables
+
+    layout, store = _shared_store(tmp_path)
+    ingest_tables(layout, store)  # the laptop: the desktop's merge next builds the marts of both
+    ingest(dataclasses.replace(layout, machine="desktop"), store)
+    return layout
+
+
+def _shared_store(tmp_path: Path):
+    """The laptop's layout, and a Crush store of one session with tool calls and their results."""
+    from tests.conftest import T0, Project, assistant
     from transforms.synth.crush import add_message, add_session
     from transforms.synth.crush_parts import bash_output, finish_part, text_part, tool_call_part, tool_result_part
     from warehouse.lake.layout import Layout
@@ -199,9 +213,7 @@ def _two_machines(tmp_path: Path):
                     created_at=T0 + 10 * i + 2)
     assistant(p.conn, "a1", "R", T0 + 40)
     p.close()
-    ingest_tables(layout, p.db)  # the laptop: the desktop's merge next builds the marts of both
-    ingest(dataclasses.replace(layout, machine="desktop"), p.db)
-    return layout
+    return layout, p.db
 
 
 def test_session_explorer_keeps_each_machine_apart(two_machine_lake):
@@ -217,7 +229,7 @@ def test_session_explorer_keeps_each_machine_apart(two_machine_lake):
     choice = defs["choice"]
     assert len(choice.options) == 2  # one option per machine's copy
     for label, key in choice.options.items():
-        provider, machine, source_id, session_id = key
+        provider, machine, _, source_id, session_id = key
         _, defs = session_explorer.app.run(defs={"choice": mo.ui.dropdown(choice.options, value=label)})
         transcript = defs["transcript"]
         parts = query(two_machine_lake, "SELECT COUNT(*) FROM parts WHERE provider = ? AND machine = ? "
@@ -250,14 +262,14 @@ def test_bi_transcript_query_keeps_each_machine_apart(two_machine_lake):
     assert len(rows) == expected and expected < scalar(two_machine_lake, "SELECT COUNT(*) FROM parts")
 
 
-# README's "one session, in order" query, with its literals as parameters
+# docs/LAKE.md's "one session, in order" query (once the README's), its literals as parameters
 README_TRANSCRIPT = """
 SELECT m.provider, m.machine, m.message_index, m.role, p.part_type,
   COALESCE(p.text, p.reasoning, NULLIF(concat_ws(chr(10), p.shell_command, p.shell_output), ''),
   NULLIF(concat_ws(chr(10), p.tool_name, p.tool_input, p.tool_result), ''), p.finish_reason) AS what
-FROM messages m JOIN parts p ON p.provider = m.provider AND p.machine = m.machine AND p.source_id = m.source_id
-  AND p.session_id = m.session_id AND p.message_id = m.message_id
-WHERE m.provider = ? AND m.machine = ? AND m.source_id = ? AND m.session_id = ?
+FROM messages m JOIN parts p ON p.provider = m.provider AND p.machine = m.machine AND p."user" = m."user"
+  AND p.source_id = m.source_id AND p.session_id = m.session_id AND p.message_id = m.message_id
+WHERE m.provider = ? AND m.machine = ? AND m."user" = ? AND m.source_id = ? AND m.session_id = ?
 ORDER BY m.message_index, p.part_index"""
 
 
@@ -270,7 +282,7 @@ def test_readme_style_transcript_query_needs_the_source(shared_id_lake):
         SELECT DISTINCT m.provider FROM messages m JOIN parts p USING (message_id) WHERE m.session_id = 'dup'""")
     assert len(by_id_only) == 2
     source = query(shared_id_lake, "SELECT source_id FROM sessions WHERE provider = 'crush' AND session_id = 'dup'")[0][0]
-    rows = query(shared_id_lake, README_TRANSCRIPT, "crush", "laptop", source, "dup")
+    rows = query(shared_id_lake, README_TRANSCRIPT, "crush", "laptop", "dev", source, "dup")
     assert {r[0] for r in rows} == {"crush"} and len(rows) == 5
     assert [r[2] for r in rows] == sorted(r[2] for r in rows)
 
@@ -282,9 +294,48 @@ def test_readme_style_transcript_query_keeps_each_machine_apart(two_machine_lake
 
     source = query(two_machine_lake, "SELECT DISTINCT source_id FROM sessions")[0][0]
     for machine in ("laptop", "desktop"):
-        rows = query(two_machine_lake, README_TRANSCRIPT, "crush", machine, source, "R")
+        rows = query(two_machine_lake, README_TRANSCRIPT, "crush", machine, "dev", source, "R")
         assert {r[1] for r in rows} == {machine}
         assert len(rows) == scalar(two_machine_lake, "SELECT COUNT(*) FROM parts WHERE machine = ?", machine)
+
+
+@pytest.fixture
+def two_user_lake(layout, built_once, monkeypatch):
+    """One Crush store landed on one machine under two user names (a user's rename): the same
+    source and session ids, told apart by `user` only."""
+    return _built_copy(layout, built_once, monkeypatch, "notebooks-two-users", _two_users)
+
+
+def _two_users(tmp_path: Path):
+    import dataclasses
+
+    from tests.conftest import ingest, ingest_tables
+
+    layout, store = _shared_store(tmp_path)
+    ingest_tables(layout, store)
+    ingest(dataclasses.replace(layout, user="ana"), store)
+    return layout
+
+
+def test_session_explorer_and_the_lake_docs_query_keep_each_user_apart(two_user_lake):
+    """The explorer's key left `user` out: of one store landed under two user names, one user's
+    sessions were missing from its list, and each transcript row came back once per copy (an
+    analyst's trial: 48 rows for 5). docs/LAKE.md's query, as written, keeps them apart too."""
+    import marimo as mo
+
+    from notebooks import session_explorer
+    from tests.conftest import query
+
+    assert sorted(query(two_user_lake, 'SELECT "user" FROM session_summary')) == [("ana",), ("dev",)]
+    _, defs = session_explorer.app.run()
+    choice = defs["choice"]
+    assert sorted(key[2] for key in choice.options.values()) == ["ana", "dev"]
+    for label, (provider, machine, user, source_id, session_id) in choice.options.items():
+        transcript = session_explorer.app.run(defs={"choice": mo.ui.dropdown(choice.options, value=label)})[1][
+            "transcript"]
+        parts = scalar(two_user_lake, 'SELECT COUNT(*) FROM parts WHERE "user" = ? AND session_id = ?', user, session_id)
+        assert transcript.height == parts and set(transcript["user"].to_list()) == {user}
+        assert len(query(two_user_lake, README_TRANSCRIPT, provider, machine, user, source_id, session_id)) == parts
 
 
 def test_no_marimo_session_cache_in_the_repository():
