@@ -5,7 +5,8 @@
 
 Each export is a version: a folder holding every table as of one catalog snapshot, one file per
 (table, date, project), the partition keys only in the directory names (the layout Spark and
-Trino's Hive connector discover by themselves). `CURRENT` names the published version and is
+Trino's Hive connector discover by themselves); a table without a row has one file of none,
+`<table>/empty.parquet`, its columns the hive keys too, so that it reads as empty. `CURRENT` names the published version and is
 replaced last, atomically, so a reader that reads it once and then that folder sees one snapshot
 whole, while the next export writes its own folder beside it.
 
@@ -43,6 +44,7 @@ from warehouse.lake.storage import open_store
 EXPORT = "export"
 POINTER = f"{EXPORT}/CURRENT"
 STATE = "_partitions.parquet"  # in each version: every file with its (table, date, project) and fingerprint
+EMPTY = "empty.parquet"  # a table without a row: its one file, of none (`_write_empty`)
 GRACE_SECONDS = 3600  # a Spark job or Trino query reading a replaced version has this long to finish
 HISTORY = 10  # versions a state remembers (deploy/trino/ddl.py drops their Trino tables)
 WORKERS = 8  # puts and copies at once: each is one request to object storage
@@ -121,14 +123,16 @@ def _publish(con, store, work: Path, before: "_Published | None", snapshot: tupl
             candidates = set()
         now = _current(con, table, candidates, old)
         written = _write(con, table, [pair for pair, fp in now.items() if old.get(pair) != fp], work)
+        # no partition: a file of no rows, so that the table still reads (no folder failed every reader)
+        empty = [] if now else [_write_empty(con, table, work)]
         kept = {(table.name, *pair): compared.files[(table.name, *pair)] for pair, fp in now.items()
                 if old.get(pair) == fp}
         files.update(kept)
         files.update({(table.name, *pair): rels for pair, rels in written.items()})
         fingerprints.update({(table.name, *pair): fp for pair, fp in now.items()})
         carried += [rel for rels in kept.values() for rel in rels]
-        fresh += [rel for rels in written.values() for rel in rels]
-        result.written[table.name] = sum(map(len, written.values()))
+        fresh += [rel for rels in written.values() for rel in rels] + empty
+        result.written[table.name] = sum(map(len, written.values())) + len(empty)
     prefix = f"{EXPORT}/{version}/"
     _parallel(lambda rel: store.put_all({prefix + rel: (work / rel).read_bytes()}), fresh)
     _parallel(lambda rel: store.copy(f"{EXPORT}/{compared.version}/{rel}", prefix + rel), carried)
@@ -242,6 +246,18 @@ def _write(con, table, pairs: list, work: Path) -> dict[tuple, list[str]]:
         day, project = (unquote(part.name.split("=", 1)[1]) for part in (path.parent.parent, path.parent))
         out[(date.fromisoformat(day), project)].append(str(path.relative_to(work)))
     return out
+
+
+def _write_empty(con, table, work: Path) -> str:
+    """A table without a row, as one file of none under `work/<table>/` (its columns, the hive keys
+    among them): DuckDB's `read_parquet` and Spark found no file and failed, and Trino's location
+    was missing. Not a partition: the next version writes it again while the table is empty."""
+    target = work / table.name / EMPTY
+    target.parent.mkdir(parents=True, exist_ok=True)
+    cols = ", ".join(['t."date"', 't."project"'] + [f"t.{c}" for c in _quoted(table.column_names)])
+    con.execute(f'COPY (SELECT {cols} FROM {CATALOG}.main."{table.name}" t LIMIT 0) TO {sql_string(target)} '
+                "(FORMAT parquet)")
+    return str(target.relative_to(work))
 
 
 @contextmanager
