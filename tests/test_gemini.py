@@ -438,6 +438,10 @@ def test_generated_home_totals(layout, tmp_path):
         pytest.approx(dict(truth.by_project))
     assert dict(query(layout, "SELECT tool_name, COUNT(*) FROM tool_calls GROUP BY 1")) == truth.tool_calls
     assert scalar(layout, "SELECT COUNT(*) FROM tool_calls WHERE is_error") == truth.tool_errors
+    # a call's result is recorded once it completed, after the response asking for it (the
+    # generator stamped it before: an analyst's trial found results earlier than their calls)
+    assert scalar(layout, "SELECT COUNT(*) FROM tool_calls WHERE has_result AND result_at > called_at") == \
+        sum(truth.tool_calls.values()) > 0
 
 
 def test_a_negative_count_leaves_its_response_unpriced_and_is_said_as_it_lands(layout, tmp_path):

@@ -252,7 +252,8 @@ TOOL_CALLS = Table(
         _c("result_cwd", pa.string(), "bash: the working directory from the stripped `<cwd>` tag."),
         _c("result_size", pa.int64(), "Size in UTF-8 bytes of `result_text`."),
         _c("called_at", TS, "Creation time of the calling message (UTC); of the result for an orphan."),
-        _c("result_at", TS, "Creation time of the result message (UTC)."),
+        _c("result_at", TS, "Creation time of the result message (UTC); an agent that keeps the result in the "
+           "call's own record (Gemini CLI) records it once the call completed."),
     ),
 )
 

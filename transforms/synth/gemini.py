@@ -206,7 +206,8 @@ def generate_home(home, *, sessions=6, seed=0, workspaces=("/home/dev/webshop", 
             name, make_args, make_output = rng.choice(_TOOLS)
             output = make_output(rng)
             status = "error" if rng.random() < 0.15 else "success"
-            call = tool_call(f"{name}-{n}-{step}", name, make_args(rng), output, status, w.now)
+            # recorded once it completed: after the response asking for it (its tick, next), before the reply
+            call = tool_call(f"{name}-{n}-{step}", name, make_args(rng), output, status, w.now + w.step * 3 / 2)
             usage = tokens(rng.randint(2000, 30000), rng.randint(20, 800), cached=rng.choice([0, 1024, 1500]),
                            thoughts=rng.randint(0, 400))
             w.gemini("", model=MODELS[n % len(MODELS)], usage=usage, thoughts=[("Planning", "Look at the test")],
