@@ -6,9 +6,9 @@
 Each export is a version: a folder holding every table as of one catalog snapshot, one file per
 (table, date, project), the partition keys only in the directory names (the layout Spark and
 Trino's Hive connector discover by themselves); a table without a row has one file of none,
-`<table>/empty.parquet`, its columns the hive keys too, so that it reads as empty. `CURRENT` names the published version and is
-replaced last, atomically, so a reader that reads it once and then that folder sees one snapshot
-whole, while the next export writes its own folder beside it.
+`<table>/empty.parquet`, its columns the hive keys too, so that it reads as empty. `CURRENT`
+names the published version and is replaced last, atomically, so a reader that reads it once
+and then that folder sees one snapshot whole, while the next export writes its own folder beside it.
 
 An export writes only the partitions whose rows changed since the version before it: the
 catalog's change feed (`table_changes`) names the (date, project) pairs a merge touched, and a
@@ -236,9 +236,9 @@ def _write(con, table, pairs: list, work: Path) -> dict[tuple, list[str]]:
     if not pairs:
         return {}
     target = work / table.name
-    cols = ", ".join(['t."date"', 't."project"'] + [f"t.{c}" for c in _quoted(table.column_names)])
     with _as_relation(con, pairs):
-        con.execute(f'COPY (SELECT {cols} FROM {CATALOG}.main."{table.name}" t {_only(pairs)}) TO \'{target}\' '
+        con.execute(f'COPY (SELECT {_columns(table)} FROM {CATALOG}.main."{table.name}" t {_only(pairs)}) '
+                    f"TO {sql_string(target)} "
                     '(FORMAT parquet, COMPRESSION zstd, PARTITION_BY ("date", "project"), '
                     "WRITE_PARTITION_COLUMNS false)")
     out = defaultdict(list)
@@ -254,9 +254,8 @@ def _write_empty(con, table, work: Path) -> str:
     was missing. Not a partition: the next version writes it again while the table is empty."""
     target = work / table.name / EMPTY
     target.parent.mkdir(parents=True, exist_ok=True)
-    cols = ", ".join(['t."date"', 't."project"'] + [f"t.{c}" for c in _quoted(table.column_names)])
-    con.execute(f'COPY (SELECT {cols} FROM {CATALOG}.main."{table.name}" t LIMIT 0) TO {sql_string(target)} '
-                "(FORMAT parquet)")
+    con.execute(f'COPY (SELECT {_columns(table)} FROM {CATALOG}.main."{table.name}" t LIMIT 0) '
+                f"TO {sql_string(target)} (FORMAT parquet)")
     return str(target.relative_to(work))
 
 
@@ -269,6 +268,11 @@ def _as_relation(con, pairs):
         yield
     finally:
         con.unregister("_pairs")
+
+
+def _columns(table) -> str:
+    """The table's columns as the export writes them: the hive keys first."""
+    return ", ".join(['t."date"', 't."project"'] + [f"t.{c}" for c in _quoted(table.column_names)])
 
 
 def _quoted(names) -> list[str]:
