@@ -234,3 +234,41 @@ def test_a_local_lake_keeps_its_state_as_it_is(layout, tmp_path):
     ingest(layout, store, marts=False)
     state = json.loads(next(layout.state_dir.glob("crush-*.json")).read_text())
     assert str(store) in state["failed"]
+
+
+def test_team_mode_turned_on_lands_again_what_was_landed_without_it_and_no_project_is_named_after_a_secret(
+        layout, tmp_path):
+    """A team lead's trial: a laptop that ran without team mode, then with it, kept every secret it
+    had landed in the shared folder ("35 unchanged"); and a token in a project folder's name was
+    the project's slug, lower-cased (an AWS key given back whole by upper case), in the tables,
+    the landing files, the state files and the lake's folder names."""
+    from tests.conftest import T0 as CRUSH_T0, Project, add_message, add_session, assistant
+    from transforms.synth.crush_parts import text_part
+
+    token, key = "gh" + "p_" + _rand(36), "AKIA" + _rand(16, string.ascii_uppercase + string.digits)
+    p = Project(tmp_path / "work", token)
+    add_session(p.conn, "S", title="deploy", created_at=CRUSH_T0, cost=0.25)
+    add_message(p.conn, "u", "S", "user", [text_part(f"use aws_access_key_id = {key} to deploy")], created_at=CRUSH_T0)
+    assistant(p.conn, "a", "S", CRUSH_T0 + 1)
+    p.close()
+    plain = ingest(layout, p.db, marts=False)  # team mode off: the agent's own bytes
+    assert [r.status for r in plain.results] == ["ok"]
+    team = _shared_folder_team(layout)
+    again = ingest(team, p.db)
+    assert [r.status for r in again.results] == ["ok"]  # not "unchanged": landed again, redacted
+
+    secrets = [token, token.lower(), key, key.lower()]
+    landed = [v for f in sorted((team.lake / "_landing").rglob("*.parquet"))
+              for column in pq.read_table(f).columns if pa.types.is_string(column.type)
+              for v in column.to_pylist() if v]
+    assert landed and [s for s in secrets if any(s in v for v in landed)] == []
+    assert query(team, "SELECT DISTINCT project FROM sessions") == [("redacted-github-token",)]
+    values = [v for row in query(team, "SELECT * FROM sessions") + query(team, "SELECT * FROM daily_costs")
+              for v in row if isinstance(v, str)]
+    assert [v for v in values if any(s in v for s in secrets)] == []
+    states = sorted(team.state_dir.glob("*.json"))
+    assert states and [s for s in secrets if any(s in f.read_text() for f in states)] == []
+    every_name = [str(f) for f in tmp_path.rglob("*") if "work" not in f.relative_to(tmp_path).parts[:1]]
+    assert [name for name in every_name if any(s in name for s in secrets)] == []
+    # a rerun in team mode: unchanged now
+    assert [r.status for r in ingest(team, p.db, marts=False).results] == ["unchanged"]

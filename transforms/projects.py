@@ -85,14 +85,33 @@ def project_name(project_path: str, mapping: Mapping[str, str] | None = None) ->
     return project_slug(path.name if path else "", default="unknown")
 
 
+# A run of characters long enough to be a token (an AWS key is 20, a GitHub token 40), or a
+# private key's first line: only such a name is looked at for secrets (`_without_secrets`)
+_MAYBE_SECRET = re.compile(r"[A-Za-z0-9_]{16,}|-----BEGIN")
+
+
 def project_slug(name: str, default: str = "unnamed") -> str:
     """A project's name as a slug, its letters outside a-z written in a-z first (anyascii:
     `Größe café` is grosse-cafe, `проект` proekt, `東京アプリ` dongjingapuri): slugify alone dropped
     them, so projects named in another script were all `unknown`, one project in every report (a
     new user's trial). Machine and user names keep slugify's: transliterating them would land a
-    machine's history again under a new name."""
+    machine's history again under a new name. A secret in the name never becomes the slug."""
+    name = _without_secrets(name)
     if not name.isascii():
         from anyascii import anyascii  # slow to import (docs/ARCHITECTURE.md): only for a name that needs it
 
         name = anyascii(name)
     return slugify(name, default)
+
+
+def _without_secrets(name: str) -> str:
+    """`name` with each secret in it written `[REDACTED:<kind>]` (its slug `redacted-<kind>`): a
+    token pasted into a folder's name became the project's slug, the redaction's `project_path`
+    aside, and lower case gave an AWS key back whole (a team lead's trial). In every mode, so that
+    a project has one name on every machine of a team. The rules load only for a name that may
+    hold one."""
+    if not _MAYBE_SECRET.search(name):
+        return name
+    from transforms.redact import redact_text
+
+    return redact_text(name)[0]

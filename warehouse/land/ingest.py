@@ -434,10 +434,41 @@ def record_run(layout: Layout, run_id: str, results) -> str | None:
     if any(r.status in ("ok", "unchanged") for r in results):  # sessions landed under these names: a run
         landed_as.record(layout)  # whose every source failed (a bucket refusing a new name) landed none
     try:
+        if layout.team:
+            redact_earlier_runs(layout)
         write_run_log(layout.store(), SOURCES, rel, rows)
     except (OSError, ValueError) as exc:  # the data is landed or not already; only the log entry is lost
         return f"could not record this run in `sources`: {exc}"
     return None
+
+
+def redact_earlier_runs(layout: Layout) -> int:
+    """The run log files this machine wrote before team mode was on (or under other [privacy]
+    rules), their rows redacted as a team-mode run's are, once: the sources it landed then are
+    landed again (source_state.redaction), and their paths and errors stayed in the shared lake
+    (a team lead's trial). A marker in the state folder says for which rules it was done. Returns
+    the files rewritten."""
+    from transforms.redact import redact_log_row
+    from warehouse.land.source_state import redaction
+
+    marker = layout.state_dir / "run-logs-redacted"
+    done = redaction(layout)
+    try:
+        if marker.read_text() == done:
+            return 0
+    except OSError:
+        pass
+    store, policy, rewritten = layout.store(), privacy_policy(layout), 0
+    for rel in sorted(store.versions(run_log_path(layout.machine, layout.user, "x").rsplit("/", 1)[0])):
+        if not rel.endswith(".parquet"):
+            continue
+        rows = read_file(store, rel).to_pylist()
+        if sum(sum(redact_log_row(row, policy).values()) for row in rows):
+            write_run_log(store, SOURCES, rel, rows)
+            rewritten += 1
+    layout.state_dir.mkdir(parents=True, exist_ok=True)
+    replace_file(marker, done)
+    return rewritten
 
 
 def mark_pending(layout: Layout) -> None:

@@ -47,6 +47,8 @@ class SourceState:
     # the run that landed the files: within that run the source is read again, not called
     # unchanged (a worker pool that broke after the write lost its result: warehouse.land.ingest)
     run_id: str | None = None
+    # team mode's redaction the files were written with (`redaction`); None: as the agent holds them
+    redacted: str | None = None
 
 
 _FIELDS = {f.name for f in fields(SourceState)}
@@ -175,6 +177,10 @@ class SourceStates:
             return False
         if not same_names(previous, source):
             return False
+        if self.layout.team and previous.redacted != redaction(self.layout):
+            # landed before team mode was on (or under other [privacy] rules): its secrets are in
+            # the lake until it is landed again, and a rerun called it unchanged (a team lead's trial)
+            return False
         if getattr(source, "replaces", ()) and self.landed_alone(source):
             return False
         if source.supersedes and self.superseded_landed(source, previous):
@@ -226,7 +232,8 @@ class SourceStates:
         """After a write by run `run_id`: `fingerprint` settles the source (None: read it again next run)."""
         self.save(source.provider, source.source_id,
                   SourceState(fingerprint, files, source.partition_key, source.path, SCHEMA_VERSION,
-                              parts=parts, names=names_digest(source), run_id=run_id))
+                              parts=parts, names=names_digest(source), run_id=run_id,
+                              redacted=redaction(self.layout) if self.layout.team else None))
 
 
 def same_names(previous: SourceState, source: Source) -> bool:
@@ -235,6 +242,12 @@ def same_names(previous: SourceState, source: Source) -> bool:
     projects itself (OpenCode, Cursor, Kilo, ...) is landed again when the configured names change
     at all, since which of its sessions they rename is known only by reading it."""
     return previous.partition_key == source.partition_key and previous.names == names_digest(source)
+
+
+def redaction(layout: Layout) -> str:
+    """Team mode's redaction as a digest of its [privacy] rules (config.toml): a source landed
+    without it, or under other rules, is landed again."""
+    return hashlib.sha256(repr(("team", tuple(layout.privacy))).encode()).hexdigest()[:16]
 
 
 def names_digest(source: Source) -> str | None:
