@@ -172,8 +172,10 @@ def use_demo_if_empty(args) -> None:
         print_err(f"note: the quickstart's demo is in {demo.home}: this demo goes there, where the other commands "
                   f"find it ({home} is kept for your agents' own data)")
     else:
+        # a server keeps the warehouse it started with: the first ingest's data needs a new start (a trial)
+        again = "; start this again after it" if args.command in ("dashboard", "mcp") else ""
         print_err(f"note: {home} holds no ingested data yet: using the quickstart demo in {demo.home} "
-                  f"(`agentlake ingest` puts your agents' own data in {home})")
+                  f"(`agentlake ingest` puts your agents' own data in {home}{again})")
     args.home = str(demo.home)
 
 

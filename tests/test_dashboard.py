@@ -139,7 +139,8 @@ def test_filters_change_the_page(dashboard, tab):
     ("top=-1", "top: '-1' is negative: rows per ranking must be 0 (all) or more"),
     ("agent=gpt", "unknown agent 'gpt' (not in this lake); ignored"),
     ("agent=crus", "unknown agent 'crus' (not in this lake; close ones: crush); ignored"),  # as the CLI says
-    ("agnet=crush", "unknown parameter 'agnet': the filters are since, until, project, agent, top"),
+    ("agnet=crush", "unknown parameter 'agnet': this page takes since, until, project, agent, top, user, machine, "
+                    "grain, tz, sort; ignored"),
     ("agent=crush&agent=codewhale", "agent given 2 times ('crush', 'codewhale'): one value each; 'codewhale' used"),
 ])
 def test_bad_filters_are_named_on_the_page(dashboard, tab, query, message):
@@ -364,7 +365,12 @@ def test_every_page_says_when_the_warehouse_was_last_merged_and_if_its_data_is_t
 
 def test_a_missing_session_says_so(dashboard, tab):
     dom = browse(dashboard + "session?source=x&id=nope", tab)
-    assert "no such session in this lake" in dom
+    assert "no such session in this lake: source 'x', id 'nope'" in dom
+    # named by half, or not at all: what names one, never Python's None (a trial)
+    for query, said in (("session", "none named"), ("session?id=nope", "id 'nope'")):
+        dom = browse(dashboard + query, tab)
+        assert f"no such session in this lake: {said} (a session is named by key=, or by source= and id=)" in dom
+        assert "None" not in dom.split('id="filter-errors"')[1].split("</div>")[0]
 
 
 @pytest.fixture

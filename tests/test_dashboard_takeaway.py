@@ -120,6 +120,8 @@ def test_without_a_grain_the_span_picks_it_and_a_bad_one_is_named(dashboard):
     assert status == 400
     assert "grain: 'hour' is not one of day, week, month; the bars follow the span" in errors(page)
     assert bars(page) == bars(default) and "one bar per day (by the span)" in page
+    status, page, _ = get(dashboard + "?grain=WEEK")  # in any case, as the other filters (a trial)
+    assert status == 200 and "one bar per week" in page and "one bar per week (by the span)" not in page
 
 
 def windows(today: date) -> dict[str, tuple[str, str] | None]:
@@ -253,14 +255,15 @@ def test_a_column_header_sorts_its_table_and_the_next_click_reverses(dashboard, 
                            "sub-agents", "models", "cost", "cost source"}
     assert "sort=sessions%3Amessages%3Adesc" in titles["messages"]  # a number: largest first
     assert "sort=sessions%3Atitle%3Aasc" in titles["title"]  # text: from A
-    expected = query(lake_ro, "SELECT COALESCE(title, '(untitled)'), messages, duration_s FROM session_summary "
-                              "WHERE project = 'shop'")
+    expected = query(lake_ro, "SELECT title, messages, duration_s FROM session_summary WHERE project = 'shop'")
     _, by_messages, _ = get(urljoin(dashboard, titles["messages"]))
     assert [int(r[4]) for r in rows(by_messages, "sessions")] == sorted((r[1] for r in expected), reverse=True)
     again = anchors(part(by_messages, r'<table id="sessions"><thead>(.*?)</thead>'))
     assert "messages ▼" in again and "sort=sessions%3Amessages%3Aasc" in again["messages ▼"]
     _, by_title, _ = get(urljoin(dashboard, titles["title"]))
-    assert [r[1] for r in rows(by_title, "sessions")] == sorted(r[0] for r in expected)
+    # text from A in any case, a session without a title last (it came first, as "(untitled)": a trial)
+    titled = sorted((r[0] for r in expected if r[0] is not None), key=str.casefold)
+    assert [r[1] for r in rows(by_title, "sessions")] == titled + ["(untitled)"] * (len(expected) - len(titled))
     # the other links keep the order, and the way back to the table's own
     note = part(by_title, r'<p class="cut takeaway" id="sessions-takeaway">(.*?)</p>')
     assert "sorted by title, ascending" in text(note) and "sort=" not in anchors(note)["its own order"]
@@ -338,3 +341,16 @@ def test_the_overview_with_a_preset_and_a_grain_in_a_real_browser(dashboard, mon
         tab.screenshot(url, tmp_path / "overview-preset-week.png", width=1440, height=1400)
         shot = (tmp_path / "overview-preset-week.png").read_bytes()
         assert shot.startswith(b"\x89PNG\r\n\x1a\n") and len(shot) > 20_000
+
+
+def test_text_sorts_from_a_in_any_case_and_a_missing_value_last_either_way():
+    """A dashboard trial: sessions without a title (shown "(untitled)") came first from A, and
+    `Session 4` before `legacy`. The CSV leaves such a title empty, as the report's CSV would."""
+    from warehouse.serve.dashboard.page_parts import sort_rows
+    from warehouse.serve.dashboard.request import parse_request
+
+    rows = [("Session 4",), (None,), ("legacy",), ("apple",), ("Zed",)]
+    for direction, expected in (("asc", ["apple", "legacy", "Session 4", "Zed", None]),
+                                ("desc", ["Zed", "Session 4", "legacy", "apple", None])):
+        req = parse_request(f"sort=sessions:title:{direction}", ["p"], ["crush"], "/project")
+        assert [r[0] for r in sort_rows(req, "sessions", ["title"], rows)] == expected

@@ -168,7 +168,9 @@ def sort_rows(req: Request, name: str, keys: list[str], rows: list[tuple]) -> li
     if chosen is None:
         return rows
     i, descending = keys.index(chosen[0]), chosen[1]
-    known = sorted((r for r in rows if r[i] is not None), key=lambda r: r[i], reverse=descending)
+    # text from A in any case (`legacy` beside `Session 4`), as a reader reads it (a trial)
+    known = sorted((r for r in rows if r[i] is not None), reverse=descending,
+                   key=lambda r: r[i].casefold() if isinstance(r[i], str) else r[i])
     return known + [r for r in rows if r[i] is None]
 
 

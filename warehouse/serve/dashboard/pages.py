@@ -320,6 +320,9 @@ SESSION_LABELS = ("title", "agent", "duration", "messages", "tool calls", "faile
                   "cost", "cost source")  # after the start, whose clock is the page's zone's
 
 
+UNTITLED = "(untitled)"  # a session without a title, on the page (its CSV leaves the cell empty)
+
+
 def session_labels(zone: str) -> list[str]:
     """The sessions table's column names, its times those of the page's zone."""
     return [f"started ({zone})", *SESSION_LABELS]
@@ -327,7 +330,7 @@ def session_labels(zone: str) -> list[str]:
 
 def session_rows(con, req: Request) -> tuple[list[str], list[tuple]]:
     """(columns, every row) of a project's sessions: most expensive first, unless `sort` says otherwise."""
-    rows = filtered_rows(con, f"""SELECT started_at, COALESCE(title, '(untitled)'), provider, duration_s, messages,
+    rows = filtered_rows(con, f"""SELECT started_at, title, provider, duration_s, messages,
                                   tool_calls, failed_tool_calls, subagents, models, cost_usd, cost_source,
                                   source_id, session_id, machine, "user"
                            FROM {sessions(req.filters)} {{w}} ORDER BY cost_usd DESC NULLS LAST, started_at DESC""", req.filters)
@@ -346,7 +349,8 @@ def project_page(con, req: Request, projects: list[str], providers: list[str]) -
     cut = charts.top_with_others([(r[0], *r[3:8], r[9]) for r in rows], req.top or None, "others")
     kept = rows[:len(cut.rows)]
     zone = req.filters.zone
-    shown = [(clock(r[0], zone).strftime("%Y-%m-%d %H:%M") if r[0] else "", r[1], r[2], duration_text(r[3]), r[4], r[5], r[6], r[7],
+    shown = [(clock(r[0], zone).strftime("%Y-%m-%d %H:%M") if r[0] else "", r[1] or UNTITLED, r[2], duration_text(r[3]),
+              r[4], r[5], r[6], r[7],
               models_label(r[8]), usd(r[9]), r[10]) for r in kept]
     if cut.others:
         o = cut.others

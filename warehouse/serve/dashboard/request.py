@@ -108,7 +108,9 @@ def parse_request(query: str, projects: list[str], providers: list[str], path: s
     known = FILTERS + PAGE_PARAMS.get(path, ()) + OTHER_PARAMS
     for key in params:
         if key not in known:
-            errors.append(f"unknown parameter {key!r}: the filters are {', '.join(FILTERS)}; ignored")
+            # the page's own parameters and the sort named too, not the token (a trial: sort left out)
+            takes = FILTERS + PAGE_PARAMS.get(path, ()) + ("sort",)
+            errors.append(f"unknown parameter {key!r}: this page takes {', '.join(takes)}; ignored")
     for key in ("since", "until"):
         text = params.get(key, "")
         if text:
@@ -147,7 +149,7 @@ def parse_request(query: str, projects: list[str], providers: list[str], path: s
             errors.append(f"top: {text!r} is negative: rows per ranking must be 0 (all) or more; {DEFAULT_TOP} used")
         else:
             top = number
-    grain = params.get("grain", "") or None
+    grain = (params.get("grain", "") or "").lower() or None  # in any case, as the other filters
     if grain is not None and grain not in GRAINS:
         errors.append(f"grain: {grain!r} is not one of {', '.join(GRAINS)}; the bars follow the span")
         grain = None

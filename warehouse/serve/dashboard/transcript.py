@@ -88,8 +88,11 @@ def session_page(con, req: Request) -> tuple[str, int]:
     p = req.params
     found = find_session(con, p.get("source"), p.get("id"), p.get("key"), p.get("machine"), p.get("session_user"))
     if found is None:
-        req.errors.append("no such session in this lake: " + (f"key {p['key']!r}" if p.get("key")
-                                                               else f"source {p.get('source')!r}, id {p.get('id')!r}"))
+        given = ([f"key {p['key']!r}"] if p.get("key") else
+                 [f"{name} {p[name]!r}" for name in ("source", "id") if p.get(name)])
+        missing = "" if p.get("key") or (p.get("source") and p.get("id")) else (
+            " (a session is named by key=, or by source= and id=)")
+        req.errors.append("no such session in this lake: " + (", ".join(given) or "none named") + missing)
         return layout("session not found", [("overview", req.link("/"))], "", req, about=about_data(con)), 404
     (provider, project, source, sid, title, started, ended, cost, cost_source, models, subagents, root,
      duration, messages, calls, errors, exits, machine, user) = found
