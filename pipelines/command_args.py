@@ -106,7 +106,9 @@ def nothing_ingested(layout: Layout) -> int:
         print_err(f"error: nothing ingested in {layout.lake}: this warehouse merges {merged}; name it with --lake "
              "(or `lake` in config.toml, $AGENTLAKE_LAKE)")
     else:
-        hint = " (a wrong bucket, prefix or endpoint? it lists no landing file)" if layout.remote else ""
+        hint = (" (a wrong bucket, prefix or endpoint? it lists no landing file)" if layout.remote else
+                " (no such folder: a mistyped path?)" if not Path(layout.lake).exists() and not own_lake(
+                    layout.lake, layout.warehouse) else "")
         reader = ", or name a team's lake with --lake" if own_lake(layout.lake, layout.warehouse) else ""
         print_err(f"error: nothing ingested in {layout.lake} yet{hint}: run `agentlake ingest` (or `agentlake demo`) "
              f"first{reader}")

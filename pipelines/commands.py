@@ -365,7 +365,7 @@ def cmd_mcp(args) -> int:
 
 
 def cmd_merge(args) -> int:
-    from pipelines.runner import repriced
+    from pipelines.runner import replaced_lake, repriced
     from warehouse.catalog.build import configured_prices, refresh
     from warehouse.lake.ducklake import refuse_a_readers_write
 
@@ -382,6 +382,8 @@ def cmd_merge(args) -> int:
     print(f"merged {sources} ({result.removed} removed, {logs}) from {layout.lake} into {layout.warehouse}")
     if result.repriced:
         print(repriced(layout))
+    if result.replaced_from:
+        print(f"note: {replaced_lake(layout, result.replaced_from)}", file=sys.stderr)
     if result.waiting:
         print(f"{len(result.waiting)} sources were being written and wait for the next merge", file=sys.stderr)
     return 0

@@ -220,7 +220,17 @@ def _merge(layout: Layout, summary: RunSummary, landed: bool, signalled: list):
     merged_since(layout, token)  # what landed is merged
     if result.repriced:  # `0 ok, 4 unchanged` alone hid it (a new user's trial)
         summary.notes.append(repriced(layout))
+    if result.replaced_from:  # a mistyped --lake replaced a team's warehouse without a word (a trial)
+        summary.notes.append(replaced_lake(layout, result.replaced_from))
     return result
+
+
+def replaced_lake(layout: Layout, before: str) -> str:
+    """What a merge into a warehouse made anew from another lake says (`ingest` and `merge` alike)."""
+    import shlex
+
+    return (f"the warehouse {layout.warehouse} was merged from the lake {before}: it is built anew from "
+            f"{layout.lake}, without that lake's rows (`--lake {shlex.quote(before)}` reads it again)")
 
 
 def repriced(layout: Layout) -> str:

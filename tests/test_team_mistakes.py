@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import copy_home
+from tests.conftest import copy_home, query
 from tests.support_s3 import BUCKET, run_cli_fresh, s3, s3_client, s3_server  # noqa: F401  (the moto fixtures)
 from transforms.synth.crush import generate_store
 from pipelines import schedule
@@ -126,6 +126,12 @@ def test_a_new_reader_merging_an_empty_folder_is_told_the_same(tmp_path):
     out = cli("merge", "--lake", str(lake), home=tmp_path / "reader", cwd=tmp_path / "cwd")
     assert out.returncode == 1 and out.stdout == ""
     assert out.stderr.startswith(f"error: nothing ingested in {lake} ") and out.stderr.count("\n") == 1, out.stderr
+    assert "no such folder" not in out.stderr
+    # a mistyped path: said to be none (a team lead's trial was only told to ingest first)
+    typo = tmp_path / "share" / "lak"
+    out = cli("merge", "--lake", str(typo), home=tmp_path / "reader", cwd=tmp_path / "cwd")
+    assert out.returncode == 1 and out.stderr.startswith(
+        f"error: nothing ingested in {typo} yet (no such folder: a mistyped path?): "), out.stderr
 
 
 def test_a_machine_with_nothing_to_land_still_ingests_into_an_empty_prefix(s3, tmp_path):  # noqa: F811
@@ -528,3 +534,27 @@ def test_the_homes_own_lake_without_team_mode_is_not_said(tmp_path):
     elsewhere = cli("ingest", "--quiet", "--no-default", "--crush-root", str(store.global_dir), "--warehouse",
                     str(tmp_path / "wh" / "w.ducklake"), home=tmp_path / "cy", cwd=tmp_path / "cwd")
     assert elsewhere.returncode == 0 and "team mode is off" not in elsewhere.stderr, elsewhere.stderr
+
+
+def test_a_mistyped_lake_that_replaces_a_laptops_warehouse_is_said(tmp_path):
+    """A team lead's trial: `ingest --lake <a typo>` on a laptop that read the team's folder lake
+    built its warehouse anew from the typo's lake, the team's rows gone, without a word."""
+    share = tmp_path / "share"
+    for user, seed in (("ana", 1), ("cy", 2)):
+        store = generate_store(tmp_path / f"crush-{user}", projects=1, sessions_per_project=1, seed=seed)
+        out = cli("ingest", "--quiet", "--no-default", "--lake", str(share), "--team", "--user", user,
+                  "--crush-root", str(store.global_dir), home=tmp_path / user, cwd=tmp_path / "cwd")
+        assert out.returncode == 0, out.stderr
+    typo = tmp_path / "shar"
+    out = cli("ingest", "--no-default", "--lake", str(typo), "--team", "--user", "cy",
+              "--crush-root", str(tmp_path / "crush-cy"), home=tmp_path / "cy", cwd=tmp_path / "cwd")
+    assert out.returncode == 0, out.stderr
+    said = (f"note: the warehouse {tmp_path / 'cy' / 'warehouse.ducklake'} was merged from the lake {share}: it is "
+            f"built anew from {typo}, without that lake's rows (`--lake {share}` reads it again)")
+    assert said in out.stdout + out.stderr, out.stdout + out.stderr
+    users = query(Layout.resolve(home=tmp_path / "cy"), 'SELECT DISTINCT "user" FROM sessions')
+    assert users == [("cy",)]
+    back = cli("merge", "--lake", str(share), home=tmp_path / "cy", cwd=tmp_path / "cwd")
+    assert back.returncode == 0 and f"was merged from the lake {typo}: it is built anew from {share}" in back.stderr
+    assert sorted(query(Layout.resolve(home=tmp_path / "cy"), 'SELECT DISTINCT "user" FROM sessions')) == \
+        [("ana",), ("cy",)]

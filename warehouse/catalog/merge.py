@@ -94,6 +94,7 @@ class MergeResult:
     landers: int = 0  # (machine, user) pairs with landing files in the lake
     projects: set = field(default_factory=set)  # those whose mart rows the merge changed (None: no project)
     first: bool = False  # the warehouse had merged nothing before (a new one, or one made anew)
+    replaced_from: str | None = None  # the lake a warehouse made anew from this one was merged from
 
     @property
     def inserted(self) -> int:
@@ -415,9 +416,18 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
 
     if is_remote(lake):  # before the catalog is opened: a new one records its tables' folder in the lake
         open_store(lake).check_bucket()
+    replaced = []  # the lake the catalog made anew had merged from, if another one with sources
+
+    def on_rebuild(old) -> None:
+        if not full:
+            _refuse_replacing(old, lake, catalog)
+        recorded = _recorded(old)
+        if recorded and not same_lake(recorded[0], masked(str(lake))) and _merged_sources(old):
+            replaced.append(recorded[0])
+
     with scratch("merge") as workdir, \
             ducklake.writing(catalog, data_path or tables_path(lake, catalog), memory_limit, lake=str(lake),
-                             on_rebuild=None if full else lambda old: _refuse_replacing(old, lake, catalog)) as con:
+                             on_rebuild=on_rebuild) as con:
         # the tables' files as the catalog recorded them: one lost or cut short is built again
         broken = ducklake.damaged_files(con, footers=full)
         footers, damaged, kept = _Footers(), {}, None
@@ -443,6 +453,7 @@ def _merge(lake, catalog: Path, *, data_path: str | None, marts: bool, full: boo
                 damaged.update(again.damaged)
                 if again.keep:
                     kept = _keep(con, again.keep)
+        result.replaced_from = result.replaced_from or (replaced[0] if replaced else None)
         result.problems[:0] = [_rebuilt(table, file) for table, files in sorted(broken.items()) for file in files]
         if kept:
             result.problems += kept.lost
@@ -505,6 +516,8 @@ def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, 
     full = full or _older_layout(recorded) or bool(broken & BUILT) or repriced
     merged = {} if full else before
     changed, removed = plan(landed, merged)
+    if removed and recorded is not None and not same_lake(recorded[0], masked(str(lake))):
+        result.replaced_from = recorded[0]  # its sources this lake does not hold leave: said (a moved home's stay)
     local = _local_copies(store, [f for files in changed.values() for f in files], workdir)
     sources, waiting = _complete(changed, local, footers, damaged)
     if full:
