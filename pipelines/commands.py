@@ -19,7 +19,7 @@ from pipelines.command_args import (
 from pipelines.reading import no_warehouse, own_config_file, report_zone, search_index_of
 from transforms.provider import DiscoverOptions
 from warehouse.lake.config import DEMO, has_data, load_config, load_layout, settings_file
-from warehouse.lake.layout import Layout, check_catalog, make_home, own_lake, same_lake
+from warehouse.lake.layout import Layout, check_catalog, check_lake_writable, make_home, own_lake, same_lake
 from warehouse.lake.pg_catalog import is_postgres
 
 
@@ -53,6 +53,7 @@ def cmd_ingest(args) -> int:
     if is_postgres(layout.warehouse):  # a reader of the team's catalog: the center alone writes it
         layout = replace(layout, warehouse=layout.home / "warehouse.ducklake")
     make_home(layout.home)
+    check_lake_writable(layout)
     check_catalog(layout.warehouse)  # a folder or a file not DuckDB's: said before any source is read
     options = discover_options(args, layout)
     if _unredacted_share(args, layout):

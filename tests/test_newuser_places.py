@@ -171,6 +171,15 @@ def test_a_home_that_cannot_be_written_is_said_before_anything_is_read(read_only
         "ingests or merges writes its lake, warehouse and cache there; name another with --home or $AGENTLAKE_HOME)\n")
 
 
+def test_a_lake_that_cannot_be_written_is_said_before_anything_is_read(read_only_folder, tmp_path, capsys):
+    """A team lead's trial: a shared folder lake mounted read-only failed each source on its lock,
+    then the run as an OSError without its summary. Said once, before; a reader is named the way."""
+    assert main(["ingest", "--no-default", "--home", str(tmp_path / "home"), "--lake", str(read_only_folder)]) == 1
+    assert capsys.readouterr().err == (
+        f"error: cannot write in the lake {read_only_folder}: Read-only file system (a machine lands its sources "
+        f"there; a reader only reads it: `agentlake merge --lake {read_only_folder}`)\n")
+
+
 def test_a_file_elsewhere_named_home_or_demo_stops_no_command_given_a_good_home(tmp_path, monkeypatch, capsys):
     """The file-home check only where the home is read: $AGENTLAKE_HOME naming a file while
     --home names a folder (the next commands the summary prints compare with the default home),

@@ -108,6 +108,22 @@ def make_home(home: Path) -> None:
                           "its lake, warehouse and cache there; name another with --home or $AGENTLAKE_HOME)")
 
 
+def check_lake_writable(layout: "Layout") -> None:
+    """A folder lake this machine cannot write in (a share mounted read-only, no permission) is
+    said once, before any source is read: each source failed on its lock, then the run ended in
+    an OSError without its summary (a team lead's trial). A reader needs no write: `merge --lake`."""
+    if layout.remote:
+        return
+    try:
+        layout.state_dir.mkdir(parents=True, exist_ok=True)
+        probe = layout.state_dir / f".writable-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise HomeNotMade(f"cannot write in the lake {layout.lake}: {exc.strerror or exc} (a machine lands its "
+                          f"sources there; a reader only reads it: `agentlake merge --lake {layout.lake}`)") from None
+
+
 def check_home(home: Path, explicit: bool, env=os.environ) -> None:
     """A home that is a file is refused, naming where it was given, before a command reads an
     empty warehouse in it or writes below it (a new user's trial: NotADirectoryError from the

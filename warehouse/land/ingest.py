@@ -495,7 +495,10 @@ def merged_since(layout: Layout, token: str | None) -> None:
     Dagster's run lands): what it wrote waits for the next merge, and the marker says so. A token,
     not a time: a shared folder's clock or its mtimes' steps are not this machine's."""
     if pending_token(layout) == token:
-        layout.pending_marker.unlink(missing_ok=True)
+        try:
+            layout.pending_marker.unlink(missing_ok=True)
+        except OSError:  # a lake that cannot be written: the marker stays, for the next merge
+            pass
 
 
 def clean_stale_staging(layout: Layout) -> int:
