@@ -19,7 +19,8 @@ from pipelines.command_args import (
 from pipelines.reading import no_warehouse, own_config_file, report_zone, search_index_of
 from transforms.provider import DiscoverOptions
 from warehouse.lake.config import DEMO, has_data, load_config, load_layout, settings_file
-from warehouse.lake.layout import Layout, check_catalog, check_lake_writable, make_home, own_lake, same_lake
+from warehouse.lake.layout import (Layout, check_catalog, check_lake_writable, home_flag, make_home, own_lake,
+                                   same_lake)
 from warehouse.lake.pg_catalog import is_postgres
 
 
@@ -397,6 +398,10 @@ def cmd_compact(args) -> int:
 
     layout = layout_of(args)
     if not layout.warehouse.exists():
+        if has_data(layout) and not own_lake(layout.lake, layout.warehouse):  # a team's lake, no warehouse here
+            print_err(f"error: {layout.home} has no warehouse yet to compact: `agentlake merge{home_flag(layout.home)} "
+                      f"--lake {shlex.quote(str(layout.lake))}` builds it from that lake")
+            return 1
         return nothing_ingested(layout)
     if is_postgres(layout.warehouse):  # a reader's role: that, before the lake to name
         refuse_a_readers_write(layout.warehouse)
@@ -464,9 +469,11 @@ def cmd_schedule(args) -> int:
     passed += _discovery_passed(args)
     merged = merged_lake(layout) if own_lake(layout.lake, layout.warehouse) else None
     if merged and not same_lake(merged, str(layout.lake)):  # a reader's home: its ingests are refused
+        home = home_flag(layout.home)
         print_err(f"error: the warehouse {layout.warehouse} is read from the lake {merged}, so an ingest of this "
-             f"home's own lake would be refused: run `agentlake schedule --lake {shlex.quote(merged)}` to land this "
-             f"machine's agents there, or have your scheduler run `agentlake merge --lake {shlex.quote(merged)}`")
+             f"home's own lake would be refused: run `agentlake schedule{home} --lake {shlex.quote(merged)}` to land "
+             f"this machine's agents there, or have your scheduler run `agentlake merge{home} --lake "
+             f"{shlex.quote(merged)}`")
         return 2
     try:
         recipe = schedule.recipe(args.kind or schedule.default_kind(), args.every, schedule.ingest_argv(passed),

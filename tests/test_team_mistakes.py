@@ -197,6 +197,17 @@ def test_ingest_or_a_bare_merge_in_a_readers_home_keeps_the_teams_rows(tmp_path,
     assert f"is read from the lake {share}, so an ingest of this home's own lake would be refused" in scheduled.stderr
     commands = re.findall(r"`(agentlake [^`]+)`", scheduled.stderr)
     assert [shlex.split(c)[1:] for c in commands] == [["schedule", "--lake", str(share)], ["merge", "--lake", str(share)]]
+    # the home named by --home, not the default: the commands to paste name it too (a team lead's trial)
+    named = cli("schedule", "--home", str(reader), home=tmp_path / "elsewhere", cwd=cwd)
+    assert [shlex.split(c)[1:] for c in re.findall(r"`(agentlake [^`]+)`", named.stderr)] == [
+        ["schedule", "--home", str(reader), "--lake", str(share)], ["merge", "--home", str(reader), "--lake", str(share)]]
+    # a new home's compaction of the team's lake: no warehouse there yet, not "nothing ingested" (a trial)
+    fresh = cli("compact", "--lake", str(share), home=tmp_path / "newcomer", cwd=cwd)
+    assert fresh.returncode == 1 and fresh.stderr == (
+        f"error: {tmp_path / 'newcomer'} has no warehouse yet to compact: `agentlake merge --lake "
+        f"{shlex.quote(str(share))}` builds it from that lake\n"), fresh.stderr
+    named = cli("ingest", "--no-default", "--home", str(reader), home=tmp_path / "elsewhere", cwd=cwd)
+    assert f"run `agentlake merge --home {reader} --lake {shlex.quote(str(share))}`" in named.stdout + named.stderr
     assert cli("schedule", "--lake", str(share), home=reader, cwd=cwd).returncode == 0
 
     assert cli("merge", "--lake", str(share), home=reader, cwd=cwd).returncode == 0  # the way to refresh

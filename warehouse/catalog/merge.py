@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 from transforms.contract import ALL_TABLES, DATA_TABLES, SCHEMA_VERSION, SOURCES, Table
 from warehouse.lake import ducklake
 from warehouse.lake.ducklake import sql_string
-from warehouse.lake.layout import LANDING, RUNS, damage_note, own_lake, same_lake
+from warehouse.lake.layout import LANDING, RUNS, damage_note, home_flag, own_lake, same_lake
 from warehouse.catalog.compaction import GRACE_SECONDS, crowded, sweep
 from warehouse.catalog.marts import current as marts_current
 from warehouse.catalog.marts import forget as forget_marts
@@ -730,12 +730,13 @@ def _refuse_replacing(con, lake, catalog: Path) -> None:
     if not merged:
         return
     quoted = shlex.quote(merged_from)  # a URI's `?...&...` would end the pasted command
+    home = home_flag(Path(catalog).parent)
     raise ReadFromAnotherLake(
         f"the warehouse {catalog} is read from the lake {merged_from} ({len(merged)} sources merged from it), "
         f"not from this home's own lake {own}: merging that would replace them, and nothing "
-        f"was merged. To refresh it, run `agentlake merge --lake {quoted}`; to land this machine's "
-        f"agents there too, run `agentlake ingest --lake {quoted}` (or set lake in config.toml); "
-        "to make the warehouse this home's own lake's, run `agentlake merge --full`")
+        f"was merged. To refresh it, run `agentlake merge{home} --lake {quoted}`; to land this machine's "
+        f"agents there too, run `agentlake ingest{home} --lake {quoted}` (or set lake in config.toml); "
+        f"to make the warehouse this home's own lake's, run `agentlake merge{home} --full`")
 
 
 def _refuse_emptying(con, lake, catalog: Path, landed: dict[str, str], merged_from: str) -> None:

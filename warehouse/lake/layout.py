@@ -78,6 +78,15 @@ def default_home(env=os.environ) -> Path:
     return Path(base).expanduser() / "agentlake"
 
 
+def home_flag(home: Path, env=os.environ) -> str:
+    """` --home HOME` for a command printed to paste, unless HOME is the default one: pasted
+    without it, a command acts on the default home (a team lead's trial)."""
+    import shlex
+
+    home = Path(home).absolute()
+    return "" if home == default_home(env).absolute() else f" --home {shlex.quote(str(home))}"
+
+
 class NotACatalog(ValueError):
     """The warehouse path names a folder or a file that is not a DuckLake catalog."""
 
