@@ -319,6 +319,10 @@ def test_a_window_with_no_token_counts_never_says_0_percent(dashboard, people):
     _, page = get(dashboard + "?agent=crush")
     cache = tile(page, "cache")
     assert "no tokens recorded" in cache and "0%" not in cache and "0.0%" not in cache
+    assert "Crush, CodeWhale, Cursor and Codebuff record no per-request tokens" in cache
+    # a window with nothing in it: said so, no agent blamed (a dashboard trial)
+    empty = tile(get(dashboard + "?since=2030-01-01&until=2030-01-31")[1], "cache")
+    assert "no tokens recorded" in empty and "no request in the window" in empty and "Crush" not in empty
 
 
 def test_the_overview_filtered_by_a_user_in_a_real_browser(dashboard, people, tmp_path, request):

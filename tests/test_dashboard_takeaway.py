@@ -157,6 +157,11 @@ def test_the_presets_end_today_utc_and_an_empty_window_says_so(dashboard, lake_r
     assert window_of(recent) == (str(last - timedelta(days=29)), str(last)) and "agent=crush" in recent
     status, back, _ = get(urljoin(dashboard, recent))
     assert status == 200 and "empty-window" not in back and bars(back)
+    # a day after today: said, as the report says it (a dashboard trial took it for a mistyped one)
+    ahead = today + timedelta(days=400)
+    _, later, _ = get(dashboard + f"?since={ahead}")
+    assert f"No data in {ahead} – the last day (since {ahead} is after today, {today}) (UTC days)" in \
+        text(part(later, r'<p class="empty" id="empty-window">(.*?)</p>'))
 
 
 def test_a_preset_relative_to_a_today_within_the_data(dashboard, lake_ro, monkeypatch):

@@ -10,6 +10,7 @@ from warehouse.serve.dashboard import charts
 from warehouse.serve.dashboard.page_parts import escaped, figure, filtered_rows, sessions, usd
 from warehouse.serve.dashboard.request import Request
 from warehouse.serve.report import Filters
+from warehouse.lake.zones import today_in
 
 # --- the headline: this window against the one before
 
@@ -226,9 +227,11 @@ def headline(con, req: Request) -> str:
              _tile("tile-failed", "Failed tool calls", count(now.failed), calls,
                    _change(now.failed, prior and prior.failed, count, True))]
     if now.share is None:  # never 0%: nothing recorded is not a share
-        tiles.append(_tile("tile-cache", "Cache share", "no tokens recorded",
-                           "no request in the window records its input tokens by cache (Crush and CodeWhale "
-                           "record no per-request tokens)", ""))
+        # the reason, as it is: an empty window is no agent's doing (a trial blamed Crush for it)
+        why = ("no request in the window" if now.empty else
+               "no request in the window records its input tokens by cache (Crush, CodeWhale, Cursor and "
+               "Codebuff record no per-request tokens)")
+        tiles.append(_tile("tile-cache", "Cache share", "no tokens recorded", why, ""))
     else:
         share = lambda v: f"{v:.1%}"  # noqa: E731
         requests = f"{now.requests:,} request{'' if now.requests == 1 else 's'}"
@@ -349,6 +352,10 @@ def empty_window(con, req: Request) -> str:
     if held:
         return ""
     window = f"{f.since or 'the first day'} – {f.until or 'the last day'}"
+    today = today_in(f.zone)
+    future = [f"{name} {day} is after today, {today}" for name, day in (("since", f.since), ("until", f.until))
+              if day and day > today][:1]  # said, as the report says it (a dashboard trial)
+    window += f" ({future[0]})" if future else ""
     if first is None:
         said = f"No data in {window}, nor on any other day, for these filters."
     else:
