@@ -84,6 +84,8 @@ def test_a_page_names_its_own_zone_and_its_links_keep_it(berlin):
     status, page = get(f"{berlin}?tz={tokyo}&grain=day")
     assert status == 200, page
     assert f"Window ({tokyo} days" in page and "tz=Asia%2FTokyo" in page
+    # a table's CSV keeps the lake's UTC times, as the report's: said beside its link (a trial)
+    assert f"(times in UTC, not {tokyo})" in page and "(times in UTC" not in get(f"{berlin}?tz=UTC")[1]
     day = max(days)
     assert _project_cost(berlin, day, f"&tz={tokyo}") == split_cost(COST, days)[day]
 

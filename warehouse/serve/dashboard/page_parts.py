@@ -207,8 +207,10 @@ def takeaway(req: Request, name: str, rows: int) -> str:
         order = (f'sorted by {escaped(chosen[0])}, {"descending" if chosen[1] else "ascending"} · '
                  f'<a href="{escaped(req.sorted_by(name, None))}">its own order</a> · ')
     csv_link = req.link("/csv", table=name, top=None, grain=None)
+    # its times are the lake's, as `report --format csv` writes them: said where the page's are not (a trial)
+    utc = f" (times in UTC, not {escaped(req.filters.zone)})" if req.filters.zone != UTC else ""
     return (f'<p class="cut takeaway" id="{escaped(name)}-takeaway">{order}<a class="csv" href="{escaped(csv_link)}">'
-            f"CSV of all {rows:,} row{'s' if rows != 1 else ''}</a></p>")
+            f"CSV of all {rows:,} row{'s' if rows != 1 else ''}</a>{utc}</p>")
 
 
 def today(zone: str = UTC) -> date:
