@@ -213,3 +213,19 @@ def test_the_overview_with_its_trends_in_a_real_browser(dashboard, tmp_path, req
         shot = (tmp_path / "overview-trends.png").read_bytes()
         assert shot.startswith(b"\x89PNG\r\n\x1a\n") and len(shot) > 20_000
 
+
+
+def test_a_short_span_has_one_tick_per_day_and_a_long_one_keeps_vegas():
+    """A dashboard trial: over two or three days Vega put a tick every few hours, each labelled
+    with its date (`Dec 07, Dec 07, Dec 08, Dec 08`), on the cost chart and the trends."""
+    from warehouse.serve.dashboard import charts
+
+    days = [date(2026, 12, 7) + timedelta(days=i) for i in range(3)]
+    label = re.compile(r"<text[^>]*>([A-Z][a-z]{2} \d\d)</text>")
+    bars = charts.cost_over_time([(d, "a", 1.0 + i, None) for i, d in enumerate(days)], "day", "agent", ["a"])
+    assert label.findall(bars) == ["Dec 07", "Dec 08", "Dec 09"]
+    line = charts.trend([(d, "x", 1.0) for d in days[:2]], "day", days[0], days[1], [("x", "#000")], "v", ",d", ",d")
+    assert label.findall(line) == ["Dec 07", "Dec 08"]
+    many = [date(2026, 1, 1) + timedelta(days=i) for i in range(60)]
+    shown = label.findall(charts.cost_over_time([(d, "a", 1.0, None) for d in many], "day", "agent", ["a"]))
+    assert 4 <= len(shown) <= 12 and len(set(shown)) == len(shown)

@@ -170,6 +170,9 @@ def cost_over_time(rows: list[tuple], period: str, series_title: str, order: lis
         ends = (period_start(days[0], period), period_end(period_start(days[1], period), period))
         spec["encoding"]["x"]["scale"]["domain"] = [{"year": d.year, "month": d.month, "date": d.day, "utc": True}
                                                     for d in ends]
+    first = period_start(days[0], period) if days else min(r[0] for r in rows)
+    _ticks(spec["encoding"]["x"]["axis"], first, period_start(days[1], period) if days else max(r[0] for r in rows),
+           period)
     spec["encoding"]["color"].update(sort=order, scale={"domain": order, "range": colors})
     if budget is not None:
         spec = _with_budget(spec, budget, rows, period)
@@ -290,6 +293,18 @@ def _datetime(d: date) -> dict:
     return {"year": d.year, "month": d.month, "date": d.day, "utc": True}
 
 
+def _ticks(axis: dict, first: date, last: date, period: str, most: int = 12) -> None:
+    """A tick per day or week where the span holds few: Vega's own ticks over a day or two fell
+    every few hours, each labelled with its date (`Dec 07, Dec 07, Dec 08`: a dashboard trial).
+    `first` and `last`: the first and last periods' starts."""
+    if period not in ("day", "week"):
+        return
+    step = timedelta(days=1 if period == "day" else 7)
+    starts = [first + step * i for i in range((last - first) // step + 1)]
+    if len(starts) <= most:
+        axis["values"] = [_datetime(d) for d in starts]
+
+
 @lru_cache(maxsize=32)
 def _trend_spec(period: str, value_title: str, axis_format: str, value_format: str, legend: bool, width: int,
                 zone: str) -> dict:
@@ -329,6 +344,8 @@ def trend(rows: list[tuple], period: str, first: date, last: date, series: list[
     domain = [_datetime(first), _datetime(period_end(last, period))]
     for layer in spec["layer"]:
         layer["encoding"]["x"]["scale"]["domain"] = domain
+        if "axis" in layer["encoding"]["x"]:
+            _ticks(layer["encoding"]["x"]["axis"], first, last, period)
         layer["encoding"]["color"]["scale"] = {"domain": [s for s, _ in series], "range": [c for _, c in series]}
     return render(spec)
 
