@@ -183,6 +183,11 @@ def test_an_insight_without_a_machine_says_the_filter_does_not_apply(dashboard, 
     _, sql_page = get(dashboard + "insight?name=insight_usage_blocks&user=ana")
     sql = html.unescape(re.search(r'<pre id="insight-sql">(.*?)</pre>', sql_page, re.S).group(1))
     assert len(query(people, sql)) == blocks  # the SQL shown gives the same findings
+    # the page says its filters (they were in its SQL alone: a dashboard trial)
+    said = text(re.search(r'<p class="meta" id="insight-filters">(.*?)</p>', sql_page, re.S).group(1))
+    assert " ".join(said.split()) == "Filters: user ana · the overview changes them"
+    _, every = get(dashboard + "insight?name=insight_usage_blocks")
+    assert "Filters: none: every finding" in text(re.search(r'id="insight-filters">(.*?)</p>', every, re.S).group(1))
 
 
 def test_the_people_ranking_lists_each_user_with_their_machines(dashboard, people):

@@ -359,3 +359,12 @@ def test_text_sorts_from_a_in_any_case_and_a_missing_value_last_either_way():
                                 ("desc", ["Zed", "Session 4", "legacy", "apple", None])):
         req = parse_request(f"sort=sessions:title:{direction}", ["p"], ["crush"], "/project")
         assert [r[0] for r in sort_rows(req, "sessions", ["title"], rows)] == expected
+
+
+def test_an_insight_cell_of_unknown_cost_says_unknown_as_the_projects_table_does():
+    """A dashboard trial: an unknown cost was an empty cell in the insights' tables, `unknown` in
+    the projects'. Other empty values stay empty."""
+    from warehouse.serve.dashboard.pages import _cell
+
+    assert _cell(None, "wasted_usd") == "unknown" and _cell(None, "cost_usd") == "unknown"
+    assert _cell(None, "file_path") == "" and _cell(0.5, "cost_usd") == "$0.5000"

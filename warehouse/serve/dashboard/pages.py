@@ -21,8 +21,8 @@ from warehouse.serve.dashboard import charts
 from warehouse.serve.dashboard import page_parts
 from warehouse.serve.dashboard.headline import empty_window, headline, trends
 from warehouse.serve.dashboard.page_parts import (
-    about_data, duration_text, escaped, figure, filter_form, filtered_rows, grain_links, layout, sessions,
-    sort_column, sort_rows, sortable_head, table, takeaway, usd)
+    about_data, duration_text, escaped, figure, filter_form, filtered_rows, grain_links, layout, page_filters,
+    sessions, sort_column, sort_rows, sortable_head, table, takeaway, usd)
 from warehouse.serve.formatting import dollars
 from warehouse.serve.dashboard.transcript import session_link
 from warehouse.serve.dashboard.request import (
@@ -493,6 +493,8 @@ def _cell(value, column: str = ""):
         return value.rsplit("/", 1)[-1]
     if column in MODEL_COLUMNS:  # a model that is none, said as the report says it
         return label(column, value)
+    if value is None and column.endswith("_usd"):  # as the projects table says it, never a blank (a trial)
+        return "unknown"
     if _is_number(value) and math.isfinite(value):
         if column.endswith("_usd"):
             return usd(value)
@@ -539,7 +541,12 @@ def insight_page(con, req: Request) -> tuple[str, int]:
     from warehouse.catalog.marts import mart_sql
 
     definition = dict(mart_sql()).get(name)
-    body = (f"<p>{escaped(title)}</p>" + body
+    # the filters the findings are under, said (they were only in the SQL: a dashboard trial)
+    filters = page_filters(req)
+    under = ("; ".join(f"{k} {v}" for k, v in filters.items()) if filters else "none: every finding")
+    body = (f"<p>{escaped(title)}</p>"
+            f'<p class="meta" id="insight-filters">Filters: {escaped(under)} · '
+            f'<a href="{escaped(req.link("/"))}">the overview</a> changes them</p>' + body
             + "<h2>Reproduce</h2><p>Every finding (the table shows the first rows) is this query; run it with "
             f'<code>agentlake sql</code>:</p><pre id="insight-sql">{escaped(sql)}</pre>')
     if definition:
