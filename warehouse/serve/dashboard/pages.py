@@ -488,13 +488,17 @@ def _is_number(value) -> bool:
 # theirs: money (`_usd`) as `usd` does; counts, and tokens or bytes (a growth per request too,
 # though a DOUBLE), whole with separators; any other fraction, a ratio or share, with 3 decimals
 # (what the insights round them to).
+# the money columns whose NULL means none, not an unknown cost (docs/MARTS.md)
+NULL_NOT_UNKNOWN = frozenset({"cost_after_compaction_usd"})
+
+
 def _cell(value, column: str = ""):
     if column == "session_key" and isinstance(value, str):  # machine/user/provider/source/session: the session
         return value.rsplit("/", 1)[-1]
     if column in MODEL_COLUMNS:  # a model that is none, said as the report says it
         return label(column, value)
-    if value is None and column.endswith("_usd"):  # as the projects table says it, never a blank (a trial)
-        return "unknown"
+    if value is None and column.endswith("_usd") and column not in NULL_NOT_UNKNOWN:
+        return "unknown"  # as the projects table says it, never a blank (a dashboard trial)
     if _is_number(value) and math.isfinite(value):
         if column.endswith("_usd"):
             return usd(value)
