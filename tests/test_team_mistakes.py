@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import copy_home, query
+from tests.conftest import copy_home, query, run_cli
 from tests.support_s3 import BUCKET, run_cli_fresh, s3, s3_client, s3_server  # noqa: F401  (the moto fixtures)
 from transforms.synth.crush import generate_store
 from pipelines import schedule
@@ -551,21 +551,26 @@ def test_a_mistyped_lake_that_replaces_a_laptops_warehouse_is_said(tmp_path):
     """A team lead's trial: `ingest --lake <a typo>` on a laptop that read the team's folder lake
     built its warehouse anew from the typo's lake, the team's rows gone, without a word."""
     share = tmp_path / "share"
+    (tmp_path / "cwd").mkdir()
+
+    def here(*args, home, cwd):  # `cli`, in this process: the process boundary is not the point here
+        return run_cli(*args, env={"AGENTLAKE_HOME": str(home)}, cwd=cwd)
+
     for user, seed in (("ana", 1), ("cy", 2)):
         store = generate_store(tmp_path / f"crush-{user}", projects=1, sessions_per_project=1, seed=seed)
-        out = cli("ingest", "--quiet", "--no-default", "--lake", str(share), "--team", "--user", user,
-                  "--crush-root", str(store.global_dir), home=tmp_path / user, cwd=tmp_path / "cwd")
+        out = here("ingest", "--quiet", "--no-default", "--lake", str(share), "--team", "--user", user,
+                   "--crush-root", str(store.global_dir), home=tmp_path / user, cwd=tmp_path / "cwd")
         assert out.returncode == 0, out.stderr
     typo = tmp_path / "shar"
-    out = cli("ingest", "--no-default", "--lake", str(typo), "--team", "--user", "cy",
-              "--crush-root", str(tmp_path / "crush-cy"), home=tmp_path / "cy", cwd=tmp_path / "cwd")
+    out = here("ingest", "--no-default", "--lake", str(typo), "--team", "--user", "cy",
+               "--crush-root", str(tmp_path / "crush-cy"), home=tmp_path / "cy", cwd=tmp_path / "cwd")
     assert out.returncode == 0, out.stderr
     said = (f"note: the warehouse {tmp_path / 'cy' / 'warehouse.ducklake'} was merged from the lake {share}: it is "
             f"built anew from {typo}, without that lake's rows (`--lake {share}` reads it again)")
     assert said in out.stdout + out.stderr, out.stdout + out.stderr
     users = query(Layout.resolve(home=tmp_path / "cy"), 'SELECT DISTINCT "user" FROM sessions')
     assert users == [("cy",)]
-    back = cli("merge", "--lake", str(share), home=tmp_path / "cy", cwd=tmp_path / "cwd")
+    back = here("merge", "--lake", str(share), home=tmp_path / "cy", cwd=tmp_path / "cwd")
     assert back.returncode == 0 and f"was merged from the lake {typo}: it is built anew from {share}" in back.stderr
     assert sorted(query(Layout.resolve(home=tmp_path / "cy"), 'SELECT DISTINCT "user" FROM sessions')) == \
         [("ana",), ("cy",)]
