@@ -270,5 +270,13 @@ def test_team_mode_turned_on_lands_again_what_was_landed_without_it_and_no_proje
     assert states and [s for s in secrets if any(s in f.read_text() for f in states)] == []
     every_name = [str(f) for f in tmp_path.rglob("*") if "work" not in f.relative_to(tmp_path).parts[:1]]
     assert [name for name in every_name if any(s in name for s in secrets)] == []
-    # a rerun in team mode: unchanged now
+    # a rerun in team mode: unchanged now, and the run log is not read again (its marker is gone)
+    assert [r.status for r in ingest(team, p.db, marts=False).results] == ["unchanged"]
+    assert not (team.state_dir / "runs-unredacted").exists()
+    # a state an older release wrote says nothing of its redaction: taken as landed in its mode,
+    # not every team's source landed again on upgrading
+    for state in states:
+        written = json.loads(state.read_text())
+        written.pop("redacted")
+        state.write_text(json.dumps(written))
     assert [r.status for r in ingest(team, p.db, marts=False).results] == ["unchanged"]

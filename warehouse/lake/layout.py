@@ -298,7 +298,12 @@ def landing_path(machine: str, user: str, provider: str, source_id: str, table: 
 
 
 def run_log_path(machine: str, user: str, name: str) -> str:
-    return f"{LANDING}/{machine}/{user}/{RUNS}/{name}.parquet"
+    return f"{runs_prefix(machine, user)}/{name}.parquet"
+
+
+def runs_prefix(machine: str, user: str) -> str:
+    """Where a machine and user's run log files are, in the lake."""
+    return f"{LANDING}/{machine}/{user}/{RUNS}"
 
 
 # A merge's note of each landing file it could not read, at the file's own path under this folder:

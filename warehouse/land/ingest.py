@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pyarrow as pa
 
@@ -29,7 +30,7 @@ from transforms.provider import DiscoverOptions, Provider, SourceError, environm
 from transforms.providers import PROVIDERS
 from transforms.said_once import not_said_before
 from transforms.sources import Source, as_text, members
-from warehouse.lake.layout import DAMAGED, Layout, damaged_file, landing_dir, run_log_path
+from warehouse.lake.layout import DAMAGED, Layout, damaged_file, landing_dir, run_log_path, runs_prefix
 from warehouse.lake.scratch_dirs import scratch
 from warehouse.land import landed_as
 from warehouse.land.bundle_folders import evict_moved, evict_superseded, taken_over
@@ -436,38 +437,40 @@ def record_run(layout: Layout, run_id: str, results) -> str | None:
     try:
         if layout.team:
             redact_earlier_runs(layout)
+        else:  # its rows as the agents hold them: a team-mode run redacts them (`redact_earlier_runs`)
+            layout.state_dir.mkdir(parents=True, exist_ok=True)
+            unredacted_runs(layout).touch()
         write_run_log(layout.store(), SOURCES, rel, rows)
     except (OSError, ValueError) as exc:  # the data is landed or not already; only the log entry is lost
         return f"could not record this run in `sources`: {exc}"
     return None
 
 
-def redact_earlier_runs(layout: Layout) -> int:
-    """The run log files this machine wrote before team mode was on (or under other [privacy]
-    rules), their rows redacted as a team-mode run's are, once: the sources it landed then are
-    landed again (source_state.redaction), and their paths and errors stayed in the shared lake
-    (a team lead's trial). A marker in the state folder says for which rules it was done. Returns
-    the files rewritten."""
-    from transforms.redact import redact_log_row
-    from warehouse.land.source_state import redaction
+def unredacted_runs(layout: Layout) -> Path:
+    """Present while this machine's run log holds runs written without team mode."""
+    return layout.state_dir / "runs-unredacted"
 
-    marker = layout.state_dir / "run-logs-redacted"
-    done = redaction(layout)
-    try:
-        if marker.read_text() == done:
-            return 0
-    except OSError:
-        pass
+
+def redact_earlier_runs(layout: Layout) -> int:
+    """The run log files this machine wrote without team mode, their rows redacted as a team-mode
+    run's are, once team mode is on: the sources landed then are landed again
+    (source_state.redaction), and their paths and errors stayed in the shared lake (a team lead's
+    trial). Only when such runs were recorded (`unredacted_runs`): a team's history is not read
+    again at every run. Returns the files rewritten."""
+    from transforms.redact import redact_log_row
+
+    marker = unredacted_runs(layout)
+    if not marker.exists():
+        return 0
     store, policy, rewritten = layout.store(), privacy_policy(layout), 0
-    for rel in sorted(store.versions(run_log_path(layout.machine, layout.user, "x").rsplit("/", 1)[0])):
+    for rel in sorted(store.versions(runs_prefix(layout.machine, layout.user))):
         if not rel.endswith(".parquet"):
             continue
         rows = read_file(store, rel).to_pylist()
         if sum(sum(redact_log_row(row, policy).values()) for row in rows):
             write_run_log(store, SOURCES, rel, rows)
             rewritten += 1
-    layout.state_dir.mkdir(parents=True, exist_ok=True)
-    replace_file(marker, done)
+    marker.unlink(missing_ok=True)
     return rewritten
 
 

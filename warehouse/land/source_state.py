@@ -47,11 +47,13 @@ class SourceState:
     # the run that landed the files: within that run the source is read again, not called
     # unchanged (a worker pool that broke after the write lost its result: warehouse.land.ingest)
     run_id: str | None = None
-    # team mode's redaction the files were written with (`redaction`); None: as the agent holds them
+    # team mode's redaction the files were written with (`redaction`); None: as the agent holds
+    # them; UNRECORDED: by a release that did not say (taken as landed in the mode of its time)
     redacted: str | None = None
 
 
 _FIELDS = {f.name for f in fields(SourceState)}
+UNRECORDED = "unrecorded"  # SourceState.redacted of a state written before it was kept
 
 
 class Verdict(Enum):
@@ -74,8 +76,9 @@ class SourceStates:
     def of(self, provider: str, source_id: str) -> SourceState:
         try:
             data = json.loads(self.file(provider, source_id).read_text())
-            # a key a newer release added is ignored, not a reason to read the source again
-            return SourceState(**{k: v for k, v in data.items() if k in _FIELDS})
+            # a key a newer release added is ignored, not a reason to read the source again; an
+            # older release's state says nothing of its redaction: not every team's source landed again
+            return SourceState(**{"redacted": UNRECORDED, **{k: v for k, v in data.items() if k in _FIELDS}})
         except (OSError, ValueError, TypeError):
             return SourceState()  # no usable state: the source is simply ingested again
 
@@ -177,7 +180,7 @@ class SourceStates:
             return False
         if not same_names(previous, source):
             return False
-        if self.layout.team and previous.redacted != redaction(self.layout):
+        if self.layout.team and previous.redacted not in (redaction(self.layout), UNRECORDED):
             # landed before team mode was on (or under other [privacy] rules): its secrets are in
             # the lake until it is landed again, and a rerun called it unchanged (a team lead's trial)
             return False
