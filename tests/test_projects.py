@@ -51,3 +51,20 @@ def test_two_checkouts_of_one_repo_are_one_project_and_a_mapping_wins(layout, pr
     assert project_name(str(plain.path)) == "scratch"
     assert project_name(str(a.path), {"acme/webshop": "Shop"}) == "shop"
     assert project_name(str(b.path), {str(b.path): "copy"}) == "copy"
+
+
+def test_a_secret_in_a_folders_name_is_never_a_projects_slug_and_plain_names_load_no_rules():
+    """A team lead's trial: a token pasted into a folder's name was the project's slug (lower
+    case gave an AWS key back whole). Plain names, long ones too, do not pay the rules' import."""
+    import subprocess
+    import sys
+
+    from transforms.projects import project_slug
+
+    key, token = "AKIA" + "IOSFODNN7EXAMPLE", "gh" + "p_" + "abcdefghijklmnopqrstuvwxyzABCDEF0123"
+    assert project_slug(key) == "redacted-aws-access-key" and project_slug(token) == "redacted-github-token"
+    assert project_slug(f"work-{key}") == "work-redacted-aws-access-key"
+    code = ("import sys; from transforms.projects import project_slug; "
+            "print(project_slug('agentlake_warehouse_tools'), 'transforms.redact' in sys.modules)")
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert ran.stdout.split() == ["agentlake-warehouse-tools", "False"]
