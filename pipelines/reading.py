@@ -234,6 +234,8 @@ def _say_if_the_prices_wait_for_a_merge(con, layout) -> None:
         return  # a file catalog another home merges: its prices are that home's config's
     config_file = settings_file(layout)
     prices = load_config(config_file).prices
+    if team and not prices:  # the center's prices price the team's catalog: nothing of this reader's to apply
+        return
     if prices.fingerprint() != recorded_fingerprint(con):  # (prices removed too: a team lead's trial)
         # a team's catalog is merged by its center, with the center's config.toml: said there
         # before its next merge, and to a reader whose own prices would never apply

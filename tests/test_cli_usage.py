@@ -88,6 +88,20 @@ def test_serving_replaces_only_a_serving_database(home, tmp_path, capsys):
         assert main(["serving", "--home", str(home), str(target)]) == 0
         assert f"{target}: daily_costs " in capsys.readouterr().out
     assert main(["sql", "--home", str(home), "SELECT COUNT(*) AS n FROM sessions"]) == 0  # the home still reads
+    # a DuckDB file another program holds open for writing cannot be looked into: replaced only
+    # under the default name (a BI tool holding the serving file), else refused (a review)
+    import subprocess
+
+    held = tmp_path / "analytics.duckdb"
+    code = (f"import duckdb, sys; c = duckdb.connect({str(held)!r}); c.execute('CREATE TABLE t (a INT)'); "
+            "print('ready', flush=True); sys.stdin.read()")
+    holder = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        assert "(a DuckDB database another program holds open for writing: close it, or give another file)" in \
+            usage_error(capsys, "serving", "--home", home, held)
+    finally:
+        holder.communicate("")
 
 
 def test_serving_where_nothing_can_be_written_says_where(home, tmp_path, capsys):

@@ -64,6 +64,9 @@ def test_a_secret_in_a_folders_name_is_never_a_projects_slug_and_plain_names_loa
     key, token = "AKIA" + "IOSFODNN7EXAMPLE", "gh" + "p_" + "abcdefghijklmnopqrstuvwxyzABCDEF0123"
     assert project_slug(key) == "redacted-aws-access-key" and project_slug(token) == "redacted-github-token"
     assert project_slug(f"work-{key}") == "work-redacted-aws-access-key"
+    # letters only, or dashes inside: looked at too (a review found them past a digits-only filter)
+    assert project_slug("hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGh") == "redacted-huggingface-token"
+    assert project_slug("glpat-" + "Ab1Cd2Ef-Gh3Ij4Kl5Mn") == "redacted-gitlab-token"
     code = ("import sys; from transforms.projects import project_slug; "
             "print(project_slug('agentlake_warehouse_tools'), 'transforms.redact' in sys.modules)")
     ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

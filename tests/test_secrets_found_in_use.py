@@ -253,12 +253,14 @@ def test_team_mode_turned_on_lands_again_what_was_landed_without_it_and_no_proje
     p.close()
     plain = ingest(layout, p.db, marts=False)  # team mode off: the agent's own bytes
     assert [r.status for r in plain.results] == ["ok"]
+    runs = layout.lake / "_landing" / layout.machine / layout.user / "_runs"
+    (runs / "cut-short.parquet").write_bytes(b"PAR1 not a whole file")  # one the merge names: no stop for the others
     team = _shared_folder_team(layout)
     again = ingest(team, p.db)
     assert [r.status for r in again.results] == ["ok"]  # not "unchanged": landed again, redacted
 
     secrets = [token, token.lower(), key, key.lower()]
-    landed = [v for f in sorted((team.lake / "_landing").rglob("*.parquet"))
+    landed = [v for f in sorted((team.lake / "_landing").rglob("*.parquet")) if f.name != "cut-short.parquet"
               for column in pq.read_table(f).columns if pa.types.is_string(column.type)
               for v in column.to_pylist() if v]
     assert landed and [s for s in secrets if any(s in v for v in landed)] == []
@@ -270,7 +272,10 @@ def test_team_mode_turned_on_lands_again_what_was_landed_without_it_and_no_proje
     assert states and [s for s in secrets if any(s in f.read_text() for f in states)] == []
     every_name = [str(f) for f in tmp_path.rglob("*") if "work" not in f.relative_to(tmp_path).parts[:1]]
     assert [name for name in every_name if any(s in name for s in secrets)] == []
-    # a rerun in team mode: unchanged now, and the run log is not read again (its marker is gone)
+    assert len(query(team, "SELECT DISTINCT run_id FROM sources")) == 2  # this run recorded, the damaged file aside
+    # a rerun in team mode: unchanged now; the run log is read again only while a file is unread
+    assert (team.state_dir / "runs-unredacted").exists()
+    (runs / "cut-short.parquet").unlink()
     assert [r.status for r in ingest(team, p.db, marts=False).results] == ["unchanged"]
     assert not (team.state_dir / "runs-unredacted").exists()
     # a state an older release wrote says nothing of its redaction: taken as landed in its mode,

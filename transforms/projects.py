@@ -85,10 +85,16 @@ def project_name(project_path: str, mapping: Mapping[str, str] | None = None) ->
     return project_slug(path.name if path else "", default="unknown")
 
 
-# A run of characters long enough to be a token (an AWS key is 20, a GitHub token 40), letters
-# and digits mixed, or a private key's first line: only such a name is looked at for secrets
-# (`_without_secrets`: the rules' import costs a quarter of a second, `agentlake_tools` need not pay it)
-_LONG_RUN = re.compile(r"[A-Za-z0-9_]{16,}")
+# A run of characters long enough to be a token (an AWS key is 20, a GitHub token 40) that mixes
+# letters and digits or both cases, or a private key's first line: only such a name is looked at
+# for secrets (`_without_secrets`: the rules' import costs a quarter of a second, which
+# `agentlake_warehouse_tools` need not pay; `hf_AbCd...` and `glpat-...` must)
+_LONG_RUN = re.compile(r"[A-Za-z0-9_-]{16,}")
+
+
+def _mixed(run: str) -> bool:
+    digit, lower, upper = (any(test(c) for c in run) for test in (str.isdigit, str.islower, str.isupper))
+    return (digit and (lower or upper)) or (lower and upper)
 
 
 def project_slug(name: str, default: str = "unnamed") -> str:
@@ -111,8 +117,7 @@ def _without_secrets(name: str) -> str:
     aside, and lower case gave an AWS key back whole (a team lead's trial). In every mode, so that
     a project has one name on every machine of a team. The rules load only for a name that may
     hold one."""
-    if "-----BEGIN" not in name and not any(
-            any(c.isdigit() for c in run) and any(c.isalpha() for c in run) for run in _LONG_RUN.findall(name)):
+    if "-----BEGIN" not in name and not any(_mixed(run) for run in _LONG_RUN.findall(name)):
         return name
     from transforms.redact import redact_text
 

@@ -516,8 +516,9 @@ def _merge_tables(con, lake, catalog: Path, workdir: Path, result: MergeResult, 
     full = full or _older_layout(recorded) or bool(broken & BUILT) or repriced
     merged = {} if full else before
     changed, removed = plan(landed, merged)
-    if removed and recorded is not None and not same_lake(recorded[0], masked(str(lake))):
-        result.replaced_from = recorded[0]  # its sources this lake does not hold leave: said (a moved home's stay)
+    if removed and recorded is not None and not same_lake(recorded[0], masked(str(lake))) and not _moved(
+            recorded[0], lake, catalog):
+        result.replaced_from = recorded[0]  # its sources this lake does not hold leave: said
     local = _local_copies(store, [f for files in changed.values() for f in files], workdir)
     sources, waiting = _complete(changed, local, footers, damaged)
     if full:
@@ -714,6 +715,11 @@ def _note_damaged(store, files: dict[str, tuple[str, str]]) -> None:
         store.put_all(notes)
     except OSError:
         pass
+
+
+def _moved(recorded: str, lake, catalog: Path) -> bool:
+    """The catalog's own lake, at its home's old place (a home moved or copied whole): not another lake."""
+    return own_lake(lake, catalog) and not is_remote(recorded) and Path(recorded).name == "lake"
 
 
 def _refuse_replacing(con, lake, catalog: Path) -> None:

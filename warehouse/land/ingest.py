@@ -435,12 +435,12 @@ def record_run(layout: Layout, run_id: str, results) -> str | None:
     if any(r.status in ("ok", "unchanged") for r in results):  # sessions landed under these names: a run
         landed_as.record(layout)  # whose every source failed (a bucket refusing a new name) landed none
     try:
-        if layout.team:
-            redact_earlier_runs(layout)
-        else:  # its rows as the agents hold them: a team-mode run redacts them (`redact_earlier_runs`)
+        if not layout.team:  # its rows as the agents hold them: a team-mode run redacts them (`redact_earlier_runs`)
             layout.state_dir.mkdir(parents=True, exist_ok=True)
             unredacted_runs(layout).touch()
         write_run_log(layout.store(), SOURCES, rel, rows)
+        if layout.team:
+            redact_earlier_runs(layout)
     except (OSError, ValueError) as exc:  # the data is landed or not already; only the log entry is lost
         return f"could not record this run in `sources`: {exc}"
     return None
@@ -463,14 +463,19 @@ def redact_earlier_runs(layout: Layout) -> int:
     if not marker.exists():
         return 0
     store, policy, rewritten = layout.store(), privacy_policy(layout), 0
+    unread = 0
     for rel in sorted(store.versions(runs_prefix(layout.machine, layout.user))):
         if not rel.endswith(".parquet"):
             continue
-        rows = read_file(store, rel).to_pylist()
-        if sum(sum(redact_log_row(row, policy).values()) for row in rows):
-            write_run_log(store, SOURCES, rel, rows)
-            rewritten += 1
-    marker.unlink(missing_ok=True)
+        try:
+            rows = read_file(store, rel).to_pylist()
+            if sum(sum(redact_log_row(row, policy).values()) for row in rows):
+                write_run_log(store, SOURCES, rel, rows)
+                rewritten += 1
+        except (OSError, ValueError):  # a damaged file (the merge names it): the others are done, this one next time
+            unread += 1
+    if not unread:
+        marker.unlink(missing_ok=True)
     return rewritten
 
 

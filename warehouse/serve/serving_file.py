@@ -17,6 +17,7 @@ from warehouse.catalog.marts import MARTS
 from warehouse.lake.ducklake import connect
 
 DEFAULT_STORAGE_VERSION = "v1.0.0"  # readable by DuckDB 1.0 and newer
+DEFAULT_NAME = "serving.duckdb"
 
 
 class ServingError(ValueError):
@@ -60,7 +61,7 @@ def _other_tables(target: Path) -> str | None:
     """What makes the file at `target` something other than a serving database, or None: no file,
     an empty one, or a DuckDB database holding marts only (one this command wrote, which it
     replaces). A database another process holds locked is taken as the serving one a BI tool has
-    open (the home's own files are refused by name before)."""
+    open, if it has the default name (the home's own files are refused by name before)."""
     try:
         with target.open("rb") as fh:
             head = fh.read(12)
@@ -77,8 +78,9 @@ def _other_tables(target: Path) -> str | None:
             tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
             views = con.execute("SELECT COUNT(*) FROM duckdb_views() WHERE NOT internal").fetchone()[0]
     except duckdb.Error as exc:
-        if "lock" in str(exc).lower():
-            return None
+        if "lock" in str(exc).lower():  # what it holds cannot be read: only the default name is taken for one
+            return None if target.name == DEFAULT_NAME else (
+                "a DuckDB database another program holds open for writing: close it, or give another file")
         return f"a DuckDB database this DuckDB cannot open: {str(exc).splitlines()[0]}"
     others = sorted(tables - set(MARTS))
     if others or views:
