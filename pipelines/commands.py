@@ -147,8 +147,8 @@ def _mixed_with_a_demo(layout: Layout, summary) -> None:
 def _unredacted_share(args, layout: Layout) -> bool:
     """A folder lake that is not the home's own, with team mode left to its default (off for a
     folder): a share other machines read, unredacted, and nothing said (a team lead's trial)."""
-    if layout.team or layout.remote or own_lake(layout.lake, layout.warehouse) or \
-            os.path.normpath(layout.lake) == os.path.normpath(layout.home / "lake"):  # (a --warehouse elsewhere)
+    if layout.team or layout.remote or any(own_lake(layout.lake, catalog)  # (the home's, a --warehouse elsewhere)
+                                          for catalog in (layout.warehouse, layout.home / "warehouse.ducklake")):
         return False
     return args.team is None and load_config(layout.config_file).team is None
 

@@ -259,13 +259,15 @@ def _say_if_the_window_is_empty(con, filters, flags: bool = True) -> None:
 def _say_if_the_pair_is_empty(con, filters) -> None:
     """--user and --machine, each in the warehouse, that name no session together: the user's
     machines (a team trial's `--user ana --machine bo-desktop` printed zeros without a word)."""
+    from warehouse.serve.report import pair_without_sessions
+
     if filters.user is None or filters.machine is None:
         return
-    machines = [r[0] for r in con.execute('SELECT DISTINCT machine FROM sessions WHERE "user" = ? ORDER BY 1',
-                                          [filters.user]).fetchall()]
-    if machines and filters.machine not in machines:
-        print_err(f"note: user {filters.user!r} has no session on machine {filters.machine!r}; "
-                  f"theirs are on {', '.join(machines)}")
+    theirs = [r[0] for r in con.execute('SELECT DISTINCT machine FROM sessions WHERE "user" = ?',
+                                        [filters.user]).fetchall()]
+    said = pair_without_sessions(filters.user, filters.machine, theirs)
+    if said:
+        print_err(f"note: {said}")
 
 
 def _say_if_the_warehouse_is_empty(con, layout) -> None:

@@ -494,6 +494,15 @@ def unknown_name(con, what: str, value: str, column: str, limit: int = 8, table:
     return f"no {what} {value!r} in the warehouse; {hint}"
 
 
+def pair_without_sessions(user: str | None, machine: str | None, theirs) -> str | None:
+    """What a --user and --machine that name no session together say: the user's machines
+    (`theirs`, the machines they have sessions on). The CLI's report and the dashboard say it."""
+    theirs = sorted(theirs)
+    if user is None or machine is None or not theirs or machine in theirs:
+        return None
+    return f"user {user!r} has no session on machine {machine!r}; theirs are on {', '.join(theirs)}"
+
+
 def empty_window(con, filters, flags: bool = True) -> str | None:
     """A window with no session, nor a message or request of one, where the warehouse holds some
     elsewhere: the days it does hold (a demo's January looked like an empty warehouse to `report

@@ -25,6 +25,7 @@ from warehouse.serve.dashboard import page_parts, pages, transcript
 from warehouse.serve.dashboard.request import parse_request
 from warehouse.serve.dashboard.search_page import search_page
 from warehouse.serve.dashboard.zoned import LocalMarts
+from warehouse.serve.report import pair_without_sessions
 
 PATHS = ("/", "/index.html", "/project", "/session", "/insight", "/csv", "/search")
 
@@ -50,10 +51,10 @@ def render(con, path: str, query: str, budgets=(), config_file=None, zone: str =
 def _say_if_the_pair_is_empty(req, rows) -> None:
     """A user and a machine, each in the lake, with no session together: their machines, as the
     report's note says (a team lead's trial saw $0 everywhere without a word)."""
-    user, machine = req.filters.user, req.filters.machine
-    theirs = sorted({r[3] for r in rows if r[2] == user and r[3] is not None})
-    if user and machine and theirs and machine not in theirs:
-        req.notes.append(f"user {user!r} has no session on machine {machine!r}; theirs are on {', '.join(theirs)}")
+    user = req.filters.user
+    said = pair_without_sessions(user, req.filters.machine, {r[3] for r in rows if r[2] == user and r[3] is not None})
+    if said:
+        req.notes.append(said)
 
 
 def _render(con, path: str, query: str, budgets, config_file, zone, local, index=None) -> tuple:
