@@ -152,6 +152,11 @@ def check_lake_folder(lake: Path, given: str) -> None:
                        "if it is not there) or an s3:// lake")
 
 
+def is_duckdb(head: bytes) -> bool:
+    """A file's first 12 bytes are a DuckDB database's: its magic bytes."""
+    return head[8:12] == b"DUCK"
+
+
 def check_catalog(path) -> None:
     """Refuse a warehouse path that cannot be a catalog before anything opens or copies it."""
     if is_postgres(path):  # the server says what is wrong when it is attached
@@ -168,7 +173,7 @@ def check_catalog(path) -> None:
     if not head:  # never one of agentlake's: a catalog is published whole, by a rename
         raise NotACatalog(f"the warehouse {path} is an empty file, not a DuckLake catalog (not a DuckDB database): "
                           "remove it, and `agentlake merge` makes the catalog there")
-    if head[8:12] != b"DUCK":  # a DuckDB file's magic bytes
+    if not is_duckdb(head):
         raise NotACatalog(f"the warehouse {path} is not a DuckLake catalog (not a DuckDB database)")
 
 

@@ -15,6 +15,7 @@ import duckdb
 
 from warehouse.catalog.marts import MARTS
 from warehouse.lake.ducklake import connect
+from warehouse.lake.layout import is_duckdb
 
 DEFAULT_STORAGE_VERSION = "v1.0.0"  # readable by DuckDB 1.0 and newer
 DEFAULT_NAME = "serving.duckdb"
@@ -71,7 +72,7 @@ def _other_tables(target: Path) -> str | None:
         return f"it cannot be read: {exc.strerror or exc}"
     if not head:
         return None
-    if head[8:12] != b"DUCK":
+    if not is_duckdb(head):
         return "not a DuckDB database"
     try:
         with duckdb.connect(str(target), read_only=True) as con:
